@@ -1,0 +1,27 @@
+# Quick start: `make run` launches the app, `make test` runs the whole test suite.
+# Both bootstrap .venv idempotently (created once, re-installed when pyproject.toml changes).
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: run test venv bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/loomscope gui
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python -m pytest
+
+bench: $(STAMP)
+	for f in tests/benchmarks/bench_*.py; do $(VENV)/bin/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,19 @@
+"""pydantic v2 models: the one schema for engine inputs and outputs."""
+
+from __future__ import annotations
+
+from .blocks import Block, BlockKind, BlockStatus, ExcludedBlock, ShiftResult, TruncatedBlock
+from .character import Character, DepthPrompt, Persona
+from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
+from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
+from .preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
+
+__all__ = [
+    "Block", "BlockKind", "BlockStatus", "ExcludedBlock", "ShiftResult", "TruncatedBlock",
+    "Character", "DepthPrompt", "Persona",
+    "InsertionPosition", "Lorebook", "LorebookEntry", "SelectiveLogic",
+    "Chat", "ChatMessage", "MessageMeta", "ToolCall", "ToolFunction", "content_text",
+    "ContextPreview", "PreviewBlock", "PreviewError", "TokenizerInfo",
+    "DEFAULT_TEMPLATE", "ContextSettings", "WorldInfoSettings",
+]

@@ -1,0 +1,144 @@
+"""Prompt blocks: the units that assembly produces and shifting keeps or removes."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .messages import ChatMessage
+
+
+class BlockKind(str, Enum):
+    """What a block is. The GUI groups the budget bar by these."""
+
+    SYSTEM = "system"
+    TOOLS = "tools"
+    CHARACTER = "character"
+    PERSONA = "persona"
+    LOREBOOK = "lorebook"
+    EXAMPLE = "example"
+    MEMORY = "memory"
+    SUMMARY = "summary"
+    INSTRUCTION = "instruction"
+    MESSAGE = "message"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+
+
+class BlockStatus(str, Enum):
+    """Outcome of shifting for one block."""
+
+    KEPT = "kept"
+    EXCLUDED = "excluded"
+    TRUNCATED = "truncated"
+
+
+class Block(BaseModel):
+    """One unit of the prompt, before shifting.
+
+    Attributes
+    ----------
+    id:
+        Unique within one assembly (``"b0"``, ``"b1"``, ... in prompt order).
+    kind, role, source:
+        What it is, the chat role it is sent as, and a stable origin
+        (``system``, ``character:<field>``, ``persona``, ``tools``, ``message:<i>``,
+        ``lorebook:<book>:<uid>``, ``memory:<id>``, ``summary:<id>``, ``instruction:<name>``).
+    message:
+        The provider message this block becomes (OpenAI chat shape); ``None`` for the tools
+        block, which is sent as the request's ``tools`` field.
+    protected:
+        Never removed by any strategy (SPEC §1).
+    pinned, manual_excluded, hidden:
+        User flags copied from the chat message's ``meta``.
+    priority:
+        For removable non-history blocks (lorebook, memory): higher survives longer.
+    reason:
+        The stable reason code for keeping it (``SYSTEM_PROMPT``, ``PINNED``, ...); shifting
+        sets exclusion reasons.
+    group:
+        Tool-group id shared by linked tool calls and results (``None`` when not a tool block).
+    history:
+        Part of the chat history (removed oldest-first).
+    trace:
+        Free-form explanation (lorebook activation reason, ...).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    kind: BlockKind
+    role: str = "system"
+    source: str
+    message: ChatMessage | None = None
+    tools: list[dict[str, Any]] | None = None
+    protected: bool = False
+    pinned: bool = False
+    manual_excluded: bool = False
+    hidden: bool = False
+    history: bool = False
+    priority: float = 0
+    reason: str = "FITS_BUDGET"
+    group: str | None = None
+    message_index: int | None = None
+    trace: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        """The text of the block (message content; JSON of the tool schemas for ``tools``)."""
+        if self.message is not None:
+            return self.message.text()
+        if self.tools is not None:
+            import json
+
+            return json.dumps(self.tools, ensure_ascii=False, sort_keys=True)
+        return ""
+
+
+class ExcludedBlock(BaseModel):
+    """A block removed by shifting, with its stable reason code and its token count."""
+
+    model_config = ConfigDict(frozen=True)
+
+    block_id: str
+    reason: str
+    tokens: int
+
+
+class TruncatedBlock(BaseModel):
+    """A block compressed instead of dropped.
+
+    ``original_tokens``/``remaining_tokens`` in tokens; ``summary_id`` is the id of the
+    summary block it was folded into (``None`` when cut).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    block_id: str
+    reason: str
+    original_tokens: int
+    remaining_tokens: int
+    summary_id: str | None = None
+
+
+class ShiftResult(BaseModel):
+    """Outcome of :func:`engine.shifting.shift_context` (SPEC §3).
+
+    ``kept`` (block ids, original order), ``excluded`` and ``truncated`` partition the input.
+    ``total_tokens`` is the final full recount of the kept (and truncated-remaining) blocks.
+    ``error`` is ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected blocks alone exceed
+    the budget; then nothing protected is removed and ``total_tokens`` may exceed it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kept: list[str] = Field(default_factory=list)
+    excluded: list[ExcludedBlock] = Field(default_factory=list)
+    truncated: list[TruncatedBlock] = Field(default_factory=list)
+    total_tokens: int = 0
+    budget: int = 0
+    protected_tokens: int = 0
+    error: str | None = None
+    diagnostics: list[str] = Field(default_factory=list)
+    kept_reasons: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,85 @@
+"""The preview result: ``ContextPreview`` (the CLI's ``--format json`` and the API body)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TokenizerInfo(BaseModel):
+    """The tokenizer profile used: its name, whether counts are estimates, and its version."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profile: str
+    approximate: bool
+    version: str = "1"
+
+
+class PreviewError(BaseModel):
+    """A stable error code with a message (e.g. ``TOKEN_BUDGET_EXCEEDED``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class PreviewBlock(BaseModel):
+    """One block of the preview, in prompt order, with its fate.
+
+    ``tokens`` is the block's own count including its chat-format overhead (3 per message,
+    +1 per ``name``); for truncated blocks ``original_tokens`` gives the count before.
+    ``position`` is the 0-based index in prompt order (all blocks, kept or not).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind: str
+    role: str
+    source: str
+    position: int
+    tokens: int
+    status: Literal["kept", "excluded", "truncated"]
+    reason: str
+    protected: bool
+    pinned: bool
+    group: str | None = None
+    text: str = ""
+    name: str | None = None
+    original_tokens: int | None = None
+    summary_id: str | None = None
+    manual_excluded: bool = False
+    message_index: int | None = None
+    trace: dict[str, Any] | None = None
+
+
+class ContextPreview(BaseModel):
+    """What the model would see, and why (SPEC §2, issue #2 item 7).
+
+    Token fields are in tokens of ``tokenizer.profile``. ``budget = context_limit −
+    reply_reserve``; ``headroom = budget − safety_margin − prompt_tokens``.
+    ``prompt_tokens`` is the exact chat-accounting count of ``messages`` plus the tools block.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    tokenizer: TokenizerInfo
+    context_limit: int
+    reply_reserve: int
+    budget: int
+    safety_margin: int
+    headroom: int
+    prompt_tokens: int
+    strategy: str
+    warnings: list[str] = Field(default_factory=list)
+    error: PreviewError | None = None
+    blocks: list[PreviewBlock] = Field(default_factory=list)
+    lorebook_trace: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    diagnostics: list[str] = Field(default_factory=list)

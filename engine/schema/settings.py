@@ -1,0 +1,106 @@
+"""User settings: context budget, strategy, World Info globals. ``extra="forbid"``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Default prompt template: the order of assembly stages (see ``engine.assembly``).
+DEFAULT_TEMPLATE: tuple[str, ...] = (
+    "system",
+    "tools",
+    "lorebook_before_char",
+    "character",
+    "lorebook_after_char",
+    "persona",
+    "examples",
+    "memory",
+    "history",
+    "post_history",
+)
+
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+class WorldInfoSettings(BaseModel):
+    """Global World Info settings (SillyTavern names and fresh-install defaults, FORMATS.md b2).
+
+    ``budget_percent`` is a percentage of the context limit (SillyTavern:
+    ``world_info_budget``); ``budget_cap`` an absolute cap in tokens (0 = none).
+    ``seed`` makes probability rolls and weighted group choices reproducible.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    scan_depth: int = Field(2, ge=0, le=1000)
+    budget_percent: float = Field(25, ge=0, le=100)
+    budget_cap: int = Field(0, ge=0)
+    include_names: bool = True
+    recursive: bool = True
+    case_sensitive: bool = False
+    match_whole_words: bool = True
+    max_recursion_steps: int = Field(0, ge=0)
+    min_activations: int = Field(0, ge=0)
+    min_activations_depth_max: int = Field(0, ge=0)
+    use_group_scoring: bool = False
+    seed: int = 0
+
+
+class ContextSettings(BaseModel):
+    """How a prompt is budgeted.
+
+    Attributes
+    ----------
+    model:
+        Model name, looked up in the built-in model table.
+    context_limit:
+        Override of the model's context window in tokens (``None`` = the table's value).
+    reply_reserve:
+        Tokens held back for the reply: an int, or a string percentage of the context limit
+        (``"15%"``).
+    strategy:
+        Name of a registered context strategy (``truncate``, ``manual``, ...).
+    tokenizer:
+        Override of the tokenizer profile name (``None`` = the model table's).
+    safety_margin_percent:
+        Share of the budget held back under an approximate profile (SPEC §1: 5 %).
+    template:
+        Stage order (names from the assembly stage registry).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "gpt-4o"
+    context_limit: int | None = Field(None, gt=0)
+    reply_reserve: int | str = 1024
+    strategy: str = "truncate"
+    tokenizer: str | None = None
+    safety_margin_percent: float = Field(5.0, ge=0, le=50)
+    template: list[str] = Field(default_factory=lambda: list(DEFAULT_TEMPLATE))
+    world_info: WorldInfoSettings = Field(default_factory=WorldInfoSettings)
+    strategy_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("reply_reserve")
+    @classmethod
+    def _check_reserve(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError("reply_reserve must be >= 0 tokens")
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return int(text)
+        m = _PERCENT.match(text)
+        if not m or float(m.group(1)) >= 100:
+            raise ValueError("reply_reserve must be tokens (1024) or a percentage below 100 (\"15%\")")
+        return text
+
+    def resolve_reply_reserve(self, context_limit: int) -> int:
+        """Reply reserve in tokens for ``context_limit`` (percentages round down)."""
+        if isinstance(self.reply_reserve, int):
+            return self.reply_reserve
+        m = _PERCENT.match(self.reply_reserve)
+        assert m is not None  # validated
+        return int(context_limit * float(m.group(1)) / 100)

@@ -1,0 +1,134 @@
+"""Chat-format token accounting, after OpenAI's published rules.
+
+Messages: OpenAI cookbook ``num_tokens_from_messages`` ("How to count tokens with tiktoken"):
+every message costs 3 tokens of framing plus the tokens of each of its string values (role,
+content, name, ...); a ``name`` costs 1 more; every reply is primed with 3 tokens.
+
+Tool calls (not covered by the cookbook's message function; our documented rule): an
+assistant message's ``tool_calls`` add, per call, the tokens of the function name, of the
+arguments string, and of the call id when present, plus 3 framing tokens per call. A tool
+result's ``tool_call_id`` adds its tokens like any other string value.
+
+Tool schemas: the cookbook's ``num_tokens_for_tools`` (function-definition accounting for
+gpt-4o / gpt-4 families): per function 7 (o200k) or 10 (cl100k and others) tokens +
+tokens("name:description"); 3 for a non-empty properties object; per property 3 +
+tokens("key:type:description") and, for enums, −3 + per item 3 + tokens(item); 12 at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .profiles import TokenizerProfile
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+TOKENS_PER_TOOL_CALL = 3
+
+
+def message_texts(message: dict[str, Any]) -> list[str]:
+    """The string pieces of a provider message that are tokenized (role, content, name, ...)."""
+    pieces: list[str] = [str(message.get("role", ""))]
+    content = message.get("content")
+    if isinstance(content, str):
+        pieces.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+    if message.get("name"):
+        pieces.append(str(message["name"]))
+    if message.get("tool_call_id"):
+        pieces.append(str(message["tool_call_id"]))
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        pieces.append(str(fn.get("name", "")))
+        args = fn.get("arguments", "")
+        pieces.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+        if call.get("id"):
+            pieces.append(str(call["id"]))
+    # Legacy function calling: {"function_call": {"name", "arguments"}}
+    fc = message.get("function_call")
+    if isinstance(fc, dict):
+        pieces.append(str(fc.get("name", "")))
+        args = fc.get("arguments", "")
+        pieces.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+    return pieces
+
+
+def message_overhead(message: dict[str, Any]) -> int:
+    """Framing tokens of one message: 3, +1 for a name, +3 per tool call."""
+    n = TOKENS_PER_MESSAGE
+    if message.get("name"):
+        n += TOKENS_PER_NAME
+    n += TOKENS_PER_TOOL_CALL * len(message.get("tool_calls") or [])
+    if isinstance(message.get("function_call"), dict):
+        n += TOKENS_PER_TOOL_CALL
+    return n
+
+
+def count_messages_tokens(
+    profile: TokenizerProfile, messages: Sequence[dict[str, Any]], *, prime_reply: bool = True
+) -> list[int]:
+    """Per-message token counts (framing included), in one batched tokenizer call.
+
+    Returns a list parallel to ``messages``; the reply priming (3 tokens) is not included
+    in any element: add :data:`REPLY_PRIMING_TOKENS` once per request.
+    """
+    all_pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for m in messages:
+        pieces = message_texts(m)
+        spans.append((len(all_pieces), len(all_pieces) + len(pieces)))
+        all_pieces.extend(pieces)
+    counts = profile.count_many(all_pieces)
+    return [sum(counts[a:b]) + message_overhead(m) for m, (a, b) in zip(messages, spans)]
+
+
+def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[str, Any]],
+                             tools: Sequence[dict[str, Any]] | None = None) -> int:
+    """Total prompt tokens of a chat-completions request: messages + tools + reply priming."""
+    total = sum(count_messages_tokens(profile, messages)) + REPLY_PRIMING_TOKENS
+    if tools:
+        total += count_tools_tokens(profile, tools)
+    return total
+
+
+def count_tools_tokens(profile: TokenizerProfile, tools: Sequence[dict[str, Any]]) -> int:
+    """Tokens of tool/function definitions sent with a request (cookbook ``num_tokens_for_tools``)."""
+    if not tools:
+        return 0
+    func_init = 7 if profile.name == "o200k_base" else 10
+    prop_init, prop_key, enum_init, enum_item, func_end = 3, 3, -3, 3, 12
+    total = 0
+    for tool in tools:
+        fn = tool.get("function", tool) if isinstance(tool, dict) else {}
+        if not isinstance(fn, dict):
+            continue
+        total += func_init
+        desc = str(fn.get("description") or "")
+        if desc.endswith("."):
+            desc = desc[:-1]
+        total += profile.count(f"{fn.get('name', '')}:{desc}")
+        params = fn.get("parameters") or {}
+        props = params.get("properties") if isinstance(params, dict) else None
+        if isinstance(props, dict) and props:
+            total += prop_init
+            for key, spec in props.items():
+                spec = spec if isinstance(spec, dict) else {}
+                total += prop_key
+                if isinstance(spec.get("enum"), list):
+                    total += enum_init
+                    for item in spec["enum"]:
+                        total += enum_item + profile.count(str(item))
+                p_desc = str(spec.get("description") or "")
+                if p_desc.endswith("."):
+                    p_desc = p_desc[:-1]
+                p_type = spec.get("type", "")
+                if isinstance(p_type, list):
+                    p_type = "|".join(map(str, p_type))
+                total += profile.count(f"{key}:{p_type}:{p_desc}")
+    return total + func_end

@@ -1,0 +1,220 @@
+"""Tokenizer profiles: exact (tiktoken) and named approximations, with a count cache.
+
+A profile counts tokens of text. Exact profiles wrap tiktoken encodings; approximate ones
+estimate from characters for model families whose tokenizer cannot be loaded offline. Every
+profile states ``approximate`` and a ``version``; counts are deterministic per (profile,
+version, text).
+
+Approximation rules (each documented on its profile):
+
+* ``claude-approx``: Anthropic's tokenizer is not public. Estimate
+  ``ceil(cl100k_tokens × 1.10)``: Claude 3+ tokenizers produce roughly 10 % more tokens than
+  cl100k on English prose (Anthropic: "approximately 3.5 characters per token").
+* ``llama3-approx``: Llama 3/3.1/3.3/4 use a 128k tiktoken-style BPE very close to cl100k;
+  estimate ``ceil(cl100k_tokens × 1.02)``.
+* ``mistral-approx``: Mistral's Tekken/SentencePiece tokenizers; ``ceil(cl100k_tokens × 1.08)``.
+* ``gemini-approx``: Gemini's SentencePiece; Google documents "about 4 characters per token";
+  estimate ``ceil(chars / 4) `` but never below ``ceil(cl100k_tokens × 0.95)``.
+* ``generic-approx``: unknown models; SillyTavern's fallback ``ceil(chars / 3.35)``
+  (FORMATS.md b7), never below the cl100k count.
+
+The multiplier rules reuse the exact cl100k count so CJK text and code (where character
+ratios are badly off) stay reasonable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import SettingsError
+from .tiktoken_offline import get_encoding
+
+#: Entries kept in each profile's count cache.
+COUNT_CACHE_SIZE = 200_000
+
+
+@dataclass
+class TokenizerProfile:
+    """A named way to count tokens.
+
+    Attributes
+    ----------
+    name:
+        Stable profile name (``o200k_base``, ``claude-approx``, ...).
+    approximate:
+        ``True`` when counts are estimates.
+    version:
+        Bumped whenever the rule changes, so cached or stored counts can be told apart.
+    description:
+        The estimation rule in words (shown in the GUI and docs).
+    """
+
+    name: str
+    approximate: bool
+    version: str
+    description: str
+    _count_batch: Callable[[Sequence[str]], list[int]] = field(repr=False)
+    _encode: Callable[[str], list[tuple[int, int]]] | None = field(default=None, repr=False)
+    _cache: OrderedDict[bytes, int] = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text`` (no chat overhead). Cached by content hash."""
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Token counts for many texts; uncached texts are encoded in one batch."""
+        keys = [self._key(t) for t in texts]
+        out: list[int | None] = [None] * len(texts)
+        missing: dict[bytes, list[int]] = {}
+        with self._lock:
+            for i, k in enumerate(keys):
+                hit = self._cache.get(k)
+                if hit is None:
+                    missing.setdefault(k, []).append(i)
+                else:
+                    out[i] = hit
+        if missing:
+            todo_keys = list(missing)
+            counts = self._count_batch([texts[missing[k][0]] for k in todo_keys])
+            with self._lock:
+                for k, c in zip(todo_keys, counts):
+                    self._cache[k] = c
+                    for i in missing[k]:
+                        out[i] = c
+                while len(self._cache) > COUNT_CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return [int(c) for c in out]  # type: ignore[arg-type]
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans ``[(start, end), ...]`` of each token, for showing token boundaries.
+
+        Exact profiles give the real token boundaries (tokens that split a multi-byte
+        character are merged into the span that completes it). Approximate profiles give
+        the boundaries of the cl100k tokens they estimate from.
+        """
+        if self._encode is None:
+            return _tiktoken_spans("cl100k_base", text)
+        return self._encode(text)
+
+
+def _tiktoken_spans(encoding_name: str, text: str) -> list[tuple[int, int]]:
+    enc = get_encoding(encoding_name)
+    tokens = enc.encode(text, disallowed_special=())
+    spans: list[tuple[int, int]] = []
+    buf = b""
+    pos = 0
+    for tok in tokens:
+        buf += enc.decode_single_token_bytes(tok)
+        try:
+            piece = buf.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        spans.append((pos, pos + len(piece)))
+        pos += len(piece)
+        buf = b""
+    if buf:
+        spans.append((pos, len(text)))
+    return spans
+
+
+def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
+    def run(texts: Sequence[str]) -> list[int]:
+        enc = get_encoding(encoding_name)
+        # Special-token text inside user content is counted as ordinary text, as the API does.
+        return [len(t) for t in enc.encode_ordinary_batch(list(texts), num_threads=2)]
+
+    return run
+
+
+def _scaled(factor: float, floor_chars_per_token: float | None = None,
+            floor_factor: float = 1.0) -> Callable[[Sequence[str]], list[int]]:
+    base = _exact_batch("cl100k_base")
+
+    def run(texts: Sequence[str]) -> list[int]:
+        counts = base(texts)
+        out = []
+        for text, c in zip(texts, counts):
+            estimate = math.ceil(c * factor)
+            if floor_chars_per_token:
+                estimate = max(math.ceil(len(text) / floor_chars_per_token), math.ceil(c * floor_factor))
+            out.append(estimate)
+        return out
+
+    return run
+
+
+class TokenizerRegistry:
+    """Named tokenizer profiles. ``register`` returns a cleanup callable; duplicates raise."""
+
+    def __init__(self) -> None:
+        self._profiles: dict[str, TokenizerProfile] = {}
+
+    def register(self, profile: TokenizerProfile) -> Callable[[], None]:
+        """Add ``profile``; raises ``SettingsError(DUPLICATE_REGISTRATION)`` if the name exists."""
+        if profile.name in self._profiles:
+            raise SettingsError("DUPLICATE_REGISTRATION", f"tokenizer profile {profile.name!r} exists")
+        self._profiles[profile.name] = profile
+
+        def cleanup() -> None:
+            if self._profiles.get(profile.name) is profile:
+                del self._profiles[profile.name]
+
+        return cleanup
+
+    def get(self, name: str) -> TokenizerProfile:
+        """The profile ``name``; raises ``SettingsError(UNKNOWN_TOKENIZER)``."""
+        try:
+            return self._profiles[name]
+        except KeyError:
+            raise SettingsError(
+                "UNKNOWN_TOKENIZER",
+                f"unknown tokenizer profile {name!r} (known: {', '.join(sorted(self._profiles))})",
+            ) from None
+
+    def names(self) -> list[str]:
+        """Registered profile names, sorted."""
+        return sorted(self._profiles)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._profiles
+
+
+def builtin_profiles() -> Iterable[TokenizerProfile]:
+    """The built-in profiles (two exact, five approximate); see the module docstring."""
+    for enc in ("o200k_base", "cl100k_base"):
+        yield TokenizerProfile(
+            name=enc, approximate=False, version=f"tiktoken-{enc}",
+            description=f"exact: OpenAI {enc} via tiktoken (offline ranks)",
+            _count_batch=_exact_batch(enc),
+            _encode=lambda text, _e=enc: _tiktoken_spans(_e, text),
+        )
+    yield TokenizerProfile("claude-approx", True, "1",
+                           "estimate: ceil(cl100k tokens × 1.10) for Anthropic Claude", _scaled(1.10))
+    yield TokenizerProfile("llama3-approx", True, "1",
+                           "estimate: ceil(cl100k tokens × 1.02) for Meta Llama 3/4", _scaled(1.02))
+    yield TokenizerProfile("mistral-approx", True, "1",
+                           "estimate: ceil(cl100k tokens × 1.08) for Mistral models", _scaled(1.08))
+    yield TokenizerProfile("gemini-approx", True, "1",
+                           "estimate: max(ceil(chars / 4), ceil(cl100k tokens × 0.95)) for Google Gemini",
+                           _scaled(1.0, 4.0, 0.95))
+    yield TokenizerProfile("generic-approx", True, "1",
+                           "estimate: max(ceil(chars / 3.35), cl100k tokens) for unknown models "
+                           "(SillyTavern's fallback)", _scaled(1.0, 3.35, 1.0))
+
+
+def default_tokenizer_registry() -> TokenizerRegistry:
+    """A fresh registry holding the built-in profiles."""
+    reg = TokenizerRegistry()
+    for p in builtin_profiles():
+        reg.register(p)
+    return reg
