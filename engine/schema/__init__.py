@@ -7,6 +7,7 @@ from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
 from .preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from .progress import ProgressEvent
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
 
@@ -16,6 +17,6 @@ __all__ = [
     "InsertionPosition", "Lorebook", "LorebookEntry", "SelectiveLogic",
     "Chat", "ChatMessage", "MessageMeta", "ToolCall", "ToolFunction", "content_text",
     "ContextPreview", "PreviewBlock", "PreviewError", "TokenizerInfo",
-    "DEFAULT_SYSTEM_PROMPT", "MemoryItem", "PreviewRequest",
+    "ProgressEvent", "DEFAULT_SYSTEM_PROMPT", "MemoryItem", "PreviewRequest",
     "DEFAULT_TEMPLATE", "ContextSettings", "WorldInfoSettings",
 ]
