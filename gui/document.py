@@ -1,0 +1,189 @@
+"""The open chat as document state: the request the preview runs on, and the edits to it.
+
+Edits never mutate the current :class:`~engine.schema.PreviewRequest` in place: each one
+builds a new request (copy-on-write of the touched message / lorebook), so a request handed
+to a preview worker is a frozen snapshot even though pydantic models are mutable. Every edit
+is saved through the store (when there is one) before the document changes, so a failed
+write leaves both unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.schema import ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
+
+#: Lorebook ids used when the document runs without a store (``mem:<index>`` into ``request.lorebooks``).
+MEMORY_BOOK_PREFIX = "mem:"
+
+
+class ChatDocument(QObject):
+    """The currently open chat.
+
+    Signals
+    -------
+    chat_loaded(str chat_id)   # a different chat (or none: ``""``) is open
+    request_changed()          # anything the preview depends on changed
+    messages_changed()         # the message list or a message's flags changed
+    lorebooks_changed()        # a lorebook entry changed
+    """
+
+    chat_loaded = Signal(str)
+    request_changed = Signal()
+    messages_changed = Signal()
+    lorebooks_changed = Signal()
+
+    def __init__(self, store: Any | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.chat_id: str | None = None
+        self.title: str = ""
+        self.request: PreviewRequest | None = None
+        self.lorebook_ids: list[str] = []
+        self.parent_id: str | None = None
+
+    # -- loading -------------------------------------------------------------------------
+    def load_chat(self, chat_id: str | None) -> None:
+        """Open ``chat_id`` from the store (``None`` closes the document)."""
+        if chat_id is None or self.store is None:
+            self._set(None, None, [], "")
+            return
+        request = self.store.build_request(chat_id)
+        stored = self.store.get_chat(chat_id)
+        self.parent_id = getattr(stored, "parent_id", None)
+        ids = list(getattr(stored, "lorebook_ids", None) or self.store.lorebook_ids_for_chat(chat_id))
+        self._set(chat_id, request, ids, getattr(stored, "title", "") or request.chat.title)
+
+    def load_request(self, request: PreviewRequest, chat_id: str = "memory",
+                     title: str | None = None) -> None:
+        """Open an in-memory request (no store): edits stay in memory."""
+        ids = [f"{MEMORY_BOOK_PREFIX}{i}" for i in range(len(request.lorebooks))]
+        self._set(chat_id, request, ids, title if title is not None else request.chat.title)
+
+    def reload(self) -> None:
+        """Re-read the open chat from the store (after a generation, branch or import)."""
+        if self.store is not None and self.chat_id is not None and self.chat_id != "memory":
+            self.request = self.store.build_request(self.chat_id)
+            self.lorebook_ids = list(self.store.lorebook_ids_for_chat(self.chat_id))
+            self.messages_changed.emit()
+            self.lorebooks_changed.emit()
+            self.request_changed.emit()
+
+    def _set(self, chat_id: str | None, request: PreviewRequest | None, ids: list[str], title: str) -> None:
+        self.chat_id = chat_id
+        self.request = request
+        self.lorebook_ids = ids
+        self.title = title
+        self.chat_loaded.emit(chat_id or "")
+        self.messages_changed.emit()
+        self.lorebooks_changed.emit()
+        self.request_changed.emit()
+
+    def snapshot(self) -> PreviewRequest | None:
+        """The frozen request for the preview worker (never mutated after this call)."""
+        return self.request
+
+    @property
+    def _persisted(self) -> bool:
+        return self.store is not None and self.chat_id is not None and self.chat_id != "memory"
+
+    # -- messages ------------------------------------------------------------------------
+    def messages(self) -> list[ChatMessage]:
+        """The chat's messages (read-only use)."""
+        return [] if self.request is None else self.request.chat.messages
+
+    def message_flags(self, index: int) -> tuple[bool, bool]:
+        """``(pinned, manual_excluded)`` of message ``index``."""
+        meta = self.messages()[index].meta
+        return bool(meta.pinned), bool(meta.manualExcluded)
+
+    def set_message_flags(self, index: int, *, pinned: bool | None = None,
+                          manual_excluded: bool | None = None) -> None:
+        """Set a message's pin / manual-exclude flags, saved to the library first."""
+        if self.request is None:
+            return
+        if self._persisted:
+            self.store.set_message_flags(self.chat_id, index, pinned=pinned, manual_excluded=manual_excluded)
+        msgs = list(self.request.chat.messages)
+        msg = msgs[index]
+        update: dict[str, bool] = {}
+        if pinned is not None:
+            update["pinned"] = pinned
+        if manual_excluded is not None:
+            update["manualExcluded"] = manual_excluded
+        msgs[index] = msg.model_copy(update={"meta": msg.meta.model_copy(update=update)})
+        self._replace_chat(messages=msgs)
+        self.messages_changed.emit()
+        self.request_changed.emit()
+
+    def append_message(self, message: ChatMessage) -> int:
+        """Append ``message`` (the composer); returns its index."""
+        if self.request is None:
+            raise RuntimeError("no chat is open")
+        if self._persisted:
+            index = int(self.store.append_message(self.chat_id, message))
+        else:
+            index = len(self.request.chat.messages)
+        self._replace_chat(messages=[*self.request.chat.messages, message])
+        self.messages_changed.emit()
+        self.request_changed.emit()
+        return index
+
+    def _replace_chat(self, **update: Any) -> None:
+        assert self.request is not None
+        chat = self.request.chat.model_copy(update=update)
+        self.request = self.request.model_copy(update={"chat": chat})
+
+    # -- settings ------------------------------------------------------------------------
+    def set_settings(self, settings: ContextSettings) -> None:
+        """Replace the chat's context settings (saved to the library)."""
+        if self.request is None or settings == self.request.settings:
+            return
+        if self._persisted:
+            self.store.save_chat_settings(self.chat_id, settings)
+        self.request = self.request.model_copy(update={"settings": settings})
+        self.request_changed.emit()
+
+    # -- lorebooks -----------------------------------------------------------------------
+    def lorebook_entry(self, lorebook_id: str, uid: int | str) -> LorebookEntry | None:
+        """The entry ``uid`` of lorebook ``lorebook_id`` as the document holds it now."""
+        book = self._book(lorebook_id)
+        if book is None:
+            return None
+        for entry in book.entries:
+            if entry.uid == uid:
+                return entry
+        return None
+
+    def _book(self, lorebook_id: str):  # noqa: ANN202 - Lorebook | None
+        if self.request is None:
+            return None
+        if lorebook_id.startswith(MEMORY_BOOK_PREFIX):
+            i = int(lorebook_id[len(MEMORY_BOOK_PREFIX):])
+            return self.request.lorebooks[i] if i < len(self.request.lorebooks) else None
+        if self.store is not None:
+            return self.store.get_lorebook(lorebook_id)
+        return None
+
+    def update_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry) -> None:
+        """Replace the entry with ``entry.uid`` in lorebook ``lorebook_id`` (saved to the library)."""
+        if self.request is None:
+            return
+        if lorebook_id.startswith(MEMORY_BOOK_PREFIX):
+            i = int(lorebook_id[len(MEMORY_BOOK_PREFIX):])
+            books = list(self.request.lorebooks)
+            book = books[i]
+            entries = [entry if e.uid == entry.uid else e for e in book.entries]
+            books[i] = book.model_copy(update={"entries": entries})
+            self.request = self.request.model_copy(update={"lorebooks": books})
+        else:
+            if self.store is None:
+                return
+            self.store.update_lorebook_entry(lorebook_id, entry)
+            if self._persisted:
+                # lorebooks are shared between chats and the card's book: rebuild from the library
+                self.request = self.store.build_request(self.chat_id)
+        self.lorebooks_changed.emit()
+        self.request_changed.emit()

@@ -1,0 +1,202 @@
+"""Debounced live preview on a worker thread, with stale results dropped.
+
+Flow (STYLE.md 5, like git-cola's ``cola/widgets/diff.py`` and napari's ``_layer_slicer.py``):
+every edit calls :meth:`PreviewController.schedule`, which restarts a single-shot ``QTimer``
+(:data:`PREVIEW_DEBOUNCE_MS`). When it fires, the snapshot provider builds a frozen
+:class:`~engine.schema.PreviewRequest` *on the main thread*; the request is stamped with a
+generation number and computed on a ``QThreadPool`` worker. A result is delivered only when
+its generation is still the latest; older ones are dropped (and counted, for tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+
+from engine.schema import ContextPreview, PreviewRequest
+
+from ..errors import UserError, user_error
+
+log = logging.getLogger(__name__)
+
+#: Quiet time after the last edit before the preview runs (milliseconds).
+PREVIEW_DEBOUNCE_MS = 120
+
+ComputeFn = Callable[[PreviewRequest], ContextPreview]
+SnapshotFn = Callable[[], PreviewRequest | None]
+
+
+@dataclass(frozen=True)
+class PreviewOutcome:
+    """One finished computation: the request it ran on, its preview or error, and timing.
+
+    ``elapsed_s`` is the worker's compute time in seconds.
+    """
+
+    generation: int
+    request: PreviewRequest
+    preview: ContextPreview | None
+    error: UserError | None
+    elapsed_s: float
+
+
+class _Relay(QObject):
+    """Lives on the main thread; worker threads emit through it (queued connection)."""
+
+    finished = Signal(object)
+
+
+class _Job(QRunnable):
+    def __init__(self, generation: int, request: PreviewRequest, compute: ComputeFn,
+                 latest: Callable[[], int], relay: _Relay) -> None:
+        super().__init__()
+        self.setAutoDelete(True)
+        self._generation = generation
+        self._request = request
+        self._compute = compute
+        self._latest = latest
+        self._relay = relay
+
+    def run(self) -> None:  # worker thread
+        if self._generation != self._latest():
+            # superseded while queued: skip the work, but report so the busy count stays right
+            self._emit(PreviewOutcome(self._generation, self._request, None, None, 0.0))
+            return
+        start = time.perf_counter()
+        preview: ContextPreview | None = None
+        error: UserError | None = None
+        try:
+            preview = self._compute(self._request)
+        except Exception as exc:  # noqa: BLE001 - mapped by code, never shown raw
+            if not hasattr(exc, "code"):
+                log.exception("preview computation failed")
+            error = user_error(exc)
+        outcome = PreviewOutcome(self._generation, self._request, preview, error,
+                                 time.perf_counter() - start)
+        self._emit(outcome)
+
+    def _emit(self, outcome: PreviewOutcome) -> None:
+        try:
+            self._relay.finished.emit(outcome)
+        except RuntimeError:  # relay deleted at shutdown
+            pass
+
+
+class PreviewController(QObject):
+    """Schedules previews; emits only the latest result.
+
+    Parameters
+    ----------
+    compute:
+        ``PreviewRequest -> ContextPreview`` run on the worker (the engine's
+        ``engine.pipeline.preview`` in the app; a controlled fake in tests). Must not touch Qt.
+    snapshot:
+        Called on the main thread when the timer fires; returns the frozen request to compute,
+        or ``None`` when there is nothing to preview.
+    pool:
+        The thread pool (a private one with one thread by default, so previews never compete).
+
+    Signals
+    -------
+    preview_started(int generation)
+    preview_ready(object PreviewOutcome)   # successful and failed computations alike
+    result_dropped(int generation)         # a stale result arrived and was discarded
+    """
+
+    preview_started = Signal(int)
+    preview_ready = Signal(object)
+    result_dropped = Signal(int)
+
+    def __init__(self, compute: ComputeFn, snapshot: SnapshotFn | None = None,
+                 pool: QThreadPool | None = None, debounce_ms: int = PREVIEW_DEBOUNCE_MS,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._compute = compute
+        self._snapshot: SnapshotFn = snapshot or (lambda: None)
+        if pool is None:
+            pool = QThreadPool(self)
+            pool.setMaxThreadCount(1)
+        self._pool = pool
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(debounce_ms)
+        self._timer.timeout.connect(self._on_timer_timeout)
+        self._relay = _Relay(self)
+        self._relay.finished.connect(self._on_relay_finished)
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._running = 0
+        self.dropped = 0
+        self.last_outcome: PreviewOutcome | None = None
+
+    # -- configuration -------------------------------------------------------------------
+    def set_snapshot_provider(self, snapshot: SnapshotFn) -> None:
+        """Set the main-thread function that builds the frozen request."""
+        self._snapshot = snapshot
+
+    def set_compute(self, compute: ComputeFn) -> None:
+        """Replace the worker function (tests, or a changed registry)."""
+        self._compute = compute
+
+    @property
+    def generation(self) -> int:
+        """The number of the latest submitted request (0 before the first)."""
+        with self._lock:
+            return self._generation
+
+    def is_busy(self) -> bool:
+        """``True`` while a preview is pending on the timer or running on the worker."""
+        return self._timer.isActive() or self._running > 0
+
+    # -- scheduling ----------------------------------------------------------------------
+    def schedule(self) -> None:
+        """Restart the debounce timer; the preview runs :data:`PREVIEW_DEBOUNCE_MS` after the last call."""
+        self._timer.start()
+
+    def flush(self) -> int | None:
+        """Run a pending (or a fresh) preview now, without waiting for the timer.
+
+        Returns the generation submitted, or ``None`` when the snapshot was empty.
+        """
+        self._timer.stop()
+        return self._submit()
+
+    def _on_timer_timeout(self) -> None:
+        self._submit()
+
+    def _submit(self) -> int | None:
+        request = self._snapshot()
+        if request is None:
+            return None
+        return self.submit(request)
+
+    def submit(self, request: PreviewRequest) -> int:
+        """Compute ``request`` on the worker now; returns its generation number."""
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+        self._running += 1
+        self.preview_started.emit(generation)
+        self._pool.start(_Job(generation, request, self._compute, lambda: self.generation, self._relay))
+        return generation
+
+    def _on_relay_finished(self, outcome: PreviewOutcome) -> None:
+        self._running = max(0, self._running - 1)
+        if outcome.generation != self.generation:
+            self.dropped += 1
+            self.result_dropped.emit(outcome.generation)
+            return
+        self.last_outcome = outcome
+        self.preview_ready.emit(outcome)
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Stop the timer and wait for running work (at application exit)."""
+        self._timer.stop()
+        with self._lock:
+            self._generation += 1  # anything still queued is stale now
+        self._pool.waitForDone(timeout_ms)

@@ -1,0 +1,62 @@
+"""Undoable edits (STYLE.md 6): pin, manual exclude, lorebook entry edits.
+
+Each command applies its change through :class:`~gui.document.ChatDocument`, which saves to the
+library and triggers the debounced preview. Redo/undo are symmetric: they set an explicit
+value, never toggle, so replaying a stack is idempotent.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QUndoCommand
+
+from engine.schema import LorebookEntry
+
+from .document import ChatDocument
+
+
+class SetMessageFlagCommand(QUndoCommand):
+    """Set ``pinned`` or ``manual_excluded`` of one message (``flag`` is the keyword name)."""
+
+    def __init__(self, document: ChatDocument, index: int, flag: str, value: bool) -> None:
+        if flag not in ("pinned", "manual_excluded"):
+            raise ValueError(f"unknown message flag {flag!r}")
+        pinned, excluded = document.message_flags(index)
+        self._old = pinned if flag == "pinned" else excluded
+        verb = {("pinned", True): "Pin", ("pinned", False): "Unpin",
+                ("manual_excluded", True): "Exclude", ("manual_excluded", False): "Include"}[(flag, value)]
+        super().__init__(f"{verb} message {index}")
+        self._document = document
+        self._chat_id = document.chat_id
+        self._index = index
+        self._flag = flag
+        self._value = value
+
+    def _apply(self, value: bool) -> None:
+        if self._document.chat_id != self._chat_id:
+            return  # another chat is open now; its library state is not ours to touch
+        self._document.set_message_flags(self._index, **{self._flag: value})
+
+    def redo(self) -> None:  # noqa: D102 - Qt override
+        self._apply(self._value)
+
+    def undo(self) -> None:  # noqa: D102 - Qt override
+        self._apply(self._old)
+
+
+class EditLorebookEntryCommand(QUndoCommand):
+    """Replace one lorebook entry (matched by ``uid``) with a new version."""
+
+    def __init__(self, document: ChatDocument, lorebook_id: str, old: LorebookEntry,
+                 new: LorebookEntry) -> None:
+        label = new.comment or (new.keys[0] if new.keys else str(new.uid))
+        super().__init__(f"Edit lorebook entry {label!r}")
+        self._document = document
+        self._lorebook_id = lorebook_id
+        self._old = old
+        self._new = new
+
+    def redo(self) -> None:  # noqa: D102 - Qt override
+        self._document.update_lorebook_entry(self._lorebook_id, self._new)
+
+    def undo(self) -> None:  # noqa: D102 - Qt override
+        self._document.update_lorebook_entry(self._lorebook_id, self._old)
