@@ -1,0 +1,128 @@
+"""Block inspector: token shading, counts, facts, reason words (pytest-qt, offscreen)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.schema import PreviewBlock
+from engine.tokenizers import default_tokenizer_registry
+from gui.widgets.block_inspector import BlockInspector, reason_in_words, utf16_offsets
+
+TEXT = (
+    "Elara is a wandering cartographer who maps the shifting dunes of the Ashen Waste. "
+    "She distrusts the Guild and keeps a brass compass that points to lost things."
+)
+
+
+def _block(text: str = TEXT, **update: object) -> PreviewBlock:
+    fields: dict[str, object] = dict(
+        id="b3", kind="lorebook", role="system", source="lorebook:0:12", position=3, tokens=40,
+        status="kept", reason="LOREBOOK_MATCHED", protected=False, pinned=True, text=text,
+        trace={"code": "LOREBOOK_MATCHED", "detail": "key 'compass' in message 4", "uid": 12},
+    )
+    fields.update(update)
+    return PreviewBlock(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def inspector(qtbot):
+    widget = BlockInspector(None)
+    qtbot.addWidget(widget)
+    widget.resize(640, 480)
+    return widget
+
+
+@pytest.mark.parametrize("profile", ["o200k_base", "cl100k_base"])
+def test_shading_count_equals_token_count_for_exact_profile(inspector, profile):
+    inspector.set_block(_block(), profile)
+    expected = default_tokenizer_registry().get(profile).count(TEXT)
+    assert expected > 20
+    assert len(inspector.token_spans()) == expected
+    assert inspector.shaded_token_count() == expected
+
+
+def test_shading_runs_alternate_and_cover_text(inspector):
+    inspector.set_block(_block(), "o200k_base")
+    block = inspector._text.document().firstBlock()
+    ranges = block.layout().formats()
+    assert sum(r.length for r in ranges) == len(TEXT)
+    colours = [r.format.background().color().name() for r in ranges]
+    assert all(a != b for a, b in zip(colours, colours[1:]))
+
+
+def test_shading_toggle_clears_and_restores(inspector):
+    inspector.set_block(_block(), "o200k_base")
+    n = inspector.shaded_token_count()
+    inspector._shade_box.setChecked(False)
+    assert inspector.shaded_token_count() == 0
+    inspector._shade_box.setChecked(True)
+    assert inspector.shaded_token_count() == n
+
+
+def test_multiline_and_astral_text_maps_to_qt_positions(inspector):
+    text = "Line one 🗺️ map\nsecond line 日本語\n\nend"
+    inspector.set_block(_block(text), "o200k_base")
+    spans = inspector.token_spans()
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    offsets = utf16_offsets(text)
+    assert offsets is not None and offsets[-1] == len(text.encode("utf-16-le")) // 2
+    visible = sum(1 for s, e in spans if text[s:e].strip("\n"))
+    assert inspector.shaded_token_count() == visible
+    # Every visible character of the document is shaded exactly once.
+    doc = inspector._text.document()
+    shaded = 0
+    block = doc.firstBlock()
+    while block.isValid():
+        shaded += sum(r.length for r in block.layout().formats())
+        block = block.next()
+    assert shaded == len(text.replace("\n", "").encode("utf-16-le")) // 2
+
+
+def test_facts_shown(inspector):
+    inspector.set_block(_block(), "o200k_base")
+    labels = inspector._labels
+    assert labels["status"].text().count("kept") == 1
+    assert "matched a key" in labels["reason"].text()
+    assert f"{len(TEXT)} characters" in labels["chars"].text()
+    assert "compass" in labels["trace"].text()
+    assert "pinned" in inspector._badges.text()
+    assert "protected" not in inspector._badges.text()
+    assert inspector._text.toPlainText() == TEXT
+
+
+def test_truncated_block_and_unknown_profile(inspector):
+    inspector.set_block(_block(status="truncated", reason="CUT", original_tokens=90, pinned=False,
+                               protected=True, trace=None), "no-such-profile")
+    assert "unknown tokenizer profile" in inspector._labels["tokens"].text()
+    assert "90 before cutting" in inspector._labels["tokens"].text()
+    assert "Cut to fit" in inspector._labels["reason"].text()
+    assert "protected" in inspector._badges.text()
+    assert inspector.shaded_token_count() == 0
+    assert inspector._text.toPlainText() == TEXT
+
+
+def test_none_block_clears(inspector):
+    inspector.set_block(_block(), "o200k_base")
+    inspector.set_block(None, "o200k_base")
+    assert inspector._text.toPlainText() == ""
+    assert inspector._title.text() == "No block selected"
+
+
+def test_large_block_is_fast(inspector):
+    text = (TEXT + "\n") * 200
+    text = text[:32_000]
+    registry = default_tokenizer_registry()
+    registry.get("o200k_base").token_spans("warm up")
+    start = time.perf_counter()
+    inspector.set_block(_block(text), "o200k_base")
+    elapsed = time.perf_counter() - start
+    assert inspector.shaded_token_count() > 5000
+    assert elapsed < 2.0  # generous for CI; typically ~0.07 s
+
+
+def test_reason_words():
+    assert reason_in_words("HISTORY_OLDEST_FIRST").startswith("Dropped")
+    assert reason_in_words("SOME_NEW_CODE") == "Some new code"
+    assert reason_in_words(None) == ""
