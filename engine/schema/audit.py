@@ -1,0 +1,105 @@
+"""``PromptContextAudit``: what one generation actually sent, and how it ended (SPEC §6).
+
+An audit is created (status ``pending``) before any network call and closed with a terminal
+status ``completed``, ``failed`` or ``cancelled``. It never holds the upstream response body
+or an API key: failures are recorded as a normalized ``error_code`` (see
+:data:`engine.errors.ERROR_CODES`) and a message written by Loomscope itself.
+Only the last terminal audit of each chat is stored (``engine.storage.Store.put_audit``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .preview import PreviewBlock, TokenizerInfo
+
+AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
+
+#: Statuses that close an audit.
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class PromptContextAudit(BaseModel):
+    """The record of one generation.
+
+    Attributes
+    ----------
+    generation_id:
+        Unique id of this generation (hex UUID4).
+    chat_id:
+        The library chat it belongs to.
+    provider:
+        The provider endpoint, as ``scheme://host[:port]/path`` (credentials and query removed).
+    model:
+        Model name sent to the provider.
+    status:
+        ``pending`` while running; then ``completed``, ``failed`` or ``cancelled``.
+    error_code:
+        Normalized code (``PROVIDER_TIMEOUT``, ``TOKEN_BUDGET_EXCEEDED``, ``CANCELLED``, ...) or
+        ``None`` when completed.
+    error_message:
+        Loomscope's own one-line explanation (never the upstream body).
+    created_at, finished_at:
+        UTC timestamps; ``finished_at`` is ``None`` while pending.
+    context_limit, reply_reserve, budget, safety_margin, prompt_tokens, headroom:
+        In tokens of ``tokenizer.profile`` (``budget = context_limit − reply_reserve``,
+        ``headroom = budget − safety_margin − prompt_tokens``).
+    strategy:
+        Context strategy name used for shifting.
+    tokenizer:
+        Profile name, whether counts are approximate, and the profile version.
+    blocks:
+        Every prompt block in actual order, with tokens, status and stable reason (as in the
+        preview).
+    provider_messages:
+        The final messages sent (OpenAI chat shape), after interceptors and the final shift.
+    tools:
+        The tool schemas sent with the request (empty when none).
+    interceptor_diagnostics:
+        What plugin interceptors and the host checks after them reported.
+    warnings:
+        Preview warnings (unknown model, approximate profile, ...).
+    reply_chars:
+        Length of the reply text in characters (``None`` unless completed).
+    finish_reason:
+        The provider's ``finish_reason`` (``stop``, ``length``, ``tool_calls``) when completed.
+    usage:
+        The provider's reported token usage (``prompt_tokens``, ``completion_tokens``,
+        ``total_tokens``) when it sent one; integers only.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    generation_id: str
+    chat_id: str
+    provider: str
+    model: str
+    status: AuditStatus = "pending"
+    error_code: str | None = None
+    error_message: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+    context_limit: int
+    reply_reserve: int
+    budget: int = 0
+    safety_margin: int = 0
+    prompt_tokens: int
+    headroom: int = 0
+    strategy: str
+    tokenizer: TokenizerInfo
+    blocks: list[PreviewBlock] = Field(default_factory=list)
+    provider_messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    interceptor_diagnostics: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    reply_chars: int | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        """``True`` once the audit is closed (completed, failed or cancelled)."""
+        return self.status in TERMINAL_STATUSES

@@ -1,0 +1,786 @@
+"""The library :class:`Store`: chats, messages, characters, personas, lorebooks, settings, audits.
+
+Every public method is one unit of work (``with sessions.begin()``: one transaction, committed
+on return, rolled back on any error), takes and returns pydantic models, and never hands out
+ORM objects. Sessions are never shared across threads, so a ``Store`` may be used from several
+threads at once (the GUI's preview worker and a generation thread).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..errors import LoomscopeError, NotFoundError, StorageError
+from ..schema import (
+    Character,
+    Chat,
+    ChatMessage,
+    ContextSettings,
+    Lorebook,
+    LorebookEntry,
+    Persona,
+    PreviewRequest,
+)
+from ..schema.audit import PromptContextAudit
+from . import _orm as orm
+from .models import (
+    CharacterSummary,
+    ChatSummary,
+    ImportRef,
+    LorebookSummary,
+    PersonaSummary,
+    StoredChat,
+)
+
+_RESULT_KEYS = ("tool_call_id", "toolCallId", "callId")
+_FLAG_KEYS = ("pinned", "manualExcluded", "hidden")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite returns naive datetimes; everything we store is UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+# --------------------------------------------------------------------------------------------
+# pydantic <-> row conversion (pure functions; rows never leave this module)
+
+
+def _message_row(chat_id: str, idx: int, message: ChatMessage) -> orm.MessageRow:
+    dump = message.model_dump(mode="json")
+    meta: dict[str, Any] = dict(dump.pop("meta", None) or {})
+    flags = {key: bool(meta.pop(key, False)) for key in _FLAG_KEYS}
+    role = dump.pop("role")
+    content = dump.pop("content", None)
+    name = dump.pop("name", None)
+    tool_calls = dump.pop("tool_calls", None)
+    result_id = result_key = None
+    for key in _RESULT_KEYS:
+        value = dump.pop(key, None)
+        if value is None:
+            continue
+        if result_id is None:
+            result_id, result_key = str(value), key
+        else:  # a second, different id key: keep it verbatim
+            dump[key] = value
+    swipes = None
+    swipes_in = None
+    if "swipes" in meta:
+        swipes, swipes_in = meta.pop("swipes"), "meta"
+    elif "swipes" in dump:
+        swipes, swipes_in = dump.pop("swipes"), "fields"
+    return orm.MessageRow(
+        chat_id=chat_id,
+        idx=idx,
+        role=role,
+        name=name,
+        content=content,
+        tool_calls=tool_calls,
+        tool_result_id=result_id,
+        tool_result_key=result_key,
+        pinned=flags["pinned"],
+        manual_excluded=flags["manualExcluded"],
+        hidden=flags["hidden"],
+        swipes=swipes,
+        extra={"meta": meta, "fields": dump, "swipes_in": swipes_in},
+    )
+
+
+def _message_model(row: orm.MessageRow) -> ChatMessage:
+    extra = row.extra or {}
+    data: dict[str, Any] = dict(extra.get("fields") or {})
+    meta: dict[str, Any] = dict(extra.get("meta") or {})
+    meta.update(pinned=row.pinned, manualExcluded=row.manual_excluded, hidden=row.hidden)
+    if extra.get("swipes_in") == "meta":
+        meta["swipes"] = row.swipes
+    elif extra.get("swipes_in") == "fields":
+        data["swipes"] = row.swipes
+    data.update(role=row.role, content=row.content, meta=meta)
+    if row.name is not None:
+        data["name"] = row.name
+    if row.tool_calls is not None:
+        data["tool_calls"] = row.tool_calls
+    if row.tool_result_id is not None:
+        data[row.tool_result_key or "tool_call_id"] = row.tool_result_id
+    return ChatMessage.model_validate(data)
+
+
+def _entry_row(lorebook_id: str, position: int, entry: LorebookEntry) -> orm.LorebookEntryRow:
+    return orm.LorebookEntryRow(
+        lorebook_id=lorebook_id,
+        position=position,
+        uid=str(entry.uid),
+        comment=entry.comment,
+        constant=entry.constant,
+        disable=entry.disable,
+        data=entry.model_dump(mode="json"),
+    )
+
+
+class Store:
+    """The library. Build it with :func:`engine.storage.open_store` (which migrates and seeds).
+
+    Parameters
+    ----------
+    engine:
+        A SQLAlchemy engine whose database is at the latest migration.
+
+    Notes
+    -----
+    Errors: missing objects raise :class:`~engine.errors.NotFoundError` (``CHAT_NOT_FOUND``,
+    ``LOREBOOK_NOT_FOUND``, ``CHARACTER_NOT_FOUND``, ``MESSAGE_NOT_FOUND``); database failures
+    raise :class:`~engine.errors.StorageError` (``STORAGE_ERROR``); nothing is half-written.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        #: Test hook: called inside :meth:`put_audit`'s transaction after the new row is flushed
+        #: and before the commit (the crash-safety test kills the process there).
+        self._after_audit_flush: Callable[[], None] | None = None
+
+    # ---------------------------------------------------------------- plumbing
+    @property
+    def url(self) -> str:
+        """The database URL (password hidden)."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        """Backend name: ``sqlite``, ``postgresql``, ..."""
+        return self._engine.dialect.name
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _unit(self) -> Iterator[Session]:
+        """One transaction; SQLAlchemy errors become ``STORAGE_ERROR``."""
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except LoomscopeError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StorageError(
+                "STORAGE_ERROR", f"the library could not be read or written ({type(exc).__name__})",
+                file=self.url, details={"error": str(exc.orig if getattr(exc, "orig", None) else exc)[:300]},
+            ) from None
+
+    @staticmethod
+    def _chat_row(session: Session, chat_id: str) -> orm.ChatRow:
+        row = session.get(orm.ChatRow, chat_id)
+        if row is None:
+            raise NotFoundError("CHAT_NOT_FOUND", "no chat with that id in the library", file=chat_id)
+        return row
+
+    @staticmethod
+    def _lorebook_row(session: Session, lorebook_id: str) -> orm.LorebookRow:
+        row = session.get(orm.LorebookRow, lorebook_id)
+        if row is None:
+            raise NotFoundError("LOREBOOK_NOT_FOUND", "no lorebook with that id in the library",
+                                file=lorebook_id)
+        return row
+
+    @staticmethod
+    def _touch(row: orm.ChatRow) -> None:
+        row.updated_at = _now()
+
+    # ---------------------------------------------------------------- inserts (session-level)
+    @staticmethod
+    def _insert_lorebook(session: Session, book: Lorebook, *, character_id: str | None = None) -> str:
+        book_id = _new_id()
+        session.add(orm.LorebookRow(
+            id=book_id, name=book.name, character_id=character_id, created_at=_now(),
+            data=book.model_dump(mode="json", exclude={"entries"}),
+        ))
+        session.flush()  # parent row before its entries (PostgreSQL checks FKs per statement)
+        session.add_all(_entry_row(book_id, i, e) for i, e in enumerate(book.entries))
+        return book_id
+
+    @classmethod
+    def _insert_character(cls, session: Session, character: Character) -> str:
+        char_id = _new_id()
+        session.add(orm.CharacterRow(
+            id=char_id, name=character.name, created_at=_now(),
+            data=character.model_dump(mode="json", exclude={"character_book"}),
+        ))
+        session.flush()
+        if character.character_book is not None:
+            book = character.character_book
+            if not book.name:
+                book = book.model_copy(update={"name": f"{character.name or 'Character'} (card)"})
+            cls._insert_lorebook(session, book, character_id=char_id)
+        return char_id
+
+    @staticmethod
+    def _insert_persona(session: Session, persona: Persona) -> str:
+        persona_id = _new_id()
+        session.add(orm.PersonaRow(id=persona_id, name=persona.name, created_at=_now(),
+                                   data=persona.model_dump(mode="json")))
+        return persona_id
+
+    @staticmethod
+    def _insert_chat(
+        session: Session,
+        chat: Chat,
+        *,
+        title: str | None = None,
+        character_id: str | None = None,
+        persona_id: str | None = None,
+        lorebook_ids: Sequence[str] = (),
+        settings: ContextSettings | None = None,
+        parent_id: str | None = None,
+        branch_point: int | None = None,
+    ) -> str:
+        chat_id = _new_id()
+        now = _now()
+        session.add(orm.ChatRow(
+            id=chat_id,
+            title=title if title is not None else chat.title,
+            character_id=character_id,
+            persona_id=persona_id,
+            parent_id=parent_id,
+            branch_point=branch_point,
+            settings=(settings or ContextSettings()).model_dump(mode="json"),
+            data=chat.model_dump(mode="json", exclude={"messages", "title"}),
+            created_at=now,
+            updated_at=now,
+        ))
+        session.flush()
+        session.add_all(_message_row(chat_id, i, m) for i, m in enumerate(chat.messages))
+        session.add_all(
+            orm.ChatLorebookRow(chat_id=chat_id, lorebook_id=book_id, position=i)
+            for i, book_id in enumerate(dict.fromkeys(lorebook_ids))
+        )
+        return chat_id
+
+    # ---------------------------------------------------------------- reads (session-level)
+    @staticmethod
+    def _load_lorebook(session: Session, row: orm.LorebookRow) -> Lorebook:
+        entries = session.scalars(
+            select(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == row.id)
+            .order_by(orm.LorebookEntryRow.position)
+        ).all()
+        return Lorebook.model_validate({**(row.data or {}), "name": row.name,
+                                        "entries": [e.data for e in entries]})
+
+    @classmethod
+    def _load_character(cls, session: Session, char_id: str) -> tuple[Character, str | None]:
+        row = session.get(orm.CharacterRow, char_id)
+        if row is None:
+            raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
+                                file=char_id)
+        book_row = session.scalars(
+            select(orm.LorebookRow).where(orm.LorebookRow.character_id == char_id)
+            .order_by(orm.LorebookRow.created_at).limit(1)
+        ).first()
+        book = cls._load_lorebook(session, book_row) if book_row is not None else None
+        data = {**(row.data or {}), "character_book": book}
+        return Character.model_validate(data), (book_row.id if book_row is not None else None)
+
+    @staticmethod
+    def _load_messages(session: Session, chat_id: str) -> list[ChatMessage]:
+        rows = session.scalars(
+            select(orm.MessageRow).where(orm.MessageRow.chat_id == chat_id).order_by(orm.MessageRow.idx)
+        ).all()
+        return [_message_model(r) for r in rows]
+
+    @staticmethod
+    def _attached_ids(session: Session, chat_id: str) -> list[str]:
+        return list(session.scalars(
+            select(orm.ChatLorebookRow.lorebook_id).where(orm.ChatLorebookRow.chat_id == chat_id)
+            .order_by(orm.ChatLorebookRow.position)
+        ).all())
+
+    def _stored_chat(self, session: Session, row: orm.ChatRow) -> StoredChat:
+        chat = Chat.model_validate({**(row.data or {}), "title": row.title,
+                                    "messages": self._load_messages(session, row.id)})
+        character = None
+        if row.character_id is not None:
+            character, _ = self._load_character(session, row.character_id)
+        persona = None
+        if row.persona_id is not None:
+            prow = session.get(orm.PersonaRow, row.persona_id)
+            persona = Persona.model_validate(prow.data) if prow is not None else None
+        return StoredChat(
+            id=row.id, title=row.title, chat=chat,
+            character_id=row.character_id, character=character,
+            persona_id=row.persona_id, persona=persona,
+            lorebook_ids=self._attached_ids(session, row.id),
+            settings=ContextSettings.model_validate(row.settings or {}),
+            parent_id=row.parent_id, branch_point=row.branch_point,
+            created_at=_utc(row.created_at), updated_at=_utc(row.updated_at),
+        )
+
+    # ================================================================ chats
+    def list_chats(self) -> list[ChatSummary]:
+        """Every chat, most recently changed first."""
+        counts = (
+            select(orm.MessageRow.chat_id, func.count(orm.MessageRow.id).label("n"))
+            .group_by(orm.MessageRow.chat_id).subquery()
+        )
+        stmt = (
+            select(orm.ChatRow, orm.CharacterRow.name, counts.c.n, orm.AuditRow.chat_id)
+            .outerjoin(orm.CharacterRow, orm.CharacterRow.id == orm.ChatRow.character_id)
+            .outerjoin(counts, counts.c.chat_id == orm.ChatRow.id)
+            .outerjoin(orm.AuditRow, orm.AuditRow.chat_id == orm.ChatRow.id)
+            .order_by(orm.ChatRow.updated_at.desc(), orm.ChatRow.id)
+        )
+        with self._unit() as session:
+            return [
+                ChatSummary(id=row.id, title=row.title, character=char_name, messages=int(n or 0),
+                            has_audit=audit_id is not None, parent_id=row.parent_id,
+                            updated_at=_utc(row.updated_at))
+                for row, char_name, n, audit_id in session.execute(stmt).all()
+            ]
+
+    def get_chat(self, chat_id: str) -> StoredChat:
+        """The chat with its character, persona, attached lorebook ids and settings.
+
+        Raises ``CHAT_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            return self._stored_chat(session, self._chat_row(session, chat_id))
+
+    def build_request(self, chat_id: str) -> PreviewRequest:
+        """Everything attached to the chat, ready for :func:`engine.pipeline.preview`.
+
+        ``lorebooks`` holds the card's embedded book first (if any), then the attached books in
+        order; the request's ``character.character_book`` is ``None`` so that no book is
+        activated twice. Raises ``CHAT_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            stored = self._stored_chat(session, row)
+            books: list[Lorebook] = []
+            character = stored.character
+            if character is not None and character.character_book is not None:
+                books.append(character.character_book)
+                character = character.model_copy(update={"character_book": None})
+            for book_id in stored.lorebook_ids:
+                books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
+            return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
+                                  lorebooks=books, settings=stored.settings)
+
+    def add_chat(
+        self,
+        chat: Chat,
+        *,
+        title: str | None = None,
+        character_id: str | None = None,
+        persona_id: str | None = None,
+        lorebook_ids: Sequence[str] = (),
+        settings: ContextSettings | None = None,
+    ) -> str:
+        """Store a new chat (messages included); returns its id."""
+        with self._unit() as session:
+            return self._insert_chat(session, chat, title=title, character_id=character_id,
+                                     persona_id=persona_id, lorebook_ids=lorebook_ids,
+                                     settings=settings)
+
+    def rename_chat(self, chat_id: str, title: str) -> None:
+        """Set the chat's title. Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            row.title = title
+            self._touch(row)
+
+    def delete_chat(self, chat_id: str) -> None:
+        """Delete the chat, its messages, lorebook links and its audit. Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            self._chat_row(session, chat_id)
+            # Explicit deletes as well as ON DELETE CASCADE: correct even on a database
+            # whose foreign keys are off (an SQLite file opened by another tool).
+            session.execute(delete(orm.AuditRow).where(orm.AuditRow.chat_id == chat_id))
+            session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == chat_id))
+            session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.chat_id == chat_id))
+            session.execute(delete(orm.ChatRow).where(orm.ChatRow.id == chat_id))
+
+    def save_chat_settings(self, chat_id: str, settings: ContextSettings) -> None:
+        """Replace the chat's context settings. Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            row.settings = settings.model_dump(mode="json")
+            self._touch(row)
+
+    def set_chat_character(self, chat_id: str, character_id: str | None) -> None:
+        """Attach a character (or none). Raises ``CHAT_NOT_FOUND``/``CHARACTER_NOT_FOUND``."""
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            if character_id is not None and session.get(orm.CharacterRow, character_id) is None:
+                raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
+                                    file=character_id)
+            row.character_id = character_id
+            self._touch(row)
+
+    def set_chat_persona(self, chat_id: str, persona_id: str | None) -> None:
+        """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            if persona_id is not None and session.get(orm.PersonaRow, persona_id) is None:
+                raise NotFoundError("CHARACTER_NOT_FOUND", "no persona with that id in the library",
+                                    file=persona_id)
+            row.persona_id = persona_id
+            self._touch(row)
+
+    def set_chat_lorebooks(self, chat_id: str, lorebook_ids: Sequence[str]) -> None:
+        """Replace the list of attached lorebooks (order kept, duplicates dropped).
+
+        Raises ``CHAT_NOT_FOUND``/``LOREBOOK_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            ids = list(dict.fromkeys(lorebook_ids))
+            for book_id in ids:
+                self._lorebook_row(session, book_id)
+            session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.chat_id == chat_id))
+            session.add_all(orm.ChatLorebookRow(chat_id=chat_id, lorebook_id=b, position=i)
+                            for i, b in enumerate(ids))
+            self._touch(row)
+
+    def branch_chat(self, chat_id: str, at_index: int) -> str:
+        """Fork the chat after message ``at_index`` (messages ``0..at_index`` are copied).
+
+        The branch keeps the character, persona, lorebooks and settings, and links back
+        (``parent_id``, ``branch_point``). Returns the new chat id.
+        Raises ``CHAT_NOT_FOUND``, ``MESSAGE_NOT_FOUND`` (index out of range).
+        """
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            stored = self._stored_chat(session, row)
+            if not 0 <= at_index < len(stored.chat.messages):
+                raise NotFoundError("MESSAGE_NOT_FOUND", f"the chat has no message {at_index}",
+                                    file=chat_id, place=f"message {at_index}")
+            chat = stored.chat.model_copy(update={"messages": stored.chat.messages[: at_index + 1]})
+            title = f"{stored.title} (branch at {at_index})" if stored.title else f"branch at {at_index}"
+            return self._insert_chat(
+                session, chat, title=title, character_id=row.character_id, persona_id=row.persona_id,
+                lorebook_ids=stored.lorebook_ids, settings=stored.settings,
+                parent_id=chat_id, branch_point=at_index,
+            )
+
+    # ================================================================ messages
+    def append_message(self, chat_id: str, message: ChatMessage) -> int:
+        """Append a message to the chat; returns its index. Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            last = session.scalar(select(func.max(orm.MessageRow.idx)).where(orm.MessageRow.chat_id == chat_id))
+            idx = 0 if last is None else int(last) + 1
+            session.add(_message_row(chat_id, idx, message))
+            self._touch(row)
+            return idx
+
+    def _message_at(self, session: Session, chat_id: str, index: int) -> orm.MessageRow:
+        self._chat_row(session, chat_id)
+        row = session.scalars(select(orm.MessageRow).where(
+            orm.MessageRow.chat_id == chat_id, orm.MessageRow.idx == index)).first()
+        if row is None:
+            raise NotFoundError("MESSAGE_NOT_FOUND", f"the chat has no message {index}",
+                                file=chat_id, place=f"message {index}")
+        return row
+
+    def update_message(self, chat_id: str, index: int, message: ChatMessage) -> None:
+        """Replace message ``index`` (text edits, swipes). Raises ``CHAT_NOT_FOUND``/``MESSAGE_NOT_FOUND``."""
+        with self._unit() as session:
+            old = self._message_at(session, chat_id, index)
+            new = _message_row(chat_id, index, message)
+            for column in ("role", "name", "content", "tool_calls", "tool_result_id", "tool_result_key",
+                           "pinned", "manual_excluded", "hidden", "swipes", "extra"):
+                setattr(old, column, getattr(new, column))
+            self._touch(self._chat_row(session, chat_id))
+
+    def set_message_flags(
+        self,
+        chat_id: str,
+        index: int,
+        *,
+        pinned: bool | None = None,
+        manual_excluded: bool | None = None,
+        hidden: bool | None = None,
+    ) -> None:
+        """Set the user flags of message ``index`` (``None`` leaves a flag as it is).
+
+        Raises ``CHAT_NOT_FOUND``/``MESSAGE_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            row = self._message_at(session, chat_id, index)
+            if pinned is not None:
+                row.pinned = bool(pinned)
+            if manual_excluded is not None:
+                row.manual_excluded = bool(manual_excluded)
+            if hidden is not None:
+                row.hidden = bool(hidden)
+            self._touch(self._chat_row(session, chat_id))
+
+    def delete_messages_from(self, chat_id: str, index: int) -> None:
+        """Delete message ``index`` and every later one (SillyTavern "delete up to here").
+
+        Raises ``CHAT_NOT_FOUND``/``MESSAGE_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            self._message_at(session, chat_id, index)
+            session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == chat_id,
+                                                         orm.MessageRow.idx >= index))
+            self._touch(self._chat_row(session, chat_id))
+
+    # ================================================================ characters, personas
+    def add_character(self, character: Character) -> str:
+        """Store a character (its embedded book becomes a lorebook row); returns its id."""
+        with self._unit() as session:
+            return self._insert_character(session, character)
+
+    def list_characters(self) -> list[CharacterSummary]:
+        """Every character, by name."""
+        with self._unit() as session:
+            books = dict(session.execute(
+                select(orm.LorebookRow.character_id, orm.LorebookRow.id)
+                .where(orm.LorebookRow.character_id.is_not(None))).all())
+            rows = session.scalars(select(orm.CharacterRow).order_by(orm.CharacterRow.name)).all()
+            return [CharacterSummary(id=r.id, name=r.name, lorebook_id=books.get(r.id)) for r in rows]
+
+    def get_character(self, character_id: str) -> Character:
+        """The character with its embedded book. Raises ``CHARACTER_NOT_FOUND``."""
+        with self._unit() as session:
+            return self._load_character(session, character_id)[0]
+
+    def add_persona(self, persona: Persona) -> str:
+        """Store a persona; returns its id."""
+        with self._unit() as session:
+            return self._insert_persona(session, persona)
+
+    def list_personas(self) -> list[PersonaSummary]:
+        """Every persona, by name."""
+        with self._unit() as session:
+            rows = session.scalars(select(orm.PersonaRow).order_by(orm.PersonaRow.name)).all()
+            return [PersonaSummary(id=r.id, name=r.name) for r in rows]
+
+    # ================================================================ lorebooks
+    def add_lorebook(self, book: Lorebook) -> str:
+        """Store a standalone lorebook; returns its id."""
+        with self._unit() as session:
+            return self._insert_lorebook(session, book)
+
+    def list_lorebooks(self, chat_id: str | None = None) -> list[LorebookSummary]:
+        """Every lorebook, or (with ``chat_id``) those the chat uses: the card's book, then attached ones."""
+        counts = (
+            select(orm.LorebookEntryRow.lorebook_id, func.count(orm.LorebookEntryRow.id).label("n"))
+            .group_by(orm.LorebookEntryRow.lorebook_id).subquery()
+        )
+        stmt = (select(orm.LorebookRow, counts.c.n)
+                .outerjoin(counts, counts.c.lorebook_id == orm.LorebookRow.id))
+        with self._unit() as session:
+            if chat_id is None:
+                rows = session.execute(stmt.order_by(orm.LorebookRow.name, orm.LorebookRow.id)).all()
+            else:
+                ids = self._chat_lorebook_ids(session, chat_id)
+                found = {r.id: (r, n) for r, n in session.execute(
+                    stmt.where(orm.LorebookRow.id.in_(ids))).all()}
+                rows = [found[i] for i in ids if i in found]
+            return [LorebookSummary(id=r.id, name=r.name, entries=int(n or 0), character_id=r.character_id)
+                    for r, n in rows]
+
+    def _chat_lorebook_ids(self, session: Session, chat_id: str) -> list[str]:
+        row = self._chat_row(session, chat_id)
+        ids: list[str] = []
+        if row.character_id is not None:
+            ids.extend(session.scalars(
+                select(orm.LorebookRow.id).where(orm.LorebookRow.character_id == row.character_id)
+                .order_by(orm.LorebookRow.created_at)).all()[:1])
+        ids.extend(i for i in self._attached_ids(session, chat_id) if i not in ids)
+        return ids
+
+    def lorebook_ids_for_chat(self, chat_id: str) -> list[str]:
+        """Ids of every book the chat's prompt uses: the card's own book first, then attached ones.
+
+        Raises ``CHAT_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            return self._chat_lorebook_ids(session, chat_id)
+
+    def get_lorebook(self, lorebook_id: str) -> Lorebook:
+        """The lorebook with its entries in book order. Raises ``LOREBOOK_NOT_FOUND``."""
+        with self._unit() as session:
+            return self._load_lorebook(session, self._lorebook_row(session, lorebook_id))
+
+    def update_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry) -> None:
+        """Replace the entry whose ``uid`` equals ``entry.uid``; append it when no entry has that uid.
+
+        Raises ``LOREBOOK_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            self._lorebook_row(session, lorebook_id)
+            row = session.scalars(select(orm.LorebookEntryRow).where(
+                orm.LorebookEntryRow.lorebook_id == lorebook_id,
+                orm.LorebookEntryRow.uid == str(entry.uid))).first()
+            if row is None:
+                last = session.scalar(select(func.max(orm.LorebookEntryRow.position))
+                                      .where(orm.LorebookEntryRow.lorebook_id == lorebook_id))
+                session.add(_entry_row(lorebook_id, 0 if last is None else int(last) + 1, entry))
+                return
+            new = _entry_row(lorebook_id, row.position, entry)
+            for column in ("uid", "comment", "constant", "disable", "data"):
+                setattr(row, column, getattr(new, column))
+
+    def delete_lorebook_entry(self, lorebook_id: str, uid: int | str) -> None:
+        """Remove the entry with that uid (no-op when absent). Raises ``LOREBOOK_NOT_FOUND``."""
+        with self._unit() as session:
+            self._lorebook_row(session, lorebook_id)
+            session.execute(delete(orm.LorebookEntryRow).where(
+                orm.LorebookEntryRow.lorebook_id == lorebook_id, orm.LorebookEntryRow.uid == str(uid)))
+
+    def delete_lorebook(self, lorebook_id: str) -> None:
+        """Delete a lorebook, its entries and its chat links. Raises ``LOREBOOK_NOT_FOUND``."""
+        with self._unit() as session:
+            self._lorebook_row(session, lorebook_id)
+            session.execute(delete(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == lorebook_id))
+            session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.lorebook_id == lorebook_id))
+            session.execute(delete(orm.LorebookRow).where(orm.LorebookRow.id == lorebook_id))
+
+    # ================================================================ import
+    def import_file(self, path: str | Path) -> list[ImportRef]:
+        """Import one file (card, world, chat); see :meth:`import_files`."""
+        return self.import_files([path])
+
+    def import_files(
+        self,
+        paths: Iterable[str | Path],
+        *,
+        on_warning: Callable[[str, str], None] | None = None,
+    ) -> list[ImportRef]:
+        """Parse every file, then store them all in ONE transaction.
+
+        A character card's embedded book becomes a lorebook linked to it. A chat is linked to
+        the character of the same name (imported earlier or in the same call), if any.
+
+        Parameters
+        ----------
+        paths:
+            Files in any format :func:`engine.importers.load_any` reads.
+        on_warning:
+            Called with ``(file, warning)`` for each importer warning.
+
+        Returns
+        -------
+        list[ImportRef]
+            One per file, in order: ``kind``, new ``id``, ``name``.
+
+        Raises
+        ------
+        LoomscopeImportError
+            ``IMPORT_*`` for the first bad file (naming it); nothing is stored then.
+        """
+        from ..importers import load_any  # lazy: the importers are a sibling package
+
+        items = []
+        for path in paths:
+            item = load_any(Path(path))
+            for warning in getattr(item, "warnings", None) or []:
+                if on_warning is not None:
+                    on_warning(str(path), str(warning))
+            items.append((Path(path), item))
+        refs: list[ImportRef] = []
+        with self._unit() as session:
+            by_name: dict[str, str] = {}
+            for path, item in items:
+                kind, value = item.kind, item.value
+                if kind == "character":
+                    char_id = self._insert_character(session, value)
+                    by_name[value.name] = char_id
+                    refs.append(ImportRef(kind="character", id=char_id, name=value.name or path.stem))
+                elif kind == "lorebook":
+                    book = value if value.name else value.model_copy(update={"name": path.stem})
+                    refs.append(ImportRef(kind="lorebook", id=self._insert_lorebook(session, book),
+                                          name=book.name))
+                elif kind == "chat":
+                    character_id = by_name.get(value.character_name) if value.character_name else None
+                    if character_id is None and value.character_name:
+                        character_id = session.scalars(
+                            select(orm.CharacterRow.id).where(orm.CharacterRow.name == value.character_name)
+                            .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
+                    title = value.title or path.stem
+                    chat_id = self._insert_chat(session, value, title=title, character_id=character_id)
+                    refs.append(ImportRef(kind="chat", id=chat_id, name=title))
+                else:  # pragma: no cover - load_any only returns the three kinds
+                    raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
+                                       file=str(path))
+        return refs
+
+    # ================================================================ audits
+    def get_audit(self, chat_id: str) -> PromptContextAudit | None:
+        """The chat's stored audit, or ``None``. Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            self._chat_row(session, chat_id)
+            row = session.get(orm.AuditRow, chat_id)
+            return PromptContextAudit.model_validate(row.data) if row is not None else None
+
+    def put_audit(self, audit: PromptContextAudit) -> None:
+        """Store ``audit`` as its chat's one audit, replacing the previous one atomically.
+
+        Delete-and-insert in one transaction: a crash before the commit leaves the previous
+        audit intact (SQLite WAL/rollback journal, PostgreSQL MVCC).
+        Raises ``CHAT_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            self._replace_audit(session, audit)
+
+    def record_generation(self, audit: PromptContextAudit, reply: ChatMessage | None) -> int | None:
+        """Store the audit and append the reply (if any) in ONE transaction; returns the reply's index."""
+        with self._unit() as session:
+            index = None
+            if reply is not None:
+                last = session.scalar(select(func.max(orm.MessageRow.idx))
+                                      .where(orm.MessageRow.chat_id == audit.chat_id))
+                self._chat_row(session, audit.chat_id)
+                index = 0 if last is None else int(last) + 1
+                session.add(_message_row(audit.chat_id, index, reply))
+            self._replace_audit(session, audit)
+            return index
+
+    def _replace_audit(self, session: Session, audit: PromptContextAudit) -> None:
+        chat = self._chat_row(session, audit.chat_id)
+        session.execute(delete(orm.AuditRow).where(orm.AuditRow.chat_id == audit.chat_id))
+        session.add(orm.AuditRow(
+            chat_id=audit.chat_id, generation_id=audit.generation_id, status=audit.status,
+            error_code=audit.error_code, created_at=audit.created_at, finished_at=audit.finished_at,
+            data=audit.model_dump(mode="json"),
+        ))
+        self._touch(chat)
+        session.flush()
+        if self._after_audit_flush is not None:
+            self._after_audit_flush()
+
+    # ================================================================ library meta
+    def get_meta(self, key: str) -> str | None:
+        """A library fact (``seeded``, ...), or ``None``."""
+        with self._unit() as session:
+            row = session.get(orm.LibraryMetaRow, key)
+            return row.value if row is not None else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a library fact."""
+        with self._unit() as session:
+            session.merge(orm.LibraryMetaRow(key=key, value=value))
