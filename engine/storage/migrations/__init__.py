@@ -1,0 +1,1 @@
+"""Alembic migrations of the library (package so that setuptools ships them)."""
