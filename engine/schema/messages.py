@@ -107,6 +107,9 @@ class ChatMessage(BaseModel):
         rid = self.result_id()
         if rid and self.role in ("tool", "function"):
             out["tool_call_id"] = rid
+        legacy_call = (self.model_extra or {}).get("function_call")
+        if isinstance(legacy_call, dict):
+            out["function_call"] = legacy_call
         return out
 
 

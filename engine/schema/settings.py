@@ -19,6 +19,7 @@ DEFAULT_TEMPLATE: tuple[str, ...] = (
     "memory",
     "history",
     "post_history",
+    "input",
 )
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -61,7 +62,8 @@ class ContextSettings(BaseModel):
         Tokens held back for the reply: an int, or a string percentage of the context limit
         (``"15%"``).
     strategy:
-        Name of a registered context strategy (``truncate``, ``manual``, ...).
+        Name of a registered context strategy (``truncate``, ``manual``, ...). The default,
+        ``manual``, honours the user's exclusions and then truncates oldest-first.
     tokenizer:
         Override of the tokenizer profile name (``None`` = the model table's).
     safety_margin_percent:
@@ -75,7 +77,7 @@ class ContextSettings(BaseModel):
     model: str = "gpt-4o"
     context_limit: int | None = Field(None, gt=0)
     reply_reserve: int | str = 1024
-    strategy: str = "truncate"
+    strategy: str = "manual"
     tokenizer: str | None = None
     safety_margin_percent: float = Field(5.0, ge=0, le=50)
     template: list[str] = Field(default_factory=lambda: list(DEFAULT_TEMPLATE))

@@ -1,0 +1,420 @@
+"""Assembly stages: each turns part of a :class:`PreviewRequest` into ordered prompt blocks.
+
+A stage is ``fn(ctx: AssemblyContext) -> list[Block]``, registered by name in a
+:class:`StageRegistry`; ``ContextSettings.template`` lists stage names in prompt order.
+Blocks that go "at depth" (author's note, character's note, World Info at depth N) are not
+returned by a stage but queued on ``ctx.depth_inserts``; :func:`assemble` places them
+among the chat messages afterwards (depth 0 = after the last message), as SillyTavern does.
+
+Layout follows SillyTavern's chat-completion defaults: main prompt, World Info before
+character, description, personality (``"{{char}}'s personality: …"``), scenario
+(``"Scenario: …"``), World Info after character, persona, example dialogue (``<START>``
+becomes ``[Example Chat]``) between World Info before/after examples, memory, history with
+depth insertions, post-history instructions, then the current user input (the issue's order).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SettingsError
+from ..schema.blocks import Block, BlockKind
+from ..schema.lorebook import InsertionPosition
+from ..schema.messages import ChatMessage
+from ..schema.request import DEFAULT_SYSTEM_PROMPT, PreviewRequest
+from .macros import MacroContext, expand_macros
+
+_ROLE_BY_NUMBER = {0: "system", 1: "user", 2: "assistant"}
+_NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@dataclass
+class DepthInsert:
+    """A block to place ``depth`` messages from the end of the chat (0 = after the last)."""
+
+    depth: int
+    block: Block
+    rank: tuple[Any, ...] = ()
+
+
+@dataclass
+class AssemblyContext:
+    """State shared by the stages of one assembly.
+
+    ``activation`` is the World Info result (``engine.lorebook.ActivationResult``) or ``None``.
+    ``warnings`` collects user-visible warnings (unknown macros, ...).
+    ``pre_excluded`` maps block ids to reasons for blocks that are shown but never sent
+    (lorebook entries over the lorebook budget).
+    """
+
+    request: PreviewRequest
+    macros: MacroContext
+    activation: Any = None
+    warnings: list[str] = field(default_factory=list)
+    depth_inserts: list[DepthInsert] = field(default_factory=list)
+    pre_excluded: dict[str, str] = field(default_factory=dict)
+    current_input_index: int | None = None
+    _next_id: int = 0
+
+    def new_id(self) -> str:
+        """A fresh temporary block id (renumbered in prompt order by :func:`assemble`)."""
+        self._next_id += 1
+        return f"t{self._next_id}"
+
+    def expand(self, text: str, where: str, original: str | None = None) -> str:
+        """Expand macros in ``text``; unknown macros become warnings naming ``where``."""
+        if original is not None:
+            self.macros.original = original
+        out, unknown = expand_macros(text, self.macros)
+        self.macros.original = None
+        for u in dict.fromkeys(unknown):
+            msg = f"unknown macro {u} in {where} (left as written)"
+            if msg not in self.warnings:
+                self.warnings.append(msg)
+        return out
+
+    def text_block(self, kind: BlockKind, source: str, text: str, *, role: str = "system",
+                   protected: bool = False, reason: str = "FITS_BUDGET", priority: float = 0,
+                   trace: dict[str, Any] | None = None) -> Block:
+        """A block holding one text message."""
+        return Block(id=self.new_id(), kind=kind, role=role, source=source,
+                     message=ChatMessage(role=role, content=text),  # type: ignore[arg-type]
+                     protected=protected, reason=reason, priority=priority, trace=trace)
+
+
+Stage = Callable[[AssemblyContext], list[Block]]
+
+
+class StageRegistry:
+    """Named assembly stages; ``register`` returns a cleanup callable; duplicates raise."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, Stage] = {}
+
+    def register(self, name: str, fn: Stage) -> Callable[[], None]:
+        """Add stage ``name``."""
+        if name in self._items:
+            raise SettingsError("DUPLICATE_REGISTRATION", f"stage {name!r} is already registered")
+        self._items[name] = fn
+
+        def cleanup() -> None:
+            if self._items.get(name) is fn:
+                del self._items[name]
+
+        return cleanup
+
+    def get(self, name: str) -> Stage:
+        """The stage ``name``; raises ``SettingsError(INVALID_SETTINGS)`` for unknown names."""
+        try:
+            return self._items[name]
+        except KeyError:
+            raise SettingsError("INVALID_SETTINGS", f"unknown template stage {name!r}") from None
+
+    def names(self) -> list[str]:
+        """Registered stage names."""
+        return list(self._items)
+
+
+# --------------------------------------------------------------------------- stages
+
+def stage_system(ctx: AssemblyContext) -> list[Block]:
+    """Main system prompt: the user's, or the card's override with ``{{original}}``."""
+    req = ctx.request
+    user_prompt = req.system_prompt
+    card = req.character
+    if user_prompt is None and card is None:
+        return []  # OpenAI-shaped chats bring their own system message
+    base = user_prompt if user_prompt is not None else DEFAULT_SYSTEM_PROMPT
+    base = ctx.expand(base, "system prompt")
+    text = base
+    if card is not None and card.system_prompt.strip():
+        text = ctx.expand(card.system_prompt, "card system_prompt", original=base)
+    if not text.strip():
+        return []
+    return [ctx.text_block(BlockKind.SYSTEM, "system", text, protected=True, reason="SYSTEM_PROMPT")]
+
+
+def stage_tools(ctx: AssemblyContext) -> list[Block]:
+    """The tool schemas sent with the request: one protected block, counted."""
+    tools = ctx.request.chat.tools
+    if not tools:
+        return []
+    return [Block(id=ctx.new_id(), kind=BlockKind.TOOLS, role="system", source="tools",
+                  tools=tools, protected=True, reason="TOOL_SCHEMAS")]
+
+
+def _lore_entries(ctx: AssemblyContext) -> list[tuple[Any, bool]]:
+    """Activated entries, then the ones the lorebook budget dropped (shown, never sent)."""
+    act = ctx.activation
+    if act is None:
+        return []
+    return [(e, False) for e in act.activated] + [(e, True) for e in getattr(act, "budget_dropped", [])]
+
+
+def _lore_blocks(ctx: AssemblyContext, positions: set[InsertionPosition]) -> list[Block]:
+    out: list[Block] = []
+    for entry, dropped in _lore_entries(ctx):
+        if entry.position in positions:
+            block = _lore_block(ctx, entry)
+            if dropped:
+                ctx.pre_excluded[block.id] = "LOREBOOK_BUDGET"
+            out.append(block)
+    return out
+
+
+def _lore_block(ctx: AssemblyContext, entry: Any, role: str = "system") -> Block:
+    constant = bool(entry.constant)
+    text = ctx.expand(entry.content, f"lorebook {entry.book!r} entry {entry.uid}")
+    return Block(
+        id=ctx.new_id(), kind=BlockKind.LOREBOOK, role=role,
+        source=f"lorebook:{entry.book}:{entry.uid}",
+        message=ChatMessage(role=role, content=text),  # type: ignore[arg-type]
+        protected=constant,
+        reason=entry.reason or ("LOREBOOK_CONSTANT" if constant else "LOREBOOK_MATCHED"),
+        priority=float(entry.order), trace=dict(entry.trace or {}),
+    )
+
+
+def stage_lorebook_before_char(ctx: AssemblyContext) -> list[Block]:
+    """World Info entries at position 0 (before the character definition)."""
+    return _lore_blocks(ctx, {InsertionPosition.BEFORE_CHAR})
+
+
+def stage_lorebook_after_char(ctx: AssemblyContext) -> list[Block]:
+    """World Info entries at position 1 (after the character definition)."""
+    return _lore_blocks(ctx, {InsertionPosition.AFTER_CHAR})
+
+
+def stage_character(ctx: AssemblyContext) -> list[Block]:
+    """Description, personality and scenario: protected blocks (``creator_notes`` never sent)."""
+    card = ctx.request.character
+    if card is None:
+        return []
+    out: list[Block] = []
+    fields = (
+        ("description", card.description, "{}"),
+        ("personality", card.personality, "{{char}}'s personality: {}"),
+        ("scenario", card.scenario, "Scenario: {}"),
+    )
+    for name, value, fmt in fields:
+        if value and value.strip():
+            text = ctx.expand(fmt.replace("{}", value), f"card {name}")
+            out.append(ctx.text_block(BlockKind.CHARACTER, f"character:{name}", text,
+                                      protected=True, reason="CHARACTER"))
+    dp = card.depth_prompt()
+    if dp is not None:
+        role = dp.role if dp.role in ("system", "user", "assistant") else "system"
+        block = ctx.text_block(BlockKind.INSTRUCTION, "character:depth_prompt",
+                               ctx.expand(dp.prompt, "card depth_prompt"), role=role,
+                               protected=True, reason="INSTRUCTION")
+        ctx.depth_inserts.append(DepthInsert(max(0, int(dp.depth)), block, (1,)))
+    return out
+
+
+def stage_persona(ctx: AssemblyContext) -> list[Block]:
+    """The user's persona description (protected)."""
+    p = ctx.request.persona
+    if p is None or not p.description.strip():
+        return []
+    return [ctx.text_block(BlockKind.PERSONA, "persona", ctx.expand(p.description, "persona"),
+                           protected=True, reason="PERSONA")]
+
+
+def stage_examples(ctx: AssemblyContext) -> list[Block]:
+    """Example dialogue (removable: the first thing to go), framed by World Info positions 5/6."""
+    out = _lore_blocks(ctx, {InsertionPosition.BEFORE_EXAMPLES})
+    card = ctx.request.character
+    if card is not None and card.mes_example.strip():
+        text = card.mes_example.replace("\r\n", "\n")
+        text = re.sub(r"<START>", "[Example Chat]", text, flags=re.IGNORECASE).strip()
+        out.append(ctx.text_block(BlockKind.EXAMPLE, "character:mes_example",
+                                  ctx.expand(text, "card mes_example"),
+                                  reason="EXAMPLE_DIALOGUE"))
+    out += _lore_blocks(ctx, {InsertionPosition.AFTER_EXAMPLES})
+    return out
+
+
+def stage_memory(ctx: AssemblyContext) -> list[Block]:
+    """Memory and summary items (removable, lowest priority first)."""
+    out = []
+    for item in ctx.request.memory:
+        kind = BlockKind.SUMMARY if item.kind == "summary" else BlockKind.MEMORY
+        out.append(ctx.text_block(kind, f"{item.kind}:{item.id}", ctx.expand(item.content, f"memory {item.id}"),
+                                  reason="SUMMARY" if kind == BlockKind.SUMMARY else "MEMORY",
+                                  priority=item.priority))
+    return out
+
+
+def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leading_system: bool,
+                   current: bool) -> Block:
+    content = msg.content
+    if isinstance(content, str):
+        content = ctx.expand(content, f"message {index}")
+    name = msg.name if msg.name and (_NAME_OK.match(msg.name) or msg.role in ("tool", "function")) else None
+    update: dict[str, Any] = {"content": content, "name": name}
+    message = msg.model_copy(update=update)
+    if msg.role == "assistant" and (msg.tool_calls or (msg.model_extra or {}).get("function_call")):
+        kind = BlockKind.TOOL_CALL
+    elif msg.role in ("tool", "function"):
+        kind = BlockKind.TOOL_RESULT
+    elif leading_system:
+        kind = BlockKind.SYSTEM
+    else:
+        kind = BlockKind.MESSAGE
+    meta = msg.meta
+    if current:
+        protected, reason = True, "CURRENT_INPUT"
+    elif leading_system:
+        protected, reason = True, "SYSTEM_PROMPT"
+    else:
+        protected, reason = False, "FITS_BUDGET"
+    return Block(
+        id=ctx.new_id(), kind=kind, role=msg.role if msg.role != "developer" else "developer",
+        source=f"message:{index}", message=message, protected=protected,
+        pinned=bool(meta.pinned), manual_excluded=bool(meta.manualExcluded),
+        hidden=bool(meta.hidden), history=not (current or leading_system),
+        reason=reason, message_index=index,
+    )
+
+
+def _current_input_index(messages: list[ChatMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].meta.hidden:
+            continue
+        return i if messages[i].role == "user" else None
+    return None
+
+
+def stage_history(ctx: AssemblyContext) -> list[Block]:
+    """Chat messages except the current input; leading system messages are the system prompt."""
+    msgs = ctx.request.chat.messages
+    ctx.current_input_index = _current_input_index(msgs)
+    out: list[Block] = []
+    leading = True
+    for i, msg in enumerate(msgs):
+        if i == ctx.current_input_index:
+            continue
+        is_leading_system = leading and msg.role in ("system", "developer") and not msg.meta.hidden
+        if not is_leading_system and not msg.meta.hidden:
+            leading = False
+        out.append(_message_block(ctx, i, msg, leading_system=is_leading_system, current=False))
+    _queue_author_note(ctx)
+    _queue_depth_lore(ctx)
+    return out
+
+
+def stage_input(ctx: AssemblyContext) -> list[Block]:
+    """The current user input (the chat's last message when its role is ``user``): protected."""
+    msgs = ctx.request.chat.messages
+    if ctx.current_input_index is None:
+        ctx.current_input_index = _current_input_index(msgs)
+    i = ctx.current_input_index
+    if i is None:
+        return []
+    return [_message_block(ctx, i, msgs[i], leading_system=False, current=True)]
+
+
+def stage_post_history(ctx: AssemblyContext) -> list[Block]:
+    """The card's post-history instructions (``{{original}}`` = the user's, empty here)."""
+    card = ctx.request.character
+    if card is None or not card.post_history_instructions.strip():
+        return []
+    text = ctx.expand(card.post_history_instructions, "card post_history_instructions", original="")
+    if not text.strip():
+        return []
+    return [ctx.text_block(BlockKind.INSTRUCTION, "character:post_history_instructions", text,
+                           protected=True, reason="INSTRUCTION")]
+
+
+def _queue_author_note(ctx: AssemblyContext) -> None:
+    meta = ctx.request.chat.metadata or {}
+    note = ctx.request.author_note
+    if note is None:
+        note = meta.get("note_prompt") if isinstance(meta.get("note_prompt"), str) else ""
+    try:
+        depth = int(meta.get("note_depth", 4))
+    except (TypeError, ValueError):
+        depth = 4
+    role = _ROLE_BY_NUMBER.get(meta.get("note_role", 0) if isinstance(meta.get("note_role"), int) else 0, "system")
+    top = _lore_blocks(ctx, {InsertionPosition.AN_TOP})
+    bottom = _lore_blocks(ctx, {InsertionPosition.AN_BOTTOM})
+    rank = 0
+    for b in top:
+        ctx.depth_inserts.append(DepthInsert(depth, b, (0, rank)))
+        rank += 1
+    if note and note.strip():
+        block = ctx.text_block(BlockKind.INSTRUCTION, "author_note", ctx.expand(note, "author's note"),
+                               role=role, protected=True, reason="INSTRUCTION")
+        ctx.depth_inserts.append(DepthInsert(depth, block, (0, rank)))
+        rank += 1
+    for b in bottom:
+        ctx.depth_inserts.append(DepthInsert(depth, b, (0, rank)))
+        rank += 1
+
+
+def _queue_depth_lore(ctx: AssemblyContext) -> None:
+    for k, (entry, dropped) in enumerate(_lore_entries(ctx)):
+        if entry.position == InsertionPosition.AT_DEPTH:
+            role = entry.role if entry.role in ("system", "user", "assistant") else "system"
+            block = _lore_block(ctx, entry, role)
+            if dropped:
+                ctx.pre_excluded[block.id] = "LOREBOOK_BUDGET"
+            ctx.depth_inserts.append(DepthInsert(max(0, int(entry.depth)), block, (2, k)))
+
+
+BUILTIN_STAGES: dict[str, Stage] = {
+    "system": stage_system,
+    "tools": stage_tools,
+    "lorebook_before_char": stage_lorebook_before_char,
+    "character": stage_character,
+    "lorebook_after_char": stage_lorebook_after_char,
+    "persona": stage_persona,
+    "examples": stage_examples,
+    "memory": stage_memory,
+    "history": stage_history,
+    "post_history": stage_post_history,
+    "input": stage_input,
+}
+
+
+def register_builtin_stages(registry: StageRegistry) -> list[Callable[[], None]]:
+    """Register the built-in stages; returns their cleanup callables."""
+    return [registry.register(name, fn) for name, fn in BUILTIN_STAGES.items()]
+
+
+def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str]) -> list[Block]:
+    """Run the stages named in ``template`` in order, place depth insertions, number the blocks.
+
+    Returns blocks with ids ``b0``, ``b1``, ... in prompt order. Depth ``d`` puts a block
+    before the ``d``-th message counted from the end among chat messages (history and
+    current input); with fewer messages it goes before the first one.
+    """
+    blocks: list[Block] = []
+    for name in template:
+        blocks.extend(registry.get(name)(ctx))
+    if ctx.depth_inserts:
+        msg_positions = [i for i, b in enumerate(blocks) if b.message_index is not None]
+        placed: dict[int, list[tuple[tuple[Any, ...], Block]]] = {}
+        for ins in ctx.depth_inserts:
+            if not msg_positions:
+                anchor = len(blocks)
+            elif ins.depth == 0:
+                anchor = msg_positions[-1] + 1
+            elif ins.depth >= len(msg_positions):
+                anchor = msg_positions[0]
+            else:
+                anchor = msg_positions[-ins.depth]
+            placed.setdefault(anchor, []).append(((-ins.depth, *ins.rank), ins.block))
+        merged: list[Block] = []
+        for i in range(len(blocks) + 1):
+            for _, b in sorted(placed.get(i, []), key=lambda x: x[0]):
+                merged.append(b)
+            if i < len(blocks):
+                merged.append(blocks[i])
+        blocks = merged
+    renumber = {b.id: f"b{i}" for i, b in enumerate(blocks)}
+    ctx.pre_excluded = {renumber.get(k, k): v for k, v in ctx.pre_excluded.items()}
+    return [b.model_copy(update={"id": renumber[b.id]}) for b in blocks]

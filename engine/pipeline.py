@@ -1,0 +1,407 @@
+"""The pipeline shared by preview and generation (SPEC §2).
+
+``prepare(request)`` runs every step up to the provider call and returns the final provider
+messages with the preview that explains them; ``preview(request)`` returns just the preview.
+Generation (``engine.generation``) calls ``prepare`` and sends ``messages`` only when
+``budget_ok``.
+
+Steps: 1 resolve model → tokenizer profile and context limit (unknown models get
+``generic-approx`` and a warning); 2 reply reserve; 3 lorebook activation and assembly
+through the stage registry; 4 one batched count per block (OpenAI chat accounting);
+5 the selected strategy; 6 host checks (a strategy that removes a protected block or splits a
+tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 interceptors on the
+final provider messages; 8 mandatory recount and a final shifting pass; 9
+``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget; 10 every block
+reported with its status and stable reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from pydantic import ValidationError
+
+from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
+from .errors import LoomscopeError, SettingsError
+from .plugins import InterceptorContext, InterceptorRegistry
+from .schema.blocks import Block, BlockKind, ShiftResult
+from .schema.lorebook import Lorebook
+from .schema.messages import ChatMessage
+from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from .schema.request import PreviewRequest
+from .shifting import ContextStrategyRegistry, check_shift_result, register_builtin_strategies, shift_context
+from .tokenizers import (
+    REPLY_PRIMING_TOKENS,
+    TokenizerProfile,
+    TokenizerRegistry,
+    count_messages_tokens,
+    count_tools_tokens,
+    default_tokenizer_registry,
+    lookup_model,
+    num_tokens_from_messages,
+)
+
+
+@dataclass(frozen=True)
+class Registries:
+    """Everything pluggable: tokenizer profiles, strategies, interceptors, assembly stages."""
+
+    tokenizers: TokenizerRegistry
+    strategies: ContextStrategyRegistry
+    interceptors: InterceptorRegistry
+    stages: StageRegistry
+
+
+def default_registries() -> Registries:
+    """Fresh registries holding the built-ins (each ``register`` returns a cleanup callable)."""
+    strategies = ContextStrategyRegistry()
+    register_builtin_strategies(strategies)
+    stages = StageRegistry()
+    register_builtin_stages(stages)
+    return Registries(default_tokenizer_registry(), strategies, InterceptorRegistry(), stages)
+
+
+@lru_cache(maxsize=1)
+def _shared_registries() -> Registries:
+    # Built-ins only; callers that register plugins pass their own Registries.
+    return default_registries()
+
+
+@dataclass(frozen=True)
+class PreparedPrompt:
+    """The outcome of steps 1–9.
+
+    ``messages`` are the final provider messages (OpenAI chat shape) and ``tools`` the tool
+    schemas to send; ``budget_ok`` is ``False`` exactly when ``preview.error`` is
+    ``TOKEN_BUDGET_EXCEEDED`` (then nothing may be sent).
+    """
+
+    preview: ContextPreview
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    profile: TokenizerProfile
+    budget_ok: bool
+    interceptor_diagnostics: list[str] = field(default_factory=list)
+
+
+def preview(request: PreviewRequest, *, registries: Registries | None = None) -> ContextPreview:
+    """What the model would see for ``request``, and why (no side effects)."""
+    return prepare(request, registries=registries).preview
+
+
+def _books_for(request: PreviewRequest) -> list[Lorebook]:
+    books = list(request.lorebooks)
+    card = request.character
+    if card is not None and card.character_book is not None and card.character_book.entries:
+        embedded = card.character_book
+        if not embedded.name:
+            embedded = embedded.model_copy(update={"name": f"{card.name or 'character'} (card)"})
+        if all(b.name != embedded.name for b in books):
+            books.append(embedded)
+    return books
+
+
+def _activate(request: PreviewRequest, books: list[Lorebook], profile: TokenizerProfile,
+              budget: int, user: str, char: str) -> Any:
+    if not books:
+        return None
+    from .lorebook import activate
+
+    return activate(
+        books, request.chat.messages, request.settings.world_info,
+        count_tokens=profile.count, context_limit=budget, user_name=user, char_name=char,
+        character=request.character, persona=request.persona,
+        chat_metadata=request.chat.metadata,
+    )
+
+
+def _provider_dict(block: Block) -> dict[str, Any] | None:
+    return block.message.to_provider() if block.message is not None else None
+
+
+def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, int]:
+    msg_blocks = [b for b in blocks if b.message is not None]
+    counts = count_messages_tokens(profile, [_provider_dict(b) for b in msg_blocks])  # type: ignore[misc]
+    out = {b.id: c for b, c in zip(msg_blocks, counts)}
+    for b in blocks:
+        if b.message is None:
+            out[b.id] = count_tools_tokens(profile, b.tools or [])
+    return out
+
+
+def _run_strategy(registries: Registries, name: str, blocks: list[Block], tokens: dict[str, int],
+                  budget: int, options: dict[str, Any], diagnostics: list[str]) -> ShiftResult:
+    info = registries.strategies.get(name)
+    try:
+        result = info.fn(blocks, lambda b: tokens[b.id], budget, options)
+        problems = check_shift_result(blocks, result)
+        kept_total = sum(tokens[k] for k in result.kept) + sum(t.remaining_tokens for t in result.truncated)
+        if result.error is None and kept_total > budget:
+            problems.append(f"left {kept_total} tokens for a budget of {budget}")
+    except LoomscopeError:
+        raise
+    except Exception as exc:  # a plugin strategy must not break the pipeline
+        problems = [f"raised {type(exc).__name__}: {exc}"]
+    if problems:
+        diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate'")
+        result = shift_context(blocks, lambda b: tokens[b.id], budget)
+    return result
+
+
+def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
+    """Run pipeline steps 1–9 for ``request``.
+
+    Raises
+    ------
+    SettingsError
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_STRATEGY``,
+        ``UNKNOWN_TOKENIZER``. A budget overflow is not raised: it is reported in
+        ``preview.error`` with ``budget_ok=False``.
+    """
+    reg = registries or _shared_registries()
+    settings = request.settings
+    warnings: list[str] = []
+    diagnostics: list[str] = []
+
+    # 1. model → profile and limit
+    info = lookup_model(settings.model)
+    if not info.known:
+        warnings.append(
+            f"unknown model {settings.model!r}: counting with the approximate profile "
+            f"{info.profile!r} and a {info.context_limit}-token context limit; set the limit "
+            "and tokenizer for exact figures")
+    profile = reg.tokenizers.get(settings.tokenizer or info.profile)
+    limit = settings.context_limit or info.context_limit
+    if settings.context_limit and info.known and settings.context_limit > info.context_limit:
+        warnings.append(f"context limit {settings.context_limit} is above {settings.model}'s known "
+                        f"limit of {info.context_limit} tokens")
+    if profile.approximate:
+        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    reg.strategies.get(settings.strategy)  # fail early on an unknown strategy
+
+    # 2. reply reserve and budget
+    reserve = settings.resolve_reply_reserve(limit)
+    if reserve >= limit:
+        raise SettingsError("INVALID_SETTINGS",
+                            f"reply reserve {reserve} must be below the context limit {limit}")
+    budget = limit - reserve
+    safety = math.ceil(budget * settings.safety_margin_percent / 100) if profile.approximate else 0
+    tools = list(request.chat.tools)
+    shift_budget = budget - safety - REPLY_PRIMING_TOKENS
+
+    # 3. lorebook activation and assembly
+    card = request.character
+    user = (request.persona.name if request.persona and request.persona.name else None) or request.chat.user_name or "User"
+    char = (card.nickname or card.name) if card is not None and (card.nickname or card.name) else (
+        request.chat.character_name or "")
+    books = _books_for(request)
+    activation = _activate(request, books, profile, budget, user, char)
+    if activation is not None:
+        diagnostics.extend(getattr(activation, "diagnostics", []) or [])
+    values = {
+        "persona": request.persona.description if request.persona else "",
+        "description": card.description if card else "",
+        "personality": card.personality if card else "",
+        "scenario": card.scenario if card else "",
+        "mesExamples": card.mes_example if card else "",
+        "charPrompt": card.system_prompt if card else "",
+        "charJailbreak": card.post_history_instructions if card else "",
+        "charVersion": card.character_version if card else "",
+        "char_version": card.character_version if card else "",
+        "model": settings.model,
+        "maxPrompt": str(budget),
+        "group": char,
+    }
+    msgs = request.chat.messages
+    last = next((m.text() for m in reversed(msgs)), "")
+    values["lastMessage"] = last
+    values["lastUserMessage"] = next((m.text() for m in reversed(msgs) if m.role == "user"), "")
+    values["lastCharMessage"] = next((m.text() for m in reversed(msgs) if m.role == "assistant"), "")
+    values["input"] = values["lastUserMessage"]
+    ctx = AssemblyContext(request, MacroContext(user=user, char=char, values=values,
+                                                seed=settings.world_info.seed), activation)
+    blocks = assemble(ctx, reg.stages, settings.template)
+    warnings.extend(ctx.warnings)
+
+    # 4. count once per block
+    tokens = _count_blocks(profile, blocks)
+
+    # 5–6. strategy with host checks
+    sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
+    result = _run_strategy(reg, settings.strategy, sendable, tokens, shift_budget,
+                           settings.strategy_options, diagnostics)
+    diagnostics.extend(result.diagnostics)
+    status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in ctx.pre_excluded.items()}
+    for e in result.excluded:
+        status[e.block_id] = ("excluded", e.reason)
+    truncated = {t.block_id: t for t in result.truncated}
+    for t in result.truncated:
+        status[t.block_id] = ("truncated", t.reason)
+    for k in result.kept:
+        status[k] = ("kept", result.kept_reasons.get(k, "FITS_BUDGET"))
+
+    by_id = {b.id: b for b in blocks}
+    final_blocks = [by_id[k] for k in result.kept]
+    interceptor_diags: list[str] = []
+    ordered = list(blocks)
+
+    # 7–8. interceptors, then a mandatory recount and final shifting pass
+    if reg.interceptors.names() and result.error is None:
+        ictx = InterceptorContext(settings.model, budget, profile.name, settings.strategy)
+        final_blocks, added, removed = _apply_interceptors(reg, final_blocks, ictx, interceptor_diags)
+        if added:
+            tokens.update(_count_blocks(profile, added))
+            ordered = _merge_order(ordered, final_blocks)
+        for bid in removed:
+            status[bid] = ("excluded", "INTERCEPTOR_REMOVED")
+        final_pass = shift_context(final_blocks, lambda b: tokens[b.id], shift_budget)
+        for e in final_pass.excluded:
+            status[e.block_id] = ("excluded", e.reason)
+        for k in final_pass.kept:
+            if k not in status or status[k][0] != "kept":
+                status[k] = ("kept", final_pass.kept_reasons.get(k, "INTERCEPTOR_ADDED"))
+        keep = set(final_pass.kept)
+        final_blocks = [b for b in final_blocks if b.id in keep]
+        diagnostics.extend(f"interceptor: {d}" for d in interceptor_diags)
+
+    # 9. recount independently and report
+    messages = [_provider_dict(b) for b in final_blocks if b.message is not None]
+    send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
+    prompt_tokens = num_tokens_from_messages(profile, messages, send_tools)  # type: ignore[arg-type]
+    error = None
+    if result.error:
+        error = PreviewError(
+            code="TOKEN_BUDGET_EXCEEDED",
+            message=(f"the protected blocks alone need {result.protected_tokens + REPLY_PRIMING_TOKENS} "
+                     f"tokens but the budget is {budget - safety} tokens "
+                     f"(context {limit} − reply reserve {reserve}{f' − safety margin {safety}' if safety else ''})"),
+            details={"protected_tokens": result.protected_tokens + REPLY_PRIMING_TOKENS,
+                     "budget": budget - safety,
+                     "protected_blocks": [b.id for b in sendable if b.protected or b.pinned]},
+        )
+    elif prompt_tokens > budget - safety:  # pragma: no cover - would be a bug in shifting
+        raise AssertionError(f"final prompt {prompt_tokens} tokens exceeds budget {budget - safety}")
+
+    trace_by_source: dict[str, dict[str, Any]] = {}
+    lorebook_trace: list[dict[str, Any]] = []
+    if activation is not None:
+        for rec in activation.trace:
+            d = rec.model_dump(mode="json") if hasattr(rec, "model_dump") else dict(rec)
+            lorebook_trace.append(d)
+            trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
+    preview_blocks = []
+    for pos, b in enumerate(ordered):
+        st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))
+        t = truncated.get(b.id)
+        trace = b.trace
+        if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
+            trace = {**(trace or {}), **trace_by_source[b.source]}
+        preview_blocks.append(PreviewBlock(
+            id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
+            tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,  # type: ignore[arg-type]
+            protected=b.protected, pinned=b.pinned, group=None, text=b.text(),
+            name=b.message.name if b.message else None,
+            original_tokens=t.original_tokens if t else None,
+            summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
+            message_index=b.message_index, trace=trace,
+        ))
+    preview_blocks = _with_groups(ordered, preview_blocks)
+    pv = ContextPreview(
+        model=settings.model,
+        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
+        context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=safety,
+        headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens,
+        strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
+        lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
+        diagnostics=diagnostics,
+    )
+    return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags)  # type: ignore[arg-type]
+
+
+def _with_groups(blocks: list[Block], pblocks: list[PreviewBlock]) -> list[PreviewBlock]:
+    from .shifting import find_tool_groups
+
+    groups = find_tool_groups(blocks)
+    return [pb.model_copy(update={"group": g}) if g else pb for pb, g in zip(pblocks, groups.group_of)]
+
+
+def _merge_order(original: list[Block], final: list[Block]) -> list[Block]:
+    """Prompt order after interceptors: the original order with added blocks after their predecessor."""
+    known = {b.id for b in original}
+    after: dict[str | None, list[Block]] = {}
+    prev: str | None = None
+    for b in final:
+        if b.id in known:
+            prev = b.id
+        else:
+            after.setdefault(prev, []).append(b)
+    out = list(after.get(None, []))
+    for b in original:
+        out.append(b)
+        out.extend(after.get(b.id, []))
+    return out
+
+
+def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorContext,
+                        diags: list[str]) -> tuple[list[Block], list[Block], list[str]]:
+    """Run interceptors over the provider messages of ``kept`` (tools block passes through).
+
+    Returns (final blocks in order, blocks the interceptors added, ids they removed). Output
+    that is not a list of valid chat messages, or an interceptor that raises, is ignored with
+    a diagnostic. Protected blocks an interceptor removed or changed are restored in place.
+    """
+    msg_blocks = [b for b in kept if b.message is not None]
+    current: list[tuple[dict[str, Any], Block | None]] = [(_provider_dict(b), b) for b in msg_blocks]  # type: ignore[misc]
+    added: list[Block] = []
+    counter = 0
+    for name, fn in reg.interceptors.items():
+        before = [m for m, _ in current]
+        try:
+            out, notes = fn(copy.deepcopy(before), ictx)
+            if not isinstance(out, list):
+                raise TypeError(f"returned {type(out).__name__}, expected a list of messages")
+            parsed = [ChatMessage.model_validate(m) for m in out]
+        except (ValidationError, TypeError, ValueError) as exc:
+            diags.append(f"{name}: returned invalid data ({str(exc).splitlines()[0]}); its output was ignored")
+            continue
+        except Exception as exc:
+            diags.append(f"{name}: raised {type(exc).__name__}: {exc}; its output was ignored")
+            continue
+        diags.extend(f"{name}: {n}" for n in (notes or []))
+        pool = list(current)
+        nxt: list[tuple[dict[str, Any], Block | None]] = []
+        for raw, msg in zip(out, parsed):
+            prov = msg.to_provider()
+            match = next((k for k, (m, _) in enumerate(pool) if m == prov), None)
+            if match is not None:
+                nxt.append(pool.pop(match))
+            else:
+                counter += 1
+                block = Block(id=f"i{counter}", kind=BlockKind.INSTRUCTION, role=msg.role,
+                              source=f"interceptor:{name}", message=msg, reason="INTERCEPTOR_ADDED",
+                              priority=float("-inf"))
+                added.append(block)
+                nxt.append((prov, block))
+        # restore protected blocks the interceptor dropped or changed, at their old place
+        for m, b in pool:
+            if b is not None and (b.protected or b.pinned):
+                diags.append(f"{name}: removed or changed protected block {b.id} ({b.source}); restored")
+                idx = msg_blocks.index(b) if b in msg_blocks else len(nxt)
+                insert_at = next((k for k, (_, ob) in enumerate(nxt)
+                                  if ob is not None and ob in msg_blocks and msg_blocks.index(ob) > idx), len(nxt))
+                nxt.insert(insert_at, (m, b))
+        current = nxt
+    final_ids = {id(b) for _, b in current}
+    removed = [b.id for b in msg_blocks if id(b) not in final_ids]
+    result = [b for b in kept if b.message is None] + [b for _, b in current if b is not None]
+    # keep the tools block first, as it is sent as the request's `tools` field
+    added = [b for b in added if id(b) in final_ids]
+    return result, added, removed
+
+
+__all__ = ["PreparedPrompt", "Registries", "default_registries", "prepare", "preview"]

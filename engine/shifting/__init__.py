@@ -1,0 +1,19 @@
+"""Context shifting: ``shift_context``, tool groups, the strategy registry."""
+
+from __future__ import annotations
+
+from .core import TOKEN_BUDGET_EXCEEDED, check_shift_result, shift_context
+from .groups import ToolGroups, find_tool_groups
+from .registry import (
+    ContextStrategyRegistry,
+    StrategyInfo,
+    manual_strategy,
+    register_builtin_strategies,
+    truncate_strategy,
+)
+
+__all__ = [
+    "TOKEN_BUDGET_EXCEEDED", "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
+    "ContextStrategyRegistry", "StrategyInfo", "manual_strategy", "register_builtin_strategies",
+    "truncate_strategy",
+]

@@ -1,0 +1,226 @@
+"""``shift_context``: fit blocks into a token budget (SPEC §3).
+
+Rules, in order:
+
+1. Hidden blocks (SillyTavern ``is_system``) are never sent (``HIDDEN``); tool results whose
+   call is not in the chat are dropped (``TOOL_RESULT_ORPHANED``: a provider rejects them).
+2. With ``honor_manual`` (strategy ``manual``), messages the user excluded go first
+   (``MANUAL_EXCLUDED``), with their whole tool group (``TOOL_GROUP_DROPPED``).
+3. Tool groups (``engine.shifting.groups``) are units: all members stay or all go; a group with
+   any protected member is protected.
+4. If the protected units alone exceed the budget, the result carries
+   ``error="TOKEN_BUDGET_EXCEEDED"`` and every removable unit is excluded
+   (``OVER_BUDGET_PROTECTED``): never a silent over-budget result.
+5. Otherwise, while the running total exceeds the budget, removable units go in this order:
+   a unit larger than all the room the protected blocks leave can never fit and goes first
+   (``TOO_LARGE_FOR_BUDGET``); then interceptor-added blocks; then example dialogue
+   (``EXAMPLES_PUSHED_OUT``); then history, oldest unit first (``HISTORY_OLDEST_FIRST``, or
+   ``TOOL_GROUP_DROPPED`` for every member of a multi-message tool group); then lorebook and
+   memory blocks, lowest priority first, later prompt position first among equals
+   (``PRIORITY_LOWEST_FIRST``).
+
+Each block is counted once (``count_tokens`` is called once per block); removal updates a
+running total, and the final total is one recount over the kept blocks, so the cost is
+linear in the number of blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult
+from .groups import find_tool_groups
+
+TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
+
+
+@dataclass
+class _Unit:
+    members: list[int]
+    tokens: int = 0
+    protected: bool = False
+    tier: int = 3
+    priority: float = 0.0
+    first: int = 0
+    is_group: bool = False
+    reasons: dict[int, str] = field(default_factory=dict)
+
+
+def _tier(block: Block) -> int:
+    if block.source.startswith("interceptor:"):
+        return 0
+    if block.kind == BlockKind.EXAMPLE:
+        return 1
+    if block.history:
+        return 2
+    return 3
+
+
+def shift_context(
+    blocks: Sequence[Block],
+    count_tokens: Callable[[Block], int],
+    budget: int,
+    *,
+    honor_manual: bool = False,
+) -> ShiftResult:
+    """Fit ``blocks`` into ``budget`` tokens.
+
+    Parameters
+    ----------
+    blocks:
+        Prompt blocks in prompt order, with ``protected``/``pinned``/``hidden``/
+        ``manual_excluded``/``history`` already set by assembly.
+    count_tokens:
+        Tokens of one block, chat-format overhead included (called once per block).
+    budget:
+        Tokens available for the prompt (context limit − reply reserve − fixed overheads).
+    honor_manual:
+        Drop ``manual_excluded`` blocks first (the ``manual`` strategy).
+
+    Returns
+    -------
+    ShiftResult
+        ``kept`` ids in original order, ``excluded`` with reasons and tokens, an empty
+        ``truncated`` (this strategy never compresses); ``error`` is
+        ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected blocks alone exceed ``budget``.
+    """
+    n = len(blocks)
+    tokens = [int(count_tokens(b)) for b in blocks]
+    groups = find_tool_groups(blocks)
+
+    units: list[_Unit] = []
+    unit_of_group: dict[str, _Unit] = {}
+    for i, block in enumerate(blocks):
+        gid = groups.group_of[i]
+        if gid is not None and gid in unit_of_group:
+            unit = unit_of_group[gid]
+            unit.members.append(i)
+            unit.is_group = True
+        else:
+            unit = _Unit(members=[i], first=i, tier=_tier(block), priority=block.priority)
+            units.append(unit)
+            if gid is not None:
+                unit_of_group[gid] = unit
+        unit.tokens += tokens[i]
+        unit.tier = min(unit.tier, _tier(block))
+
+    excluded: dict[int, str] = {}
+    diagnostics: list[str] = []
+
+    def drop(unit: _Unit, reason: str, cause: int | None = None) -> None:
+        for m in unit.members:
+            if m == cause or not unit.is_group:
+                excluded[m] = reason
+            else:
+                excluded[m] = "TOOL_GROUP_DROPPED"
+
+    live: list[_Unit] = []
+    for unit in units:
+        hidden = [m for m in unit.members if blocks[m].hidden]
+        orphan = [m for m in unit.members if m in groups.orphans]
+        if hidden:
+            drop(unit, "HIDDEN", hidden[0])
+            for m in hidden:
+                excluded[m] = "HIDDEN"
+            continue
+        if orphan:
+            for m in unit.members:
+                excluded[m] = "TOOL_RESULT_ORPHANED"
+            continue
+        unit.protected = any(blocks[m].protected or blocks[m].pinned for m in unit.members)
+        manual = [m for m in unit.members if blocks[m].manual_excluded]
+        if honor_manual and manual:
+            if unit.protected:
+                diagnostics.append(
+                    f"{blocks[manual[0]].id}: manual exclusion ignored, the block is protected")
+            else:
+                drop(unit, "MANUAL_EXCLUDED", manual[0])
+                for m in manual:
+                    excluded[m] = "MANUAL_EXCLUDED"
+                continue
+        live.append(unit)
+
+    protected_tokens = sum(u.tokens for u in live if u.protected)
+    total = sum(u.tokens for u in live)
+    removable = [u for u in live if not u.protected]
+    error: str | None = None
+
+    if protected_tokens > budget:
+        error = TOKEN_BUDGET_EXCEEDED
+        for unit in removable:
+            drop(unit, "OVER_BUDGET_PROTECTED")
+        total = protected_tokens
+    elif total > budget:
+        room = budget - protected_tokens
+        # Units that can never fit go first, whatever their age: dropping an old small
+        # message to make room for them would be pointless.
+        for unit in removable:
+            if unit.tokens > room:
+                drop(unit, "TOO_LARGE_FOR_BUDGET")
+                total -= unit.tokens
+        order = sorted(
+            (u for u in removable if u.members[0] not in excluded),
+            key=lambda u: (u.tier, u.first) if u.tier < 3 else (u.tier, u.priority, -u.first),
+        )
+        for unit in order:
+            if total <= budget:
+                break
+            reason = {0: "PRIORITY_LOWEST_FIRST", 1: "EXAMPLES_PUSHED_OUT",
+                      2: "HISTORY_OLDEST_FIRST"}.get(unit.tier, "PRIORITY_LOWEST_FIRST")
+            drop(unit, reason, unit.members[0] if not unit.is_group else None)
+            total -= unit.tokens
+
+    kept_pos = [i for i in range(n) if i not in excluded]
+    final_total = sum(tokens[i] for i in kept_pos)  # final full recount
+    if error is None and final_total > budget:  # pragma: no cover - guarded by the loop above
+        raise AssertionError("shift_context left the prompt over budget")
+    return ShiftResult(
+        kept=[blocks[i].id for i in kept_pos],
+        excluded=[ExcludedBlock(block_id=blocks[i].id, reason=excluded[i], tokens=tokens[i])
+                  for i in range(n) if i in excluded],
+        truncated=[],
+        total_tokens=final_total,
+        budget=budget,
+        protected_tokens=protected_tokens,
+        error=error,
+        diagnostics=diagnostics,
+        kept_reasons={blocks[i].id: ("PINNED" if blocks[i].pinned and not blocks[i].protected
+                                     else blocks[i].reason) for i in kept_pos},
+    )
+
+
+def check_shift_result(blocks: Sequence[Block], result: ShiftResult) -> list[str]:
+    """Host checks on any strategy's result (SPEC §2 step 6); returns problems, empty if sound.
+
+    Checks: kept/excluded/truncated partition the input; no protected or pinned block was
+    removed (unless the result is ``TOKEN_BUDGET_EXCEEDED`` or the block is hidden);
+    tool groups are all-or-nothing; kept ids keep their original order.
+    """
+    problems: list[str] = []
+    ids = [b.id for b in blocks]
+    seen: dict[str, int] = {}
+    for bid in [*result.kept, *(e.block_id for e in result.excluded),
+                *(t.block_id for t in result.truncated)]:
+        seen[bid] = seen.get(bid, 0) + 1
+    if set(seen) != set(ids) or any(c != 1 for c in seen.values()):
+        problems.append("kept, excluded and truncated do not partition the blocks")
+    pos = {b: i for i, b in enumerate(ids)}
+    kept_positions = [pos.get(k, -1) for k in result.kept]
+    if kept_positions != sorted(kept_positions):
+        problems.append("kept blocks are not in their original order")
+    gone = {e.block_id: e.reason for e in result.excluded}
+    for b in blocks:
+        if (b.protected or b.pinned) and b.id in gone and gone[b.id] not in (
+                "HIDDEN", "TOOL_RESULT_ORPHANED"):
+            problems.append(f"protected block {b.id} was removed ({gone[b.id]})")
+    groups = find_tool_groups(blocks)
+    state: dict[str, set[bool]] = {}
+    kept_set = set(result.kept)
+    for b, g in zip(blocks, groups.group_of):
+        if g is not None:
+            state.setdefault(g, set()).add(b.id in kept_set)
+    for g, states in state.items():
+        if len(states) > 1:
+            problems.append(f"tool group {g} was split")
+    return problems

@@ -1,0 +1,89 @@
+"""``ContextStrategyRegistry``: named context strategies (SPEC §3, setting ``contextStrategy``).
+
+A strategy is ``fn(blocks, count_tokens, budget, options) -> ShiftResult``. Built-ins register
+through the same API as plugins; ``register`` returns a cleanup callable that unregisters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import SettingsError
+from ..schema.blocks import Block, ShiftResult
+from .core import shift_context
+
+
+class Strategy(Protocol):
+    """A context strategy: fits blocks into ``budget`` tokens and says why for each block."""
+
+    def __call__(self, blocks: Sequence[Block], count_tokens: Callable[[Block], int],
+                 budget: int, options: dict[str, Any]) -> ShiftResult: ...
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """A registered strategy with its description (shown in the settings panel)."""
+
+    name: str
+    fn: Strategy
+    description: str
+
+
+class ContextStrategyRegistry:
+    """Named strategies; duplicate names raise ``SettingsError(DUPLICATE_REGISTRATION)``."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, StrategyInfo] = {}
+
+    def register(self, name: str, fn: Strategy, description: str = "") -> Callable[[], None]:
+        """Add strategy ``name``; returns a callable that removes it again."""
+        if name in self._items:
+            raise SettingsError("DUPLICATE_REGISTRATION", f"strategy {name!r} is already registered")
+        info = StrategyInfo(name, fn, description)
+        self._items[name] = info
+
+        def cleanup() -> None:
+            if self._items.get(name) is info:
+                del self._items[name]
+
+        return cleanup
+
+    def get(self, name: str) -> StrategyInfo:
+        """The strategy ``name``; raises ``SettingsError(UNKNOWN_STRATEGY)``."""
+        try:
+            return self._items[name]
+        except KeyError:
+            raise SettingsError(
+                "UNKNOWN_STRATEGY",
+                f"unknown strategy {name!r} (known: {', '.join(self.names())})") from None
+
+    def names(self) -> list[str]:
+        """Registered names in registration order."""
+        return list(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+
+def truncate_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int],
+                      budget: int, options: dict[str, Any]) -> ShiftResult:
+    """``truncate``: examples first, then oldest history groups, then lowest-priority lore/memory."""
+    return shift_context(blocks, count_tokens, budget, honor_manual=False)
+
+
+def manual_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int],
+                    budget: int, options: dict[str, Any]) -> ShiftResult:
+    """``manual``: the user's exclusions (with their tool groups) first, then like ``truncate``."""
+    return shift_context(blocks, count_tokens, budget, honor_manual=True)
+
+
+def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Callable[[], None]]:
+    """Register ``truncate`` and ``manual``; returns their cleanup callables."""
+    return [
+        registry.register("truncate", truncate_strategy,
+                          "drop example dialogue, then the oldest history, then low-priority lore"),
+        registry.register("manual", manual_strategy,
+                          "drop the messages you excluded first, then like truncate"),
+    ]
