@@ -1,0 +1,138 @@
+"""``loomscope preview``: assemble and budget a prompt from files, no database needed.
+
+Output: a table for people (``--format table``, the default on a terminal) or the
+``ContextPreview`` model as JSON (``--format json``). Exit 0, 3 on
+``TOKEN_BUDGET_EXCEEDED``, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import LoomscopeError, SettingsError
+from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``preview`` subcommand."""
+    p = sub.add_parser("preview", help="show the prompt a model would see for a chat file")
+    p.add_argument("--chat", metavar="FILE", help="SillyTavern chat JSONL, or OpenAI messages (JSON array or "
+                   "chat-completions request body)")
+    p.add_argument("--card", metavar="FILE", help="character card (JSON or PNG)")
+    p.add_argument("--lorebook", metavar="FILE", action="append", default=[],
+                   help="SillyTavern world JSON (repeatable)")
+    p.add_argument("--system", metavar="TEXT", default=None, help="main system prompt")
+    p.add_argument("--persona", metavar="TEXT", default=None, help="user persona description")
+    p.add_argument("--model", default="gpt-4o", help="model name (default gpt-4o)")
+    p.add_argument("--context-limit", type=int, default=None, metavar="N", help="context window in tokens")
+    p.add_argument("--reply-reserve", default="1024", metavar="N|P%", help="tokens (or percent) kept for the reply")
+    p.add_argument("--strategy", default="manual", help="context strategy (default manual)")
+    p.add_argument("--tokenizer", default=None, help="override the tokenizer profile")
+    p.add_argument("--scan-depth", type=int, default=None, help="World Info scan depth (messages)")
+    p.add_argument("--lorebook-budget", type=float, default=None, metavar="PERCENT",
+                   help="World Info budget, percent of the context")
+    p.add_argument("--format", choices=("table", "json"), default=None,
+                   help="output format (default: table on a terminal, json when piped)")
+    p.set_defaults(func=run)
+
+
+def build_request(args: argparse.Namespace) -> PreviewRequest:
+    """Read the files named by ``args`` into a :class:`PreviewRequest`.
+
+    Raises
+    ------
+    LoomscopeError
+        ``IMPORT_*`` for unreadable or unsupported files (naming the file),
+        ``INVALID_SETTINGS`` for bad numbers.
+    """
+    from ..importers import load_character, load_chat, load_lorebook
+
+    chat = load_chat(args.chat) if args.chat else Chat()
+    card: Character | None = load_character(args.card) if args.card else None
+    books: list[Lorebook] = [load_lorebook(p) for p in args.lorebook]
+    reserve: int | str = args.reply_reserve
+    if isinstance(reserve, str) and reserve.strip().isdigit():
+        reserve = int(reserve)
+    wi: dict[str, object] = {}
+    if args.scan_depth is not None:
+        wi["scan_depth"] = args.scan_depth
+    if args.lorebook_budget is not None:
+        wi["budget_percent"] = args.lorebook_budget
+    try:
+        settings = ContextSettings(model=args.model, context_limit=args.context_limit, reply_reserve=reserve,
+                                   strategy=args.strategy, tokenizer=args.tokenizer,
+                                   world_info=wi)  # type: ignore[arg-type]
+    except Exception as exc:
+        first = str(exc).splitlines()
+        raise SettingsError("INVALID_SETTINGS", "; ".join(first[1:3]) if len(first) > 2 else str(exc),
+                            file="settings") from None
+    persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
+    return PreviewRequest(chat=chat, character=card, persona=persona, lorebooks=books,
+                          system_prompt=args.system, settings=settings)
+
+
+def render_table(pv: ContextPreview) -> None:
+    """Print the preview as a rich table with totals and a budget line."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..reasons import reason_words
+
+    console = Console()
+    table = Table(title=f"{pv.model} · {pv.tokenizer.profile}"
+                  f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}",
+                  show_lines=False, expand=False)
+    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {}),
+                    ("tokens", {"justify": "right"}), ("status", {}), ("reason", {}),
+                    ("", {}), ("text", {"max_width": 48, "no_wrap": True})):
+        table.add_column(col, **kw)
+    colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
+    kept = excluded = 0
+    for b in pv.blocks:
+        marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
+        if b.status == "kept":
+            kept += b.tokens
+        else:
+            excluded += b.tokens
+        why = b.reason
+        if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
+            why += f" (key {b.trace['detail']['key']!r})"
+        table.add_row(str(b.position), b.kind, b.role, b.source, str(b.tokens),
+                      f"[{colors[b.status]}]{b.status}[/]", why, marks,
+                      b.text.replace("\n", " ")[:80])
+    console.print(table)
+    pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
+    console.print(
+        f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "
+        f"kept {kept} tokens · excluded {excluded} tokens")
+    console.print(
+        f"budget: prompt [bold]{pv.prompt_tokens}[/] / {pv.budget} ({pct:.1f} %) = context "
+        f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
+        f"headroom {pv.headroom}")
+    for w in pv.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    for d in pv.diagnostics:
+        console.print(f"[cyan]diagnostic:[/] {d}")
+    if pv.error:
+        console.print(f"[red bold]{pv.error.code}[/]: {pv.error.message}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``loomscope preview``; returns the exit code (0, 2 or 3)."""
+    from ..pipeline import preview
+
+    try:
+        request = build_request(args)
+    except LoomscopeError:
+        raise
+    pv = preview(request)
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        sys.stdout.write(pv.model_dump_json(indent=2) + "\n")
+    else:
+        render_table(pv)
+    if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
+        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {pv.error.message}\n")
+        return 3
+    return 0
