@@ -61,6 +61,12 @@ REASON_WORDS: dict[str, str] = {
     "SUMMARIZED": "Folded into a summary",
     "CUT": "Cut to fit the budget",
     # lorebook trace
+    "LOREBOOK_KEY_MATCH": "A primary key matched",
+    "LOREBOOK_DECORATOR_ACTIVATE": "Activated by its @@activate decorator",
+    "LOREBOOK_DELAY_UNTIL_RECURSION": "Waits for a recursion pass that did not happen",
+    "LOREBOOK_EXCLUDED_FROM_RECURSION": "Key appeared only in other entries (recursion excluded)",
+    "LOREBOOK_GROUP_ALREADY_SATISFIED": "Its inclusion group already has an active entry",
+    "LOREBOOK_EMPTY": "Matched, but its content is empty",
     "LOREBOOK_NOT_MATCHED": "No key matched",
     "LOREBOOK_DISABLED": "Entry is disabled",
     "LOREBOOK_PROBABILITY": "Lost the probability roll",
@@ -76,7 +82,12 @@ REASON_WORDS: dict[str, str] = {
 
 
 def reason_in_words(code: str | None) -> str:
-    """The reason ``code`` in words; unknown codes become ``"Some code"`` (never empty).
+    """The reason ``code`` in words (never empty for a non-empty code).
+
+    Looks in the app's shared table (``gui.labels.REASON_WORDS``) first so the blocks table
+    and the inspectors agree, then in :data:`REASON_WORDS` (which adds the World Info trace
+    codes), then in the engine's ``TRACE_CODES`` meanings; unknown codes are humanized
+    (``SOME_NEW_CODE`` → ``"Some new code"``).
 
     Parameters
     ----------
@@ -85,10 +96,26 @@ def reason_in_words(code: str | None) -> str:
     """
     if not code:
         return ""
-    words = REASON_WORDS.get(code)
-    if words is not None:
-        return words
+    words = _app_reason_words().get(code) or REASON_WORDS.get(code) or _trace_code_words().get(code)
+    if words:
+        return words[:1].upper() + words[1:]
     return code.replace("_", " ").strip().capitalize()
+
+
+def _app_reason_words() -> dict[str, str]:
+    try:
+        from gui.labels import REASON_WORDS as app_words
+    except ImportError:  # the shared table is optional
+        return {}
+    return app_words
+
+
+def _trace_code_words() -> dict[str, str]:
+    try:
+        from engine.lorebook.codes import TRACE_CODES
+    except ImportError:  # World Info engine not installed yet
+        return {}
+    return TRACE_CODES
 
 
 #: Status → (light-theme colour, dark-theme colour) for the status label.

@@ -84,7 +84,8 @@ def test_facts_shown(inspector):
     inspector.set_block(_block(), "o200k_base")
     labels = inspector._labels
     assert labels["status"].text().count("kept") == 1
-    assert "matched a key" in labels["reason"].text()
+    assert reason_in_words("LOREBOOK_MATCHED") in labels["reason"].text()
+    assert "LOREBOOK_MATCHED" in labels["reason"].text()
     assert f"{len(TEXT)} characters" in labels["chars"].text()
     assert "compass" in labels["trace"].text()
     assert "pinned" in inspector._badges.text()
@@ -97,7 +98,7 @@ def test_truncated_block_and_unknown_profile(inspector):
                                protected=True, trace=None), "no-such-profile")
     assert "unknown tokenizer profile" in inspector._labels["tokens"].text()
     assert "90 before cutting" in inspector._labels["tokens"].text()
-    assert "Cut to fit" in inspector._labels["reason"].text()
+    assert reason_in_words("CUT") in inspector._labels["reason"].text()
     assert "protected" in inspector._badges.text()
     assert inspector.shaded_token_count() == 0
     assert inspector._text.toPlainText() == TEXT
@@ -123,6 +124,8 @@ def test_large_block_is_fast(inspector):
 
 
 def test_reason_words():
-    assert reason_in_words("HISTORY_OLDEST_FIRST").startswith("Dropped")
+    for code in ("HISTORY_OLDEST_FIRST", "MANUAL_EXCLUDED", "LOREBOOK_NOT_MATCHED", "LOREBOOK_PROBABILITY"):
+        words = reason_in_words(code)
+        assert words and words != code and words[0].isupper()
     assert reason_in_words("SOME_NEW_CODE") == "Some new code"
     assert reason_in_words(None) == ""
