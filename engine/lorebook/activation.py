@@ -1,0 +1,1032 @@
+"""World Info activation: SillyTavern semantics, deterministic, with a per-entry trace.
+
+Algorithm borrowed from SillyTavern 1.12.x ``world-info.js`` ``checkWorldInfo`` (FORMATS.md
+b3), with SPEC §5's deliberate differences:
+
+* Constant entries are required: the lorebook budget never drops them. The budget takes
+  constants first, then the other candidates by priority, dropping the ones that do not fit
+  (reason ``LOREBOOK_BUDGET``) and going on with smaller ones; an overflow does not stop
+  recursion (SillyTavern breaks out of the loop and loses every remaining candidate).
+* Deterministic tie-breaks: priority = ``order`` (higher first), then the book's index in
+  ``books``, then ``uid`` (integers before strings), then the entry's index in its book.
+* Probability rolls and weighted group choices use ``random.Random`` seeded from
+  ``settings.seed``, the entry's (or group's) name and the chat length, so one entry's roll
+  never depends on another's and the same preview is reproducible.
+* Activation is a pure function of its inputs: timed effects (sticky, cooldown) are read
+  from ``chat_metadata["timedWorldInfo"]`` and the new state is returned, never written.
+* An entry whose content is empty after macros is not activated (``LOREBOOK_EMPTY``).
+
+Token budget = ``round(budget_percent × context_limit / 100)`` (half up, at least 1), capped
+by ``budget_cap`` when it is > 0. Each entry costs ``count_tokens(content)``; SillyTavern
+re-counts the newline-joined text instead, which differs by a token or so per entry.
+Book-level ``scan_depth``/``token_budget``/``recursive_scanning`` of imported
+``character_book`` objects are ignored, as SillyTavern ignores them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+import random
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..schema.character import Character, Persona
+from ..schema.lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
+from ..schema.messages import ChatMessage
+from ..schema.settings import WorldInfoSettings
+from .codes import BLOCK_REASONS
+from .keys import (
+    InvalidRegexKey,
+    KeyHits,
+    compile_regex_key,
+    is_regex_key,
+    matcher_for,
+    substitute_names,
+)
+from .models import ActivatedEntry, ActivationResult, TraceRecord
+
+_ROLES = {0: "system", 1: "user", 2: "assistant"}
+_DECORATOR_LINE = re.compile(r"^@@(?!@)(\w+)")
+#: Upper bound on scan passes (recursion, min-activation widening, delay levels): a safety net.
+MAX_PASSES = 10_000
+
+# (extra field camelCase, extensions snake_case, source name) of the opt-in card/persona scans.
+_MATCH_SOURCES: tuple[tuple[str, str, str], ...] = (
+    ("matchPersonaDescription", "match_persona_description", "persona_description"),
+    ("matchCharacterDescription", "match_character_description", "character_description"),
+    ("matchCharacterPersonality", "match_character_personality", "character_personality"),
+    ("matchCharacterDepthPrompt", "match_character_depth_prompt", "character_depth_prompt"),
+    ("matchScenario", "match_scenario", "scenario"),
+    ("matchCreatorNotes", "match_creator_notes", "creator_notes"),
+)
+
+
+def compute_budget(settings: WorldInfoSettings, context_limit: int) -> int:
+    """The lorebook token budget (SillyTavern: ``round(pct × maxContext / 100)``, ≥ 1, then capped).
+
+    Parameters
+    ----------
+    settings:
+        ``budget_percent`` (0–100) and ``budget_cap`` (tokens, 0 = none).
+    context_limit:
+        The context the percentage applies to, in tokens.
+    """
+    budget = max(1, int(math.floor(settings.budget_percent * max(0, context_limit) / 100 + 0.5)))
+    if settings.budget_cap > 0:
+        budget = min(budget, settings.budget_cap)
+    return budget
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+@dataclass
+class _Key:
+    text: str  # after macros, trimmed (as shown in the trace)
+    norm: str  # compared form (lowercased unless case-sensitive)
+    cs: bool
+    regex: re.Pattern[str] | None = None
+
+
+@dataclass
+class _Entry:
+    gid: int  # index in the flattened list (book order, then entry order)
+    book_index: int
+    book: str
+    entry_index: int
+    entry: LorebookEntry
+    label: str  # "<book>.<uid>", the timed-effects key (SillyTavern ``world.uid``)
+    keys: list[_Key]
+    secondary: list[_Key]
+    invalid: list[tuple[str, str]]
+    content: str
+    decorators: frozenset[str]
+    cs: bool
+    ww: bool
+    groups: list[str]
+    delay_level: int
+    sources: tuple[str, ...]
+    char_filter: dict[str, Any] | None
+    triggers: list[str]
+    prio: tuple[Any, ...] = ()
+    rank: int = 0
+
+
+@dataclass
+class _Prepared:
+    entries: list[_Entry]  # in book order
+    by_priority: list[_Entry]
+    ci_keys: frozenset[str]
+    cs_keys: frozenset[str]
+    max_entry_depth: int
+    needs_sources: frozenset[str]
+    diagnostics: list[str]
+
+
+def _extra(entry: LorebookEntry, camel: str, snake: str | None = None) -> Any:
+    extra = entry.model_extra or {}
+    if camel in extra:
+        return extra[camel]
+    if snake is not None:
+        if snake in extra:
+            return extra[snake]
+        if snake in entry.extensions:
+            return entry.extensions[snake]
+    return None
+
+
+def _uid_key(uid: int | str) -> tuple[int, Any]:
+    if isinstance(uid, int):
+        return (0, uid)
+    return (0, int(uid)) if uid.isdigit() else (1, uid)
+
+
+def _split_decorators(content: str) -> tuple[frozenset[str], str]:
+    """SillyTavern decorators: leading lines ``@@name`` (``@@@`` escapes one ``@``)."""
+    if not content.startswith("@@"):
+        return frozenset(), content
+    lines = content.split("\n")
+    found: set[str] = set()
+    i = 0
+    while i < len(lines):
+        m = _DECORATOR_LINE.match(lines[i])
+        if not m:
+            break
+        found.add(m.group(1))
+        i += 1
+    rest = "\n".join(lines[i:])
+    if rest.startswith("@@@"):
+        rest = rest[1:]
+    return frozenset(found), rest
+
+
+def _prepare_key(raw: Any, *, cs: bool, user: str, char: str) -> tuple[_Key | None, str | None]:
+    if not isinstance(raw, str):
+        raw = str(raw)
+    text = substitute_names(raw, user=user, char=char).strip()
+    if not text:
+        return None, None
+    if text.startswith("/") and is_regex_key(text):
+        try:
+            return _Key(text, text, True, compile_regex_key(text)), None
+        except InvalidRegexKey as exc:
+            return None, str(exc)
+    if text.startswith("/") and len(text) > 1 and re.match(r"^/.*/[gimsuy]*$", text, re.S):
+        # Looks like a regex but has an unescaped "/" inside: SillyTavern reads it as plain text.
+        pass
+    return _Key(text, text if cs else text.lower(), cs), None
+
+
+def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, char: str) -> _Prepared:
+    entries: list[_Entry] = []
+    diagnostics: list[str] = []
+    ci: set[str] = set()
+    cs_set: set[str] = set()
+    max_depth = 0
+    needs: set[str] = set()
+    gid = 0
+    for bi, book in enumerate(books):
+        for ei, e in enumerate(book.entries):
+            cs = settings.case_sensitive if e.case_sensitive is None else bool(e.case_sensitive)
+            ww = settings.match_whole_words if e.match_whole_words is None else bool(e.match_whole_words)
+            keys: list[_Key] = []
+            secondary: list[_Key] = []
+            invalid: list[tuple[str, str]] = []
+            for target, raws in ((keys, e.keys), (secondary, e.secondary_keys if e.selective else [])):
+                for raw in raws:
+                    k, err = _prepare_key(raw, cs=cs, user=user, char=char)
+                    if err is not None:
+                        invalid.append((str(raw), err))
+                        diagnostics.append(f"{book.name}: uid {e.uid}: LOREBOOK_INVALID_KEY: {err}")
+                    if k is None:
+                        continue
+                    target.append(k)
+                    if k.regex is None:
+                        (cs_set if cs else ci).add(k.norm)
+            decorators, body = _split_decorators(e.content or "")
+            content = substitute_names(body, user=user, char=char)
+            if e.scan_depth is not None:
+                max_depth = max(max_depth, e.scan_depth)
+            sources = tuple(src for camel, snake, src in _MATCH_SOURCES if _extra(e, camel, snake))
+            needs.update(sources)
+            cf = _extra(e, "characterFilter", "character_filter")
+            names = _extra(e, "characterFilterNames", "character_filter_names")
+            tags = _extra(e, "characterFilterTags", "character_filter_tags")
+            if not isinstance(cf, dict):
+                cf = None
+            if names or tags:
+                cf = {"names": list(names or []), "tags": list(tags or []),
+                      "isExclude": bool(_extra(e, "characterFilterExclude", "character_filter_exclude"))}
+            trig = _extra(e, "triggers", "triggers")
+            groups = [g.strip() for g in re.split(r",\s*", e.group or "") if g.strip()]
+            delay = e.delay_until_recursion
+            delay_level = int(delay) if isinstance(delay, (int, float)) and delay > 0 else 0
+            entries.append(_Entry(
+                gid=gid, book_index=bi, book=book.name, entry_index=ei, entry=e,
+                label=f"{book.name}.{e.uid}", keys=keys, secondary=secondary, invalid=invalid,
+                content=content, decorators=decorators, cs=cs, ww=ww, groups=groups,
+                delay_level=delay_level, sources=sources, char_filter=cf,
+                triggers=[str(t) for t in trig] if isinstance(trig, list) else [],
+                prio=(-float(e.order), bi, _uid_key(e.uid), ei),
+            ))
+            gid += 1
+    by_priority = sorted(entries, key=lambda x: x.prio)
+    for rank, x in enumerate(by_priority):
+        x.rank = rank
+    return _Prepared(entries, by_priority, frozenset(ci), frozenset(cs_set), max_depth,
+                     frozenset(needs), diagnostics)
+
+
+_PREPARED_CACHE: OrderedDict[tuple[Any, ...], _Prepared] = OrderedDict()
+_PREPARED_CACHE_SIZE = 16
+
+
+def _book_fingerprint(book: Lorebook) -> bytes:
+    return hashlib.blake2b(book.model_dump_json().encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, char: str) -> _Prepared:
+    key = (tuple(_book_fingerprint(b) for b in books), user, char,
+           settings.case_sensitive, settings.match_whole_words)
+    hit = _PREPARED_CACHE.get(key)
+    if hit is not None:
+        _PREPARED_CACHE.move_to_end(key)
+        return hit
+    prepared = _prepare(books, settings, user, char)
+    _PREPARED_CACHE[key] = prepared
+    while len(_PREPARED_CACHE) > _PREPARED_CACHE_SIZE:
+        _PREPARED_CACHE.popitem(last=False)
+    return prepared
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+@dataclass
+class _Text:
+    """One scanned text outside the chat window (extra scan text, card field, recursion)."""
+
+    source: str
+    text: str
+    ci: KeyHits
+    cs: KeyHits
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class _Scanner:
+    """Scan results over the chat window (newest first) and the other texts."""
+
+    def __init__(self, prepared: _Prepared, window: list[tuple[int, str]]) -> None:
+        self.window = window
+        self.ci = matcher_for(prepared.ci_keys)
+        self.cs = matcher_for(prepared.cs_keys)
+        self.scanned = 0
+        # key -> smallest depth (0 = newest) of an occurrence; any / whole-word
+        self.ci_any: dict[str, int] = {}
+        self.ci_whole: dict[str, int] = {}
+        self.cs_any: dict[str, int] = {}
+        self.cs_whole: dict[str, int] = {}
+        self._joined: dict[int, tuple[str, list[int]]] = {}
+
+    def scan_to(self, depth: int) -> None:
+        """Make sure the newest ``depth`` window messages are scanned."""
+        depth = min(depth, len(self.window))
+        while self.scanned < depth:
+            d = self.scanned
+            text = self.window[d][1]
+            for hits, any_map, whole_map in (
+                (self.ci.scan(text.lower()) if self.ci.keys else None, self.ci_any, self.ci_whole),
+                (self.cs.scan(text) if self.cs.keys else None, self.cs_any, self.cs_whole),
+            ):
+                if hits is None:
+                    continue
+                for k in hits.any:
+                    any_map.setdefault(k, d)
+                for k in hits.whole:
+                    whole_map.setdefault(k, d)
+            self.scanned += 1
+
+    def text(self, source: str, text: str, **meta: Any) -> _Text:
+        ci = self.ci.scan(text.lower()) if self.ci.keys else KeyHits(set(), set())
+        cs = self.cs.scan(text) if self.cs.keys else KeyHits(set(), set())
+        return _Text(source, text, ci, cs, meta)
+
+    def joined(self, depth: int) -> tuple[str, list[int]]:
+        """SillyTavern's scan buffer for ``depth``: ``\\x01`` + messages joined by ``\\n\\x01``."""
+        depth = min(depth, len(self.window))
+        hit = self._joined.get(depth)
+        if hit is None:
+            starts: list[int] = []
+            parts: list[str] = []
+            pos = 0
+            for _, t in self.window[:depth]:
+                starts.append(pos + 1)
+                parts.append("\x01" + t)
+                pos += len(t) + 2
+            hit = ("\n".join(parts), starts)
+            self._joined[depth] = hit
+        return hit
+
+
+# --------------------------------------------------------------------------- timed effects
+
+
+class _Timed:
+    """Sticky / cooldown / delay state (SillyTavern ``WorldInfoTimedEffects``), read-only."""
+
+    def __init__(self, metadata: dict[str, Any] | None, chat_len: int) -> None:
+        tw = (metadata or {}).get("timedWorldInfo") or {}
+        self.chat_len = chat_len
+        self.sticky: dict[str, dict[str, Any]] = dict(tw.get("sticky") or {}) if isinstance(tw, dict) else {}
+        self.cooldown: dict[str, dict[str, Any]] = dict(tw.get("cooldown") or {}) if isinstance(tw, dict) else {}
+
+    @staticmethod
+    def _num(v: Any) -> float | None:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return None
+
+    def _live(self, eff: Any, enabled: Any) -> dict[str, Any] | None:
+        if not isinstance(eff, dict) or not enabled:
+            return None
+        start, end = self._num(eff.get("start")), self._num(eff.get("end"))
+        if start is None or end is None:
+            return None
+        if self.chat_len <= start and not eff.get("protected"):
+            return None  # the chat did not advance (swipe / regenerate): SillyTavern drops it
+        if self.chat_len >= end:
+            return None
+        return eff
+
+    def sticky_of(self, x: _Entry) -> dict[str, Any] | None:
+        return self._live(self.sticky.get(x.label), x.entry.sticky)
+
+    def cooldown_of(self, x: _Entry) -> dict[str, Any] | None:
+        live = self._live(self.cooldown.get(x.label), x.entry.cooldown)
+        if live is not None:
+            return live
+        # A sticky effect that ended now starts the cooldown (SillyTavern ``onStickyEnded``).
+        st = self.sticky.get(x.label)
+        if isinstance(st, dict) and x.entry.cooldown and self._num(st.get("end")) is not None:
+            end = self._num(st.get("end"))
+            assert end is not None
+            if self.chat_len >= end and self.chat_len < end + x.entry.cooldown:
+                return {"start": end, "end": end + x.entry.cooldown, "protected": True}
+        return None
+
+    def delayed(self, x: _Entry) -> bool:
+        return bool(x.entry.delay) and self.chat_len < int(x.entry.delay or 0)
+
+
+# --------------------------------------------------------------------------- activation
+
+
+@dataclass
+class _Cand:
+    x: _Entry
+    code: str
+    detail: dict[str, Any]
+    sticky: bool = False
+
+
+_PASS_INITIAL = "initial"
+_PASS_RECURSION = "recursion"
+_PASS_MIN = "min_activations"
+
+
+class _Run:
+    def __init__(self, prepared: _Prepared, scanner: _Scanner, settings: WorldInfoSettings,
+                 extra_texts: list[_Text], source_texts: dict[str, _Text]) -> None:
+        self.p = prepared
+        self.s = scanner
+        self.settings = settings
+        self.extra_texts = extra_texts
+        self.source_texts = source_texts
+        self.recursion: list[_Text] = []
+        self.skew = 0
+
+    def depth_of(self, x: _Entry) -> int:
+        sd = x.entry.scan_depth
+        return int(sd) if sd is not None else self.settings.scan_depth + self.skew
+
+    def match_key(self, x: _Entry, k: _Key, state: str, *, recursion_only: bool = False
+                  ) -> dict[str, Any] | None:
+        """Where key ``k`` of entry ``x`` occurs in this pass's text, or ``None``."""
+        use_rec = state != _PASS_MIN and self.settings.recursive
+        if not recursion_only:
+            depth = self.depth_of(x)
+            if depth > 0 and self.s.window:
+                if k.regex is not None:
+                    joined, starts = self.s.joined(depth)
+                    m = k.regex.search(joined)
+                    if m is not None:
+                        d = max(0, bisect.bisect_right(starts, m.start()) - 1)
+                        return {"source": "chat", "message_index": self.s.window[d][0], "depth": d,
+                                "matched": m.group()[:200]}
+                else:
+                    self.s.scan_to(depth)
+                    table = ((self.s.cs_whole if x.ww else self.s.cs_any) if k.cs
+                             else (self.s.ci_whole if x.ww else self.s.ci_any))
+                    d = table.get(k.norm)
+                    if d is not None and d < depth:
+                        return {"source": "chat", "message_index": self.s.window[d][0], "depth": d}
+            for t in self.extra_texts:
+                hit = self._match_text(x, k, t)
+                if hit is not None:
+                    return hit
+            for src in x.sources:
+                t = self.source_texts.get(src)
+                if t is not None:
+                    hit = self._match_text(x, k, t)
+                    if hit is not None:
+                        return hit
+        if use_rec and (state == _PASS_RECURSION or recursion_only):
+            for t in self.recursion:
+                hit = self._match_text(x, k, t)
+                if hit is not None:
+                    return hit
+        return None
+
+    @staticmethod
+    def _match_text(x: _Entry, k: _Key, t: _Text) -> dict[str, Any] | None:
+        if k.regex is not None:
+            m = k.regex.search(t.text)
+            if m is None:
+                return None
+            return {"source": t.source, **t.meta, "matched": m.group()[:200]}
+        hits = t.cs if k.cs else t.ci
+        if k.norm in (hits.whole if x.ww else hits.any):
+            return {"source": t.source, **t.meta}
+        return None
+
+    def primary(self, x: _Entry, state: str, *, recursion_only: bool = False
+                ) -> tuple[_Key, dict[str, Any]] | None:
+        for k in x.keys:
+            hit = self.match_key(x, k, state, recursion_only=recursion_only)
+            if hit is not None:
+                return k, hit
+        return None
+
+    def secondary_ok(self, x: _Entry, state: str) -> tuple[bool, list[str], list[str]]:
+        logic = x.entry.selective_logic
+        matched: list[str] = []
+        missing: list[str] = []
+        for k in x.secondary:
+            (matched if self.match_key(x, k, state) is not None else missing).append(k.text)
+        total_raw = len(x.secondary) + sum(1 for raw, _ in x.invalid if raw in x.entry.secondary_keys)
+        if logic == SelectiveLogic.AND_ANY:
+            ok = bool(matched)
+        elif logic == SelectiveLogic.NOT_ALL:
+            ok = len(matched) < total_raw
+        elif logic == SelectiveLogic.NOT_ANY:
+            ok = not matched
+        else:  # AND_ALL
+            ok = len(matched) == total_raw
+        return ok, matched, missing
+
+    def score(self, x: _Entry, state: str) -> int:
+        """Group score (SillyTavern ``getScore``): matched primaries (+ secondaries under AND logic)."""
+        if not x.keys:
+            return 0
+        primary = sum(1 for k in x.keys if self.match_key(x, k, state) is not None)
+        if not x.secondary:
+            return primary
+        secondary = sum(1 for k in x.secondary if self.match_key(x, k, state) is not None)
+        logic = x.entry.selective_logic
+        if logic == SelectiveLogic.AND_ANY:
+            return primary + secondary
+        if logic == SelectiveLogic.AND_ALL:
+            return primary + secondary if secondary == len(x.secondary) else primary
+        return primary
+
+    def near_misses(self, x: _Entry) -> list[dict[str, Any]]:
+        """Why the keys did not match, where it is cheap to tell (for the trace)."""
+        out: list[dict[str, Any]] = []
+        depth = self.depth_of(x)
+        for k in x.keys:
+            if k.regex is not None:
+                if not (k.regex.flags & re.IGNORECASE) and depth > 0 and self.s.window:
+                    try:
+                        loose = re.compile(k.regex.pattern, k.regex.flags | re.IGNORECASE)
+                    except re.error:  # pragma: no cover - same pattern compiled before
+                        continue
+                    if loose.search(self.s.joined(depth)[0]):
+                        out.append({"key": k.text, "why": "regex is case-sensitive (no i flag); "
+                                    "it matches when case is ignored"})
+                continue
+            any_map = self.s.cs_any if k.cs else self.s.ci_any
+            whole_map = self.s.cs_whole if k.cs else self.s.ci_whole
+            d_any = any_map.get(k.norm)
+            if d_any is not None and d_any < depth and x.ww:
+                out.append({"key": k.text, "why": "found only inside a longer word (whole words on)",
+                            "message_index": self.s.window[d_any][0]})
+            elif d_any is not None and d_any >= depth:
+                d = whole_map.get(k.norm, d_any) if x.ww else d_any
+                out.append({"key": k.text, "why": "found beyond the scan depth", "depth": d,
+                            "scan_depth": depth})
+        return out
+
+
+def _role_name(role: Any) -> str:
+    if isinstance(role, str) and role in ("system", "user", "assistant"):
+        return role
+    try:
+        return _ROLES.get(int(role), "system")  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "system"
+
+
+def _message_name(m: ChatMessage, user_name: str, char_name: str) -> str:
+    if m.name:
+        return m.name
+    if m.role == "user":
+        return user_name
+    if m.role == "assistant":
+        return char_name
+    return ""
+
+
+def _static_reason(x: _Entry, char_name: str, character: Character | None, generation_type: str
+                   ) -> tuple[str, dict[str, Any]] | None:
+    e = x.entry
+    if e.disable:
+        return "LOREBOOK_DISABLED", {}
+    cf = x.char_filter
+    if cf:
+        names = [str(n) for n in cf.get("names") or []]
+        exclude = bool(cf.get("isExclude"))
+        if names:
+            candidates = {char_name} | ({character.name} if character else set())
+            included = any(n in candidates for n in names)
+            if included == exclude:
+                return "LOREBOOK_FILTERED_CHARACTER", {"names": names, "exclude": exclude}
+        tags = [str(t) for t in cf.get("tags") or []]
+        if tags and character is not None:
+            has = any(t in tags for t in character.tags)
+            if has == exclude:
+                return "LOREBOOK_FILTERED_CHARACTER", {"tags": tags, "exclude": exclude}
+    if x.triggers and generation_type not in x.triggers:
+        return "LOREBOOK_FILTERED_TRIGGER", {"triggers": x.triggers, "generation_type": generation_type}
+    return None
+
+
+def activate(
+    books: Sequence[Lorebook],
+    messages: Sequence[ChatMessage],
+    settings: WorldInfoSettings,
+    *,
+    count_tokens: Callable[[str], int],
+    context_limit: int,
+    user_name: str = "User",
+    char_name: str = "",
+    character: Character | None = None,
+    persona: Persona | None = None,
+    chat_metadata: dict[str, Any] | None = None,
+    extra_scan_text: Sequence[str] = (),
+    generation_type: str = "normal",
+) -> ActivationResult:
+    """Activate World Info entries for a chat (SillyTavern semantics, SPEC §5 differences).
+
+    Parameters
+    ----------
+    books:
+        Lorebooks in priority order (chat lore, persona lore, character lore, global lore,
+        as SillyTavern sorts them); ``book_index`` in the result is the index here.
+    messages:
+        The whole chat, oldest first. Messages with ``meta.hidden`` are not scanned. The scan
+        window is the newest ``scan_depth`` remaining messages (per-entry ``scan_depth``
+        overrides); with ``include_names`` each is scanned as ``Name: text``.
+    settings:
+        Global World Info settings (scan depth, budget, recursion, matching defaults, seed).
+    count_tokens:
+        Tokens of a text (the caller's profile); called once per candidate entry.
+    context_limit:
+        Tokens the budget percentage applies to.
+    user_name, char_name:
+        For ``{{user}}``/``{{char}}`` in keys and content, and the ``Name:`` prefixes.
+    character, persona:
+        Scanned only for entries that opt in (``matchCharacterDescription``, ...); the
+        character's tags and name serve character filters.
+    chat_metadata:
+        SillyTavern ``chat_metadata``; only ``timedWorldInfo`` (sticky/cooldown) is read.
+    extra_scan_text:
+        Further texts scanned with the chat (SillyTavern: prompts flagged ``scan``, e.g. the
+        Author's Note).
+    generation_type:
+        For entries with ``triggers`` (``normal``, ``continue``, ``impersonate``, ...).
+
+    Returns
+    -------
+    ActivationResult
+        Kept entries in insertion order, budget-dropped entries, one trace record per entry,
+        the budget and used tokens (tokens), diagnostics and the new timed-effects state.
+
+    Notes
+    -----
+    Never raises for bad lorebook content: invalid regex keys become diagnostics and
+    ``LOREBOOK_INVALID_KEY`` trace records.
+    """
+    prepared = _prepared_for(books, settings, user_name, char_name)
+    budget = compute_budget(settings, context_limit)
+    chat_len = len(messages)
+
+    window: list[tuple[int, str]] = []
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.meta.hidden:
+            continue
+        text = m.text()
+        if settings.include_names:
+            name = _message_name(m, user_name, char_name)
+            if name:
+                text = f"{name}: {text}"
+        window.append((i, text.strip()))
+
+    scanner = _Scanner(prepared, window)
+    extra_texts = [scanner.text("extra", t, extra_index=i) for i, t in enumerate(extra_scan_text) if t]
+    source_texts: dict[str, _Text] = {}
+    if prepared.needs_sources:
+        raw_sources = {
+            "persona_description": persona.description if persona else "",
+            "character_description": character.description if character else "",
+            "character_personality": character.personality if character else "",
+            "character_depth_prompt": (dp.prompt if character and (dp := character.depth_prompt()) else ""),
+            "scenario": character.scenario if character else "",
+            "creator_notes": character.creator_notes if character else "",
+        }
+        for src in prepared.needs_sources:
+            text = substitute_names(raw_sources.get(src, ""), user=user_name, char=char_name)
+            if text:
+                source_texts[src] = scanner.text(src, text)
+
+    run = _Run(prepared, scanner, settings, extra_texts, source_texts)
+    timed = _Timed(chat_metadata, chat_len)
+
+    reasons: dict[int, tuple[str, dict[str, Any]]] = {}
+    final: set[int] = set()
+    accepted: dict[int, _Cand] = {}
+    accepted_tokens: dict[int, int] = {}
+    dropped: dict[int, tuple[_Cand, int]] = {}
+    active_groups: dict[str, _Entry] = {}
+    used = 0
+    static: dict[int, tuple[str, dict[str, Any]] | None] = {
+        x.gid: _static_reason(x, char_name, character, generation_type) for x in prepared.entries
+    }
+
+    delay_levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
+    current_level = delay_levels.pop(0) if delay_levels else 0
+    state = _PASS_INITIAL
+    pass_no = 0
+    seed = settings.seed
+
+    while state and pass_no < MAX_PASSES:
+        if settings.max_recursion_steps and pass_no >= settings.max_recursion_steps:
+            break
+        cands: list[_Cand] = []
+        for x in prepared.by_priority:
+            gid = x.gid
+            if gid in accepted or gid in final:
+                continue
+            st = static[gid]
+            if st is not None:
+                reasons[gid] = st
+                final.add(gid)
+                continue
+            sticky = timed.sticky_of(x)
+            if timed.delayed(x):
+                reasons[gid] = ("LOREBOOK_DELAY", {"delay": x.entry.delay, "chat_length": chat_len})
+                final.add(gid)
+                continue
+            if sticky is None:
+                cool = timed.cooldown_of(x)
+                if cool is not None:
+                    reasons[gid] = ("LOREBOOK_COOLDOWN", {"until": cool.get("end"), "chat_length": chat_len})
+                    final.add(gid)
+                    continue
+                if x.delay_level and state != _PASS_RECURSION:
+                    reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION",
+                                    {"level": x.delay_level, "pass": pass_no})
+                    continue
+                if x.delay_level and x.delay_level > current_level:
+                    reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION",
+                                    {"level": x.delay_level, "current_level": current_level, "pass": pass_no})
+                    continue
+                if state == _PASS_RECURSION and settings.recursive and x.entry.exclude_recursion:
+                    hit = run.primary(x, state, recursion_only=True) if x.keys else None
+                    if hit is not None:
+                        reasons[gid] = ("LOREBOOK_EXCLUDED_FROM_RECURSION",
+                                        {"key": hit[0].text, **hit[1], "pass": pass_no})
+                    continue
+            if "dont_activate" in x.decorators:
+                reasons[gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
+                final.add(gid)
+                continue
+            cand: _Cand | None = None
+            if "activate" in x.decorators:
+                cand = _Cand(x, "LOREBOOK_DECORATOR_ACTIVATE", {"pass": pass_no})
+            elif x.entry.constant:
+                cand = _Cand(x, "LOREBOOK_CONSTANT", {"pass": pass_no})
+            elif sticky is not None:
+                cand = _Cand(x, "LOREBOOK_STICKY", {"until": sticky.get("end"), "pass": pass_no}, sticky=True)
+            else:
+                if not x.keys:
+                    if x.invalid:
+                        reasons[gid] = ("LOREBOOK_INVALID_KEY", {"invalid": [
+                            {"key": k, "error": err} for k, err in x.invalid]})
+                    else:
+                        reasons[gid] = ("LOREBOOK_NO_KEYS", {})
+                    final.add(gid)
+                    continue
+                hit = run.primary(x, state)
+                if hit is None:
+                    if x.invalid and any(raw in x.entry.keys for raw, _ in x.invalid):
+                        reasons[gid] = ("LOREBOOK_INVALID_KEY", {
+                            "invalid": [{"key": k, "error": err} for k, err in x.invalid],
+                            "keys": [k.text for k in x.keys], "scan_depth": run.depth_of(x), "pass": pass_no})
+                    else:
+                        detail: dict[str, Any] = {"keys": [k.text for k in x.keys],
+                                                  "scan_depth": run.depth_of(x), "pass": pass_no}
+                        misses = run.near_misses(x)
+                        if misses:
+                            detail["near_misses"] = misses
+                        reasons[gid] = ("LOREBOOK_NOT_MATCHED", detail)
+                    continue
+                key, where = hit
+                detail = {"key": key.text, **where, "pass": pass_no}
+                if key.regex is not None:
+                    detail["regex"] = True
+                if x.secondary or (x.entry.selective and x.entry.secondary_keys):
+                    ok, matched, missing = run.secondary_ok(x, state)
+                    logic = SelectiveLogic(x.entry.selective_logic).name
+                    if not ok:
+                        reasons[gid] = ("LOREBOOK_SECONDARY_FAILED", {
+                            "key": key.text, **where, "logic": logic,
+                            "secondary_matched": matched, "secondary_missing": missing, "pass": pass_no})
+                        continue
+                    detail["logic"] = logic
+                    detail["secondary_matched"] = matched
+                cand = _Cand(x, "LOREBOOK_KEY_MATCH", detail)
+            if not x.content.strip():
+                reasons[gid] = ("LOREBOOK_EMPTY", {"code_if_content": cand.code})
+                final.add(gid)
+                continue
+            cands.append(cand)
+
+        # Sticky entries first, then priority order (SillyTavern sorts activatedNow so).
+        cands.sort(key=lambda c: (0 if c.sticky else 1, c.x.rank))
+        cands = _filter_groups(cands, run, state, settings, active_groups, reasons, final,
+                               seed, chat_len, pass_no)
+
+        survivors: list[_Cand] = []
+        for c in cands:
+            e = c.x.entry
+            if not c.sticky and e.use_probability and e.probability < 100:
+                seed_text = f"{seed}:{c.x.book}:{e.uid}:{chat_len}"
+                roll = random.Random(seed_text).random() * 100
+                if roll >= e.probability:
+                    reasons[c.x.gid] = ("LOREBOOK_PROBABILITY", {
+                        "probability": e.probability, "roll": round(roll, 4), "seed": seed_text})
+                    final.add(c.x.gid)
+                    continue
+                c.detail["probability"] = {"probability": e.probability, "roll": round(roll, 4),
+                                           "seed": seed_text}
+            survivors.append(c)
+
+        # Budget: constants first (never dropped), then by the order above.
+        survivors.sort(key=lambda c: 0 if c.x.entry.constant else 1)
+        new_accepted: list[_Cand] = []
+        for c in survivors:
+            tokens = int(count_tokens(c.x.content))
+            e = c.x.entry
+            if e.constant or e.ignore_budget:
+                if not e.ignore_budget:
+                    used += tokens
+            elif used + tokens > budget:
+                dropped[c.x.gid] = (c, tokens)
+                reasons[c.x.gid] = ("LOREBOOK_BUDGET", {
+                    "budget": budget, "used": used, "tokens": tokens, "would_match": c.code,
+                    "match": dict(c.detail)})
+                final.add(c.x.gid)
+                continue
+            else:
+                used += tokens
+            accepted[c.x.gid] = c
+            accepted_tokens[c.x.gid] = tokens
+            new_accepted.append(c)
+            for g in c.x.groups:
+                active_groups.setdefault(g, c.x)
+
+        feeding = [c for c in new_accepted if not c.x.entry.prevent_recursion]
+        if settings.recursive:
+            for c in feeding:
+                run.recursion.append(scanner.text(
+                    "recursion", c.x.content, from_book=c.x.book, from_uid=c.x.entry.uid, added_in_pass=pass_no))
+
+        next_state = ""
+        if settings.recursive and feeding:
+            next_state = _PASS_RECURSION
+        if settings.recursive and state == _PASS_MIN and run.recursion:
+            next_state = _PASS_RECURSION  # SillyTavern: recurse before widening again
+        if (not next_state and settings.min_activations > 0 and len(accepted) < settings.min_activations):
+            depth_now = settings.scan_depth + run.skew
+            limit = len(window)
+            if settings.min_activations_depth_max > 0:
+                limit = min(limit, settings.min_activations_depth_max)
+            if depth_now < limit:
+                run.skew += 1
+                next_state = _PASS_MIN
+        if not next_state and delay_levels:
+            next_state = _PASS_RECURSION
+            current_level = delay_levels.pop(0)
+        state = next_state
+        pass_no += 1
+
+    # ---------------------------------------------------------------- outputs
+    def entry_model(c: _Cand, tokens: int, reason: str) -> ActivatedEntry:
+        e = c.x.entry
+        return ActivatedEntry.model_construct(
+            book=c.x.book, book_index=c.x.book_index, uid=e.uid, comment=e.comment,
+            content=c.x.content, position=InsertionPosition(e.position), depth=int(e.depth),
+            role=_role_name(e.role), order=float(e.order), constant=bool(e.constant),
+            reason=reason, tokens=tokens, trace={"code": c.code, **c.detail},
+        )
+
+    def placement(c: _Cand) -> tuple[Any, ...]:
+        e = c.x.entry
+        at_depth = e.position == InsertionPosition.AT_DEPTH
+        return (int(e.position), int(e.depth) if at_depth else 0,
+                _role_name(e.role) if at_depth else "", float(e.order), -c.x.rank)
+
+    kept = sorted(accepted.values(), key=placement)
+    activated = [entry_model(c, accepted_tokens[c.x.gid], BLOCK_REASONS[c.code]) for c in kept]
+    budget_dropped = [entry_model(c, t, "LOREBOOK_BUDGET")
+                      for c, t in sorted(dropped.values(), key=lambda ct: ct[0].x.rank)]
+
+    trace: list[TraceRecord] = []
+    for x in prepared.entries:
+        e = x.entry
+        if x.gid in accepted:
+            c = accepted[x.gid]
+            trace.append(TraceRecord.model_construct(
+                book=x.book, book_index=x.book_index, uid=e.uid, comment=e.comment, activated=True,
+                code=c.code, detail=dict(c.detail), tokens=accepted_tokens[x.gid]))
+        else:
+            code, detail = reasons.get(x.gid, ("LOREBOOK_NOT_MATCHED", {}))
+            tokens = dropped[x.gid][1] if x.gid in dropped else None
+            trace.append(TraceRecord.model_construct(
+                book=x.book, book_index=x.book_index, uid=e.uid, comment=e.comment, activated=False,
+                code=code, detail=detail, tokens=tokens))
+
+    return ActivationResult.model_construct(
+        activated=activated, budget_dropped=budget_dropped, trace=trace, budget=budget,
+        used_tokens=used, diagnostics=list(prepared.diagnostics),
+        timed_effects=_next_timed_state(timed, accepted, prepared, chat_len),
+    )
+
+
+def _filter_groups(cands: list[_Cand], run: _Run, state: str, settings: WorldInfoSettings,
+                   active_groups: dict[str, _Entry], reasons: dict[int, tuple[str, dict[str, Any]]],
+                   final: set[int], seed: int, chat_len: int, pass_no: int) -> list[_Cand]:
+    """Inclusion groups (SillyTavern ``filterByInclusionGroups``): one winner per group."""
+    grouped: dict[str, list[_Cand]] = {}
+    for c in cands:
+        for g in c.x.groups:
+            grouped.setdefault(g, []).append(c)
+    if not grouped:
+        return cands
+    removed: set[int] = set()
+
+    def lose(c: _Cand, winner: _Entry | None, group: str, mode: str, code: str = "LOREBOOK_GROUP_LOST",
+             **extra: Any) -> None:
+        if c.x.gid in removed:
+            return
+        removed.add(c.x.gid)
+        detail: dict[str, Any] = {"group": group, "mode": mode, "pass": pass_no, **extra}
+        if winner is not None:
+            detail["winner"] = {"book": winner.book, "uid": winner.entry.uid, "comment": winner.entry.comment}
+        reasons[c.x.gid] = (code, detail)
+        final.add(c.x.gid)
+
+    has_sticky: set[str] = set()
+    for g, members in grouped.items():
+        stickies = [c for c in members if c.sticky]
+        if stickies:
+            has_sticky.add(g)
+            for c in members:
+                if not c.sticky:
+                    lose(c, stickies[0].x, g, "sticky")
+
+    for g, members in grouped.items():
+        if g in has_sticky:
+            continue
+        scored = [c for c in members if (c.x.entry.use_group_scoring if c.x.entry.use_group_scoring
+                                          is not None else settings.use_group_scoring)]
+        if not scored:
+            continue
+        alive = [c for c in members if c.x.gid not in removed]
+        if not alive:
+            continue
+        scores = {c.x.gid: run.score(c.x, state) for c in alive}
+        best = max(scores.values())
+        top = next(c for c in alive if scores[c.x.gid] == best)
+        for c in scored:
+            if c.x.gid in scores and scores[c.x.gid] < best:
+                lose(c, top.x, g, "score", score=scores[c.x.gid], best_score=best)
+
+    for g, members in grouped.items():
+        if g in has_sticky:
+            continue
+        alive = [c for c in members if c.x.gid not in removed]
+        if g in active_groups:
+            for c in alive:
+                lose(c, active_groups[g], g, "already_active", code="LOREBOOK_GROUP_ALREADY_SATISFIED")
+            continue
+        if len(alive) <= 1:
+            continue
+        prios = [c for c in alive if c.x.entry.group_override]
+        if prios:
+            winner = max(prios, key=lambda c: (float(c.x.entry.order), -c.x.rank))
+            for c in alive:
+                if c is not winner:
+                    lose(c, winner.x, g, "override")
+            continue
+        weights = [max(0.0, float(c.x.entry.group_weight)) for c in alive]
+        total = sum(weights)
+        seed_text = f"{seed}:group:{g}:{chat_len}:{pass_no}"
+        roll = random.Random(seed_text).random() * total
+        winner = alive[0]
+        acc = 0.0
+        for c, w in zip(alive, weights):
+            acc += w
+            if roll < acc:
+                winner = c
+                break
+        for c in alive:
+            if c is not winner:
+                lose(c, winner.x, g, "weight", roll=round(roll, 4), total_weight=total, seed=seed_text)
+    return [c for c in cands if c.x.gid not in removed]
+
+
+def _entry_hash(e: LorebookEntry) -> str:
+    return hashlib.blake2b(e.model_dump_json().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _next_timed_state(timed: _Timed, accepted: dict[int, _Cand], prepared: _Prepared,
+                      chat_len: int) -> dict[str, Any]:
+    """``timedWorldInfo`` after this activation: live effects kept, new ones for activated entries."""
+    by_label = {x.label: x for x in prepared.entries}
+    sticky: dict[str, Any] = {}
+    cooldown: dict[str, Any] = {}
+    for label, eff in timed.sticky.items():
+        x = by_label.get(label)
+        if x is not None and timed.sticky_of(x) is not None:
+            sticky[label] = eff
+    for label, eff in timed.cooldown.items():
+        x = by_label.get(label)
+        if x is not None and timed.cooldown_of(x) is not None:
+            cooldown[label] = eff
+    for x in prepared.entries:  # cooldowns started because a sticky effect ended now
+        if x.label not in cooldown and x.label not in sticky and x.label in timed.sticky:
+            cool = timed.cooldown_of(x)
+            if cool is not None:
+                cooldown[x.label] = {"hash": _entry_hash(x.entry), **cool}
+    for c in accepted.values():
+        e = c.x.entry
+        if e.sticky and c.x.label not in sticky:
+            sticky[c.x.label] = {"hash": _entry_hash(e), "start": chat_len, "end": chat_len + int(e.sticky),
+                                 "protected": False}
+        if e.cooldown and c.x.label not in cooldown:
+            cooldown[c.x.label] = {"hash": _entry_hash(e), "start": chat_len,
+                                   "end": chat_len + int(e.cooldown), "protected": False}
+    return {"sticky": sticky, "cooldown": cooldown}
+
+
+def test_text(
+    books: Sequence[Lorebook],
+    text: str,
+    settings: WorldInfoSettings,
+    *,
+    count_tokens: Callable[[str], int],
+    context_limit: int,
+    user_name: str = "User",
+    char_name: str = "",
+    character: Character | None = None,
+    persona: Persona | None = None,
+) -> ActivationResult:
+    """Activate ``books`` against ``text`` taken as one user message (the GUI's "test text" box).
+
+    Same parameters and result as :func:`activate`; the message is named ``user_name``
+    when ``include_names`` is on.
+    """
+    return activate(books, [ChatMessage(role="user", content=text)], settings,
+                    count_tokens=count_tokens, context_limit=context_limit, user_name=user_name,
+                    char_name=char_name, character=character, persona=persona)
+
+
+test_text.__test__ = False  # type: ignore[attr-defined]  # not a pytest test when imported

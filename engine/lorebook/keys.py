@@ -1,0 +1,240 @@
+"""Key matching for World Info: macros, JS regex keys, Unicode-aware whole words, multi-key scans.
+
+Rules borrowed from SillyTavern ``world-info.js`` (``matchKeys``, ``parseRegexFromString``;
+FORMATS.md b3 item 3) with SPEC §5's deliberate differences:
+
+* A key written ``/pattern/flags`` is a JavaScript regex. It is translated to Python ``re``
+  (flags ``i m s u`` map to ``re.I``, ``re.M``, ``re.S`` and nothing; ``g`` and ``y`` are
+  ignored; ``(?<name>`` becomes ``(?P<name>``, ``\\k<name>`` becomes ``(?P=name)``, ``[^]``
+  becomes ``[\\s\\S]``). Regex keys ignore the case and whole-word settings. An invalid regex
+  is reported as a diagnostic on its entry and never matches (SillyTavern silently falls back
+  to plain text).
+* Plain keys are compared lowercased unless case-sensitive.
+* Whole words are Unicode-aware: at each edge of the key whose character is a letter, digit
+  or ``_`` of a *spaced* script (Latin, Cyrillic, Greek, ...), the neighbouring text character
+  must not be such a character too. Keys whose edge is punctuation (``#hello``, ``Dr.``) or a
+  character of a script written without spaces (Han, kana, Hangul, Thai, ...) need no
+  boundary on that side, so ``小红帽`` matches inside ``我看见小红帽了``. The rule applies to
+  multi-word keys as well (SillyTavern matches those as plain substrings).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+# --------------------------------------------------------------------------- macros
+
+_MACRO = re.compile(r"\{\{\s*(user|char)\s*\}\}|<(USER|BOT|CHAR)>", re.IGNORECASE)
+
+
+def substitute_names(text: str, *, user: str, char: str) -> str:
+    """Replace ``{{user}}``/``{{char}}`` (any case) and the legacy ``<USER>``/``<BOT>``/``<CHAR>``.
+
+    A tiny local version of SillyTavern's ``substituteParams`` for the two name macros;
+    other macros are left as written.
+    """
+    if "{" not in text and "<" not in text:
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        name = (m.group(1) or m.group(2) or "").lower()
+        return user if name == "user" else char
+
+    return _MACRO.sub(repl, text)
+
+
+# --------------------------------------------------------------------------- regex keys
+
+_REGEX_FORM = re.compile(r"^/([\w\W]+?)/([gimsuy]*)$")
+_UNESCAPED_SLASH = re.compile(r"(^|[^\\])/")
+
+
+class InvalidRegexKey(ValueError):
+    """A ``/pattern/flags`` key that does not compile (message says why)."""
+
+
+def is_regex_key(key: str) -> bool:
+    """True when ``key`` has SillyTavern's regex form ``/pattern/flags`` (no unescaped ``/`` inside)."""
+    m = _REGEX_FORM.match(key)
+    return bool(m) and not _UNESCAPED_SLASH.search(m.group(1))  # type: ignore[union-attr]
+
+
+def _translate_js(pattern: str) -> str:
+    pattern = pattern.replace("\\/", "/")
+    pattern = re.sub(r"\(\?<(?![=!])([A-Za-z_]\w*)>", r"(?P<\1>", pattern)
+    pattern = re.sub(r"\\k<([A-Za-z_]\w*)>", r"(?P=\1)", pattern)
+    pattern = pattern.replace("[^]", r"[\s\S]")
+    pattern = re.sub(r"\\u\{([0-9A-Fa-f]{1,6})\}", lambda m: f"\\U{int(m.group(1), 16):08x}", pattern)
+    return pattern
+
+
+@lru_cache(maxsize=4096)
+def compile_regex_key(key: str) -> re.Pattern[str]:
+    """Compile a ``/pattern/flags`` key (JavaScript syntax) to a Python pattern.
+
+    Raises
+    ------
+    InvalidRegexKey
+        When the key is not in regex form or the pattern does not compile.
+    """
+    m = _REGEX_FORM.match(key)
+    if not m or _UNESCAPED_SLASH.search(m.group(1)):
+        raise InvalidRegexKey(f"{key!r} is not a /pattern/flags key")
+    pattern, flags = m.group(1), m.group(2)
+    re_flags = 0
+    if "i" in flags:
+        re_flags |= re.IGNORECASE
+    if "m" in flags:
+        re_flags |= re.MULTILINE
+    if "s" in flags:
+        re_flags |= re.DOTALL
+    try:
+        return re.compile(_translate_js(pattern), re_flags)
+    except (re.error, OverflowError, ValueError, RecursionError) as exc:
+        raise InvalidRegexKey(f"invalid regex key {key!r}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- word kinds
+
+#: Ranges of scripts written without spaces between words (keys need no word boundary there).
+_UNSEGMENTED_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi
+    (0x3005, 0x3007),  # 々 〆 〇
+    (0x3021, 0x3029),  # Hangzhou numerals
+    (0x3031, 0x3035),  # kana repeat marks
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x312F),  # Bopomofo
+    (0x3130, 0x318F),  # Hangul compatibility Jamo
+    (0x31A0, 0x31FF),  # Bopomofo ext, Katakana ext
+    (0x3400, 0x4DBF),  # CJK ext A
+    (0x4E00, 0x9FFF),  # CJK unified
+    (0xA960, 0xA97F),  # Hangul Jamo ext A
+    (0xAC00, 0xD7FF),  # Hangul syllables, Jamo ext B
+    (0xF900, 0xFAFF),  # CJK compatibility
+    (0xFF66, 0xFF9F),  # half-width Katakana
+    (0x20000, 0x3FFFF),  # CJK ext B..
+)
+
+SPACED = 1
+UNSEGMENTED = 2
+
+
+@lru_cache(maxsize=65536)
+def word_kind(ch: str) -> int:
+    """0 for non-word characters, ``UNSEGMENTED`` for CJK-like scripts, ``SPACED`` otherwise.
+
+    Word characters are letters, digits, ``_`` and combining marks (Unicode categories
+    L*, N*, M*, Pc) — the Unicode reading of ``\\w``.
+    """
+    cp = ord(ch)
+    for lo, hi in _UNSEGMENTED_RANGES:
+        if lo <= cp <= hi:
+            return UNSEGMENTED
+    cat = unicodedata.category(ch)
+    if cat[0] in "LNM" or cat == "Pc":
+        return SPACED
+    return 0
+
+
+def whole_word_at(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (a key occurrence) stands as a whole word (module rules)."""
+    if start > 0 and word_kind(text[start]) == SPACED and word_kind(text[start - 1]) == SPACED:
+        return False
+    if end < len(text) and word_kind(text[end - 1]) == SPACED and word_kind(text[end]) == SPACED:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- multi-key scan
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    trie: dict[str, dict] = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, dict]) -> str:
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(trie)
+
+
+@dataclass
+class KeyHits:
+    """Occurrences of the keys of one scan in one text: key → (any occurrence, whole-word one)."""
+
+    any: set[str]
+    whole: set[str]
+
+
+class MultiKeyMatcher:
+    """Finds every occurrence of many literal keys in one pass over a text.
+
+    Keys are compiled into one trie-shaped regex (matching runs in C); the regex returns
+    the longest key at each position, and every shorter key on the same trie path is read
+    off in Python, so overlapping and nested keys are all found. Keys must already be in
+    the case they are compared in (lowercase them for case-insensitive scans).
+    """
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = frozenset(k for k in keys if k)
+        self._ends: set[str] = set(self.keys)
+        self._pattern = re.compile(_trie_pattern(sorted(self.keys))) if self.keys else None
+        self._prefix_lens = sorted({len(k) for k in self.keys})
+
+    def scan(self, text: str) -> KeyHits:
+        """All keys occurring in ``text``, and those with a whole-word occurrence."""
+        any_: set[str] = set()
+        whole: set[str] = set()
+        pat = self._pattern
+        if pat is None or not text:
+            return KeyHits(any_, whole)
+        ends = self._ends
+        search = pat.search
+        m = search(text, 0)
+        while m is not None:
+            s = m.start()
+            longest = m.group()
+            for n in self._prefix_lens:
+                if n > len(longest):
+                    break
+                k = longest[:n]
+                if k in ends:
+                    any_.add(k)
+                    if k not in whole and whole_word_at(text, s, s + n):
+                        whole.add(k)
+            m = search(text, s + 1)
+        return KeyHits(any_, whole)
+
+
+_MATCHER_CACHE: OrderedDict[frozenset[str], MultiKeyMatcher] = OrderedDict()
+_MATCHER_CACHE_SIZE = 32
+
+
+def matcher_for(keys: frozenset[str]) -> MultiKeyMatcher:
+    """A cached :class:`MultiKeyMatcher` for this exact key set (compiling is the slow part)."""
+    hit = _MATCHER_CACHE.get(keys)
+    if hit is not None:
+        _MATCHER_CACHE.move_to_end(keys)
+        return hit
+    matcher = MultiKeyMatcher(keys)
+    _MATCHER_CACHE[keys] = matcher
+    while len(_MATCHER_CACHE) > _MATCHER_CACHE_SIZE:
+        _MATCHER_CACHE.popitem(last=False)
+    return matcher
