@@ -53,7 +53,8 @@ class ChatDocument(QObject):
         request = self.store.build_request(chat_id)
         stored = self.store.get_chat(chat_id)
         self.parent_id = getattr(stored, "parent_id", None)
-        ids = list(getattr(stored, "lorebook_ids", None) or self.store.lorebook_ids_for_chat(chat_id))
+        # the card's own book first, then attached ones: the order of request.lorebooks
+        ids = list(self.store.lorebook_ids_for_chat(chat_id))
         self._set(chat_id, request, ids, getattr(stored, "title", "") or request.chat.title)
 
     def load_request(self, request: PreviewRequest, chat_id: str = "memory",

@@ -1,0 +1,109 @@
+"""Running a generation off the main thread, with progress and cancel.
+
+``engine.generation.generate`` never raises for provider failures: the returned audit carries
+the terminal status and a normalized ``error_code``. Progress events from the pipeline's
+``on_progress`` callback are relayed to the main thread and shown inline in the chat view.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from engine.schema import PreviewRequest
+
+from .errors import user_error
+
+log = logging.getLogger(__name__)
+
+
+class _Relay(QObject):
+    progress = Signal(object)
+    finished = Signal(object)
+    failed = Signal(object)
+
+
+class _GenerateJob(QRunnable):
+    def __init__(self, request: PreviewRequest, provider: Any, chat_id: str, registries: Any,
+                 cancel: threading.Event, relay: _Relay) -> None:
+        super().__init__()
+        self._args = (request, provider, chat_id, registries)
+        self._cancel = cancel
+        self._relay = relay
+
+    def run(self) -> None:  # worker thread
+        from engine.generation import generate
+
+        request, provider, chat_id, registries = self._args
+        try:
+            result = generate(request, provider, chat_id=chat_id, registries=registries,
+                              on_progress=self._relay.progress.emit, cancel=self._cancel)
+        except Exception as exc:  # noqa: BLE001 - mapped by code
+            if not hasattr(exc, "code"):
+                log.exception("generation failed")
+            self._relay.failed.emit(user_error(exc))
+            return
+        self._relay.finished.emit(result)
+
+
+class GenerationRunner(QObject):
+    """One generation at a time.
+
+    Signals
+    -------
+    progress(object ProgressEvent), finished(object GenerationResult), failed(object UserError),
+    running_changed(bool)
+    """
+
+    progress = Signal(object)
+    finished = Signal(object)
+    failed = Signal(object)
+    running_changed = Signal(bool)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
+        self._relay = _Relay(self)
+        self._relay.progress.connect(self.progress)
+        self._relay.finished.connect(self._on_relay_finished)
+        self._relay.failed.connect(self._on_relay_failed)
+        self._cancel: threading.Event | None = None
+        self.running = False
+
+    def start(self, request: PreviewRequest, provider: Any, chat_id: str, registries: Any) -> bool:
+        """Start generating; returns ``False`` when one is already running."""
+        if self.running:
+            return False
+        self._cancel = threading.Event()
+        self.running = True
+        self.running_changed.emit(True)
+        self._pool.start(_GenerateJob(request, provider, chat_id, registries, self._cancel, self._relay))
+        return True
+
+    def cancel(self) -> None:
+        """Ask the running generation to stop (it ends with status ``cancelled``)."""
+        if self._cancel is not None:
+            self._cancel.set()
+
+    def _done(self) -> None:
+        self.running = False
+        self._cancel = None
+        self.running_changed.emit(False)
+
+    def _on_relay_finished(self, result: Any) -> None:
+        self._done()
+        self.finished.emit(result)
+
+    def _on_relay_failed(self, error: Any) -> None:
+        self._done()
+        self.failed.emit(error)
+
+    def wait(self, timeout_ms: int = 30000) -> None:
+        """Block until the worker is idle (shutdown, tests)."""
+        if self._cancel is not None:
+            self._cancel.set()
+        self._pool.waitForDone(timeout_ms)

@@ -1,0 +1,314 @@
+"""The prompt blocks table: a read-only adapter over a frozen :class:`ContextPreview`.
+
+``setData`` on the pin / exclude check columns never edits engine objects: it emits an intent
+signal (``pin_toggled`` / ``exclude_toggled`` with the chat message index) that the window
+turns into an undoable command (STYLE.md 4, like napari's ``features_table.py``). The new
+state shows up when the next preview arrives and the model is reset.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+
+from engine.schema import ContextPreview, PreviewBlock
+
+from ..labels import STATUS_COLORS, display_status, kind_label, reason_words
+
+#: The :class:`PreviewBlock` of a row (any column).
+BLOCK_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+#: A value that sorts naturally (numbers for numeric columns).
+SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
+
+_Index = QModelIndex | QPersistentModelIndex
+_TEXT_PREVIEW_CHARS = 160
+
+
+class BlockColumn(IntEnum):
+    """Columns of :class:`BlocksTableModel`."""
+
+    POSITION = 0
+    KIND = 1
+    ROLE = 2
+    SOURCE = 3
+    TEXT = 4
+    TOKENS = 5
+    STATUS = 6
+    REASON = 7
+    MARKERS = 8
+    PIN = 9
+    EXCLUDE = 10
+
+
+HEADERS = {
+    BlockColumn.POSITION: "#", BlockColumn.KIND: "Kind", BlockColumn.ROLE: "Role",
+    BlockColumn.SOURCE: "Source", BlockColumn.TEXT: "Text", BlockColumn.TOKENS: "Tokens",
+    BlockColumn.STATUS: "Status", BlockColumn.REASON: "Reason", BlockColumn.MARKERS: "",
+    BlockColumn.PIN: "Pin", BlockColumn.EXCLUDE: "Exclude",
+}
+
+_STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
+
+
+def _preview_text(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _TEXT_PREVIEW_CHARS else flat[: _TEXT_PREVIEW_CHARS - 1] + "…"
+
+
+class BlocksTableModel(QAbstractTableModel):
+    """One row per :class:`PreviewBlock`, in prompt order.
+
+    Signals
+    -------
+    pin_toggled(int message_index, bool pinned)
+    exclude_toggled(int message_index, bool excluded)
+        Intents from the check columns; message indices are stable across previews, block ids are not.
+    """
+
+    pin_toggled = Signal(int, bool)
+    exclude_toggled = Signal(int, bool)
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._preview: ContextPreview | None = None
+        self._blocks: list[PreviewBlock] = []
+        self._group_sizes: dict[str, int] = {}
+        self._text_cache: dict[int, str] = {}
+        self._highlight_group: str | None = None
+
+    # -- data source ---------------------------------------------------------------------
+    def set_preview(self, preview: ContextPreview | None) -> None:
+        """Show ``preview`` (a full model reset: the preview is a new frozen object)."""
+        self.beginResetModel()
+        self._preview = preview
+        self._blocks = list(preview.blocks) if preview is not None else []
+        sizes: dict[str, int] = {}
+        for b in self._blocks:
+            if b.group:
+                sizes[b.group] = sizes.get(b.group, 0) + 1
+        self._group_sizes = sizes
+        self._text_cache = {}
+        if self._highlight_group not in sizes:
+            self._highlight_group = None
+        self.endResetModel()
+
+    def preview(self) -> ContextPreview | None:
+        """The preview shown."""
+        return self._preview
+
+    def block(self, row: int) -> PreviewBlock:
+        """The block of ``row``."""
+        return self._blocks[row]
+
+    def row_of_message(self, message_index: int) -> int | None:
+        """The row of the block for chat message ``message_index`` (``None`` if none)."""
+        for row, b in enumerate(self._blocks):
+            if b.message_index == message_index:
+                return row
+        return None
+
+    def group_size(self, group: str | None) -> int:
+        """Members of tool group ``group`` in this preview."""
+        return self._group_sizes.get(group or "", 0)
+
+    def set_highlight_group(self, group: str | None) -> None:
+        """Shade the rows of tool group ``group`` (the selection's group) to show the link."""
+        if group == self._highlight_group:
+            return
+        self._highlight_group = group
+        if self._blocks:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self._blocks) - 1, len(BlockColumn) - 1),
+                                  [Qt.ItemDataRole.BackgroundRole])
+
+    # -- Qt model API --------------------------------------------------------------------
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._blocks)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(BlockColumn)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return HEADERS.get(BlockColumn(section), "")
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            if section == BlockColumn.MARKERS:
+                return "🔒 protected · 📌 pinned · ⛓ tool group"
+        return None
+
+    def flags(self, index: _Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+        if index.column() in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self._is_message(index.row()):
+            base |= Qt.ItemFlag.ItemIsUserCheckable
+        return base
+
+    def _is_message(self, row: int) -> bool:
+        return self._blocks[row].message_index is not None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: C901, PLR0911
+        if not index.isValid():
+            return None
+        row, col = index.row(), BlockColumn(index.column())
+        b = self._blocks[row]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(b, row, col)
+        if role == BLOCK_ROLE:
+            return b
+        if role == SORT_ROLE:
+            return self._sort_value(b, col)
+        if role == Qt.ItemDataRole.CheckStateRole:
+            if col == BlockColumn.PIN and b.message_index is not None:
+                return Qt.CheckState.Checked if b.pinned else Qt.CheckState.Unchecked
+            if col == BlockColumn.EXCLUDE and b.message_index is not None:
+                return Qt.CheckState.Checked if b.manual_excluded else Qt.CheckState.Unchecked
+            return None
+        if role == Qt.ItemDataRole.ForegroundRole:
+            if col in (BlockColumn.STATUS, BlockColumn.REASON):
+                return QBrush(QColor(STATUS_COLORS[display_status(b.status, b.reason)][0]))
+            if b.status == "excluded":
+                return QBrush(QColor("#8a8f98"))
+            return None
+        if role == Qt.ItemDataRole.BackgroundRole:
+            if self._highlight_group is not None and b.group == self._highlight_group:
+                return QBrush(QColor("#dbe8ff"))
+            if col == BlockColumn.STATUS:
+                return QBrush(QColor(STATUS_COLORS[display_status(b.status, b.reason)][1]))
+            return None
+        if role == Qt.ItemDataRole.FontRole:
+            if col == BlockColumn.STATUS or (b.protected and col == BlockColumn.MARKERS):
+                f = QFont()
+                f.setBold(True)
+                return f
+            return None
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if col in (BlockColumn.POSITION, BlockColumn.TOKENS):
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if col in (BlockColumn.PIN, BlockColumn.EXCLUDE, BlockColumn.MARKERS):
+                return int(Qt.AlignmentFlag.AlignCenter)
+            return None
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(b, col)
+        return None
+
+    def _display(self, b: PreviewBlock, row: int, col: BlockColumn) -> Any:
+        if col == BlockColumn.POSITION:
+            return b.position
+        if col == BlockColumn.KIND:
+            return kind_label(b.kind)
+        if col == BlockColumn.ROLE:
+            return b.role
+        if col == BlockColumn.SOURCE:
+            return b.name + " · " + b.source if b.name else b.source
+        if col == BlockColumn.TEXT:
+            cached = self._text_cache.get(row)
+            if cached is None:
+                cached = self._text_cache[row] = _preview_text(b.text)
+            return cached
+        if col == BlockColumn.TOKENS:
+            if b.status == "truncated" and b.original_tokens is not None:
+                return f"{b.tokens} / {b.original_tokens}"
+            return b.tokens
+        if col == BlockColumn.STATUS:
+            return display_status(b.status, b.reason)
+        if col == BlockColumn.REASON:
+            return reason_words(b.reason)
+        if col == BlockColumn.MARKERS:
+            marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "")
+            if b.group:
+                marks += "⛓"
+            return marks
+        return None
+
+    def _sort_value(self, b: PreviewBlock, col: BlockColumn) -> Any:
+        if col == BlockColumn.TOKENS:
+            return b.tokens
+        if col == BlockColumn.POSITION:
+            return b.position
+        if col == BlockColumn.STATUS:
+            return _STATUS_SORT.get(display_status(b.status, b.reason), 3)
+        if col == BlockColumn.PIN:
+            return int(b.pinned)
+        if col == BlockColumn.EXCLUDE:
+            return int(b.manual_excluded)
+        if col == BlockColumn.MARKERS:
+            return int(b.protected) * 2 + int(b.pinned)
+        return str(self._display(b, b.position, col) or "")
+
+    def _tooltip(self, b: PreviewBlock, col: BlockColumn) -> str | None:
+        if col == BlockColumn.REASON:
+            return f"{b.reason}: {reason_words(b.reason)}"
+        if col == BlockColumn.TOKENS and b.original_tokens is not None:
+            return f"{b.tokens} tokens kept of {b.original_tokens}"
+        if col in (BlockColumn.EXCLUDE, BlockColumn.MARKERS) and b.group:
+            n = self.group_size(b.group)
+            return (f"Tool group {b.group}: {n} linked blocks. Excluding one removes the whole "
+                    f"group ({n} blocks).")
+        if col == BlockColumn.MARKERS and b.protected:
+            return "Protected: no strategy removes this block"
+        if col == BlockColumn.TEXT:
+            text = b.text
+            return text if len(text) <= 1200 else text[:1200] + "…"
+        return None
+
+    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
+        """Check-column edits become intents; the model itself never changes here."""
+        if not index.isValid() or role != Qt.ItemDataRole.CheckStateRole:
+            return False
+        b = self._blocks[index.row()]
+        if b.message_index is None:
+            return False
+        checked = value in (Qt.CheckState.Checked, Qt.CheckState.Checked.value, 2, True)
+        if index.column() == BlockColumn.PIN:
+            if checked != b.pinned:
+                self.pin_toggled.emit(b.message_index, checked)
+            return True
+        if index.column() == BlockColumn.EXCLUDE:
+            if checked != b.manual_excluded:
+                self.exclude_toggled.emit(b.message_index, checked)
+            return True
+        return False
+
+
+class BlocksFilterProxy(QSortFilterProxyModel):
+    """Filter blocks by kind, status and text; sort by :data:`SORT_ROLE`."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._kinds: frozenset[str] | None = None
+        self._statuses: frozenset[str] | None = None
+        self._text = ""
+        self.setSortRole(SORT_ROLE)
+
+    def set_kinds(self, kinds: set[str] | None) -> None:
+        """Only these block kinds (``None``: all)."""
+        self._kinds = frozenset(kinds) if kinds is not None else None
+        self.invalidateFilter()
+
+    def set_statuses(self, statuses: set[str] | None) -> None:
+        """Only these statuses (``kept``/``excluded``/``truncated``/``summarized``; ``None``: all)."""
+        self._statuses = frozenset(statuses) if statuses is not None else None
+        self.invalidateFilter()
+
+    def set_text(self, text: str) -> None:
+        """Only blocks whose text or source contains ``text`` (case-insensitive)."""
+        self._text = text.strip().lower()
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:  # noqa: N802
+        model = self.sourceModel()
+        if not isinstance(model, BlocksTableModel):
+            return True
+        b = model.block(source_row)
+        if self._kinds is not None and b.kind not in self._kinds:
+            return False
+        if self._statuses is not None and display_status(b.status, b.reason) not in self._statuses \
+                and b.status not in self._statuses:
+            return False
+        if self._text and self._text not in b.text.lower() and self._text not in b.source.lower():
+            return False
+        return True

@@ -1,0 +1,204 @@
+"""The chat as a list: one row per message, then one row per running progress step.
+
+A read-only adapter over the document's messages plus the latest preview's per-message
+fate. Progress rows are keyed by :attr:`ProgressEvent.step_id`, so any pipeline step
+(streaming, compaction, steps added later) shows inline without GUI changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+
+from engine.schema import ChatMessage, ContextPreview, ProgressEvent
+
+from ..labels import display_status
+
+MESSAGE_ROLE = int(Qt.ItemDataRole.UserRole) + 10
+FATE_ROLE = int(Qt.ItemDataRole.UserRole) + 11
+PROGRESS_ROLE = int(Qt.ItemDataRole.UserRole) + 12
+MARKER_ROLE = int(Qt.ItemDataRole.UserRole) + 13
+GREYED_ROLE = int(Qt.ItemDataRole.UserRole) + 14
+SPEAKER_ROLE = int(Qt.ItemDataRole.UserRole) + 15
+
+_Index = QModelIndex | QPersistentModelIndex
+
+#: Exclusion reasons that are the user's choice, not a budget cut (they don't move the marker).
+USER_EXCLUSIONS = frozenset({"MANUAL_EXCLUDED", "HIDDEN"})
+
+
+@dataclass(frozen=True)
+class MessageFate:
+    """A message's fate in the preview: status (``kept``/``excluded``/``truncated``/``summarized``), reason, tokens."""
+
+    status: str
+    reason: str
+    tokens: int
+    protected: bool
+    pinned: bool
+    group: str | None
+
+
+def oldest_fitting_index(fates: dict[int, MessageFate], n_messages: int) -> int | None:
+    """The oldest message of the newest run that fits, or ``None`` when nothing was cut for budget.
+
+    Walking back from the newest message, user exclusions (manual, hidden) are skipped; the
+    first message the strategy cut for budget ends the run. Messages above the returned
+    index are shown greyed (unless pinned and kept).
+    """
+    cut_any = False
+    oldest: int | None = None
+    for i in range(n_messages - 1, -1, -1):
+        fate = fates.get(i)
+        if fate is None:
+            continue
+        if fate.status == "kept":
+            oldest = i
+            continue
+        if fate.status == "excluded" and fate.reason in USER_EXCLUSIONS:
+            continue
+        cut_any = True
+        break
+    if not cut_any:
+        # earlier budget cuts may still exist below a pinned message; check the rest
+        return None
+    return oldest
+
+
+class ChatMessagesModel(QAbstractListModel):
+    """Rows: messages (chat order) followed by progress indicators (insertion order)."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._messages: list[ChatMessage] = []
+        self._fates: dict[int, MessageFate] = {}
+        self._marker: int | None = None
+        self._progress: dict[str, ProgressEvent] = {}
+        self._user_name = "User"
+        self._char_name = "Assistant"
+
+    # -- sources -------------------------------------------------------------------------
+    def set_messages(self, messages: list[ChatMessage], user_name: str = "User",
+                     char_name: str = "Assistant") -> None:
+        """Show ``messages`` (resets; keeps the previous fates until the next preview)."""
+        self.beginResetModel()
+        self._messages = list(messages)
+        self._user_name = user_name or "User"
+        self._char_name = char_name or "Assistant"
+        self._recompute_marker()
+        self.endResetModel()
+
+    def set_preview(self, preview: ContextPreview | None) -> None:
+        """Take each message's fate from ``preview`` (by ``message_index``)."""
+        fates: dict[int, MessageFate] = {}
+        if preview is not None:
+            for b in preview.blocks:
+                if b.message_index is None:
+                    continue
+                fates[b.message_index] = MessageFate(
+                    display_status(b.status, b.reason), b.reason,
+                    b.original_tokens if b.original_tokens is not None else b.tokens,
+                    b.protected, b.pinned, b.group)
+        self._fates = fates
+        self._recompute_marker()
+        if self._messages:
+            self.dataChanged.emit(self.index(0), self.index(len(self._messages) - 1))
+
+    def _recompute_marker(self) -> None:
+        self._marker = oldest_fitting_index(self._fates, len(self._messages))
+
+    def marker_index(self) -> int | None:
+        """Message index of the oldest message that still fits (``None``: everything fits)."""
+        return self._marker
+
+    def fate(self, message_index: int) -> MessageFate | None:
+        """The preview fate of message ``message_index``."""
+        return self._fates.get(message_index)
+
+    def is_greyed(self, message_index: int) -> bool:
+        """Shown greyed: above the marker (and not kept), or excluded anywhere."""
+        fate = self._fates.get(message_index)
+        if fate is not None and fate.status == "excluded":
+            return True
+        if self._marker is not None and message_index < self._marker:
+            return fate is None or fate.status != "kept"
+        return False
+
+    def message_count(self) -> int:
+        """Number of message rows (progress rows follow them)."""
+        return len(self._messages)
+
+    def speaker(self, message: ChatMessage) -> str:
+        """Display name: the message's ``name``, else the user / character name by role."""
+        if message.name:
+            return message.name
+        if message.role == "user":
+            return self._user_name
+        if message.role == "assistant":
+            return self._char_name
+        return message.role.title()
+
+    # -- progress ------------------------------------------------------------------------
+    def update_progress(self, event: ProgressEvent) -> None:
+        """Add or update the indicator row of ``event.step_id``."""
+        keys = list(self._progress)
+        if event.step_id in self._progress:
+            self._progress[event.step_id] = event
+            row = len(self._messages) + keys.index(event.step_id)
+            self.dataChanged.emit(self.index(row), self.index(row))
+            return
+        row = len(self._messages) + len(keys)
+        self.beginInsertRows(QModelIndex(), row, row)
+        self._progress[event.step_id] = event
+        self.endInsertRows()
+
+    def clear_finished_progress(self) -> None:
+        """Remove indicator rows whose step ended (``done``/``failed``/``cancelled``)."""
+        keys = list(self._progress)
+        for i in range(len(keys) - 1, -1, -1):
+            if self._progress[keys[i]].state != "running":
+                row = len(self._messages) + i
+                self.beginRemoveRows(QModelIndex(), row, row)
+                del self._progress[keys[i]]
+                self.endRemoveRows()
+
+    def progress_events(self) -> list[ProgressEvent]:
+        """The indicator rows' events, in order."""
+        return list(self._progress.values())
+
+    # -- Qt model API --------------------------------------------------------------------
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._messages) + len(self._progress)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: PLR0911
+        if not index.isValid():
+            return None
+        row = index.row()
+        if row >= len(self._messages):
+            event = list(self._progress.values())[row - len(self._messages)]
+            if role == PROGRESS_ROLE:
+                return event
+            if role == Qt.ItemDataRole.DisplayRole:
+                return event.label
+            return None
+        msg = self._messages[row]
+        if role == MESSAGE_ROLE:
+            return msg
+        if role == Qt.ItemDataRole.DisplayRole:
+            return msg.text()
+        if role == SPEAKER_ROLE:
+            return self.speaker(msg)
+        if role == FATE_ROLE:
+            return self._fates.get(row)
+        if role == MARKER_ROLE:
+            return self._marker is not None and row == self._marker
+        if role == GREYED_ROLE:
+            return self.is_greyed(row)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            fate = self._fates.get(row)
+            if fate is None:
+                return None
+            return f"message {row}: {fate.tokens:,} tokens · {fate.status} ({fate.reason})"
+        return None

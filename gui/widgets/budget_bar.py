@@ -1,0 +1,186 @@
+"""The budget bar: the context limit as a stacked bar by kind, reserve, free space and the cut.
+
+Painted with ``QPainter`` (no extra dependency). Marks: the compaction trigger
+(``limit × (1 − 0.08) × 0.80``, SPEC §4) and the compaction target (65 % of the limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPoint, QRectF, QSize, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+
+from engine.schema import ContextPreview
+
+from ..labels import BUDGET_GROUPS, CUT_COLOR, FREE_COLOR, KIND_GROUP, RESERVE_COLOR, SAFETY_COLOR
+
+#: SPEC §4 defaults: trigger = limit × (1 − overhead) × trigger share; target = share of the raw limit.
+COMPACTION_OVERHEAD = 0.08
+COMPACTION_TRIGGER = 0.80
+COMPACTION_TARGET = 0.65
+#: The "cut" segment takes at most this share of the bar's width (the cut can be many times the limit).
+CUT_MAX_SHARE = 0.22
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stretch of the bar: ``key`` (``history``, ``reserve``, ``free``, ``cut``...), tokens, colour."""
+
+    key: str
+    label: str
+    tokens: int
+    color: str
+
+
+def budget_segments(preview: ContextPreview) -> list[Segment]:
+    """The bar's segments in drawing order; the last one is ``cut`` (may be 0 tokens).
+
+    Kept blocks count in full, truncated blocks with their remaining tokens; the chat-format
+    priming tokens not attributed to a block show as ``overhead``.
+    """
+    used: dict[str, int] = {g: 0 for g, _ in BUDGET_GROUPS}
+    cut = 0
+    for b in preview.blocks:
+        group = KIND_GROUP.get(b.kind, "system")
+        if b.status == "kept":
+            used[group] += b.tokens
+        elif b.status == "truncated":
+            used[group] += b.tokens
+            cut += max(0, (b.original_tokens or b.tokens) - b.tokens)
+        else:
+            cut += b.tokens
+    segs = [Segment(g, g.title(), used[g], color) for g, color in BUDGET_GROUPS]
+    overhead = preview.prompt_tokens - sum(used.values())
+    if overhead > 0:
+        segs.append(Segment("overhead", "Format overhead", overhead, "#9aa3ad"))
+    segs.append(Segment("safety", "Safety margin", preview.safety_margin, SAFETY_COLOR))
+    segs.append(Segment("reserve", "Reply reserve", preview.reply_reserve, RESERVE_COLOR))
+    filled = sum(s.tokens for s in segs)
+    segs.append(Segment("free", "Free", max(0, preview.context_limit - filled), FREE_COLOR))
+    segs.append(Segment("cut", "Cut (excluded / truncated)", cut, CUT_COLOR))
+    return segs
+
+
+def compaction_marks(context_limit: int) -> dict[str, int]:
+    """``{"trigger": tokens, "target": tokens}`` for ``context_limit`` (SPEC §4: 128,000 → 94,208 / 83,200)."""
+    return {
+        "trigger": int(context_limit * (1 - COMPACTION_OVERHEAD) * COMPACTION_TRIGGER),
+        "target": int(context_limit * COMPACTION_TARGET),
+    }
+
+
+class BudgetBar(QWidget):
+    """Stacked bar of one preview; hover shows tokens and percent of the context limit."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._preview: ContextPreview | None = None
+        self._segments: list[Segment] = []
+        self._rects: list[tuple[QRectF, Segment]] = []
+        self.setMouseTracking(True)
+        self.setMinimumHeight(46)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(600, 50)
+
+    def set_preview(self, preview: ContextPreview | None) -> None:
+        """Show ``preview`` (``None`` clears the bar)."""
+        self._preview = preview
+        self._segments = budget_segments(preview) if preview is not None else []
+        self.update()
+
+    def segments(self) -> list[Segment]:
+        """The segments shown (for tests and the legend)."""
+        return list(self._segments)
+
+    def tooltip_for(self, seg: Segment) -> str:
+        """``"History: 1,234 tokens (12.3 % of the 8,192-token limit)"``."""
+        limit = self._preview.context_limit if self._preview else 0
+        pct = 100.0 * seg.tokens / limit if limit else 0.0
+        return f"{seg.label}: {seg.tokens:,} tokens ({pct:.1f} % of the {limit:,}-token limit)"
+
+    def segment_at(self, x: float) -> Segment | None:
+        """The segment under widget x coordinate ``x`` (after a paint)."""
+        for rect, seg in self._rects:
+            if rect.left() <= x < rect.right():
+                return seg
+        return None
+
+    # -- painting ------------------------------------------------------------------------
+    def _layout(self) -> list[tuple[QRectF, Segment]]:
+        if self._preview is None:
+            return []
+        w = max(10.0, self.width() - 2.0)
+        top, h = 16.0, max(12.0, self.height() - 22.0)
+        cut = self._segments[-1]
+        main = self._segments[:-1]
+        total_main = max(1, sum(s.tokens for s in main))
+        limit = self._preview.context_limit
+        cut_w = 0.0
+        if cut.tokens > 0:
+            cut_w = min(CUT_MAX_SHARE * w, w * cut.tokens / (total_main + cut.tokens))
+            cut_w = max(cut_w, 18.0)
+        main_w = w - cut_w - (6.0 if cut_w else 0.0)
+        scale = main_w / max(total_main, limit)
+        out: list[tuple[QRectF, Segment]] = []
+        x = 1.0
+        for s in main:
+            if s.tokens <= 0:
+                continue
+            rw = s.tokens * scale
+            out.append((QRectF(x, top, rw, h), s))
+            x += rw
+        if cut_w:
+            out.append((QRectF(w - cut_w + 1.0, top, cut_w, h), cut))
+        self._scale = scale
+        return out
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        self._rects = self._layout()
+        if self._preview is None:
+            p.setPen(QColor("#888"))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No preview yet")
+            return
+        small = QFont(self.font())
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
+        p.setFont(small)
+        for rect, seg in self._rects:
+            p.fillRect(rect, QColor(seg.color))
+            if seg.key == "cut":
+                p.fillRect(rect, QBrush(QColor("#ffffff"), Qt.BrushStyle.BDiagPattern))
+            if rect.width() > 46:
+                p.setPen(QColor("#ffffff") if seg.key not in ("free", "reserve", "safety") else QColor("#333"))
+                p.drawText(rect.adjusted(3, 0, -2, 0),
+                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
+                           f"{seg.label} {seg.tokens:,}")
+        # limit border and compaction marks
+        limit = self._preview.context_limit
+        p.setPen(QPen(QColor("#333"), 1))
+        bar_top = self._rects[0][0].top() if self._rects else 16.0
+        bar_h = self._rects[0][0].height() if self._rects else 20.0
+        p.drawRect(QRectF(1.0, bar_top, limit * self._scale, bar_h))
+        for key, tokens in compaction_marks(limit).items():
+            x = 1.0 + tokens * self._scale
+            color = QColor("#c0392b") if key == "trigger" else QColor("#1f6fb2")
+            p.setPen(QPen(color, 2, Qt.PenStyle.DashLine))
+            p.drawLine(int(x), int(bar_top - 3), int(x), int(bar_top + bar_h + 3))
+            p.setPen(color)
+            label = f"trigger {100 * COMPACTION_TRIGGER:.0f} %" if key == "trigger" else \
+                f"target {100 * COMPACTION_TARGET:.0f} %"
+            p.drawText(QRectF(x - 60, 0, 120, 14), int(Qt.AlignmentFlag.AlignCenter), label)
+        p.setPen(QColor("#333"))
+        used = self._preview.prompt_tokens
+        p.drawText(QRectF(2, 0, 400, 14), int(Qt.AlignmentFlag.AlignLeft),
+                   f"{used:,} / {self._preview.budget:,} budget · limit {limit:,}")
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        seg = self.segment_at(event.position().x())
+        if seg is None:
+            QToolTip.hideText()
+            return
+        QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8), self.tooltip_for(seg), self)

@@ -1,0 +1,373 @@
+"""The chat as a writer reads it: speaker, text, swipes, pin & exclude, the fit marker, a composer.
+
+Rows are painted by :class:`ChatDelegate` (no widget per message, so 10,000 messages scroll
+smoothly). The pin and exclude buttons on each message, the context menu and the composer
+emit intents; the window turns them into undoable commands. Progress steps (streaming a
+reply, compaction, anything reporting :class:`ProgressEvent`) appear as indicator rows at
+the end of the conversation, like a tool-call indicator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPen, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QListView,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.schema import ChatMessage, ProgressEvent
+
+from ..labels import STATUS_COLORS, reason_words
+from ..models.chat_model import (
+    FATE_ROLE,
+    GREYED_ROLE,
+    MARKER_ROLE,
+    MESSAGE_ROLE,
+    PROGRESS_ROLE,
+    SPEAKER_ROLE,
+    ChatMessagesModel,
+    MessageFate,
+)
+
+PAD = 6
+MAX_TEXT_LINES = 8
+MARKER_H = 20
+BUTTON_W = 26
+
+
+def swipe_info(message: ChatMessage) -> tuple[int, int] | None:
+    """``(current, total)`` swipes (1-based) from SillyTavern's ``swipes``/``swipe_id`` keys, if any."""
+    extra = message.model_extra or {}
+    meta_extra = message.meta.model_extra or {}
+    swipes = extra.get("swipes", meta_extra.get("swipes"))
+    if not isinstance(swipes, list) or len(swipes) < 2:
+        return None
+    sid = extra.get("swipe_id", meta_extra.get("swipe_id", 0))
+    try:
+        current = int(sid) + 1
+    except (TypeError, ValueError):
+        current = 1
+    return current, len(swipes)
+
+
+class ChatDelegate(QStyledItemDelegate):
+    """Paints message and progress rows; clicks on the pin / exclude buttons emit intents."""
+
+    pin_clicked = Signal(int, bool)
+    exclude_clicked = Signal(int, bool)
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._size_cache: dict[tuple[int, int, int], QSize] = {}
+
+    def clear_cache(self) -> None:
+        """Forget row sizes (after the messages change)."""
+        self._size_cache.clear()
+
+    # geometry --------------------------------------------------------------------------
+    @staticmethod
+    def _body(rect: QRect, marker: bool) -> QRect:
+        top = rect.top() + (MARKER_H if marker else 0)
+        return QRect(rect.left() + PAD, top + PAD // 2, rect.width() - 2 * PAD, rect.bottom() - top - PAD)
+
+    def button_rects(self, rect: QRect, marker: bool) -> tuple[QRect, QRect]:
+        """``(pin_rect, exclude_rect)`` in the row's header line."""
+        body = self._body(rect, marker)
+        h = 20
+        excl = QRect(body.right() - BUTTON_W, body.top(), BUTTON_W, h)
+        pin = QRect(excl.left() - BUTTON_W - 2, body.top(), BUTTON_W, h)
+        return pin, excl
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
+        width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
+        key = (index.row(), width, int(bool(index.data(MARKER_ROLE))))
+        cached = self._size_cache.get(key)
+        if cached is not None:
+            return cached
+        fm = QFontMetrics(option.font)
+        if index.data(PROGRESS_ROLE) is not None:
+            size = QSize(width, fm.height() * 3 + 2 * PAD)
+        else:
+            text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
+            if len(text) > 4000:
+                text = text[:4000]
+            rect = fm.boundingRect(QRect(0, 0, width - 2 * PAD - 8, 100000),
+                                   int(Qt.TextFlag.TextWordWrap), text)
+            text_h = min(rect.height(), fm.lineSpacing() * MAX_TEXT_LINES)
+            h = PAD + 22 + max(fm.lineSpacing(), text_h) + PAD
+            if key[2]:
+                h += MARKER_H
+            size = QSize(width, h)
+        self._size_cache[key] = size
+        return size
+
+    # painting --------------------------------------------------------------------------
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        painter.save()
+        event = index.data(PROGRESS_ROLE)
+        if event is not None:
+            self._paint_progress(painter, option, event)
+        else:
+            self._paint_message(painter, option, index)
+        painter.restore()
+
+    def _paint_message(self, p: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        msg: ChatMessage = index.data(MESSAGE_ROLE)
+        fate: MessageFate | None = index.data(FATE_ROLE)
+        marker = bool(index.data(MARKER_ROLE))
+        greyed = bool(index.data(GREYED_ROLE))
+        rect = option.rect
+        if marker:
+            y = rect.top() + MARKER_H // 2
+            p.setPen(QPen(QColor("#c0392b"), 1, Qt.PenStyle.DashLine))
+            p.drawLine(rect.left() + PAD, y, rect.right() - PAD, y)
+            f = QFont(option.font)
+            f.setPointSizeF(max(7.0, f.pointSizeF() * 0.85))
+            p.setFont(f)
+            label = "▲ above: does not fit the context   ·   ▼ oldest message that still fits"
+            fm = QFontMetrics(f)
+            lw = fm.horizontalAdvance(label) + 12
+            lr = QRect(rect.center().x() - lw // 2, rect.top() + 2, lw, MARKER_H - 4)
+            p.fillRect(lr, QColor("#fff"))
+            p.setPen(QColor("#c0392b"))
+            p.drawText(lr, int(Qt.AlignmentFlag.AlignCenter), label)
+            p.setFont(option.font)
+        body = self._body(rect, marker)
+        card = body.adjusted(-2, -2, 2, 2)
+        if msg.role == "user":
+            bg = QColor("#eef4fb")
+        elif msg.role in ("tool", "function") or msg.tool_calls:
+            bg = QColor("#f4f1fa")
+        elif msg.role == "system":
+            bg = QColor("#f3f3f3")
+        else:
+            bg = QColor("#ffffff")
+        if option.state & QStyle.StateFlag.State_Selected:
+            bg = QColor("#d6e6ff")
+        p.fillRect(card, bg)
+        if fate is not None:
+            p.fillRect(QRect(card.left(), card.top(), 3, card.height()), QColor(STATUS_COLORS[fate.status][0]))
+        fg = QColor("#9aa0a6") if greyed else QColor("#1d2126")
+        # header
+        bold = QFont(option.font)
+        bold.setBold(True)
+        p.setFont(bold)
+        p.setPen(fg)
+        fm_b = QFontMetrics(bold)
+        speaker = str(index.data(SPEAKER_ROLE) or msg.role)
+        x = body.left() + 6
+        p.drawText(QRect(x, body.top(), body.width(), 20), int(Qt.AlignmentFlag.AlignVCenter), speaker)
+        x += fm_b.horizontalAdvance(speaker) + 10
+        small = QFont(option.font)
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.88))
+        p.setFont(small)
+        parts = [f"#{index.row()}", msg.role]
+        if fate is not None:
+            parts.append(f"{fate.tokens:,} tok")
+            parts.append(fate.status if fate.status == "kept" else f"{fate.status}: {reason_words(fate.reason)}")
+        swipes = swipe_info(msg)
+        if swipes:
+            parts.append(f"⇆ swipe {swipes[0]}/{swipes[1]}")
+        if msg.tool_calls:
+            parts.append("calls " + ", ".join(c.function.name or "?" for c in msg.tool_calls))
+        if fate is not None and fate.group:
+            parts.append(f"⛓ {fate.group}")
+        p.setPen(QColor(STATUS_COLORS[fate.status][0]) if fate is not None and not greyed else QColor("#7a8088"))
+        pin_r, excl_r = self.button_rects(rect, marker)
+        p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
+                   int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
+        # buttons
+        pinned, excluded = bool(msg.meta.pinned), bool(msg.meta.manualExcluded)
+        for r, on, glyph, color in ((pin_r, pinned, "📌", "#d08a00"), (excl_r, excluded, "⊘", "#c0392b")):
+            p.setPen(QColor(color) if on else QColor("#b5bac0"))
+            if on:
+                p.fillRect(r.adjusted(1, 1, -1, -1), QColor(color).lighter(185))
+            p.drawRect(r.adjusted(1, 1, -2, -2))
+            p.drawText(r, int(Qt.AlignmentFlag.AlignCenter), glyph)
+        # text
+        p.setFont(option.font)
+        p.setPen(fg)
+        fm = QFontMetrics(option.font)
+        text_rect = QRect(body.left() + 6, body.top() + 22, body.width() - 8, body.bottom() - body.top() - 22)
+        text = msg.text()
+        if len(text) > 4000:
+            text = text[:4000]
+        if not text and msg.tool_calls:
+            text = "\n".join(f"{c.function.name}({c.function.arguments})" for c in msg.tool_calls)
+        full = fm.boundingRect(QRect(0, 0, text_rect.width(), 100000), int(Qt.TextFlag.TextWordWrap), text)
+        if full.height() > text_rect.height():
+            lines = max(1, text_rect.height() // fm.lineSpacing())
+            clip = QRect(text_rect.left(), text_rect.top(), text_rect.width(), (lines - 1) * fm.lineSpacing())
+            p.drawText(clip, int(Qt.TextFlag.TextWordWrap), text)
+            p.setPen(QColor("#7a8088"))
+            p.drawText(QRect(text_rect.left(), clip.bottom(), text_rect.width(), fm.lineSpacing()),
+                       int(Qt.AlignmentFlag.AlignLeft), "… (full text in the Block tab)")
+        else:
+            p.drawText(text_rect, int(Qt.TextFlag.TextWordWrap), text)
+
+    def _paint_progress(self, p: QPainter, option: QStyleOptionViewItem, event: ProgressEvent) -> None:
+        rect = option.rect.adjusted(PAD + 20, PAD // 2, -PAD, -PAD // 2)
+        colors = {"running": "#1f6fb2", "done": "#2e7d32", "failed": "#c0392b", "cancelled": "#7a8088"}
+        color = QColor(colors.get(event.state, "#1f6fb2"))
+        p.fillRect(rect, QColor("#f6f8fb"))
+        p.setPen(QPen(color, 1))
+        p.drawRect(rect.adjusted(0, 0, -1, -1))
+        fm = QFontMetrics(option.font)
+        glyph = {"running": "⟳", "done": "✓", "failed": "✗", "cancelled": "⊘"}.get(event.state, "•")
+        head = f"{glyph} {event.label}"
+        if event.fraction is not None:
+            head += f"  {100 * event.fraction:.0f} %"
+        elif event.state == "running":
+            head += "  …"
+        p.drawText(QRect(rect.left() + 6, rect.top() + 2, rect.width() - 12, fm.height()),
+                   int(Qt.AlignmentFlag.AlignLeft), head)
+        bar = QRect(rect.left() + 6, rect.top() + fm.height() + 4, rect.width() - 12, 5)
+        p.fillRect(bar, QColor("#dde3ea"))
+        if event.fraction is not None:
+            p.fillRect(QRect(bar.left(), bar.top(), int(bar.width() * max(0.0, min(1.0, event.fraction))),
+                             bar.height()), color)
+        if event.text:
+            tail = " ".join(event.text.split())[-300:]
+            p.setPen(QColor("#555"))
+            p.drawText(QRect(rect.left() + 6, bar.bottom() + 3, rect.width() - 12, fm.height()),
+                       int(Qt.AlignmentFlag.AlignLeft), fm.elidedText(tail, Qt.TextElideMode.ElideLeft,
+                                                                      rect.width() - 12))
+
+    def editorEvent(self, event: QEvent, model: Any, option: QStyleOptionViewItem,  # noqa: N802
+                    index: QModelIndex) -> bool:
+        if event.type() == QEvent.Type.MouseButtonRelease and index.data(PROGRESS_ROLE) is None:
+            msg: ChatMessage | None = index.data(MESSAGE_ROLE)
+            if msg is None:
+                return False
+            pos = event.position().toPoint()
+            pin_r, excl_r = self.button_rects(option.rect, bool(index.data(MARKER_ROLE)))
+            if pin_r.contains(pos):
+                self.pin_clicked.emit(index.row(), not msg.meta.pinned)
+                return True
+            if excl_r.contains(pos):
+                self.exclude_clicked.emit(index.row(), not msg.meta.manualExcluded)
+                return True
+        return super().editorEvent(event, model, option, index)
+
+
+class ChatView(QWidget):
+    """Conversation list and composer.
+
+    Signals
+    -------
+    pin_toggled(int message_index, bool) / exclude_toggled(int message_index, bool)
+    branch_requested(int message_index)
+    message_selected(int message_index)
+    message_submitted(str text)         # the composer's Send
+    """
+
+    pin_toggled = Signal(int, bool)
+    exclude_toggled = Signal(int, bool)
+    branch_requested = Signal(int)
+    message_selected = Signal(int)
+    message_submitted = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = ChatMessagesModel(self)
+        self.delegate = ChatDelegate(self)
+        self.list = QListView(self)
+        self.list.setObjectName("chatList")
+        self.list.setModel(self.model)
+        self.list.setItemDelegate(self.delegate)
+        self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setLayoutMode(QListView.LayoutMode.Batched)
+        self.list.setBatchSize(200)
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.list.setWordWrap(True)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._on_list_context_menu)
+        self.list.selectionModel().currentChanged.connect(self._on_current_changed)
+        self.delegate.pin_clicked.connect(self.pin_toggled)
+        self.delegate.exclude_clicked.connect(self.exclude_toggled)
+        self.model.modelReset.connect(self.delegate.clear_cache)
+        self.model.rowsInserted.connect(lambda *_: self.list.scrollToBottom())
+
+        self.composer = QPlainTextEdit(self)
+        self.composer.setObjectName("composer")
+        self.composer.setPlaceholderText("Write the next user message… (Ctrl+Enter to send)")
+        self.composer.setMaximumHeight(80)
+        self.send_button = QPushButton("Send", self)
+        self.send_button.setToolTip("Append this as the next user message (Ctrl+Enter)")
+        self.send_button.clicked.connect(self._on_send_clicked)
+        QShortcut(QKeySequence("Ctrl+Return"), self.composer, activated=self._on_send_clicked)
+        row = QHBoxLayout()
+        row.addWidget(self.composer, 1)
+        row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.list, 1)
+        lay.addLayout(row)
+
+    # -- state in --------------------------------------------------------------------------
+    def set_messages(self, messages: list[ChatMessage], user_name: str, char_name: str) -> None:
+        """Show the chat's messages."""
+        self.model.set_messages(messages, user_name, char_name)
+
+    def set_preview(self, preview: Any) -> None:
+        """Apply the latest preview's per-message fates and the fit marker."""
+        self.delegate.clear_cache()
+        self.model.set_preview(preview)
+        self.list.doItemsLayout()
+
+    def update_progress(self, event: ProgressEvent) -> None:
+        """Show or update the inline indicator of ``event.step_id``."""
+        self.model.update_progress(event)
+
+    def scroll_to_message(self, message_index: int) -> None:
+        """Select and show message ``message_index``."""
+        if 0 <= message_index < self.model.message_count():
+            idx = self.model.index(message_index)
+            self.list.setCurrentIndex(idx)
+            self.list.scrollTo(idx, QAbstractItemView.ScrollHint.PositionAtCenter)
+
+    def scroll_to_marker(self) -> None:
+        """Show the oldest message that still fits (or the end of the chat)."""
+        m = self.model.marker_index()
+        if m is None:
+            self.list.scrollToBottom()
+        else:
+            self.list.scrollTo(self.model.index(m), QAbstractItemView.ScrollHint.PositionAtTop)
+
+    # -- intents out ------------------------------------------------------------------------
+    def _on_send_clicked(self) -> None:
+        text = self.composer.toPlainText().strip()
+        if text:
+            self.message_submitted.emit(text)
+            self.composer.clear()
+
+    def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid() and current.row() < self.model.message_count():
+            self.message_selected.emit(current.row())
+
+    def _on_list_context_menu(self, pos: QPoint) -> None:
+        index = self.list.indexAt(pos)
+        if not index.isValid() or index.row() >= self.model.message_count():
+            return
+        msg: ChatMessage = index.data(MESSAGE_ROLE)
+        row = index.row()
+        menu = QMenu(self)
+        menu.addAction("Unpin" if msg.meta.pinned else "Pin (always keep)",
+                       lambda: self.pin_toggled.emit(row, not msg.meta.pinned))
+        menu.addAction("Include again" if msg.meta.manualExcluded else "Exclude from the prompt",
+                       lambda: self.exclude_toggled.emit(row, not msg.meta.manualExcluded))
+        menu.addSeparator()
+        menu.addAction("Branch from here", lambda: self.branch_requested.emit(row))
+        menu.exec(self.list.viewport().mapToGlobal(pos))

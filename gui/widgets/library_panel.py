@@ -1,0 +1,122 @@
+"""The chat library: search box, chat list, import and delete.
+
+Rows come from ``store.list_chats()`` (most recently updated first). The panel only emits
+intents (``chat_selected``, ``import_requested``, ``delete_requested``); the window does the work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+CHAT_ID_ROLE = int(Qt.ItemDataRole.UserRole) + 20
+SEARCH_ROLE = int(Qt.ItemDataRole.UserRole) + 21
+
+
+class LibraryPanel(QWidget):
+    """Signals: ``chat_selected(str)``, ``import_requested()``, ``delete_requested(str)``."""
+
+    chat_selected = Signal(str)
+    import_requested = Signal()
+    delete_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = QStandardItemModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setFilterRole(SEARCH_ROLE)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        title = QLabel("<b>Library</b>", self)
+        self.search = QLineEdit(self)
+        self.search.setObjectName("chatSearch")
+        self.search.setPlaceholderText("Search chats…")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.proxy.setFilterFixedString)
+        self.list = QListView(self)
+        self.list.setObjectName("chatList")
+        self.list.setModel(self.proxy)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.list.setAlternatingRowColors(True)
+        self.list.setWordWrap(True)
+        self.list.selectionModel().currentChanged.connect(self._on_current_changed)
+        self.import_button = QPushButton("Import…", self)
+        self.import_button.setToolTip("Import character cards (PNG/JSON), worlds and chats (JSONL); "
+                                      "you can also drop files on the window")
+        self.import_button.clicked.connect(self.import_requested)
+        self.delete_button = QPushButton("Delete", self)
+        self.delete_button.clicked.connect(self._on_delete_clicked)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.import_button)
+        buttons.addWidget(self.delete_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(title)
+        lay.addWidget(self.search)
+        lay.addWidget(self.list, 1)
+        lay.addLayout(buttons)
+        self._suppress = False
+
+    def set_chats(self, chats: list[Any], current: str | None = None) -> None:
+        """Fill the list from ``ChatSummary`` rows; keep ``current`` selected (no signal)."""
+        self._suppress = True
+        try:
+            self.model.clear()
+            for c in chats:
+                character = f" · {c.character}" if getattr(c, "character", None) else ""
+                audit = " · audit ✓" if getattr(c, "has_audit", False) else ""
+                branch = "⑂ " if getattr(c, "parent_id", None) else ""
+                item = QStandardItem(f"{branch}{c.title or c.id}\n{c.messages} messages{character}{audit}")
+                item.setData(c.id, CHAT_ID_ROLE)
+                item.setData(f"{c.title} {c.character or ''} {c.id}", SEARCH_ROLE)
+                updated = getattr(c, "updated_at", None)
+                item.setToolTip(f"{c.title}\nid {c.id}" + (f"\nupdated {updated:%Y-%m-%d %H:%M} UTC" if updated else ""))
+                self.model.appendRow(item)
+            if current is not None:
+                self.select_chat(current, emit=False)
+        finally:
+            self._suppress = False
+
+    def chat_ids(self) -> list[str]:
+        """Ids in list order (unfiltered)."""
+        return [self.model.item(r).data(CHAT_ID_ROLE) for r in range(self.model.rowCount())]
+
+    def select_chat(self, chat_id: str, emit: bool = True) -> bool:
+        """Select ``chat_id``; returns ``False`` when it is not in the list."""
+        for r in range(self.model.rowCount()):
+            if self.model.item(r).data(CHAT_ID_ROLE) == chat_id:
+                idx = self.proxy.mapFromSource(self.model.index(r, 0))
+                old, self._suppress = self._suppress, self._suppress or not emit
+                try:
+                    self.list.setCurrentIndex(idx)
+                finally:
+                    self._suppress = old
+                return True
+        return False
+
+    def current_chat_id(self) -> str | None:
+        """The selected chat's id."""
+        idx = self.list.currentIndex()
+        return idx.data(CHAT_ID_ROLE) if idx.isValid() else None
+
+    def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if self._suppress or not current.isValid():
+            return
+        self.chat_selected.emit(current.data(CHAT_ID_ROLE))
+
+    def _on_delete_clicked(self) -> None:
+        chat_id = self.current_chat_id()
+        if chat_id:
+            self.delete_requested.emit(chat_id)

@@ -1,0 +1,150 @@
+"""Provider settings: base URL, model, API key (OS keyring or environment), timeout, streaming.
+
+Base URL, model, timeout and streaming persist in ``QSettings``. The key is never written to
+``QSettings``: it is saved to the OS keyring (service ``loomscope``) when asked, or read from
+``LOOMSCOPE_API_KEY`` / ``OPENAI_API_KEY`` (``engine.generation.resolve_api_key``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+KEYRING_SERVICE = "loomscope"
+KEYRING_USER = "api_key"
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """What the dialog edits (the key itself is resolved at generation time)."""
+
+    base_url: str
+    model: str
+    timeout_s: float
+    stream: bool
+
+
+def load_provider_settings(settings: QSettings, default_model: str = "gpt-4o") -> ProviderSettings:
+    """Provider settings from ``settings`` (with defaults)."""
+    return ProviderSettings(
+        base_url=str(settings.value("provider/base_url", DEFAULT_BASE_URL) or DEFAULT_BASE_URL),
+        model=str(settings.value("provider/model", "") or default_model),
+        timeout_s=float(settings.value("provider/timeout_s", 60.0) or 60.0),
+        stream=str(settings.value("provider/stream", "true")).lower() in ("1", "true", "yes"),
+    )
+
+
+def save_provider_settings(settings: QSettings, value: ProviderSettings) -> None:
+    """Persist ``value`` (never the key)."""
+    settings.setValue("provider/base_url", value.base_url)
+    settings.setValue("provider/model", value.model)
+    settings.setValue("provider/timeout_s", value.timeout_s)
+    settings.setValue("provider/stream", "true" if value.stream else "false")
+
+
+def resolve_key() -> str | None:
+    """The API key from the environment, then the OS keyring (``None`` when there is none)."""
+    try:
+        from engine.generation import resolve_api_key
+
+        return resolve_api_key()
+    except ImportError:  # pragma: no cover - generation not installed
+        return os.environ.get("LOOMSCOPE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+def key_source() -> str:
+    """Where a key would come from, in words (for the dialog)."""
+    if os.environ.get("LOOMSCOPE_API_KEY"):
+        return "environment (LOOMSCOPE_API_KEY)"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "environment (OPENAI_API_KEY)"
+    try:
+        import keyring
+
+        if keyring.get_password(KEYRING_SERVICE, KEYRING_USER):
+            return "OS keyring"
+    except Exception:  # noqa: BLE001 - no keyring backend is a normal state
+        pass
+    return "none found (a local server may not need one)"
+
+
+class ProviderDialog(QDialog):
+    """Edit :class:`ProviderSettings`; ``accepted`` saves them (and the key to the keyring if given)."""
+
+    def __init__(self, settings: QSettings, default_model: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Provider settings")
+        self._settings = settings
+        current = load_provider_settings(settings, default_model)
+        self.base_url = QLineEdit(current.base_url, self)
+        self.base_url.setPlaceholderText("https://api.openai.com/v1")
+        self.model = QLineEdit(current.model, self)
+        self.key = QLineEdit(self)
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setPlaceholderText("leave empty to keep the current key")
+        self.save_key = QCheckBox("Save the key in the OS keyring", self)
+        self.save_key.setChecked(True)
+        self.key_info = QLabel(f"Current key: {key_source()}", self)
+        self.key_info.setStyleSheet("color: #666;")
+        self.timeout = QDoubleSpinBox(self)
+        self.timeout.setRange(1, 3600)
+        self.timeout.setSuffix(" s")
+        self.timeout.setValue(current.timeout_s)
+        self.stream = QCheckBox("Stream the reply", self)
+        self.stream.setChecked(current.stream)
+        self.error = QLabel(self)
+        self.error.setStyleSheet("color: #b00020;")
+        form = QFormLayout()
+        form.addRow("Base URL", self.base_url)
+        form.addRow("Model", self.model)
+        form.addRow("API key", self.key)
+        form.addRow("", self.save_key)
+        form.addRow("", self.key_info)
+        form.addRow("Timeout", self.timeout)
+        form.addRow("", self.stream)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._on_save)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(self.error)
+        lay.addWidget(buttons)
+
+    def value(self) -> ProviderSettings:
+        """The settings as entered."""
+        return ProviderSettings(self.base_url.text().strip(), self.model.text().strip(),
+                                self.timeout.value(), self.stream.isChecked())
+
+    def _on_save(self) -> None:
+        value = self.value()
+        if not value.base_url.startswith(("http://", "https://")):
+            self.error.setText("The base URL must start with http:// or https://")
+            return
+        if not value.model:
+            self.error.setText("Enter a model name")
+            return
+        key = self.key.text().strip()
+        if key and self.save_key.isChecked():
+            try:
+                import keyring
+
+                keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
+            except Exception:  # noqa: BLE001 - no backend: say so, keep the dialog open
+                self.error.setText("No OS keyring is available; set LOOMSCOPE_API_KEY instead.")
+                return
+        save_provider_settings(self._settings, value)
+        self.accept()

@@ -1,0 +1,93 @@
+"""A small chart of tokens per chat message (QPainter), to find what eats the budget.
+
+Messages are bucketed per pixel column (the tallest message of a bucket is drawn), so a
+10,000-message chat paints as fast as a short one. Bars are coloured by the message's status
+in the current preview; clicking selects that message.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+
+from engine.schema import ContextPreview
+
+from ..labels import STATUS_COLORS, display_status
+
+
+class TokensChart(QWidget):
+    """Bar per message: height ∝ tokens. Signal ``message_clicked(int message_index)``."""
+
+    message_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._items: list[tuple[int, int, str]] = []  # (message_index, tokens, status)
+        self._max = 1
+        self.setMouseTracking(True)
+        self.setMinimumHeight(38)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setToolTip("Tokens per message (hover for details, click to select)")
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(600, 44)
+
+    def set_preview(self, preview: ContextPreview | None) -> None:
+        """Take the per-message tokens of ``preview``."""
+        items: list[tuple[int, int, str]] = []
+        if preview is not None:
+            for b in preview.blocks:
+                if b.message_index is not None:
+                    tokens = b.original_tokens if b.original_tokens is not None else b.tokens
+                    items.append((b.message_index, tokens, display_status(b.status, b.reason)))
+        items.sort()
+        self._items = items
+        self._max = max((t for _, t, _ in items), default=1) or 1
+        self.update()
+
+    def items(self) -> list[tuple[int, int, str]]:
+        """``[(message_index, tokens, status), ...]`` in chat order."""
+        return list(self._items)
+
+    def _item_at(self, x: float) -> tuple[int, int, str] | None:
+        if not self._items:
+            return None
+        n = len(self._items)
+        i = int(x / max(1.0, self.width()) * n)
+        return self._items[max(0, min(n - 1, i))]
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor("#fafbfc"))
+        if not self._items:
+            p.setPen(QColor("#999"))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "tokens per message")
+            return
+        w, h = max(1, self.width()), self.height() - 2
+        n = len(self._items)
+        per_px = n / w
+        if per_px <= 1:  # wide bars
+            bw = w / n
+            for i, (_, tokens, status) in enumerate(self._items):
+                bh = max(1.0, h * tokens / self._max)
+                p.fillRect(QRectF(i * bw, h - bh + 1, max(1.0, bw - 1), bh), QColor(STATUS_COLORS[status][0]))
+        else:  # one column per pixel: the tallest message of the bucket
+            for x in range(w):
+                lo, hi = int(x * per_px), max(int(x * per_px) + 1, int((x + 1) * per_px))
+                bucket = self._items[lo:hi]
+                _, tokens, status = max(bucket, key=lambda it: it[1])
+                bh = max(1.0, h * tokens / self._max)
+                p.fillRect(QRectF(x, h - bh + 1, 1, bh), QColor(STATUS_COLORS[status][0]))
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        item = self._item_at(event.position().x())
+        if item is not None:
+            idx, tokens, status = item
+            QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8),
+                              f"message {idx}: {tokens:,} tokens ({status})", self)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        item = self._item_at(event.position().x())
+        if item is not None:
+            self.message_clicked.emit(item[0])
