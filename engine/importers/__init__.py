@@ -1,0 +1,37 @@
+"""Importers: SillyTavern cards, worlds and chats; OpenAI message arrays (and files wrapping them).
+
+Public API (every loader raises only :class:`engine.errors.LoomscopeImportError`, with a stable
+``IMPORT_*`` code, the file name and the place inside it):
+
+- :func:`load_character` — PNG (``ccv3`` preferred over ``chara``) or JSON card (V1/V2/V3,
+  Pygmalion keys).
+- :func:`load_lorebook` — SillyTavern world JSON, V2 ``character_book`` / V3 ``lorebook_v3``,
+  NovelAI ``.lorebook``.
+- :func:`load_chat` / :func:`load_chats` — SillyTavern JSONL, OpenAI arrays / request bodies,
+  SWE-agent ``.traj``, tau-bench results, ToolBench answers.
+- :func:`load_any` → :class:`ImportedItem`; :func:`inspect_file` → :class:`InspectReport`.
+- :func:`export_chat_jsonl`, :func:`export_world_json` (and atomic ``write_*`` helpers).
+
+Limits: files over 64 MiB, lorebooks over 100,000 entries and chats over 100,000 messages get
+``IMPORT_TOO_LARGE`` before being parsed in full; JSON deeper than 200 levels ``IMPORT_TOO_DEEP``.
+"""
+
+from __future__ import annotations
+
+from ._io import MAX_ENTRIES, MAX_FILE_BYTES, MAX_JSON_DEPTH, MAX_MESSAGES
+from .cards import load_character, load_character_with_info, parse_card_data
+from .chats import (export_chat_jsonl, load_chat, load_chats, load_chats_with_info,
+                    parse_chat_text, write_chat_jsonl)
+from .detect import ImportedItem, InspectReport, chat_counts, inspect_file, load_any
+from .lorebooks import (export_world_json, load_lorebook, load_lorebook_with_info,
+                        parse_lorebook_data, write_world_json)
+
+__all__ = [
+    "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_JSON_DEPTH", "MAX_MESSAGES",
+    "ImportedItem", "InspectReport",
+    "chat_counts", "export_chat_jsonl", "export_world_json", "inspect_file",
+    "load_any", "load_character", "load_character_with_info", "load_chat", "load_chats",
+    "load_chats_with_info", "load_lorebook", "load_lorebook_with_info",
+    "parse_card_data", "parse_chat_text", "parse_lorebook_data",
+    "write_chat_jsonl", "write_world_json",
+]

@@ -1,0 +1,184 @@
+"""Reading input files safely: size limits, UTF-8, JSON with positions, nesting depth.
+
+Every failure here is a :class:`~engine.errors.LoomscopeImportError` with a stable code and the
+file name; nothing else escapes. The helpers are shared by the card, lorebook and chat readers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..errors import LoomscopeImportError
+
+#: Largest input file read at all (bytes). Larger files get ``IMPORT_TOO_LARGE`` before reading.
+MAX_FILE_BYTES: int = 64 * 1024 * 1024
+#: Most lorebook entries accepted in one book (``IMPORT_TOO_LARGE`` above).
+MAX_ENTRIES: int = 100_000
+#: Most messages accepted in one chat (``IMPORT_TOO_LARGE`` above).
+MAX_MESSAGES: int = 100_000
+#: Deepest JSON nesting accepted (objects and arrays). Real cards and chats stay below ~12.
+MAX_JSON_DEPTH: int = 200
+
+
+def fail(code: str, message: str, file: str | None, place: str | None = None) -> NoReturn:
+    """Raise ``LoomscopeImportError(code, message, file=file, place=place)``."""
+    raise LoomscopeImportError(code, message, file=file, place=place)
+
+
+def read_bytes(path: str | Path) -> tuple[str, bytes]:
+    """Read a whole input file, checking existence, size and emptiness first.
+
+    Returns
+    -------
+    (display name, bytes)
+        The display name is the path as given (used in error messages).
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_FILE_NOT_FOUND``, ``IMPORT_TOO_LARGE`` (over :data:`MAX_FILE_BYTES`, checked by
+        ``stat`` before reading), ``IMPORT_EMPTY_FILE``.
+    """
+    name = str(path)
+    p = Path(path)
+    try:
+        st = p.stat()
+    except (OSError, ValueError) as exc:
+        fail("IMPORT_FILE_NOT_FOUND", f"cannot read the file ({exc.__class__.__name__})", name)
+    if not p.is_file():
+        fail("IMPORT_FILE_NOT_FOUND", "not a regular file", name)
+    if st.st_size > MAX_FILE_BYTES:
+        fail("IMPORT_TOO_LARGE",
+             f"file is {st.st_size:,} bytes; the limit is {MAX_FILE_BYTES:,} bytes", name)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        fail("IMPORT_FILE_NOT_FOUND", f"cannot read the file ({exc.strerror or exc})", name)
+    if len(data) > MAX_FILE_BYTES:  # grew between stat and read
+        fail("IMPORT_TOO_LARGE", f"file is over {MAX_FILE_BYTES:,} bytes", name)
+    if not data.strip():
+        fail("IMPORT_EMPTY_FILE", "the file is empty" if not data else "the file holds only whitespace",
+             name)
+    return name, data
+
+
+def decode_utf8(data: bytes, file: str | None, what: str = "") -> str:
+    """Decode UTF-8 (a leading BOM is dropped).
+
+    Raises ``IMPORT_INVALID_UTF8`` with the byte offset (and line) of the first bad byte.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        where = f"{what}byte {exc.start} (line {line})" if not what else f"{what}, byte {exc.start}"
+        fail("IMPORT_INVALID_UTF8", f"invalid UTF-8 byte 0x{data[exc.start]:02x}", file, where)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests at most ``limit`` containers deep (iterative; no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            if d > limit:
+                return False
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            if d > limit:
+                return False
+            stack.extend((x, d + 1) for x in v)
+    return True
+
+
+def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str = "") -> Any:
+    """Parse JSON text, mapping every failure to a stable code.
+
+    Parameters
+    ----------
+    text:
+        The JSON document.
+    line_offset:
+        Added to reported line numbers (for one line of a JSONL file, pass its index).
+    what:
+        Prefix for the place (``"chunk chara"``).
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_INVALID_JSON`` (with ``line L, column C``), ``IMPORT_TOO_DEEP`` (nesting beyond
+        :data:`MAX_JSON_DEPTH` or Python's recursion limit).
+    """
+    prefix = f"{what}, " if what else ""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail("IMPORT_INVALID_JSON", f"invalid JSON: {exc.msg}", file,
+             f"{prefix}line {exc.lineno + line_offset}, column {exc.colno}")
+    except RecursionError:
+        fail("IMPORT_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels", file,
+             f"{prefix}line {1 + line_offset}".rstrip())
+    except (ValueError, TypeError) as exc:  # e.g. huge int literal conversion limits
+        fail("IMPORT_INVALID_JSON", f"invalid JSON: {exc}", file, prefix.rstrip(", ") or None)
+    if not json_depth_ok(value):
+        fail("IMPORT_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels", file,
+             prefix.rstrip(", ") or "$")
+    return value
+
+
+def iter_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Yield ``(1-based line number, line)`` for the non-blank lines of ``text``."""
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            yield i, line
+
+
+def type_name(value: Any) -> str:
+    """The JSON type name of a Python value (for error messages)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def wrong_type(file: str | None, path: str, expected: str, value: Any) -> NoReturn:
+    """Raise ``IMPORT_WRONG_TYPE`` for the JSON path ``path``."""
+    fail("IMPORT_WRONG_TYPE", f"expected {expected}, got {type_name(value)}", file, path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a temp file in the same folder, then ``os.replace``.
+
+    A failure leaves any existing file untouched and no temp file behind.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,253 @@
+"""Character cards: V1, V2, V3 and legacy Pygmalion JSON, as JSON files or PNG text chunks.
+
+Sources: Character Card V2/V3 specs and SillyTavern ``src/character-card-parser.js`` /
+``importCharacter`` (FORMATS.md b4):
+
+- PNG: base64(UTF-8 JSON) in a ``tEXt``/``iTXt``/``zTXt`` chunk; keyword ``ccv3`` (V3) is
+  preferred over ``chara`` (V1/V2); keywords compare case-insensitively; no fallback from a
+  broken ``ccv3`` to ``chara`` (as SillyTavern). Chunks are read with Pillow.
+- JSON: ``spec`` present → V2/V3 from ``data``; else ``name`` present → V1 (TavernAI);
+  else ``char_name`` → Pygmalion/Gradio (``char_persona`` → description, ``world_scenario`` →
+  scenario, ``char_greeting`` → first_mes, ``example_dialogue`` → mes_example).
+
+``extensions`` is kept verbatim (``depth_prompt`` stays there; :meth:`Character.depth_prompt`
+reads it). The embedded ``character_book`` becomes ``Character.character_book``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..schema import Character
+from ._fields import FieldReader
+from ._io import decode_utf8, parse_json, read_bytes
+from .lorebooks import parse_character_book
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+#: Card text fields shared by V1/V2/V3.
+V1_FIELDS = ("name", "description", "personality", "scenario", "first_mes", "mes_example")
+#: Further V2 string fields.
+V2_STRING_FIELDS = ("creator_notes", "system_prompt", "post_history_instructions", "creator",
+                    "character_version")
+#: Pygmalion/Gradio key → card field (SillyTavern ``importCharacter``).
+PYGMALION_FIELDS = {"char_name": "name", "char_persona": "description",
+                    "world_scenario": "scenario", "char_greeting": "first_mes",
+                    "example_dialogue": "mes_example"}
+
+_MAPPED_DATA = set(V1_FIELDS) | set(V2_STRING_FIELDS) | {
+    "alternate_greetings", "tags", "extensions", "character_book", "nickname"}
+_B64_RE = re.compile(r"\s+")
+
+
+def _read_fields(r: FieldReader, src: dict[str, Any], path: str) -> dict[str, Any]:
+    values: dict[str, Any] = {k: r.string(src, k, path) for k in V1_FIELDS + V2_STRING_FIELDS}
+    values["alternate_greetings"] = r.str_list(src, "alternate_greetings", path)
+    values["tags"] = r.keys(src, "tags", path)
+    values["extensions"] = dict(r.dict_field(src, "extensions", path))
+    values["nickname"] = r.opt_string(src, "nickname", path)
+    book = src.get("character_book")
+    if book is not None:
+        values["character_book"] = parse_character_book(r, book, f"{path}.character_book")
+    return values
+
+
+def _extras(src: dict[str, Any], skip: set[str], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in src.items():
+        if k in skip:
+            continue
+        out[f"{prefix}{k}" if k in Character.model_fields else k] = v
+    return out
+
+
+def parse_card_data(data: Any, file: str | None, reader: FieldReader | None = None
+                    ) -> tuple[Character, str]:
+    """Read parsed card JSON into a :class:`Character`. Returns ``(character, spec)``.
+
+    ``spec`` is ``"chara_card_v3"``, ``"chara_card_v2"``, ``"chara_card_v1"`` or ``"pygmalion"``.
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_WRONG_TYPE`` (with JSON path), ``IMPORT_UNSUPPORTED_SPEC`` (``chara_card_v4``,
+        V2 with ``spec_version`` 3, ...), ``IMPORT_UNSUPPORTED_FORMAT`` (not a card),
+        ``IMPORT_INVALID_CARD``.
+    """
+    r = reader or FieldReader(file)
+    d = r.obj(data, "$")
+    spec = d.get("spec")
+    if spec is not None:
+        if not isinstance(spec, str):
+            r.wrong("$.spec", "string", spec)
+        if spec not in ("chara_card_v2", "chara_card_v3"):
+            if spec.startswith("chara_card"):
+                r.fail("IMPORT_UNSUPPORTED_SPEC", f"card spec {spec!r} is not supported", "$.spec")
+            r.fail("IMPORT_UNSUPPORTED_FORMAT", f"spec {spec!r} is not a character card", "$.spec")
+        version = d.get("spec_version")
+        major = "3" if spec == "chara_card_v3" else "2"
+        if version is None:
+            r.warn(f"{spec} without spec_version; read as {major}.0")
+        elif isinstance(version, (int, float)) and not isinstance(version, bool):
+            version = str(version)
+        if version is not None and (not isinstance(version, str) or version.split(".")[0] != major):
+            r.fail("IMPORT_UNSUPPORTED_SPEC",
+                   f"{spec} with spec_version {version!r} is not supported (expected {major}.x)",
+                   "$.spec_version")
+        inner = d.get("data")
+        if inner is None:
+            r.warn(f"{spec} card without a data object; fields read from the top level")
+            inner, path = d, "$"
+        else:
+            inner, path = r.obj(inner, "$.data"), "$.data"
+        values = _read_fields(r, inner, path)
+        extras = _extras(inner, _MAPPED_DATA, "data_") if inner is not d else {}
+        root = {k: v for k, v in d.items() if k not in ("spec", "spec_version", "data")}
+        if inner is d:
+            extras = _extras(d, _MAPPED_DATA | {"spec", "spec_version", "data"}, "data_")
+        elif root:
+            extras["root_fields"] = root
+        if not values["name"]:
+            r.warn(f"{path}.name is empty")
+        char = Character(**values, spec=spec, spec_version=version, **extras)
+        return char, spec
+    if "name" in d or any(k in d for k in ("description", "first_mes")):
+        values = _read_fields(r, d, "$")
+        if not values["creator_notes"] and isinstance(d.get("creatorcomment"), str):
+            values["creator_notes"] = d["creatorcomment"]
+        extras = _extras(d, _MAPPED_DATA, "v1_")
+        return Character(**values, **extras), "chara_card_v1"
+    if "char_name" in d:
+        mapped = {field: r.string(d, key, "$") for key, field in PYGMALION_FIELDS.items()}
+        extras = _extras(d, set(PYGMALION_FIELDS), "pyg_")
+        return Character(**mapped, **extras), "pygmalion"
+    r.fail("IMPORT_UNSUPPORTED_FORMAT",
+           "not a character card (no spec, name or char_name field)", "$")
+
+
+def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
+    """All PNG text chunks (``tEXt``, ``iTXt``, ``zTXt``) as ``{keyword: text}``, via Pillow.
+
+    The whole image is loaded so that chunks after ``IDAT`` are seen and a truncated or
+    corrupt file is detected. Raises ``IMPORT_INVALID_PNG`` (truncated, bad CRC, not a PNG),
+    ``IMPORT_TOO_LARGE`` (Pillow's decompression-bomb limits, text chunks over its limits).
+    """
+    from ._io import fail
+
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow is a dependency
+        fail("IMPORT_UNSUPPORTED_FORMAT", "Pillow is not installed; PNG cards cannot be read", file)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
+                im.load()
+                text = getattr(im, "text", None) or {}
+                return {str(k): str(v) for k, v in text.items()}
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        fail("IMPORT_TOO_LARGE", f"image too large to read safely ({exc})", file)
+    except MemoryError:
+        fail("IMPORT_TOO_LARGE", "image does not fit in memory", file)
+    except ValueError as exc:
+        if "too large" in str(exc).lower():
+            fail("IMPORT_TOO_LARGE", f"PNG text chunk too large ({exc})", file)
+        fail("IMPORT_INVALID_PNG", f"corrupt PNG ({exc})", file)
+    except Exception as exc:  # noqa: BLE001 - any Pillow failure on this input means a bad PNG
+        fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc.__class__.__name__}: {exc})",
+             file)
+
+
+def card_json_from_png(data: bytes, file: str, reader: FieldReader | None = None
+                       ) -> tuple[Any, str]:
+    """Extract and parse the card JSON from PNG bytes. Returns ``(parsed JSON, chunk keyword)``.
+
+    Raises ``IMPORT_NO_CARD_CHUNK``, ``IMPORT_BAD_BASE64``, ``IMPORT_INVALID_UTF8``,
+    ``IMPORT_INVALID_JSON`` (place ``chunk <kw>, line L, column C``) and the PNG errors of
+    :func:`read_png_text_chunks`.
+    """
+    from ._io import fail
+
+    chunks = read_png_text_chunks(data, file)
+    by_lower = {k.lower(): k for k in chunks}
+    keyword = by_lower.get("ccv3") or by_lower.get("chara")
+    if keyword is None:
+        found = ", ".join(sorted(chunks)) or "none"
+        fail("IMPORT_NO_CARD_CHUNK", f"no chara/ccv3 text chunk (text chunks found: {found})", file)
+    where = f"chunk {keyword}"
+    raw = chunks[keyword]
+    stripped = raw.strip()
+    if stripped.startswith("{"):
+        if reader is not None:
+            reader.warn(f"{where}: plain JSON instead of base64")
+        payload = stripped.encode("utf-8", "surrogatepass")
+    else:
+        compact = _B64_RE.sub("", raw)
+        try:
+            compact.encode("ascii")
+        except UnicodeEncodeError:
+            fail("IMPORT_BAD_BASE64", "card chunk holds non-ASCII characters, not base64", file, where)
+        compact += "=" * (-len(compact) % 4)
+        try:
+            payload = base64.b64decode(compact, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            fail("IMPORT_BAD_BASE64", f"card chunk is not valid base64 ({exc})", file, where)
+    if not payload.strip():
+        fail("IMPORT_EMPTY_FILE", "the card chunk is empty", file, where)
+    text = decode_utf8(payload, file, where)
+    return parse_json(text, file, what=where), keyword
+
+
+def load_character_with_info(path: str | Path) -> tuple[Character, str, list[str]]:
+    """Like :func:`load_character` but also returns ``(spec, warnings)``."""
+    from ._io import fail
+
+    name, raw = read_bytes(path)
+    r = FieldReader(name)
+    if raw.startswith(PNG_SIGNATURE):
+        data, keyword = card_json_from_png(raw, name, r)
+    elif Path(name).suffix.lower() in (".png", ".apng"):
+        fail("IMPORT_INVALID_PNG", "not a PNG file (bad signature)", name, "byte 0")
+    elif raw[:4] == b"PK\x03\x04":
+        fail("IMPORT_UNSUPPORTED_FORMAT", "zip/.charx cards are not supported; export the card as "
+             "PNG or JSON", name)
+    else:
+        data = parse_json(decode_utf8(raw, name), name)
+    char, spec = parse_card_data(data, name, r)
+    return char, spec, r.warnings
+
+
+def load_character(path: str | Path) -> Character:
+    """Read a character card from a PNG or JSON file.
+
+    Parameters
+    ----------
+    path:
+        A PNG with a ``ccv3``/``chara`` text chunk, or a JSON file (V1, V2, V3, legacy
+        Pygmalion keys).
+
+    Returns
+    -------
+    Character
+        Card fields; ``extensions`` verbatim (``depth_prompt`` included); the embedded
+        ``character_book`` as a :class:`~engine.schema.Lorebook`; unknown fields kept as extras
+        (``root_fields`` holds V1 fields mirrored at the top of a V2/V3 card).
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_FILE_NOT_FOUND``, ``IMPORT_EMPTY_FILE``, ``IMPORT_TOO_LARGE``,
+        ``IMPORT_INVALID_PNG``, ``IMPORT_NO_CARD_CHUNK``, ``IMPORT_BAD_BASE64``,
+        ``IMPORT_INVALID_UTF8``, ``IMPORT_INVALID_JSON``, ``IMPORT_TOO_DEEP``,
+        ``IMPORT_WRONG_TYPE``, ``IMPORT_INVALID_LOREBOOK``, ``IMPORT_UNSUPPORTED_SPEC``,
+        ``IMPORT_UNSUPPORTED_FORMAT``. Nothing else.
+    """
+    from ._guard import guarded
+
+    return guarded(path, lambda: load_character_with_info(path)[0])
