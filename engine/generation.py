@@ -1,0 +1,219 @@
+"""Generation: the SPEC §2 pipeline, then one request to an OpenAI-compatible provider (SPEC §6).
+
+``generate`` runs :func:`engine.pipeline.prepare` (the same steps as the preview), creates the
+:class:`~engine.schema.audit.PromptContextAudit` *before* any network call, refuses to send
+anything over budget (``TOKEN_BUDGET_EXCEEDED``), streams the reply while reporting
+:class:`~engine.schema.ProgressEvent` (step ``"stream"``), honours a cancel event, and closes the
+audit as ``completed``, ``failed`` or ``cancelled`` with a normalized error code. Provider
+failures never raise; the audit says what happened. The audit never holds the API key or the
+upstream response body.
+
+``generate_and_store`` is the library flavour: optional new user message, request built from
+the stored chat, and the audit plus the reply stored in one transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from .errors import ProviderError
+from .providers import ChatCompletionsClient, public_endpoint, resolve_api_key
+from .schema import ChatMessage, ContextSettings, PreviewRequest, ProgressEvent
+from .schema.audit import PromptContextAudit
+from .schema.messages import ToolCall
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .pipeline import Registries
+    from .storage import Store
+
+__all__ = ["GenerationResult", "ProviderConfig", "generate", "generate_and_store", "resolve_api_key"]
+
+#: Default endpoint when neither ``--base-url`` nor ``$LOOMSCOPE_BASE_URL``/``$OPENAI_BASE_URL`` is set.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Where and how to send the request.
+
+    ``model`` is the model name sent to the provider (empty → the chat settings' model);
+    ``api_key`` is never stored or logged (``repr`` hides it); ``timeout_s`` is the longest
+    silence tolerated from the provider, in seconds.
+    """
+
+    base_url: str
+    model: str = ""
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    stream: bool = True
+    extra_body: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return (f"ProviderConfig(base_url={public_endpoint(self.base_url)!r}, model={self.model!r}, "
+                f"api_key={'***' if self.api_key else None}, timeout_s={self.timeout_s}, stream={self.stream})")
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The closed audit and, when completed, the reply as a new assistant message."""
+
+    audit: PromptContextAudit
+    reply: ChatMessage | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _close(audit: PromptContextAudit, status: str, code: str | None = None,
+           message: str | None = None, **extra: Any) -> PromptContextAudit:
+    return audit.model_copy(update={"status": status, "error_code": code, "error_message": message,
+                                    "finished_at": _now(), **extra})
+
+
+def generate(
+    request: PreviewRequest,
+    provider: ProviderConfig,
+    *,
+    chat_id: str,
+    registries: Registries | None = None,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    on_audit_created: Callable[[PromptContextAudit], None] | None = None,
+) -> GenerationResult:
+    """Run the pipeline for ``request`` and, if the prompt fits, ask the provider for a reply.
+
+    Parameters
+    ----------
+    request:
+        Everything to assemble (see :class:`~engine.schema.PreviewRequest`).
+    provider:
+        Endpoint, model, key, timeout (seconds) and streaming choice.
+    chat_id:
+        The library chat the audit belongs to.
+    registries:
+        Pipeline registries (strategies, interceptors, ...); default the shared built-ins.
+    on_progress:
+        Receives ``ProgressEvent(step="stream")`` updates (partial text in ``text``) on the
+        calling thread, ending with state ``done``, ``failed`` or ``cancelled``.
+    cancel:
+        Set it (from any thread) to abort; the audit is then ``cancelled`` / ``CANCELLED``.
+    on_audit_created:
+        Called with the ``pending`` audit before any network call.
+
+    Returns
+    -------
+    GenerationResult
+        ``audit.status`` is ``completed`` (``reply`` set), ``failed`` (``error_code`` one of
+        ``TOKEN_BUDGET_EXCEEDED`` — nothing was sent — or a ``PROVIDER_*`` code) or
+        ``cancelled`` (``CANCELLED``).
+
+    Raises
+    ------
+    SettingsError
+        From :func:`engine.pipeline.prepare` for invalid settings (unknown strategy, reserve ≥
+        limit) — before any audit exists, as no prompt could be built.
+    """
+    from .pipeline import prepare  # lazy: the pipeline imports every engine package
+
+    created_at = _now()
+    prepared = prepare(request, registries=registries)
+    pv = prepared.preview
+    model = provider.model or request.settings.model
+    audit = PromptContextAudit(
+        generation_id=uuid.uuid4().hex,
+        chat_id=chat_id,
+        provider=public_endpoint(provider.base_url),
+        model=model,
+        status="pending",
+        created_at=created_at,
+        context_limit=pv.context_limit,
+        reply_reserve=pv.reply_reserve,
+        budget=pv.budget,
+        safety_margin=pv.safety_margin,
+        prompt_tokens=pv.prompt_tokens,
+        headroom=pv.headroom,
+        strategy=pv.strategy,
+        tokenizer=pv.tokenizer,
+        blocks=list(pv.blocks),
+        provider_messages=list(prepared.messages),
+        tools=list(prepared.tools),
+        interceptor_diagnostics=list(getattr(prepared, "interceptor_diagnostics", []) or []),
+        warnings=list(pv.warnings),
+    )
+    if on_audit_created is not None:
+        on_audit_created(audit)
+    if not prepared.budget_ok:
+        message = pv.error.message if pv.error is not None else "the prompt does not fit the budget"
+        return GenerationResult(_close(audit, "failed", "TOKEN_BUDGET_EXCEEDED", message))
+
+    step_id = f"stream:{audit.generation_id}"
+
+    def report(state: str, text: str | None = None, **detail: Any) -> None:
+        if on_progress is not None:
+            on_progress(ProgressEvent(step_id=step_id, step="stream", label="Streaming reply…",
+                                      state=state, text=text, detail=detail))  # type: ignore[arg-type]
+
+    report("running", "", model=model, prompt_tokens=pv.prompt_tokens)
+    client = ChatCompletionsClient(provider.base_url, provider.api_key, timeout_s=provider.timeout_s)
+    try:
+        reply = client.complete(
+            model, prepared.messages, tools=prepared.tools or None, stream=provider.stream,
+            extra_body=provider.extra_body,
+            on_delta=lambda _piece, so_far: report("running", so_far),
+            cancel=cancel,
+        )
+    except ProviderError as exc:
+        status = "cancelled" if exc.code == "CANCELLED" else "failed"
+        report(status, None, error_code=exc.code)
+        return GenerationResult(_close(audit, status, exc.code, exc.message))
+    tool_calls = [ToolCall.model_validate(c) for c in reply.tool_calls] or None
+    message = ChatMessage(role="assistant", content=reply.content if (reply.content or not tool_calls) else None,
+                          tool_calls=tool_calls)
+    closed = _close(audit, "completed", reply_chars=len(reply.content), finish_reason=reply.finish_reason,
+                    usage=dict(reply.usage))
+    report("done", reply.content, finish_reason=reply.finish_reason)
+    return GenerationResult(closed, message)
+
+
+def generate_and_store(
+    store: Store,
+    chat_id: str,
+    provider: ProviderConfig,
+    *,
+    message: str | None = None,
+    settings: ContextSettings | None = None,
+    registries: Registries | None = None,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> GenerationResult:
+    """Generate for a stored chat and store the outcome.
+
+    ``message`` (if given) is appended first as a new user message (kept even if the
+    generation fails, as chat front-ends do). ``settings`` overrides the chat's stored settings
+    for this run only. The closed audit replaces the chat's previous one and the reply (when
+    completed) is appended, in one transaction.
+
+    Raises
+    ------
+    NotFoundError
+        ``CHAT_NOT_FOUND``.
+    SettingsError
+        Invalid settings (see :func:`generate`).
+    """
+    if message is not None:
+        store.append_message(chat_id, ChatMessage(role="user", content=message))
+    request = store.build_request(chat_id)
+    if settings is not None:
+        request = request.model_copy(update={"settings": settings})
+    result = generate(request, provider, chat_id=chat_id, registries=registries,
+                      on_progress=on_progress, cancel=cancel)
+    store.record_generation(result.audit, result.reply)
+    return result

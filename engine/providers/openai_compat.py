@@ -1,0 +1,335 @@
+"""A client for OpenAI-compatible ``POST {base_url}/chat/completions`` endpoints, over httpx.
+
+Protocol (OpenAI API reference, "Create chat completion"): the body carries ``model``,
+``messages``, optional ``tools`` and ``stream``; a non-streamed answer is a JSON object with
+``choices[0].message``; a streamed answer is Server-Sent Events, each ``data:`` line a JSON
+chunk with ``choices[0].delta`` (``content`` pieces; ``tool_calls`` pieces merged by ``index``),
+ending with ``data: [DONE]``. Servers that ignore ``stream`` and answer with plain JSON are read
+as non-streamed.
+
+The HTTP exchange runs on a worker thread while the calling thread waits, so that a
+``threading.Event`` can cancel it at any moment (even while the server stalls): the response
+is closed, the worker ends on its own, and the call raises ``CANCELLED``. ``on_delta`` is
+always called on the calling thread.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from ..errors import ProviderError
+from .errors import MAX_ERROR_BODY_BYTES, error_for_exception, error_for_status, error_for_stream_error
+
+#: How often the waiting thread checks the cancel event, in seconds.
+CANCEL_POLL_S = 0.05
+#: Default read timeout (no byte from the provider for this long), in seconds.
+DEFAULT_TIMEOUT_S = 60.0
+#: Connect timeout cap, in seconds.
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class ProviderReply:
+    """A finished reply.
+
+    ``content`` is the text (``""`` when the model only called tools); ``tool_calls`` are in
+    OpenAI shape (``{"id", "type": "function", "function": {"name", "arguments"}}``);
+    ``usage`` holds the provider's integer token counts when it sent them.
+    """
+
+    content: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def public_endpoint(base_url: str) -> str:
+    """``base_url`` without credentials, query or fragment (safe to store and show)."""
+    try:
+        parts = urlsplit(base_url.strip())
+    except ValueError:
+        return "<invalid url>"
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+def completions_url(base_url: str) -> str:
+    """``{base_url}/chat/completions`` (``base_url`` may already end with it)."""
+    base = base_url.strip().rstrip("/")
+    return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+
+def _int_usage(raw: object) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        return {}
+    return {k: int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _bad(message: str) -> ProviderError:
+    return ProviderError("PROVIDER_BAD_RESPONSE", message)
+
+
+def parse_completion(doc: object) -> ProviderReply:
+    """Read a non-streamed chat completion. Raises ``PROVIDER_BAD_RESPONSE``."""
+    if not isinstance(doc, dict):
+        raise _bad("the provider's answer is not a JSON object")
+    if "error" in doc and "choices" not in doc:
+        raise error_for_stream_error(doc["error"])
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _bad("the provider's answer has no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise _bad("the provider's answer has no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        else:
+            raise _bad("the provider's message content is not text")
+    tool_calls = message.get("tool_calls") or []
+    if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
+        raise _bad("the provider's tool_calls are malformed")
+    finish = choices[0].get("finish_reason")
+    return ProviderReply(content=content or "", tool_calls=tool_calls,
+                         finish_reason=str(finish) if finish is not None else None,
+                         usage=_int_usage(doc.get("usage")))
+
+
+class _StreamState:
+    """Accumulates SSE chunks into one reply."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] = {}
+        self.done = False
+
+    def feed(self, chunk: object) -> str:
+        """Apply one chunk; returns the new text piece (may be ``""``)."""
+        if not isinstance(chunk, dict):
+            raise _bad("a streamed chunk is not a JSON object")
+        if "error" in chunk and not chunk.get("choices"):
+            raise error_for_stream_error(chunk["error"])
+        if chunk.get("usage"):
+            self.usage = _int_usage(chunk["usage"])
+        choices = chunk.get("choices")
+        if choices is None:
+            return ""
+        if not isinstance(choices, list):
+            raise _bad("a streamed chunk has malformed choices")
+        if not choices:
+            return ""
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise _bad("a streamed chunk has a malformed choice")
+        delta = choice.get("delta") or choice.get("message") or {}
+        if not isinstance(delta, dict):
+            raise _bad("a streamed chunk has a malformed delta")
+        piece = delta.get("content") or ""
+        if not isinstance(piece, str):
+            raise _bad("a streamed chunk's content is not text")
+        self.parts.append(piece)
+        for call in delta.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                raise _bad("a streamed tool call is malformed")
+            index = call.get("index", len(self.calls))
+            slot = self.calls.setdefault(int(index), {"id": None, "type": "function",
+                                                      "function": {"name": "", "arguments": ""}})
+            if call.get("id"):
+                slot["id"] = call["id"]
+            fn = call.get("function") or {}
+            if isinstance(fn, dict):
+                slot["function"]["name"] += str(fn.get("name") or "")
+                slot["function"]["arguments"] += str(fn.get("arguments") or "")
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        return piece
+
+    def reply(self) -> ProviderReply:
+        calls = [{k: v for k, v in self.calls[i].items() if v is not None} for i in sorted(self.calls)]
+        return ProviderReply(content="".join(self.parts), tool_calls=calls,
+                             finish_reason=self.finish_reason, usage=self.usage)
+
+
+class ChatCompletionsClient:
+    """One OpenAI-compatible endpoint.
+
+    Parameters
+    ----------
+    base_url:
+        E.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8000/v1``.
+    api_key:
+        Sent as ``Authorization: Bearer <key>``; ``None`` sends no header (local servers).
+        Never logged, stored, or put into an error.
+    timeout_s:
+        Read timeout in seconds: the longest silence tolerated between bytes from the
+        provider (a stalled server fails with ``PROVIDER_TIMEOUT``).
+    transport:
+        Optional httpx transport (tests).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = completions_url(base_url)
+        self._api_key = api_key
+        self._timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
+        self._transport = transport
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ChatCompletionsClient({public_endpoint(self.url)!r})"
+
+    def _headers(self, stream: bool) -> dict[str, str]:
+        headers = {"Content-Type": "application/json",
+                   "Accept": "text/event-stream" if stream else "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stream: bool = True,
+        extra_body: dict[str, Any] | None = None,
+        on_delta: Callable[[str, str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ProviderReply:
+        """Send one chat-completions request and return the reply.
+
+        Parameters
+        ----------
+        model, messages, tools:
+            The request body's fields (``tools`` omitted when empty).
+        stream:
+            Ask for SSE streaming.
+        on_delta:
+            Called on the calling thread with ``(piece, text_so_far)`` for each streamed piece.
+        cancel:
+            Setting it aborts the request; the call then raises ``CANCELLED``.
+
+        Raises
+        ------
+        ProviderError
+            ``PROVIDER_TIMEOUT``, ``PROVIDER_RATE_LIMITED``, ``PROVIDER_AUTHENTICATION``,
+            ``PROVIDER_CONTEXT_LENGTH_EXCEEDED``, ``PROVIDER_BAD_REQUEST``,
+            ``PROVIDER_SERVER_ERROR``, ``PROVIDER_NETWORK_ERROR``, ``PROVIDER_BAD_RESPONSE`` or
+            ``CANCELLED``.
+        """
+        body: dict[str, Any] = {**(extra_body or {}), "model": model, "messages": messages, "stream": stream}
+        if tools:
+            body["tools"] = tools
+        events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        aborted = threading.Event()
+        holder: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                events.put(("done", self._exchange(body, stream, events, holder, aborted)))
+            except BaseException as exc:  # delivered to the waiting thread
+                events.put(("error", exc))
+
+        if cancel is not None and cancel.is_set():
+            raise ProviderError("CANCELLED", "the generation was cancelled before it was sent")
+        worker = threading.Thread(target=work, name="loomscope-provider", daemon=True)
+        worker.start()
+        text_so_far: list[str] = []
+        while True:
+            if cancel is not None and cancel.is_set():
+                aborted.set()
+                self._abort(holder)
+                worker.join(timeout=0.2)  # daemon; it ends at its own read timeout
+                raise ProviderError("CANCELLED", "the generation was cancelled")
+            try:
+                kind, value = events.get(timeout=CANCEL_POLL_S)
+            except queue.Empty:
+                continue
+            if kind == "delta":
+                text_so_far.append(value)
+                if on_delta is not None:
+                    on_delta(value, "".join(text_so_far))
+            elif kind == "done":
+                return value
+            else:
+                if isinstance(value, ProviderError):
+                    raise value
+                raise error_for_exception(value) from None
+
+    @staticmethod
+    def _abort(holder: dict[str, Any]) -> None:
+        for key in ("response", "client"):
+            obj = holder.get(key)
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception:  # closing from another thread may race; the worker ends anyway
+                    pass
+
+    def _exchange(self, body: dict[str, Any], stream: bool, events: queue.Queue,
+                  holder: dict[str, Any], aborted: threading.Event) -> ProviderReply:
+        with httpx.Client(timeout=self._timeout, transport=self._transport,
+                          follow_redirects=False, trust_env=True) as client:
+            holder["client"] = client
+            with client.stream("POST", self.url, json=body, headers=self._headers(stream)) as response:
+                holder["response"] = response
+                if response.status_code != 200:
+                    raw = b""
+                    for chunk in response.iter_bytes():
+                        raw += chunk
+                        if len(raw) >= MAX_ERROR_BODY_BYTES:
+                            break
+                    error = error_for_status(response.status_code, raw, response.headers)
+                    del raw  # classified; never kept
+                    raise error
+                ctype = response.headers.get("content-type", "")
+                if not stream or "text/event-stream" not in ctype:
+                    raw = response.read()
+                    try:
+                        doc = json.loads(raw)
+                    except ValueError:
+                        raise _bad("the provider's answer is not valid JSON") from None
+                    reply = parse_completion(doc)
+                    if stream and reply.content:
+                        events.put(("delta", reply.content))
+                    return reply
+                state = _StreamState()
+                for line in response.iter_lines():
+                    if aborted.is_set():
+                        raise ProviderError("CANCELLED", "the generation was cancelled")
+                    line = line.strip()
+                    if not line or line.startswith(":") or not line.startswith("data:"):
+                        continue  # blank separators, comments, event:/id: fields
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        state.done = True
+                        break
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError:
+                        raise _bad("a streamed chunk is not valid JSON") from None
+                    piece = state.feed(chunk)
+                    if piece:
+                        events.put(("delta", piece))
+                if not state.done and state.finish_reason is None:
+                    raise ProviderError("PROVIDER_NETWORK_ERROR",
+                                        "the stream ended before the reply was complete")
+                return state.reply()

@@ -1,0 +1,271 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions protocol (test helper).
+
+It stands in for an LLM provider in tests and demos: thread-based (``ThreadingHTTPServer``),
+listening on an ephemeral port, recording every request it receives. Tell it how to behave
+with ``server.mode`` (or a queue of modes in ``server.script``):
+
+``answer``        200 JSON completion (``choices[0].message``), also when ``stream`` was asked
+``stream``        200 Server-Sent Events in pieces, ``data: [DONE]`` at the end (chunked encoding)
+``tool_call``     200 JSON completion whose message calls a tool
+``stall``         accept the request, then send nothing until released (or ``stall_s`` passes)
+``stall_stream``  send the headers and one SSE chunk, then stall
+``401`` ``429`` ``500`` ``400_context``  the HTTP error with an OpenAI-shaped error body
+``malformed``     200 whose body is not JSON
+``drop``          read the request and close the connection without an answer
+``drop_stream``   send headers and one chunk, then close mid-stream
+
+Every error body, malformed body and reply contains :data:`UPSTREAM_MARKER`, so tests can
+assert that no upstream body reached an audit.
+
+Run it by hand: ``python -m tests.fake_provider --mode stream`` prints its base URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: Appears in every body the server sends; must never show up in a stored audit.
+UPSTREAM_MARKER = "UPSTREAM-BODY-7f3a"
+
+MODES = ("answer", "stream", "tool_call", "stall", "stall_stream", "401", "429", "500",
+         "400_context", "malformed", "drop", "drop_stream")
+
+_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "401": (401, {"error": {"message": f"Incorrect API key provided. {UPSTREAM_MARKER}",
+                            "type": "invalid_request_error", "code": "invalid_api_key"}}),
+    "429": (429, {"error": {"message": f"Rate limit reached. {UPSTREAM_MARKER}",
+                            "type": "requests", "code": "rate_limit_exceeded"}}),
+    "500": (500, {"error": {"message": f"The server had an error. {UPSTREAM_MARKER}",
+                            "type": "server_error", "code": None}}),
+    "400_context": (400, {"error": {
+        "message": f"This model's maximum context length is 128000 tokens. {UPSTREAM_MARKER}",
+        "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FakeProviderServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    # ------------------------------------------------------------ helpers
+    def _send_json(self, status: int, doc: Any) -> None:
+        raw = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        if status == 429:
+            self.send_header("Retry-After", "7")
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _sse_headers(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+
+    def _event(self, doc: Any) -> None:
+        self._chunk(f"data: {json.dumps(doc)}\n\n".encode())
+
+    def _delta(self, piece: str, finish: str | None = None) -> dict[str, Any]:
+        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": self.server.model_name,
+                "choices": [{"index": 0, "delta": {"content": piece} if piece else {},
+                             "finish_reason": finish}]}
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.connection.close()
+
+    def _stall(self) -> None:
+        self.server.release.wait(self.server.stall_s)
+
+    # ------------------------------------------------------------ protocol
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": [{"id": self.server.model_name, "object": "model"}]})
+        else:
+            self._send_json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        mode = self.server.next_mode()
+        self.server.record({"method": "POST", "path": self.path, "headers": dict(self.headers.items()),
+                            "body": body, "mode": mode})
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, {"error": {"message": "unknown path"}})
+            return
+        reply = self.server.reply_text
+        if mode == "answer":
+            self._send_json(200, {
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                "model": self.server.model_name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+        elif mode == "tool_call":
+            self._send_json(200, {
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                "model": self.server.model_name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_fake_1", "type": "function",
+                     "function": {"name": "consult_catalogue", "arguments": '{"query": "atlas"}'}}]},
+                    "finish_reason": "tool_calls"}]})
+        elif mode == "stream":
+            self._sse_headers()
+            words = reply.split(" ")
+            for i, word in enumerate(words):
+                self._event(self._delta(word if i == 0 else " " + word))
+                if self.server.chunk_delay_s:
+                    time.sleep(self.server.chunk_delay_s)
+            self._event(self._delta("", "stop"))
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+        elif mode == "stall":
+            self._stall()
+            self._drop()
+        elif mode == "stall_stream":
+            self._sse_headers()
+            self._event(self._delta(reply.split(" ")[0]))
+            self._stall()
+            self._drop()
+        elif mode in _ERRORS:
+            status, doc = _ERRORS[mode]
+            self._send_json(status, doc)
+        elif mode == "malformed":
+            raw_out = f'{{"choices": [{{"message": {UPSTREAM_MARKER}'.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw_out)))
+            self.end_headers()
+            self.wfile.write(raw_out)
+        elif mode == "drop":
+            self._drop()
+        elif mode == "drop_stream":
+            self._sse_headers()
+            self._event(self._delta(reply.split(" ")[0]))
+            self._drop()
+        else:  # pragma: no cover - guarded by FakeProviderServer.mode
+            self._send_json(500, {"error": {"message": f"unknown fake mode {mode}"}})
+
+
+class FakeProviderServer(ThreadingHTTPServer):
+    """The fake provider. Use as a context manager; ``base_url`` is ``http://127.0.0.1:<port>/v1``.
+
+    Attributes
+    ----------
+    mode:
+        Default behaviour (one of :data:`MODES`).
+    script:
+        Modes for the next requests, consumed first (then ``mode`` applies).
+    requests:
+        Every request received: ``{"method", "path", "headers", "body", "mode"}``.
+    reply_text, model_name, chunk_delay_s, stall_s:
+        Reply text, the model name echoed, delay between streamed pieces (s), longest stall (s).
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, mode: str = "answer", *, port: int = 0,
+                 reply_text: str = f"The ravens have already told her. {UPSTREAM_MARKER}",
+                 chunk_delay_s: float = 0.0, stall_s: float = 30.0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.mode = mode
+        self.script: deque[str] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.reply_text = reply_text
+        self.model_name = "fake-model"
+        self.chunk_delay_s = chunk_delay_s
+        self.stall_s = stall_s
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "mode" and value not in MODES:
+            raise ValueError(f"unknown mode {value!r}; one of {MODES}")
+        super().__setattr__(name, value)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def next_mode(self) -> str:
+        with self._lock:
+            return self.script.popleft() if self.script else self.mode
+
+    def record(self, item: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(item)
+
+    def start(self) -> FakeProviderServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="fake-provider", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        self.shutdown()
+        self.server_close()
+
+    def __enter__(self) -> FakeProviderServer:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until Ctrl+C (``python -m tests.fake_provider --mode stream --port 8765``)."""
+    parser = argparse.ArgumentParser(description="fake OpenAI-compatible provider on 127.0.0.1")
+    parser.add_argument("--mode", default="answer", choices=MODES)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--reply", default=None, help="reply text")
+    parser.add_argument("--delay", type=float, default=0.05, help="seconds between streamed pieces")
+    args = parser.parse_args(argv)
+    kwargs: dict[str, Any] = {"port": args.port, "chunk_delay_s": args.delay}
+    if args.reply:
+        kwargs["reply_text"] = args.reply
+    server = FakeProviderServer(args.mode, **kwargs)
+    print(server.base_url, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.release.set()
+        server.server_close()
+        for req in server.requests:
+            print(json.dumps({"path": req["path"], "mode": req["mode"],
+                              "messages": len((req["body"] or {}).get("messages", []))}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
