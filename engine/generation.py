@@ -62,10 +62,14 @@ class ProviderConfig:
 
 @dataclass(frozen=True)
 class GenerationResult:
-    """The closed audit and, when completed, the reply as a new assistant message."""
+    """The closed audit and, when completed, the reply as a new assistant message.
+
+    ``reply_index`` is the reply's message index once stored (``generate_and_store``).
+    """
 
     audit: PromptContextAudit
     reply: ChatMessage | None = None
+    reply_index: int | None = None
 
 
 def _now() -> datetime:
@@ -215,5 +219,5 @@ def generate_and_store(
         request = request.model_copy(update={"settings": settings})
     result = generate(request, provider, chat_id=chat_id, registries=registries,
                       on_progress=on_progress, cancel=cancel)
-    store.record_generation(result.audit, result.reply)
-    return result
+    index = store.record_generation(result.audit, result.reply)
+    return GenerationResult(result.audit, result.reply, index)

@@ -702,19 +702,21 @@ class Store:
                 if on_warning is not None:
                     on_warning(str(path), str(warning))
             items.append((Path(path), item))
-        refs: list[ImportRef] = []
+        refs: dict[int, ImportRef] = {}
         with self._unit() as session:
             by_name: dict[str, str] = {}
-            for path, item in items:
+            # cards and books first, so a chat links to a card imported in the same call
+            order = sorted(range(len(items)), key=lambda i: items[i][1].kind == "chat")
+            for i in order:
+                path, item = items[i]
                 kind, value = item.kind, item.value
                 if kind == "character":
                     char_id = self._insert_character(session, value)
                     by_name[value.name] = char_id
-                    refs.append(ImportRef(kind="character", id=char_id, name=value.name or path.stem))
+                    refs[i] = ImportRef(kind="character", id=char_id, name=value.name or path.stem)
                 elif kind == "lorebook":
                     book = value if value.name else value.model_copy(update={"name": path.stem})
-                    refs.append(ImportRef(kind="lorebook", id=self._insert_lorebook(session, book),
-                                          name=book.name))
+                    refs[i] = ImportRef(kind="lorebook", id=self._insert_lorebook(session, book), name=book.name)
                 elif kind == "chat":
                     character_id = by_name.get(value.character_name) if value.character_name else None
                     if character_id is None and value.character_name:
@@ -723,11 +725,11 @@ class Store:
                             .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
                     title = value.title or path.stem
                     chat_id = self._insert_chat(session, value, title=title, character_id=character_id)
-                    refs.append(ImportRef(kind="chat", id=chat_id, name=title))
+                    refs[i] = ImportRef(kind="chat", id=chat_id, name=title)
                 else:  # pragma: no cover - load_any only returns the three kinds
                     raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
                                        file=str(path))
-        return refs
+        return [refs[i] for i in range(len(items))]
 
     # ================================================================ audits
     def get_audit(self, chat_id: str) -> PromptContextAudit | None:

@@ -1,0 +1,140 @@
+"""``loomscope generate CHAT_ID``: run the pipeline and ask an OpenAI-compatible provider to reply.
+
+The reply is appended to the chat and the run's ``PromptContextAudit`` replaces the chat's
+previous one. The API key comes from ``$LOOMSCOPE_API_KEY``, ``$OPENAI_API_KEY`` or the OS keyring
+(never from a flag, so it stays out of shell history). Overrides (``--model``,
+``--context-limit``, ``--reply-reserve``, ``--strategy``) apply to this run only.
+
+Exit codes (SPEC §10): 0 completed; 3 ``TOKEN_BUDGET_EXCEEDED`` (nothing was sent); 4 provider
+failure (the normalized code is printed); 130 cancelled (Ctrl+C); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+
+from ..cli import EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
+from ..errors import SettingsError
+from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
+
+BASE_URL_ENV_VARS = ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``generate`` subcommand."""
+    p = sub.add_parser("generate", help="generate the next reply of a library chat through a provider")
+    p.add_argument("chat_id", metavar="CHAT_ID")
+    p.add_argument("--message", metavar="TEXT", default=None,
+                   help="append this user message first")
+    p.add_argument("--base-url", metavar="URL", default=None,
+                   help="OpenAI-compatible endpoint (env LOOMSCOPE_BASE_URL or OPENAI_BASE_URL; "
+                        "default https://api.openai.com/v1)")
+    p.add_argument("--model", metavar="NAME", default=None, help="model (default: the chat's settings)")
+    p.add_argument("--context-limit", type=int, metavar="N", default=None, help="context window in tokens")
+    p.add_argument("--reply-reserve", metavar="N|P%", default=None, help="tokens (or percent) kept for the reply")
+    p.add_argument("--strategy", metavar="NAME", default=None, help="context strategy")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", default=60.0,
+                   help="longest silence tolerated from the provider (default 60)")
+    p.add_argument("--no-stream", action="store_true", help="ask for one JSON answer instead of a stream")
+    add_db_argument(p)
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def _settings(stored, args: argparse.Namespace):
+    from ..schema import ContextSettings
+
+    data = stored.model_dump(mode="json")
+    if args.model:
+        data["model"] = args.model
+    if args.context_limit is not None:
+        data["context_limit"] = args.context_limit
+    if args.reply_reserve is not None:
+        text = str(args.reply_reserve).strip()
+        data["reply_reserve"] = int(text) if text.isdigit() else text
+    if args.strategy:
+        data["strategy"] = args.strategy
+    try:
+        return ContextSettings.model_validate(data)
+    except Exception as exc:
+        lines = str(exc).splitlines()
+        raise SettingsError("INVALID_SETTINGS", "; ".join(lines[1:3]) if len(lines) > 2 else str(exc),
+                            file="settings") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate, store, print the reply (or the failure) and return the exit code."""
+    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store, resolve_api_key
+
+    fmt = output_format(args)
+    live = fmt == "table" and sys.stdout.isatty()
+    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)),
+                                     DEFAULT_BASE_URL)
+    with open_library(args) as store:
+        settings = _settings(store.get_chat(args.chat_id).settings, args)
+        provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=resolve_api_key(),
+                                  timeout_s=args.timeout, stream=not args.no_stream)
+        cancel = threading.Event()
+        shown = [0]
+
+        def on_progress(event) -> None:
+            if live and event.state == "running" and event.text:
+                sys.stdout.write(event.text[shown[0]:])
+                sys.stdout.flush()
+                shown[0] = len(event.text)
+
+        outcome: dict[str, object] = {}
+
+        def work() -> None:
+            try:
+                outcome["result"] = generate_and_store(store, args.chat_id, provider, message=args.message,
+                                                       settings=settings, on_progress=on_progress,
+                                                       cancel=cancel)
+            except BaseException as exc:  # re-raised on the main thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="loomscope-generate", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+        except KeyboardInterrupt:
+            cancel.set()
+            worker.join()
+        if "error" in outcome:
+            raise outcome["error"]  # type: ignore[misc]
+    result = outcome["result"]
+    audit = result.audit  # type: ignore[attr-defined]
+    if live and shown[0]:
+        sys.stdout.write("\n")
+    if fmt == "json":
+        print_json({
+            "chat_id": audit.chat_id,
+            "generation_id": audit.generation_id,
+            "status": audit.status,
+            "error_code": audit.error_code,
+            "prompt_tokens": audit.prompt_tokens,
+            "reply_index": result.reply_index,  # type: ignore[attr-defined]
+            "reply": result.reply.model_dump(mode="json", exclude_none=True) if result.reply else None,  # type: ignore[attr-defined]
+        })
+    elif audit.status == "completed":
+        if not live:
+            reply = result.reply  # type: ignore[attr-defined]
+            text = reply.text() if reply is not None else ""
+            if reply is not None and reply.tool_calls:
+                text = text or "\n".join(f"[tool call] {c.function.name}({c.function.arguments})"
+                                         for c in reply.tool_calls)
+            sys.stdout.write(text + "\n")
+        sys.stderr.write(f"loomscope: {audit.chat_id}: completed: message {result.reply_index} "  # type: ignore[attr-defined]
+                         f"({audit.prompt_tokens} prompt tokens, audit {audit.generation_id})\n")
+    if audit.status == "completed":
+        return EXIT_OK
+    sys.stderr.write(f"loomscope: {audit.chat_id}: {audit.error_code}: {audit.error_message}\n")
+    if audit.status == "cancelled":
+        return EXIT_CANCELLED
+    if audit.error_code == "TOKEN_BUDGET_EXCEEDED":
+        return EXIT_BUDGET
+    return EXIT_PROVIDER

@@ -1,0 +1,46 @@
+"""``loomscope import FILE...``: add cards, lorebooks and chats to the library.
+
+All files are read first and stored in one transaction: if any file is bad, nothing is stored
+(exit 2 naming the file, place and ``IMPORT_*`` code). Output: ``[{"kind", "id", "name"}]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``import`` subcommand."""
+    p = sub.add_parser("import", help="import character cards, lorebooks and chats into the library")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="card (PNG/JSON), SillyTavern world JSON, chat (SillyTavern JSONL, OpenAI messages)")
+    add_db_argument(p)
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import every file in one transaction and print what each became."""
+    def warn(path: str, message: str) -> None:
+        sys.stderr.write(f"loomscope: {path}: warning: {message}\n")
+
+    with open_library(args) as store:
+        refs = store.import_files(args.files, on_warning=warn)
+    if output_format(args) == "json":
+        print_json([r.model_dump(mode="json") for r in refs])
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"imported {len(refs)} item(s)")
+    table.add_column("kind")
+    table.add_column("id", no_wrap=True, min_width=32)
+    table.add_column("name")
+    table.add_column("file")
+    for ref, path in zip(refs, args.files):
+        table.add_row(ref.kind, ref.id, ref.name, path)
+    Console().print(table)
+    return 0

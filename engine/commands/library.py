@@ -1,0 +1,147 @@
+"""``loomscope chats``, ``loomscope delete-chat CHAT_ID``, ``loomscope audit CHAT_ID``: the library.
+
+Every command takes ``--db URL`` (default ``$LOOMSCOPE_DB`` or the embedded SQLite library) and,
+where it prints data, ``--format table|json`` (default: table on a terminal, JSON when piped).
+JSON output is the pydantic model itself (``ChatSummary`` list, ``PromptContextAudit``).
+Exit 2 with ``CHAT_NOT_FOUND`` / ``AUDIT_NOT_FOUND`` when there is nothing to show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import NotFoundError
+
+
+def add_db_argument(p: argparse.ArgumentParser) -> None:
+    """``--db URL`` (env ``LOOMSCOPE_DB``; default the embedded SQLite library)."""
+    p.add_argument("--db", default=None, metavar="URL",
+                   help="SQLAlchemy URL or SQLite file of the library (env LOOMSCOPE_DB; "
+                        "default: the embedded library in the user data folder)")
+
+
+def add_format_argument(p: argparse.ArgumentParser) -> None:
+    """``--format table|json`` (default: table on a terminal, json when piped)."""
+    p.add_argument("--format", choices=("table", "json"), default=None,
+                   help="output format (default: table on a terminal, json when piped)")
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The chosen format, defaulting by whether stdout is a terminal."""
+    return args.format or ("table" if sys.stdout.isatty() else "json")
+
+
+def open_library(args: argparse.Namespace):
+    """Open the library named by ``args.db`` (``None`` → env or embedded default)."""
+    from ..storage import open_store
+
+    return open_store(args.db)
+
+
+def print_json(doc: Any) -> None:
+    """Write one JSON document to stdout."""
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``chats``, ``delete-chat`` and ``audit``."""
+    p = sub.add_parser("chats", help="list the chats in the library")
+    add_db_argument(p)
+    add_format_argument(p)
+    p.set_defaults(func=run_chats)
+
+    p = sub.add_parser("delete-chat", help="delete a chat (and its audit) from the library")
+    p.add_argument("chat_id", metavar="CHAT_ID")
+    add_db_argument(p)
+    add_format_argument(p)
+    p.set_defaults(func=run_delete)
+
+    p = sub.add_parser("audit", help="show the stored audit of a chat's last generation")
+    p.add_argument("chat_id", metavar="CHAT_ID")
+    add_db_argument(p)
+    add_format_argument(p)
+    p.set_defaults(func=run_audit)
+
+
+def run_chats(args: argparse.Namespace) -> int:
+    """Print ``[{"id", "title", "character", "messages", "has_audit", ...}]``."""
+    with open_library(args) as store:
+        chats = store.list_chats()
+    if output_format(args) == "json":
+        print_json([c.model_dump(mode="json") for c in chats])
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(chats)} chats")
+    table.add_column("id", no_wrap=True, min_width=32)
+    for col in ("title", "character", "messages", "audit", "updated (UTC)"):
+        table.add_column(col, justify="right" if col == "messages" else "left")
+    for c in chats:
+        table.add_row(c.id, c.title, c.character or "", str(c.messages), "yes" if c.has_audit else "",
+                      c.updated_at.strftime("%Y-%m-%d %H:%M"))
+    Console().print(table)
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    """Delete the chat; prints ``{"deleted": CHAT_ID}``."""
+    with open_library(args) as store:
+        store.delete_chat(args.chat_id)
+    if output_format(args) == "json":
+        print_json({"deleted": args.chat_id})
+    else:
+        sys.stdout.write(f"deleted chat {args.chat_id} and its audit\n")
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Print the stored ``PromptContextAudit`` (exit 2 ``CHAT_NOT_FOUND``/``AUDIT_NOT_FOUND``)."""
+    with open_library(args) as store:
+        audit = store.get_audit(args.chat_id)
+    if audit is None:
+        raise NotFoundError("AUDIT_NOT_FOUND", "the chat has no stored audit (no generation yet)",
+                            file=args.chat_id)
+    if output_format(args) == "json":
+        print_json(audit.model_dump(mode="json"))
+        return 0
+    render_audit(audit)
+    return 0
+
+
+def render_audit(audit) -> None:
+    """Print an audit for people: header, blocks table, budget line, diagnostics."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    colors = {"completed": "green", "failed": "red", "cancelled": "yellow", "pending": "cyan"}
+    console.print(f"generation [bold]{audit.generation_id}[/] · chat {audit.chat_id}")
+    console.print(f"{audit.provider} · model {audit.model} · "
+                  f"[{colors.get(audit.status, 'white')}]{audit.status}[/]"
+                  + (f" · [red]{audit.error_code}[/]: {audit.error_message}" if audit.error_code else ""))
+    console.print(f"created {audit.created_at.isoformat()} · finished "
+                  f"{audit.finished_at.isoformat() if audit.finished_at else '-'}")
+    table = Table(show_lines=False)
+    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {}),
+                    ("tokens", {"justify": "right"}), ("status", {}), ("reason", {}), ("", {})):
+        table.add_column(col, **kw)
+    status_colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
+    for b in audit.blocks:
+        marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
+        table.add_row(str(b.position), b.kind, b.role, b.source, str(b.tokens),
+                      f"[{status_colors.get(b.status, 'white')}]{b.status}[/]", b.reason, marks)
+    console.print(table)
+    console.print(
+        f"prompt [bold]{audit.prompt_tokens}[/] tokens · context {audit.context_limit} − reply reserve "
+        f"{audit.reply_reserve} = budget {audit.budget} · safety margin {audit.safety_margin} · headroom "
+        f"{audit.headroom} · strategy {audit.strategy} · tokenizer {audit.tokenizer.profile}"
+        f"{' (approximate)' if audit.tokenizer.approximate else ' (exact)'}")
+    console.print(f"{len(audit.provider_messages)} provider messages, {len(audit.tools)} tools sent")
+    for d in audit.interceptor_diagnostics:
+        console.print(f"[cyan]interceptor:[/] {d}")
+    for w in audit.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
