@@ -108,12 +108,13 @@ def shift_context(
     excluded: dict[int, str] = {}
     diagnostics: list[str] = []
 
-    def drop(unit: _Unit, reason: str, cause: int | None = None) -> None:
+    def drop(unit: _Unit, reason: str, cause: int | None = None,
+             group_reason: str = "TOOL_GROUP_DROPPED") -> None:
         for m in unit.members:
             if m == cause or not unit.is_group:
                 excluded[m] = reason
             else:
-                excluded[m] = "TOOL_GROUP_DROPPED"
+                excluded[m] = group_reason
 
     live: list[_Unit] = []
     for unit in units:
@@ -149,7 +150,7 @@ def shift_context(
     if protected_tokens > budget:
         error = TOKEN_BUDGET_EXCEEDED
         for unit in removable:
-            drop(unit, "OVER_BUDGET_PROTECTED")
+            drop(unit, "OVER_BUDGET_PROTECTED", group_reason="OVER_BUDGET_PROTECTED")
         total = protected_tokens
     elif total > budget:
         room = budget - protected_tokens
@@ -157,7 +158,7 @@ def shift_context(
         # message to make room for them would be pointless.
         for unit in removable:
             if unit.tokens > room:
-                drop(unit, "TOO_LARGE_FOR_BUDGET")
+                drop(unit, "TOO_LARGE_FOR_BUDGET", group_reason="TOO_LARGE_FOR_BUDGET")
                 total -= unit.tokens
         order = sorted(
             (u for u in removable if u.members[0] not in excluded),

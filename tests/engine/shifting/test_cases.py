@@ -1,0 +1,127 @@
+"""The issue's "cases that other tools get wrong", each as a test (zero-overhead counter)."""
+
+from __future__ import annotations
+
+from engine.shifting import check_shift_result, shift_context
+
+from tests.engine.shifting.helpers import Builder
+
+
+def _excluded(result):
+    return {e.block_id: e.reason for e in result.excluded}
+
+
+def test_tool_call_and_result_leave_together():
+    b = Builder()
+    s = b.sys(10); u1 = b.msg(10); c = b.call(5, "a"); r = b.result(5, "a")
+    u2 = b.msg(15); a = b.msg(10, "assistant")
+    res = shift_context(b.blocks, b.count, 40)
+    assert res.kept == [s, u2, a]
+    assert _excluded(res) == {u1: "HISTORY_OLDEST_FIRST", c: "TOOL_GROUP_DROPPED", r: "TOOL_GROUP_DROPPED"}
+    assert res.total_tokens == 35 and res.error is None
+
+
+def test_parallel_calls_leave_with_all_results():
+    b = Builder()
+    s = b.sys(5); u1 = b.msg(5); c = b.call(5, "a", "b"); ra = b.result(10, "a"); rb = b.result(10, "b")
+    u2 = b.msg(5); a = b.msg(5, "assistant")
+    res = shift_context(b.blocks, b.count, 30)
+    assert res.kept == [s, u2, a]
+    assert {c, ra, rb} <= set(_excluded(res))
+    assert not check_shift_result(b.blocks, res)
+
+
+def test_non_adjacent_result_is_one_group():
+    b = Builder()
+    s = b.sys(1); c = b.call(10, "a"); typed = b.msg(1); r = b.result(10, "a", key="callId")
+    cur = b.msg(1, current=True)
+    # budget forces one of call/result out: both go, the typed message stays
+    res = shift_context(b.blocks, b.count, 15)
+    ex = _excluded(res)
+    assert c in ex and r in ex and typed not in ex
+    assert res.kept == [s, typed, cur]
+
+
+def test_protected_alone_over_budget_is_an_error():
+    b = Builder()
+    b.sys(105); u = b.msg(10)
+    res = shift_context(b.blocks, b.count, 50)
+    assert res.error == "TOKEN_BUDGET_EXCEEDED"
+    assert _excluded(res)[u] == "OVER_BUDGET_PROTECTED"
+    assert res.protected_tokens == 105
+
+
+def test_huge_tool_group_excluded_as_unit_rest_kept():
+    b = Builder()
+    s = b.sys(100); u1 = b.msg(50); c = b.call(20, "c1"); r = b.result(5000, "c1")
+    cur = b.msg(30, current=True)
+    res = shift_context(b.blocks, b.count, 4000)
+    assert res.kept == [s, u1, cur]
+    assert _excluded(res) == {c: "TOO_LARGE_FOR_BUDGET", r: "TOO_LARGE_FOR_BUDGET"}
+    assert res.total_tokens == 180
+
+
+def test_character_kept_newest_nine_of_twelve():
+    b = Builder()
+    s = b.sys(100); ch = b.character(400)
+    hist = [b.msg(150, "user" if i % 2 == 0 else "assistant") for i in range(12)]
+    res = shift_context(b.blocks, b.count, 2048 - 198)
+    assert res.kept == [s, ch, *hist[3:]]
+    assert [e.block_id for e in res.excluded] == hist[:3]
+    assert all(e.reason == "HISTORY_OLDEST_FIRST" for e in res.excluded)
+
+
+def test_pinned_message_survives_and_group_protection_propagates():
+    b = Builder()
+    s = b.sys(5); old = b.msg(10, pinned=True); c = b.call(10, "x", pinned=True); r = b.result(10, "x")
+    mid = b.msg(10); mid2 = b.msg(10); cur = b.msg(5, current=True)
+    res = shift_context(b.blocks, b.count, 52)
+    assert {old, c, r, mid2} <= set(res.kept)
+    assert _excluded(res) == {mid: "HISTORY_OLDEST_FIRST"}
+    # with no room left beside the protected blocks, a removable block can never fit
+    res = shift_context(b.blocks, b.count, 42)
+    assert _excluded(res) == {mid: "TOO_LARGE_FOR_BUDGET", mid2: "TOO_LARGE_FOR_BUDGET"}
+    assert res.kept_reasons[old] == "PINNED"
+
+
+def test_manual_exclusion_takes_its_group():
+    b = Builder()
+    s = b.sys(5); c = b.call(5, "q"); r = b.result(5, "q"); cur = b.msg(5, current=True)
+    b.blocks[2] = b.blocks[2].model_copy(update={"manual_excluded": True})
+    res = shift_context(b.blocks, b.count, 1000, honor_manual=True)
+    assert _excluded(res) == {r: "MANUAL_EXCLUDED", c: "TOOL_GROUP_DROPPED"}
+    res2 = shift_context(b.blocks, b.count, 1000, honor_manual=False)
+    assert res2.excluded == []
+
+
+def test_hidden_and_orphans_never_sent():
+    b = Builder()
+    s = b.sys(5); h = b.msg(5, hidden=True); o = b.result(5, "nobody"); cur = b.msg(5, current=True)
+    res = shift_context(b.blocks, b.count, 1000)
+    assert _excluded(res) == {h: "HIDDEN", o: "TOOL_RESULT_ORPHANED"}
+
+
+def test_legacy_results_link_by_position():
+    b = Builder()
+    s = b.sys(1); c = b.call(5)  # no ids
+    b.blocks[-1].message.tool_calls.append(  # two id-less calls
+        b.blocks[-1].message.tool_calls[0].model_copy()) if b.blocks[-1].message.tool_calls else None
+    r1 = b.result(5, None); r2 = b.result(5, None); u = b.msg(5); cur = b.msg(1, current=True)
+    from engine.schema import ToolCall, ToolFunction
+    b.blocks[1] = b.blocks[1].model_copy(update={"message": b.blocks[1].message.model_copy(update={
+        "tool_calls": [ToolCall(function=ToolFunction(name="f")), ToolCall(function=ToolFunction(name="g"))]})})
+    res = shift_context(b.blocks, b.count, 12)
+    assert set(_excluded(res)) == {c, r1, r2}
+    assert res.kept == [s, u, cur]
+
+
+def test_examples_go_first_then_history_then_low_priority_lore():
+    b = Builder()
+    s = b.sys(5); ex = b.example(10); lo = b.lore(10, priority=50); hi = b.lore(10, priority=200)
+    k = b.lore(10, priority=1, constant=True); m1 = b.msg(10); cur = b.msg(5, current=True)
+    res = shift_context(b.blocks, b.count, 30)
+    ex_map = _excluded(res)
+    assert ex_map[ex] == "EXAMPLES_PUSHED_OUT"
+    assert ex_map[m1] == "HISTORY_OLDEST_FIRST"
+    assert ex_map[lo] == "PRIORITY_LOWEST_FIRST"
+    assert hi in res.kept and k in res.kept
