@@ -505,6 +505,11 @@ def load_chat(path: str | Path, index: int = 0) -> Chat:
 # export
 # --------------------------------------------------------------------------------------------
 
+def _dumps(value: Any) -> str:
+    """``JSON.stringify`` equivalent: compact, non-ASCII kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
     meta_extra = dict(m.meta.model_extra or {})
     st_keys = meta_extra.pop("st_keys", None)
@@ -573,8 +578,8 @@ def export_chat_jsonl(chat: Chat) -> str:
     role and hidden flag; what SillyTavern cannot express (tool calls, other roles, pinned /
     manual-exclude flags, tools, other chat fields) goes into a ``loomscope`` object on the line,
     which SillyTavern ignores and :func:`load_chat` reads back. Lines that were not messages
-    (``Chat.st_extra_lines``) are written back in place. Lines end with ``\\n``; the text ends
-    with a newline.
+    (``Chat.st_extra_lines``) are written back in place. Like SillyTavern's ``saveChat``
+    (``JSON.stringify`` per line, joined by ``\\n``): compact separators, no trailing newline.
 
     ``load_chat(write(export_chat_jsonl(c)))`` equals ``c`` (title aside, which comes from the file
     name) for chats read from SillyTavern and from the OpenAI shapes.
@@ -592,17 +597,17 @@ def export_chat_jsonl(chat: Chat) -> str:
         lms["fields"] = extra
     if lms:
         header["loomscope"] = lms
-    out = [json.dumps(header, ensure_ascii=False)]
+    out = [_dumps(header)]
     pending = sorted((f for f in foreign if isinstance(f, dict)), key=lambda f: f.get("before", 0))
     fi = 0
     for i, m in enumerate(chat.messages):
         while fi < len(pending) and pending[fi].get("before", 0) <= i:
-            out.append(json.dumps(pending[fi].get("data"), ensure_ascii=False))
+            out.append(_dumps(pending[fi].get("data")))
             fi += 1
-        out.append(json.dumps(_export_st_message(m, chat), ensure_ascii=False))
+        out.append(_dumps(_export_st_message(m, chat)))
     for f in pending[fi:]:
-        out.append(json.dumps(f.get("data"), ensure_ascii=False))
-    return "\n".join(out) + "\n"
+        out.append(_dumps(f.get("data")))
+    return "\n".join(out)
 
 
 def write_chat_jsonl(chat: Chat, path: str | Path) -> None:

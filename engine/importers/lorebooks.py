@@ -347,8 +347,10 @@ def parse_novelai(r: FieldReader, d: dict[str, Any], *, name: str) -> Lorebook:
             r.warn(f"{path}: empty placeholder entry ({e.get('displayName') or 'no name'})")
     r.warn("NovelAI lorebook: only keys, text, enabled, displayName and forceActivation are mapped; "
            "contextConfig, searchRange and bias groups are kept but have no effect")
+    # book-level NovelAI fields (lorebookVersion, settings, categories) are kept together so a
+    # world export does not look like a NovelAI file any more
     extras = {k: v for k, v in d.items() if k not in {"entries", "name"}}
-    return Lorebook(name=name, entries=entries, **extras)
+    return Lorebook(name=name, entries=entries, novelai_fields=extras)
 
 
 def lorebook_shape(data: Any) -> str | None:
@@ -361,7 +363,7 @@ def lorebook_shape(data: Any) -> str | None:
         return None
     if data.get("spec") == "lorebook_v3":
         return "lorebook_v3"
-    if "lorebookVersion" in data:
+    if "lorebookVersion" in data and not isinstance(data.get("entries"), dict):
         return "novelai_lorebook"
     if data.get("kind") == "memory":
         return None  # Agnai memory book: not supported
