@@ -5,16 +5,16 @@ from __future__ import annotations
 #: Block kind → short label and a glyph shown as its icon.
 KIND_LABELS: dict[str, tuple[str, str]] = {
     "system": ("System", "⚙"),
-    "tools": ("Tools", "🛠"),
+    "tools": ("Tools", "⚒"),
     "character": ("Character", "☺"),
-    "persona": ("Persona", "👤"),
-    "lorebook": ("Lorebook", "📖"),
+    "persona": ("Persona", "☻"),
+    "lorebook": ("Lorebook", "§"),
     "example": ("Example", "✎"),
-    "memory": ("Memory", "🧠"),
+    "memory": ("Memory", "◈"),
     "summary": ("Summary", "Σ"),
     "instruction": ("Instruction", "➤"),
-    "message": ("Message", "💬"),
-    "tool_call": ("Tool call", "⚒"),
+    "message": ("Message", "✉"),
+    "tool_call": ("Tool call", "ƒ"),
     "tool_result": ("Tool result", "↩"),
 }
 
@@ -95,7 +95,7 @@ def reason_words(code: str) -> str:
 
 
 def kind_label(kind: str) -> str:
-    """``"💬 Message"``-style label for a block kind."""
+    """``"✉ Message"``-style label for a block kind (glyphs that common fonts carry)."""
     label, glyph = KIND_LABELS.get(kind, (kind.title(), "•"))
     return f"{glyph} {label}"
 
@@ -105,3 +105,9 @@ def display_status(status: str, reason: str) -> str:
     if status == "truncated" and reason in ("SUMMARIZED", "COMPACTED"):
         return "summarized"
     return status
+
+#: Markers (glyphs present in DejaVu Sans / common UI fonts; no emoji font needed).
+PROTECTED_MARK = "⚷"
+PINNED_MARK = "⚑"
+GROUP_MARK = "↔"
+EXCLUDE_MARK = "⊘"

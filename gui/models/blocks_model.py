@@ -16,7 +16,15 @@ from PySide6.QtGui import QBrush, QColor, QFont
 
 from engine.schema import ContextPreview, PreviewBlock
 
-from ..labels import STATUS_COLORS, display_status, kind_label, reason_words
+from ..labels import (
+    GROUP_MARK,
+    PINNED_MARK,
+    PROTECTED_MARK,
+    STATUS_COLORS,
+    display_status,
+    kind_label,
+    reason_words,
+)
 
 #: The :class:`PreviewBlock` of a row (any column).
 BLOCK_ROLE = int(Qt.ItemDataRole.UserRole) + 1
@@ -136,7 +144,7 @@ class BlocksTableModel(QAbstractTableModel):
             return HEADERS.get(BlockColumn(section), "")
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             if section == BlockColumn.MARKERS:
-                return "🔒 protected · 📌 pinned · ⛓ tool group"
+                return f"{PROTECTED_MARK} protected · {PINNED_MARK} pinned · {GROUP_MARK} tool group"
         return None
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
@@ -199,6 +207,8 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.POSITION:
             return b.position
         if col == BlockColumn.KIND:
+            if b.message_index is not None:  # the role says more than "Message" for chat messages
+                return f"{kind_label(b.kind).split(' ')[0]} {b.role}"
             return kind_label(b.kind)
         if col == BlockColumn.ROLE:
             return b.role
@@ -218,9 +228,9 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.REASON:
             return reason_words(b.reason)
         if col == BlockColumn.MARKERS:
-            marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "")
+            marks = (PROTECTED_MARK if b.protected else "") + (PINNED_MARK if b.pinned else "")
             if b.group:
-                marks += "⛓"
+                marks += GROUP_MARK
             return marks
         return None
 
@@ -286,18 +296,26 @@ class BlocksFilterProxy(QSortFilterProxyModel):
 
     def set_kinds(self, kinds: set[str] | None) -> None:
         """Only these block kinds (``None``: all)."""
-        self._kinds = frozenset(kinds) if kinds is not None else None
-        self.invalidateFilter()
+        self._refilter(lambda: setattr(self, "_kinds", frozenset(kinds) if kinds is not None else None))
 
     def set_statuses(self, statuses: set[str] | None) -> None:
         """Only these statuses (``kept``/``excluded``/``truncated``/``summarized``; ``None``: all)."""
-        self._statuses = frozenset(statuses) if statuses is not None else None
-        self.invalidateFilter()
+        self._refilter(lambda: setattr(self, "_statuses",
+                                       frozenset(statuses) if statuses is not None else None))
 
     def set_text(self, text: str) -> None:
         """Only blocks whose text or source contains ``text`` (case-insensitive)."""
-        self._text = text.strip().lower()
-        self.invalidateFilter()
+        self._refilter(lambda: setattr(self, "_text", text.strip().lower()))
+
+    def _refilter(self, change) -> None:  # noqa: ANN001
+        # Qt ≥ 6.10 wants begin/endFilterChange around the change; older Qt has invalidateFilter
+        if hasattr(self, "beginFilterChange"):
+            self.beginFilterChange()
+            change()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:  # pragma: no cover - older PySide6
+            change()
+            self.invalidateFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:  # noqa: N802
         model = self.sourceModel()

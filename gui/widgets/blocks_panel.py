@@ -90,13 +90,14 @@ class BlocksPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(False)
-        widths = {BlockColumn.POSITION: 44, BlockColumn.KIND: 110, BlockColumn.ROLE: 70,
-                  BlockColumn.SOURCE: 130, BlockColumn.TEXT: 300, BlockColumn.TOKENS: 70,
-                  BlockColumn.STATUS: 80, BlockColumn.REASON: 190, BlockColumn.MARKERS: 52,
-                  BlockColumn.PIN: 40, BlockColumn.EXCLUDE: 58}
+        widths = {BlockColumn.POSITION: 34, BlockColumn.KIND: 100, BlockColumn.ROLE: 64,
+                  BlockColumn.SOURCE: 120, BlockColumn.TEXT: 200, BlockColumn.TOKENS: 56,
+                  BlockColumn.STATUS: 72, BlockColumn.REASON: 170, BlockColumn.MARKERS: 36,
+                  BlockColumn.PIN: 34, BlockColumn.EXCLUDE: 56}
         for col, w in widths.items():
             self.table.setColumnWidth(col, w)
         header.setSectionResizeMode(BlockColumn.TEXT, QHeaderView.ResizeMode.Stretch)
+        self.table.setColumnHidden(BlockColumn.ROLE, True)  # the Kind column shows a message's role
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
         self.model.modelAboutToBeReset.connect(self._remember_selection)
         self.model.modelReset.connect(self._restore_selection)

@@ -170,13 +170,17 @@ class BudgetBar(QWidget):
             p.setPen(QPen(color, 2, Qt.PenStyle.DashLine))
             p.drawLine(int(x), int(bar_top - 3), int(x), int(bar_top + bar_h + 3))
             p.setPen(color)
-            label = f"trigger {100 * COMPACTION_TRIGGER:.0f} %" if key == "trigger" else \
-                f"target {100 * COMPACTION_TARGET:.0f} %"
-            p.drawText(QRectF(x - 60, 0, 120, 14), int(Qt.AlignmentFlag.AlignCenter), label)
+            # target label left of its line, trigger label right of it: they never overlap
+            if key == "trigger":
+                p.drawText(QRectF(x + 3, 0, 140, 14), int(Qt.AlignmentFlag.AlignLeft),
+                           f"compaction trigger {100 * COMPACTION_TRIGGER:.0f} %")
+            else:
+                p.drawText(QRectF(x - 143, 0, 140, 14), int(Qt.AlignmentFlag.AlignRight),
+                           f"target {100 * COMPACTION_TARGET:.0f} %")
         p.setPen(QColor("#333"))
         used = self._preview.prompt_tokens
-        p.drawText(QRectF(2, 0, 400, 14), int(Qt.AlignmentFlag.AlignLeft),
-                   f"{used:,} / {self._preview.budget:,} budget · limit {limit:,}")
+        p.drawText(QRectF(2, 0, 300, 14), int(Qt.AlignmentFlag.AlignLeft),
+                   f"{used:,} of {limit:,} tokens")
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         seg = self.segment_at(event.position().x())

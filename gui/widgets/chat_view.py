@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from engine.schema import ChatMessage, ProgressEvent
 
-from ..labels import STATUS_COLORS, reason_words
+from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK, STATUS_COLORS, reason_words
 from ..models.chat_model import (
     FATE_ROLE,
     GREYED_ROLE,
@@ -183,14 +183,14 @@ class ChatDelegate(QStyledItemDelegate):
         if msg.tool_calls:
             parts.append("calls " + ", ".join(c.function.name or "?" for c in msg.tool_calls))
         if fate is not None and fate.group:
-            parts.append(f"⛓ {fate.group}")
+            parts.append(f"{GROUP_MARK} tool group {fate.group}")
         p.setPen(QColor(STATUS_COLORS[fate.status][0]) if fate is not None and not greyed else QColor("#7a8088"))
         pin_r, excl_r = self.button_rects(rect, marker)
         p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
                    int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
         # buttons
         pinned, excluded = bool(msg.meta.pinned), bool(msg.meta.manualExcluded)
-        for r, on, glyph, color in ((pin_r, pinned, "📌", "#d08a00"), (excl_r, excluded, "⊘", "#c0392b")):
+        for r, on, glyph, color in ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")):
             p.setPen(QColor(color) if on else QColor("#b5bac0"))
             if on:
                 p.fillRect(r.adjusted(1, 1, -1, -1), QColor(color).lighter(185))

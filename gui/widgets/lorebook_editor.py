@@ -224,12 +224,31 @@ def lorebook_budget(settings: Any, context_limit: int) -> int:
     return budget
 
 
+def books_for(request: Any) -> list[Any]:
+    """The books World Info runs on: ``request.lorebooks`` plus the card's embedded book.
+
+    Same rule as ``engine.pipeline`` (so trace ``book_index`` values line up): the card's
+    ``character_book`` is appended, named ``"<card> (card)"`` when unnamed, unless a book of
+    that name is already attached.
+    """
+    books = list(request.lorebooks)
+    card = getattr(request, "character", None)
+    embedded = getattr(card, "character_book", None) if card is not None else None
+    if embedded is not None and embedded.entries:
+        if not embedded.name:
+            embedded = embedded.model_copy(update={"name": f"{card.name or 'character'} (card)"})
+        if all(b.name != embedded.name for b in books):
+            books.append(embedded)
+    return books
+
+
 @dataclass(frozen=True)
 class EntryRow:
     """One table row: an entry, where it lives, and what the preview and test said about it.
 
     ``trace``/``test`` are trace records (dicts with ``activated``, ``code``, ``detail``,
-    ``tokens``) or ``None``; ``budget`` is the lorebook budget in tokens (0 when unknown).
+    ``tokens``) or ``None``; ``budget`` is the lorebook budget in tokens (0 when unknown);
+    ``embedded`` marks the card's own book (not in ``request.lorebooks``).
     """
 
     book_index: int
@@ -239,6 +258,7 @@ class EntryRow:
     trace: dict[str, Any] | None = None
     test: dict[str, Any] | None = None
     budget: int = 0
+    embedded: bool = False
 
     @property
     def key(self) -> tuple[int, str]:
@@ -546,8 +566,13 @@ class _EntriesProxy(QSortFilterProxyModel):
         self.fired_only = False
 
     def set_fired_only(self, value: bool) -> None:
-        self.fired_only = value
-        self.invalidateFilter()
+        if hasattr(self, "beginFilterChange"):  # Qt ≥ 6.9; invalidateFilter is deprecated there
+            self.beginFilterChange()
+            self.fired_only = value
+            self.endFilterChange()
+        else:  # pragma: no cover - older Qt
+            self.fired_only = value
+            self.invalidateFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:  # noqa: N802
         model = self.sourceModel()
@@ -669,7 +694,7 @@ class EntryForm(QGroupBox):
         self.revert_button.clicked.connect(self._on_revert_button_clicked)
         for edit in (self.comment, self.keys, self.secondary):
             edit.returnPressed.connect(self.apply_requested)
-            edit.textEdited.connect(self._on_field_changed)
+            edit.textChanged.connect(self._on_field_changed)
         for box in (self.constant, self.enabled):
             box.toggled.connect(self._on_field_changed)
         for combo in (self.logic, self.position):
@@ -715,7 +740,8 @@ class EntryForm(QGroupBox):
         else:
             where = f"<b>{_escape(row.book_name or 'Book')}</b> · {_escape(_entry_title(row.entry))}"
             if not row.editable:
-                where += "<br><i>This lorebook is not in the library; it cannot be edited here.</i>"
+                where += ("<br><i>Embedded in the character card: read-only here.</i>" if row.embedded else
+                          "<br><i>This lorebook is not in the library: read-only here.</i>")
             self.where.setText(where)
             self.set_status(row)
         self._update_buttons()
@@ -977,14 +1003,24 @@ class LorebookTab(QWidget):
         return self._registry
 
     def _profile_and_limit(self) -> tuple[str, int]:
+        """Tokenizer profile and the context size World Info budgets against (tokens).
+
+        Mirrors ``engine.pipeline``: activation gets ``context_limit − reply_reserve``
+        (``preview.budget``) as its context limit.
+        """
         request, preview = self._request, self._preview
         if preview is not None:
-            return preview.tokenizer.profile, int(preview.context_limit)
+            return preview.tokenizer.profile, int(preview.budget)
         from engine.tokenizers import lookup_model
 
         settings = request.settings
         info = lookup_model(settings.model)
-        return settings.tokenizer or info.profile, int(settings.context_limit or info.context_limit)
+        limit = int(settings.context_limit or info.context_limit)
+        try:
+            reserve = settings.resolve_reply_reserve(limit)
+        except Exception:  # noqa: BLE001 - a bad reserve only affects the shown share
+            reserve = 0
+        return settings.tokenizer or info.profile, max(1, limit - reserve)
 
     def _budget(self) -> int:
         if self._request is None:
@@ -1005,8 +1041,9 @@ class LorebookTab(QWidget):
         request = self._request
         try:
             _, limit = self._profile_and_limit()
-            result = test_text(list(request.lorebooks), text, request.settings.world_info,
-                               count_tokens=self._count_tokens(), context_limit=limit)
+            result = test_text(books_for(request), text, request.settings.world_info,
+                               count_tokens=self._count_tokens(), context_limit=limit,
+                               **_optional_kwargs(test_text, _macro_names(request)))
         except Exception as exc:  # noqa: BLE001 - shown by stable code, never raised into Qt
             from gui.errors import user_error
 
@@ -1041,15 +1078,15 @@ class LorebookTab(QWidget):
         budget = self._budget()
         ids = self._ids if len(self._ids) == len(request.lorebooks) else []
         rows: list[EntryRow] = []
-        for bi, book in enumerate(request.lorebooks):
-            book_id = ids[bi] if ids else ""
+        for bi, book in enumerate(books_for(request)):
+            book_id = ids[bi] if ids and bi < len(ids) else ""
             for entry in book.entries:
                 key = trace_key(bi, entry.uid)
                 rows.append(EntryRow(
                     book_index=bi, book_name=book.name, lorebook_id=book_id, entry=entry,
                     trace=trace.get(key) if self._preview is not None else None,
                     test=self._test_trace.get(key) if self._test_trace is not None else None,
-                    budget=budget,
+                    budget=budget, embedded=bi >= len(request.lorebooks),
                 ))
         return rows
 
@@ -1080,10 +1117,10 @@ class LorebookTab(QWidget):
         if request is None:
             self.summary.setText("No chat open.")
             return
-        if not request.lorebooks:
+        books = len(books_for(request))
+        if not books:
             self.summary.setText("No lorebook is attached to this chat.")
             return
-        books = len(request.lorebooks)
         text = f"{books} lorebook{'s' if books != 1 else ''} · {len(rows)} entries"
         if self._preview is None:
             self.summary.setText(text + " · preview pending…")
@@ -1122,6 +1159,29 @@ class LorebookTab(QWidget):
             return
         self._selected_key = row.key
         self.form.load(row)
+
+
+def _macro_names(request: Any) -> dict[str, Any]:
+    """``{{user}}``/``{{char}}`` names and the card/persona, chosen as ``engine.pipeline`` does."""
+    card = request.character
+    persona = request.persona
+    user = (persona.name if persona is not None and persona.name else None) or request.chat.user_name or "User"
+    char = ((card.nickname or card.name) if card is not None and (card.nickname or card.name)
+            else (request.chat.character_name or ""))
+    return {"user_name": user, "char_name": char, "character": card, "persona": persona}
+
+
+def _optional_kwargs(fn: Callable[..., Any], candidates: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``candidates`` that ``fn`` accepts as keyword arguments."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(candidates)
+    return {k: v for k, v in candidates.items() if k in params}
 
 
 def _record_title(rec: dict[str, Any]) -> str:

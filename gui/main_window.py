@@ -1,0 +1,621 @@
+"""The main window: library | prompt blocks & chat | inspectors, with the budget bar on top.
+
+Data flows one way (STYLE.md 4): widgets emit intents; the window turns pin / exclude /
+lorebook edits into undo commands on the document; the document saves to the library and
+asks for a debounced preview; the frozen result resets the views.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import LoomscopeError
+from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, ProgressEvent
+
+from .context import AppContext
+from .errors import UserError, message_for, user_error
+from .generation import GenerationRunner
+from .preview import PreviewOutcome
+from .undo import EditLorebookEntryCommand, SetMessageFlagCommand
+from .widgets.blocks_panel import BlocksPanel
+from .widgets.budget_bar import BudgetBar
+from .widgets.chat_view import ChatView
+from .widgets.library_panel import LibraryPanel
+from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
+from .widgets.settings_panel import SettingsPanel
+from .widgets.tokens_chart import TokensChart
+from .widgets.block_inspector import BlockInspector
+from .widgets.lorebook_editor import LorebookTab
+
+try:  # TODO(gui-inspectors): import directly once audit_inspector.py lands
+    from .widgets.audit_inspector import AuditTab
+except ImportError:  # pragma: no cover - development only
+    AuditTab = None  # type: ignore[assignment,misc]
+
+log = logging.getLogger(__name__)
+
+#: ``--tab`` names → (which tab widget, index).
+CENTRE_TABS = ("blocks", "chat")
+INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
+IMPORT_FILTER = "Cards, worlds and chats (*.png *.json *.jsonl);;All files (*)"
+
+
+class _PlaceholderTab(QLabel):
+    def __init__(self, ctx: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__("(audit inspector not available)", parent)
+
+    def set_state(self, *args: Any) -> None:
+        pass
+
+
+class MainWindow(QMainWindow):
+    """Loomscope's window.
+
+    Signals
+    -------
+    preview_applied(object ContextPreview | None)   # views updated with a new preview
+    error_shown(object UserError)                   # an error was shown to the user
+    """
+
+    preview_applied = Signal(object)
+    error_shown = Signal(object)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Loomscope")
+        self.setAcceptDrops(True)
+        self.preview: ContextPreview | None = None
+        self.audit: Any | None = None
+        self.last_error: UserError | None = None
+        self._select_on_next_preview = False
+        #: Asks the user yes/no; replaced in tests.
+        self.confirm = self._confirm_dialog
+
+        # -- panels ----------------------------------------------------------------------
+        self.library = LibraryPanel(self)
+        self.budget_bar = BudgetBar(self)
+        self.tokens_chart = TokensChart(self)
+        self.banner = QLabel(self)
+        self.banner.setObjectName("errorBanner")
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setStyleSheet("QLabel#errorBanner { background: #fdecea; color: #8a1f1c; "
+                                  "border: 1px solid #e6a19c; border-radius: 4px; padding: 6px; }")
+        self.banner.hide()
+        self.blocks_panel = BlocksPanel(self)
+        self.chat_view = ChatView(self)
+        self.centre_tabs = QTabWidget(self)
+        self.centre_tabs.setObjectName("centreTabs")
+        self.centre_tabs.addTab(self.blocks_panel, "Prompt blocks")
+        self.centre_tabs.addTab(self.chat_view, "Chat")
+        centre = QWidget(self)
+        cl = QVBoxLayout(centre)
+        cl.setContentsMargins(4, 4, 4, 4)
+        self.title_label = QLabel(self)
+        self.title_label.setObjectName("chatTitle")
+        self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt;")
+        self.status_label = QLabel(self)
+        self.status_label.setStyleSheet("color: #555;")
+        head = QHBoxLayout()
+        head.addWidget(self.title_label, 1)
+        head.addWidget(self.status_label)
+        cl.addLayout(head)
+        cl.addWidget(self.budget_bar)
+        cl.addWidget(self.tokens_chart)
+        cl.addWidget(self.banner)
+        cl.addWidget(self.centre_tabs, 1)
+
+        self.block_inspector = BlockInspector(ctx, self)
+        self.lorebook_tab = LorebookTab(ctx, self)
+        self.audit_tab = AuditTab(ctx, self) if AuditTab is not None else _PlaceholderTab(ctx, self)
+        self.settings_panel = SettingsPanel(ctx.registries, self)
+        self.inspector_tabs = QTabWidget(self)
+        self.inspector_tabs.setObjectName("inspectorTabs")
+        self.inspector_tabs.addTab(self.block_inspector, "Block")
+        self.inspector_tabs.addTab(self.lorebook_tab, "Lorebook")
+        self.inspector_tabs.addTab(self.audit_tab, "Audit")
+        self.inspector_tabs.addTab(self.settings_panel, "Settings")
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.setObjectName("mainSplitter")
+        self.splitter.addWidget(self.library)
+        self.splitter.addWidget(centre)
+        self.splitter.addWidget(self.inspector_tabs)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([220, 800, 420])
+        self.setCentralWidget(self.splitter)
+
+        self.generation = GenerationRunner(self)
+        self._build_actions()
+        self._wire()
+        self.statusBar().showMessage("Ready")
+
+    # ================================================================ setup
+    def _build_actions(self) -> None:
+        stack = self.ctx.undo_stack
+        self.undo_action = stack.createUndoAction(self, "Undo")
+        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
+        self.redo_action = stack.createRedoAction(self, "Redo")
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        self.import_action = QAction("&Import…", self)
+        self.import_action.setShortcut(QKeySequence("Ctrl+O"))
+        self.import_action.triggered.connect(self._on_import_action_triggered)
+        self.delete_action = QAction("&Delete chat…", self)
+        self.delete_action.triggered.connect(lambda: self.delete_chat(self.ctx.document.chat_id))
+        self.quit_action = QAction("&Quit", self)
+        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        self.quit_action.triggered.connect(self.close)
+        self.generate_action = QAction("▶ Generate", self)
+        self.generate_action.setObjectName("generateAction")
+        self.generate_action.setShortcut(QKeySequence("Ctrl+G"))
+        self.generate_action.setToolTip("Send the previewed prompt to the provider and append the reply (Ctrl+G)")
+        self.generate_action.triggered.connect(self.generate)
+        self.cancel_action = QAction("■ Cancel", self)
+        self.cancel_action.setEnabled(False)
+        self.cancel_action.triggered.connect(self.generation.cancel)
+        self.provider_action = QAction("Provider…", self)
+        self.provider_action.triggered.connect(self.edit_provider)
+        self.refresh_action = QAction("Refresh preview", self)
+        self.refresh_action.setShortcut(QKeySequence("F5"))
+        self.refresh_action.triggered.connect(self.ctx.preview.schedule)
+
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction(self.import_action)
+        file_menu.addAction(self.delete_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        edit_menu = self.menuBar().addMenu("&Edit")
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addAction(self.redo_action)
+        gen_menu = self.menuBar().addMenu("&Generate")
+        gen_menu.addAction(self.generate_action)
+        gen_menu.addAction(self.cancel_action)
+        gen_menu.addAction(self.provider_action)
+        gen_menu.addAction(self.refresh_action)
+        bar = QToolBar("Main", self)
+        bar.setObjectName("mainToolbar")
+        bar.setMovable(False)
+        for a in (self.import_action, self.undo_action, self.redo_action, self.generate_action,
+                  self.cancel_action, self.provider_action):
+            bar.addAction(a)
+        self.addToolBar(bar)
+
+    def _wire(self) -> None:
+        ctx = self.ctx
+        doc = ctx.document
+        ctx.preview.set_snapshot_provider(doc.snapshot)
+        ctx.preview.preview_ready.connect(self._on_preview_ready)
+        ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
+        doc.request_changed.connect(ctx.preview.schedule)
+        doc.messages_changed.connect(self._on_document_messages_changed)
+        doc.chat_loaded.connect(self._on_document_chat_loaded)
+        self.blocks_panel.model.pin_toggled.connect(self.set_pinned)
+        self.blocks_panel.model.exclude_toggled.connect(self.set_excluded)
+        self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
+        self.chat_view.pin_toggled.connect(self.set_pinned)
+        self.chat_view.exclude_toggled.connect(self.set_excluded)
+        self.chat_view.branch_requested.connect(self.branch_chat)
+        self.chat_view.message_submitted.connect(self.append_user_message)
+        self.chat_view.message_selected.connect(self.blocks_panel.select_message)
+        self.tokens_chart.message_clicked.connect(self._on_tokens_chart_message_clicked)
+        self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)
+        self.settings_panel.settings_edited.connect(self._on_settings_panel_settings_edited)
+        self.library.chat_selected.connect(self.open_chat)
+        self.library.import_requested.connect(self._on_import_action_triggered)
+        self.library.delete_requested.connect(self.delete_chat)
+        self.generation.progress.connect(self._on_generation_progress)
+        self.generation.finished.connect(self._on_generation_finished)
+        self.generation.failed.connect(self._on_generation_failed)
+        self.generation.running_changed.connect(self._on_generation_running_changed)
+
+    # ================================================================ library
+    def refresh_library(self) -> None:
+        """Re-read the chat list from the store."""
+        if self.ctx.store is None:
+            return
+        try:
+            chats = self.ctx.store.list_chats()
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Library")
+            return
+        self.library.set_chats(chats, current=self.ctx.document.chat_id)
+
+    def open_chat(self, chat_id: str | None) -> None:
+        """Open ``chat_id`` (from the store); the preview follows."""
+        if chat_id == self.ctx.document.chat_id and chat_id is not None:
+            return
+        self.ctx.undo_stack.clear()  # commands belong to the chat they were made in
+        try:
+            self.ctx.document.load_chat(chat_id)
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Open chat")
+            return
+        if chat_id:
+            self.library.select_chat(chat_id, emit=False)
+            self.ctx.settings.setValue("library/last_chat", chat_id)
+
+    def open_request(self, request: Any, title: str | None = None) -> None:
+        """Open an in-memory request (no store)."""
+        self.ctx.undo_stack.clear()
+        self.ctx.document.load_request(request, title=title)
+
+    def import_files(self, paths: list[str]) -> list[Any]:
+        """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
+        if self.ctx.store is None or not paths:
+            return []
+        try:
+            refs = self.ctx.store.import_files(paths)
+        except LoomscopeError as exc:
+            err = user_error(exc)
+            name = Path(exc.file).name if exc.file else ", ".join(Path(p).name for p in paths)
+            self.show_error(UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
+                                      exc.file, exc.place), "Import failed")
+            return []
+        self.refresh_library()
+        chats = [r for r in refs if r.kind == "chat"]
+        self.statusBar().showMessage(
+            "Imported " + ", ".join(f"{r.kind} “{r.name}”" for r in refs), 8000)
+        if chats:
+            self.open_chat(chats[-1].id)
+        return refs
+
+    def delete_chat(self, chat_id: str | None) -> bool:
+        """Delete ``chat_id`` after confirmation (its audit goes with it)."""
+        if self.ctx.store is None or not chat_id:
+            return False
+        title = next((c.title for c in self.ctx.store.list_chats() if c.id == chat_id), chat_id)
+        if not self.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
+            return False
+        try:
+            self.ctx.store.delete_chat(chat_id)
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Delete chat")
+            return False
+        if self.ctx.document.chat_id == chat_id:
+            self.ctx.undo_stack.clear()
+            self.ctx.document.load_chat(None)
+        self.refresh_library()
+        ids = self.library.chat_ids()
+        if ids and self.ctx.document.chat_id is None:
+            self.open_chat(ids[0])
+        return True
+
+    def branch_chat(self, message_index: int) -> str | None:
+        """Fork the open chat at ``message_index`` and open the branch."""
+        doc = self.ctx.document
+        if self.ctx.store is None or doc.chat_id is None:
+            return None
+        try:
+            new_id = self.ctx.store.branch_chat(doc.chat_id, message_index)
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Branch")
+            return None
+        self.refresh_library()
+        self.open_chat(new_id)
+        self.statusBar().showMessage(f"Branched at message {message_index}", 6000)
+        return new_id
+
+    # ================================================================ edits
+    def set_pinned(self, message_index: int, value: bool) -> None:
+        """Pin / unpin a message (undoable, saved)."""
+        self._push_flag(message_index, "pinned", value)
+
+    def set_excluded(self, message_index: int, value: bool) -> None:
+        """Exclude / include a message by hand (undoable, saved)."""
+        self._push_flag(message_index, "manual_excluded", value)
+
+    def _push_flag(self, message_index: int, flag: str, value: bool) -> None:
+        doc = self.ctx.document
+        if doc.request is None or not 0 <= message_index < len(doc.messages()):
+            return
+        try:
+            self.ctx.undo_stack.push(SetMessageFlagCommand(doc, message_index, flag, value))
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Save")
+
+    def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
+        """A lorebook entry edit from the Lorebook tab (undoable, saved)."""
+        try:
+            self.ctx.undo_stack.push(EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Lorebook")
+
+    def append_user_message(self, text: str) -> None:
+        """The composer's Send: append a user message."""
+        if self.ctx.document.request is None:
+            return
+        try:
+            self.ctx.document.append_message(ChatMessage(role="user", content=text))
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Send")
+            return
+        self.refresh_library()
+        self.chat_view.list.scrollToBottom()
+
+    def _on_settings_panel_settings_edited(self, settings: ContextSettings) -> None:
+        try:
+            self.ctx.document.set_settings(settings)
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Settings")
+
+    # ================================================================ document → views
+    def _on_document_chat_loaded(self, chat_id: str) -> None:
+        doc = self.ctx.document
+        self.title_label.setText(doc.title or "(no chat)")
+        self.setWindowTitle(f"Loomscope — {doc.title}" if doc.title else "Loomscope")
+        self.audit = None
+        if doc.request is not None:
+            self.settings_panel.set_settings(doc.request.settings)
+        if self.ctx.store is not None and chat_id and chat_id != "memory":
+            try:
+                self.audit = self.ctx.store.get_audit(chat_id)
+            except LoomscopeError as exc:
+                self.show_error(user_error(exc), "Audit")
+        self.chat_view.model.clear_finished_progress()
+        self.audit_tab.set_state(self.audit, self.preview)
+        self._select_on_next_preview = True
+
+    def _on_document_messages_changed(self) -> None:
+        doc = self.ctx.document
+        req = doc.request
+        if req is None:
+            self.chat_view.set_messages([], "User", "Assistant")
+            return
+        char = req.chat.character_name or (req.character.name if req.character else "") or "Assistant"
+        user = (req.persona.name if req.persona else "") or req.chat.user_name or "User"
+        self.chat_view.set_messages(list(req.chat.messages), user, char)
+
+    def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
+        if outcome.error is not None:
+            self._show_banner(outcome.error.full_text())
+            self.status_label.setText("preview failed")
+            self.preview_applied.emit(None)
+            return
+        preview = outcome.preview
+        self.apply_preview(preview, outcome.elapsed_s)
+
+    def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0) -> None:
+        """Show ``preview`` in every view."""
+        self.preview = preview
+        doc = self.ctx.document
+        self.blocks_panel.set_preview(preview)
+        self.chat_view.set_preview(preview)
+        self.budget_bar.set_preview(preview)
+        self.tokens_chart.set_preview(preview)
+        self.settings_panel.set_preview(preview)
+        self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
+        self.audit_tab.set_state(self.audit, preview)
+        if preview is None:
+            self._hide_banner()
+            self.status_label.clear()
+        else:
+            if preview.error is not None:
+                self._show_banner(self.budget_message(preview))
+            else:
+                self._hide_banner()
+            approx = " · ≈ approximate" if preview.tokenizer.approximate else ""
+            self.status_label.setText(
+                f"{preview.prompt_tokens:,} / {preview.budget:,} tokens · headroom {preview.headroom:,} · "
+                f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
+        if self._select_on_next_preview and preview is not None:
+            self._select_on_next_preview = False
+            if self.blocks_panel.current_block() is None and self.ctx.document.messages():
+                # a fresh chat opens on its newest message, the one the reply answers
+                self.blocks_panel.select_message(len(self.ctx.document.messages()) - 1)
+        block = self.blocks_panel.current_block()
+        self._on_blocks_panel_block_selected(block)
+        self.preview_applied.emit(preview)
+
+    def budget_message(self, preview: ContextPreview) -> str:
+        """The message for a preview error; for ``TOKEN_BUDGET_EXCEEDED`` it names the protected blocks."""
+        assert preview.error is not None
+        text = message_for(preview.error.code)
+        if preview.error.code == "TOKEN_BUDGET_EXCEEDED":
+            protected = sorted((b for b in preview.blocks if b.protected), key=lambda b: -b.tokens)
+            total = sum(b.tokens for b in protected)
+            lines = [f"{text}", f"Protected blocks: {total:,} tokens for a budget of {preview.budget:,} "
+                     f"(limit {preview.context_limit:,} − reserve {preview.reply_reserve:,}):"]
+            for b in protected[:6]:
+                lines.append(f"  • {b.source} — {b.tokens:,} tokens ({b.reason})")
+            if len(protected) > 6:
+                lines.append(f"  • … and {len(protected) - 6} more")
+            lines.append("No request will be sent until this fits.")
+            return "\n".join(lines)
+        return f"{text} ({preview.error.code})"
+
+    def _show_banner(self, text: str) -> None:
+        self.banner.setText(text)
+        self.banner.show()
+
+    def _hide_banner(self) -> None:
+        self.banner.hide()
+        self.banner.clear()
+
+    def _on_blocks_panel_block_selected(self, block: Any) -> None:
+        profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
+        self.block_inspector.set_block(block, profile)
+
+    def _on_tokens_chart_message_clicked(self, message_index: int) -> None:
+        self.chat_view.scroll_to_message(message_index)
+        self.blocks_panel.select_message(message_index)
+
+    # ================================================================ generation
+    def edit_provider(self) -> bool:
+        """Open the provider settings dialog; returns ``True`` when saved."""
+        model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
+        dialog = ProviderDialog(self.ctx.settings, model, self)
+        return dialog.exec() == ProviderDialog.DialogCode.Accepted
+
+    def provider_config(self) -> Any:
+        """The provider configuration from the saved settings and the resolved key."""
+        from engine.generation import ProviderConfig
+
+        model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
+        ps = load_provider_settings(self.ctx.settings, model)
+        return ProviderConfig(base_url=ps.base_url, model=ps.model, api_key=resolve_key(),
+                              timeout_s=ps.timeout_s, stream=ps.stream)
+
+    def generate(self) -> bool:
+        """Generate a reply for the open chat; returns ``False`` when nothing was started."""
+        doc = self.ctx.document
+        if self.ctx.store is None or doc.chat_id is None or doc.request is None:
+            self.show_error(UserError("CHAT_NOT_FOUND", "Open a chat from the library to generate."), "Generate")
+            return False
+        if self.preview is not None and self.preview.error is not None \
+                and self.preview.error.code == "TOKEN_BUDGET_EXCEEDED":
+            self.show_error(UserError("TOKEN_BUDGET_EXCEEDED", self.budget_message(self.preview)), "Generate")
+            return False
+        return self.generation.start(doc.snapshot(), self.provider_config(), doc.chat_id, self.ctx.registries)
+
+    def _on_generation_progress(self, event: ProgressEvent) -> None:
+        self.chat_view.update_progress(event)
+
+    def _on_generation_running_changed(self, running: bool) -> None:
+        self.generate_action.setEnabled(not running)
+        self.cancel_action.setEnabled(running)
+        self.statusBar().showMessage("Generating…" if running else "Ready")
+
+    def _on_generation_finished(self, result: Any) -> None:
+        audit = result.audit
+        store = self.ctx.store
+        try:
+            if hasattr(store, "record_generation"):
+                store.record_generation(audit, result.reply)
+            else:  # pragma: no cover - older store
+                store.put_audit(audit)
+                if result.reply is not None:
+                    store.append_message(audit.chat_id, result.reply)
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Save generation")
+            return
+        if self.ctx.document.chat_id == audit.chat_id:
+            self.audit = audit
+            self.ctx.document.reload()
+            self.chat_view.model.clear_finished_progress()
+            self.audit_tab.set_state(self.audit, self.preview)
+        self.refresh_library()
+        if audit.error_code:
+            if audit.error_code == "TOKEN_BUDGET_EXCEEDED" and self.preview is not None \
+                    and self.preview.error is not None:
+                err = UserError(audit.error_code, self.budget_message(self.preview))
+            else:
+                err = UserError(audit.error_code, message_for(audit.error_code))
+            self.show_error(err, "Generation " + audit.status)
+        else:
+            self.statusBar().showMessage(f"Reply appended · audit {audit.generation_id[:8]} stored", 8000)
+
+    def _on_generation_failed(self, error: UserError) -> None:
+        self.show_error(error, "Generation failed")
+
+    # ================================================================ errors & dialogs
+    def show_error(self, error: UserError, title: str = "Error") -> None:
+        """Show ``error`` (mapped from its stable code) without blocking."""
+        self.last_error = error
+        log.info("%s: %s", error.code, error.text)
+        self.error_shown.emit(error)
+        box = QMessageBox(QMessageBox.Icon.Warning, title, error.text, QMessageBox.StandardButton.Ok, self)
+        details = [f"Code: {error.code}"]
+        if error.file:
+            details.append(f"File: {error.file}")
+        if error.place:
+            details.append(f"Where: {error.place}")
+        box.setInformativeText("\n".join(details))
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+
+    def _confirm_dialog(self, title: str, text: str) -> bool:
+        return QMessageBox.question(self, title, text) == QMessageBox.StandardButton.Yes
+
+    def _on_import_action_triggered(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Import cards, worlds and chats", "", IMPORT_FILTER)
+        if paths:
+            self.import_files(paths)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            QTimer.singleShot(0, lambda: self.import_files(paths))
+
+    # ================================================================ state
+    def select_tab(self, name: str) -> bool:
+        """Show tab ``name`` (``blocks``, ``chat``, ``block``, ``lorebook``, ``audit``, ``settings``)."""
+        key = name.strip().lower()
+        if key in CENTRE_TABS:
+            self.centre_tabs.setCurrentIndex(CENTRE_TABS.index(key))
+            return True
+        if key in INSPECTOR_TABS:
+            self.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index(key))
+            return True
+        return False
+
+    def restore_state(self) -> None:
+        """Window geometry, layout, splitter sizes and tabs from ``QSettings``."""
+        s = self.ctx.settings
+        geometry = s.value("window/geometry")
+        if isinstance(geometry, QByteArray | bytes):
+            self.restoreGeometry(geometry)
+        state = s.value("window/state")
+        if isinstance(state, QByteArray | bytes):
+            self.restoreState(state)
+        splitter = s.value("window/splitter")
+        if isinstance(splitter, QByteArray | bytes):
+            self.splitter.restoreState(splitter)
+        for key, tabs in (("window/centre_tab", self.centre_tabs), ("window/inspector_tab", self.inspector_tabs)):
+            try:
+                tabs.setCurrentIndex(int(s.value(key, 0)))
+            except (TypeError, ValueError):
+                pass
+
+    def save_state(self) -> None:
+        """Persist geometry, layout, splitter sizes, tabs and the open chat."""
+        s = self.ctx.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.setValue("window/splitter", self.splitter.saveState())
+        s.setValue("window/centre_tab", self.centre_tabs.currentIndex())
+        s.setValue("window/inspector_tab", self.inspector_tabs.currentIndex())
+        if self.ctx.document.chat_id and self.ctx.document.chat_id != "memory":
+            s.setValue("library/last_chat", self.ctx.document.chat_id)
+        s.sync()
+
+    def start(self, chat_id: str | None = None) -> None:
+        """Fill the library and open ``chat_id`` (else the last chat, else the most recent)."""
+        self.refresh_library()
+        ids = self.library.chat_ids()
+        wanted = chat_id or str(self.ctx.settings.value("library/last_chat", "") or "")
+        if wanted and wanted in ids:
+            self.open_chat(wanted)
+        elif chat_id:
+            self.open_chat(chat_id)  # not listed: shows CHAT_NOT_FOUND
+        elif ids:
+            self.open_chat(ids[0])
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.save_state()
+        self.generation.wait(3000)
+        self.ctx.preview.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,110 @@
+"""PreviewController: debounce, worker thread, stale results dropped (controlled fake worker)."""
+
+from __future__ import annotations
+
+import threading
+
+from engine.errors import LoomscopeError
+from engine.schema import Chat, ChatMessage, PreviewRequest
+from gui.preview import PreviewController
+from tests.gui.helpers import make_block, make_preview
+
+
+def _request(tag: str) -> PreviewRequest:
+    return PreviewRequest(chat=Chat(title=tag, messages=[ChatMessage(role="user", content=tag)]))
+
+
+class GatedCompute:
+    """A fake compute: each request waits until the test releases its title."""
+
+    def __init__(self) -> None:
+        self.gates: dict[str, threading.Event] = {}
+        self.started: list[str] = []
+        self.lock = threading.Lock()
+
+    def gate(self, tag: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(tag, threading.Event())
+
+    def __call__(self, request: PreviewRequest):  # noqa: ANN204
+        tag = request.chat.title
+        with self.lock:
+            self.started.append(tag)
+        assert self.gate(tag).wait(5)
+        return make_preview([make_block(0, text=tag)])
+
+
+def test_stale_result_is_dropped(qtbot) -> None:
+    compute = GatedCompute()
+    pool_threads = 2  # let both run concurrently so the old one can finish last
+    from PySide6.QtCore import QThreadPool
+
+    pool = QThreadPool()
+    pool.setMaxThreadCount(pool_threads)
+    ctl = PreviewController(compute, pool=pool)
+    ready: list = []
+    ctl.preview_ready.connect(ready.append)
+    g1 = ctl.submit(_request("old"))
+    qtbot.waitUntil(lambda: "old" in compute.started, timeout=3000)
+    g2 = ctl.submit(_request("new"))
+    qtbot.waitUntil(lambda: "new" in compute.started, timeout=3000)
+    assert g2 == g1 + 1
+    # the newer one finishes first, then the stale one
+    compute.gate("new").set()
+    qtbot.waitUntil(lambda: len(ready) == 1, timeout=3000)
+    with qtbot.waitSignal(ctl.result_dropped, timeout=3000) as blocker:
+        compute.gate("old").set()
+    assert blocker.args == [g1]
+    assert len(ready) == 1 and ready[0].generation == g2
+    assert ready[0].preview.blocks[0].text == "new"
+    assert ctl.dropped == 1
+    pool.waitForDone(3000)
+
+
+def test_debounce_coalesces_edits(qtbot) -> None:
+    calls: list[str] = []
+
+    def compute(request: PreviewRequest):  # noqa: ANN202
+        calls.append(request.chat.title)
+        return make_preview([make_block(0)])
+
+    state = {"tag": "a"}
+    ctl = PreviewController(compute, lambda: _request(state["tag"]), debounce_ms=40)
+    for tag in "abcde":
+        state["tag"] = tag
+        ctl.schedule()
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000) as blocker:
+        pass
+    assert calls == ["e"]  # one computation, on the snapshot taken when the timer fired
+    assert blocker.args[0].request.chat.title == "e"
+    assert not ctl.is_busy()
+
+
+def test_engine_error_is_mapped_by_code(qtbot) -> None:
+    def compute(request: PreviewRequest):  # noqa: ANN202
+        raise LoomscopeError("UNKNOWN_STRATEGY", "raw text that must not be shown")
+
+    ctl = PreviewController(compute, lambda: _request("x"))
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000) as blocker:
+        ctl.flush()
+    outcome = blocker.args[0]
+    assert outcome.preview is None
+    assert outcome.error.code == "UNKNOWN_STRATEGY"
+    assert "raw text" not in outcome.error.text
+
+
+def test_unexpected_error_is_not_shown_raw(qtbot) -> None:
+    def compute(request: PreviewRequest):  # noqa: ANN202
+        raise RuntimeError("secret internals")
+
+    ctl = PreviewController(compute, lambda: _request("x"))
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000) as blocker:
+        ctl.flush()
+    assert blocker.args[0].error.code == "INTERNAL_ERROR"
+    assert "secret" not in blocker.args[0].error.text
+
+
+def test_empty_snapshot_computes_nothing(qtbot) -> None:
+    ctl = PreviewController(lambda r: make_preview([]), lambda: None)
+    assert ctl.flush() is None
+    assert ctl.generation == 0
