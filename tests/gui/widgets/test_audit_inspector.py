@@ -1,0 +1,231 @@
+"""Audit inspector tab: facts, empty state, block table roles, JSON copy, compare with preview."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+from engine.schema import ContextPreview, PreviewBlock, TokenizerInfo
+from engine.schema.audit import PromptContextAudit
+from gui.errors import message_for
+from gui.widgets.audit_inspector import (
+    EMPTY_TEXT,
+    AuditTab,
+    compare_audit_with_preview,
+    summarize_comparison,
+)
+from gui.widgets.block_inspector import reason_in_words
+
+T0 = datetime(2026, 11, 29, 22, 0, tzinfo=timezone.utc)
+
+
+def pb(i: int, source: str, tokens: int, status: str = "kept", reason: str = "FITS_BUDGET",
+       kind: str = "message", **kw) -> PreviewBlock:
+    return PreviewBlock(id=f"b{i}", kind=kind, role=kw.pop("role", "user"), source=source, position=i,
+                        tokens=tokens, status=status, reason=reason, protected=kw.pop("protected", False),
+                        pinned=kw.pop("pinned", False), **kw)
+
+
+AUDIT_BLOCKS = [
+    pb(0, "system", 40, reason="SYSTEM_PROMPT", kind="system", protected=True, role="system"),
+    pb(1, "lorebook:World:3", 80, reason="LOREBOOK_MATCHED", kind="lorebook", role="system"),
+    pb(2, "message:0", 120, status="excluded", reason="HISTORY_OLDEST_FIRST"),
+    pb(3, "message:1", 200, role="assistant", pinned=True, protected=True, reason="PINNED"),
+    pb(4, "message:2", 30, reason="CURRENT_INPUT", protected=True),
+]
+
+
+def _audit(**update) -> PromptContextAudit:
+    fields = dict(
+        generation_id="3f2a9c0d1e2b4c5d", chat_id="c1", provider="http://127.0.0.1:8765/v1",
+        model="claude-sonnet-4", status="failed", error_code="PROVIDER_TIMEOUT",
+        error_message="no answer after 60 s", created_at=T0, finished_at=T0 + timedelta(seconds=61),
+        context_limit=8192, reply_reserve=1024, budget=7168, safety_margin=358, prompt_tokens=680,
+        headroom=6130, strategy="truncate", tokenizer=TokenizerInfo(profile="claude-approx", approximate=True),
+        blocks=AUDIT_BLOCKS,
+        provider_messages=[{"role": "system", "content": "Write Elara's next reply."},
+                           {"role": "user", "content": "Wo ist der Kompass? 🧭"}],
+        interceptor_diagnostics=["redact-names: replaced 2 names"],
+    )
+    fields.update(update)
+    return PromptContextAudit(**fields)
+
+
+def _preview(blocks, prompt_tokens: int = 700, profile: str = "claude-approx") -> ContextPreview:
+    return ContextPreview(model="claude-sonnet-4", tokenizer=TokenizerInfo(profile=profile, approximate=True),
+                          context_limit=8192, reply_reserve=1024, budget=7168, safety_margin=358, headroom=6000,
+                          prompt_tokens=prompt_tokens, strategy="truncate", blocks=blocks)
+
+
+@pytest.fixture
+def tab(qtbot):
+    widget = AuditTab(None)
+    qtbot.addWidget(widget)
+    widget.resize(800, 640)
+    return widget
+
+
+def test_empty_state(tab):
+    tab.set_state(None, _preview(AUDIT_BLOCKS))
+    assert tab.stack.currentIndex() == 0
+    assert tab.empty_label.text() == EMPTY_TEXT == "No generation yet for this chat"
+    assert tab.blocks_model.rowCount() == 0
+
+
+def test_failed_audit_shows_status_code_and_facts(tab):
+    tab.set_state(_audit(), None)
+    f = tab.fields
+    assert tab.stack.currentIndex() == 1
+    assert "failed" in f["status"].text()
+    assert f["generation_id"].text() == "3f2a9c0d1e2b4c5d"
+    assert f["provider"].text() == "http://127.0.0.1:8765/v1"
+    assert f["model"].text() == "claude-sonnet-4"
+    assert "PROVIDER_TIMEOUT" in f["error_code"].text()
+    assert not tab.error_banner.isHidden()
+    assert message_for("PROVIDER_TIMEOUT") in tab.error_banner.text()
+    assert "no answer after 60 s" in tab.error_banner.text()
+    assert f["context_limit"].text() == "8,192"
+    assert f["reply_reserve"].text() == "1,024"
+    assert "680" in f["prompt_tokens"].text()
+    assert "claude-approx" in f["tokenizer"].text() and "approximate" in f["tokenizer"].text()
+    assert not tab.approx_banner.isHidden() and "358" in tab.approx_banner.text()
+    assert "61.0 s" in f["finished"].text()
+    assert "redact-names" in tab.diagnostics_view.toPlainText()
+    assert "preview is not ready" in tab.compare_summary.text()
+
+
+def test_completed_exact_audit_hides_error_and_warning(tab):
+    tab.set_state(_audit(status="completed", error_code=None, error_message=None,
+                         tokenizer=TokenizerInfo(profile="o200k_base", approximate=False), safety_margin=0,
+                         reply_chars=412, finish_reason="stop",
+                         usage={"prompt_tokens": 681, "completion_tokens": 97}), None)
+    assert "completed" in tab.fields["status"].text()
+    assert tab.error_banner.isHidden()
+    assert tab.approx_banner.isHidden()
+    assert tab.fields["error_code"].text() == "none"
+    assert "412 characters" in tab.fields["reply"].text() and "stop" in tab.fields["reply"].text()
+    assert "approximate" not in tab.fields["tokenizer"].text()
+
+
+def test_blocks_model_roles_and_flags(tab):
+    tab.set_state(_audit(), None)
+    m = tab.blocks_model
+    assert m.rowCount() == 5 and m.columnCount() == 8
+    idx = lambda r, c: m.index(r, c)  # noqa: E731
+    assert m.data(idx(2, 3)) == "message:0"
+    assert m.data(idx(2, 4)) == "120"
+    assert m.data(idx(2, 5)) == "excluded"
+    assert m.data(idx(2, 6)) == reason_in_words("HISTORY_OLDEST_FIRST")
+    assert m.data(idx(2, 6), Qt.ItemDataRole.ToolTipRole) == "HISTORY_OLDEST_FIRST"
+    assert m.data(idx(3, 7)) == "🔒 📌"
+    assert m.data(idx(2, 5), Qt.ItemDataRole.ForegroundRole) is not None
+    assert m.data(idx(2, 5), Qt.ItemDataRole.BackgroundRole) != m.data(idx(3, 5), Qt.ItemDataRole.BackgroundRole)
+    assert m.data(idx(2, 4), Qt.ItemDataRole.TextAlignmentRole) & int(Qt.AlignmentFlag.AlignRight)
+    flags = m.flags(idx(0, 0))
+    assert flags & Qt.ItemFlag.ItemIsSelectable and not flags & Qt.ItemFlag.ItemIsEditable
+    assert m.data(m.index(99, 0)) is None
+    assert tab.tabs.tabText(0) == "Blocks (5)"
+
+
+def test_truncated_block_shows_original_tokens(tab):
+    blocks = [pb(0, "message:0", 40, status="truncated", reason="CUT", original_tokens=300)]
+    tab.set_state(_audit(blocks=blocks), None)
+    assert tab.blocks_model.data(tab.blocks_model.index(0, 4)) == "40 (of 300)"
+
+
+def test_provider_messages_json_read_only_and_copy(tab, qtbot):
+    audit = _audit()
+    tab.set_state(audit, None)
+    assert tab.messages_view.isReadOnly()
+    assert json.loads(tab.messages_view.toPlainText()) == audit.provider_messages
+    assert "🧭" in tab.messages_view.toPlainText()  # not \u-escaped
+    QGuiApplication.clipboard().setText("")
+    qtbot.mouseClick(tab.copy_button, Qt.MouseButton.LeftButton)
+    assert json.loads(QGuiApplication.clipboard().text()) == audit.provider_messages
+
+
+def test_compare_tab_lists_changes(tab):
+    preview_blocks = [
+        AUDIT_BLOCKS[0],
+        AUDIT_BLOCKS[2].model_copy(update={"status": "kept", "reason": "FITS_BUDGET"}),
+        AUDIT_BLOCKS[3].model_copy(update={"tokens": 210}),
+        AUDIT_BLOCKS[4].model_copy(update={"reason": "FITS_BUDGET", "protected": False}),
+        pb(5, "message:3", 50, reason="CURRENT_INPUT"),
+    ]
+    tab.set_state(_audit(), _preview(preview_blocks, prompt_tokens=790))
+    rows = tab.compare_model.rows()
+    changes = {r.source: r.change for r in rows}
+    assert changes == {"lorebook:World:3": "dropped", "message:0": "now_included", "message:1": "changed",
+                       "message:2": "changed", "message:3": "added"}  # "system" unchanged: hidden
+    text = tab.compare_summary.text()
+    assert "1 added" in text and "1 dropped" in text and "1 now included" in text
+    assert "680 → 790 (+110)" in text
+    tab.show_unchanged.setChecked(True)
+    assert tab.compare_model.rowCount() == 6
+    m = tab.compare_model
+    row = [r.source for r in m.rows()].index("message:1")
+    assert m.data(m.index(row, 5)) == "+10"
+    assert m.data(m.index(row, 0), Qt.ItemDataRole.BackgroundRole) is not None
+
+
+# --------------------------------------------------------------------- the pure function
+def test_compare_identical_is_all_same():
+    rows = compare_audit_with_preview(AUDIT_BLOCKS, AUDIT_BLOCKS)
+    assert [r.change for r in rows] == ["same"] * 5
+    assert all(r.delta == 0 for r in rows)
+    assert summarize_comparison(rows)["delta"] == 0
+
+
+def test_compare_added_dropped_deltas_and_order():
+    audit = [pb(0, "system", 40), pb(1, "lorebook:W:1", 80), pb(2, "message:0", 100), pb(3, "message:1", 60)]
+    preview = [pb(0, "system", 45), pb(1, "message:0", 100, status="excluded", reason="HISTORY_OLDEST_FIRST"),
+               pb(2, "memory:m1", 25), pb(3, "message:1", 60)]
+    rows = compare_audit_with_preview(audit, preview)
+    assert [(r.source, r.change, r.delta) for r in rows] == [
+        ("system", "changed", 5),
+        ("lorebook:W:1", "dropped", -80),  # placed where it was: after "system"
+        ("message:0", "now_excluded", 0),
+        ("memory:m1", "added", 25),
+        ("message:1", "same", 0),
+    ]
+    dropped = rows[1]
+    assert dropped.audit_tokens == 80 and dropped.preview_tokens is None and dropped.preview_status is None
+    summary = summarize_comparison(rows)
+    assert summary["added"] == 1 and summary["dropped"] == 1 and summary["now_excluded"] == 1
+    # Sent tokens: +5 (system) −80 (lorebook) −100 (message:0 now excluded) +25 (memory).
+    assert summary["delta"] == 5 - 80 - 100 + 25
+
+
+def test_compare_repeated_sources_match_in_order_and_accepts_dicts():
+    audit = [{"source": "tools", "kind": "tools", "tokens": 10, "status": "kept", "reason": "TOOLS"},
+             {"source": "tools", "kind": "tools", "tokens": 20, "status": "kept", "reason": "TOOLS"}]
+    preview = [{"source": "tools", "kind": "tools", "tokens": 10, "status": "kept", "reason": "TOOLS"}]
+    rows = compare_audit_with_preview(audit, preview)
+    assert [(r.change, r.audit_tokens) for r in rows] == [("same", 10), ("dropped", 20)]
+    assert compare_audit_with_preview(None, None) == []
+    assert [r.change for r in compare_audit_with_preview([], preview)] == ["added"]
+
+
+_sources = st.lists(st.sampled_from(["system", "a", "b", "c", "d", "e"]), max_size=8)
+
+
+@given(_sources, _sources, st.integers(0, 50))
+def test_compare_partitions_both_sides(audit_sources, preview_sources, tokens):
+    audit = [pb(i, s, tokens + i) for i, s in enumerate(audit_sources)]
+    preview = [pb(i, s, tokens) for i, s in enumerate(preview_sources)]
+    rows = compare_audit_with_preview(audit, preview)
+    from_audit = [r for r in rows if r.audit_tokens is not None]
+    from_preview = [r for r in rows if r.preview_tokens is not None]
+    assert len(from_audit) == len(audit) and len(from_preview) == len(preview)
+    # Preview rows keep the preview's order.
+    assert [r.source for r in from_preview] == preview_sources
+    for r in rows:
+        assert r.delta == (r.preview_tokens or 0) - (r.audit_tokens or 0)
+        assert (r.change == "added") == (r.audit_tokens is None)
+        assert (r.change == "dropped") == (r.preview_tokens is None)
