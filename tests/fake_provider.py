@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import threading
 import time
@@ -254,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         kwargs["reply_text"] = args.reply
     server = FakeProviderServer(args.mode, **kwargs)
     print(server.base_url, flush=True)
+
+    def _stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

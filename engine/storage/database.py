@@ -26,6 +26,8 @@ DB_ENV = "LOOMSCOPE_DB"
 DEFAULT_DB_FILE = "library.sqlite3"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+#: Connection execution option marking a read-write unit of work.
+WRITE_OPTION = "loomscope_write"
 
 
 def default_db_path() -> Path:
@@ -100,7 +102,11 @@ def _install_sqlite_pragmas(engine: Engine, *, wal: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # Writers take the write lock up front (BEGIN IMMEDIATE) so that two read-then-write
+        # transactions never deadlock or fail with SQLITE_BUSY_SNAPSHOT; readers stay deferred and
+        # never wait for a writer under WAL.
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 def _safe_url(url: str) -> str:

@@ -32,6 +32,7 @@ from ..schema import (
 )
 from ..schema.audit import PromptContextAudit
 from . import _orm as orm
+from .database import WRITE_OPTION
 from .models import (
     CharacterSummary,
     ChatSummary,
@@ -177,10 +178,11 @@ class Store:
         self.close()
 
     @contextmanager
-    def _unit(self) -> Iterator[Session]:
-        """One transaction; SQLAlchemy errors become ``STORAGE_ERROR``."""
+    def _unit(self, *, write: bool = True) -> Iterator[Session]:
+        """One transaction (SQLite: ``BEGIN IMMEDIATE`` when ``write``); SQLAlchemy errors become ``STORAGE_ERROR``."""
         try:
             with self._sessions.begin() as session:
+                session.connection(execution_options={WRITE_OPTION: write})
                 yield session
         except LoomscopeError:
             raise
@@ -191,8 +193,9 @@ class Store:
             ) from None
 
     @staticmethod
-    def _chat_row(session: Session, chat_id: str) -> orm.ChatRow:
-        row = session.get(orm.ChatRow, chat_id)
+    def _chat_row(session: Session, chat_id: str, *, lock: bool = False) -> orm.ChatRow:
+        # lock: SELECT ... FOR UPDATE on PostgreSQL, so concurrent appends number messages in turn
+        row = session.get(orm.ChatRow, chat_id, with_for_update=lock or None)
         if row is None:
             raise NotFoundError("CHAT_NOT_FOUND", "no chat with that id in the library", file=chat_id)
         return row
@@ -350,7 +353,7 @@ class Store:
             .outerjoin(orm.AuditRow, orm.AuditRow.chat_id == orm.ChatRow.id)
             .order_by(orm.ChatRow.updated_at.desc(), orm.ChatRow.id)
         )
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             return [
                 ChatSummary(id=row.id, title=row.title, character=char_name, messages=int(n or 0),
                             has_audit=audit_id is not None, parent_id=row.parent_id,
@@ -363,7 +366,7 @@ class Store:
 
         Raises ``CHAT_NOT_FOUND``.
         """
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             return self._stored_chat(session, self._chat_row(session, chat_id))
 
     def build_request(self, chat_id: str) -> PreviewRequest:
@@ -373,7 +376,7 @@ class Store:
         order; the request's ``character.character_book`` is ``None`` so that no book is
         activated twice. Raises ``CHAT_NOT_FOUND``.
         """
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             row = self._chat_row(session, chat_id)
             stored = self._stored_chat(session, row)
             books: list[Lorebook] = []
@@ -487,7 +490,7 @@ class Store:
     def append_message(self, chat_id: str, message: ChatMessage) -> int:
         """Append a message to the chat; returns its index. Raises ``CHAT_NOT_FOUND``."""
         with self._unit() as session:
-            row = self._chat_row(session, chat_id)
+            row = self._chat_row(session, chat_id, lock=True)
             last = session.scalar(select(func.max(orm.MessageRow.idx)).where(orm.MessageRow.chat_id == chat_id))
             idx = 0 if last is None else int(last) + 1
             session.add(_message_row(chat_id, idx, message))
@@ -555,7 +558,7 @@ class Store:
 
     def list_characters(self) -> list[CharacterSummary]:
         """Every character, by name."""
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             books = dict(session.execute(
                 select(orm.LorebookRow.character_id, orm.LorebookRow.id)
                 .where(orm.LorebookRow.character_id.is_not(None))).all())
@@ -564,7 +567,7 @@ class Store:
 
     def get_character(self, character_id: str) -> Character:
         """The character with its embedded book. Raises ``CHARACTER_NOT_FOUND``."""
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             return self._load_character(session, character_id)[0]
 
     def add_persona(self, persona: Persona) -> str:
@@ -574,7 +577,7 @@ class Store:
 
     def list_personas(self) -> list[PersonaSummary]:
         """Every persona, by name."""
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             rows = session.scalars(select(orm.PersonaRow).order_by(orm.PersonaRow.name)).all()
             return [PersonaSummary(id=r.id, name=r.name) for r in rows]
 
@@ -592,7 +595,7 @@ class Store:
         )
         stmt = (select(orm.LorebookRow, counts.c.n)
                 .outerjoin(counts, counts.c.lorebook_id == orm.LorebookRow.id))
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             if chat_id is None:
                 rows = session.execute(stmt.order_by(orm.LorebookRow.name, orm.LorebookRow.id)).all()
             else:
@@ -618,12 +621,12 @@ class Store:
 
         Raises ``CHAT_NOT_FOUND``.
         """
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             return self._chat_lorebook_ids(session, chat_id)
 
     def get_lorebook(self, lorebook_id: str) -> Lorebook:
         """The lorebook with its entries in book order. Raises ``LOREBOOK_NOT_FOUND``."""
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             return self._load_lorebook(session, self._lorebook_row(session, lorebook_id))
 
     def update_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry) -> None:
@@ -734,7 +737,7 @@ class Store:
     # ================================================================ audits
     def get_audit(self, chat_id: str) -> PromptContextAudit | None:
         """The chat's stored audit, or ``None``. Raises ``CHAT_NOT_FOUND``."""
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             self._chat_row(session, chat_id)
             row = session.get(orm.AuditRow, chat_id)
             return PromptContextAudit.model_validate(row.data) if row is not None else None
@@ -754,9 +757,9 @@ class Store:
         with self._unit() as session:
             index = None
             if reply is not None:
+                self._chat_row(session, audit.chat_id, lock=True)
                 last = session.scalar(select(func.max(orm.MessageRow.idx))
                                       .where(orm.MessageRow.chat_id == audit.chat_id))
-                self._chat_row(session, audit.chat_id)
                 index = 0 if last is None else int(last) + 1
                 session.add(_message_row(audit.chat_id, index, reply))
             self._replace_audit(session, audit)
@@ -778,7 +781,7 @@ class Store:
     # ================================================================ library meta
     def get_meta(self, key: str) -> str | None:
         """A library fact (``seeded``, ...), or ``None``."""
-        with self._unit() as session:
+        with self._unit(write=False) as session:
             row = session.get(orm.LibraryMetaRow, key)
             return row.value if row is not None else None
 
