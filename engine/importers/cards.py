@@ -147,6 +147,10 @@ def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # verify() walks every chunk to IEND checking CRCs (a truncated file or a damaged
+            # text chunk fails here); load() then decodes and collects chunks after IDAT.
+            with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
+                im.verify()
             with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
                 im.load()
                 text = getattr(im, "text", None) or {}

@@ -72,7 +72,7 @@ def chat_shape(data: Any) -> str | None:
             return "openai_messages"
         return None
     if isinstance(data, dict):
-        if isinstance(data.get("messages"), list):
+        if "messages" in data:
             return "openai_request"
         if isinstance(data.get("history"), list) and _is_message_list(data["history"]):
             return "swe_agent_traj"
