@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .block_inspector import is_dark, reason_in_words
+from .block_inspector import is_dark, kind_words, marks, reason_in_words
 
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1  #: the row object (block or :class:`CompareRow`)
 
@@ -285,14 +285,13 @@ class AuditBlocksModel(QAbstractTableModel):
             if col == "reason":
                 return reason_in_words(_field(block, "reason"))
             if col == "flags":
-                marks = []
-                if _field(block, "protected", False):
-                    marks.append("🔒")
-                if _field(block, "pinned", False):
-                    marks.append("📌")
-                if _field(block, "group"):
-                    marks.append("🔗")
-                return " ".join(marks)
+                m = marks()
+                shown = [m[name] for name, on in (("protected", _field(block, "protected", False)),
+                                                  ("pinned", _field(block, "pinned", False)),
+                                                  ("group", bool(_field(block, "group")))) if on]
+                return " ".join(shown)
+            if col == "kind":
+                return kind_words(str(_field(block, "kind", "")))
             return str(_field(block, col, "") or "")
         if role == ROW_ROLE:
             return block

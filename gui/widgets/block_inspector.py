@@ -84,9 +84,10 @@ REASON_WORDS: dict[str, str] = {
 def reason_in_words(code: str | None) -> str:
     """The reason ``code`` in words (never empty for a non-empty code).
 
-    Looks in the app's shared table (``gui.labels.REASON_WORDS``) first so the blocks table
-    and the inspectors agree, then in :data:`REASON_WORDS` (which adds the World Info trace
-    codes), then in the engine's ``TRACE_CODES`` meanings; unknown codes are humanized
+    Looks in the engine's table (``engine.reasons.REASON_CODES``) and the app's shared table
+    (``gui.labels.REASON_WORDS``) first so the blocks table and the inspectors agree, then in
+    :data:`REASON_WORDS` (which adds the World Info trace codes), then in the engine's
+    ``TRACE_CODES`` meanings; unknown codes are humanized
     (``SOME_NEW_CODE`` → ``"Some new code"``).
 
     Parameters
@@ -96,10 +97,19 @@ def reason_in_words(code: str | None) -> str:
     """
     if not code:
         return ""
-    words = _app_reason_words().get(code) or REASON_WORDS.get(code) or _trace_code_words().get(code)
+    words = (_engine_reason_words().get(code) or _app_reason_words().get(code) or REASON_WORDS.get(code)
+             or _trace_code_words().get(code))
     if words:
         return words[:1].upper() + words[1:]
     return code.replace("_", " ").strip().capitalize()
+
+
+def _engine_reason_words() -> dict[str, str]:
+    try:
+        from engine.reasons import REASON_CODES
+    except ImportError:  # older engine without the reason table
+        return {}
+    return {code: words for code, (_category, words) in REASON_CODES.items()}
 
 
 def _app_reason_words() -> dict[str, str]:
@@ -124,6 +134,29 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {
     "excluded": ("#b42318", "#ff8a80"),
     "truncated": ("#b54708", "#ffb366"),
 }
+
+
+def marks() -> dict[str, str]:
+    """Marker glyphs shared with the blocks table (``gui.labels``), emoji-free fallbacks."""
+    try:
+        from gui import labels
+    except ImportError:  # pragma: no cover - labels ship with the app
+        labels = None  # type: ignore[assignment]
+    return {
+        "protected": getattr(labels, "PROTECTED_MARK", "⚷"),
+        "pinned": getattr(labels, "PINNED_MARK", "⚑"),
+        "group": getattr(labels, "GROUP_MARK", "↔"),
+        "excluded": getattr(labels, "EXCLUDE_MARK", "⊘"),
+    }
+
+
+def kind_words(kind: str) -> str:
+    """``"✉ Message"``-style label for a block kind (``gui.labels.kind_label`` when present)."""
+    try:
+        from gui.labels import kind_label
+    except ImportError:  # pragma: no cover - labels ship with the app
+        return kind.replace("_", " ").capitalize()
+    return kind_label(kind)
 
 
 def is_dark(widget: QWidget) -> bool:
@@ -302,7 +335,7 @@ class BlockInspector(QWidget):
         kind = str(_field(block, "kind", ""))
         source = str(_field(block, "source", ""))
         name = _field(block, "name")
-        self._title.setText(f"{kind.replace('_', ' ').capitalize()} — {source}" + (f" ({name})" if name else ""))
+        self._title.setText(f"{kind_words(kind)} — {source}" + (f" ({name})" if name else ""))
         self._badges.setText(self._badges_html(block))
 
         dark = is_dark(self)
@@ -424,16 +457,17 @@ class BlockInspector(QWidget):
         return spans, None
 
     def _badges_html(self, block: Any) -> str:
+        m = marks()
         badges = []
         if _field(block, "protected", False):
-            badges.append(("🔒 protected", "#5b3cc4"))
+            badges.append((f"{m['protected']} protected", "#5b3cc4"))
         if _field(block, "pinned", False):
-            badges.append(("📌 pinned", "#0b6bcb"))
+            badges.append((f"{m['pinned']} pinned", "#0b6bcb"))
         if _field(block, "manual_excluded", False):
-            badges.append(("✋ excluded by you", "#b42318"))
+            badges.append((f"{m['excluded']} excluded by you", "#b42318"))
         group = _field(block, "group")
         if group:
-            badges.append((f"🔗 tool group {group}", "#6b7280"))
+            badges.append((f"{m['group']} tool group {_escape(str(group))}", "#6b7280"))
         return " &nbsp; ".join(
             f"<span style='color:white; background:{bg}'>&nbsp;{text}&nbsp;</span>" for text, bg in badges
         )

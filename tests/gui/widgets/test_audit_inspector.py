@@ -20,7 +20,7 @@ from gui.widgets.audit_inspector import (
     compare_audit_with_preview,
     summarize_comparison,
 )
-from gui.widgets.block_inspector import reason_in_words
+from gui.widgets.block_inspector import marks, reason_in_words
 
 T0 = datetime(2026, 11, 29, 22, 0, tzinfo=timezone.utc)
 
@@ -123,7 +123,9 @@ def test_blocks_model_roles_and_flags(tab):
     assert m.data(idx(2, 5)) == "excluded"
     assert m.data(idx(2, 6)) == reason_in_words("HISTORY_OLDEST_FIRST")
     assert m.data(idx(2, 6), Qt.ItemDataRole.ToolTipRole) == "HISTORY_OLDEST_FIRST"
-    assert m.data(idx(3, 7)) == "🔒 📌"
+    m_ = marks()
+    assert m.data(idx(3, 7)) == f"{m_['protected']} {m_['pinned']}"
+    assert m.data(idx(2, 7)) == ""
     assert m.data(idx(2, 5), Qt.ItemDataRole.ForegroundRole) is not None
     assert m.data(idx(2, 5), Qt.ItemDataRole.BackgroundRole) != m.data(idx(3, 5), Qt.ItemDataRole.BackgroundRole)
     assert m.data(idx(2, 4), Qt.ItemDataRole.TextAlignmentRole) & int(Qt.AlignmentFlag.AlignRight)
