@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
 from .errors import LoomscopeError, SettingsError
@@ -34,7 +34,14 @@ from .schema.lorebook import Lorebook
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
-from .shifting import ContextStrategyRegistry, check_shift_result, register_builtin_strategies, shift_context
+from .shifting import (
+    ContextStrategyRegistry,
+    ToolGroups,
+    check_shift_result,
+    find_tool_groups,
+    register_builtin_strategies,
+    shift_context,
+)
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
@@ -45,6 +52,9 @@ from .tokenizers import (
     lookup_model,
     num_tokens_from_messages,
 )
+
+
+_PREVIEW_BLOCKS = TypeAdapter(list[PreviewBlock])
 
 
 @dataclass(frozen=True)
@@ -135,11 +145,12 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
 
 
 def _run_strategy(registries: Registries, name: str, blocks: list[Block], tokens: dict[str, int],
-                  budget: int, options: dict[str, Any], diagnostics: list[str]) -> ShiftResult:
+                  budget: int, options: dict[str, Any], diagnostics: list[str],
+                  groups: ToolGroups) -> ShiftResult:
     info = registries.strategies.get(name)
     try:
         result = info.fn(blocks, lambda b: tokens[b.id], budget, options)
-        problems = check_shift_result(blocks, result)
+        problems = check_shift_result(blocks, result, groups)
         kept_total = sum(tokens[k] for k in result.kept) + sum(t.remaining_tokens for t in result.truncated)
         if result.error is None and kept_total > budget:
             problems.append(f"left {kept_total} tokens for a budget of {budget}")
@@ -233,8 +244,10 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
 
     # 5–6. strategy with host checks
     sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
+    groups = find_tool_groups(sendable)
+    group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
     result = _run_strategy(reg, settings.strategy, sendable, tokens, shift_budget,
-                           settings.strategy_options, diagnostics)
+                           settings.strategy_options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)
     status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in ctx.pre_excluded.items()}
     for e in result.excluded:
@@ -301,16 +314,16 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
         trace = b.trace
         if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
             trace = {**(trace or {}), **trace_by_source[b.source]}
-        preview_blocks.append(PreviewBlock(
+        preview_blocks.append(dict(
             id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
             tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,  # type: ignore[arg-type]
-            protected=b.protected, pinned=b.pinned, group=None, text=b.text(),
+            protected=b.protected, pinned=b.pinned, group=group_of.get(b.id), text=b.text(),
             name=b.message.name if b.message else None,
             original_tokens=t.original_tokens if t else None,
             summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
             message_index=b.message_index, trace=trace,
         ))
-    preview_blocks = _with_groups(ordered, preview_blocks)
+    preview_blocks = _PREVIEW_BLOCKS.validate_python(preview_blocks)
     pv = ContextPreview(
         model=settings.model,
         tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
@@ -321,13 +334,6 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
         diagnostics=diagnostics,
     )
     return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags)  # type: ignore[arg-type]
-
-
-def _with_groups(blocks: list[Block], pblocks: list[PreviewBlock]) -> list[PreviewBlock]:
-    from .shifting import find_tool_groups
-
-    groups = find_tool_groups(blocks)
-    return [pb.model_copy(update={"group": g}) if g else pb for pb, g in zip(pblocks, groups.group_of)]
 
 
 def _merge_order(original: list[Block], final: list[Block]) -> list[Block]:

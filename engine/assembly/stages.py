@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from ..errors import SettingsError
 from ..schema.blocks import Block, BlockKind
 from ..schema.lorebook import InsertionPosition
@@ -27,6 +29,7 @@ from ..schema.messages import ChatMessage
 from ..schema.request import DEFAULT_SYSTEM_PROMPT, PreviewRequest
 from .macros import MacroContext, expand_macros
 
+_BLOCK_LIST = TypeAdapter(list[Block])
 _ROLE_BY_NUMBER = {0: "system", 1: "user", 2: "assistant"}
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -80,9 +83,10 @@ class AssemblyContext:
                    protected: bool = False, reason: str = "FITS_BUDGET", priority: float = 0,
                    trace: dict[str, Any] | None = None) -> Block:
         """A block holding one text message."""
-        return Block(id=self.new_id(), kind=kind, role=role, source=source,
-                     message=ChatMessage(role=role, content=text),  # type: ignore[arg-type]
-                     protected=protected, reason=reason, priority=priority, trace=trace)
+        return Block.model_construct(
+            id=self.new_id(), kind=kind, role=role, source=source,
+            message=ChatMessage(role=role, content=text),  # type: ignore[arg-type]
+            protected=protected, reason=reason, priority=priority, trace=trace)
 
 
 Stage = Callable[[AssemblyContext], list[Block]]
@@ -249,13 +253,16 @@ def stage_memory(ctx: AssemblyContext) -> list[Block]:
 
 
 def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leading_system: bool,
-                   current: bool) -> Block:
+                   current: bool) -> dict[str, Any]:
+    """Fields of a chat-message block (validated in one batch by the caller)."""
     content = msg.content
     if isinstance(content, str):
         content = ctx.expand(content, f"message {index}")
     name = msg.name if msg.name and (_NAME_OK.match(msg.name) or msg.role in ("tool", "function")) else None
-    update: dict[str, Any] = {"content": content, "name": name}
-    message = msg.model_copy(update=update)
+    # Blocks are built for every message on every preview: copy only what changes, and skip
+    # re-validation (the message was validated when the chat was read).
+    message = msg if (content is msg.content and name == msg.name) else msg.model_copy(
+        update={"content": content, "name": name})
     if msg.role == "assistant" and (msg.tool_calls or (msg.model_extra or {}).get("function_call")):
         kind = BlockKind.TOOL_CALL
     elif msg.role in ("tool", "function"):
@@ -271,12 +278,12 @@ def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leadin
         protected, reason = True, "SYSTEM_PROMPT"
     else:
         protected, reason = False, "FITS_BUDGET"
-    return Block(
-        id=ctx.new_id(), kind=kind, role=msg.role if msg.role != "developer" else "developer",
+    return dict(
+        id=ctx.new_id(), kind=kind, role=msg.role,
         source=f"message:{index}", message=message, protected=protected,
         pinned=bool(meta.pinned), manual_excluded=bool(meta.manualExcluded),
         hidden=bool(meta.hidden), history=not (current or leading_system),
-        reason=reason, message_index=index,
+        reason=reason, message_index=index, tools=None, priority=0.0, group=None, trace=None,
     )
 
 
@@ -292,7 +299,7 @@ def stage_history(ctx: AssemblyContext) -> list[Block]:
     """Chat messages except the current input; leading system messages are the system prompt."""
     msgs = ctx.request.chat.messages
     ctx.current_input_index = _current_input_index(msgs)
-    out: list[Block] = []
+    out: list[dict[str, Any]] = []
     leading = True
     for i, msg in enumerate(msgs):
         if i == ctx.current_input_index:
@@ -303,7 +310,7 @@ def stage_history(ctx: AssemblyContext) -> list[Block]:
         out.append(_message_block(ctx, i, msg, leading_system=is_leading_system, current=False))
     _queue_author_note(ctx)
     _queue_depth_lore(ctx)
-    return out
+    return _BLOCK_LIST.validate_python(out)  # one pass in pydantic-core, not 10,000 constructors
 
 
 def stage_input(ctx: AssemblyContext) -> list[Block]:
@@ -314,7 +321,7 @@ def stage_input(ctx: AssemblyContext) -> list[Block]:
     i = ctx.current_input_index
     if i is None:
         return []
-    return [_message_block(ctx, i, msgs[i], leading_system=False, current=True)]
+    return _BLOCK_LIST.validate_python([_message_block(ctx, i, msgs[i], leading_system=False, current=True)])
 
 
 def stage_post_history(ctx: AssemblyContext) -> list[Block]:
@@ -417,4 +424,6 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
         blocks = merged
     renumber = {b.id: f"b{i}" for i, b in enumerate(blocks)}
     ctx.pre_excluded = {renumber.get(k, k): v for k, v in ctx.pre_excluded.items()}
-    return [b.model_copy(update={"id": renumber[b.id]}) for b in blocks]
+    for b in blocks:  # the blocks were created by this assembly: renumber in place
+        b.id = renumber[b.id]
+    return blocks

@@ -79,13 +79,13 @@ def render_table(pv: ContextPreview) -> None:
 
     from ..reasons import reason_words
 
-    console = Console()
+    console = Console(width=max(Console().width, 160))
     table = Table(title=f"{pv.model} · {pv.tokenizer.profile}"
                   f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}",
                   show_lines=False, expand=False)
-    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {}),
-                    ("tokens", {"justify": "right"}), ("status", {}), ("reason", {}),
-                    ("", {}), ("text", {"max_width": 48, "no_wrap": True})):
+    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {"no_wrap": True}),
+                    ("tokens", {"justify": "right"}), ("status", {}), ("reason", {"no_wrap": True}),
+                    ("", {}), ("text", {"max_width": 40, "no_wrap": True, "overflow": "ellipsis"})):
         table.add_column(col, **kw)
     colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
     kept = excluded = 0

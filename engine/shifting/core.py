@@ -29,10 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import TypeAdapter
+
 from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult
-from .groups import find_tool_groups
+from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
+_EXCLUDED_LIST = TypeAdapter(list[ExcludedBlock])
 
 
 @dataclass
@@ -178,8 +181,9 @@ def shift_context(
         raise AssertionError("shift_context left the prompt over budget")
     return ShiftResult(
         kept=[blocks[i].id for i in kept_pos],
-        excluded=[ExcludedBlock(block_id=blocks[i].id, reason=excluded[i], tokens=tokens[i])
-                  for i in range(n) if i in excluded],
+        excluded=_EXCLUDED_LIST.validate_python(
+            [{"block_id": blocks[i].id, "reason": excluded[i], "tokens": tokens[i]}
+             for i in range(n) if i in excluded]),
         truncated=[],
         total_tokens=final_total,
         budget=budget,
@@ -191,7 +195,8 @@ def shift_context(
     )
 
 
-def check_shift_result(blocks: Sequence[Block], result: ShiftResult) -> list[str]:
+def check_shift_result(blocks: Sequence[Block], result: ShiftResult,
+                       groups: ToolGroups | None = None) -> list[str]:
     """Host checks on any strategy's result (SPEC §2 step 6); returns problems, empty if sound.
 
     Checks: kept/excluded/truncated partition the input; no protected or pinned block was
@@ -215,7 +220,7 @@ def check_shift_result(blocks: Sequence[Block], result: ShiftResult) -> list[str
         if (b.protected or b.pinned) and b.id in gone and gone[b.id] not in (
                 "HIDDEN", "TOOL_RESULT_ORPHANED"):
             problems.append(f"protected block {b.id} was removed ({gone[b.id]})")
-    groups = find_tool_groups(blocks)
+    groups = groups or find_tool_groups(blocks)
     state: dict[str, set[bool]] = {}
     kept_set = set(result.kept)
     for b, g in zip(blocks, groups.group_of):
