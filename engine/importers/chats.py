@@ -310,11 +310,20 @@ def st_message(r: FieldReader, d: dict[str, Any], path: str) -> ChatMessage:
             update["content"] = mes
         meta = msg.meta.model_copy(update={"hidden": is_system, **flags})
         return msg.model_copy(update={**update, "meta": meta})
+    # is_user / is_system are not copied: role and meta.hidden hold them (st_keys records that
+    # the line had them). Flags found inside `extra` / `meta` move to the MessageMeta fields and
+    # st_flag_keys remembers where they were, so nothing is stored twice and edits export right.
     meta_extra: dict[str, Any] = {"st_keys": [k for k in d if k != "loomscope"]}
+    flag_places: dict[str, list[str]] = {}
     for k, v in d.items():
-        if k in ("mes", "name", "loomscope"):
+        if k in ("mes", "name", "loomscope", "is_user", "is_system"):
             continue
-        meta_extra[f"st_{k}" if k in MessageMeta.model_fields or k == "st_keys" else k] = v
+        if k in ("extra", "meta") and isinstance(v, dict) and any(f in v for f in _FLAG_KEYS):
+            flag_places[k] = [f for f in _FLAG_KEYS if f in v]
+            v = {kk: vv for kk, vv in v.items() if kk not in _FLAG_KEYS}
+        meta_extra[f"st_{k}" if k in MessageMeta.model_fields or k.startswith("st_") else k] = v
+    if flag_places:
+        meta_extra["st_flag_keys"] = flag_places
     role = lms.get("role") if isinstance(lms.get("role"), str) else _st_role(is_user, is_system, extra)
     if role not in ROLES:
         r.fail("IMPORT_INVALID_CHAT", f"unknown role {role!r}", f"{path}.loomscope.role")
@@ -528,19 +537,23 @@ def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
         lms["message"] = dump
         line["loomscope"] = lms
         return line
+    flag_places = meta_extra.pop("st_flag_keys", None) or {}
     values: dict[str, Any] = {}
     for k, v in meta_extra.items():
         key = k[3:] if k.startswith("st_") and (k[3:] in MessageMeta.model_fields
-                                                or k[3:] == "st_keys") else k
+                                                or k[3:].startswith("st_")) else k
         values[key] = v
     values["mes"] = m.text()
     values["name"] = m.name
     values["is_user"] = m.role == "user"
     values["is_system"] = m.meta.hidden
-    for src_key in ("extra", "meta"):
-        src = values.get(src_key)
-        if isinstance(src, dict) and any(k in src for k in _FLAG_KEYS):
-            values[src_key] = {**src, **{k: flags[k] for k in _FLAG_KEYS if k in src}}
+    if isinstance(flag_places, dict):
+        for src_key, keys in flag_places.items():
+            src = values.get(src_key)
+            if src_key in ("extra", "meta") and isinstance(src, dict) and isinstance(keys, list):
+                values[src_key] = {**src, **{k: flags[k] for k in _FLAG_KEYS if k in keys}}
+                for k in keys:
+                    lms.pop(k, None)  # written back where it was read from
     line = {}
     for k in st_keys:
         if k in values:

@@ -1,0 +1,167 @@
+"""Export → re-import gives the same data (unknown fields included)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.importers import (
+    export_chat_jsonl,
+    export_world_json,
+    load_chat,
+    load_chats,
+    load_lorebook,
+    write_chat_jsonl,
+    write_world_json,
+)
+from engine.schema import Chat, ChatMessage, Lorebook, LorebookEntry, MessageMeta, ToolCall, ToolFunction
+
+from .helpers import st_chat_lines, write
+
+LOREBOOKS = ["Eldoria.json", "GI-Core.json", "Date a Live 12.0.0.json",
+             "Date a Live Arcs V1.1.0.json", "Eorzea.json", "Keqing-WI.json",
+             "New Story (Wed Oct 26 2022).lorebook"]
+CHATS = ["Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl", "1673323621108.jsonl",
+         "airline-longest-task.json", "function_calling_simple.traj", "test_case.json",
+         "127_ChatGPT_DFS_woFilter_w2.json"]
+
+
+def _reload_chat(chat: Chat, tmp_path: Path, stem: str) -> Chat:
+    path = tmp_path / f"{stem}.jsonl"
+    write_chat_jsonl(chat, path)
+    return load_chat(path)
+
+
+@pytest.mark.parametrize("name", LOREBOOKS)
+def test_real_world_roundtrip(shared_data: Path, tmp_path: Path, name: str) -> None:
+    book = load_lorebook(shared_data / "lorebooks" / name)
+    out = tmp_path / name
+    write_world_json(book, out)
+    again = load_lorebook(out)
+    assert again == book
+    assert again.model_dump() == book.model_dump()
+
+
+def test_world_export_keeps_st_file_content(shared_data: Path) -> None:
+    """Exported entries hold every key of the original entries with equal-meaning values."""
+    raw = json.loads((shared_data / "lorebooks/Date a Live 12.0.0.json").read_text("utf-8"))
+    out = export_world_json(load_lorebook(shared_data / "lorebooks/Date a Live 12.0.0.json"))
+    assert set(out["entries"]) == set(raw["entries"])
+    off = {"sticky", "cooldown", "delay"}  # 0 and null are both "off": written as null
+    for uid, entry in raw["entries"].items():
+        exported = out["entries"][uid]
+        for key, value in entry.items():
+            if key in off and not value:
+                assert exported[key] is None
+            else:
+                assert exported[key] == value, (uid, key)
+
+
+def test_keqing_original_data_survives(shared_data: Path) -> None:
+    raw = json.loads((shared_data / "lorebooks/Keqing-WI.json").read_text("utf-8"))
+    out = export_world_json(load_lorebook(shared_data / "lorebooks/Keqing-WI.json"))
+    assert out["originalData"] == raw["originalData"]
+
+
+@pytest.mark.parametrize("name", CHATS)
+def test_real_chat_roundtrip(shared_data: Path, tmp_path: Path, name: str) -> None:
+    for chat in load_chats(shared_data / "chats" / name):
+        again = _reload_chat(chat, tmp_path, Path(name).stem)
+        assert again.model_copy(update={"title": chat.title}) == chat
+
+
+def test_tau_bench_roundtrip_every_transcript(shared_data: Path, tmp_path: Path) -> None:
+    chats = load_chats(shared_data / "chats/gpt-4o-airline.json")
+    for chat in chats[:: 10]:
+        again = _reload_chat(chat, tmp_path, "t")
+        assert again.model_copy(update={"title": chat.title}) == chat
+
+
+@pytest.mark.parametrize("name", ["Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl",
+                                  "1673323621108.jsonl"])
+def test_st_chat_export_matches_original_lines(shared_data: Path, name: str) -> None:
+    path = shared_data / "chats" / name
+    original = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    exported = [json.loads(line) for line in export_chat_jsonl(load_chat(path)).splitlines()]
+    assert exported == original
+    assert [list(o) for o in exported] == [list(o) for o in original]  # key order too
+
+
+def test_megumin_export_is_byte_identical(shared_data: Path) -> None:
+    path = shared_data / "chats/1673323621108.jsonl"
+    assert export_chat_jsonl(load_chat(path)) == path.read_text("utf-8")
+
+
+def test_synthetic_st_chat_flags_roles_and_lines(tmp_path: Path) -> None:
+    lines = st_chat_lines()
+    path = write(tmp_path / "c.jsonl", "\n".join(json.dumps(x) for x in lines))
+    chat = load_chat(path)
+    assert [m.role for m in chat.messages] == ["assistant", "user", "system", "user", "assistant"]
+    assert [m.meta.hidden for m in chat.messages] == [False, True, False, False, False]
+    assert [m.meta.pinned for m in chat.messages] == [False, True, False, False, False]
+    assert [m.meta.manualExcluded for m in chat.messages] == [False, False, False, True, False]
+    assert chat.metadata["integrity"] == "abc"
+    # unchanged: the export is the same lines
+    assert [json.loads(x) for x in export_chat_jsonl(chat).splitlines()] == lines
+    # edits in Loomscope travel through SillyTavern JSONL and back
+    msgs = list(chat.messages)
+    msgs[0] = msgs[0].model_copy(update={"meta": msgs[0].meta.model_copy(update={"pinned": True})})
+    msgs[1] = msgs[1].model_copy(update={"meta": msgs[1].meta.model_copy(
+        update={"pinned": False, "hidden": False})})
+    msgs[4] = msgs[4].model_copy(update={"role": "tool", "tool_call_id": "call_1", "content": None})
+    edited = chat.model_copy(update={"messages": msgs, "tools": [{"type": "function",
+                                                                   "function": {"name": "f"}}]})
+    again = _reload_chat(edited, tmp_path, "c")
+    assert again == edited
+    out = [json.loads(x) for x in export_chat_jsonl(edited).splitlines()]
+    assert out[2]["extra"] == {"pinned": False} and out[2]["is_system"] is False
+    assert out[1]["loomscope"] == {"pinned": True}
+
+
+def test_openai_chat_through_st_jsonl(tmp_path: Path) -> None:
+    chat = Chat(
+        title="t",
+        tools=[{"type": "function", "function": {"name": "get", "parameters": {}}}],
+        messages=[
+            ChatMessage(role="system", content="policy"),
+            ChatMessage(role="user", content=[{"type": "text", "text": "hi"}]),
+            ChatMessage(role="assistant", content=None, tool_calls=[
+                ToolCall(id="a", function=ToolFunction(name="get", arguments="{}")),
+                ToolCall(function=ToolFunction(name="get", arguments="{\"x\": 1}"))]),
+            ChatMessage(role="tool", content="1", toolCallId="a"),
+            ChatMessage(role="tool", content="2", callId="b", meta=MessageMeta(pinned=True)),
+            ChatMessage(role="function", name="get", content="3"),
+            ChatMessage(role="assistant", content="ok", function_call={"name": "get", "arguments": ""},
+                        meta=MessageMeta(hidden=True, manualExcluded=True, note="x")),
+        ],
+        request_fields={"model": "gpt-4o"},
+    )
+    again = _reload_chat(chat, tmp_path, "t")
+    assert again == chat
+    # SillyTavern sees plausible lines
+    lines = [json.loads(x) for x in export_chat_jsonl(chat).splitlines()]
+    assert lines[1]["is_user"] is False and lines[1]["mes"] == "policy"
+    assert lines[2]["is_user"] is True and lines[2]["mes"] == "hi"
+    assert lines[7]["is_system"] is True
+
+
+def test_mes_edited_in_sillytavern_wins(tmp_path: Path) -> None:
+    chat = Chat(messages=[ChatMessage(role="assistant", content="before")])
+    lines = export_chat_jsonl(chat).splitlines()
+    msg = json.loads(lines[1])
+    msg["mes"] = "after"
+    path = write(tmp_path / "e.jsonl", "\n".join([lines[0], json.dumps(msg)]))
+    assert load_chat(path).messages[0].content == "after"
+
+
+def test_world_roundtrip_of_constructed_book(tmp_path: Path) -> None:
+    book = Lorebook(name="b", description="d", scan_depth=3, entries=[
+        LorebookEntry(uid=5, keys=["a"], order=7.5, sticky=2, delay_until_recursion=2,
+                      case_sensitive=True, role=None, customField={"k": [1]}),
+        LorebookEntry(uid="x", content="c", extensions={"e": 1}),
+    ], somethingElse=1)
+    write_world_json(book, tmp_path / "b.json")
+    assert load_lorebook(tmp_path / "b.json") == book
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic write leaves no temp file
