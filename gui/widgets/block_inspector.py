@@ -164,6 +164,48 @@ def is_dark(widget: QWidget) -> bool:
     return widget.palette().color(QPalette.ColorRole.Base).lightness() < 128
 
 
+def describe_detail(detail: Any) -> str:
+    """A trace record's ``detail`` (dict of evidence) in a short phrase.
+
+    ``{"key": "sword", "message_index": 12, "depth": 0, "pass": 1}`` →
+    ``'key "sword" in message 12 (depth 0), recursion pass 1'``.
+    """
+    if not detail:
+        return ""
+    if not isinstance(detail, dict):
+        return str(detail)
+    parts: list[str] = []
+    rest = dict(detail)
+    key = rest.pop("key", None)
+    msg = rest.pop("message_index", None)
+    depth = rest.pop("depth", None)
+    rpass = rest.pop("pass", None)
+    source = rest.pop("source", None)
+    if key is not None:
+        phrase = f'key "{key}"'
+        if msg is not None:
+            phrase += f" in message {msg}"
+        elif source:
+            phrase += f" in {source}"
+        if depth is not None:
+            phrase += f" (depth {depth})"
+        parts.append(phrase)
+    else:
+        if msg is not None:
+            parts.append(f"message {msg}")
+        if depth is not None:
+            parts.append(f"depth {depth}")
+        if source:
+            parts.append(f"in {source}")
+    if rpass:
+        parts.append(f"recursion pass {rpass}")
+    for name, value in rest.items():
+        if value in (None, "", [], {}):
+            continue
+        parts.append(f"{name.replace('_', ' ')} {value}")
+    return ", ".join(parts)
+
+
 def utf16_offsets(text: str) -> list[int] | None:
     """Map code-point offsets of ``text`` to UTF-16 offsets (Qt positions).
 
@@ -474,22 +516,37 @@ class BlockInspector(QWidget):
 
     @staticmethod
     def _trace_html(trace: Any) -> str:
+        """A block's trace (the World Info record for lorebook blocks) as a few HTML lines."""
         if not trace:
             return ""
         if not isinstance(trace, dict):
-            return str(trace)
+            return _escape(str(trace))
         rows = []
         code = trace.get("code")
         if code:
-            rows.append(f"<b>{reason_in_words(str(code))}</b> ({code})")
+            rows.append(f"<b>{_escape(reason_in_words(str(code)))}</b> ({_escape(str(code))})")
         detail = trace.get("detail")
-        if detail:
-            rows.append(str(detail))
+        if detail is None:  # flat trace: the evidence sits beside the code
+            detail = {k: v for k, v in trace.items() if k in ("key", "message_index", "depth", "pass", "source")}
+        phrase = describe_detail(detail)
+        if phrase:
+            rows.append(_escape(phrase))
+        where = []
+        if trace.get("book"):
+            where.append(f"book {trace['book']}")
+        if trace.get("uid") is not None:
+            where.append(f"entry #{trace['uid']} {trace.get('comment') or ''}".strip())
+        if trace.get("tokens") is not None:
+            where.append(f"{trace['tokens']} tokens")
+        if where:
+            rows.append(_escape(" · ".join(where)))
+        known = {"code", "detail", "book", "book_index", "uid", "comment", "tokens", "activated",
+                 "key", "message_index", "depth", "pass", "source"}
         for key, value in trace.items():
-            if key in ("code", "detail") or value in (None, "", [], {}):
+            if key in known or value in (None, "", [], {}):
                 continue
-            rows.append(f"{key}: {value}")
-        return "<br>".join(_escape(r) if not r.startswith("<b>") else r for r in rows)
+            rows.append(_escape(f"{key.replace('_', ' ')}: {value}"))
+        return "<br>".join(rows)
 
     def _set_rows_visible(self, visible: bool) -> None:
         for key in self._labels:

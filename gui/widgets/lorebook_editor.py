@@ -51,7 +51,7 @@ from PySide6.QtWidgets import (
 
 from engine.schema import InsertionPosition, LorebookEntry, SelectiveLogic
 
-from .block_inspector import is_dark, reason_in_words
+from .block_inspector import describe_detail, is_dark, reason_in_words
 
 #: Delay between the last keystroke in the test box and the test run (ms).
 TEST_TEXT_DEBOUNCE_MS = 300
@@ -165,48 +165,6 @@ def trace_key(book_index: Any, uid: Any) -> tuple[int, str]:
     except (TypeError, ValueError):
         index = -1
     return index, str(uid)
-
-
-def describe_detail(detail: Any) -> str:
-    """A trace record's ``detail`` (dict of evidence) in a short phrase.
-
-    ``{"key": "sword", "message_index": 12, "depth": 0, "pass": 1}`` →
-    ``'key "sword" in message 12 (depth 0), recursion pass 1'``.
-    """
-    if not detail:
-        return ""
-    if not isinstance(detail, dict):
-        return str(detail)
-    parts: list[str] = []
-    rest = dict(detail)
-    key = rest.pop("key", None)
-    msg = rest.pop("message_index", None)
-    depth = rest.pop("depth", None)
-    rpass = rest.pop("pass", None)
-    source = rest.pop("source", None)
-    if key is not None:
-        phrase = f'key "{key}"'
-        if msg is not None:
-            phrase += f" in message {msg}"
-        elif source:
-            phrase += f" in {source}"
-        if depth is not None:
-            phrase += f" (depth {depth})"
-        parts.append(phrase)
-    else:
-        if msg is not None:
-            parts.append(f"message {msg}")
-        if depth is not None:
-            parts.append(f"depth {depth}")
-        if source:
-            parts.append(f"in {source}")
-    if rpass:
-        parts.append(f"recursion pass {rpass}")
-    for name, value in rest.items():
-        if value in (None, "", [], {}):
-            continue
-        parts.append(f"{name.replace('_', ' ')} {value}")
-    return ", ".join(parts)
 
 
 def lorebook_budget(settings: Any, context_limit: int) -> int:
@@ -503,7 +461,11 @@ def _display(row: EntryRow, col: str) -> Any:
     if col == "test":
         if row.test is None:
             return ""
-        return _fired_text(row.test).replace("fired", "would fire")
+        if row.test.get("activated"):
+            return "✓ would fire"
+        if row.test.get("code") == "LOREBOOK_BUDGET":
+            return "✗ over budget"
+        return "– " + reason_in_words(str(row.test.get("code") or "")).lower()
     return None
 
 
@@ -886,7 +848,7 @@ class LorebookTab(QWidget):
         for key, width in (("book", 110), ("entry", 160), ("keys", 150), ("secondary", 100), ("logic", 70),
                            ("constant", 70), ("enabled", 64), ("order", 52), ("position", 120),
                            ("depth", 48), ("probability", 76), ("scan_depth", 72), ("fired", 96),
-                           ("why", 220), ("tokens", 56), ("share", 86), ("test", 110)):
+                           ("why", 220), ("tokens", 56), ("share", 86), ("test", 150)):
             self.table.setColumnWidth(COLUMN_INDEX[key], width)
 
         self.form = EntryForm()

@@ -129,3 +129,23 @@ def test_reason_words():
         assert words and words != code and words[0].isupper()
     assert reason_in_words("SOME_NEW_CODE") == "Some new code"
     assert reason_in_words(None) == ""
+
+
+def test_real_pipeline_lorebook_block_trace(inspector):
+    pipeline = pytest.importorskip("engine.pipeline")
+    pytest.importorskip("engine.lorebook")
+    from engine.schema import Chat, ChatMessage, Lorebook, LorebookEntry, PreviewRequest
+
+    request = PreviewRequest(
+        lorebooks=[Lorebook(name="World", entries=[
+            LorebookEntry(uid=1, comment="Dragon", keys=["dragon"], content="Dragons hoard brass.")])],
+        chat=Chat(messages=[ChatMessage(role="user", content="A dragon circles the tower.")]),
+    )
+    result = pipeline.preview(request)
+    block = next(b for b in result.blocks if b.kind == "lorebook")
+    inspector.set_block(block, result.tokenizer.profile)
+    trace = inspector._labels["trace"].text()
+    assert 'key "dragon" in message 0' in trace
+    assert "book World" in trace and "entry #1 Dragon" in trace
+    assert inspector.shaded_token_count() == default_tokenizer_registry().get(result.tokenizer.profile).count(
+        block.text)
