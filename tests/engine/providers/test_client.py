@@ -1,0 +1,194 @@
+"""The OpenAI-compatible client against a real HTTP server on 127.0.0.1 (tests/fake_provider.py)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ERROR_CODES, ProviderError
+from engine.providers import ChatCompletionsClient, public_endpoint, resolve_api_key
+from engine.providers.errors import error_for_status
+from engine.providers.openai_compat import _StreamState, completions_url
+from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
+
+KEY = "sk-test-SECRET-0123456789"
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+
+
+@pytest.fixture
+def server():
+    with FakeProviderServer("answer", stall_s=10) as srv:
+        yield srv
+
+
+def client(srv: FakeProviderServer, timeout_s: float = 5.0, key: str | None = KEY) -> ChatCompletionsClient:
+    return ChatCompletionsClient(srv.base_url, key, timeout_s=timeout_s)
+
+
+def test_answer_sends_openai_request(server) -> None:
+    reply = client(server).complete("gpt-4o", MESSAGES, stream=False)
+    assert reply.content.startswith("The ravens") and reply.finish_reason == "stop"
+    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    [req] = server.requests
+    assert req["path"] == "/v1/chat/completions"
+    assert req["headers"]["Authorization"] == f"Bearer {KEY}"
+    assert req["body"] == {"model": "gpt-4o", "messages": MESSAGES, "stream": False}  # no empty tools
+
+
+def test_no_key_sends_no_authorization(server) -> None:
+    client(server, key=None).complete("m", MESSAGES, stream=False)
+    assert "Authorization" not in server.requests[0]["headers"]
+
+
+def test_stream_reports_deltas_on_calling_thread(server) -> None:
+    server.mode = "stream"
+    seen: list[tuple[str, str, str]] = []
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    reply = client(server).complete("gpt-4o", MESSAGES, tools=tools,
+                                    on_delta=lambda p, s: seen.append((p, s, threading.current_thread().name)))
+    assert reply.content == server.reply_text
+    assert len(seen) == len(server.reply_text.split(" ")) and seen[-1][1] == server.reply_text
+    assert {name for *_, name in seen} == {threading.current_thread().name}
+    body = server.requests[0]["body"]
+    assert body["stream"] is True and body["tools"] == tools
+    assert server.requests[0]["headers"]["Accept"] == "text/event-stream"
+
+
+def test_json_answer_to_stream_request_is_accepted(server) -> None:
+    reply = client(server).complete("m", MESSAGES, stream=True)  # server mode "answer" ignores stream
+    assert reply.content == server.reply_text
+
+
+def test_tool_call_reply(server) -> None:
+    server.mode = "tool_call"
+    reply = client(server).complete("m", MESSAGES, stream=False)
+    assert reply.content == "" and reply.finish_reason == "tool_calls"
+    assert reply.tool_calls[0]["function"]["name"] == "consult_catalogue"
+
+
+@pytest.mark.parametrize(("mode", "code"), [
+    ("401", "PROVIDER_AUTHENTICATION"),
+    ("429", "PROVIDER_RATE_LIMITED"),
+    ("500", "PROVIDER_SERVER_ERROR"),
+    ("400_context", "PROVIDER_CONTEXT_LENGTH_EXCEEDED"),
+    ("malformed", "PROVIDER_BAD_RESPONSE"),
+    ("drop", "PROVIDER_NETWORK_ERROR"),
+    ("drop_stream", "PROVIDER_NETWORK_ERROR"),
+    ("stall", "PROVIDER_TIMEOUT"),
+    ("stall_stream", "PROVIDER_TIMEOUT"),
+])
+@pytest.mark.parametrize("stream", [True, False])
+def test_failures_are_normalized_without_body_or_key(server, mode: str, code: str, stream: bool) -> None:
+    server.mode = mode
+    start = time.monotonic()
+    with pytest.raises(ProviderError) as err:
+        client(server, timeout_s=0.6).complete("m", MESSAGES, stream=stream)
+    assert err.value.code == code
+    text = repr(err.value.to_dict()) + str(err.value)
+    assert UPSTREAM_MARKER not in text and KEY not in text
+    assert time.monotonic() - start < 5
+    if mode == "429":
+        assert err.value.details == {"status": 429, "retry_after_s": 7.0}
+
+
+def test_connection_refused_is_network_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ProviderError) as err:
+        ChatCompletionsClient(f"http://127.0.0.1:{port}/v1", KEY, timeout_s=2).complete("m", MESSAGES)
+    assert err.value.code == "PROVIDER_NETWORK_ERROR"
+
+
+def test_cancel_interrupts_a_stall_quickly(server) -> None:
+    server.mode = "stall"
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    start = time.monotonic()
+    with pytest.raises(ProviderError) as err:
+        client(server, timeout_s=30).complete("m", MESSAGES, cancel=cancel)
+    assert err.value.code == "CANCELLED"
+    assert time.monotonic() - start < 1.5
+
+
+def test_cancel_mid_stream(server) -> None:
+    server.mode = "stream"
+    server.chunk_delay_s = 0.1
+    cancel = threading.Event()
+    pieces: list[str] = []
+
+    def on_delta(piece: str, _so_far: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 2:
+            cancel.set()
+
+    with pytest.raises(ProviderError) as err:
+        client(server).complete("m", MESSAGES, on_delta=on_delta, cancel=cancel)
+    assert err.value.code == "CANCELLED" and 2 <= len(pieces) < len(server.reply_text.split(" "))
+
+
+def test_cancel_before_sending_sends_nothing(server) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(ProviderError) as err:
+        client(server).complete("m", MESSAGES, cancel=cancel)
+    assert err.value.code == "CANCELLED" and server.requests == []
+
+
+def test_stream_state_merges_tool_call_deltas_and_errors() -> None:
+    state = _StreamState()
+    state.feed({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "loo", "arguments": '{"q"'}}]}}]})
+    state.feed({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "kup", "arguments": ': 1}'}}]}}]})
+    state.feed({"choices": [{"delta": {}, "finish_reason": "tool_calls"}], "usage": {"total_tokens": 5}})
+    reply = state.reply()
+    assert reply.tool_calls == [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}]
+    assert reply.usage == {"total_tokens": 5}
+    with pytest.raises(ProviderError) as err:
+        _StreamState().feed({"error": {"message": f"slow down {UPSTREAM_MARKER}", "code": "rate_limit_exceeded"}})
+    assert err.value.code == "PROVIDER_RATE_LIMITED" and UPSTREAM_MARKER not in str(err.value)
+    with pytest.raises(ProviderError) as err:
+        _StreamState().feed({"choices": [{"delta": {"content": 5}}]})
+    assert err.value.code == "PROVIDER_BAD_RESPONSE"
+
+
+@pytest.mark.parametrize(("status", "body", "code"), [
+    (403, b"", "PROVIDER_AUTHENTICATION"),
+    (413, b"", "PROVIDER_CONTEXT_LENGTH_EXCEEDED"),
+    (422, b'{"error": "prompt is too long: 9000 tokens > 8192 maximum"}', "PROVIDER_CONTEXT_LENGTH_EXCEEDED"),
+    (400, b'{"error": {"message": "bad temperature"}}', "PROVIDER_BAD_REQUEST"),
+    (404, b"not here", "PROVIDER_BAD_REQUEST"),
+    (408, b"", "PROVIDER_TIMEOUT"),
+    (502, b"<html>bad gateway</html>", "PROVIDER_SERVER_ERROR"),
+    (504, b"", "PROVIDER_TIMEOUT"),
+    (302, b"", "PROVIDER_BAD_RESPONSE"),
+])
+def test_status_table(status: int, body: bytes, code: str) -> None:
+    assert error_for_status(status, body).code == code
+
+
+@settings(max_examples=200, deadline=None)
+@given(status=st.integers(100, 599), body=st.text(min_size=12, max_size=200))
+def test_any_status_gives_a_stable_code_without_the_body(status: int, body: str) -> None:
+    err = error_for_status(status, body.encode())
+    assert err.code in ERROR_CODES
+    assert body not in err.message and body not in repr(err.to_dict())
+
+
+def test_urls_and_key_resolution(monkeypatch) -> None:
+    assert public_endpoint("https://user:pw@api.example.com:8443/v1/?key=abc#x") == "https://api.example.com:8443/v1"
+    assert completions_url("http://h/v1/") == "http://h/v1/chat/completions"
+    assert completions_url("http://h/v1/chat/completions") == "http://h/v1/chat/completions"
+    assert KEY not in repr(ChatCompletionsClient("http://h/v1", KEY))
+    monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
+    monkeypatch.delenv("LOOMSCOPE_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert resolve_api_key() is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    assert resolve_api_key() == "sk-openai"
+    monkeypatch.setenv("LOOMSCOPE_API_KEY", "sk-loom")
+    assert resolve_api_key() == "sk-loom"
