@@ -27,3 +27,39 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("../shared/data is absent")
     return path
+
+
+_LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")
+
+
+@pytest.fixture(autouse=True)
+def _network_unreachable(monkeypatch):
+    """The whole suite runs with the network unreachable: only loopback connections work.
+
+    Anything that tries to download at run time (tiktoken's BPE files, a model hub) fails
+    loudly here instead of silently needing the network on a user's machine.
+    """
+    import socket
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def _check(address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and (host.startswith(_LOOPBACK_PREFIXES) or host.startswith("/")):
+            return
+        if not isinstance(host, str):
+            return
+        raise OSError(f"network access blocked in tests: {address!r}")
+
+    def connect(self, address):
+        _check(address)
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        _check(address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    yield

