@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
     QSpinBox,
     QSplitter,
     QTableView,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -418,7 +419,13 @@ def _share(row: EntryRow) -> float | None:
 
 
 def _entry_title(entry: LorebookEntry) -> str:
-    return f"#{entry.uid} {entry.comment}".strip() if entry.comment else f"#{entry.uid}"
+    """``#uid comment``; without a comment, the first keys in brackets (real books often lack titles)."""
+    if entry.comment:
+        return f"#{entry.uid} {entry.comment}"
+    if entry.keys:
+        keys = join_keys(entry.keys[:3]) + (", …" if len(entry.keys) > 3 else "")
+        return f"#{entry.uid} [{keys}]"
+    return f"#{entry.uid}"
 
 
 def _display(row: EntryRow, col: str) -> Any:
@@ -856,7 +863,9 @@ class LorebookTab(QWidget):
         form_scroll.setWidgetResizable(True)
         form_scroll.setWidget(self.form)
 
-        test_box = QGroupBox("Test text")
+        self.form.setTitle("")
+        self.form.setFlat(True)
+        test_box = QWidget()
         test_layout = QVBoxLayout(test_box)
         self.test_edit = QPlainTextEdit()
         self.test_edit.setPlaceholderText("Type or paste text to see which entries it would trigger…")
@@ -873,14 +882,13 @@ class LorebookTab(QWidget):
         test_layout.addLayout(row)
         test_layout.addWidget(self.test_result, 1)
 
-        bottom = QSplitter(Qt.Orientation.Horizontal)
-        bottom.addWidget(form_scroll)
-        bottom.addWidget(test_box)
-        bottom.setStretchFactor(0, 3)
-        bottom.setStretchFactor(1, 2)
+        # Tabs rather than side by side: the inspector panel is often under 500 px wide.
+        self.bottom_tabs = QTabWidget()
+        self.bottom_tabs.addTab(form_scroll, "Entry")
+        self.bottom_tabs.addTab(test_box, "Test text")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
-        split.addWidget(bottom)
+        split.addWidget(self.bottom_tabs)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         layout.addWidget(split, 1)
@@ -1058,6 +1066,8 @@ class LorebookTab(QWidget):
         dirty = self.form.is_dirty()
         rows = self._build_rows()
         self.model.set_rows(rows, dark=is_dark(self))
+        single_book = len({r.book_index for r in rows}) <= 1
+        self.table.setColumnHidden(COLUMN_INDEX["book"], single_book)
         self._update_summary(rows)
         new_row = next((r for r in rows if keep_key is not None and r.key == keep_key), None)
         if new_row is not None:
