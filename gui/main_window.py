@@ -33,7 +33,7 @@ from .context import AppContext
 from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
-from .undo import EditLorebookEntryCommand, SetMessageFlagCommand
+from .undo import EditLorebookEntryCommand, SetMessageFlagCommand, SetSettingsCommand
 from .widgets.blocks_panel import BlocksPanel
 from .widgets.budget_bar import BudgetBar
 from .widgets.chat_view import ChatView
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 #: ``--tab`` names → (which tab widget, index).
 CENTRE_TABS = ("blocks", "chat")
 INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
+#: The strategy that honours hand exclusions (SPEC §3).
+MANUAL_STRATEGY = "manual"
 IMPORT_FILTER = "Cards, worlds and chats (*.png *.json *.jsonl);;All files (*)"
 
 
@@ -87,6 +89,7 @@ class MainWindow(QMainWindow):
         self.audit: Any | None = None
         self.last_error: UserError | None = None
         self._select_on_next_preview = False
+        self._commands: list[Any] = []
         #: Asks the user yes/no; replaced in tests.
         self.confirm = self._confirm_dialog
 
@@ -206,6 +209,7 @@ class MainWindow(QMainWindow):
         ctx.preview.preview_ready.connect(self._on_preview_ready)
         ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
         doc.request_changed.connect(ctx.preview.schedule)
+        doc.request_changed.connect(self._on_document_request_changed)
         doc.messages_changed.connect(self._on_document_messages_changed)
         doc.chat_loaded.connect(self._on_document_chat_loaded)
         self.blocks_panel.model.pin_toggled.connect(self.set_pinned)
@@ -244,6 +248,7 @@ class MainWindow(QMainWindow):
         if chat_id == self.ctx.document.chat_id and chat_id is not None:
             return
         self.ctx.undo_stack.clear()  # commands belong to the chat they were made in
+        self._commands.clear()
         try:
             self.ctx.document.load_chat(chat_id)
         except LoomscopeError as exc:
@@ -256,6 +261,7 @@ class MainWindow(QMainWindow):
     def open_request(self, request: Any, title: str | None = None) -> None:
         """Open an in-memory request (no store)."""
         self.ctx.undo_stack.clear()
+        self._commands.clear()
         self.ctx.document.load_request(request, title=title)
 
     def import_files(self, paths: list[str]) -> list[Any]:
@@ -292,6 +298,7 @@ class MainWindow(QMainWindow):
             return False
         if self.ctx.document.chat_id == chat_id:
             self.ctx.undo_stack.clear()
+            self._commands.clear()
             self.ctx.document.load_chat(None)
         self.refresh_library()
         ids = self.library.chat_ids()
@@ -315,27 +322,58 @@ class MainWindow(QMainWindow):
         return new_id
 
     # ================================================================ edits
+    def _push(self, command: Any) -> None:
+        # PySide drops the Python half of a command pushed inside a macro, and with it the
+        # undo()/redo() overrides: keep every live command referenced until the stack is cleared.
+        self._commands.append(command)
+        self.ctx.undo_stack.push(command)
+
     def set_pinned(self, message_index: int, value: bool) -> None:
         """Pin / unpin a message (undoable, saved)."""
         self._push_flag(message_index, "pinned", value)
 
     def set_excluded(self, message_index: int, value: bool) -> None:
-        """Exclude / include a message by hand (undoable, saved)."""
-        self._push_flag(message_index, "manual_excluded", value)
+        """Exclude / include a message by hand (undoable, saved).
+
+        Hand exclusions take effect under the ``manual`` strategy (SPEC §3); excluding a
+        message while another built-in strategy is active switches the chat to ``manual`` in
+        the same undo step, so the writer sees the exclusion at once.
+        """
+        doc = self.ctx.document
+        req = doc.request
+        switch = (value and req is not None and req.settings.strategy != MANUAL_STRATEGY
+                  and MANUAL_STRATEGY in self.ctx.registries.strategies)
+        if not switch:
+            self._push_flag(message_index, "manual_excluded", value)
+            return
+        assert req is not None
+        stack = self.ctx.undo_stack
+        stack.beginMacro(f"Exclude message {message_index}")
+        try:
+            self._push(SetSettingsCommand(doc, req.settings.model_copy(update={"strategy": MANUAL_STRATEGY}),
+                                          "Switch to the manual strategy"))
+            self._push_flag(message_index, "manual_excluded", value)
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Save")
+        finally:
+            stack.endMacro()
+        self.settings_panel.set_settings(doc.request.settings)
+        self.statusBar().showMessage(
+            f"Strategy switched to “{MANUAL_STRATEGY}” so hand exclusions apply (Ctrl+Z undoes both)", 8000)
 
     def _push_flag(self, message_index: int, flag: str, value: bool) -> None:
         doc = self.ctx.document
         if doc.request is None or not 0 <= message_index < len(doc.messages()):
             return
         try:
-            self.ctx.undo_stack.push(SetMessageFlagCommand(doc, message_index, flag, value))
+            self._push(SetMessageFlagCommand(doc, message_index, flag, value))
         except LoomscopeError as exc:
             self.show_error(user_error(exc), "Save")
 
     def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
         """A lorebook entry edit from the Lorebook tab (undoable, saved)."""
         try:
-            self.ctx.undo_stack.push(EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
+            self._push(EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
         except LoomscopeError as exc:
             self.show_error(user_error(exc), "Lorebook")
 
@@ -373,6 +411,11 @@ class MainWindow(QMainWindow):
         self.chat_view.model.clear_finished_progress()
         self.audit_tab.set_state(self.audit, self.preview)
         self._select_on_next_preview = True
+
+    def _on_document_request_changed(self) -> None:
+        req = self.ctx.document.request
+        if req is not None and req.settings != self.settings_panel.settings():
+            self.settings_panel.set_settings(req.settings)
 
     def _on_document_messages_changed(self) -> None:
         doc = self.ctx.document

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QUndoCommand
 
-from engine.schema import LorebookEntry
+from engine.schema import ContextSettings, LorebookEntry
 
 from .document import ChatDocument
 
@@ -60,3 +60,23 @@ class EditLorebookEntryCommand(QUndoCommand):
 
     def undo(self) -> None:  # noqa: D102 - Qt override
         self._document.update_lorebook_entry(self._lorebook_id, self._old)
+
+
+class SetSettingsCommand(QUndoCommand):
+    """Replace the chat's context settings (used with exclusions: switching to ``manual``)."""
+
+    def __init__(self, document: ChatDocument, new: ContextSettings, label: str = "Change settings") -> None:
+        super().__init__(label)
+        assert document.request is not None
+        self._document = document
+        self._chat_id = document.chat_id
+        self._old = document.request.settings
+        self._new = new
+
+    def redo(self) -> None:  # noqa: D102 - Qt override
+        if self._document.chat_id == self._chat_id:
+            self._document.set_settings(self._new)
+
+    def undo(self) -> None:  # noqa: D102 - Qt override
+        if self._document.chat_id == self._chat_id:
+            self._document.set_settings(self._old)
