@@ -505,6 +505,7 @@ class AuditTab(QWidget):
         layout = QVBoxLayout(page)
         layout.setContentsMargins(6, 6, 6, 6)
         self.title = QLabel("")
+        self.title.setWordWrap(True)
         self.title.setTextFormat(Qt.TextFormat.RichText)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.title)
@@ -539,7 +540,9 @@ class AuditTab(QWidget):
             r, c = divmod(i, 2)
             cap = QLabel(caption + ":")
             cap.setStyleSheet("color: gray")
+            cap.setWordWrap(True)
             value = QLabel("")
+            value.setWordWrap(True)  # lets the panel shrink below the longest value
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setObjectName(f"audit_{key}")
             grid.addWidget(cap, r, c * 2)
@@ -550,6 +553,8 @@ class AuditTab(QWidget):
         layout.addLayout(grid)
 
         self.tabs = QTabWidget()
+        self.tabs.setUsesScrollButtons(True)
+        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
         layout.addWidget(self.tabs, 1)
 
         self.blocks_model = AuditBlocksModel(self)
@@ -574,7 +579,7 @@ class AuditTab(QWidget):
         mono.setStyleHint(QFont.StyleHint.Monospace)
         self.messages_view.setFont(mono)
         messages_layout.addWidget(self.messages_view, 1)
-        self.tabs.addTab(messages_page, "Provider messages")
+        self.tabs.addTab(messages_page, "Messages")
 
         self.diagnostics_view = QPlainTextEdit()
         self.diagnostics_view.setReadOnly(True)
@@ -595,7 +600,9 @@ class AuditTab(QWidget):
         for col, width in enumerate((100, 80, 170, 80, 80, 70, 150, 200)):
             self.compare_view.setColumnWidth(col, width)
         compare_layout.addWidget(self.compare_view, 1)
-        self.tabs.addTab(compare_page, "Compare with preview")
+        self.tabs.addTab(compare_page, "Compare")
+        self.tabs.setTabToolTip(3, "Compare with preview: what changed since this generation")
+        self.tabs.setTabToolTip(1, "The final provider messages, as sent")
         self.stack.addWidget(page)
 
         self.copy_button.clicked.connect(self._on_copy_button_clicked)
