@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
                 shown[0] = len(event.text)
 
         outcome: dict[str, object] = {}
+        finished = threading.Event()
 
         def work() -> None:
             try:
@@ -95,15 +96,19 @@ def run(args: argparse.Namespace) -> int:
                                                        cancel=cancel)
             except BaseException as exc:  # re-raised on the main thread
                 outcome["error"] = exc
+            finally:
+                finished.set()
 
+        # The work runs on a thread so that Ctrl+C (KeyboardInterrupt, main thread only) can set
+        # the cancel event; the worker then closes the audit as cancelled and stores it.
+        # (An Event, not Thread.join: a join interrupted by Ctrl+C may report the thread dead.)
         worker = threading.Thread(target=work, name="loomscope-generate", daemon=True)
         worker.start()
-        try:
-            while worker.is_alive():
-                worker.join(0.1)
-        except KeyboardInterrupt:
-            cancel.set()
-            worker.join()
+        while not finished.is_set():
+            try:
+                finished.wait(0.1)
+            except KeyboardInterrupt:
+                cancel.set()
         if "error" in outcome:
             raise outcome["error"]  # type: ignore[misc]
     result = outcome["result"]
