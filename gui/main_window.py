@@ -41,13 +41,9 @@ from .widgets.library_panel import LibraryPanel
 from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
+from .widgets.audit_inspector import AuditTab
 from .widgets.block_inspector import BlockInspector
 from .widgets.lorebook_editor import LorebookTab
-
-try:  # TODO(gui-inspectors): import directly once audit_inspector.py lands
-    from .widgets.audit_inspector import AuditTab
-except ImportError:  # pragma: no cover - development only
-    AuditTab = None  # type: ignore[assignment,misc]
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +53,6 @@ INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
 IMPORT_FILTER = "Cards, worlds and chats (*.png *.json *.jsonl);;All files (*)"
-
-
-class _PlaceholderTab(QLabel):
-    def __init__(self, ctx: Any = None, parent: QWidget | None = None) -> None:
-        super().__init__("(audit inspector not available)", parent)
-
-    def set_state(self, *args: Any) -> None:
-        pass
 
 
 class MainWindow(QMainWindow):
@@ -129,7 +117,7 @@ class MainWindow(QMainWindow):
 
         self.block_inspector = BlockInspector(ctx, self)
         self.lorebook_tab = LorebookTab(ctx, self)
-        self.audit_tab = AuditTab(ctx, self) if AuditTab is not None else _PlaceholderTab(ctx, self)
+        self.audit_tab = AuditTab(ctx, self)
         self.settings_panel = SettingsPanel(ctx.registries, self)
         self.inspector_tabs = QTabWidget(self)
         self.inspector_tabs.setObjectName("inspectorTabs")

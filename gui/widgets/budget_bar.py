@@ -103,8 +103,8 @@ class BudgetBar(QWidget):
         return f"{seg.label}: {seg.tokens:,} tokens ({pct:.1f} % of the {limit:,}-token limit)"
 
     def segment_at(self, x: float) -> Segment | None:
-        """The segment under widget x coordinate ``x`` (after a paint)."""
-        for rect, seg in self._rects:
+        """The segment under widget x coordinate ``x``."""
+        for rect, seg in self._layout():
             if rect.left() <= x < rect.right():
                 return seg
         return None

@@ -1,0 +1,54 @@
+"""Chat model: fates from the preview, the fit marker and greyed rows, progress rows by step_id."""
+
+from __future__ import annotations
+
+from engine.schema import ChatMessage, ProgressEvent
+from gui.models.chat_model import ChatMessagesModel, MessageFate, oldest_fitting_index
+from tests.gui.helpers import make_block, make_preview
+
+
+def _fate(status: str, reason: str = "FITS_BUDGET") -> MessageFate:
+    return MessageFate(status, reason, 10, False, False, None)
+
+
+def test_marker_skips_user_exclusions_and_stops_at_budget_cuts() -> None:
+    fates = {0: _fate("kept", "PINNED"), 1: _fate("excluded", "HISTORY_OLDEST_FIRST"),
+             2: _fate("excluded", "HISTORY_OLDEST_FIRST"), 3: _fate("kept"),
+             4: _fate("excluded", "MANUAL_EXCLUDED"), 5: _fate("kept")}
+    assert oldest_fitting_index(fates, 6) == 3
+    assert oldest_fitting_index({i: _fate("kept") for i in range(4)}, 4) is None  # everything fits
+
+
+def test_model_rows_fates_and_greying(qtbot) -> None:  # noqa: ANN001
+    model = ChatMessagesModel()
+    msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"m{i}") for i in range(5)]
+    model.set_messages(msgs, "Wren", "Marisol")
+    preview = make_preview([
+        make_block(0, message_index=0, status="excluded", reason="HISTORY_OLDEST_FIRST"),
+        make_block(1, message_index=1, status="excluded", reason="HISTORY_OLDEST_FIRST"),
+        make_block(2, message_index=2),
+        make_block(3, message_index=3, status="excluded", reason="MANUAL_EXCLUDED", manual_excluded=True),
+        make_block(4, message_index=4),
+    ])
+    model.set_preview(preview)
+    assert model.marker_index() == 2
+    assert model.is_greyed(0) and model.is_greyed(1)
+    assert not model.is_greyed(2)
+    assert model.is_greyed(3)  # excluded by hand
+    assert model.speaker(msgs[0]) == "Wren" and model.speaker(msgs[1]) == "Marisol"
+    assert model.rowCount() == 5
+
+
+def test_progress_rows_keyed_by_step_id(qtbot) -> None:  # noqa: ANN001
+    model = ChatMessagesModel()
+    model.set_messages([ChatMessage(role="user", content="hi")])
+    model.update_progress(ProgressEvent(step_id="s1", step="stream", label="Streaming reply…"))
+    model.update_progress(ProgressEvent(step_id="s1", step="stream", label="Streaming reply…", text="Hel"))
+    model.update_progress(ProgressEvent(step_id="c1", step="compaction", label="Compacting…", fraction=0.5))
+    assert model.rowCount() == 3
+    assert [e.step_id for e in model.progress_events()] == ["s1", "c1"]
+    assert model.progress_events()[0].text == "Hel"
+    model.update_progress(ProgressEvent(step_id="s1", step="stream", label="Streaming reply…", state="done"))
+    model.clear_finished_progress()
+    assert [e.step_id for e in model.progress_events()] == ["c1"]
+    assert model.rowCount() == 2
