@@ -770,6 +770,35 @@ class EntryForm(QGroupBox):
                 out[name] = value
         return out
 
+    def set_values(self, update: dict[str, Any]) -> None:
+        """Put ``update`` (a :meth:`changes`-style dict) into the widgets, as if typed."""
+        for name, value in update.items():
+            if name == "comment":
+                self.comment.setText(value)
+            elif name == "keys":
+                self.keys.setText(join_keys(list(value)))
+            elif name == "secondary_keys":
+                self.secondary.setText(join_keys(list(value)))
+            elif name == "selective_logic":
+                self.logic.setCurrentIndex(max(0, self.logic.findData(int(value))))
+            elif name == "constant":
+                self.constant.setChecked(bool(value))
+            elif name == "disable":
+                self.enabled.setChecked(not value)
+            elif name == "order":
+                self.order.setValue(float(value))
+            elif name == "position":
+                self.position.setCurrentIndex(max(0, self.position.findData(int(value))))
+            elif name == "depth":
+                self.depth.setValue(int(value))
+            elif name == "probability":
+                self.probability.setValue(float(value))
+            elif name == "scan_depth":
+                self.scan_depth.setValue(-1 if value is None else int(value))
+            elif name == "content":
+                self.content.setPlainText(value)
+        self._update_buttons()
+
     def _update_buttons(self) -> None:
         dirty = self.is_dirty()
         editable = self._row is not None and self._row.editable
@@ -1078,9 +1107,13 @@ class LorebookTab(QWidget):
             self._selected_key = None
             self.form.load(None)
         elif dirty and form_row is not None and form_row.key == new_row.key:
-            # Keep what the user is typing; only refresh the preview facts.
-            self.form._row = new_row
-            self.form.set_status(new_row)
+            # Re-base the form on the new entry and keep only the edits it does not already
+            # hold: an applied edit comes back clean, typing in progress survives a preview.
+            pending = self.form.changes()
+            self.form.load(new_row)
+            remaining = {k: v for k, v in pending.items() if getattr(new_row.entry, k, None) != v}
+            if remaining:
+                self.form.set_values(remaining)
         else:
             self.form.load(new_row)
 
@@ -1093,9 +1126,11 @@ class LorebookTab(QWidget):
         if not books:
             self.summary.setText("No lorebook is attached to this chat.")
             return
+        unknown_ids = any(not r.editable and not r.embedded for r in rows)
+        read_only = "<br><i>Read-only: the library ids of these books are not known.</i>" if unknown_ids else ""
         text = f"{books} lorebook{'s' if books != 1 else ''} · {len(rows)} entries"
         if self._preview is None:
-            self.summary.setText(text + " · preview pending…")
+            self.summary.setText(text + " · preview pending…" + read_only)
             return
         fired = [r for r in rows if (r.trace or {}).get("activated")]
         dropped = [r for r in rows if (r.trace or {}).get("code") == "LOREBOOK_BUDGET"]
@@ -1106,7 +1141,7 @@ class LorebookTab(QWidget):
             text += f" · {len(dropped)} over budget"
         if budget:
             text += f" · {used:,} / {budget:,} lorebook tokens ({used / budget * 100:.0f} %)"
-        self.summary.setText(text)
+        self.summary.setText(text + read_only)
 
     def _emit_edit(self, row: EntryRow, update: dict[str, Any]) -> None:
         if not row.editable or not update:

@@ -286,3 +286,21 @@ def test_real_preview_trace_shows_fired_entries(qtbot):
     assert not by_uid[2].trace["activated"]
     assert by_uid[1].trace["tokens"] > 0
     assert _cell(tab, 0, "fired") == "✓ fired"
+
+
+def test_applied_edit_comes_back_clean(tab, qtbot):
+    """Round trip as the main window does it: entry_edited → new request → set_state."""
+    edits = []
+    tab.entry_edited.connect(lambda book_id, old, new: edits.append(new))
+    tab.select_entry(0, 1)
+    tab.form.keys.setText("dragon, drake")
+    tab.form.apply_button.click()
+    assert len(edits) == 1
+    request = _request()
+    book = request.lorebooks[0]
+    entries = [edits[0] if e.uid == 1 else e for e in book.entries]
+    request = request.model_copy(update={"lorebooks": [book.model_copy(update={"entries": entries})]})
+    tab.set_state(request, _preview(TRACE), ["book-1"])
+    assert tab.form.keys.text() == "dragon, drake"
+    assert not tab.form.is_dirty() and not tab.form.apply_button.isEnabled()
+    assert _cell(tab, 0, "keys") == "dragon, drake"
