@@ -1,0 +1,158 @@
+"""Pipeline: model resolution warnings, safety margin, strategies with host checks, interceptors."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import SettingsError
+from engine.pipeline import default_registries, prepare, preview
+from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest, ShiftResult
+from engine.shifting import shift_context
+
+
+def _chat(n=20):
+    msgs = [ChatMessage(role="system", content="You are a ship's log.")]
+    msgs += [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"entry {i} " + "wind " * 20)
+             for i in range(n)]
+    msgs.append(ChatMessage(role="user", content="Next entry?"))
+    return Chat(messages=msgs)
+
+
+def _req(limit=400, reserve=50, **kw):
+    return PreviewRequest(chat=kw.pop("chat", _chat()),
+                          settings=ContextSettings(model=kw.pop("model", "gpt-4o"), context_limit=limit,
+                                                   reply_reserve=reserve, **kw))
+
+
+def test_unknown_model_gets_approximate_profile_warning_and_margin():
+    pv = preview(_req(model="my-local-finetune", limit=1000, reserve=100))
+    assert pv.tokenizer.profile == "generic-approx" and pv.tokenizer.approximate
+    assert any("unknown model" in w for w in pv.warnings)
+    assert pv.safety_margin == 45  # 5 % of the 900-token budget
+    assert pv.prompt_tokens <= pv.budget - pv.safety_margin
+    assert pv.headroom == pv.budget - pv.safety_margin - pv.prompt_tokens
+
+
+def test_limit_above_known_warns_and_percent_reserve_resolves():
+    pv = preview(PreviewRequest(chat=_chat(), settings=ContextSettings(
+        model="gpt-4", context_limit=20_000, reply_reserve="10%")))
+    assert pv.reply_reserve == 2000 and pv.budget == 18_000
+    assert any("above" in w for w in pv.warnings)
+
+
+def test_reserve_not_below_limit_is_invalid():
+    with pytest.raises(SettingsError) as err:
+        preview(_req(limit=100, reserve=100))
+    assert err.value.code == "INVALID_SETTINGS"
+
+
+def test_leading_system_message_is_protected_and_oldest_history_goes():
+    pv = preview(_req())
+    first = pv.blocks[0]
+    assert first.source == "message:0" and first.protected and first.reason == "SYSTEM_PROMPT"
+    excluded = [b for b in pv.blocks if b.status == "excluded"]
+    assert excluded and all(b.reason == "HISTORY_OLDEST_FIRST" for b in excluded)
+    kept_hist = [b.position for b in pv.blocks if b.status == "kept" and not b.protected]
+    assert max(b.position for b in excluded) < min(kept_hist)
+
+
+def test_manual_vs_truncate_strategy():
+    chat = _chat()
+    chat.messages[-3] = chat.messages[-3].model_copy(update={"meta": MessageMeta(manualExcluded=True)})
+    pv = preview(_req(chat=chat, strategy="manual"))
+    assert next(b for b in pv.blocks if b.message_index == len(chat.messages) - 3).reason == "MANUAL_EXCLUDED"
+    pv = preview(_req(chat=chat, strategy="truncate"))
+    assert next(b for b in pv.blocks if b.message_index == len(chat.messages) - 3).status == "kept"
+
+
+def test_pinning_protects_under_tight_budget():
+    chat = _chat()
+    chat.messages[1] = chat.messages[1].model_copy(update={"meta": MessageMeta(pinned=True)})
+    pv = preview(_req(chat=chat))
+    pinned = next(b for b in pv.blocks if b.message_index == 1)
+    assert pinned.status == "kept" and pinned.pinned and pinned.reason == "PINNED"
+
+
+def test_budget_exceeded_is_reported_not_raised():
+    prepared = prepare(_req(limit=15, reserve=5))
+    assert not prepared.budget_ok
+    assert prepared.preview.error.code == "TOKEN_BUDGET_EXCEEDED"
+    assert prepared.preview.error.details["protected_tokens"] > prepared.preview.error.details["budget"]
+
+
+def test_bad_strategy_falls_back_to_truncate():
+    regs = default_registries()
+
+    def greedy(blocks, count, budget, options):  # drops everything, protected included
+        return ShiftResult(kept=[], excluded=[{"block_id": b.id, "reason": "LOW_RELEVANCE", "tokens": count(b)}
+                                              for b in blocks])
+
+    def boom(blocks, count, budget, options):
+        raise RuntimeError("plugin bug")
+
+    cleanup = regs.strategies.register("greedy", greedy)
+    regs.strategies.register("boom", boom)
+    for name in ("greedy", "boom"):
+        pv = preview(_req(strategy=name), registries=regs)
+        assert any("fell back to 'truncate'" in d for d in pv.diagnostics)
+        assert pv.blocks[0].status == "kept"
+        assert pv.prompt_tokens <= pv.budget
+    cleanup()
+    with pytest.raises(SettingsError) as err:
+        preview(_req(strategy="greedy"), registries=regs)
+    assert err.value.code == "UNKNOWN_STRATEGY"
+
+
+def _with_interceptor(fn, **kw):
+    regs = default_registries()
+    regs.interceptors.register("test", fn)
+    return prepare(_req(**kw), registries=regs)
+
+
+def test_interceptor_adding_a_long_message_cannot_break_the_budget():
+    def add_long(messages, ctx):
+        return messages[:-1] + [{"role": "system", "content": "lore " * 2000}] + messages[-1:], ["added lore"]
+
+    p = _with_interceptor(add_long)
+    pv = p.preview
+    assert pv.prompt_tokens <= pv.budget
+    added = [b for b in pv.blocks if b.source == "interceptor:test"]
+    assert added and added[0].status == "excluded"
+    assert any("added lore" in d for d in p.interceptor_diagnostics)
+
+
+def test_interceptor_adding_a_small_message_is_sent():
+    def add(messages, ctx):
+        return messages[:-1] + [{"role": "system", "content": "Remember the storm."}] + messages[-1:], []
+
+    pv = _with_interceptor(add, limit=4000).preview
+    assert any(m["content"] == "Remember the storm." for m in pv.messages)
+    b = next(b for b in pv.blocks if b.source == "interceptor:test")
+    assert b.status == "kept" and b.reason == "INTERCEPTOR_ADDED"
+
+
+def test_interceptor_removing_the_system_prompt_is_undone():
+    p = _with_interceptor(lambda messages, ctx: (messages[1:], []))
+    assert p.messages[0]["content"] == "You are a ship's log."
+    assert any("restored" in d for d in p.interceptor_diagnostics)
+
+
+@pytest.mark.parametrize("fn,expect", [
+    (lambda m, c: (_ for _ in ()).throw(ValueError("kaboom")), "its output was ignored"),
+    (lambda m, c: ("not a list", []), "invalid data"),
+    (lambda m, c: ([{"role": "wizard", "content": 3}], []), "invalid data"),
+])
+def test_interceptor_failures_are_diagnostics(fn, expect):
+    p = _with_interceptor(fn)
+    plain = prepare(_req())
+    assert p.messages == plain.messages
+    assert any(expect in d for d in p.interceptor_diagnostics)
+
+
+def test_preview_is_deterministic():
+    assert preview(_req()).model_dump() == preview(_req()).model_dump()
+
+
+def test_shift_context_public_signature():
+    res = shift_context([], lambda b: 0, 10)
+    assert res.kept == [] and res.error is None
