@@ -115,6 +115,11 @@ class _Entry:
     triggers: list[str]
     prio: tuple[Any, ...] = ()
     rank: int = 0
+    invalid_primary: bool = False
+    default_reason: tuple[str, dict[str, Any]] | None = None
+    # Trace records of this entry when it was never a candidate, per scan depth: frozen and
+    # shared across calls (the trace of a big book is mostly these).
+    default_records: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,6 +131,16 @@ class _Prepared:
     max_entry_depth: int
     needs_sources: frozenset[str]
     diagnostics: list[str]
+    special: list[_Entry]  # disabled / character filter / triggers: checked once per call
+    delayed: list[_Entry]  # entries with a ``delay`` timed effect
+    ci_index: dict[str, list[int]]  # compared primary key -> gids using it
+    cs_index: dict[str, list[int]]
+    ci_index2: dict[str, list[int]]  # compared secondary key -> gids using it
+    cs_index2: dict[str, list[int]]
+    always_visit: frozenset[int]  # constants, decorators, regex keys, delay-until-recursion
+    regex_gids: frozenset[int]
+    has_groups: bool
+    hits_cache: dict[str, tuple[KeyHits, KeyHits]] = field(default_factory=dict)
 
 
 def _extra(entry: LorebookEntry, camel: str, snake: str | None = None) -> Any:
@@ -236,32 +251,83 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
             ))
             gid += 1
     by_priority = sorted(entries, key=lambda x: x.prio)
+    ci_index: dict[str, list[int]] = {}
+    cs_index: dict[str, list[int]] = {}
+    ci_index2: dict[str, list[int]] = {}
+    cs_index2: dict[str, list[int]] = {}
+    always: set[int] = set()
+    regex_gids: set[int] = set()
     for rank, x in enumerate(by_priority):
         x.rank = rank
+        x.invalid_primary = any(raw in x.entry.keys for raw, _ in x.invalid)
+        if x.delay_level or x.entry.constant or x.decorators:
+            always.add(x.gid)
+        if not x.keys and not x.entry.constant:
+            x.default_reason = (("LOREBOOK_INVALID_KEY", {"invalid": [{"key": k, "error": err}
+                                                                       for k, err in x.invalid]})
+                                if x.invalid else ("LOREBOOK_NO_KEYS", {}))
+        for keys, ci_ix, cs_ix in ((x.keys, ci_index, cs_index), (x.secondary, ci_index2, cs_index2)):
+            for k in keys:
+                if k.regex is not None:
+                    always.add(x.gid)
+                    regex_gids.add(x.gid)
+                else:
+                    (cs_ix if k.cs else ci_ix).setdefault(k.norm, []).append(x.gid)
+    special = [x for x in entries if x.entry.disable or x.char_filter or x.triggers]
+    delayed = [x for x in entries if x.entry.delay]
     return _Prepared(entries, by_priority, frozenset(ci), frozenset(cs_set), max_depth,
-                     frozenset(needs), diagnostics)
+                     frozenset(needs), diagnostics, special, delayed, ci_index, cs_index, ci_index2, cs_index2,
+                     frozenset(always), frozenset(regex_gids), any(x.groups for x in entries))
 
 
-_PREPARED_CACHE: OrderedDict[tuple[Any, ...], _Prepared] = OrderedDict()
+_PREPARED_CACHE: OrderedDict[tuple[Any, ...], tuple[Any, _Prepared]] = OrderedDict()
 _PREPARED_CACHE_SIZE = 16
 
 
-def _book_fingerprint(book: Lorebook) -> bytes:
-    return hashlib.blake2b(book.model_dump_json().encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def _copy_value(v: Any) -> Any:
+    return v.copy() if isinstance(v, (list, dict)) else v
+
+
+def _snapshot(book: Lorebook) -> tuple[Any, ...]:
+    """Field values of every entry, with list/dict values copied (detects in-place edits)."""
+    return (book.name,
+            [tuple(map(_copy_value, vals)) for vals in map(dict.values, map(vars, book.entries))],
+            [_copy_value(e.__pydantic_extra__) for e in book.entries])
+
+
+def _unchanged(book: Lorebook, snap: tuple[Any, ...]) -> bool:
+    # Tuple/list equality runs in C and compares by identity first, so an unchanged book is
+    # cheap to confirm; a list edited in place differs from its copy in the snapshot.
+    entries = book.entries
+    return (book.name == snap[0]
+            and list(map(tuple, map(dict.values, map(vars, entries)))) == snap[1]
+            and [e.__pydantic_extra__ for e in entries] == snap[2])
 
 
 def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, char: str) -> _Prepared:
-    key = (tuple(_book_fingerprint(b) for b in books), user, char,
-           settings.case_sensitive, settings.match_whole_words)
+    """Prepared entries for ``books``, cached by book identity and checked against a snapshot.
+
+    The cache holds the books, so their ids stay unique while cached; any change to an
+    entry's field values (assignment or in-place list/dict edit) is detected.
+    """
+    key = (tuple(map(id, books)), user, char, settings.case_sensitive, settings.match_whole_words)
     hit = _PREPARED_CACHE.get(key)
     if hit is not None:
-        _PREPARED_CACHE.move_to_end(key)
-        return hit
+        refs, snaps, prepared = hit
+        if all(_unchanged(b, snap) for b, snap in zip(books, snaps)):
+            _PREPARED_CACHE.move_to_end(key)
+            return prepared
     prepared = _prepare(books, settings, user, char)
-    _PREPARED_CACHE[key] = prepared
+    _PREPARED_CACHE[key] = (tuple(books), [_snapshot(b) for b in books], prepared)
+    _PREPARED_CACHE.move_to_end(key)
     while len(_PREPARED_CACHE) > _PREPARED_CACHE_SIZE:
         _PREPARED_CACHE.popitem(last=False)
     return prepared
+
+
+def clear_cache() -> None:
+    """Forget prepared books (call after mutating a lorebook in place in ways not detected)."""
+    _PREPARED_CACHE.clear()
 
 
 # --------------------------------------------------------------------------- scanning
@@ -278,11 +344,65 @@ class _Text:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+class _Table:
+    """Union of the key hits of several texts: key → the first text (its trace meta) holding it."""
+
+    def __init__(self) -> None:
+        self.texts: list[_Text] = []
+        self.ci_any: dict[str, dict[str, Any]] = {}
+        self.ci_whole: dict[str, dict[str, Any]] = {}
+        self.cs_any: dict[str, dict[str, Any]] = {}
+        self.cs_whole: dict[str, dict[str, Any]] = {}
+        self._joined: str | None = None
+        self._starts: list[int] = []
+        self._regex_hits: dict[re.Pattern[str], tuple[int, dict[str, Any] | None]] = {}
+
+    def add(self, t: _Text) -> None:
+        self.texts.append(t)
+        meta = {"source": t.source, **t.meta}
+        for keys, table in ((t.ci.any, self.ci_any), (t.ci.whole, self.ci_whole),
+                            (t.cs.any, self.cs_any), (t.cs.whole, self.cs_whole)):
+            for k in keys:
+                table.setdefault(k, meta)
+
+    def lookup(self, k: _Key, ww: bool) -> dict[str, Any] | None:
+        if k.regex is not None:
+            if self._joined is None or len(self._starts) != len(self.texts):
+                self._starts = []
+                pos = 0
+                for t in self.texts:
+                    self._starts.append(pos)
+                    pos += len(t.text) + 1
+                self._joined = "\n".join(t.text for t in self.texts)
+            n = len(self.texts)
+            done = self._regex_hits.get(k.regex)
+            if done is not None and (done[1] is not None or done[0] == n):
+                return dict(done[1]) if done[1] is not None else None
+            # Search again only from the texts added since the last search (plus a margin).
+            start = self._starts[done[0] - 1] if done is not None and done[0] > 0 else 0
+            m = k.regex.search(self._joined, start)
+            found = None
+            if m is not None:
+                t = self.texts[max(0, bisect.bisect_right(self._starts, m.start()) - 1)]
+                found = {"source": t.source, **t.meta, "matched": m.group()[:200]}
+            self._regex_hits[k.regex] = (n, found)
+            return dict(found) if found is not None else None
+        table = (self.cs_whole if ww else self.cs_any) if k.cs else (self.ci_whole if ww else self.ci_any)
+        hit = table.get(k.norm)
+        return dict(hit) if hit is not None else None
+
+
+_NO_HITS = KeyHits(frozenset(), frozenset())  # type: ignore[arg-type]
+#: Texts whose key hits are remembered per prepared book set (chat messages, entry contents).
+_HITS_CACHE_SIZE = 8192
+
+
 class _Scanner:
     """Scan results over the chat window (newest first) and the other texts."""
 
     def __init__(self, prepared: _Prepared, window: list[tuple[int, str]]) -> None:
         self.window = window
+        self.cache = prepared.hits_cache
         self.ci = matcher_for(prepared.ci_keys)
         self.cs = matcher_for(prepared.cs_keys)
         self.scanned = 0
@@ -292,29 +412,51 @@ class _Scanner:
         self.cs_any: dict[str, int] = {}
         self.cs_whole: dict[str, int] = {}
         self._joined: dict[int, tuple[str, list[int]]] = {}
+        self._regex_hits: dict[tuple[re.Pattern[str], int], dict[str, Any] | None] = {}
 
     def scan_to(self, depth: int) -> None:
         """Make sure the newest ``depth`` window messages are scanned."""
         depth = min(depth, len(self.window))
         while self.scanned < depth:
             d = self.scanned
-            text = self.window[d][1]
-            for hits, any_map, whole_map in (
-                (self.ci.scan(text.lower()) if self.ci.keys else None, self.ci_any, self.ci_whole),
-                (self.cs.scan(text) if self.cs.keys else None, self.cs_any, self.cs_whole),
-            ):
-                if hits is None:
-                    continue
+            ci, cs = self.hits(self.window[d][1])
+            for hits, any_map, whole_map in ((ci, self.ci_any, self.ci_whole), (cs, self.cs_any, self.cs_whole)):
                 for k in hits.any:
                     any_map.setdefault(k, d)
                 for k in hits.whole:
                     whole_map.setdefault(k, d)
             self.scanned += 1
 
+    def hits(self, text: str) -> tuple[KeyHits, KeyHits]:
+        """(case-insensitive, case-sensitive) key hits of ``text``, cached per prepared books."""
+        cache = self.cache
+        got = cache.get(text)
+        if got is None:
+            got = (self.ci.scan(text.lower()) if self.ci.keys else _NO_HITS,
+                   self.cs.scan(text) if self.cs.keys else _NO_HITS)
+            if len(cache) >= _HITS_CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[text] = got
+        return got
+
     def text(self, source: str, text: str, **meta: Any) -> _Text:
-        ci = self.ci.scan(text.lower()) if self.ci.keys else KeyHits(set(), set())
-        cs = self.cs.scan(text) if self.cs.keys else KeyHits(set(), set())
+        ci, cs = self.hits(text)
         return _Text(source, text, ci, cs, meta)
+
+    def regex_in_chat(self, regex: re.Pattern[str], depth: int) -> dict[str, Any] | None:
+        """First match of a regex key in the scan buffer of ``depth`` (cached per pass set)."""
+        key = (regex, depth)
+        if key in self._regex_hits:
+            return self._regex_hits[key]
+        joined, starts = self.joined(depth)
+        m = regex.search(joined)
+        found = None
+        if m is not None:
+            d = max(0, bisect.bisect_right(starts, m.start()) - 1)
+            found = {"source": "chat", "message_index": self.window[d][0], "depth": d,
+                     "matched": m.group()[:200]}
+        self._regex_hits[key] = found
+        return found
 
     def joined(self, depth: int) -> tuple[str, list[int]]:
         """SillyTavern's scan buffer for ``depth``: ``\\x01`` + messages joined by ``\\n\\x01``."""
@@ -402,67 +544,50 @@ _PASS_MIN = "min_activations"
 
 class _Run:
     def __init__(self, prepared: _Prepared, scanner: _Scanner, settings: WorldInfoSettings,
-                 extra_texts: list[_Text], source_texts: dict[str, _Text]) -> None:
+                 extra: _Table, sources: dict[str, _Table]) -> None:
         self.p = prepared
         self.s = scanner
         self.settings = settings
-        self.extra_texts = extra_texts
-        self.source_texts = source_texts
-        self.recursion: list[_Text] = []
+        self.extra = extra
+        self.sources = sources
+        self.recursion = _Table()
         self.skew = 0
+        self.global_depth = settings.scan_depth
 
     def depth_of(self, x: _Entry) -> int:
         sd = x.entry.scan_depth
-        return int(sd) if sd is not None else self.settings.scan_depth + self.skew
+        return int(sd) if sd is not None else self.global_depth
 
     def match_key(self, x: _Entry, k: _Key, state: str, *, recursion_only: bool = False
                   ) -> dict[str, Any] | None:
         """Where key ``k`` of entry ``x`` occurs in this pass's text, or ``None``."""
-        use_rec = state != _PASS_MIN and self.settings.recursive
         if not recursion_only:
-            depth = self.depth_of(x)
+            sd = x.entry.scan_depth
+            depth = int(sd) if sd is not None else self.global_depth
             if depth > 0 and self.s.window:
                 if k.regex is not None:
-                    joined, starts = self.s.joined(depth)
-                    m = k.regex.search(joined)
-                    if m is not None:
-                        d = max(0, bisect.bisect_right(starts, m.start()) - 1)
-                        return {"source": "chat", "message_index": self.s.window[d][0], "depth": d,
-                                "matched": m.group()[:200]}
+                    found = self.s.regex_in_chat(k.regex, depth)
+                    if found is not None:
+                        return dict(found)
                 else:
-                    self.s.scan_to(depth)
-                    table = ((self.s.cs_whole if x.ww else self.s.cs_any) if k.cs
-                             else (self.s.ci_whole if x.ww else self.s.ci_any))
+                    s = self.s
+                    table = ((s.cs_whole if x.ww else s.cs_any) if k.cs
+                             else (s.ci_whole if x.ww else s.ci_any))
                     d = table.get(k.norm)
                     if d is not None and d < depth:
-                        return {"source": "chat", "message_index": self.s.window[d][0], "depth": d}
-            for t in self.extra_texts:
-                hit = self._match_text(x, k, t)
+                        return {"source": "chat", "message_index": s.window[d][0], "depth": d}
+            if self.extra.texts:
+                hit = self.extra.lookup(k, x.ww)
                 if hit is not None:
                     return hit
             for src in x.sources:
-                t = self.source_texts.get(src)
+                t = self.sources.get(src)
                 if t is not None:
-                    hit = self._match_text(x, k, t)
+                    hit = t.lookup(k, x.ww)
                     if hit is not None:
                         return hit
-        if use_rec and (state == _PASS_RECURSION or recursion_only):
-            for t in self.recursion:
-                hit = self._match_text(x, k, t)
-                if hit is not None:
-                    return hit
-        return None
-
-    @staticmethod
-    def _match_text(x: _Entry, k: _Key, t: _Text) -> dict[str, Any] | None:
-        if k.regex is not None:
-            m = k.regex.search(t.text)
-            if m is None:
-                return None
-            return {"source": t.source, **t.meta, "matched": m.group()[:200]}
-        hits = t.cs if k.cs else t.ci
-        if k.norm in (hits.whole if x.ww else hits.any):
-            return {"source": t.source, **t.meta}
+        if (state == _PASS_RECURSION or recursion_only) and self.recursion.texts:
+            return self.recursion.lookup(k, x.ww)
         return None
 
     def primary(self, x: _Entry, state: str, *, recursion_only: bool = False
@@ -649,8 +774,12 @@ def activate(
         window.append((i, text.strip()))
 
     scanner = _Scanner(prepared, window)
-    extra_texts = [scanner.text("extra", t, extra_index=i) for i, t in enumerate(extra_scan_text) if t]
-    source_texts: dict[str, _Text] = {}
+    extra = _Table()
+    for i, t in enumerate(extra_scan_text):
+        if t:
+            extra.add(scanner.text("extra", substitute_names(t, user=user_name, char=char_name),
+                                   extra_index=i))
+    sources: dict[str, _Table] = {}
     if prepared.needs_sources:
         raw_sources = {
             "persona_description": persona.description if persona else "",
@@ -663,10 +792,12 @@ def activate(
         for src in prepared.needs_sources:
             text = substitute_names(raw_sources.get(src, ""), user=user_name, char=char_name)
             if text:
-                source_texts[src] = scanner.text(src, text)
+                sources[src] = _Table()
+                sources[src].add(scanner.text(src, text))
 
-    run = _Run(prepared, scanner, settings, extra_texts, source_texts)
+    run = _Run(prepared, scanner, settings, extra, sources)
     timed = _Timed(chat_metadata, chat_len)
+    has_timed = bool(timed.sticky or timed.cooldown)
 
     reasons: dict[int, tuple[str, dict[str, Any]]] = {}
     final: set[int] = set()
@@ -675,58 +806,102 @@ def activate(
     dropped: dict[int, tuple[_Cand, int]] = {}
     active_groups: dict[str, _Entry] = {}
     used = 0
-    static: dict[int, tuple[str, dict[str, Any]] | None] = {
-        x.gid: _static_reason(x, char_name, character, generation_type) for x in prepared.entries
-    }
+    for x in prepared.special:
+        st = _static_reason(x, char_name, character, generation_type)
+        if st is not None:
+            reasons[x.gid] = st
+            final.add(x.gid)
+    if not has_timed:
+        for x in prepared.delayed:
+            if timed.delayed(x):
+                reasons[x.gid] = ("LOREBOOK_DELAY", {"delay": x.entry.delay, "chat_length": chat_len})
+                final.add(x.gid)
+
+    entries = prepared.entries
+    rank_of = [x.rank for x in entries]
+    timed_gids: set[int] = set()
+    if has_timed:
+        labels = set(timed.sticky) | set(timed.cooldown)
+        timed_gids = {x.gid for x in entries if x.label in labels}
+        timed_gids.update(x.gid for x in prepared.delayed)
 
     delay_levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
     current_level = delay_levels.pop(0) if delay_levels else 0
     state = _PASS_INITIAL
     pass_no = 0
     seed = settings.seed
+    # Recursion passes re-check only the entries whose inputs changed since their last check:
+    # keys found in recursion text not yet seen by a full pass, regex keys, delayed entries.
+    seen_recursion = 0
 
     while state and pass_no < MAX_PASSES:
         if settings.max_recursion_steps and pass_no >= settings.max_recursion_steps:
             break
+        run.global_depth = settings.scan_depth + run.skew
+        scanner.scan_to(max(run.global_depth, prepared.max_entry_depth))
+        # Only entries whose inputs can match are visited: those with a key (primary or
+        # secondary) somewhere in this pass's text, plus constants, decorators, regex keys,
+        # delayed and timed entries. Every other entry cannot match: NOT_MATCHED by default.
+        affected = set(prepared.always_visit)
+        affected.update(timed_gids)
+        if state == _PASS_RECURSION:
+            new_texts = run.recursion.texts[seen_recursion:]
+            seen_recursion = len(run.recursion.texts)
+        else:
+            new_texts = []
+            for key_map, index in ((scanner.ci_any, prepared.ci_index), (scanner.cs_any, prepared.cs_index)):
+                for k in key_map:
+                    affected.update(index.get(k, ()))
+            new_texts.extend(extra.texts)
+            for table in sources.values():
+                new_texts.extend(table.texts)
+        # Recursion text can also complete the secondary keys of an entry whose primary key
+        # matched the chat earlier; a full pass needs a primary key somewhere.
+        indexes = ((prepared.ci_index, prepared.cs_index, prepared.ci_index2, prepared.cs_index2)
+                   if state == _PASS_RECURSION else (prepared.ci_index, prepared.cs_index))
+        for t in new_texts:
+            for i, index in enumerate(indexes):
+                hits = t.ci if i % 2 == 0 else t.cs
+                for k in hits.any:
+                    affected.update(index.get(k, ()))
+        affected.difference_update(accepted)
+        affected.difference_update(final)
         cands: list[_Cand] = []
-        for x in prepared.by_priority:
-            gid = x.gid
-            if gid in accepted or gid in final:
-                continue
-            st = static[gid]
-            if st is not None:
-                reasons[gid] = st
-                final.add(gid)
-                continue
-            sticky = timed.sticky_of(x)
-            if timed.delayed(x):
-                reasons[gid] = ("LOREBOOK_DELAY", {"delay": x.entry.delay, "chat_length": chat_len})
-                final.add(gid)
-                continue
-            if sticky is None:
-                cool = timed.cooldown_of(x)
-                if cool is not None:
-                    reasons[gid] = ("LOREBOOK_COOLDOWN", {"until": cool.get("end"), "chat_length": chat_len})
+        for gid in sorted(affected, key=rank_of.__getitem__):
+            x = entries[gid]
+            sticky = None
+            if has_timed:
+                sticky = timed.sticky_of(x)
+                if timed.delayed(x):
+                    reasons[gid] = ("LOREBOOK_DELAY", {"delay": x.entry.delay, "chat_length": chat_len})
                     final.add(gid)
                     continue
-                if x.delay_level and state != _PASS_RECURSION:
-                    reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION",
-                                    {"level": x.delay_level, "pass": pass_no})
-                    continue
-                if x.delay_level and x.delay_level > current_level:
-                    reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION",
-                                    {"level": x.delay_level, "current_level": current_level, "pass": pass_no})
-                    continue
+            if sticky is None:
+                if has_timed:
+                    cool = timed.cooldown_of(x)
+                    if cool is not None:
+                        reasons[gid] = ("LOREBOOK_COOLDOWN", {"until": cool.get("end"), "chat_length": chat_len})
+                        final.add(gid)
+                        continue
+                if x.delay_level:
+                    if state != _PASS_RECURSION:
+                        reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION", {"level": x.delay_level, "pass": pass_no})
+                        continue
+                    if x.delay_level > current_level:
+                        reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION",
+                                        {"level": x.delay_level, "current_level": current_level, "pass": pass_no})
+                        continue
                 if state == _PASS_RECURSION and settings.recursive and x.entry.exclude_recursion:
                     hit = run.primary(x, state, recursion_only=True) if x.keys else None
                     if hit is not None:
                         reasons[gid] = ("LOREBOOK_EXCLUDED_FROM_RECURSION",
                                         {"key": hit[0].text, **hit[1], "pass": pass_no})
                     continue
-            if "dont_activate" in x.decorators:
-                reasons[gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
-                final.add(gid)
-                continue
+            if x.decorators:
+                if "dont_activate" in x.decorators:
+                    reasons[gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
+                    final.add(gid)
+                    continue
             cand: _Cand | None = None
             if "activate" in x.decorators:
                 cand = _Cand(x, "LOREBOOK_DECORATOR_ACTIVATE", {"pass": pass_no})
@@ -745,23 +920,19 @@ def activate(
                     continue
                 hit = run.primary(x, state)
                 if hit is None:
-                    if x.invalid and any(raw in x.entry.keys for raw, _ in x.invalid):
+                    if x.invalid_primary:
                         reasons[gid] = ("LOREBOOK_INVALID_KEY", {
                             "invalid": [{"key": k, "error": err} for k, err in x.invalid],
                             "keys": [k.text for k in x.keys], "scan_depth": run.depth_of(x), "pass": pass_no})
                     else:
-                        detail: dict[str, Any] = {"keys": [k.text for k in x.keys],
-                                                  "scan_depth": run.depth_of(x), "pass": pass_no}
-                        misses = run.near_misses(x)
-                        if misses:
-                            detail["near_misses"] = misses
-                        reasons[gid] = ("LOREBOOK_NOT_MATCHED", detail)
+                        reasons[gid] = ("LOREBOOK_NOT_MATCHED", {
+                            "keys": [k.text for k in x.keys], "scan_depth": run.depth_of(x), "pass": pass_no})
                     continue
                 key, where = hit
                 detail = {"key": key.text, **where, "pass": pass_no}
                 if key.regex is not None:
                     detail["regex"] = True
-                if x.secondary or (x.entry.selective and x.entry.secondary_keys):
+                if x.entry.selective and x.entry.secondary_keys:
                     ok, matched, missing = run.secondary_ok(x, state)
                     logic = SelectiveLogic(x.entry.selective_logic).name
                     if not ok:
@@ -773,15 +944,17 @@ def activate(
                     detail["secondary_matched"] = matched
                 cand = _Cand(x, "LOREBOOK_KEY_MATCH", detail)
             if not x.content.strip():
-                reasons[gid] = ("LOREBOOK_EMPTY", {"code_if_content": cand.code})
+                reasons[gid] = ("LOREBOOK_EMPTY", {"would_activate": cand.code})
                 final.add(gid)
                 continue
             cands.append(cand)
 
         # Sticky entries first, then priority order (SillyTavern sorts activatedNow so).
-        cands.sort(key=lambda c: (0 if c.sticky else 1, c.x.rank))
-        cands = _filter_groups(cands, run, state, settings, active_groups, reasons, final,
-                               seed, chat_len, pass_no)
+        if has_timed:
+            cands.sort(key=lambda c: (0 if c.sticky else 1, c.x.rank))
+        if prepared.has_groups:
+            cands = _filter_groups(cands, run, state, settings, active_groups, reasons, final,
+                                   seed, chat_len, pass_no)
 
         survivors: list[_Cand] = []
         for c in cands:
@@ -798,7 +971,7 @@ def activate(
                                            "seed": seed_text}
             survivors.append(c)
 
-        # Budget: constants first (never dropped), then by the order above.
+        # Budget: constants first (never dropped), then in the order above.
         survivors.sort(key=lambda c: 0 if c.x.entry.constant else 1)
         new_accepted: list[_Cand] = []
         for c in survivors:
@@ -810,7 +983,7 @@ def activate(
             elif used + tokens > budget:
                 dropped[c.x.gid] = (c, tokens)
                 reasons[c.x.gid] = ("LOREBOOK_BUDGET", {
-                    "budget": budget, "used": used, "tokens": tokens, "would_match": c.code,
+                    "budget": budget, "used": used, "tokens": tokens, "would_activate": c.code,
                     "match": dict(c.detail)})
                 final.add(c.x.gid)
                 continue
@@ -825,69 +998,123 @@ def activate(
         feeding = [c for c in new_accepted if not c.x.entry.prevent_recursion]
         if settings.recursive:
             for c in feeding:
-                run.recursion.append(scanner.text(
-                    "recursion", c.x.content, from_book=c.x.book, from_uid=c.x.entry.uid, added_in_pass=pass_no))
+                run.recursion.add(scanner.text(
+                    "recursion", c.x.content, from_book=c.x.book, from_uid=c.x.entry.uid,
+                    from_comment=c.x.entry.comment, added_in_pass=pass_no))
 
         next_state = ""
         if settings.recursive and feeding:
             next_state = _PASS_RECURSION
-        if settings.recursive and state == _PASS_MIN and run.recursion:
+        if settings.recursive and state == _PASS_MIN and run.recursion.texts:
             next_state = _PASS_RECURSION  # SillyTavern: recurse before widening again
-        if (not next_state and settings.min_activations > 0 and len(accepted) < settings.min_activations):
-            depth_now = settings.scan_depth + run.skew
+        if state != _PASS_RECURSION:
+            seen_recursion = 0  # a full pass without recursion text: the next recursion pass rechecks all
+        if not next_state and settings.min_activations > 0 and len(accepted) < settings.min_activations:
             limit = len(window)
             if settings.min_activations_depth_max > 0:
                 limit = min(limit, settings.min_activations_depth_max)
-            if depth_now < limit:
+            if run.global_depth < limit:
                 run.skew += 1
                 next_state = _PASS_MIN
         if not next_state and delay_levels:
             next_state = _PASS_RECURSION
             current_level = delay_levels.pop(0)
+            seen_recursion = 0  # delayed entries see the whole recursion buffer for the first time
         state = next_state
         pass_no += 1
 
     # ---------------------------------------------------------------- outputs
-    def entry_model(c: _Cand, tokens: int, reason: str) -> ActivatedEntry:
-        e = c.x.entry
-        return ActivatedEntry.model_construct(
-            book=c.x.book, book_index=c.x.book_index, uid=e.uid, comment=e.comment,
-            content=c.x.content, position=InsertionPosition(e.position), depth=int(e.depth),
-            role=_role_name(e.role), order=float(e.order), constant=bool(e.constant),
-            reason=reason, tokens=tokens, trace={"code": c.code, **c.detail},
-        )
-
-    def placement(c: _Cand) -> tuple[Any, ...]:
-        e = c.x.entry
-        at_depth = e.position == InsertionPosition.AT_DEPTH
-        return (int(e.position), int(e.depth) if at_depth else 0,
-                _role_name(e.role) if at_depth else "", float(e.order), -c.x.rank)
-
-    kept = sorted(accepted.values(), key=placement)
-    activated = [entry_model(c, accepted_tokens[c.x.gid], BLOCK_REASONS[c.code]) for c in kept]
-    budget_dropped = [entry_model(c, t, "LOREBOOK_BUDGET")
+    kept = sorted(accepted.values(), key=_placement)
+    activated = [_entry_model(c, accepted_tokens[c.x.gid], BLOCK_REASONS[c.code]) for c in kept]
+    budget_dropped = [_entry_model(c, t, "LOREBOOK_BUDGET")
                       for c, t in sorted(dropped.values(), key=lambda ct: ct[0].x.rank)]
 
     trace: list[TraceRecord] = []
+    append = trace.append
+    near_gids: set[int] = set(prepared.regex_gids)
+    for key_map, index in ((scanner.ci_any, prepared.ci_index), (scanner.cs_any, prepared.cs_index)):
+        for k in key_map:
+            near_gids.update(index.get(k, ()))
     for x in prepared.entries:
         e = x.entry
-        if x.gid in accepted:
-            c = accepted[x.gid]
-            trace.append(TraceRecord.model_construct(
-                book=x.book, book_index=x.book_index, uid=e.uid, comment=e.comment, activated=True,
-                code=c.code, detail=dict(c.detail), tokens=accepted_tokens[x.gid]))
-        else:
-            code, detail = reasons.get(x.gid, ("LOREBOOK_NOT_MATCHED", {}))
-            tokens = dropped[x.gid][1] if x.gid in dropped else None
-            trace.append(TraceRecord.model_construct(
-                book=x.book, book_index=x.book_index, uid=e.uid, comment=e.comment, activated=False,
-                code=code, detail=detail, tokens=tokens))
+        gid = x.gid
+        if gid in accepted:
+            append(_fast(TraceRecord, {
+                "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
+                "activated": True, "code": accepted[gid].code, "detail": dict(accepted[gid].detail),
+                "tokens": accepted_tokens[gid]}))
+            continue
+        got = reasons.get(gid)
+        if got is None:
+            depth = run.depth_of(x)
+            if gid not in near_gids:
+                rec = x.default_records.get(depth)
+                if rec is None:
+                    code, detail = x.default_reason or ("LOREBOOK_NOT_MATCHED", {
+                        "keys": [k.text for k in x.keys], "scan_depth": depth})
+                    rec = x.default_records[depth] = _fast(TraceRecord, {
+                        "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
+                        "activated": False, "code": code, "detail": detail, "tokens": None})
+                append(rec)
+                continue
+            got = x.default_reason or ("LOREBOOK_NOT_MATCHED", {
+                "keys": [k.text for k in x.keys], "scan_depth": depth})
+        code, detail = got
+        if code == "LOREBOOK_NOT_MATCHED" and gid in near_gids:
+            misses = run.near_misses(x)
+            if misses:
+                detail = {**detail, "near_misses": misses}
+        append(_fast(TraceRecord, {
+            "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
+            "activated": False, "code": code, "detail": detail,
+            "tokens": dropped[gid][1] if gid in dropped else None}))
 
-    return ActivationResult.model_construct(
-        activated=activated, budget_dropped=budget_dropped, trace=trace, budget=budget,
-        used_tokens=used, diagnostics=list(prepared.diagnostics),
-        timed_effects=_next_timed_state(timed, accepted, prepared, chat_len),
-    )
+    return _fast(ActivationResult, {
+        "activated": activated, "budget_dropped": budget_dropped, "trace": trace, "budget": budget,
+        "used_tokens": used, "diagnostics": list(prepared.diagnostics),
+        "timed_effects": _next_timed_state(timed, accepted, prepared, chat_len),
+    })
+
+
+_new = object.__new__
+_set = object.__setattr__
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
+    """Build a frozen result model from already-valid values without re-validation.
+
+    Like ``model_construct`` but without its per-field default handling (every field is
+    given): the trace has one record per entry, so this is on the hot path.
+    """
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = frozenset(cls.model_fields)
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _entry_model(c: _Cand, tokens: int, reason: str) -> ActivatedEntry:
+    e = c.x.entry
+    return _fast(ActivatedEntry, {
+        "book": c.x.book, "book_index": c.x.book_index, "uid": e.uid, "comment": e.comment,
+        "content": c.x.content, "position": InsertionPosition(e.position), "depth": int(e.depth),
+        "role": _role_name(e.role), "order": float(e.order), "constant": bool(e.constant),
+        "reason": reason, "tokens": tokens, "trace": {"code": c.code, **c.detail},
+    })
+
+
+def _placement(c: _Cand) -> tuple[Any, ...]:
+    """SillyTavern placement: bucket by position (depth/role for AT_DEPTH), lower order first;
+    equal orders in reverse priority (SillyTavern ``unshift``s entries sorted by priority)."""
+    e = c.x.entry
+    at_depth = e.position == InsertionPosition.AT_DEPTH
+    return (int(e.position), int(e.depth) if at_depth else 0,
+            _role_name(e.role) if at_depth else "", float(e.order), -c.x.rank)
 
 
 def _filter_groups(cands: list[_Cand], run: _Run, state: str, settings: WorldInfoSettings,
