@@ -601,21 +601,15 @@ class EntryForm(QGroupBox):
         self.position = QComboBox()
         for pos, words in POSITION_WORDS.items():
             self.position.addItem(words, int(pos))
-        grid.addWidget(label("Logic:"), 4, 0)
-        grid.addWidget(self.logic, 4, 1)
-        grid.addWidget(label("Position:"), 4, 2)
-        grid.addWidget(self.position, 4, 3)
-
+        for combo in (self.logic, self.position):
+            # Let the panel shrink: combos otherwise claim their longest item's width.
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(6)
         self.order = QDoubleSpinBox()
         self.order.setRange(-1_000_000, 1_000_000)
         self.order.setDecimals(0)
         self.depth = QSpinBox()
         self.depth.setRange(0, 10_000)
-        grid.addWidget(label("Order:"), 5, 0)
-        grid.addWidget(self.order, 5, 1)
-        grid.addWidget(label("Depth:"), 5, 2)
-        grid.addWidget(self.depth, 5, 3)
-
         self.probability = QDoubleSpinBox()
         self.probability.setRange(0, 100)
         self.probability.setDecimals(0)
@@ -623,18 +617,26 @@ class EntryForm(QGroupBox):
         self.scan_depth = QSpinBox()
         self.scan_depth.setRange(-1, 1000)
         self.scan_depth.setSpecialValueText("global")
-        grid.addWidget(label("Probability:"), 6, 0)
-        grid.addWidget(self.probability, 6, 1)
-        grid.addWidget(label("Scan depth:"), 6, 2)
-        grid.addWidget(self.scan_depth, 6, 3)
+        # The six short fields sit in pairs when there is room, one per row when narrow.
+        self._pairs = [
+            (label("Logic:"), self.logic, label("Position:"), self.position),
+            (label("Order:"), self.order, label("Depth:"), self.depth),
+            (label("Probability:"), self.probability, label("Scan depth:"), self.scan_depth),
+        ]
+        self._pair_grid = QGridLayout()
+        self._pair_grid.setContentsMargins(0, 0, 0, 0)
+        self._two_columns: bool | None = None
+        self._arrange_pairs(True)
+        grid.addLayout(self._pair_grid, 4, 0, 1, 4)
 
         flags = QHBoxLayout()
-        self.constant = QCheckBox("Constant (always on, protected)")
+        self.constant = QCheckBox("Constant")
+        self.constant.setToolTip("Always on and protected: never dropped for the budget")
         self.enabled = QCheckBox("Enabled")
         flags.addWidget(self.constant)
         flags.addWidget(self.enabled)
         flags.addStretch(1)
-        grid.addLayout(flags, 7, 1, 1, 3)
+        grid.addLayout(flags, 7, 0, 1, 4)
 
         self.content = QPlainTextEdit()
         self.content.setMinimumHeight(70)
@@ -672,6 +674,36 @@ class EntryForm(QGroupBox):
             spin.valueChanged.connect(self._on_field_changed)
         self.content.textChanged.connect(self._on_field_changed)
         self.load(None)
+
+    # -- layout
+    #: Below this width (px) the short fields go one per row.
+    NARROW_WIDTH = 440
+
+    def _arrange_pairs(self, two_columns: bool) -> None:
+        if two_columns == self._two_columns:
+            return
+        self._two_columns = two_columns
+        g = self._pair_grid
+        for pair in self._pairs:
+            for w in pair:
+                g.removeWidget(w)
+        for r, (lab1, w1, lab2, w2) in enumerate(self._pairs):
+            if two_columns:
+                g.addWidget(lab1, r, 0)
+                g.addWidget(w1, r, 1)
+                g.addWidget(lab2, r, 2)
+                g.addWidget(w2, r, 3)
+            else:
+                g.addWidget(lab1, 2 * r, 0)
+                g.addWidget(w1, 2 * r, 1)
+                g.addWidget(lab2, 2 * r + 1, 0)
+                g.addWidget(w2, 2 * r + 1, 1)
+        for c in range(4):
+            g.setColumnStretch(c, 1 if c in (1, 3) and two_columns or (c == 1 and not two_columns) else 0)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
+        self._arrange_pairs(event.size().width() >= self.NARROW_WIDTH)
+        super().resizeEvent(event)
 
     # -- state
     def row(self) -> EntryRow | None:
