@@ -280,7 +280,7 @@ def parse_world(r: FieldReader, d: dict[str, Any], *, name: str) -> Lorebook:
     seen: set[str] = set()
     for e in entries:
         if str(e.uid) in seen:
-            r.warn(f"uid {e.uid} appears more than once; an export keeps only the last")
+            r.warn(f"uid {e.uid} appears more than once; an export gives the later entry a new uid")
         seen.add(str(e.uid))
     extras = {k: v for k, v in d.items()
               if k not in {"entries", "name", "description", "scan_depth", "token_budget",
@@ -489,10 +489,23 @@ def export_world_json(book: Lorebook) -> dict[str, Any]:
     Every known field is written in SillyTavern's camelCase names; unknown entry and book
     fields (``displayIndex``, ``characterFilter``, ``originalData``, ...) are written back as
     read. Book settings (description, scan depth, budget, recursion, extensions) are written
-    only when set. ``load → export → load`` gives an equal :class:`Lorebook` (the name comes
+    only when set. A repeated uid (possible in list-shaped input) gets the next free uid so
+    that no entry is lost. ``load → export → load`` gives an equal :class:`Lorebook` (the name comes
     from the file name, as in SillyTavern).
     """
-    out: dict[str, Any] = {"entries": {str(e.uid): export_world_entry(e) for e in book.entries}}
+    entries: dict[str, Any] = {}
+    numeric = [int(e.uid) for e in book.entries
+               if isinstance(e.uid, int) or (isinstance(e.uid, str) and e.uid.isdigit())]
+    next_uid = max(numeric, default=-1) + 1
+    for e in book.entries:
+        data = export_world_entry(e)
+        if str(e.uid) in entries:
+            # SillyTavern keys entries by uid: a repeated uid would overwrite an entry, so the
+            # later one gets the next free uid (nothing is dropped)
+            data["uid"] = next_uid
+            next_uid += 1
+        entries[str(data["uid"])] = data
+    out: dict[str, Any] = {"entries": entries}
     if book.description:
         out["description"] = book.description
     for key in ("scan_depth", "token_budget", "recursive_scanning"):
