@@ -285,6 +285,7 @@ class BlockInspector(QWidget):
         self._profile_name = ""
         self._spans: list[tuple[int, int]] = []
         self._span_cache: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        self._shown: tuple[str, str] | None = None
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -368,6 +369,7 @@ class BlockInspector(QWidget):
             self._badges.setText("")
             self._set_rows_visible(False)
             self._spans = []
+            self._shown = None
             self._text.setPlainText("")
             self._profile_label.setText("")
             return
@@ -425,6 +427,11 @@ class BlockInspector(QWidget):
                 profile_note = "approximate profile: boundaries of the cl100k tokens it estimates from"
         self._profile_label.setText(profile_note)
 
+        if self._shown == (self._profile_name, text):
+            # Same text under the same profile (a live preview refresh): keep the document,
+            # its shading and the reader's scroll position.
+            return
+        self._shown = (self._profile_name, text)
         self._text.setPlainText(text)
         self._apply_shading()
 

@@ -149,3 +149,25 @@ def test_real_pipeline_lorebook_block_trace(inspector):
     assert "book World" in trace and "entry #1 Dragon" in trace
     assert inspector.shaded_token_count() == default_tokenizer_registry().get(result.tokenizer.profile).count(
         block.text)
+
+
+def test_refresh_with_same_text_keeps_scroll_position(inspector):
+    text = "\n".join(f"line {i}: the brass compass points to lost things" for i in range(400))
+    inspector.set_block(_block(text), "o200k_base")
+    bar = inspector._text.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)
+    position = bar.value()
+    assert position > 0
+    # A new preview brings an equal block with a new status: facts update, text stays put.
+    inspector.set_block(_block(text, status="excluded", reason="HISTORY_OLDEST_FIRST"), "o200k_base")
+    assert bar.value() == position
+    assert "excluded" in inspector._labels["status"].text()
+
+    def visible_tokens() -> int:  # tokens made only of line breaks have nothing to shade
+        return sum(1 for s, e in inspector.token_spans() if text[s:e].strip("\n"))
+
+    assert inspector.shaded_token_count() == visible_tokens()
+    # Another profile re-tokenizes.
+    inspector.set_block(_block(text), "cl100k_base")
+    assert len(inspector.token_spans()) == default_tokenizer_registry().get("cl100k_base").count(text)
+    assert inspector.shaded_token_count() == visible_tokens()
