@@ -612,6 +612,7 @@ class AuditTab(QWidget):
     # ------------------------------------------------------------------ public API
     def set_state(self, audit: Any, preview: Any) -> None:
         """Show ``audit`` (a ``PromptContextAudit`` or ``None``) and compare it with ``preview``."""
+        same_audit = audit is not None and self._audit is not None and (audit is self._audit or audit == self._audit)
         self._audit = audit
         self._preview = preview
         if audit is None:
@@ -622,6 +623,10 @@ class AuditTab(QWidget):
             self.diagnostics_view.setPlainText("")
             return
         self.stack.setCurrentIndex(1)
+        if same_audit:
+            # Only the preview changed (live refresh): keep tables, JSON view and scroll positions.
+            self._fill_compare()
+            return
         self._fill_facts(audit)
         dark = is_dark(self)
         blocks = list(_field(audit, "blocks", []) or [])
@@ -750,7 +755,10 @@ class AuditTab(QWidget):
         rows = self.compare_rows()
         summary = summarize_comparison(rows)
         shown = rows if self.show_unchanged.isChecked() else [r for r in rows if r.change != "same"]
+        bar = self.compare_view.verticalScrollBar()
+        position = bar.value()
         self.compare_model.set_rows(shown, dark=is_dark(self))
+        bar.setValue(position)
         then = int(_field(self._audit, "prompt_tokens", 0) or 0)
         now = int(_field(self._preview, "prompt_tokens", 0) or 0)
         parts = [f"{summary[k]} {CHANGE_WORDS[k]}" for k in ("added", "dropped", "now_excluded", "now_included",

@@ -995,7 +995,7 @@ class LorebookTab(QWidget):
         """The rows shown (all books, book order), for tests and the screenshot."""
         return self.model.rows()
 
-    def select_entry(self, book_index: int, uid: Any) -> bool:
+    def select_entry(self, book_index: int, uid: Any, *, scroll: bool = True) -> bool:
         """Select the row of entry ``uid`` in book ``book_index``; ``False`` when absent."""
         key = trace_key(book_index, uid)
         for i, row in enumerate(self.model.rows()):
@@ -1004,7 +1004,8 @@ class LorebookTab(QWidget):
                 if not proxy_index.isValid():
                     return False
                 self.table.setCurrentIndex(proxy_index)
-                self.table.scrollTo(proxy_index)
+                if scroll:
+                    self.table.scrollTo(proxy_index)
                 return True
         return False
 
@@ -1126,6 +1127,8 @@ class LorebookTab(QWidget):
         form_row = self.form.row()
         dirty = self.form.is_dirty()
         rows = self._build_rows()
+        vbar, hbar = self.table.verticalScrollBar(), self.table.horizontalScrollBar()
+        scroll = (vbar.value(), hbar.value())
         self.model.set_rows(rows, dark=is_dark(self))
         single_book = len({r.book_index for r in rows}) <= 1
         self.table.setColumnHidden(COLUMN_INDEX["book"], single_book)
@@ -1133,8 +1136,11 @@ class LorebookTab(QWidget):
         new_row = next((r for r in rows if keep_key is not None and r.key == keep_key), None)
         if new_row is not None:
             self.table.selectionModel().blockSignals(True)
-            self.select_entry(new_row.book_index, new_row.entry.uid)
+            self.select_entry(new_row.book_index, new_row.entry.uid, scroll=False)
             self.table.selectionModel().blockSignals(False)
+        # A live preview refresh must not move the table under the reader.
+        vbar.setValue(scroll[0])
+        hbar.setValue(scroll[1])
         if new_row is None:
             self._selected_key = None
             self.form.load(None)

@@ -231,3 +231,20 @@ def test_compare_partitions_both_sides(audit_sources, preview_sources, tokens):
         assert r.delta == (r.preview_tokens or 0) - (r.audit_tokens or 0)
         assert (r.change == "added") == (r.audit_tokens is None)
         assert (r.change == "dropped") == (r.preview_tokens is None)
+
+
+def test_preview_refresh_keeps_audit_views(tab):
+    audit = _audit()
+    tab.set_state(audit, _preview(AUDIT_BLOCKS))
+    assert tab.compare_model.rowCount() == 0  # nothing changed
+    tab.messages_view.verticalScrollBar().setValue(0)
+    blocks_model_rows = tab.blocks_model.rowCount()
+    # A new preview (one block dropped) with the same stored audit: only the comparison changes.
+    tab.set_state(audit.model_copy(), _preview(AUDIT_BLOCKS[:-1]))
+    assert tab.blocks_model.rowCount() == blocks_model_rows
+    assert [r.change for r in tab.compare_model.rows()] == ["dropped"]
+    # A different audit refills everything.
+    tab.set_state(_audit(status="cancelled", error_code="CANCELLED", blocks=AUDIT_BLOCKS[:2]), None)
+    assert tab.blocks_model.rowCount() == 2
+    assert "cancelled" in tab.fields["status"].text()
+    assert message_for("CANCELLED") in tab.error_banner.text()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from engine.schema import (
     Chat,
@@ -304,3 +305,33 @@ def test_applied_edit_comes_back_clean(tab, qtbot):
     assert tab.form.keys.text() == "dragon, drake"
     assert not tab.form.is_dirty() and not tab.form.apply_button.isEnabled()
     assert _cell(tab, 0, "keys") == "dragon, drake"
+
+
+def test_refresh_keeps_table_scroll_position(qtbot):
+    entries = [LorebookEntry(uid=i, comment=f"Entry {i}", keys=[f"key{i}"]) for i in range(200)]
+    request = PreviewRequest(lorebooks=[Lorebook(name="Big", entries=entries)])
+    tab = LorebookTab(None)
+    qtbot.addWidget(tab)
+    tab.resize(600, 500)
+    tab.show()
+    tab.set_state(request, None, ["big"])
+    tab.select_entry(0, 5)
+    QApplication.processEvents()
+    bar = tab.table.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)
+    position = bar.value()
+    assert position > 0
+    tab.set_state(request, None, ["big"])
+    assert bar.value() == position
+    assert tab.form.row().entry.uid == 5
+
+
+def test_entry_form_goes_one_column_when_narrow(tab):
+    tab.show()
+    tab.resize(1000, 700)
+    QApplication.processEvents()
+    assert tab.form._two_columns is True
+    tab.resize(380, 700)
+    QApplication.processEvents()
+    assert tab.form._two_columns is False
+    assert tab.form.width() <= 380
