@@ -86,9 +86,18 @@ class Block(BaseModel):
     trace: dict[str, Any] | None = None
 
     def text(self) -> str:
-        """The text of the block (message content; JSON of the tool schemas for ``tools``)."""
+        """The text of the block, for display.
+
+        Message content; for an assistant's tool calls, one ``→ name(arguments)`` line per
+        call after the content; JSON of the tool schemas for the ``tools`` block.
+        """
         if self.message is not None:
-            return self.message.text()
+            text = self.message.text()
+            calls = [f"→ {c.function.name}({c.function.arguments})" for c in self.message.tool_calls or []]
+            legacy = (self.message.model_extra or {}).get("function_call")
+            if isinstance(legacy, dict):
+                calls.append(f"→ {legacy.get('name', '')}({legacy.get('arguments', '')})")
+            return "\n".join([text, *calls]) if text and calls else (text or "\n".join(calls))
         if self.tools is not None:
             import json
 
