@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, NoReturn
 
-from ._io import fail, type_name, wrong_type
+from ._io import fail, wrong_type
 
 
 class FieldReader:
@@ -175,7 +175,3 @@ class FieldReader:
             self.wrong(f"{path}.{key}", "object", v)
         return v
 
-
-def describe_type(value: Any) -> str:
-    """Alias of :func:`engine.importers._io.type_name` for callers of this module."""
-    return type_name(value)

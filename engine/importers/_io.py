@@ -134,6 +134,30 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     return value
 
 
+def parse_json_document(text: str, file: str | None, expected: str) -> Any:
+    """:func:`parse_json` for a file that must be one JSON document (a card or a lorebook).
+
+    A JSONL file (several objects, one per line: a chat) gets ``IMPORT_UNSUPPORTED_FORMAT``
+    ("a JSONL chat, not a <expected>") instead of a confusing "Extra data" JSON error.
+    """
+    from ..errors import LoomscopeImportError
+
+    try:
+        return parse_json(text, file)
+    except LoomscopeImportError as exc:
+        if exc.code == "IMPORT_INVALID_JSON" and "Extra data" in exc.message:
+            first = next(iter_lines(text), (1, ""))[1]
+            try:
+                ok = isinstance(json.loads(first), dict)
+            except (ValueError, RecursionError):
+                ok = False
+            if ok:
+                fail("IMPORT_UNSUPPORTED_FORMAT",
+                     f"this is a JSONL file (one object per line, e.g. a chat), not a {expected}",
+                     file, "line 2")
+        raise
+
+
 def iter_lines(text: str) -> Iterator[tuple[int, str]]:
     """Yield ``(1-based line number, line)`` for the non-blank lines of ``text``."""
     for i, line in enumerate(text.splitlines(), start=1):

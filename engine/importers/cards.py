@@ -26,7 +26,7 @@ from typing import Any
 
 from ..schema import Character
 from ._fields import FieldReader
-from ._io import decode_utf8, parse_json, read_bytes
+from ._io import decode_utf8, parse_json, parse_json_document, read_bytes
 from .lorebooks import parse_character_book
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -222,7 +222,7 @@ def load_character_with_info(path: str | Path) -> tuple[Character, str, list[str
         fail("IMPORT_UNSUPPORTED_FORMAT", "zip/.charx cards are not supported; export the card as "
              "PNG or JSON", name)
     else:
-        data = parse_json(decode_utf8(raw, name), name)
+        data = parse_json_document(decode_utf8(raw, name), name, "character card")
     char, spec = parse_card_data(data, name, r)
     return char, spec, r.warnings
 

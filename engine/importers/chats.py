@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction
-from ..schema.messages import content_text
 from ._fields import FieldReader
 from ._io import (MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json,
                   read_bytes)
@@ -628,6 +627,6 @@ def write_chat_jsonl(chat: Chat, path: str | Path) -> None:
     atomic_write_text(path, export_chat_jsonl(chat))
 
 
-__all__ = ["chat_shape", "content_text", "export_chat_jsonl", "load_chat", "load_chats",
+__all__ = ["chat_shape", "export_chat_jsonl", "load_chat", "load_chats",
            "load_chats_with_info", "parse_chat_document", "parse_chat_text", "parse_st_jsonl",
            "write_chat_jsonl"]

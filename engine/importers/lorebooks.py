@@ -23,7 +23,7 @@ from typing import Any
 
 from ..schema import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from ._fields import FieldReader
-from ._io import MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json, read_bytes
+from ._io import MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json_document, read_bytes
 
 #: SillyTavern world entry key → (LorebookEntry field, reader kind, default).
 WORLD_FIELDS: dict[str, tuple[str, str, Any]] = {
@@ -415,7 +415,7 @@ def load_lorebook_with_info(path: str | Path) -> tuple[Lorebook, str, list[str]]
     """Like :func:`load_lorebook` but also returns ``(spec, warnings)``."""
     name, raw = read_bytes(path)
     text = decode_utf8(raw, name)
-    data = parse_json(text, name)
+    data = parse_json_document(text, name, "lorebook")
     r = FieldReader(name)
     book, spec = parse_lorebook_data(data, name, name=Path(path).stem, reader=r)
     return book, spec, r.warnings

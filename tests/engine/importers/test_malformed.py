@@ -269,3 +269,13 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_jsonl_of_unknown_lines_is_unsupported(tmp_path: Path) -> None:
     exc = _err(load_chat, write(tmp_path / "x.jsonl", '{"a": 1}\n{"b": 2}'))
     assert exc.code == "IMPORT_UNSUPPORTED_FORMAT" and exc.place == "line 1"
+
+
+def test_chat_given_to_card_or_lorebook_loader(tmp_path: Path) -> None:
+    lines = ['{"user_name": "a", "character_name": "b", "chat_metadata": {}}',
+             '{"name": "b", "is_user": false, "mes": "hi"}']
+    p = write(tmp_path / "chat.json", "\n".join(lines))
+    for fn in (load_character, load_lorebook):
+        exc = _err(fn, p)
+        assert exc.code == "IMPORT_UNSUPPORTED_FORMAT" and "JSONL" in exc.message
+    assert len(load_chat(p).messages) == 1  # the chat loader reads it
