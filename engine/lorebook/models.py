@@ -131,3 +131,22 @@ class LintFinding(BaseModel):
     comment: str = ""
     message: str
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class LintReport(BaseModel):
+    """``loomscope lint-lorebook`` output: the findings for one lorebook file."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str
+    book: str
+    entries: int
+    budget: int
+    findings: list[LintFinding] = Field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Findings per severity (``error``, ``warning``, ``info``)."""
+        out = {"error": 0, "warning": 0, "info": 0}
+        for f in self.findings:
+            out[f.severity] += 1
+        return out

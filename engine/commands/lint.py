@@ -1,0 +1,89 @@
+"""``loomscope lint-lorebook FILE``: report lorebook entries that can never fire and other problems.
+
+Output: a table (``--format table``, default on a terminal) or the :class:`LintReport` model
+as JSON. Exit 0 when the file was read (whatever the findings; ``--strict`` exits 1 when
+there are errors), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import SettingsError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``lint-lorebook`` subcommand."""
+    p = sub.add_parser("lint-lorebook", help="check a lorebook for entries that can never fire and other problems")
+    p.add_argument("file", metavar="FILE", help="SillyTavern world JSON or V2/V3 character_book JSON")
+    p.add_argument("--format", choices=("table", "json"), default=None,
+                   help="output format (default: table on a terminal, json when piped)")
+    p.add_argument("--context-limit", type=int, default=8192, metavar="N",
+                   help="context tokens the budget percentage applies to (default 8192)")
+    p.add_argument("--budget-percent", type=float, default=25.0, metavar="P",
+                   help="lorebook budget in percent of the context (default 25)")
+    p.add_argument("--budget-cap", type=int, default=0, metavar="N", help="absolute budget cap in tokens (0 = none)")
+    p.add_argument("--constant-share", type=float, default=50.0, metavar="P",
+                   help="report constant entries taking more than P%% of the budget (default 50)")
+    p.add_argument("--no-whole-words", action="store_true",
+                   help="lint as if whole-word matching were off globally")
+    p.add_argument("--tokenizer", default="o200k_base", help="tokenizer profile (default o200k_base)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any error-severity finding is reported")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the lint and print the report; returns the exit code."""
+    from ..importers import load_lorebook
+    from ..lorebook.lint import lint_lorebook
+    from ..lorebook.models import LintReport
+    from ..schema.settings import WorldInfoSettings
+    from ..tokenizers import default_tokenizer_registry
+
+    if args.context_limit <= 0:
+        raise SettingsError("INVALID_SETTINGS", "--context-limit must be a positive number of tokens",
+                            file="--context-limit")
+    if not 0 <= args.budget_percent <= 100:
+        raise SettingsError("INVALID_SETTINGS", "--budget-percent must be between 0 and 100",
+                            file="--budget-percent")
+    if args.budget_cap < 0:
+        raise SettingsError("INVALID_SETTINGS", "--budget-cap must be >= 0", file="--budget-cap")
+    profile = default_tokenizer_registry().get(args.tokenizer)
+    book = load_lorebook(args.file)
+    settings = WorldInfoSettings(budget_percent=args.budget_percent, budget_cap=args.budget_cap,
+                                 match_whole_words=not args.no_whole_words)
+    from ..lorebook.activation import compute_budget
+
+    findings = lint_lorebook(book, context_limit=args.context_limit, count_tokens=profile.count,
+                             settings=settings, constant_share_percent=args.constant_share)
+    report = LintReport(file=args.file, book=book.name, entries=len(book.entries),
+                        budget=compute_budget(settings, args.context_limit), findings=findings)
+    fmt = args.format or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        _print_table(report)
+    if args.strict and report.counts()["error"]:
+        return 1
+    return 0
+
+
+def _print_table(report: object) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..lorebook.models import LintReport
+
+    assert isinstance(report, LintReport)
+    console = Console()
+    table = Table(title=f"{report.book}: {report.entries} entries, budget {report.budget} tokens")
+    for col in ("severity", "uid", "comment", "code", "message"):
+        table.add_column(col, overflow="fold")
+    styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
+    for f in report.findings:
+        table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", "" if f.uid is None else str(f.uid),
+                      f.comment[:40], f.code, f.message)
+    console.print(table)
+    c = report.counts()
+    console.print(f"{c['error']} errors, {c['warning']} warnings, {c['info']} notes")

@@ -1,0 +1,168 @@
+"""Lorebook lint: entries that can never fire, duplicate keys, budget hogs, over-broad keys."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ..schema.lorebook import Lorebook, LorebookEntry, SelectiveLogic
+from ..schema.settings import WorldInfoSettings
+from .activation import compute_budget
+from .common_words import COMMON_WORDS
+from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
+from .models import LintFinding
+
+#: Every lint code with its meaning. Pinned by a test.
+LINT_CODES: dict[str, str] = {
+    "LINT_NO_KEYS": "a keyword entry without usable primary keys can never fire",
+    "LINT_INVALID_REGEX": "a /pattern/flags key does not compile; it never matches",
+    "LINT_DISABLED": "the entry is disabled and never fires",
+    "LINT_EMPTY_CONTENT": "the entry has no content; activating it inserts nothing",
+    "LINT_PROBABILITY_ZERO": "probability is 0 with use_probability on: the entry never fires",
+    "LINT_SECONDARY_CONTRADICTION": "NOT_ANY secondary keys repeat every primary key: the entry never fires",
+    "LINT_DUPLICATE_KEY": "the same key appears in several entries",
+    "LINT_DUPLICATE_KEY_IN_ENTRY": "the same key is listed twice in one entry",
+    "LINT_CONSTANT_OVER_SHARE": "one constant entry alone takes more than the given share of the budget",
+    "LINT_CONSTANTS_EXCEED_BUDGET": "the constant entries together exceed the budget: no keyword entry fits",
+    "LINT_ENTRY_OVER_BUDGET": "a keyword entry is larger than the whole budget: it is always dropped",
+    "LINT_COMMON_SUBSTRING": "without whole words the key also matches inside common words",
+}
+
+_LETTERS = re.compile(r"^[a-z']+$")
+
+
+def _finding(code: str, severity: str, e: LorebookEntry | None, message: str, **detail: object) -> LintFinding:
+    return LintFinding(code=code, severity=severity,  # type: ignore[arg-type]
+                       uid=e.uid if e is not None else None, comment=e.comment if e is not None else "",
+                       message=message, detail=dict(detail))
+
+
+def lint_lorebook(
+    book: Lorebook,
+    *,
+    context_limit: int,
+    count_tokens: Callable[[str], int],
+    settings: WorldInfoSettings | None = None,
+    constant_share_percent: float = 50.0,
+    user_name: str = "User",
+    char_name: str = "",
+) -> list[LintFinding]:
+    """Find problems in a lorebook without running it against a chat.
+
+    Parameters
+    ----------
+    book:
+        The lorebook to check.
+    context_limit:
+        Tokens the budget percentage applies to (as for :func:`engine.lorebook.activate`).
+    count_tokens:
+        Tokens of a text under the caller's profile.
+    settings:
+        World Info settings for the budget and the whole-word / case defaults
+        (``WorldInfoSettings()`` when ``None``).
+    constant_share_percent:
+        A constant entry taking more than this share of the budget is reported (percent).
+    user_name, char_name:
+        Substituted for ``{{user}}``/``{{char}}`` in keys before comparing them.
+
+    Returns
+    -------
+    list[LintFinding]
+        Per entry in book order (codes in :data:`LINT_CODES`), then book-wide findings.
+        Severity ``error`` = the entry can never fire as intended; ``warning`` = likely
+        unintended; ``info`` = worth knowing.
+    """
+    settings = settings or WorldInfoSettings()
+    budget = compute_budget(settings, context_limit)
+    out: list[LintFinding] = []
+    key_owners: dict[str, list[LorebookEntry]] = {}
+    constants_total = 0
+    constants: list[LorebookEntry] = []
+
+    for e in book.entries:
+        cs = settings.case_sensitive if e.case_sensitive is None else bool(e.case_sensitive)
+        ww = settings.match_whole_words if e.match_whole_words is None else bool(e.match_whole_words)
+        if e.disable:
+            out.append(_finding("LINT_DISABLED", "info", e, "disabled: never fires"))
+        usable: list[str] = []
+        seen_in_entry: set[str] = set()
+        for raw in e.keys:
+            key = substitute_names(str(raw), user=user_name, char=char_name).strip()
+            if not key:
+                continue
+            if key.startswith("/") and is_regex_key(key):
+                try:
+                    compile_regex_key(key)
+                except InvalidRegexKey as exc:
+                    out.append(_finding("LINT_INVALID_REGEX", "error", e, str(exc), key=key))
+                    continue
+                usable.append(key)
+                continue
+            norm = key if cs else key.lower()
+            if norm in seen_in_entry:
+                out.append(_finding("LINT_DUPLICATE_KEY_IN_ENTRY", "info", e, f"key {key!r} is listed twice",
+                                    key=key))
+                continue
+            seen_in_entry.add(norm)
+            usable.append(key)
+            key_owners.setdefault(key.lower(), []).append(e)
+            if not ww:
+                low = key.lower()
+                if _LETTERS.match(low):
+                    inside = [w for w in COMMON_WORDS if low in w and w != low]
+                    if inside or len(low) <= 2:
+                        out.append(_finding(
+                            "LINT_COMMON_SUBSTRING", "warning", e,
+                            f"key {key!r} also matches inside {', '.join(inside[:5]) or 'many words'} "
+                            "(whole words off)", key=key, examples=inside[:10]))
+        for raw in e.secondary_keys:
+            key = substitute_names(str(raw), user=user_name, char=char_name).strip()
+            if key.startswith("/") and is_regex_key(key):
+                try:
+                    compile_regex_key(key)
+                except InvalidRegexKey as exc:
+                    out.append(_finding("LINT_INVALID_REGEX", "error", e, str(exc), key=key, secondary=True))
+        if not e.constant and not e.disable and not usable:
+            out.append(_finding("LINT_NO_KEYS", "error", e, "no usable primary keys and not constant: never fires"))
+        if not (e.content or "").strip():
+            out.append(_finding("LINT_EMPTY_CONTENT", "warning", e, "empty content"))
+        if e.use_probability and e.probability <= 0 and not e.disable:
+            out.append(_finding("LINT_PROBABILITY_ZERO", "error", e, "probability 0: never fires"))
+        if (e.selective and e.selective_logic == SelectiveLogic.NOT_ANY and usable and e.secondary_keys
+                and {k.lower() for k in usable} <= {str(k).strip().lower() for k in e.secondary_keys}):
+            out.append(_finding("LINT_SECONDARY_CONTRADICTION", "error", e,
+                                "every primary key is also a NOT_ANY secondary key: never fires"))
+        if e.disable:
+            continue
+        tokens = count_tokens(substitute_names(e.content or "", user=user_name, char=char_name))
+        if e.constant:
+            constants.append(e)
+            constants_total += tokens
+            if tokens * 100 > constant_share_percent * budget:
+                out.append(_finding(
+                    "LINT_CONSTANT_OVER_SHARE", "warning", e,
+                    f"constant entry takes {tokens} tokens, {tokens * 100 / budget:.0f}% of the "
+                    f"{budget}-token budget (limit {constant_share_percent:g}%)",
+                    tokens=tokens, budget=budget, share_percent=round(tokens * 100 / budget, 1)))
+        elif tokens > budget and not e.ignore_budget:
+            out.append(_finding("LINT_ENTRY_OVER_BUDGET", "warning", e,
+                                f"{tokens} tokens exceed the {budget}-token budget: always dropped",
+                                tokens=tokens, budget=budget))
+
+    for key, owners in key_owners.items():
+        uniq = {id(o): o for o in owners}
+        if len(uniq) > 1:
+            uids = [o.uid for o in uniq.values()]
+            for o in uniq.values():
+                out.append(_finding("LINT_DUPLICATE_KEY", "warning", o,
+                                    f"key {key!r} also in entries {', '.join(str(u) for u in uids if u != o.uid)}",
+                                    key=key, uids=uids))
+    if constants and constants_total > budget:
+        out.append(_finding("LINT_CONSTANTS_EXCEED_BUDGET", "error", None,
+                            f"{len(constants)} constant entries take {constants_total} tokens, over the "
+                            f"{budget}-token budget: every keyword entry will be dropped",
+                            tokens=constants_total, budget=budget, uids=[c.uid for c in constants]))
+    order = {id(e): i for i, e in enumerate(book.entries)}
+    index_of_uid = {e.uid: order[id(e)] for e in book.entries}
+    out.sort(key=lambda f: (f.uid is None, index_of_uid.get(f.uid, 0) if f.uid is not None else 0))
+    return out
