@@ -367,6 +367,7 @@ class BlockInspector(QWidget):
         if block is None:
             self._title.setText("No block selected")
             self._badges.setText("")
+            self._badges.hide()
             self._set_rows_visible(False)
             self._spans = []
             self._shown = None
@@ -380,7 +381,9 @@ class BlockInspector(QWidget):
         source = str(_field(block, "source", ""))
         name = _field(block, "name")
         self._title.setText(f"{kind_words(kind)} — {source}" + (f" ({name})" if name else ""))
-        self._badges.setText(self._badges_html(block))
+        badges = self._badges_html(block)
+        self._badges.setText(badges)
+        self._badges.setVisible(bool(badges))
 
         dark = is_dark(self)
         status = str(_field(block, "status", ""))
