@@ -25,6 +25,7 @@ _LABELS = [
     ("kind", "kind"), ("spec", "spec"), ("spec_version", "spec version"), ("name", "name"),
     ("lorebook_name", "lorebook"), ("entries", "entries"), ("enabled_entries", "enabled entries"),
     ("constant_entries", "constant entries"), ("depth_prompt", "character's note"),
+    ("greetings", "greetings"), ("tags", "tags"),
     ("user_name", "user name"), ("character_name", "character name"),
     ("transcripts", "transcripts"), ("messages", "messages"), ("user_messages", "user messages"),
     ("assistant_messages", "assistant messages"), ("tool_calls", "tool calls"),
@@ -44,6 +45,8 @@ def format_table(report: object) -> str:
             continue
         if isinstance(value, bool):
             value = "yes" if value else "no"
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value)) or "-"
         lines.append(f"  {label:<{width}}  {value}")
     for w in data.get("warnings") or []:
         lines.append(f"  warning: {w}")

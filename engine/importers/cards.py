@@ -20,7 +20,9 @@ import base64
 import binascii
 import io
 import re
+import struct
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +210,38 @@ def card_json_from_png(data: bytes, file: str, reader: FieldReader | None = None
     return parse_json(text, file, what=where), keyword
 
 
+def card_json_from_charx(data: bytes, file: str, reader: FieldReader | None = None) -> Any:
+    """Parse ``card.json`` from a V3 ``.charx`` (zip) card. Assets are not read (a warning says so).
+
+    Raises ``IMPORT_INVALID_CARD`` (corrupt zip, no ``card.json``), ``IMPORT_TOO_LARGE``
+    (``card.json`` over the file size limit, checked on the declared and the read size) and the
+    UTF-8/JSON errors (place ``card.json, line L, column C``).
+    """
+    import zipfile
+
+    from ._io import MAX_FILE_BYTES, fail
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            names = zf.namelist()
+            if "card.json" not in names:
+                fail("IMPORT_INVALID_CARD", ".charx archive without card.json", file)
+            info = zf.getinfo("card.json")
+            if info.file_size > MAX_FILE_BYTES:
+                fail("IMPORT_TOO_LARGE", f"card.json is {info.file_size:,} bytes", file, "card.json")
+            with zf.open(info) as fh:
+                payload = fh.read(MAX_FILE_BYTES + 1)
+            if len(payload) > MAX_FILE_BYTES:
+                fail("IMPORT_TOO_LARGE", "card.json is over the size limit", file, "card.json")
+            assets = [n for n in names if n.startswith("assets/") and not n.endswith("/")]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError,
+            ValueError, RuntimeError, zlib.error, struct.error) as exc:  # corrupt archive, unsupported compression, bad CRC
+        fail("IMPORT_INVALID_CARD", f"corrupt .charx archive ({exc.__class__.__name__}: {exc})", file)
+    if assets and reader is not None:
+        reader.warn(f".charx: {len(assets)} asset file(s) not imported (only card.json is read)")
+    return parse_json(decode_utf8(payload, file, "card.json"), file, what="card.json")
+
+
 def load_character_with_info(path: str | Path) -> tuple[Character, str, list[str]]:
     """Like :func:`load_character` but also returns ``(spec, warnings)``."""
     from ._io import fail
@@ -219,8 +253,7 @@ def load_character_with_info(path: str | Path) -> tuple[Character, str, list[str
     elif Path(name).suffix.lower() in (".png", ".apng"):
         fail("IMPORT_INVALID_PNG", "not a PNG file (bad signature)", name, "byte 0")
     elif raw[:4] == b"PK\x03\x04":
-        fail("IMPORT_UNSUPPORTED_FORMAT", "zip/.charx cards are not supported; export the card as "
-             "PNG or JSON", name)
+        data = card_json_from_charx(raw, name, r)
     else:
         data = parse_json_document(decode_utf8(raw, name), name, "character card")
     char, spec = parse_card_data(data, name, r)
@@ -233,8 +266,8 @@ def load_character(path: str | Path) -> Character:
     Parameters
     ----------
     path:
-        A PNG with a ``ccv3``/``chara`` text chunk, or a JSON file (V1, V2, V3, legacy
-        Pygmalion keys).
+        A PNG with a ``ccv3``/``chara`` text chunk, a JSON file (V1, V2, V3, legacy
+        Pygmalion keys), or a V3 ``.charx`` zip (its ``card.json``; assets are not read).
 
     Returns
     -------
@@ -248,6 +281,7 @@ def load_character(path: str | Path) -> Character:
     LoomscopeImportError
         ``IMPORT_FILE_NOT_FOUND``, ``IMPORT_EMPTY_FILE``, ``IMPORT_TOO_LARGE``,
         ``IMPORT_INVALID_PNG``, ``IMPORT_NO_CARD_CHUNK``, ``IMPORT_BAD_BASE64``,
+        ``IMPORT_INVALID_CARD`` (corrupt ``.charx``),
         ``IMPORT_INVALID_UTF8``, ``IMPORT_INVALID_JSON``, ``IMPORT_TOO_DEEP``,
         ``IMPORT_WRONG_TYPE``, ``IMPORT_INVALID_LOREBOOK``, ``IMPORT_UNSUPPORTED_SPEC``,
         ``IMPORT_UNSUPPORTED_FORMAT``. Nothing else.

@@ -11,7 +11,7 @@ from ..schema import Character, Chat, Lorebook
 from ._fields import FieldReader
 from ._guard import guarded
 from ._io import decode_utf8, fail, parse_json, read_bytes
-from .cards import PNG_SIGNATURE, card_json_from_png, parse_card_data
+from .cards import PNG_SIGNATURE, card_json_from_charx, card_json_from_png, parse_card_data
 from .chats import _looks_like_jsonl, chat_shape, parse_chat_document, parse_st_jsonl
 from .lorebooks import lorebook_shape, parse_lorebook_data
 
@@ -90,6 +90,11 @@ def _load_any(path: str | Path) -> ImportedItem:
         char, spec = parse_card_data(data, name, r)
         return ImportedItem(kind="character", value=char, spec=spec,
                             spec_version=char.spec_version, warnings=r.warnings)
+    if raw[:4] == b"PK\x03\x04":
+        data = card_json_from_charx(raw, name, r)
+        char, spec = parse_card_data(data, name, r)
+        return ImportedItem(kind="character", value=char, spec=spec,
+                            spec_version=char.spec_version, warnings=r.warnings)
     text = decode_utf8(raw, name)
     if p.suffix.lower() == ".jsonl":
         chats, shape = parse_st_jsonl(text, name, title=p.stem, reader=r)
@@ -111,7 +116,7 @@ def _load_any(path: str | Path) -> ImportedItem:
 def load_any(path: str | Path) -> ImportedItem:
     """Read a card, lorebook or chat file, deciding the kind from its content.
 
-    PNG → card; ``.jsonl`` (or several JSON objects, one per line) → chat; JSON: a ``spec``
+    PNG or ``.charx`` zip → card; ``.jsonl`` (or several JSON objects, one per line) → chat; JSON: a ``spec``
     ``chara_card_*``, ``char_name`` or ``name`` with card fields → card; SillyTavern world,
     ``character_book``, ``lorebook_v3``, NovelAI → lorebook; OpenAI messages and their wrappers →
     chat; anything else → ``IMPORT_UNSUPPORTED_FORMAT``.
@@ -130,7 +135,8 @@ class InspectReport(BaseModel):
     Counts are ``None`` when they do not apply to the kind. ``tool_calls`` counts OpenAI
     ``tool_calls`` entries plus legacy ``function_call`` messages; ``tool_results`` counts
     ``tool``/``function`` messages; ``swipes`` counts swipe alternatives stored on messages;
-    ``hidden`` counts hidden (SillyTavern ``is_system``) messages. For files with several
+    ``hidden`` counts hidden (SillyTavern ``is_system``) messages; ``greetings`` counts the
+    card's first message plus alternate greetings. For files with several
     transcripts, message counts are totals over all of them.
     """
 
@@ -157,6 +163,8 @@ class InspectReport(BaseModel):
     user_name: str | None = None
     character_name: str | None = None
     depth_prompt: bool | None = None
+    greetings: int | None = None
+    tags: list[str] | None = None
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -198,6 +206,8 @@ def inspect_file(path: str | Path) -> InspectReport:
     if isinstance(v, Character):
         base["name"] = v.name
         base["depth_prompt"] = v.depth_prompt() is not None
+        base["greetings"] = (1 if v.first_mes else 0) + len(v.alternate_greetings)
+        base["tags"] = list(v.tags)
         if v.character_book is not None:
             base.update(_book_counts(v.character_book))
             base["lorebook_name"] = v.character_book.name

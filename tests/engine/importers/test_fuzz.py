@@ -7,8 +7,10 @@ reaches the field readers behind a successful parse. About 240 examples in all.
 
 from __future__ import annotations
 
+import io
 import json
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,20 @@ REAL = [
 ]
 
 
+def _charx_bytes() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("card.json", json.dumps({**V2_CARD, "spec": "chara_card_v3", "spec_version": "3.0"}))
+        zf.writestr("assets/icon/images/main.png", png_bytes())
+    return buf.getvalue()
+
+
 def _corpus() -> dict[str, bytes]:
     corpus: dict[str, bytes] = {
         "fixture_card.png": png_bytes([("tEXt", "chara", b64(V2_CARD))]),
         "fixture_card.json": json.dumps(V2_CARD).encode(),
         "fixture_chat.jsonl": "\n".join(json.dumps(x) for x in st_chat_lines()).encode(),
+        "fixture_card.charx": _charx_bytes(),
     }
     if DATA is not None:
         for rel in REAL:
@@ -121,7 +132,7 @@ def _json_docs() -> dict[str, list[Any]]:
     """Parsed JSON of each text file (one entry per line for JSONL)."""
     docs: dict[str, list[Any]] = {}
     for name, raw in CORPUS.items():
-        if name.endswith(".png"):
+        if name.endswith((".png", ".charx")):
             continue
         text = raw.decode("utf-8")
         if name.endswith(".jsonl"):
@@ -171,4 +182,4 @@ def test_structural_mutations_only_raise_import_errors(case: tuple[str, bytes]) 
 def test_corpus_includes_real_files() -> None:
     if DATA is None:
         pytest.skip("../shared/data is absent")
-    assert len(CORPUS) == 3 + len(REAL)
+    assert len(CORPUS) == 4 + len(REAL)

@@ -18,6 +18,7 @@ def test_inspect_card_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert "chara_card_v2" in out and "Mira" in out
     assert "entries" in out and "Coast" in out
+    assert "greetings           2" in out and "tags                test" in out
     assert "warning: $.data.character_book.entries[1].keys: keys given as a comma-separated" in out
 
 

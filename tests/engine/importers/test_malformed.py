@@ -279,3 +279,30 @@ def test_chat_given_to_card_or_lorebook_loader(tmp_path: Path) -> None:
         exc = _err(fn, p)
         assert exc.code == "IMPORT_UNSUPPORTED_FORMAT" and "JSONL" in exc.message
     assert len(load_chat(p).messages) == 1  # the chat loader reads it
+
+
+def _charx(path: Path, members: dict[str, bytes]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def test_charx_cards(tmp_path: Path) -> None:
+    v3 = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {**V2_CARD["data"],
+                                                                   "group_only_greetings": []}}
+    p = _charx(tmp_path / "m.charx", {"card.json": json.dumps(v3).encode(),
+                                      "assets/icon/images/main.png": png_bytes()})
+    c, spec, warnings = load_character_with_info(p)
+    assert (c.name, spec) == ("Mira", "chara_card_v3")
+    assert any("1 asset file" in w for w in warnings)
+    assert load_any(p).kind == "character"
+    exc = _err(load_character, _charx(tmp_path / "n.charx", {"readme.txt": b"x"}))
+    assert exc.code == "IMPORT_INVALID_CARD"
+    raw = p.read_bytes()
+    exc = _err(load_character, write(tmp_path / "t.charx", raw[: len(raw) // 2]))
+    assert exc.code == "IMPORT_INVALID_CARD"
+    exc = _err(load_character, _charx(tmp_path / "j.charx", {"card.json": b'{"spec": '}))
+    assert exc.code == "IMPORT_INVALID_JSON" and exc.place.startswith("card.json, line 1")
