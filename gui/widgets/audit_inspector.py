@@ -494,6 +494,8 @@ class AuditTab(QWidget):
         self.empty_label.setFont(font)
         hint = QLabel("Generate a reply to record exactly what was sent to the model.")
         hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        hint.setWordWrap(True)
+        self.empty_label.setWordWrap(True)
         hint.setStyleSheet("color: gray")
         empty_layout.addStretch(1)
         empty_layout.addWidget(self.empty_label)
