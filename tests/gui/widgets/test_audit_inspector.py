@@ -248,3 +248,51 @@ def test_preview_refresh_keeps_audit_views(tab):
     assert tab.blocks_model.rowCount() == 2
     assert "cancelled" in tab.fields["status"].text()
     assert message_for("CANCELLED") in tab.error_banner.text()
+
+
+# --------------------------------------------------------------------- a real generation
+def _texts(widget) -> str:
+    from PySide6.QtWidgets import QLabel, QPlainTextEdit
+
+    parts = [w.text() for w in widget.findChildren(QLabel)]
+    parts += [w.toPlainText() for w in widget.findChildren(QPlainTextEdit)]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("mode, status, code", [("answer", "completed", None),
+                                                ("500", "failed", "PROVIDER_SERVER_ERROR")])
+def test_real_generation_audit_against_local_server(tab, mode, status, code):
+    from engine.generation import ProviderConfig, generate
+    from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
+    from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
+
+    request = PreviewRequest(
+        chat=Chat(messages=[ChatMessage(role="user", content="Where is the brass compass?")]),
+        system_prompt="You are a terse narrator.",
+        settings=ContextSettings(model="gpt-4o", context_limit=4000, reply_reserve=500),
+    )
+    with FakeProviderServer(mode) as server:
+        result = generate(request, ProviderConfig(base_url=server.base_url, model="gpt-4o", stream=False),
+                          chat_id="chat-1")
+        sent = [r["body"]["messages"] for r in server.requests if r.get("body")]
+    audit = result.audit
+    assert audit.status == status and audit.error_code == code
+    from engine.pipeline import preview
+
+    tab.set_state(audit, preview(request))
+    assert status in tab.fields["status"].text()
+    assert tab.fields["generation_id"].text() == audit.generation_id
+    assert tab.fields["model"].text() == "gpt-4o"
+    assert "o200k_base" in tab.fields["tokenizer"].text() and tab.approx_banner.isHidden()
+    assert tab.blocks_model.rowCount() == len(audit.blocks) > 0
+    # The JSON view shows exactly what the server received.
+    assert json.loads(tab.messages_view.toPlainText()) == sent[0]
+    if code:
+        assert code in tab.fields["error_code"].text()
+        assert message_for(code) in tab.error_banner.text()
+    else:
+        assert tab.error_banner.isHidden()
+    assert UPSTREAM_MARKER not in _texts(tab)
+    # Nothing changed since the generation: the comparison with a fresh preview is empty.
+    assert [r.change for r in tab.compare_rows()] == ["same"] * len(audit.blocks)
+    assert "no block changed" in tab.compare_summary.text()
