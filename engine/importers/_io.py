@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,9 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     what:
         Prefix for the place (``"chunk chara"``).
 
+    Lone UTF-16 surrogates (a ``\\uD83D`` escape without its pair, as JavaScript can write)
+    become U+FFFD so that the text can be stored and written back as UTF-8.
+
     Raises
     ------
     LoomscopeImportError
@@ -131,6 +135,28 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     if not json_depth_ok(value):
         fail("IMPORT_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels", file,
              prefix.rstrip(", ") or "$")
+    if _SURROGATE_ESCAPE.search(text):
+        value = _fix_surrogates(value)
+    return value
+
+
+# A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF). json.loads joins valid pairs, but a lone
+# one becomes an unencodable str that storage and UTF-8 export would choke on later.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _fix_str(s: str) -> str:
+    return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _fix_surrogates(value: Any) -> Any:
+    """Replace lone surrogates in every string (and key) with U+FFFD (iteratively rebuilt)."""
+    if isinstance(value, str):
+        return _fix_str(value)
+    if isinstance(value, list):
+        return [_fix_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {(_fix_str(k) if isinstance(k, str) else k): _fix_surrogates(v) for k, v in value.items()}
     return value
 
 

@@ -306,3 +306,13 @@ def test_charx_cards(tmp_path: Path) -> None:
     assert exc.code == "IMPORT_INVALID_CARD"
     exc = _err(load_character, _charx(tmp_path / "j.charx", {"card.json": b'{"spec": '}))
     assert exc.code == "IMPORT_INVALID_JSON" and exc.place.startswith("card.json, line 1")
+
+
+def test_lone_surrogate_escapes_are_replaced(tmp_path: Path) -> None:
+    from engine.importers import export_chat_jsonl
+
+    text = ('{"user_name": "a", "character_name": "b", "chat_metadata": {}}\n'
+            '{"name": "b", "is_user": false, "mes": "cut emoji \\ud83d and pair \\ud83d\\ude00"}')
+    chat = load_chat(write(tmp_path / "s.jsonl", text))
+    assert chat.messages[0].content == "cut emoji \ufffd and pair \U0001F600"
+    export_chat_jsonl(chat).encode("utf-8")  # encodable
