@@ -14,6 +14,7 @@ main window routes that through its undo stack and store, then calls :meth:`set_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -171,13 +172,20 @@ def trace_key(book_index: Any, uid: Any) -> tuple[int, str]:
 def lorebook_budget(settings: Any, context_limit: int) -> int:
     """The lorebook token budget for ``context_limit`` (tokens).
 
-    SillyTavern's rule (``world-info.js``): ``round(budget_percent × limit / 100)`` (at least
-    1), capped by ``budget_cap`` when that is above 0.
+    Delegates to ``engine.lorebook.compute_budget`` (the rule activation uses) when available;
+    otherwise SillyTavern's rule (``world-info.js``): ``round(budget_percent × limit / 100)``
+    half up, at least 1, capped by ``budget_cap`` when that is above 0.
     """
     wi = _field(settings, "world_info", settings)
+    try:
+        from engine.lorebook import compute_budget
+    except ImportError:
+        compute_budget = None
+    if compute_budget is not None and not isinstance(wi, dict):
+        return int(compute_budget(wi, context_limit))
     percent = float(_field(wi, "budget_percent", 25) or 0)
     cap = int(_field(wi, "budget_cap", 0) or 0)
-    budget = max(1, round(percent * context_limit / 100))
+    budget = max(1, int(math.floor(percent * max(0, context_limit) / 100 + 0.5)))
     if cap > 0:
         budget = min(budget, cap)
     return budget
