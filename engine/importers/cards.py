@@ -136,6 +136,9 @@ def parse_card_data(data: Any, file: str | None, reader: FieldReader | None = No
 def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
     """All PNG text chunks (``tEXt``, ``iTXt``, ``zTXt``) as ``{keyword: text}``, via Pillow.
 
+    Values are as Pillow gives them: ``tEXt``/``zTXt`` decoded as Latin-1, ``iTXt`` values are
+    ``PngImagePlugin.iTXt`` (``str``) decoded as UTF-8.
+
     The whole image is loaded so that chunks after ``IDAT`` are seen and a truncated or
     corrupt file is detected. Raises ``IMPORT_INVALID_PNG`` (truncated, bad CRC, not a PNG),
     ``IMPORT_TOO_LARGE`` (Pillow's decompression-bomb limits, text chunks over its limits).
@@ -156,7 +159,7 @@ def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
             with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
                 im.load()
                 text = getattr(im, "text", None) or {}
-                return {str(k): str(v) for k, v in text.items()}
+                return dict(text)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         fail("IMPORT_TOO_LARGE", f"image too large to read safely ({exc})", file)
     except MemoryError:
@@ -192,7 +195,12 @@ def card_json_from_png(data: bytes, file: str, reader: FieldReader | None = None
     if stripped.startswith("{"):
         if reader is not None:
             reader.warn(f"{where}: plain JSON instead of base64")
-        payload = stripped.encode("utf-8", "surrogatepass")
+        # Pillow decodes tEXt/zTXt as Latin-1 (lossless: re-encode to get the bytes) and iTXt
+        # as UTF-8 (its values are PngImagePlugin.iTXt instances)
+        from PIL.PngImagePlugin import iTXt
+
+        payload = (stripped.encode("utf-8", "surrogatepass") if isinstance(raw, iTXt)
+                   else stripped.encode("latin-1", "replace"))
     else:
         compact = _B64_RE.sub("", raw)
         try:

@@ -316,3 +316,14 @@ def test_lone_surrogate_escapes_are_replaced(tmp_path: Path) -> None:
     chat = load_chat(write(tmp_path / "s.jsonl", text))
     assert chat.messages[0].content == "cut emoji \ufffd and pair \U0001F600"
     export_chat_jsonl(chat).encode("utf-8")  # encodable
+
+
+def test_plain_json_chunk_in_text_and_itxt(tmp_path: Path) -> None:
+    card = {**V2_CARD, "data": {**V2_CARD["data"], "name": "Míra 白"}}
+    raw = json.dumps(card, ensure_ascii=False)
+    p = write(tmp_path / "i.png", png_bytes([("iTXt", "chara", raw)]))
+    c, _spec, warnings = load_character_with_info(p)
+    assert c.name == "Míra 白" and any("plain JSON" in w for w in warnings)
+    # tEXt is Latin-1 only: the UTF-8 bytes of the JSON, written as Latin-1 characters
+    p = write(tmp_path / "t.png", png_bytes([("tEXt", "chara", raw.encode("utf-8").decode("latin-1"))]))
+    assert load_character(p).name == "Míra 白"
