@@ -1,18 +1,20 @@
 """Lorebook (World Info) activation with a per-entry trace, and lorebook lint.
 
 Public surface: :func:`activate`, :func:`test_text`, :func:`lint_lorebook`,
-:func:`compute_budget`, the result models and :data:`TRACE_CODES`. SillyTavern semantics
-(FORMATS.md b1–b3) with SPEC §5's deliberate differences; see :mod:`.activation`.
+:func:`compute_budget`, :func:`clear_cache`, the result models, :data:`TRACE_CODES` and
+:data:`LINT_CODES`. SillyTavern semantics (FORMATS.md b1–b3) with SPEC §5's deliberate
+differences; see :mod:`engine.lorebook.activation`.
 """
 
 from __future__ import annotations
 
-from .activation import activate, compute_budget, test_text
+from .activation import activate, clear_cache, compute_budget, test_text
 from .codes import ACTIVATED_CODES, BLOCK_REASONS, TRACE_CODES
-from .models import ActivatedEntry, ActivationResult, LintFinding, TraceRecord
+from .lint import LINT_CODES, lint_lorebook
+from .models import ActivatedEntry, ActivationResult, LintFinding, LintReport, TraceRecord
 
 __all__ = [
-    "activate", "compute_budget", "test_text",
-    "ACTIVATED_CODES", "BLOCK_REASONS", "TRACE_CODES",
-    "ActivatedEntry", "ActivationResult", "LintFinding", "TraceRecord",
+    "activate", "clear_cache", "compute_budget", "test_text", "lint_lorebook",
+    "ACTIVATED_CODES", "BLOCK_REASONS", "TRACE_CODES", "LINT_CODES",
+    "ActivatedEntry", "ActivationResult", "LintFinding", "LintReport", "TraceRecord",
 ]

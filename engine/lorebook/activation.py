@@ -892,7 +892,11 @@ def activate(
                                         {"level": x.delay_level, "current_level": current_level, "pass": pass_no})
                         continue
                 if state == _PASS_RECURSION and settings.recursive and x.entry.exclude_recursion:
-                    hit = run.primary(x, state, recursion_only=True) if x.keys else None
+                    # Report it only when its key shows up in recursion text and nothing in the
+                    # chat explains the miss better (a failed secondary check stays the reason).
+                    prev = reasons.get(gid)
+                    hit = (run.primary(x, state, recursion_only=True)
+                           if x.keys and (prev is None or prev[0] == "LOREBOOK_NOT_MATCHED") else None)
                     if hit is not None:
                         reasons[gid] = ("LOREBOOK_EXCLUDED_FROM_RECURSION",
                                         {"key": hit[0].text, **hit[1], "pass": pass_no})
