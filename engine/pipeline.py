@@ -144,14 +144,30 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
     return out
 
 
-def _run_strategy(registries: Registries, name: str, blocks: list[Block], tokens: dict[str, int],
+def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Block], int]:
+    """Token count of a block: precomputed for assembled blocks, counted on the fly for blocks a
+    strategy creates (summaries), whose text may change between calls."""
+
+    def count(block: Block) -> int:
+        known = tokens.get(block.id)
+        if known is not None and not block.id.startswith("s"):
+            return known
+        return _count_blocks(profile, [block])[block.id]
+
+    return count
+
+
+def _run_strategy(registries: Registries, name: str, blocks: list[Block], count: Callable[[Block], int],
                   budget: int, options: dict[str, Any], diagnostics: list[str],
                   groups: ToolGroups) -> ShiftResult:
     info = registries.strategies.get(name)
     try:
-        result = info.fn(blocks, lambda b: tokens[b.id], budget, options)
+        result = info.fn(blocks, count, budget, options)
         problems = check_shift_result(blocks, result, groups)
-        kept_total = sum(tokens[k] for k in result.kept) + sum(t.remaining_tokens for t in result.truncated)
+        by_id = {b.id: b for b in blocks}
+        kept_total = (sum(count(by_id[k]) for k in result.kept if k in by_id)
+                      + sum(t.remaining_tokens for t in result.truncated)
+                      + sum(count(a) for a in result.added))
         if result.error is None and kept_total > budget:
             problems.append(f"left {kept_total} tokens for a budget of {budget}")
     except LoomscopeError:
@@ -160,7 +176,7 @@ def _run_strategy(registries: Registries, name: str, blocks: list[Block], tokens
         problems = [f"raised {type(exc).__name__}: {exc}"]
     if problems:
         diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate'")
-        result = shift_context(blocks, lambda b: tokens[b.id], budget)
+        result = shift_context(blocks, count, budget)
     return result
 
 
@@ -246,7 +262,8 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
     sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
     groups = find_tool_groups(sendable)
     group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
-    result = _run_strategy(reg, settings.strategy, sendable, tokens, shift_budget,
+    count = _counter(profile, tokens)
+    result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
                            settings.strategy_options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)
     status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in ctx.pre_excluded.items()}
@@ -262,6 +279,13 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
     final_blocks = [by_id[k] for k in result.kept]
     interceptor_diags: list[str] = []
     ordered = list(blocks)
+    for added in result.added:  # strategy-made blocks (summaries) go before their anchor
+        tokens[added.id] = count(added)
+        status[added.id] = ("kept", added.reason)
+        anchor = result.added_before.get(added.id)
+        for seq in (ordered, final_blocks):
+            at = next((k for k, b in enumerate(seq) if b.id == anchor), len(seq))
+            seq.insert(at, added)
 
     # 7–8. interceptors, then a mandatory recount and final shifting pass
     if reg.interceptors.names() and result.error is None:
@@ -272,7 +296,7 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
             ordered = _merge_order(ordered, final_blocks)
         for bid in removed:
             status[bid] = ("excluded", "INTERCEPTOR_REMOVED")
-        final_pass = shift_context(final_blocks, lambda b: tokens[b.id], shift_budget)
+        final_pass = shift_context(final_blocks, count, shift_budget)
         for e in final_pass.excluded:
             status[e.block_id] = ("excluded", e.reason)
         for k in final_pass.kept:

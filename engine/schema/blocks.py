@@ -151,3 +151,7 @@ class ShiftResult(BaseModel):
     error: str | None = None
     diagnostics: list[str] = Field(default_factory=list)
     kept_reasons: dict[str, str] = Field(default_factory=dict)
+    #: Blocks the strategy created (summary blocks), each sent right before the block whose id
+    #: ``added_before`` names (``None``: at the end). They are kept and counted in ``total_tokens``.
+    added: list[Block] = Field(default_factory=list)
+    added_before: dict[str, str | None] = Field(default_factory=dict)

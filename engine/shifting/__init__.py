@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .core import TOKEN_BUDGET_EXCEEDED, check_shift_result, shift_context
 from .groups import ToolGroups, find_tool_groups
+from .summarize import summarize_strategy
 from .registry import (
     ContextStrategyRegistry,
     StrategyInfo,
@@ -15,5 +16,5 @@ from .registry import (
 __all__ = [
     "TOKEN_BUDGET_EXCEEDED", "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
     "ContextStrategyRegistry", "StrategyInfo", "manual_strategy", "register_builtin_strategies",
-    "truncate_strategy",
+    "truncate_strategy", "summarize_strategy",
 ]

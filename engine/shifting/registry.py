@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from ..errors import SettingsError
 from ..schema.blocks import Block, ShiftResult
 from .core import shift_context
+from .summarize import summarize_strategy
 
 
 class Strategy(Protocol):
@@ -80,10 +81,12 @@ def manual_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int
 
 
 def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Callable[[], None]]:
-    """Register ``truncate`` and ``manual``; returns their cleanup callables."""
+    """Register ``truncate``, ``manual`` and ``summarize``; returns their cleanup callables."""
     return [
         registry.register("truncate", truncate_strategy,
                           "drop example dialogue, then the oldest history, then low-priority lore"),
         registry.register("manual", manual_strategy,
                           "drop the messages you excluded first, then like truncate"),
+        registry.register("summarize", summarize_strategy,
+                          "like manual, but fold the removed history into a local extractive summary"),
     ]

@@ -125,3 +125,26 @@ def test_examples_go_first_then_history_then_low_priority_lore():
     assert ex_map[m1] == "HISTORY_OLDEST_FIRST"
     assert ex_map[lo] == "PRIORITY_LOWEST_FIRST"
     assert hi in res.kept and k in res.kept
+
+
+def test_summarize_folds_removed_history_into_a_summary_before_the_input():
+    from engine.pipeline import preview
+    from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
+
+    msgs = [ChatMessage(role="system", content="You narrate.")]
+    msgs += [ChatMessage(role="user" if i % 2 == 0 else "assistant",
+                         content=f"Event {i} happened at the harbor. Then many details followed " + "x " * 40)
+             for i in range(30)]
+    msgs.append(ChatMessage(role="user", content="What now?"))
+    settings = ContextSettings(model="gpt-4o", context_limit=1200, reply_reserve=100, strategy="summarize")
+    pv = preview(PreviewRequest(chat=Chat(messages=msgs), settings=settings))
+    summary = next(b for b in pv.blocks if b.kind == "summary")
+    assert summary.status == "kept" and summary.reason == "SUMMARY"
+    folded = [b for b in pv.blocks if b.status == "truncated"]
+    assert folded and all(b.reason == "SUMMARIZED" and b.summary_id == summary.id for b in folded)
+    assert all(b.original_tokens and b.original_tokens > 0 for b in folded)
+    assert "Event 0 happened at the harbor." in summary.text or "Event" in summary.text
+    order = [b.source for b in pv.blocks if b.status != "truncated"]
+    assert order[-2:] == ["summary:auto", f"message:{len(msgs) - 1}"]
+    assert pv.prompt_tokens <= pv.budget
+    assert pv.messages[-2]["content"].startswith("[Summary of")

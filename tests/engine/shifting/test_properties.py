@@ -143,3 +143,27 @@ def test_truncate_drops_oldest_history_first(data):
     kept_removable = [k for k in res.kept if k in history and k not in protected]
     if dropped and kept_removable:
         assert max(age(d) for d in dropped) < min(age(k) for k in kept_removable)
+
+
+@SETTINGS
+@given(chats())
+def test_summarize_partition_budget_and_protection(data):
+    from engine.shifting import summarize_strategy
+
+    blocks, sizes, truth, budget = data
+
+    def count(b):
+        return sizes[b.id] if b.id in sizes else max(1, len(b.text()) // 4)
+
+    res = summarize_strategy(blocks, count, budget, {})
+    ids = [b.id for b in blocks]
+    out = res.kept + [e.block_id for e in res.excluded] + [t.block_id for t in res.truncated]
+    assert sorted(out) == sorted(ids) and len(out) == len(set(out))
+    assert not (_protected_ids(blocks, truth) & ({e.block_id for e in res.excluded} | {t.block_id for t in res.truncated}))
+    if res.error is None:
+        total = sum(sizes[k] for k in res.kept) + sum(count(a) for a in res.added)
+        assert total <= budget
+    kept = set(res.kept)
+    for g in set(truth.values()):
+        members = [b for b, gg in truth.items() if gg == g]
+        assert len({m in kept for m in members}) == 1
