@@ -395,6 +395,12 @@ def parse_st_jsonl(text: str, file: str, *, title: str, reader: FieldReader | No
     chat_metadata = dict(r.dict_field(header, "chat_metadata", hp)) if header else {}
     lms_header = r.dict_field(header, "loomscope", hp) if header else {}
     st_header = {k: v for k, v in header.items() if k not in ST_HEADER_KEYS + ("loomscope",)}
+    # newer SillyTavern writes "unused" placeholders here (the names come from elsewhere); keep
+    # the placeholder for the export but do not let {{user}}/{{char}} become "unused"
+    if user_name == "unused":
+        st_header["user_name"], user_name = "unused", "User"
+    if char_name == "unused":
+        st_header["character_name"], char_name = "unused", ""
     messages: list[ChatMessage] = []
     foreign: list[dict[str, Any]] = []
     for n, ln in body:
@@ -600,7 +606,7 @@ def export_chat_jsonl(chat: Chat) -> str:
     st_header = extra.pop("st_header", None) or {}
     foreign = extra.pop("st_extra_lines", None) or []
     header: dict[str, Any] = {"user_name": chat.user_name, "character_name": chat.character_name}
-    header.update(st_header)
+    header.update(st_header)  # includes "unused" placeholders read from the file
     header["chat_metadata"] = chat.metadata
     lms: dict[str, Any] = {}
     if chat.tools:

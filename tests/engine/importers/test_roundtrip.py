@@ -165,3 +165,14 @@ def test_world_roundtrip_of_constructed_book(tmp_path: Path) -> None:
     write_world_json(book, tmp_path / "b.json")
     assert load_lorebook(tmp_path / "b.json") == book
     assert not list(tmp_path.glob(".*.tmp"))  # atomic write leaves no temp file
+
+
+def test_unused_header_placeholders(tmp_path: Path) -> None:
+    lines = [{"chat_metadata": {"integrity": "u-1"}, "user_name": "unused", "character_name": "unused"},
+             {"name": "Mira", "is_user": False, "mes": "hi", "original_avatar": "mira.png"}]
+    path = write(tmp_path / "g.jsonl", "\n".join(json.dumps(x) for x in lines))
+    chat = load_chat(path)
+    assert (chat.user_name, chat.character_name) == ("User", "")
+    out = [json.loads(x) for x in export_chat_jsonl(chat).splitlines()]
+    assert out == lines
+    assert _reload_chat(chat, tmp_path, "g") == chat
