@@ -441,11 +441,11 @@ class Store:
             self._touch(row)
 
     def set_chat_persona(self, chat_id: str, persona_id: str | None) -> None:
-        """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``."""
+        """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``/``PERSONA_NOT_FOUND``."""
         with self._unit() as session:
             row = self._chat_row(session, chat_id)
             if persona_id is not None and session.get(orm.PersonaRow, persona_id) is None:
-                raise NotFoundError("CHARACTER_NOT_FOUND", "no persona with that id in the library",
+                raise NotFoundError("PERSONA_NOT_FOUND", "no persona with that id in the library",
                                     file=persona_id)
             row.persona_id = persona_id
             self._touch(row)

@@ -16,7 +16,7 @@ import pytest
 
 from engine.cli import main as cli_main
 from engine.generation import ProviderConfig, generate, generate_and_store
-from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
+from engine.schema import Chat, ChatMessage, ContextSettings
 from engine.storage import Store, open_store
 from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
 

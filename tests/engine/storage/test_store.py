@@ -185,6 +185,9 @@ def test_settings_persona_and_lorebook_attachments(store: Store) -> None:
     assert [b.name for b in store.build_request(chat_id).lorebooks] == ["B", "A"]
     with pytest.raises(NotFoundError):
         store.set_chat_lorebooks(chat_id, ["missing"])
+    with pytest.raises(NotFoundError) as err:
+        store.set_chat_persona(chat_id, "missing")
+    assert err.value.code == "PERSONA_NOT_FOUND"
     assert store.get_chat(chat_id).lorebook_ids == [b2, b1]  # unchanged after the failed call
 
 
