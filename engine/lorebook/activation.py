@@ -1027,6 +1027,24 @@ def activate(
         state = next_state
         pass_no += 1
 
+    # A constant that activated in a late pass (delay-until-recursion, sticky) may push the
+    # total over the budget: drop keyword entries, lowest priority first, until it fits.
+    if used > budget:
+        for c in sorted(accepted.values(), key=lambda c: -c.x.rank):
+            if used <= budget:
+                break
+            e = c.x.entry
+            if e.constant or e.ignore_budget:
+                continue
+            gid = c.x.gid
+            tokens = accepted_tokens.pop(gid)
+            del accepted[gid]
+            used -= tokens
+            dropped[gid] = (c, tokens)
+            reasons[gid] = ("LOREBOOK_BUDGET", {"budget": budget, "used": used, "tokens": tokens,
+                                                "would_activate": c.code, "match": dict(c.detail),
+                                                "note": "dropped after a later constant entry"})
+
     # ---------------------------------------------------------------- outputs
     kept = sorted(accepted.values(), key=_placement)
     activated = [_entry_model(c, accepted_tokens[c.x.gid], BLOCK_REASONS[c.code]) for c in kept]
