@@ -84,6 +84,8 @@ class BlocksTableModel(QAbstractTableModel):
         self._preview: ContextPreview | None = None
         self._blocks: list[PreviewBlock] = []
         self._group_sizes: dict[str, int] = {}
+        self._row_by_message: dict[int, int] = {}
+        self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
         self._highlight_group: str | None = None
 
@@ -98,6 +100,9 @@ class BlocksTableModel(QAbstractTableModel):
             if b.group:
                 sizes[b.group] = sizes.get(b.group, 0) + 1
         self._group_sizes = sizes
+        self._row_by_message = {b.message_index: row for row, b in enumerate(self._blocks)
+                                if b.message_index is not None}
+        self._row_by_source = {}  # built on first use
         self._text_cache = {}
         if self._highlight_group not in sizes:
             self._highlight_group = None
@@ -113,10 +118,13 @@ class BlocksTableModel(QAbstractTableModel):
 
     def row_of_message(self, message_index: int) -> int | None:
         """The row of the block for chat message ``message_index`` (``None`` if none)."""
-        for row, b in enumerate(self._blocks):
-            if b.message_index == message_index:
-                return row
-        return None
+        return self._row_by_message.get(message_index)
+
+    def row_of_source(self, source: str) -> int | None:
+        """The row of the block with stable origin ``source`` (``None`` if none)."""
+        if not self._row_by_source and self._blocks:
+            self._row_by_source = {b.source: row for row, b in enumerate(self._blocks)}
+        return self._row_by_source.get(source)
 
     def group_size(self, group: str | None) -> int:
         """Members of tool group ``group`` in this preview."""
@@ -318,6 +326,8 @@ class BlocksFilterProxy(QSortFilterProxyModel):
             self.invalidateFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:  # noqa: N802
+        if self._kinds is None and self._statuses is None and not self._text:
+            return True  # the common case, called once per row on every reset: keep it cheap
         model = self.sourceModel()
         if not isinstance(model, BlocksTableModel):
             return True

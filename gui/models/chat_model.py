@@ -41,11 +41,13 @@ class MessageFate:
     group: str | None
 
 
-def oldest_fitting_index(fates: dict[int, MessageFate], n_messages: int) -> int | None:
+def oldest_fitting_index(fates: dict[int, Any], n_messages: int) -> int | None:
     """The oldest message of the newest run that fits, or ``None`` when nothing was cut for budget.
 
-    Walking back from the newest message, user exclusions (manual, hidden) are skipped; the
-    first message the strategy cut for budget ends the run. Messages above the returned
+    ``fates`` maps message index → anything with ``status`` and ``reason`` (a
+    :class:`MessageFate` or the preview's block). Walking back from the newest message, user
+    exclusions (manual, hidden) are skipped; the first message the strategy cut for budget
+    ends the run. Messages above the returned
     index are shown greyed (unless pinned and kept).
     """
     cut_any = False
@@ -73,6 +75,7 @@ class ChatMessagesModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._messages: list[ChatMessage] = []
+        self._blocks: dict[int, Any] = {}  # message index → PreviewBlock (fates built on demand)
         self._fates: dict[int, MessageFate] = {}
         self._marker: int | None = None
         self._progress: dict[str, ProgressEvent] = {}
@@ -92,22 +95,16 @@ class ChatMessagesModel(QAbstractListModel):
 
     def set_preview(self, preview: ContextPreview | None) -> None:
         """Take each message's fate from ``preview`` (by ``message_index``)."""
-        fates: dict[int, MessageFate] = {}
-        if preview is not None:
-            for b in preview.blocks:
-                if b.message_index is None:
-                    continue
-                fates[b.message_index] = MessageFate(
-                    display_status(b.status, b.reason), b.reason,
-                    b.original_tokens if b.original_tokens is not None else b.tokens,
-                    b.protected, b.pinned, b.group)
-        self._fates = fates
+        # 10,000-message chats: keep the frozen blocks, build MessageFate only for painted rows
+        self._blocks = {} if preview is None else \
+            {b.message_index: b for b in preview.blocks if b.message_index is not None}
+        self._fates = {}
         self._recompute_marker()
         if self._messages:
             self.dataChanged.emit(self.index(0), self.index(len(self._messages) - 1))
 
     def _recompute_marker(self) -> None:
-        self._marker = oldest_fitting_index(self._fates, len(self._messages))
+        self._marker = oldest_fitting_index(self._blocks, len(self._messages))
 
     def marker_index(self) -> int | None:
         """Message index of the oldest message that still fits (``None``: everything fits)."""
@@ -115,11 +112,20 @@ class ChatMessagesModel(QAbstractListModel):
 
     def fate(self, message_index: int) -> MessageFate | None:
         """The preview fate of message ``message_index``."""
-        return self._fates.get(message_index)
+        fate = self._fates.get(message_index)
+        if fate is None:
+            b = self._blocks.get(message_index)
+            if b is None:
+                return None
+            fate = self._fates[message_index] = MessageFate(
+                display_status(b.status, b.reason), b.reason,
+                b.original_tokens if b.original_tokens is not None else b.tokens,
+                b.protected, b.pinned, b.group)
+        return fate
 
     def is_greyed(self, message_index: int) -> bool:
         """Shown greyed: above the marker (and not kept), or excluded anywhere."""
-        fate = self._fates.get(message_index)
+        fate = self.fate(message_index)
         if fate is not None and fate.status == "excluded":
             return True
         if self._marker is not None and message_index < self._marker:
@@ -191,13 +197,13 @@ class ChatMessagesModel(QAbstractListModel):
         if role == SPEAKER_ROLE:
             return self.speaker(msg)
         if role == FATE_ROLE:
-            return self._fates.get(row)
+            return self.fate(row)
         if role == MARKER_ROLE:
             return self._marker is not None and row == self._marker
         if role == GREYED_ROLE:
             return self.is_greyed(row)
         if role == Qt.ItemDataRole.ToolTipRole:
-            fate = self._fates.get(row)
+            fate = self.fate(row)
             if fate is None:
                 return None
             return f"message {row}: {fate.tokens:,} tokens · {fate.status} ({fate.reason})"

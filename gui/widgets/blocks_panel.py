@@ -102,6 +102,7 @@ class BlocksPanel(QWidget):
         self.model.modelAboutToBeReset.connect(self._remember_selection)
         self.model.modelReset.connect(self._restore_selection)
         self._selected_source: str | None = None
+        self._selected_message: int | None = None
 
         bar = QHBoxLayout()
         bar.addWidget(self.kind_filter)
@@ -144,17 +145,21 @@ class BlocksPanel(QWidget):
     def _remember_selection(self) -> None:
         b = self.current_block()
         self._selected_source = b.source if b is not None else None
+        self._selected_message = b.message_index if b is not None else None
 
     def _restore_selection(self) -> None:
         if self._selected_source is None:
             return
-        for row in range(self.model.rowCount()):
-            if self.model.block(row).source == self._selected_source:
-                idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.TEXT))
-                if idx.isValid():
-                    self.table.selectionModel().setCurrentIndex(
-                        idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-                return
+        if self._selected_message is not None:
+            row = self.model.row_of_message(self._selected_message)
+        else:
+            row = self.model.row_of_source(self._selected_source)
+        if row is None:
+            return
+        idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.TEXT))
+        if idx.isValid():
+            self.table.selectionModel().setCurrentIndex(
+                idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
 
     def _on_current_row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         block = current.data(BLOCK_ROLE) if current.isValid() else None

@@ -35,13 +35,13 @@ class TokensChart(QWidget):
 
     def set_preview(self, preview: ContextPreview | None) -> None:
         """Take the per-message tokens of ``preview``."""
-        items: list[tuple[int, int, str]] = []
-        if preview is not None:
-            for b in preview.blocks:
-                if b.message_index is not None:
-                    tokens = b.original_tokens if b.original_tokens is not None else b.tokens
-                    items.append((b.message_index, tokens, display_status(b.status, b.reason)))
-        items.sort()
+        items: list[tuple[int, int, str]] = [] if preview is None else [
+            (b.message_index,
+             b.original_tokens if b.original_tokens is not None else b.tokens,
+             b.status if b.status != "truncated" else display_status(b.status, b.reason))
+            for b in preview.blocks if b.message_index is not None]
+        if any(items[i][0] > items[i + 1][0] for i in range(len(items) - 1)):
+            items.sort()  # prompt order is chat order unless a stage moved a message
         self._items = items
         self._max = max((t for _, t, _ in items), default=1) or 1
         self.update()
