@@ -96,17 +96,18 @@ def shift_context(
     unit_of_group: dict[str, _Unit] = {}
     for i, block in enumerate(blocks):
         gid = groups.group_of[i]
+        tier = _tier(block)
         if gid is not None and gid in unit_of_group:
             unit = unit_of_group[gid]
             unit.members.append(i)
             unit.is_group = True
+            unit.tier = min(unit.tier, tier)
         else:
-            unit = _Unit(members=[i], first=i, tier=_tier(block), priority=block.priority)
+            unit = _Unit(members=[i], first=i, tier=tier, priority=block.priority)
             units.append(unit)
             if gid is not None:
                 unit_of_group[gid] = unit
         unit.tokens += tokens[i]
-        unit.tier = min(unit.tier, _tier(block))
 
     excluded: dict[int, str] = {}
     diagnostics: list[str] = []

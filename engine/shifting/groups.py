@@ -41,7 +41,7 @@ def _calls(block: Block) -> tuple[list[str], int]:
             ids.append(call.id)
         else:
             anon += 1
-    if getattr(msg, "function_call", None):
+    if msg.model_extra and msg.model_extra.get("function_call"):
         anon += 1
     return ids, anon
 
