@@ -93,7 +93,9 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     """Render ``window`` on ``chat`` (default: the most recently updated) with ``tab`` shown; write a PNG."""
     w, h = SCREENSHOT_SIZE
     window.resize(w, h)
-    window.splitter.setSizes([230, 790, 420])
+    # the inspector tabs get more room when they are the subject of the shot
+    wide = tab is not None and tab.strip().lower() in ("lorebook", "audit")
+    window.splitter.setSizes([200, 600, 640] if wide else [230, 790, 420])
     window.show()
     window.start(chat)
     if tab and not window.select_tab(tab):
@@ -104,6 +106,13 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
         log.warning("preview did not finish in %.0f s; writing the screenshot anyway", SCREENSHOT_TIMEOUT_S)
     if tab == "chat":
         window.chat_view.scroll_to_marker()
+    if tab == "lorebook":  # show the entry editor on the first entry rather than an empty form
+        from PySide6.QtWidgets import QTableView
+
+        for view in window.lorebook_tab.findChildren(QTableView):
+            if view.model() is not None and view.model().rowCount() > 0:
+                view.setCurrentIndex(view.model().index(0, 0))
+                break
     for _ in range(5):
         QCoreApplication.processEvents()
     image = window.grab()

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -106,9 +107,13 @@ class MainWindow(QMainWindow):
         self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt;")
         self.status_label = QLabel(self)
         self.status_label.setStyleSheet("color: #555;")
+        for label in (self.title_label, self.status_label):
+            # long chat titles must not force the centre column wider than the splitter allows
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            label.setMinimumWidth(40)
         head = QHBoxLayout()
-        head.addWidget(self.title_label, 1)
-        head.addWidget(self.status_label)
+        head.addWidget(self.title_label, 3)
+        head.addWidget(self.status_label, 4)
         cl.addLayout(head)
         cl.addWidget(self.budget_bar)
         cl.addWidget(self.tokens_chart)
@@ -387,6 +392,7 @@ class MainWindow(QMainWindow):
     def _on_document_chat_loaded(self, chat_id: str) -> None:
         doc = self.ctx.document
         self.title_label.setText(doc.title or "(no chat)")
+        self.title_label.setToolTip(doc.title)
         self.setWindowTitle(f"Loomscope — {doc.title}" if doc.title else "Loomscope")
         self.audit = None
         if doc.request is not None:

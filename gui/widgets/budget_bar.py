@@ -153,11 +153,6 @@ class BudgetBar(QWidget):
             p.fillRect(rect, QColor(seg.color))
             if seg.key == "cut":
                 p.fillRect(rect, QBrush(QColor("#ffffff"), Qt.BrushStyle.BDiagPattern))
-            if rect.width() > 46:
-                p.setPen(QColor("#ffffff") if seg.key not in ("free", "reserve", "safety") else QColor("#333"))
-                p.drawText(rect.adjusted(3, 0, -2, 0),
-                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
-                           f"{seg.label} {seg.tokens:,}")
         # limit border and compaction marks
         limit = self._preview.context_limit
         p.setPen(QPen(QColor("#333"), 1))
@@ -177,6 +172,12 @@ class BudgetBar(QWidget):
             else:
                 p.drawText(QRectF(x - 143, 0, 140, 14), int(Qt.AlignmentFlag.AlignRight),
                            f"target {100 * COMPACTION_TARGET:.0f} %")
+        for rect, seg in self._rects:  # labels last, so the marks never hide them
+            if rect.width() > 46:
+                p.setPen(QColor("#ffffff") if seg.key not in ("free", "reserve", "safety") else QColor("#333"))
+                p.drawText(rect.adjusted(3, 0, -2, 0),
+                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
+                           f"{seg.label} {seg.tokens:,}")
         p.setPen(QColor("#333"))
         used = self._preview.prompt_tokens
         p.drawText(QRectF(2, 0, 300, 14), int(Qt.AlignmentFlag.AlignLeft),

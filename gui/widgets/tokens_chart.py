@@ -54,7 +54,13 @@ class TokensChart(QWidget):
         if not self._items:
             return None
         n = len(self._items)
-        i = int(x / max(1.0, self.width()) * n)
+        w = max(1.0, float(self.width()))
+        if n <= w:
+            i = int(x / min(16.0, w / n))
+            if i >= n:
+                return None
+        else:
+            i = int(x / w * n)
         return self._items[max(0, min(n - 1, i))]
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
@@ -67,8 +73,8 @@ class TokensChart(QWidget):
         w, h = max(1, self.width()), self.height() - 2
         n = len(self._items)
         per_px = n / w
-        if per_px <= 1:  # wide bars
-            bw = w / n
+        if per_px <= 1:  # wide bars (at most 16 px, so a short chat still reads as a chart)
+            bw = min(16.0, w / n)
             for i, (_, tokens, status) in enumerate(self._items):
                 bh = max(1.0, h * tokens / self._max)
                 p.fillRect(QRectF(i * bw, h - bh + 1, max(1.0, bw - 1), bh), QColor(STATUS_COLORS[status][0]))
