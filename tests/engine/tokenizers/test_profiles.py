@@ -127,3 +127,20 @@ def test_registry_register_cleanup_and_duplicates():
 def test_model_table(model, profile, limit, known):
     info = lookup_model(model)
     assert (info.profile, info.context_limit, info.known) == (profile, limit, known)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_counts_equal_tiktokens_own_get_encoding(shared_data, tmp_path, monkeypatch, name):
+    """tiktoken's own ``get_encoding`` (fed through its cache directory, hash-checked by tiktoken)
+    counts exactly what our profile counts on real texts."""
+    import tiktoken
+    import tiktoken.registry
+
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(_bundled_bytes(name))
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    reference = tiktoken.get_encoding(name)
+    texts = _texts_from(shared_data)
+    ours = default_tokenizer_registry().get(name).count_many(texts)
+    assert ours == [len(reference.encode_ordinary(t)) for t in texts]
