@@ -117,9 +117,6 @@ class _Entry:
     rank: int = 0
     invalid_primary: bool = False
     default_reason: tuple[str, dict[str, Any]] | None = None
-    # Trace records of this entry when it was never a candidate, per scan depth: frozen and
-    # shared across calls (the trace of a big book is mostly these).
-    default_records: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,6 +138,10 @@ class _Prepared:
     regex_gids: frozenset[int]
     has_groups: bool
     hits_cache: dict[str, tuple[KeyHits, KeyHits]] = field(default_factory=dict)
+    rank_of: list[int] = field(default_factory=list)  # gid -> rank
+    # Trace records of entries that were never candidates, per global scan depth: frozen and
+    # shared across calls (the trace of a big book is mostly these).
+    default_trace: dict[int, list[Any]] = field(default_factory=dict)
 
 
 def _extra(entry: LorebookEntry, camel: str, snake: str | None = None) -> Any:
@@ -275,9 +276,11 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
                     (cs_ix if k.cs else ci_ix).setdefault(k.norm, []).append(x.gid)
     special = [x for x in entries if x.entry.disable or x.char_filter or x.triggers]
     delayed = [x for x in entries if x.entry.delay]
-    return _Prepared(entries, by_priority, frozenset(ci), frozenset(cs_set), max_depth,
+    prepared = _Prepared(entries, by_priority, frozenset(ci), frozenset(cs_set), max_depth,
                      frozenset(needs), diagnostics, special, delayed, ci_index, cs_index, ci_index2, cs_index2,
                      frozenset(always), frozenset(regex_gids), any(x.groups for x in entries))
+    prepared.rank_of = [x.rank for x in entries]
+    return prepared
 
 
 _PREPARED_CACHE: OrderedDict[tuple[Any, ...], tuple[Any, _Prepared]] = OrderedDict()
@@ -818,7 +821,7 @@ def activate(
                 final.add(x.gid)
 
     entries = prepared.entries
-    rank_of = [x.rank for x in entries]
+    rank_of = prepared.rank_of
     timed_gids: set[int] = set()
     if has_timed:
         labels = set(timed.sticky) | set(timed.cooldown)
@@ -1051,51 +1054,62 @@ def activate(
     budget_dropped = [_entry_model(c, t, "LOREBOOK_BUDGET")
                       for c, t in sorted(dropped.values(), key=lambda ct: ct[0].x.rank)]
 
-    trace: list[TraceRecord] = []
-    append = trace.append
+    global_depth = run.global_depth
     near_gids: set[int] = set(prepared.regex_gids)
     for key_map, index in ((scanner.ci_any, prepared.ci_index), (scanner.cs_any, prepared.cs_index)):
         for k in key_map:
             near_gids.update(index.get(k, ()))
-    for x in prepared.entries:
+    # Start from the cached "never a candidate" records and replace the entries that moved.
+    trace: list[TraceRecord] = list(_default_trace(prepared, global_depth))
+    for gid in sorted(set(accepted) | set(reasons) | near_gids):
+        x = entries[gid]
         e = x.entry
-        gid = x.gid
         if gid in accepted:
-            append(_fast(TraceRecord, {
+            trace[gid] = _fast(TraceRecord, {
                 "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
                 "activated": True, "code": accepted[gid].code, "detail": dict(accepted[gid].detail),
-                "tokens": accepted_tokens[gid]}))
+                "tokens": accepted_tokens[gid]})
             continue
         got = reasons.get(gid)
         if got is None:
-            depth = run.depth_of(x)
-            if gid not in near_gids:
-                rec = x.default_records.get(depth)
-                if rec is None:
-                    code, detail = x.default_reason or ("LOREBOOK_NOT_MATCHED", {
-                        "keys": [k.text for k in x.keys], "scan_depth": depth})
-                    rec = x.default_records[depth] = _fast(TraceRecord, {
-                        "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
-                        "activated": False, "code": code, "detail": detail, "tokens": None})
-                append(rec)
-                continue
-            got = x.default_reason or ("LOREBOOK_NOT_MATCHED", {
-                "keys": [k.text for k in x.keys], "scan_depth": depth})
+            got = trace[gid].code, trace[gid].detail
         code, detail = got
         if code == "LOREBOOK_NOT_MATCHED" and gid in near_gids:
             misses = run.near_misses(x)
             if misses:
                 detail = {**detail, "near_misses": misses}
-        append(_fast(TraceRecord, {
+            elif got is not reasons.get(gid):
+                continue  # the cached default record already says it
+        trace[gid] = _fast(TraceRecord, {
             "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
             "activated": False, "code": code, "detail": detail,
-            "tokens": dropped[gid][1] if gid in dropped else None}))
+            "tokens": dropped[gid][1] if gid in dropped else None})
 
     return _fast(ActivationResult, {
         "activated": activated, "budget_dropped": budget_dropped, "trace": trace, "budget": budget,
         "used_tokens": used, "diagnostics": list(prepared.diagnostics),
         "timed_effects": _next_timed_state(timed, accepted, prepared, chat_len),
     })
+
+
+def _default_trace(prepared: _Prepared, global_depth: int) -> list[TraceRecord]:
+    """Trace records of entries that were never candidates (cached per global scan depth)."""
+    cached = prepared.default_trace.get(global_depth)
+    if cached is not None:
+        return cached
+    out: list[TraceRecord] = []
+    for x in prepared.entries:
+        e = x.entry
+        depth = global_depth if e.scan_depth is None else int(e.scan_depth)
+        code, detail = x.default_reason or ("LOREBOOK_NOT_MATCHED", {
+            "keys": [k.text for k in x.keys], "scan_depth": depth})
+        out.append(_fast(TraceRecord, {
+            "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
+            "activated": False, "code": code, "detail": detail, "tokens": None}))
+    if len(prepared.default_trace) > 8:
+        prepared.default_trace.clear()
+    prepared.default_trace[global_depth] = out
+    return out
 
 
 _new = object.__new__
@@ -1124,7 +1138,9 @@ def _entry_model(c: _Cand, tokens: int, reason: str) -> ActivatedEntry:
     e = c.x.entry
     return _fast(ActivatedEntry, {
         "book": c.x.book, "book_index": c.x.book_index, "uid": e.uid, "comment": e.comment,
-        "content": c.x.content, "position": InsertionPosition(e.position), "depth": int(e.depth),
+        "content": c.x.content,
+        "position": e.position if type(e.position) is InsertionPosition else InsertionPosition(e.position),
+        "depth": int(e.depth),
         "role": _role_name(e.role), "order": float(e.order), "constant": bool(e.constant),
         "reason": reason, "tokens": tokens, "trace": {"code": c.code, **c.detail},
     })
@@ -1229,6 +1245,9 @@ def _entry_hash(e: LorebookEntry) -> str:
 def _next_timed_state(timed: _Timed, accepted: dict[int, _Cand], prepared: _Prepared,
                       chat_len: int) -> dict[str, Any]:
     """``timedWorldInfo`` after this activation: live effects kept, new ones for activated entries."""
+    if not timed.sticky and not timed.cooldown and not any(
+            c.x.entry.sticky or c.x.entry.cooldown for c in accepted.values()):
+        return {"sticky": {}, "cooldown": {}}
     by_label = {x.label: x for x in prepared.entries}
     sticky: dict[str, Any] = {}
     cooldown: dict[str, Any] = {}
