@@ -53,6 +53,12 @@ ERROR_CODES: dict[str, str] = {
     "PROVIDER_BAD_REQUEST": "the provider rejected the request (HTTP 4xx)",
     "CANCELLED": "the generation was cancelled",
     "NO_API_KEY": "no API key was found in the environment or keyring",
+    # local HTTP API (engine/api, loomscope serve)
+    "INVALID_REQUEST": "the HTTP request is malformed (bad JSON, wrong fields or types, disallowed Host)",
+    "ROUTE_NOT_FOUND": "no HTTP API route at that path (or not for that method)",
+    "INTERNAL_ERROR": "an unexpected error inside Loomscope (a bug; see the server log)",
+    "REMOTE_HOST_REFUSED": "serve was asked to listen on a non-loopback address without --allow-remote",
+    "ADDRESS_UNAVAILABLE": "the API server could not listen on that host and port",
 }
 
 
