@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
 from .errors import LoomscopeError, SettingsError
-from .plugins import InterceptorContext, InterceptorRegistry
+from .plugins import InterceptorContext, InterceptorRegistry, load_entry_point_plugins
 from .schema.blocks import Block, BlockKind, ShiftResult
 from .schema.lorebook import Lorebook
 from .schema.messages import ChatMessage
@@ -65,21 +65,31 @@ class Registries:
     strategies: ContextStrategyRegistry
     interceptors: InterceptorRegistry
     stages: StageRegistry
+    plugin_diagnostics: list[str] = field(default_factory=list)
 
 
-def default_registries() -> Registries:
-    """Fresh registries holding the built-ins (each ``register`` returns a cleanup callable)."""
+def default_registries(*, load_plugins: bool = False) -> Registries:
+    """Fresh registries holding the built-ins (each ``register`` returns a cleanup callable).
+
+    With ``load_plugins``, third-party plugins from the ``loomscope.plugins`` entry-point group
+    register too (the app and the CLI do this; tests usually do not); plugins that fail to load
+    are listed in ``Registries.plugin_diagnostics``.
+    """
     strategies = ContextStrategyRegistry()
     register_builtin_strategies(strategies)
     stages = StageRegistry()
     register_builtin_stages(stages)
-    return Registries(default_tokenizer_registry(), strategies, InterceptorRegistry(), stages)
+    regs = Registries(default_tokenizer_registry(), strategies, InterceptorRegistry(), stages)
+    if load_plugins:
+        _, diagnostics = load_entry_point_plugins(regs)
+        regs.plugin_diagnostics.extend(diagnostics)
+    return regs
 
 
 @lru_cache(maxsize=1)
 def _shared_registries() -> Registries:
-    # Built-ins only; callers that register plugins pass their own Registries.
-    return default_registries()
+    # Built-ins and installed plugins, for callers that pass no registries (the CLI).
+    return default_registries(load_plugins=True)
 
 
 @dataclass(frozen=True)
