@@ -17,12 +17,37 @@ from .schema import (
     Lorebook,
     LorebookEntry,
     Persona,
+    PreviewRequest,
+    PromptContextAudit,
     ShiftResult,
     WorldInfoSettings,
 )
 
+#: Heavier parts (storage pulls in SQLAlchemy and Alembic, generation httpx) load on first use.
+_LAZY = {
+    "Store": "engine.storage", "open_store": "engine.storage",
+    "generate": "engine.generation", "generate_and_store": "engine.generation",
+    "ProviderConfig": "engine.generation", "GenerationResult": "engine.generation",
+    "preview": "engine.pipeline", "prepare": "engine.pipeline", "default_registries": "engine.pipeline",
+    "shift_context": "engine.shifting", "activate": "engine.lorebook",
+    "load_any": "engine.importers", "load_chat": "engine.importers", "load_character": "engine.importers",
+    "load_lorebook": "engine.importers",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Resolve the lazily imported public names listed in ``_LAZY``."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "ERROR_CODES", "BudgetExceededError", "LoomscopeError", "LoomscopeImportError",
     "Block", "BlockKind", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
-    "Lorebook", "LorebookEntry", "Persona", "ShiftResult", "WorldInfoSettings",
+    "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "PromptContextAudit", "ShiftResult",
+    "WorldInfoSettings", *_LAZY,
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .audit import PromptContextAudit
 from .blocks import Block, BlockKind, BlockStatus, ExcludedBlock, ShiftResult, TruncatedBlock
 from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
@@ -12,6 +13,7 @@ from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
 
 __all__ = [
+    "PromptContextAudit",
     "Block", "BlockKind", "BlockStatus", "ExcludedBlock", "ShiftResult", "TruncatedBlock",
     "Character", "DepthPrompt", "Persona",
     "InsertionPosition", "Lorebook", "LorebookEntry", "SelectiveLogic",
