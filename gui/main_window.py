@@ -422,6 +422,10 @@ class MainWindow(QMainWindow):
         self.chat_view.set_messages(list(req.chat.messages), user, char)
 
     def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
+        if outcome.request is not self.ctx.document.request:
+            # computed for a state the document has left (another chat, a newer edit); every
+            # document change schedules a preview, so the right one is on its way
+            return
         if outcome.error is not None:
             self._show_banner(outcome.error.full_text())
             self.status_label.setText("preview failed")

@@ -23,8 +23,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-KEYRING_SERVICE = "loomscope"
-KEYRING_USER = "api_key"
+from engine.generation import resolve_api_key
+from engine.providers.keys import KEYRING_SERVICE, KEYRING_USERNAME as KEYRING_USER
+
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
 
@@ -58,12 +59,7 @@ def save_provider_settings(settings: QSettings, value: ProviderSettings) -> None
 
 def resolve_key() -> str | None:
     """The API key from the environment, then the OS keyring (``None`` when there is none)."""
-    try:
-        from engine.generation import resolve_api_key
-
-        return resolve_api_key()
-    except ImportError:  # pragma: no cover - generation not installed
-        return os.environ.get("LOOMSCOPE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return resolve_api_key()
 
 
 def key_source() -> str:
@@ -72,6 +68,8 @@ def key_source() -> str:
         return "environment (LOOMSCOPE_API_KEY)"
     if os.environ.get("OPENAI_API_KEY"):
         return "environment (OPENAI_API_KEY)"
+    if os.environ.get("LOOMSCOPE_NO_KEYRING"):
+        return "none found (keyring disabled by LOOMSCOPE_NO_KEYRING)"
     try:
         import keyring
 
