@@ -308,12 +308,15 @@ def _unchanged(book: Lorebook, snap: tuple[Any, ...]) -> bool:
 
 
 def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, char: str) -> _Prepared:
-    """Prepared entries for ``books``, cached by book identity and checked against a snapshot.
+    """Prepared entries for ``books``, cached by entry identity and checked against a snapshot.
 
-    The cache holds the books, so their ids stay unique while cached; any change to an
-    entry's field values (assignment or in-place list/dict edit) is detected.
+    The key is the books' names and the ids of their entries, so a new ``Lorebook`` wrapper
+    around the same entries (``model_copy``) still hits. The cache holds the entries, so their
+    ids stay unique while cached; any change to an entry's field values (assignment or an
+    in-place list/dict edit) is detected by the snapshot comparison.
     """
-    key = (tuple(map(id, books)), user, char, settings.case_sensitive, settings.match_whole_words)
+    key = (tuple((b.name, tuple(map(id, b.entries))) for b in books), user, char,
+           settings.case_sensitive, settings.match_whole_words)
     hit = _PREPARED_CACHE.get(key)
     if hit is not None:
         refs, snaps, prepared = hit
@@ -321,7 +324,7 @@ def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: 
             _PREPARED_CACHE.move_to_end(key)
             return prepared
     prepared = _prepare(books, settings, user, char)
-    _PREPARED_CACHE[key] = (tuple(books), [_snapshot(b) for b in books], prepared)
+    _PREPARED_CACHE[key] = (tuple(tuple(b.entries) for b in books), [_snapshot(b) for b in books], prepared)
     _PREPARED_CACHE.move_to_end(key)
     while len(_PREPARED_CACHE) > _PREPARED_CACHE_SIZE:
         _PREPARED_CACHE.popitem(last=False)
