@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..errors import SettingsError
+from ..registry import NamedRegistry
 from ..schema.blocks import Block, BlockKind
 from ..schema.lorebook import InsertionPosition
 from ..schema.messages import ChatMessage
@@ -92,34 +92,15 @@ class AssemblyContext:
 Stage = Callable[[AssemblyContext], list[Block]]
 
 
-class StageRegistry:
+class StageRegistry(NamedRegistry[Stage]):
     """Named assembly stages; ``register`` returns a cleanup callable; duplicates raise."""
 
-    def __init__(self) -> None:
-        self._items: dict[str, Stage] = {}
+    kind = "template stage"
+    unknown_code = "INVALID_SETTINGS"
 
     def register(self, name: str, fn: Stage) -> Callable[[], None]:
         """Add stage ``name``."""
-        if name in self._items:
-            raise SettingsError("DUPLICATE_REGISTRATION", f"stage {name!r} is already registered")
-        self._items[name] = fn
-
-        def cleanup() -> None:
-            if self._items.get(name) is fn:
-                del self._items[name]
-
-        return cleanup
-
-    def get(self, name: str) -> Stage:
-        """The stage ``name``; raises ``SettingsError(INVALID_SETTINGS)`` for unknown names."""
-        try:
-            return self._items[name]
-        except KeyError:
-            raise SettingsError("INVALID_SETTINGS", f"unknown template stage {name!r}") from None
-
-    def names(self) -> list[str]:
-        """Registered stage names."""
-        return list(self._items)
+        return self._add(name, fn)
 
 
 # --------------------------------------------------------------------------- stages

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from ..errors import SettingsError
+from ..registry import NamedRegistry
 
 ENTRY_POINT_GROUP = "loomscope.plugins"
 
@@ -36,31 +36,14 @@ class InterceptorContext:
 Interceptor = Callable[[list[dict[str, Any]], InterceptorContext], tuple[list[dict[str, Any]], list[str]]]
 
 
-class InterceptorRegistry:
+class InterceptorRegistry(NamedRegistry[Interceptor]):
     """Named interceptors, run in registration order; ``register`` returns a cleanup callable."""
 
-    def __init__(self) -> None:
-        self._items: dict[str, Interceptor] = {}
+    kind = "interceptor"
 
     def register(self, name: str, fn: Interceptor) -> Callable[[], None]:
         """Add interceptor ``name``; raises ``SettingsError(DUPLICATE_REGISTRATION)``."""
-        if name in self._items:
-            raise SettingsError("DUPLICATE_REGISTRATION", f"interceptor {name!r} is already registered")
-        self._items[name] = fn
-
-        def cleanup() -> None:
-            if self._items.get(name) is fn:
-                del self._items[name]
-
-        return cleanup
-
-    def items(self) -> list[tuple[str, Interceptor]]:
-        """(name, fn) pairs in registration order."""
-        return list(self._items.items())
-
-    def names(self) -> list[str]:
-        """Registered names."""
-        return list(self._items)
+        return self._add(name, fn)
 
 
 def load_entry_point_plugins(registries: Any) -> tuple[list[Callable[[], None]], list[str]]:

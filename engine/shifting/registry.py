@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import SettingsError
+from ..registry import NamedRegistry
 from ..schema.blocks import Block, ShiftResult
 from .core import shift_context
 from .summarize import summarize_strategy
@@ -32,40 +32,15 @@ class StrategyInfo:
     description: str
 
 
-class ContextStrategyRegistry:
+class ContextStrategyRegistry(NamedRegistry[StrategyInfo]):
     """Named strategies; duplicate names raise ``SettingsError(DUPLICATE_REGISTRATION)``."""
 
-    def __init__(self) -> None:
-        self._items: dict[str, StrategyInfo] = {}
+    kind = "strategy"
+    unknown_code = "UNKNOWN_STRATEGY"
 
     def register(self, name: str, fn: Strategy, description: str = "") -> Callable[[], None]:
         """Add strategy ``name``; returns a callable that removes it again."""
-        if name in self._items:
-            raise SettingsError("DUPLICATE_REGISTRATION", f"strategy {name!r} is already registered")
-        info = StrategyInfo(name, fn, description)
-        self._items[name] = info
-
-        def cleanup() -> None:
-            if self._items.get(name) is info:
-                del self._items[name]
-
-        return cleanup
-
-    def get(self, name: str) -> StrategyInfo:
-        """The strategy ``name``; raises ``SettingsError(UNKNOWN_STRATEGY)``."""
-        try:
-            return self._items[name]
-        except KeyError:
-            raise SettingsError(
-                "UNKNOWN_STRATEGY",
-                f"unknown strategy {name!r} (known: {', '.join(self.names())})") from None
-
-    def names(self) -> list[str]:
-        """Registered names in registration order."""
-        return list(self._items)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return self._add(name, StrategyInfo(name, fn, description))
 
 
 def truncate_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int],

@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import SettingsError
+from ..registry import NamedRegistry
 from .tiktoken_offline import get_encoding
 
 #: Entries kept in each profile's count cache.
@@ -153,40 +153,15 @@ def _scaled(factor: float, floor_chars_per_token: float | None = None,
     return run
 
 
-class TokenizerRegistry:
+class TokenizerRegistry(NamedRegistry[TokenizerProfile]):
     """Named tokenizer profiles. ``register`` returns a cleanup callable; duplicates raise."""
 
-    def __init__(self) -> None:
-        self._profiles: dict[str, TokenizerProfile] = {}
+    kind = "tokenizer profile"
+    unknown_code = "UNKNOWN_TOKENIZER"
 
     def register(self, profile: TokenizerProfile) -> Callable[[], None]:
         """Add ``profile``; raises ``SettingsError(DUPLICATE_REGISTRATION)`` if the name exists."""
-        if profile.name in self._profiles:
-            raise SettingsError("DUPLICATE_REGISTRATION", f"tokenizer profile {profile.name!r} exists")
-        self._profiles[profile.name] = profile
-
-        def cleanup() -> None:
-            if self._profiles.get(profile.name) is profile:
-                del self._profiles[profile.name]
-
-        return cleanup
-
-    def get(self, name: str) -> TokenizerProfile:
-        """The profile ``name``; raises ``SettingsError(UNKNOWN_TOKENIZER)``."""
-        try:
-            return self._profiles[name]
-        except KeyError:
-            raise SettingsError(
-                "UNKNOWN_TOKENIZER",
-                f"unknown tokenizer profile {name!r} (known: {', '.join(sorted(self._profiles))})",
-            ) from None
-
-    def names(self) -> list[str]:
-        """Registered profile names, sorted."""
-        return sorted(self._profiles)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._profiles
+        return self._add(profile.name, profile)
 
 
 def builtin_profiles() -> Iterable[TokenizerProfile]:
