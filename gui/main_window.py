@@ -112,7 +112,13 @@ class MainWindow(QMainWindow):
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             label.setMinimumWidth(40)
         head = QHBoxLayout()
+        self.approx_badge = QLabel("≈ approximate counts", self)
+        self.approx_badge.setObjectName("headerApproxBadge")
+        self.approx_badge.setStyleSheet("QLabel#headerApproxBadge { background: #fff3cd; color: #7a5a00; "
+                                        "border: 1px solid #e0c060; border-radius: 3px; padding: 1px 5px; }")
+        self.approx_badge.hide()
         head.addWidget(self.title_label, 3)
+        head.addWidget(self.approx_badge)
         head.addWidget(self.status_label, 4)
         cl.addLayout(head)
         cl.addWidget(self.budget_bar)
@@ -212,6 +218,7 @@ class MainWindow(QMainWindow):
         self.chat_view.exclude_toggled.connect(self.set_excluded)
         self.chat_view.branch_requested.connect(self.branch_chat)
         self.chat_view.message_submitted.connect(self.append_user_message)
+        self.chat_view.generate_requested.connect(self.generate)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
         self.tokens_chart.message_clicked.connect(self._on_tokens_chart_message_clicked)
         self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)
@@ -454,6 +461,10 @@ class MainWindow(QMainWindow):
             else:
                 self._hide_banner()
             approx = " · ≈ approximate" if preview.tokenizer.approximate else ""
+            self.approx_badge.setVisible(preview.tokenizer.approximate)
+            self.approx_badge.setToolTip(
+                f"Profile {preview.tokenizer.profile} estimates this model's tokenizer; "
+                f"{preview.safety_margin:,} tokens are held back as a safety margin.")
             self.status_label.setText(
                 f"{preview.prompt_tokens:,} / {preview.budget:,} tokens · headroom {preview.headroom:,} · "
                 f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")

@@ -69,6 +69,17 @@ def oldest_fitting_index(fates: dict[int, Any], n_messages: int) -> int | None:
     return oldest
 
 
+def message_display_text(message: ChatMessage, limit: int = 4000) -> str:
+    """What the chat view shows of ``message``: its text, then its tool calls as ``name(args)``."""
+    text = message.text()
+    if message.tool_calls:
+        calls = "\n".join(f"→ {c.function.name or '?'}({c.function.arguments})" for c in message.tool_calls)
+        text = f"{text}\n{calls}" if text else calls
+    if not text.strip():
+        return "(empty)"
+    return text if len(text) <= limit else text[:limit]
+
+
 class ChatMessagesModel(QAbstractListModel):
     """Rows: messages (chat order) followed by progress indicators (insertion order)."""
 
@@ -193,7 +204,7 @@ class ChatMessagesModel(QAbstractListModel):
         if role == MESSAGE_ROLE:
             return msg
         if role == Qt.ItemDataRole.DisplayRole:
-            return msg.text()
+            return message_display_text(msg)
         if role == SPEAKER_ROLE:
             return self.speaker(msg)
         if role == FATE_ROLE:

@@ -201,11 +201,7 @@ class ChatDelegate(QStyledItemDelegate):
         p.setPen(fg)
         fm = QFontMetrics(option.font)
         text_rect = QRect(body.left() + 6, body.top() + 22, body.width() - 8, body.bottom() - body.top() - 22)
-        text = msg.text()
-        if len(text) > 4000:
-            text = text[:4000]
-        if not text and msg.tool_calls:
-            text = "\n".join(f"{c.function.name}({c.function.arguments})" for c in msg.tool_calls)
+        text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
         full = fm.boundingRect(QRect(0, 0, text_rect.width(), 100000), int(Qt.TextFlag.TextWordWrap), text)
         if full.height() > text_rect.height():
             lines = max(1, text_rect.height() // fm.lineSpacing())
@@ -278,6 +274,7 @@ class ChatView(QWidget):
     branch_requested = Signal(int)
     message_selected = Signal(int)
     message_submitted = Signal(str)
+    generate_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -307,10 +304,17 @@ class ChatView(QWidget):
         self.send_button = QPushButton("Send", self)
         self.send_button.setToolTip("Append this as the next user message (Ctrl+Enter)")
         self.send_button.clicked.connect(self._on_send_clicked)
+        self.generate_button = QPushButton("Generate ▶", self)
+        self.generate_button.setToolTip("Send the previewed prompt (with your message, if any) and append the reply")
+        self.generate_button.clicked.connect(self._on_generate_clicked)
         QShortcut(QKeySequence("Ctrl+Return"), self.composer, activated=self._on_send_clicked)
+        buttons = QVBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.generate_button)
         row = QHBoxLayout()
         row.addWidget(self.composer, 1)
-        row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+        row.addLayout(buttons)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.list, 1)
@@ -352,6 +356,10 @@ class ChatView(QWidget):
         if text:
             self.message_submitted.emit(text)
             self.composer.clear()
+
+    def _on_generate_clicked(self) -> None:
+        self._on_send_clicked()  # a written message goes first, as chat front-ends do
+        self.generate_requested.emit()
 
     def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if current.isValid() and current.row() < self.model.message_count():
