@@ -1,0 +1,258 @@
+"""The FastAPI application of the local HTTP API (SPEC §7).
+
+Build it with :func:`create_app`; one app serves one :class:`~engine.storage.Store` and keeps
+no module globals. Routes (all JSON, all under ``/api/v2``):
+
+``GET /api/v2/health``
+    :class:`~engine.api.models.Health`.
+``GET /api/v2/chats``
+    ``list[ChatSummary]``, the same objects ``loomscope chats --format json`` prints.
+``GET /api/v2/chats/{chat_id}/context-audit``
+    The stored :class:`~engine.schema.audit.PromptContextAudit` (what ``loomscope audit
+    --format json`` prints); 404 ``CHAT_NOT_FOUND`` / ``AUDIT_NOT_FOUND``.
+``POST /api/v2/context-preview``
+    Body: a :class:`~engine.schema.request.PreviewRequest`, or ``{"chat_id", "settings"}``
+    (:class:`~engine.api.models.ChatPreviewBody`) for a library chat. Runs
+    :func:`engine.pipeline.preview` (the same persona, lorebook, memory, template, tokenizer and
+    shifting stages as generation) and returns the :class:`~engine.schema.preview.ContextPreview`.
+    Read-only: it creates no messages, branches or audits. A budget overflow is **not** an HTTP
+    error: the answer is 200 and ``error.code`` is ``TOKEN_BUDGET_EXCEEDED``.
+
+Errors are ``{"error": {"code", "message", "file", "place", "details"}}`` with the status taken
+from the stable code (:mod:`engine.api.errors`). Requests whose ``Host`` header is not one of
+``allowed_hosts`` are refused (400 ``INVALID_REQUEST``), so a web page cannot reach the API
+through DNS rebinding; a body sent with a Content-Type other than JSON is refused (415
+``INVALID_REQUEST``). Status by code: 400 unparsable JSON (``INVALID_REQUEST``); 404
+``CHAT_NOT_FOUND`` / ``AUDIT_NOT_FOUND`` / ``ROUTE_NOT_FOUND``; 422 ``INVALID_SETTINGS``,
+``INVALID_REQUEST`` (wrong fields or types), ``UNKNOWN_STRATEGY``, ``UNKNOWN_TOKENIZER``;
+503 ``STORAGE_ERROR``; 500 ``INTERNAL_ERROR``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import LoomscopeError, NotFoundError, SettingsError
+from ..schema import ContextPreview, ContextSettings, PreviewRequest
+from ..schema.audit import PromptContextAudit
+from ..storage import ChatSummary, Store
+from .errors import (
+    error_response,
+    json_path,
+    loomscope_error_response,
+    validation_error_response,
+)
+from .models import ChatPreviewBody, ErrorBody, Health, PreviewBody
+
+log = logging.getLogger("loomscope.api")
+
+API_PREFIX = "/api/v2"
+
+#: ``Host`` header names accepted by default (the server listens on loopback).
+LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
+
+_ERRORS_404 = {404: {"model": ErrorBody, "description": "CHAT_NOT_FOUND or AUDIT_NOT_FOUND"}}
+_ERRORS_BODY = {
+    400: {"model": ErrorBody, "description": "INVALID_REQUEST: the body is not JSON"},
+    404: {"model": ErrorBody, "description": "CHAT_NOT_FOUND (library form)"},
+    422: {"model": ErrorBody, "description": "INVALID_SETTINGS, INVALID_REQUEST, UNKNOWN_STRATEGY or "
+                                             "UNKNOWN_TOKENIZER"},
+}
+
+
+def _host_name(header: str | None) -> str | None:
+    """The host part of a ``Host`` header (``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``)."""
+    if not header:
+        return None
+    value = header.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[1:end] if end > 0 else None
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    return value.rstrip(".") or None
+
+
+def _version() -> str:
+    """The installed distribution's version (``"0"`` when running from an uninstalled tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loomscope")
+    except PackageNotFoundError:  # pragma: no cover
+        return "0"
+
+
+def merge_settings(base: ContextSettings, overrides: dict[str, Any] | None) -> ContextSettings:
+    """``base`` with ``overrides`` merged in (dicts key by key, everything else replaced).
+
+    Raises
+    ------
+    SettingsError
+        ``INVALID_SETTINGS`` (``place`` = JSON path of the first bad value) when the merged
+        settings do not validate (unknown key, value out of range, ...).
+    """
+    if not overrides:
+        return base
+
+    def merge(into: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        out = dict(into)
+        for key, value in new.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value)
+            else:
+                out[key] = value
+        return out
+
+    try:
+        return ContextSettings.model_validate(merge(base.model_dump(mode="json"), overrides))
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        first = errors[0]
+        where = json_path(("settings", *first["loc"]))
+        raise SettingsError(
+            "INVALID_SETTINGS", f"{where}: {first['msg']}", file="settings", place=where,
+            details={"errors": [{"loc": ["settings", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                                for e in errors]},
+        ) from None
+
+
+def create_app(
+    store: Store,
+    *,
+    registries: Any | None = None,
+    allowed_hosts: Iterable[str] | None = LOOPBACK_HOSTS,
+) -> FastAPI:
+    """Build the API over ``store``.
+
+    Parameters
+    ----------
+    store:
+        The library every route reads (the app never closes it; the caller owns it).
+    registries:
+        :class:`engine.pipeline.Registries` for previews; ``None`` uses the pipeline's shared
+        default (built-ins plus installed plugins, as the CLI does).
+    allowed_hosts:
+        Accepted ``Host`` header names (without port); ``None`` accepts any (``serve
+        --allow-remote``). The default accepts loopback names only.
+
+    Returns
+    -------
+    FastAPI
+        The ASGI app; serve it with uvicorn (see :func:`engine.api.server.make_server`).
+    """
+    from ..pipeline import preview as run_preview
+
+    version = _version()
+
+    app = FastAPI(
+        title="Loomscope local API",
+        version=version,
+        description="See exactly what an LLM will see: context previews and generation audits. "
+                    "Every error is {\"error\": {\"code\", \"message\", ...}} with a stable code.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.store = store
+    hosts = None if allowed_hosts is None else frozenset(h.lower().strip("[]") for h in allowed_hosts)
+
+    # ------------------------------------------------------------------ guards and errors
+    @app.middleware("http")
+    async def _check_request(request: Request, call_next):  # type: ignore[no-untyped-def]
+        if hosts is not None and _host_name(request.headers.get("host")) not in hosts:
+            return error_response(400, "INVALID_REQUEST", "the Host header is not allowed for this "
+                                  "local server (start it with --allow-remote to serve other names)",
+                                  file="Host")
+        if request.method in ("POST", "PUT", "PATCH"):
+            ctype = request.headers.get("content-type")
+            mime = (ctype or "").split(";", 1)[0].strip().lower()
+            if ctype is not None and mime != "application/json" and not mime.endswith("+json"):
+                return error_response(415, "INVALID_REQUEST",
+                                      f"send the body as application/json, not {mime or ctype!r}",
+                                      file="Content-Type")
+        return await call_next(request)
+
+    @app.exception_handler(LoomscopeError)
+    async def _on_loomscope_error(_request: Request, exc: LoomscopeError):  # type: ignore[no-untyped-def]
+        if exc.code not in ("CHAT_NOT_FOUND", "AUDIT_NOT_FOUND"):
+            log.info("API error %s: %s", exc.code, exc.describe())
+        return loomscope_error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(_request: Request, exc: RequestValidationError):  # type: ignore[no-untyped-def]
+        return validation_error_response(exc.errors())
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, exc: StarletteHTTPException):  # type: ignore[no-untyped-def]
+        if exc.status_code == 404:
+            return error_response(404, "ROUTE_NOT_FOUND", f"no API route at this path (see "
+                                  f"{API_PREFIX}/openapi.json)", file=str(request.url.path))
+        if exc.status_code == 405:
+            return error_response(405, "ROUTE_NOT_FOUND", f"{request.method} is not allowed on this route",
+                                  file=str(request.url.path), headers=exc.headers)
+        code = "INVALID_REQUEST" if 400 <= exc.status_code < 500 else "INTERNAL_ERROR"
+        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _on_bug(request: Request, exc: Exception):  # type: ignore[no-untyped-def]
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        return error_response(500, "INTERNAL_ERROR", f"unexpected {type(exc).__name__} inside Loomscope")
+
+    # ------------------------------------------------------------------ routes
+    # Plain ``def`` routes run in the threadpool: the pipeline is CPU-bound and the Store opens
+    # one session per call, so concurrent requests are safe.
+
+    @app.get(f"{API_PREFIX}/health", response_model=Health, tags=["meta"])
+    def health() -> Health:
+        """The server is up; the library answers (its dialect and chat count)."""
+        return Health(version=version, database=store.dialect, chats=len(store.list_chats()))
+
+    @app.get(f"{API_PREFIX}/chats", response_model=list[ChatSummary], tags=["library"])
+    def list_chats() -> list[ChatSummary]:
+        """Every chat, most recently changed first (as ``loomscope chats --format json``)."""
+        return store.list_chats()
+
+    @app.get(f"{API_PREFIX}/chats/{{chat_id}}/context-audit", response_model=PromptContextAudit,
+             responses=_ERRORS_404, tags=["audit"])
+    def context_audit(chat_id: str) -> PromptContextAudit:
+        """The audit of the chat's last generation (as ``loomscope audit CHAT_ID --format json``).
+
+        404 ``CHAT_NOT_FOUND`` when the chat does not exist, 404 ``AUDIT_NOT_FOUND`` when it
+        has no stored audit yet.
+        """
+        audit = store.get_audit(chat_id)
+        if audit is None:
+            raise NotFoundError("AUDIT_NOT_FOUND", "the chat has no stored audit (no generation yet)",
+                                file=chat_id)
+        return audit
+
+    @app.post(f"{API_PREFIX}/context-preview", response_model=ContextPreview, responses=_ERRORS_BODY,
+              tags=["preview"])
+    def context_preview(body: Annotated[PreviewBody, Body()]) -> ContextPreview:
+        """Assemble and budget a prompt without sending or storing anything.
+
+        The body is a full ``PreviewRequest``, or ``{"chat_id": ..., "settings": {...}}`` to
+        preview a library chat with optional unsaved setting overrides (merged over the chat's
+        stored settings). ``TOKEN_BUDGET_EXCEEDED`` is not an HTTP error: the answer is 200 and
+        its ``error`` field carries the code and the overflow.
+        """
+        request = body if isinstance(body, PreviewRequest) else _library_request(store, body)
+        return run_preview(request, registries=registries)
+
+    return app
+
+
+def _library_request(store: Store, body: ChatPreviewBody) -> PreviewRequest:
+    """The chat's stored request with ``body.settings`` merged over its settings (nothing saved)."""
+    request = store.build_request(body.chat_id)
+    if body.settings:
+        request = request.model_copy(update={"settings": merge_settings(request.settings, body.settings)})
+    return request

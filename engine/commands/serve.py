@@ -1,0 +1,57 @@
+"""``loomscope serve``: run the local HTTP API (SPEC §7) over a library.
+
+``loomscope serve [--db URL] [--host 127.0.0.1] [--port 8765] [--allow-remote]``
+
+Listens on loopback by default. A non-loopback ``--host`` (``0.0.0.0``, a LAN address, a host
+name) is refused with ``REMOTE_HOST_REFUSED`` (exit 2) unless ``--allow-remote`` is given: the
+API has no authentication. ``--port 0`` picks a free port. The address actually served is
+printed on stderr (``loomscope: serving http://127.0.0.1:8765/api/v2 ...``). Ctrl+C (or SIGTERM)
+stops it with exit 0. A port in use → ``ADDRESS_UNAVAILABLE`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .library import add_db_argument, open_library
+
+# Same values as engine.api.server (not imported here: building the CLI parser must not load
+# FastAPI and uvicorn for every other command).
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` subcommand."""
+    p = sub.add_parser("serve", help="run the local HTTP API (context previews and audits)")
+    add_db_argument(p)
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to listen on (default {DEFAULT_HOST}; non-loopback needs --allow-remote)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"TCP port (default {DEFAULT_PORT}; 0 = any free port)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --host (the API has NO authentication)")
+    p.add_argument("--log-level", default="warning",
+                   choices=("critical", "error", "warning", "info", "debug"),
+                   help="uvicorn log level (default warning)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted; returns 0 (errors are raised as ``LoomscopeError``)."""
+    from ..api.app import API_PREFIX
+    from ..api.server import check_host, is_loopback, make_server
+
+    check_host(args.host, allow_remote=args.allow_remote)  # before touching the library
+    with open_library(args) as store:
+        server = make_server(store, host=args.host, port=args.port, allow_remote=args.allow_remote,
+                             log_level=args.log_level)
+        if not is_loopback(args.host):
+            sys.stderr.write("loomscope: warning: serving on a non-loopback address; the API has no "
+                             "authentication and exposes every chat and audit\n")
+        sys.stderr.write(f"loomscope: serving {server.url}{API_PREFIX} (library {store.url}); "
+                         "Ctrl+C stops\n")
+        sys.stderr.flush()
+        server.run()
+    return 0
