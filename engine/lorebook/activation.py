@@ -192,9 +192,7 @@ def _prepare_key(raw: Any, *, cs: bool, user: str, char: str) -> tuple[_Key | No
             return _Key(text, text, True, compile_regex_key(text)), None
         except InvalidRegexKey as exc:
             return None, str(exc)
-    if text.startswith("/") and len(text) > 1 and re.match(r"^/.*/[gimsuy]*$", text, re.S):
-        # Looks like a regex but has an unescaped "/" inside: SillyTavern reads it as plain text.
-        pass
+    # Anything else, including "/a/b/" (an unescaped "/" inside), is plain text as in SillyTavern.
     return _Key(text, text if cs else text.lower(), cs), None
 
 

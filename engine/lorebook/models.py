@@ -60,6 +60,8 @@ class TraceRecord(BaseModel):
     ``code`` is a key of :data:`engine.lorebook.TRACE_CODES`; ``detail`` holds the evidence
     (matched key, message index, depth, recursion pass, roll, group winner, ...);
     ``tokens`` is set for entries whose content was counted (activated or budget-dropped).
+    Records of entries that were never candidates are cached and shared between results of
+    the same books: treat ``detail`` as read-only.
     """
 
     model_config = ConfigDict(frozen=True)
