@@ -327,7 +327,8 @@ class ChatView(QWidget):
 
     def set_preview(self, preview: Any) -> None:
         """Apply the latest preview's per-message fates and the fit marker."""
-        self.delegate.clear_cache()
+        # row heights depend on text, width and whether the row carries the marker (all in the
+        # size cache key), not on the fates: keep the cache, re-layout for the moved marker
         self.model.set_preview(preview)
         self.list.doItemsLayout()
 

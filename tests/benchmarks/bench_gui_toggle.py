@@ -7,7 +7,8 @@ run the preview without waiting for the debounce timer (``flush``; the fixed
 reset the table and the other views (``preview_applied``). Prints median and p95 of the
 total, and of its parts: the engine on the worker, and the views' update on the main thread.
 
-Usage: ``QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_gui_toggle.py [N_MESSAGES] [SAMPLES]``
+Usage: ``QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_gui_toggle.py [N_MESSAGES] [SAMPLES] [TAB]``
+(``TAB`` = ``blocks`` (default) or ``chat``: which centre tab is visible while toggling).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def p95(values: list[float]) -> float:
 def main() -> int:
     n_messages = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     samples = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    tab = sys.argv[3] if len(sys.argv) > 3 else "blocks"
     app = ensure_app()
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", seed=False)
@@ -56,6 +58,7 @@ def main() -> int:
         win = MainWindow(ctx)
         win.resize(1440, 900)
         win.show()
+        win.select_tab(tab)
 
         loop = QEventLoop()
         applied: list[float] = []
@@ -109,7 +112,8 @@ def main() -> int:
             views.append(t1 - t0 - outcome.elapsed_s)
 
         ms = 1000.0
-        print(f"bench_gui_toggle: {n_messages:,} messages, {len(win.preview.blocks):,} blocks, {samples} toggles")
+        print(f"bench_gui_toggle: {n_messages:,} messages, {len(win.preview.blocks):,} blocks, {samples} toggles, "
+              f"{tab} tab visible")
         print(f"  store write of the chat: {t_store:.2f} s; open chat + first preview: {t_open:.2f} s")
         print(f"  toggle → updated table (engine + model reset), debounce excluded: "
               f"median {statistics.median(totals) * ms:.0f} ms, p95 {p95(totals) * ms:.0f} ms")

@@ -1,0 +1,25 @@
+"""Every stable engine error code maps to a user message; exceptions are mapped by code only."""
+
+from __future__ import annotations
+
+from engine.errors import ERROR_CODES, LoomscopeError, LoomscopeImportError
+from gui.errors import USER_MESSAGES, message_for, user_error
+
+
+def test_every_engine_code_has_a_message() -> None:
+    # codes added later fall back to the engine's own one-line meaning, never the generic text
+    for code in ERROR_CODES:
+        assert message_for(code) and message_for(code) != USER_MESSAGES["INTERNAL_ERROR"]
+    assert message_for("NO_SUCH_CODE_EVER") == USER_MESSAGES["INTERNAL_ERROR"]
+
+
+def test_mapping_uses_the_code_and_structured_fields_not_the_text() -> None:
+    exc = LoomscopeImportError("IMPORT_INVALID_JSON", "Expecting ',' delimiter: internal detail",
+                               file="/tmp/x.json", place="line 3, column 7")
+    err = user_error(exc)
+    assert err.code == "IMPORT_INVALID_JSON"
+    assert "internal detail" not in err.text
+    assert err.file == "/tmp/x.json" and err.place == "line 3, column 7"
+    assert "line 3, column 7" in err.full_text()
+    assert user_error(ValueError("boom")).code == "INTERNAL_ERROR"
+    assert user_error(LoomscopeError("CANCELLED", "x")).text == USER_MESSAGES["CANCELLED"]
