@@ -68,6 +68,14 @@ def read_bytes(path: str | Path) -> tuple[str, bytes]:
     return name, data
 
 
+def reject_binary(data: bytes, file: str, expected: str) -> None:
+    """``IMPORT_UNSUPPORTED_FORMAT`` for a PNG or zip given where a text file is expected."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        fail("IMPORT_UNSUPPORTED_FORMAT", f"a PNG image (a character card?), not a {expected}", file)
+    if data.startswith(b"PK\x03\x04"):
+        fail("IMPORT_UNSUPPORTED_FORMAT", f"a zip archive (a .charx card?), not a {expected}", file)
+
+
 def decode_utf8(data: bytes, file: str | None, what: str = "") -> str:
     """Decode UTF-8 (a leading BOM is dropped).
 

@@ -38,7 +38,7 @@ from typing import Any
 from ..schema import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction
 from ._fields import FieldReader
 from ._io import (MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json,
-                  read_bytes)
+                  read_bytes, reject_binary)
 
 ROLES = ("system", "user", "assistant", "tool", "function", "developer")
 ST_HEADER_KEYS = ("user_name", "character_name", "chat_metadata")
@@ -459,6 +459,7 @@ def parse_chat_text(text: str, file: str, *, title: str, suffix: str = "",
 def load_chats_with_info(path: str | Path) -> tuple[list[Chat], str, list[str]]:
     """All chats in a file with ``(chats, shape, warnings)``."""
     name, raw = read_bytes(path)
+    reject_binary(raw, name, "chat")
     text = decode_utf8(raw, name)
     r = FieldReader(name)
     p = Path(path)

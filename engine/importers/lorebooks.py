@@ -23,7 +23,8 @@ from typing import Any
 
 from ..schema import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from ._fields import FieldReader
-from ._io import MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json_document, read_bytes
+from ._io import (MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json_document, read_bytes,
+                  reject_binary)
 
 #: SillyTavern world entry key → (LorebookEntry field, reader kind, default).
 WORLD_FIELDS: dict[str, tuple[str, str, Any]] = {
@@ -414,6 +415,7 @@ def parse_lorebook_data(data: Any, file: str | None, *, name: str = "",
 def load_lorebook_with_info(path: str | Path) -> tuple[Lorebook, str, list[str]]:
     """Like :func:`load_lorebook` but also returns ``(spec, warnings)``."""
     name, raw = read_bytes(path)
+    reject_binary(raw, name, "lorebook")
     text = decode_utf8(raw, name)
     data = parse_json_document(text, name, "lorebook")
     r = FieldReader(name)

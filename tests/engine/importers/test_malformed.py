@@ -327,3 +327,10 @@ def test_plain_json_chunk_in_text_and_itxt(tmp_path: Path) -> None:
     # tEXt is Latin-1 only: the UTF-8 bytes of the JSON, written as Latin-1 characters
     p = write(tmp_path / "t.png", png_bytes([("tEXt", "chara", raw.encode("utf-8").decode("latin-1"))]))
     assert load_character(p).name == "Míra 白"
+
+
+def test_card_given_to_chat_or_lorebook_loader(tmp_path: Path) -> None:
+    p = write(tmp_path / "card.png", png_bytes([("tEXt", "chara", b64(V2_CARD))]))
+    for fn in (load_chat, load_lorebook):
+        exc = _err(fn, p)
+        assert exc.code == "IMPORT_UNSUPPORTED_FORMAT" and "PNG" in exc.message
