@@ -55,7 +55,7 @@ def build_context(store: Any | None, *, settings: QSettings | None = None, regis
     ``default_registries()`` when not given). ``settings`` defaults to the user's QSettings;
     tests pass an INI file in a temp dir.
     """
-    registries = registries if registries is not None else default_registries()
+    registries = registries if registries is not None else default_registries(load_plugins=True)
     if compute is None:
         def compute(request: PreviewRequest) -> ContextPreview:
             return engine_preview(request, registries=registries)
@@ -124,6 +124,27 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     return 0
 
 
+def install_excepthook(window: MainWindow) -> None:
+    """Show unexpected exceptions as ``INTERNAL_ERROR`` (details to the log) instead of losing them."""
+    from .errors import UserError, message_for
+
+    previous = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        log.error("unexpected error", exc_info=(exc_type, exc, tb))
+        if issubclass(exc_type, KeyboardInterrupt):
+            previous(exc_type, exc, tb)
+            return
+        code = getattr(exc, "code", None)
+        if isinstance(code, str):
+            window.show_error(UserError(code, message_for(code), getattr(exc, "file", None),
+                                        getattr(exc, "place", None)))
+        else:
+            window.show_error(UserError("INTERNAL_ERROR", message_for("INTERNAL_ERROR")))
+
+    sys.excepthook = hook
+
+
 def run_app(db: str | None = None, screenshot: str | None = None, chat: str | None = None,
             tab: str | None = None) -> int:
     """Open the desktop app (or write a screenshot and exit). Returns the exit code.
@@ -151,6 +172,7 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
             rc = take_screenshot(window, screenshot, chat, tab)
             window.close()
             return rc
+        install_excepthook(window)
         window.resize(1440, 900)
         window.restore_state()
         window.show()
