@@ -30,6 +30,7 @@ import hashlib
 import math
 import random
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -283,6 +284,8 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
 
 _PREPARED_CACHE: OrderedDict[tuple[Any, ...], tuple[Any, _Prepared]] = OrderedDict()
 _PREPARED_CACHE_SIZE = 16
+# activate() runs on preview worker threads: cache bookkeeping is guarded (results are pure).
+_CACHE_LOCK = threading.Lock()
 
 
 def _copy_value(v: Any) -> Any:
@@ -315,23 +318,29 @@ def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: 
     """
     key = (tuple((b.name, tuple(map(id, b.entries))) for b in books), user, char,
            settings.case_sensitive, settings.match_whole_words)
-    hit = _PREPARED_CACHE.get(key)
+    with _CACHE_LOCK:
+        hit = _PREPARED_CACHE.get(key)
     if hit is not None:
         refs, snaps, prepared = hit
         if all(_unchanged(b, snap) for b, snap in zip(books, snaps)):
-            _PREPARED_CACHE.move_to_end(key)
+            with _CACHE_LOCK:
+                if key in _PREPARED_CACHE:
+                    _PREPARED_CACHE.move_to_end(key)
             return prepared
     prepared = _prepare(books, settings, user, char)
-    _PREPARED_CACHE[key] = (tuple(tuple(b.entries) for b in books), [_snapshot(b) for b in books], prepared)
-    _PREPARED_CACHE.move_to_end(key)
-    while len(_PREPARED_CACHE) > _PREPARED_CACHE_SIZE:
-        _PREPARED_CACHE.popitem(last=False)
+    entry = (tuple(tuple(b.entries) for b in books), [_snapshot(b) for b in books], prepared)
+    with _CACHE_LOCK:
+        _PREPARED_CACHE[key] = entry
+        _PREPARED_CACHE.move_to_end(key)
+        while len(_PREPARED_CACHE) > _PREPARED_CACHE_SIZE:
+            _PREPARED_CACHE.popitem(last=False)
     return prepared
 
 
 def clear_cache() -> None:
-    """Forget prepared books (call after mutating a lorebook in place in ways not detected)."""
-    _PREPARED_CACHE.clear()
+    """Forget prepared books and compiled matchers (frees memory; results never depend on it)."""
+    with _CACHE_LOCK:
+        _PREPARED_CACHE.clear()
 
 
 # --------------------------------------------------------------------------- scanning
@@ -439,7 +448,7 @@ class _Scanner:
             got = (self.ci.scan(text.lower()) if self.ci.keys else _NO_HITS,
                    self.cs.scan(text) if self.cs.keys else _NO_HITS)
             if len(cache) >= _HITS_CACHE_SIZE:
-                cache.pop(next(iter(cache)))
+                cache.clear()  # simple bound; cheap to rebuild
             cache[text] = got
         return got
 

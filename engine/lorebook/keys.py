@@ -21,6 +21,7 @@ FORMATS.md b3 item 3) with SPEC §5's deliberate differences:
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -225,16 +226,19 @@ class MultiKeyMatcher:
 
 _MATCHER_CACHE: OrderedDict[frozenset[str], MultiKeyMatcher] = OrderedDict()
 _MATCHER_CACHE_SIZE = 32
+_MATCHER_LOCK = threading.Lock()
 
 
 def matcher_for(keys: frozenset[str]) -> MultiKeyMatcher:
     """A cached :class:`MultiKeyMatcher` for this exact key set (compiling is the slow part)."""
-    hit = _MATCHER_CACHE.get(keys)
-    if hit is not None:
-        _MATCHER_CACHE.move_to_end(keys)
-        return hit
+    with _MATCHER_LOCK:
+        hit = _MATCHER_CACHE.get(keys)
+        if hit is not None:
+            _MATCHER_CACHE.move_to_end(keys)
+            return hit
     matcher = MultiKeyMatcher(keys)
-    _MATCHER_CACHE[keys] = matcher
-    while len(_MATCHER_CACHE) > _MATCHER_CACHE_SIZE:
-        _MATCHER_CACHE.popitem(last=False)
+    with _MATCHER_LOCK:
+        _MATCHER_CACHE[keys] = matcher
+        while len(_MATCHER_CACHE) > _MATCHER_CACHE_SIZE:
+            _MATCHER_CACHE.popitem(last=False)
     return matcher

@@ -148,3 +148,19 @@ def test_group_weights_are_seeded() -> None:
     loser = "a" if r.activated_uids() == ["b"] else "b"
     d = r.trace_for(loser).detail
     assert d["mode"] == "weight" and d["total_weight"] == 200 and "seed" in d and "roll" in d
+
+
+def test_concurrent_activations_agree() -> None:
+    """Preview workers call activate from several threads; shared caches must not corrupt results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    books = [book(*[entry(i, [f"k{i}", f"w{i % 7}"], content=f"text k{(i * 3) % 50}") for i in range(60)])]
+    chats = [[ChatMessage(role="user", content=f"k{j} and w{j % 7} then k{j + 5}")] for j in range(40)]
+    s = WorldInfoSettings()
+    clear_cache()
+    expected = [activate(books, c, s, count_tokens=words, context_limit=1000).model_dump() for c in chats]
+    clear_cache()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda c: activate(books, c, s, count_tokens=words, context_limit=1000).model_dump(),
+                            chats * 3))
+    assert got == expected * 3
