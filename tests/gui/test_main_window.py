@@ -275,3 +275,14 @@ def test_invalid_settings_input_is_refused(qtbot, window) -> None:  # noqa: ANN0
     assert emitted == []
     assert panel.error_label.text().startswith("Not applied")
     assert isinstance(window.ctx.document.request.settings, ContextSettings)
+
+
+def test_approximate_profile_shows_badges_and_safety_margin(qtbot, window) -> None:  # noqa: ANN001
+    doc = window.ctx.document
+    claude = doc.request.settings.model_copy(update={"model": "claude-3-5-sonnet"})
+    preview = rerun(qtbot, window, lambda: window.settings_panel.settings_edited.emit(claude))
+    assert preview.tokenizer.approximate and preview.safety_margin > 0
+    assert window.approx_badge.isVisibleTo(window)
+    assert not window.settings_panel.badge.isHidden()
+    safety = next(s for s in window.budget_bar.segments() if s.key == "safety")
+    assert safety.tokens == preview.safety_margin
