@@ -95,7 +95,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     window.resize(w, h)
     # the inspector tabs get more room when they are the subject of the shot
     wide = tab is not None and tab.strip().lower() in ("lorebook", "audit")
-    window.splitter.setSizes([200, 600, 640] if wide else [230, 790, 420])
+    window.splitter.setSizes([200, 600, 640] if wide else [200, 840, 400])
     window.show()
     window.start(chat)
     if tab and not window.select_tab(tab):

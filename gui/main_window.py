@@ -143,7 +143,7 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(centre)
         self.splitter.addWidget(self.inspector_tabs)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([220, 800, 420])
+        self.splitter.setSizes([200, 840, 400])
         self.setCentralWidget(self.splitter)
 
         self.generation = GenerationRunner(self)

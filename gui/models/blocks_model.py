@@ -55,7 +55,7 @@ HEADERS = {
     BlockColumn.POSITION: "#", BlockColumn.KIND: "Kind", BlockColumn.ROLE: "Role",
     BlockColumn.SOURCE: "Source", BlockColumn.TEXT: "Text", BlockColumn.TOKENS: "Tokens",
     BlockColumn.STATUS: "Status", BlockColumn.REASON: "Reason", BlockColumn.MARKERS: "",
-    BlockColumn.PIN: "Pin", BlockColumn.EXCLUDE: "Exclude",
+    BlockColumn.PIN: "Pin", BlockColumn.EXCLUDE: "Excl.",
 }
 
 _STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
@@ -153,6 +153,10 @@ class BlocksTableModel(QAbstractTableModel):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             if section == BlockColumn.MARKERS:
                 return f"{PROTECTED_MARK} protected · {PINNED_MARK} pinned · {GROUP_MARK} tool group"
+            if section == BlockColumn.PIN:
+                return "Pin: always keep this message (P)"
+            if section == BlockColumn.EXCLUDE:
+                return "Exclude this message by hand (Space)"
         return None
 
     def flags(self, index: _Index) -> Qt.ItemFlag:

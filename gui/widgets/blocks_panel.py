@@ -90,10 +90,10 @@ class BlocksPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(False)
-        widths = {BlockColumn.POSITION: 34, BlockColumn.KIND: 100, BlockColumn.ROLE: 64,
-                  BlockColumn.SOURCE: 120, BlockColumn.TEXT: 200, BlockColumn.TOKENS: 56,
-                  BlockColumn.STATUS: 72, BlockColumn.REASON: 170, BlockColumn.MARKERS: 36,
-                  BlockColumn.PIN: 34, BlockColumn.EXCLUDE: 56}
+        widths = {BlockColumn.POSITION: 30, BlockColumn.KIND: 92, BlockColumn.ROLE: 64,
+                  BlockColumn.SOURCE: 96, BlockColumn.TEXT: 220, BlockColumn.TOKENS: 52,
+                  BlockColumn.STATUS: 76, BlockColumn.REASON: 146, BlockColumn.MARKERS: 30,
+                  BlockColumn.PIN: 30, BlockColumn.EXCLUDE: 40}
         for col, w in widths.items():
             self.table.setColumnWidth(col, w)
         header.setSectionResizeMode(BlockColumn.TEXT, QHeaderView.ResizeMode.Stretch)
