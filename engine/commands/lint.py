@@ -16,7 +16,8 @@ from ..errors import SettingsError
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``lint-lorebook`` subcommand."""
     p = sub.add_parser("lint-lorebook", help="check a lorebook for entries that can never fire and other problems")
-    p.add_argument("file", metavar="FILE", help="SillyTavern world JSON or V2/V3 character_book JSON")
+    p.add_argument("file", metavar="FILE", help="SillyTavern world JSON, V2/V3 character_book JSON, or a "
+                   "character card (PNG/JSON) with an embedded lorebook")
     p.add_argument("--format", choices=("table", "json"), default=None,
                    help="output format (default: table on a terminal, json when piped)")
     p.add_argument("--context-limit", type=int, default=8192, metavar="N",
@@ -35,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the lint and print the report; returns the exit code."""
-    from ..importers import load_lorebook
     from ..lorebook.lint import lint_lorebook
     from ..lorebook.models import LintReport
     from ..schema.settings import WorldInfoSettings
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.budget_cap < 0:
         raise SettingsError("INVALID_SETTINGS", "--budget-cap must be >= 0", file="--budget-cap")
     profile = default_tokenizer_registry().get(args.tokenizer)
-    book = load_lorebook(args.file)
+    book = _read_book(args.file)
     settings = WorldInfoSettings(budget_percent=args.budget_percent, budget_cap=args.budget_cap,
                                  match_whole_words=not args.no_whole_words)
     from ..lorebook.activation import compute_budget
@@ -67,6 +67,27 @@ def run(args: argparse.Namespace) -> int:
     if args.strict and report.counts()["error"]:
         return 1
     return 0
+
+
+def _read_book(path: str):  # -> Lorebook
+    """A lorebook file, or the book embedded in a character card (PNG or JSON)."""
+    from ..errors import LoomscopeError
+    from ..importers import load_character, load_lorebook
+
+    try:
+        return load_lorebook(path)
+    except LoomscopeError as exc:
+        if exc.code != "IMPORT_UNSUPPORTED_FORMAT":
+            raise
+        try:
+            card = load_character(path)
+        except LoomscopeError:
+            raise exc from None
+        if card.character_book is None:
+            raise LoomscopeError("IMPORT_INVALID_LOREBOOK", "the character card has no embedded lorebook",
+                                 file=path) from None
+        book = card.character_book
+        return book if book.name else book.model_copy(update={"name": f"{card.name} (card)"})
 
 
 def _print_table(report: object) -> None:

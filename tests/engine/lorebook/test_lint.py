@@ -114,3 +114,16 @@ def test_cli_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "IMPORT_INVALID_JSON" in capsys.readouterr().err
     assert main(["lint-lorebook", str(bad), "--context-limit", "0"]) == 2
     assert "INVALID_SETTINGS" in capsys.readouterr().err
+
+
+def test_cli_reads_card_embedded_book(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    card = shared_data / "cards" / "contest_Assistant_Sakana.png"
+    assert main(["lint-lorebook", str(card), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["book"] == "Sakana-WI" and report["entries"] == 14
+    found = {(f["uid"], f["code"]) for f in report["findings"]}
+    assert (1, "LINT_DUPLICATE_KEY_IN_ENTRY") in found  # entry 1 lists "check" twice
+    assert (0, "LINT_DUPLICATE_KEY") in found and (2, "LINT_DUPLICATE_KEY") in found  # "write" in 0 and 2
+    no_book = shared_data / "cards" / "Raiden Ei (chat).json"
+    assert main(["lint-lorebook", str(no_book)]) == 2
+    assert "IMPORT_INVALID_LOREBOOK" in capsys.readouterr().err
