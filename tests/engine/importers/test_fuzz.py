@@ -117,6 +117,24 @@ def _nodes(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
+KNOWN_KEYS = [
+    "loomscope", "role", "content", "tool_calls", "tool_call_id", "toolCallId", "callId",
+    "tool_call_ids", "function_call", "function", "arguments", "id", "type", "name", "meta",
+    "extra", "pinned", "manualExcluded", "hidden", "is_user", "is_system", "mes", "swipes",
+    "swipe_id", "swipe_info", "message", "fields", "tools", "messages", "history", "traj",
+    "entries", "key", "keys", "keysecondary", "secondary_keys", "uid", "position", "role",
+    "selectiveLogic", "delayUntilRecursion", "sticky", "extensions", "character_book", "data",
+    "spec", "spec_version", "depth_prompt", "tags", "alternate_greetings", "lorebookVersion",
+    "originalData", "chat_metadata", "user_name", "character_name", "insertion_order", "enabled",
+]
+
+
+def _get(value: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        value = value[part]
+    return value
+
+
 def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     if not path:
         return new
@@ -152,7 +170,13 @@ def structural_mutation(draw: st.DrawFn) -> tuple[str, bytes]:
     for _ in range(draw(st.integers(1, 3))):
         li = draw(st.integers(0, len(docs) - 1))
         path = draw(st.sampled_from(_nodes(docs[li])))
-        docs[li] = _replace(docs[li], path, draw(JSON_VALUES))
+        target = _get(docs[li], path)
+        if isinstance(target, dict) and draw(st.booleans()):
+            # add a known field with a random value: reaches optional-field code paths
+            key = draw(st.sampled_from(KNOWN_KEYS))
+            docs[li] = _replace(docs[li], path, {**target, key: draw(JSON_VALUES)})
+        else:
+            docs[li] = _replace(docs[li], path, draw(JSON_VALUES))
     if name.endswith(".jsonl"):
         data = "\n".join(json.dumps(x, ensure_ascii=False) for x in docs).encode()
     else:
