@@ -3,14 +3,15 @@
 Public API (every loader raises only :class:`engine.errors.LoomscopeImportError`, with a stable
 ``IMPORT_*`` code, the file name and the place inside it):
 
-- :func:`load_character` — PNG (``ccv3`` preferred over ``chara``) or JSON card (V1/V2/V3,
-  Pygmalion keys).
+- :func:`load_character` — PNG (``ccv3`` preferred over ``chara``), JSON card (V1/V2/V3,
+  Pygmalion keys) or V3 ``.charx`` (``card.json``).
 - :func:`load_lorebook` — SillyTavern world JSON, V2 ``character_book`` / V3 ``lorebook_v3``,
   NovelAI ``.lorebook``.
 - :func:`load_chat` / :func:`load_chats` — SillyTavern JSONL, OpenAI arrays / request bodies,
   SWE-agent ``.traj``, tau-bench results, ToolBench answers.
 - :func:`load_any` → :class:`ImportedItem`; :func:`inspect_file` → :class:`InspectReport`.
 - :func:`export_chat_jsonl`, :func:`export_world_json` (and atomic ``write_*`` helpers).
+- :func:`parse_send_date` — SillyTavern timestamps (kept verbatim on import) as ``datetime``.
 
 Limits: files over 64 MiB, lorebooks over 100,000 entries and chats over 100,000 messages get
 ``IMPORT_TOO_LARGE`` before being parsed in full; JSON deeper than 200 levels ``IMPORT_TOO_DEEP``.
