@@ -158,7 +158,7 @@ def create_app(
         description="See exactly what an LLM will see: context previews and generation audits. "
                     "Every error is {\"error\": {\"code\", \"message\", ...}} with a stable code.",
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        docs_url=None,  # Swagger UI would load scripts from a CDN; the schema is at openapi_url
         redoc_url=None,
     )
     app.state.store = store

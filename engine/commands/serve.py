@@ -6,7 +6,8 @@ Listens on loopback by default. A non-loopback ``--host`` (``0.0.0.0``, a LAN ad
 name) is refused with ``REMOTE_HOST_REFUSED`` (exit 2) unless ``--allow-remote`` is given: the
 API has no authentication. ``--port 0`` picks a free port. The address actually served is
 printed on stderr (``loomscope: serving http://127.0.0.1:8765/api/v2 ...``). Ctrl+C stops it
-gracefully with exit 0 (SIGTERM also shuts down gracefully, then ends the process by that signal). A port in use → ``ADDRESS_UNAVAILABLE`` (exit 2).
+gracefully with exit 0 (SIGTERM also shuts down gracefully, then ends the process by that signal).
+A port in use → ``ADDRESS_UNAVAILABLE`` (exit 2).
 """
 
 from __future__ import annotations

@@ -258,7 +258,8 @@ def test_bad_overrides_for_a_library_chat_are_invalid_settings(live: Live, overr
 
 
 def test_non_json_content_type_is_refused(live: Live) -> None:
-    resp = live.client.post(PREVIEW, content=b"chat_id=x", headers={"content-type": "application/x-www-form-urlencoded"})
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    resp = live.client.post(PREVIEW, content=b"chat_id=x", headers=form)
     _error(resp, 415, "INVALID_REQUEST")
     resp = live.client.post(PREVIEW, content=b"{}", headers={"content-type": "text/plain"})
     _error(resp, 415, "INVALID_REQUEST")
@@ -273,7 +274,8 @@ def test_foreign_host_header_is_refused(live: Live) -> None:
 
 
 _json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-10**6, 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
