@@ -689,7 +689,8 @@ class Store:
         Returns
         -------
         list[ImportRef]
-            One per file, in order: ``kind``, new ``id``, ``name``.
+            In file order: ``kind``, new ``id``, ``name``; one per file, except that a file
+            holding several chat transcripts gives one chat per transcript (titled ``… #k``).
 
         Raises
         ------
@@ -705,7 +706,7 @@ class Store:
                 if on_warning is not None:
                     on_warning(str(path), str(warning))
             items.append((Path(path), item))
-        refs: dict[int, ImportRef] = {}
+        refs: dict[int, ImportRef | list[ImportRef]] = {}
         with self._unit() as session:
             by_name: dict[str, str] = {}
             # cards and books first, so a chat links to a card imported in the same call
@@ -721,18 +722,29 @@ class Store:
                     book = value if value.name else value.model_copy(update={"name": path.stem})
                     refs[i] = ImportRef(kind="lorebook", id=self._insert_lorebook(session, book), name=book.name)
                 elif kind == "chat":
-                    character_id = by_name.get(value.character_name) if value.character_name else None
-                    if character_id is None and value.character_name:
-                        character_id = session.scalars(
-                            select(orm.CharacterRow.id).where(orm.CharacterRow.name == value.character_name)
-                            .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
-                    title = value.title or path.stem
-                    chat_id = self._insert_chat(session, value, title=title, character_id=character_id)
-                    refs[i] = ImportRef(kind="chat", id=chat_id, name=title)
+                    # a file may hold several transcripts (tau-bench, ToolBench): store them all
+                    transcripts = list(getattr(item, "chats", None) or [value])
+                    chat_refs: list[ImportRef] = []
+                    for k, chat in enumerate(transcripts):
+                        character_id = by_name.get(chat.character_name) if chat.character_name else None
+                        if character_id is None and chat.character_name:
+                            character_id = session.scalars(
+                                select(orm.CharacterRow.id).where(orm.CharacterRow.name == chat.character_name)
+                                .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
+                        title = chat.title or path.stem
+                        if len(transcripts) > 1:
+                            title = f"{title} #{k + 1}"
+                        chat_id = self._insert_chat(session, chat, title=title, character_id=character_id)
+                        chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
+                    refs[i] = chat_refs
                 else:  # pragma: no cover - load_any only returns the three kinds
                     raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
                                        file=str(path))
-        return [refs[i] for i in range(len(items))]
+        out: list[ImportRef] = []
+        for i in range(len(items)):
+            ref = refs[i]
+            out.extend(ref if isinstance(ref, list) else [ref])
+        return out
 
     # ================================================================ audits
     def get_audit(self, chat_id: str) -> PromptContextAudit | None:

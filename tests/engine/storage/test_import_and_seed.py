@@ -139,3 +139,10 @@ def test_bad_url_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(LoomscopeError) as err:
         open_store("notadialect+nodriver://x/y", seed=False)
     assert err.value.code == "STORAGE_ERROR"
+
+
+def test_import_stores_every_transcript_of_a_multi_transcript_file(store: Store, shared_data: Path) -> None:
+    refs = store.import_files([shared_data / "chats" / "127_ChatGPT_DFS_woFilter_w2.json"])
+    assert [r.kind for r in refs] == ["chat", "chat", "chat"]
+    assert [r.name.rsplit(" #", 1)[1] for r in refs] == ["1", "2", "3"]
+    assert len({r.id for r in refs}) == 3
