@@ -376,12 +376,29 @@ CASES: list[Case] = [
     Case("sticky-end-starts-cooldown", one(entry("s", ["x"], sticky=2, cooldown=2)), ["x", "x", "x", "x"], set(),
          {"s": "LOREBOOK_COOLDOWN"},
          kwargs={"chat_metadata": {"timedWorldInfo": {"sticky": {"book.s": {"start": 2, "end": 4}}}}}),
+    Case("sticky-wins-its-group",
+         one(entry("s", ["dragon"], sticky=3, group="g"), entry("o", ["x"], group="g", group_override=True, order=999)),
+         ["x", "x", "x", "x"], {"s"}, {"s": "LOREBOOK_STICKY", "o": "LOREBOOK_GROUP_LOST"},
+         kwargs={"chat_metadata": {"timedWorldInfo": {"sticky": {"book.s": {"start": 2, "end": 6}}}}},
+         check=_group_winner("o", "s", "sticky")),
+    Case("sticky-skips-probability", one(entry("s", ["dragon"], sticky=3, probability=0)), ["a", "b", "c", "d"],
+         {"s"}, {"s": "LOREBOOK_STICKY"},
+         kwargs={"chat_metadata": {"timedWorldInfo": {"sticky": {"book.s": {"start": 2, "end": 6}}}}}),
+    Case("sticky-beats-cooldown", one(entry("s", ["dragon"], sticky=3, cooldown=2)), ["a", "b", "c", "d"],
+         {"s"}, {"s": "LOREBOOK_STICKY"},
+         kwargs={"chat_metadata": {"timedWorldInfo": {
+             "sticky": {"book.s": {"start": 2, "end": 6}}, "cooldown": {"book.s": {"start": 2, "end": 6}}}}}),
     Case("timed-state-written", one(entry("s", ["x"], sticky=2, cooldown=1)), ["x", "y", "x"], {"s"}, {},
          check=_timed_state),
     # ------------------------------------------------------------ min activations
     Case("min-activations-widens", one(entry(1, ["sword"])), ["sword", "a", "b", "c"], {1},
          {1: "LOREBOOK_KEY_MATCH"}, settings={"scan_depth": 1, "min_activations": 1},
          check=_detail(1, depth=3, message_index=0)),
+    Case("min-activations-then-recursion",
+         one(entry(1, ["sword"], content="forged by the smith"), entry(2, ["smith"], content="an old man")),
+         ["sword", "a", "b"], {1, 2}, {2: "LOREBOOK_KEY_MATCH"},
+         settings={"scan_depth": 1, "min_activations": 2},
+         check=_all(_detail(1, depth=2, **{"pass": 2}), _recursion_from(2, 1, 3))),  # passes: 0, widen, widen, recurse
     Case("min-activations-depth-max", one(entry(1, ["sword"])), ["sword", "a", "b", "c"], set(),
          {1: "LOREBOOK_NOT_MATCHED"},
          settings={"scan_depth": 1, "min_activations": 1, "min_activations_depth_max": 3}),
@@ -405,6 +422,14 @@ CASES: list[Case] = [
          one(entry(1, ["x"], characterFilter={"isExclude": False, "names": ["Other"], "tags": []}),
              entry(2, ["x"], characterFilter={"isExclude": True, "names": ["Other"], "tags": []})),
          ["x"], {2}, {1: "LOREBOOK_FILTERED_CHARACTER", 2: "LOREBOOK_KEY_MATCH"}),
+    Case("character-filter-tags",
+         one(entry(1, ["x"], characterFilter={"isExclude": True, "names": [], "tags": ["nsfw"]}),
+             entry(2, ["x"], characterFilter={"isExclude": False, "names": [], "tags": ["fantasy"]})),
+         ["x"], {2}, {1: "LOREBOOK_FILTERED_CHARACTER", 2: "LOREBOOK_KEY_MATCH"},
+         kwargs={"character": {"name": "Bot", "tags": ["fantasy", "nsfw"]}}),
+    Case("character-filter-name-included",
+         one(entry(1, ["x"], characterFilter={"isExclude": False, "names": ["Bot"], "tags": []})),
+         ["x"], {1}, {1: "LOREBOOK_KEY_MATCH"}),
     Case("triggers-exclude-normal", one(entry(1, ["x"], triggers=["continue"])), ["x"], set(),
          {1: "LOREBOOK_FILTERED_TRIGGER"}),
     Case("match-persona-description-opt-in",
@@ -417,11 +442,13 @@ CASES: list[Case] = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_activation_case(case: Case) -> None:
-    from engine.schema import Persona
+    from engine.schema import Character, Persona
 
     kwargs = dict(case.kwargs)
     if isinstance(kwargs.get("persona"), dict):
         kwargs["persona"] = Persona(**kwargs["persona"])
+    if isinstance(kwargs.get("character"), dict):
+        kwargs["character"] = Character(**kwargs["character"])
     kwargs.setdefault("char_name", "Bot")
     result = activate(case.books, chat(*case.messages), WorldInfoSettings(**case.settings),
                       count_tokens=words, context_limit=case.context_limit, **kwargs)
