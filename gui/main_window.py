@@ -536,6 +536,8 @@ class MainWindow(QMainWindow):
                 and self.preview.error.code == "TOKEN_BUDGET_EXCEEDED":
             self.show_error(UserError("TOKEN_BUDGET_EXCEEDED", self.budget_message(self.preview)), "Generate")
             return False
+        if not self.ctx.settings.contains("provider/base_url") and not self.edit_provider():
+            return False  # first generation: ask where to send it
         return self.generation.start(doc.snapshot(), self.provider_config(), doc.chat_id, self.ctx.registries)
 
     def _on_generation_progress(self, event: ProgressEvent) -> None:
