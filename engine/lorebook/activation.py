@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
+import operator
 import random
 import re
 import threading
@@ -288,6 +289,9 @@ _PREPARED_CACHE_SIZE = 16
 _CACHE_LOCK = threading.Lock()
 
 
+_UID = operator.attrgetter("uid")
+
+
 def _copy_value(v: Any) -> Any:
     return v.copy() if isinstance(v, (list, dict)) else v
 
@@ -309,14 +313,14 @@ def _unchanged(book: Lorebook, snap: tuple[Any, ...]) -> bool:
 
 
 def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, char: str) -> _Prepared:
-    """Prepared entries for ``books``, cached by entry identity and checked against a snapshot.
+    """Prepared entries for ``books``, cached by shape and checked against a value snapshot.
 
-    The key is the books' names and the ids of their entries, so a new ``Lorebook`` wrapper
-    around the same entries (``model_copy``) still hits. The cache holds the entries, so their
-    ids stay unique while cached; any change to an entry's field values (assignment or an
-    in-place list/dict edit) is detected by the snapshot comparison.
+    The key is the books' names and their entries' uids; the snapshot comparison then checks
+    every field value by equality (identity first, so unchanged objects are cheap). A new
+    ``Lorebook`` wrapper or a deserialized copy with the same content therefore hits, and any
+    change to an entry (assignment or in-place list/dict edit) is a miss.
     """
-    key = (tuple((b.name, tuple(map(id, b.entries))) for b in books), user, char,
+    key = (tuple((b.name, tuple(map(_UID, b.entries))) for b in books), user, char,
            settings.case_sensitive, settings.match_whole_words)
     with _CACHE_LOCK:
         hit = _PREPARED_CACHE.get(key)

@@ -164,3 +164,17 @@ def test_concurrent_activations_agree() -> None:
         got = list(pool.map(lambda c: activate(books, c, s, count_tokens=words, context_limit=1000).model_dump(),
                             chats * 3))
     assert got == expected * 3
+
+
+def test_prepared_cache_hits_equal_copies_and_misses_changes() -> None:
+    from engine.lorebook.activation import _prepared_for
+
+    b = book(*[entry(i, [f"k{i}"]) for i in range(20)])
+    s = WorldInfoSettings()
+    first = _prepared_for([b], s, "User", "Bot")
+    assert _prepared_for([b.model_copy(deep=True)], s, "User", "Bot") is first  # same content: hit
+    assert _prepared_for([b.model_copy(update={"name": "other"})], s, "User", "Bot") is not first
+    changed = b.model_copy(deep=True)
+    changed.entries[5].order = 7
+    assert _prepared_for([changed], s, "User", "Bot") is not first
+    assert _prepared_for([b], s, "User", "Someone") is not _prepared_for([b], s, "User", "Bot")
