@@ -52,3 +52,14 @@ def test_progress_rows_keyed_by_step_id(qtbot) -> None:  # noqa: ANN001
     model.clear_finished_progress()
     assert [e.step_id for e in model.progress_events()] == ["c1"]
     assert model.rowCount() == 2
+
+
+def test_swipe_info_reads_sillytavern_keys() -> None:
+    from engine.schema import MessageMeta
+    from gui.widgets.chat_view import swipe_info
+
+    meta = MessageMeta.model_validate({"swipes": ["a", "b", "c"], "swipe_id": 1})
+    assert swipe_info(ChatMessage(role="assistant", content="b", meta=meta)) == (2, 3)
+    assert swipe_info(ChatMessage(role="assistant", content="a")) is None
+    one = MessageMeta.model_validate({"swipes": ["a"], "swipe_id": 0})
+    assert swipe_info(ChatMessage(role="assistant", content="a", meta=one)) is None
