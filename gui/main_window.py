@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.last_error: UserError | None = None
         self._select_on_next_preview = False
         self._commands: list[Any] = []
+        self._preview_chat: str | None = None
         #: Asks the user yes/no; replaced in tests.
         self.confirm = self._confirm_dialog
 
@@ -434,17 +435,24 @@ class MainWindow(QMainWindow):
             # document change schedules a preview, so the right one is on its way
             return
         if outcome.error is not None:
-            self._show_banner(outcome.error.full_text())
+            doc = self.ctx.document
+            if self.preview is not None and self._preview_chat != doc.chat_id:
+                self.apply_preview(None, emit=False)  # never show another chat's blocks
+            # the entries stay editable without a preview: a bad entry can be fixed right here
+            self.lorebook_tab.set_state(doc.request, self.preview, list(doc.lorebook_ids))
+            self._show_banner("The preview could not be computed. " + outcome.error.full_text())
             self.status_label.setText("preview failed")
             self.preview_applied.emit(None)
             return
         preview = outcome.preview
         self.apply_preview(preview, outcome.elapsed_s)
 
-    def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0) -> None:
-        """Show ``preview`` in every view."""
+    def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0, *,
+                      emit: bool = True) -> None:
+        """Show ``preview`` in every view (``preview_applied`` follows unless ``emit`` is false)."""
         self.preview = preview
         doc = self.ctx.document
+        self._preview_chat = doc.chat_id
         self.blocks_panel.set_preview(preview)
         self.chat_view.set_preview(preview)
         self.budget_bar.set_preview(preview)
@@ -475,7 +483,8 @@ class MainWindow(QMainWindow):
                 self.blocks_panel.select_message(len(self.ctx.document.messages()) - 1)
         block = self.blocks_panel.current_block()
         self._on_blocks_panel_block_selected(block)
-        self.preview_applied.emit(preview)
+        if emit:
+            self.preview_applied.emit(preview)
 
     def budget_message(self, preview: ContextPreview) -> str:
         """The message for a preview error; for ``TOKEN_BUDGET_EXCEEDED`` it names the protected blocks."""

@@ -286,3 +286,18 @@ def test_approximate_profile_shows_badges_and_safety_margin(qtbot, window) -> No
     assert not window.settings_panel.badge.isHidden()
     safety = next(s for s in window.budget_bar.segments() if s.key == "safety")
     assert safety.tokens == preview.safety_margin
+
+
+def test_failed_preview_shows_a_banner_and_keeps_the_lorebook_editable(qtbot, window) -> None:  # noqa: ANN001
+    from engine.errors import SettingsError
+
+    def broken(request):  # noqa: ANN001, ANN202
+        raise SettingsError("UNKNOWN_STRATEGY", "internal words")
+
+    window.ctx.preview.set_compute(broken)
+    with qtbot.waitSignal(window.preview_applied, timeout=10000) as blocker:
+        window.ctx.preview.flush()
+    assert blocker.args == [None]
+    assert window.banner.isVisibleTo(window)
+    assert "UNKNOWN_STRATEGY" in window.banner.text() and "internal words" not in window.banner.text()
+    assert window.preview is not None  # same chat: the last good preview stays on screen
