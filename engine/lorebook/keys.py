@@ -242,3 +242,9 @@ def matcher_for(keys: frozenset[str]) -> MultiKeyMatcher:
         while len(_MATCHER_CACHE) > _MATCHER_CACHE_SIZE:
             _MATCHER_CACHE.popitem(last=False)
     return matcher
+
+
+def clear_matchers() -> None:
+    """Forget the compiled multi-key matchers."""
+    with _MATCHER_LOCK:
+        _MATCHER_CACHE.clear()
