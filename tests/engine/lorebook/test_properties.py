@@ -3,6 +3,7 @@ and the result invariants hold (trace coverage, budget, determinism, cache safet
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -162,3 +163,20 @@ def test_result_invariants(entry_dicts: list[dict[str, Any]], msgs: list[str], s
     again = activate([Lorebook(name="b", entries=[e.model_copy(deep=True) for e in entries])], chat, wi,
                      count_tokens=words, context_limit=1000)
     assert again.model_dump() == r.model_dump()
+
+
+ascii_word = st.text(alphabet="abc_1", min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ascii_word, min_size=1, max_size=8), st.text(alphabet="abc_1 .,-#", max_size=60))
+def test_matcher_agrees_with_regex_on_ascii(keys: list[str], text: str) -> None:
+    """On ASCII text the multi-key pass finds exactly what per-key regexes find: any occurrence,
+    and occurrences bounded by non-word characters (SillyTavern's single-word rule)."""
+    from engine.lorebook.keys import MultiKeyMatcher
+
+    hits = MultiKeyMatcher(keys).scan(text)
+    for k in set(keys):
+        assert (k in hits.any) == (k in text)
+        bounded = re.search(r"(?<!\w)" + re.escape(k) + r"(?!\w)", text) is not None
+        assert (k in hits.whole) == bounded, (k, text)
