@@ -137,7 +137,7 @@ class BlocksPanel(QWidget):
         row = self.model.row_of_message(message_index)
         if row is None:
             return
-        idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.TEXT))
+        idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.POSITION))
         if idx.isValid():
             self.table.setCurrentIndex(idx)
             self.table.scrollTo(idx, QAbstractItemView.ScrollHint.PositionAtCenter)
@@ -156,7 +156,7 @@ class BlocksPanel(QWidget):
             row = self.model.row_of_source(self._selected_source)
         if row is None:
             return
-        idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.TEXT))
+        idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.POSITION))
         if idx.isValid():
             self.table.selectionModel().setCurrentIndex(
                 idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
