@@ -196,6 +196,9 @@ class _Run:
                 d = whole_map.get(k.norm, d_any) if x.ww else d_any
                 out.append({"key": k.text, "why": "found beyond the scan depth", "depth": d,
                             "scan_depth": depth})
+            elif d_any is None and k.cs and depth > 0 and self.s.window:
+                if k.text.lower() in self.s.joined(depth)[0].lower():
+                    out.append({"key": k.text, "why": "case-sensitive key; the text has it in another case"})
         return out
 
 
@@ -593,7 +596,7 @@ def activate(
                       for c, t in sorted(dropped.values(), key=lambda ct: ct[0].x.rank)]
 
     global_depth = run.global_depth
-    near_gids: set[int] = set(prepared.regex_gids)
+    near_gids: set[int] = set(prepared.regex_gids) | prepared.cs_gids
     for key_map, index in ((scanner.ci_any, prepared.ci_index), (scanner.cs_any, prepared.cs_index)):
         for k in key_map:
             near_gids.update(index.get(k, ()))

@@ -90,6 +90,7 @@ class _Prepared:
     # Trace records of entries that were never candidates, per global scan depth: frozen and
     # shared across calls (the trace of a big book is mostly these).
     default_trace: dict[int, list[Any]] = field(default_factory=dict)
+    cs_gids: frozenset[int] = frozenset()  # entries with case-sensitive plain keys (near-miss hints)
 
 
 def _extra(entry: LorebookEntry, camel: str, snake: str | None = None) -> Any:
@@ -226,6 +227,7 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
                      frozenset(needs), diagnostics, special, delayed, ci_index, cs_index, ci_index2, cs_index2,
                      frozenset(always), frozenset(regex_gids), any(x.groups for x in entries))
     prepared.rank_of = [x.rank for x in entries]
+    prepared.cs_gids = frozenset(x.gid for x in entries if any(k.cs and k.regex is None for k in x.keys))
     return prepared
 
 
