@@ -4,6 +4,11 @@ Public surface: :func:`activate`, :func:`test_text`, :func:`lint_lorebook`,
 :func:`compute_budget`, :func:`clear_cache`, the result models, :data:`TRACE_CODES` and
 :data:`LINT_CODES`. SillyTavern semantics (FORMATS.md b1–b3) with SPEC §5's deliberate
 differences; see :mod:`engine.lorebook.activation`.
+
+Modules: ``activation`` (the pass loop, budget, result), ``prepare`` (keys, contents, indexes,
+cache), ``scan`` (multi-key scanning of chat, extra texts and recursion buffer), ``keys``
+(macros, JS regex keys, Unicode-aware whole words, the multi-key matcher), ``groups``
+(inclusion groups), ``timed`` (sticky/cooldown/delay), ``lint``, ``codes``, ``models``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ TRACE_CODES: dict[str, str] = {
     "LOREBOOK_NO_KEYS": "a non-constant entry without (usable) primary keys never fires",
     "LOREBOOK_SECONDARY_FAILED": "a primary key matched but the secondary keys' logic was not satisfied",
     "LOREBOOK_PROBABILITY": "matched, but the seeded probability roll failed (seed and roll given)",
-    "LOREBOOK_BUDGET": "matched, but dropped because the lorebook token budget was full",
+    "LOREBOOK_BUDGET": "matched, but dropped because the lorebook token budget was full (entries are "
+                       "taken by priority: order descending, then book order, then uid; constants never "
+                       "dropped)",
     "LOREBOOK_COOLDOWN": "suppressed by a running cooldown timed effect",
     "LOREBOOK_DELAY": "suppressed: the chat has fewer messages than the entry's delay",
     "LOREBOOK_DELAY_UNTIL_RECURSION": "only activates in a recursion pass (of its level), none reached",
