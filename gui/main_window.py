@@ -35,16 +35,16 @@ from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
 from .undo import EditLorebookEntryCommand, SetMessageFlagCommand, SetSettingsCommand
+from .widgets.audit_inspector import AuditTab
+from .widgets.block_inspector import BlockInspector
 from .widgets.blocks_panel import BlocksPanel
 from .widgets.budget_bar import BudgetBar
 from .widgets.chat_view import ChatView
 from .widgets.library_panel import LibraryPanel
+from .widgets.lorebook_editor import LorebookTab
 from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
-from .widgets.audit_inspector import AuditTab
-from .widgets.block_inspector import BlockInspector
-from .widgets.lorebook_editor import LorebookTab
 
 log = logging.getLogger(__name__)
 
