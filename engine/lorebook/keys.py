@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -198,6 +199,18 @@ class MultiKeyMatcher:
         self._ends: set[str] = set(self.keys)
         self._pattern = re.compile(_trie_pattern(sorted(self.keys))) if self.keys else None
         self._prefix_lens = sorted({len(k) for k in self.keys})
+        self._hits: dict[str, KeyHits] = {}
+
+    def scan_cached(self, text: str) -> KeyHits:
+        """:meth:`scan`, remembered per text (bounded; thread-safe enough: dict operations only)."""
+        cache = self._hits
+        got = cache.get(text)
+        if got is None:
+            got = self.scan(text)
+            if len(cache) >= _SHARD_HITS_SIZE:
+                cache.clear()
+            cache[text] = got
+        return got
 
     def scan(self, text: str) -> KeyHits:
         """All keys occurring in ``text``, and those with a whole-word occurrence."""
@@ -225,12 +238,18 @@ class MultiKeyMatcher:
 
 
 _MATCHER_CACHE: OrderedDict[frozenset[str], MultiKeyMatcher] = OrderedDict()
-_MATCHER_CACHE_SIZE = 32
+#: Compiled shard matchers kept (a 5,000-entry book has about 20 shards).
+_MATCHER_CACHE_SIZE = 256
 _MATCHER_LOCK = threading.Lock()
+#: Keys per shard: compiling a trie regex is the slow part, so keys are split into shards by a
+#: stable hash and each shard is compiled and cached on its own; editing one key recompiles
+#: one shard, not the whole book.
+SHARD_KEYS = 512
+#: Texts whose hits each shard remembers (chat messages and entry contents recur across calls).
+_SHARD_HITS_SIZE = 4096
 
 
-def matcher_for(keys: frozenset[str]) -> MultiKeyMatcher:
-    """A cached :class:`MultiKeyMatcher` for this exact key set (compiling is the slow part)."""
+def _shard_matcher(keys: frozenset[str]) -> MultiKeyMatcher:
     with _MATCHER_LOCK:
         hit = _MATCHER_CACHE.get(keys)
         if hit is not None:
@@ -244,7 +263,58 @@ def matcher_for(keys: frozenset[str]) -> MultiKeyMatcher:
     return matcher
 
 
+class ShardedMatcher:
+    """A :class:`MultiKeyMatcher` split into cached shards, with per-shard hit caches.
+
+    The shard count is the next power of two of ``len(keys) / SHARD_KEYS`` and a key's shard
+    is ``crc32(key) % count``, so an edit that changes a few keys leaves the other shards (and
+    their compiled patterns and cached hits) untouched.
+    """
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = frozenset(k for k in keys if k)
+        count = 1
+        while count * SHARD_KEYS < len(self.keys):
+            count *= 2
+        buckets: list[list[str]] = [[] for _ in range(count)]
+        for k in self.keys:
+            buckets[zlib.crc32(k.encode("utf-8", "surrogatepass")) % count].append(k)
+        self.shards = [_shard_matcher(frozenset(b)) for b in buckets if b]
+
+    def scan(self, text: str) -> KeyHits:
+        """All keys occurring in ``text``, and those with a whole-word occurrence."""
+        if len(self.shards) == 1:
+            return self.shards[0].scan_cached(text)
+        any_: set[str] = set()
+        whole: set[str] = set()
+        for shard in self.shards:
+            hits = shard.scan_cached(text)
+            any_ |= hits.any
+            whole |= hits.whole
+        return KeyHits(any_, whole)
+
+
+_SHARDED_CACHE: OrderedDict[frozenset[str], ShardedMatcher] = OrderedDict()
+_SHARDED_CACHE_SIZE = 32
+
+
+def matcher_for(keys: frozenset[str]) -> ShardedMatcher:
+    """A matcher for this exact key set, built from cached shards (compiling is the slow part)."""
+    with _MATCHER_LOCK:
+        hit = _SHARDED_CACHE.get(keys)  # a frozenset caches its hash: cheap for the same object
+        if hit is not None:
+            _SHARDED_CACHE.move_to_end(keys)
+            return hit
+    matcher = ShardedMatcher(keys)
+    with _MATCHER_LOCK:
+        _SHARDED_CACHE[keys] = matcher
+        while len(_SHARDED_CACHE) > _SHARDED_CACHE_SIZE:
+            _SHARDED_CACHE.popitem(last=False)
+    return matcher
+
+
 def clear_matchers() -> None:
     """Forget the compiled multi-key matchers."""
     with _MATCHER_LOCK:
         _MATCHER_CACHE.clear()
+        _SHARDED_CACHE.clear()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import re
 import threading
+import typing
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -175,18 +176,22 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
             content = substitute_names(body, user=user, char=char)
             if e.scan_depth is not None:
                 max_depth = max(max_depth, e.scan_depth)
-            sources = tuple(src for camel, snake, src in _MATCH_SOURCES if _extra(e, camel, snake))
-            needs.update(sources)
-            cf = _extra(e, "characterFilter", "character_filter")
-            names = _extra(e, "characterFilterNames", "character_filter_names")
-            tags = _extra(e, "characterFilterTags", "character_filter_tags")
-            if not isinstance(cf, dict):
-                cf = None
-            if names or tags:
-                cf = {"names": list(names or []), "tags": list(tags or []),
-                      "isExclude": bool(_extra(e, "characterFilterExclude", "character_filter_exclude"))}
-            trig = _extra(e, "triggers", "triggers")
-            groups = [g.strip() for g in re.split(r",\s*", e.group or "") if g.strip()]
+            sources: tuple[str, ...] = ()
+            cf: Any = None
+            trig: Any = None
+            if e.__pydantic_extra__ or e.extensions:  # the optional SillyTavern fields live there
+                sources = tuple(src for camel, snake, src in _MATCH_SOURCES if _extra(e, camel, snake))
+                needs.update(sources)
+                cf = _extra(e, "characterFilter", "character_filter")
+                names = _extra(e, "characterFilterNames", "character_filter_names")
+                tags = _extra(e, "characterFilterTags", "character_filter_tags")
+                if not isinstance(cf, dict):
+                    cf = None
+                if names or tags:
+                    cf = {"names": list(names or []), "tags": list(tags or []),
+                          "isExclude": bool(_extra(e, "characterFilterExclude", "character_filter_exclude"))}
+                trig = _extra(e, "triggers", "triggers")
+            groups = [g.strip() for g in re.split(r",\s*", e.group) if g.strip()] if e.group else []
             delay = e.delay_until_recursion
             delay_level = int(delay) if isinstance(delay, (int, float)) and delay > 0 else 0
             entries.append(_Entry(
@@ -244,10 +249,25 @@ def _copy_value(v: Any) -> Any:
     return v.copy() if isinstance(v, (list, dict)) else v
 
 
+#: Field order of ``LorebookEntry.__dict__`` and the positions of its list/dict fields.
+_FIELD_ORDER = tuple(LorebookEntry.model_fields)
+_MUTABLE_POS = tuple(i for i, f in enumerate(LorebookEntry.model_fields.values())
+                     if typing.get_origin(f.annotation) in (list, dict) or f.annotation in (list, dict))
+
+
+def _snapshot_values(d: dict[str, Any]) -> tuple[Any, ...]:
+    if tuple(d) == _FIELD_ORDER:  # the usual layout: copy only the known list/dict fields
+        vals = list(d.values())
+        for i in _MUTABLE_POS:
+            vals[i] = _copy_value(vals[i])
+        return tuple(vals)
+    return tuple(map(_copy_value, d.values()))
+
+
 def _snapshot(book: Lorebook) -> tuple[Any, ...]:
     """Field values of every entry, with list/dict values copied (detects in-place edits)."""
     return (book.name,
-            [tuple(map(_copy_value, vals)) for vals in map(dict.values, map(vars, book.entries))],
+            [_snapshot_values(d) for d in map(vars, book.entries)],
             [_copy_value(e.__pydantic_extra__) for e in book.entries])
 
 
