@@ -18,8 +18,10 @@ reported with its status and stable reason.
 from __future__ import annotations
 
 import copy
+import gc
 import math
-from collections.abc import Callable
+from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -190,7 +192,30 @@ def _run_strategy(registries: Registries, name: str, blocks: list[Block], count:
     return result
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while one preview allocates its blocks.
+
+    A 10,000-message preview creates tens of thousands of short-lived objects next to a
+    long-lived chat; the collector's full passes over that heap cost about a third of the
+    preview's time, and nothing a preview builds is cyclic garbage.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
+    """Run pipeline steps 1–9 for ``request`` (see :func:`_prepare`)."""
+    with _gc_paused():
+        return _prepare(request, registries)
+
+
+def _prepare(request: PreviewRequest, registries: Registries | None) -> PreparedPrompt:
     """Run pipeline steps 1–9 for ``request``.
 
     Raises
