@@ -30,6 +30,8 @@ _LAZY = {
     "ProviderConfig": "engine.generation", "GenerationResult": "engine.generation",
     "preview": "engine.pipeline", "prepare": "engine.pipeline", "default_registries": "engine.pipeline",
     "shift_context": "engine.shifting", "activate": "engine.lorebook",
+    "ActivationResult": "engine.lorebook", "TraceRecord": "engine.lorebook", "TRACE_CODES": "engine.lorebook",
+    "lint_lorebook": "engine.lorebook", "REASON_CODES": "engine.reasons",
     "load_any": "engine.importers", "load_chat": "engine.importers", "load_character": "engine.importers",
     "load_lorebook": "engine.importers",
 }
