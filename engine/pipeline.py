@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import math
 from contextlib import contextmanager
 from collections.abc import Callable, Iterator
@@ -117,14 +118,27 @@ def preview(request: PreviewRequest, *, registries: Registries | None = None) ->
 
 
 def _books_for(request: PreviewRequest) -> list[Lorebook]:
-    books = list(request.lorebooks)
+    """The lorebooks to activate: the request's, plus the card's embedded book, each once.
+
+    A world imported from a card is the card's embedded book again (SillyTavern creates the world
+    file from ``character_book``), so a book equal to one already listed (same name and entries)
+    is not activated twice (same name, and the same keys and content in its entries).
+    """
+    candidates = list(request.lorebooks)
     card = request.character
     if card is not None and card.character_book is not None and card.character_book.entries:
         embedded = card.character_book
         if not embedded.name:
             embedded = embedded.model_copy(update={"name": f"{card.name or 'character'} (card)"})
-        if all(b.name != embedded.name for b in books):
-            books.append(embedded)
+        if all(b.name != embedded.name for b in candidates):
+            candidates.append(embedded)
+    books: list[Lorebook] = []
+    seen: set[tuple[str, str]] = set()
+    for book in candidates:
+        key = (book.name, json.dumps(sorted([sorted(e.keys), e.content] for e in book.entries)))
+        if key not in seen:
+            seen.add(key)
+            books.append(book)
     return books
 
 

@@ -156,3 +156,21 @@ def test_preview_is_deterministic():
 def test_shift_context_public_signature():
     res = shift_context([], lambda b: 0, 10)
     assert res.kept == [] and res.error is None
+
+
+def test_a_world_equal_to_the_cards_embedded_book_activates_once():
+    from engine.schema import Character, Lorebook, LorebookEntry
+
+    entries = [LorebookEntry(uid=0, keys=["harbor"], content="The harbor is closed."),
+               LorebookEntry(uid=1, keys=["storm"], content="Storms come at dusk.")]
+    card = Character(name="Mira", character_book=Lorebook(name="Coast", entries=entries))
+    world = Lorebook(name="Coast", entries=[e.model_copy(update={"order": 50}) for e in reversed(entries)])
+    chat = Chat(messages=[ChatMessage(role="user", content="Is the harbor open before the storm?")])
+    req = PreviewRequest(chat=chat, character=card, lorebooks=[world, card.character_book],
+                         settings=ContextSettings(model="gpt-4o", context_limit=4000, reply_reserve=100))
+    pv = preview(req)
+    lore = [b for b in pv.blocks if b.kind == "lorebook"]
+    assert len(lore) == 2 and len(pv.lorebook_trace) == 2
+    other = Lorebook(name="Coast", entries=[LorebookEntry(uid=5, keys=["harbor"], content="Different lore.")])
+    pv = preview(req.model_copy(update={"lorebooks": [world, other]}))
+    assert len([b for b in pv.blocks if b.kind == "lorebook"]) == 3
