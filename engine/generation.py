@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from .errors import ProviderError
 from .providers import ChatCompletionsClient, public_endpoint, resolve_api_key
 from .schema import ChatMessage, ContextSettings, PreviewRequest, ProgressEvent
@@ -178,7 +180,12 @@ def generate(
         status = "cancelled" if exc.code == "CANCELLED" else "failed"
         report(status, None, error_code=exc.code)
         return GenerationResult(_close(audit, status, exc.code, exc.message))
-    tool_calls = [ToolCall.model_validate(c) for c in reply.tool_calls] or None
+    try:
+        tool_calls = [ToolCall.model_validate(c) for c in reply.tool_calls] or None
+    except ValidationError:  # the client normalizes tool calls; this is the last line of defence
+        report("failed", None, error_code="PROVIDER_BAD_RESPONSE")
+        return GenerationResult(_close(audit, "failed", "PROVIDER_BAD_RESPONSE",
+                                       "the provider's tool calls are malformed"))
     message = ChatMessage(role="assistant", content=reply.content if (reply.content or not tool_calls) else None,
                           tool_calls=tool_calls)
     closed = _close(audit, "completed", reply_chars=len(reply.content), finish_reason=reply.finish_reason,
@@ -200,8 +207,9 @@ def generate_and_store(
 ) -> GenerationResult:
     """Generate for a stored chat and store the outcome.
 
-    ``message`` (if given) is appended first as a new user message (kept even if the
-    generation fails, as chat front-ends do). ``settings`` overrides the chat's stored settings
+    ``message`` (if given) is sent as a new user message and stored with the outcome (kept
+    even if the provider fails or the run is cancelled, as chat front-ends do; not stored when
+    the settings are invalid and nothing ran). ``settings`` overrides the chat's stored settings
     for this run only. The closed audit replaces the chat's previous one and the reply (when
     completed) is appended, in one transaction.
 
@@ -212,12 +220,16 @@ def generate_and_store(
     SettingsError
         Invalid settings (see :func:`generate`).
     """
-    if message is not None:
-        store.append_message(chat_id, ChatMessage(role="user", content=message))
     request = store.build_request(chat_id)
+    user_message = ChatMessage(role="user", content=message) if message is not None else None
+    if user_message is not None:
+        # Sent as the chat's next message, but stored only together with the audit: invalid
+        # settings (raised by the pipeline before any audit exists) leave the chat untouched.
+        chat = request.chat.model_copy(update={"messages": [*request.chat.messages, user_message]})
+        request = request.model_copy(update={"chat": chat})
     if settings is not None:
         request = request.model_copy(update={"settings": settings})
     result = generate(request, provider, chat_id=chat_id, registries=registries,
                       on_progress=on_progress, cancel=cancel)
-    index = store.record_generation(result.audit, result.reply)
+    index = store.record_generation(result.audit, result.reply, user_message=user_message)
     return GenerationResult(result.audit, result.reply, index)

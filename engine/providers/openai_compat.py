@@ -79,6 +79,55 @@ def _bad(message: str) -> ProviderError:
     return ProviderError("PROVIDER_BAD_RESPONSE", message)
 
 
+def normalize_tool_calls(raw: object) -> list[dict[str, Any]]:
+    """Tool calls in OpenAI shape (``{"id", "type", "function": {"name", "arguments"}}``).
+
+    Some OpenAI-compatible servers send ``arguments`` as a JSON object instead of a JSON
+    string, or a numeric ``id``; both are converted. Anything that cannot be read as a tool
+    call raises ``PROVIDER_BAD_RESPONSE``.
+    """
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _bad("the provider's tool_calls are malformed")
+    out: list[dict[str, Any]] = []
+    for call in raw:
+        if not isinstance(call, dict):
+            raise _bad("the provider's tool_calls are malformed")
+        fn = call.get("function")
+        if fn is None:
+            fn = {}
+        if not isinstance(fn, dict):
+            raise _bad("a tool call's function is malformed")
+        name = fn.get("name")
+        if name is None:
+            name = ""
+        if not isinstance(name, str):
+            raise _bad("a tool call's function name is not text")
+        arguments = fn.get("arguments")
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            try:
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            except (TypeError, ValueError):
+                raise _bad("a tool call's arguments are malformed") from None
+        call_id = call.get("id")
+        if call_id is not None and not isinstance(call_id, str):
+            if isinstance(call_id, bool) or not isinstance(call_id, int):
+                raise _bad("a tool call's id is malformed")
+            call_id = str(call_id)
+        call_type = call.get("type")
+        fixed = {**call, "type": call_type if isinstance(call_type, str) else "function",
+                 "function": {**fn, "name": name, "arguments": arguments}}
+        if call_id is None:
+            fixed.pop("id", None)
+        else:
+            fixed["id"] = call_id
+        out.append(fixed)
+    return out
+
+
 def parse_completion(doc: object) -> ProviderReply:
     """Read a non-streamed chat completion. Raises ``PROVIDER_BAD_RESPONSE``."""
     if not isinstance(doc, dict):
@@ -97,9 +146,7 @@ def parse_completion(doc: object) -> ProviderReply:
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         else:
             raise _bad("the provider's message content is not text")
-    tool_calls = message.get("tool_calls") or []
-    if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
-        raise _bad("the provider's tool_calls are malformed")
+    tool_calls = normalize_tool_calls(message.get("tool_calls") or [])
     finish = choices[0].get("finish_reason")
     return ProviderReply(content=content or "", tool_calls=tool_calls,
                          finish_reason=str(finish) if finish is not None else None,
@@ -152,13 +199,15 @@ class _StreamState:
             fn = call.get("function") or {}
             if isinstance(fn, dict):
                 slot["function"]["name"] += str(fn.get("name") or "")
-                slot["function"]["arguments"] += str(fn.get("arguments") or "")
+                args = fn.get("arguments") or ""
+                slot["function"]["arguments"] += args if isinstance(args, str) else json.dumps(args)
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
         return piece
 
     def reply(self) -> ProviderReply:
-        calls = [{k: v for k, v in self.calls[i].items() if v is not None} for i in sorted(self.calls)]
+        calls = normalize_tool_calls(
+            [{k: v for k, v in self.calls[i].items() if v is not None} for i in sorted(self.calls)])
         return ProviderReply(content="".join(self.parts), tool_calls=calls,
                              finish_reason=self.finish_reason, usage=self.usage)
 

@@ -764,18 +764,23 @@ class Store:
         with self._unit() as session:
             self._replace_audit(session, audit)
 
-    def record_generation(self, audit: PromptContextAudit, reply: ChatMessage | None) -> int | None:
-        """Store the audit and append the reply (if any) in ONE transaction; returns the reply's index."""
+    def record_generation(self, audit: PromptContextAudit, reply: ChatMessage | None, *,
+                          user_message: ChatMessage | None = None) -> int | None:
+        """Store the audit, then append ``user_message`` and the reply (each if given), in ONE
+        transaction; returns the reply's index. Raises ``CHAT_NOT_FOUND``."""
         with self._unit() as session:
             index = None
-            if reply is not None:
+            new = [m for m in (user_message, reply) if m is not None]
+            if new:
                 self._chat_row(session, audit.chat_id, lock=True)
                 last = session.scalar(select(func.max(orm.MessageRow.idx))
                                       .where(orm.MessageRow.chat_id == audit.chat_id))
                 index = 0 if last is None else int(last) + 1
-                session.add(_message_row(audit.chat_id, index, reply))
+                for k, m in enumerate(new):
+                    session.add(_message_row(audit.chat_id, index + k, m))
+                index += len(new) - 1
             self._replace_audit(session, audit)
-            return index
+            return index if reply is not None else None
 
     def _replace_audit(self, session: Session, audit: PromptContextAudit) -> None:
         chat = self._chat_row(session, audit.chat_id)

@@ -308,3 +308,57 @@ def test_cli_ctrl_c_cancels_with_130(library, server) -> None:
     assert proc.returncode == 130, err
     assert "CANCELLED" in err
     assert [r[1:3] for r in audit_rows(db)] == [("cancelled", "CANCELLED")]
+
+
+# ------------------------------------------------------------------ review fixes
+
+
+def test_invalid_settings_leave_the_chat_untouched(library, server) -> None:
+    from engine.errors import SettingsError
+
+    store, chat_id, _ = library
+    before = store.get_chat(chat_id).chat.messages
+    bad = SETTINGS.model_copy(update={"context_limit": 100})  # reply reserve 512 ≥ limit
+    with pytest.raises(SettingsError):
+        generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", None),
+                           message="Hello?", settings=bad)
+    assert store.get_chat(chat_id).chat.messages == before
+    assert server.requests == [] and store.get_audit(chat_id) is None
+
+
+def test_cli_generate_with_unknown_strategy_does_not_append_the_message(library, server, capsys,
+                                                                         monkeypatch) -> None:
+    store, chat_id, db = library
+    monkeypatch.setenv("LOOMSCOPE_API_KEY", KEY)
+    n = len(store.get_chat(chat_id).chat.messages)
+    code, _out, err = run_cli(capsys, "generate", chat_id, "--db", str(db), "--base-url", server.base_url,
+                              "--message", "Hi", "--strategy", "no-such-strategy")
+    assert code == 2 and "UNKNOWN_STRATEGY" in err
+    assert len(store.get_chat(chat_id).chat.messages) == n
+
+
+def test_message_is_kept_with_a_failed_generation(library, server) -> None:
+    store, chat_id, _ = library
+    server.mode = "500"
+    n = len(store.get_chat(chat_id).chat.messages)
+    result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", None), message="Again?")
+    assert result.audit.error_code == "PROVIDER_SERVER_ERROR" and result.reply_index is None
+    msgs = store.get_chat(chat_id).chat.messages
+    assert len(msgs) == n + 1 and msgs[n].content == "Again?"
+    assert store.get_audit(chat_id).generation_id == result.audit.generation_id
+
+
+def test_tool_call_with_object_arguments_completes_and_is_stored(library) -> None:
+    from tests.engine.providers.test_client import _completion, _RawServer
+
+    store, chat_id, _ = library
+    srv = _RawServer(_completion([{"id": "c1", "type": "function",
+                                   "function": {"name": "consult_catalogue", "arguments": {"q": "atlas"}}}]))
+    try:
+        result = generate_and_store(store, chat_id, ProviderConfig(srv.base_url, "gpt-4o", None, stream=False))
+    finally:
+        srv.close()
+    assert result.audit.status == "completed"
+    stored = store.get_chat(chat_id).chat.messages[result.reply_index]
+    assert stored.tool_calls[0].function.arguments == '{"q": "atlas"}'
+    assert store.get_audit(chat_id).generation_id == result.audit.generation_id

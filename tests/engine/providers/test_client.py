@@ -192,3 +192,85 @@ def test_urls_and_key_resolution(monkeypatch) -> None:
     assert resolve_api_key() == "sk-openai"
     monkeypatch.setenv("LOOMSCOPE_API_KEY", "sk-loom")
     assert resolve_api_key() == "sk-loom"
+
+
+# ------------------------------------------------------------------ tool calls in unusual shapes
+
+
+class _RawServer:
+    """A real HTTP server on 127.0.0.1 that answers every POST with one fixed body."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json") -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_a) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", outer.content_type)
+                self.send_header("Content-Length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+        self.body, self.content_type = body, content_type
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _completion(tool_calls: object) -> bytes:
+    import json as _json
+
+    return _json.dumps({"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                                     "finish_reason": "tool_calls"}]}).encode()
+
+
+def test_tool_call_arguments_as_object_and_numeric_id_are_normalized() -> None:
+    srv = _RawServer(_completion([{"id": 7, "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]))
+    try:
+        reply = ChatCompletionsClient(srv.base_url, None, timeout_s=5).complete("m", MESSAGES, stream=False)
+    finally:
+        srv.close()
+    [call] = reply.tool_calls
+    assert call["id"] == "7" and call["function"] == {"name": "f", "arguments": '{"a": 1}'}
+
+
+def test_streamed_tool_call_arguments_as_object_are_json() -> None:
+    state = _StreamState()
+    state.feed({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f",
+                                                                                          "arguments": {"a": 1}}}]}}]})
+    assert state.reply().tool_calls[0]["function"]["arguments"] == '{"a": 1}'
+
+
+@pytest.mark.parametrize("calls", [
+    [{"id": "c", "function": None, "type": "function"}],
+    [{"id": "c", "function": {"name": 5, "arguments": "{}"}}],
+    [{"id": ["x"], "function": {"name": "f"}}],
+    "not a list",
+    [3],
+])
+def test_unreadable_tool_calls_are_bad_response(calls) -> None:
+    srv = _RawServer(_completion(calls))
+    try:
+        c = ChatCompletionsClient(srv.base_url, None, timeout_s=5)
+        if calls == [{"id": "c", "function": None, "type": "function"}]:
+            # a missing function is read as an empty one (as the importers do)
+            assert c.complete("m", MESSAGES, stream=False).tool_calls[0]["function"] == {"name": "", "arguments": ""}
+            return
+        with pytest.raises(ProviderError) as err:
+            c.complete("m", MESSAGES, stream=False)
+    finally:
+        srv.close()
+    assert err.value.code == "PROVIDER_BAD_RESPONSE"
