@@ -117,12 +117,20 @@ def preview(request: PreviewRequest, *, registries: Registries | None = None) ->
     return prepare(request, registries=registries).preview
 
 
-def _books_for(request: PreviewRequest) -> list[Lorebook]:
+def _books_for(request: PreviewRequest) -> tuple[list[Lorebook], list[Lorebook], list[int]]:
     """The lorebooks to activate: the request's, plus the card's embedded book, each once.
 
     A world imported from a card is the card's embedded book again (SillyTavern creates the world
-    file from ``character_book``), so a book equal to one already listed (same name and entries)
-    is not activated twice (same name, and the same keys and content in its entries).
+    file from ``character_book``), so a book equal to one already listed (same name, and the same
+    keys and content in its entries) is not activated twice.
+
+    Returns
+    -------
+    (candidates, books, duplicate_of):
+        ``candidates`` is every book in list order (``request.lorebooks``, then the embedded book
+        when no listed book has its name); the trace's ``book_index`` refers to it. ``books`` are
+        the distinct candidates to activate; ``duplicate_of[i]`` is the candidate index that
+        candidate ``i`` repeats (``i`` itself when it is distinct).
     """
     candidates = list(request.lorebooks)
     card = request.character
@@ -133,13 +141,37 @@ def _books_for(request: PreviewRequest) -> list[Lorebook]:
         if all(b.name != embedded.name for b in candidates):
             candidates.append(embedded)
     books: list[Lorebook] = []
-    seen: set[tuple[str, str]] = set()
-    for book in candidates:
+    first_of: dict[tuple[str, str], int] = {}
+    duplicate_of: list[int] = []
+    for i, book in enumerate(candidates):
         key = (book.name, json.dumps(sorted([sorted(e.keys), e.content] for e in book.entries)))
-        if key not in seen:
-            seen.add(key)
+        if key in first_of:
+            duplicate_of.append(first_of[key])
+        else:
+            first_of[key] = i
+            duplicate_of.append(i)
             books.append(book)
-    return books
+    return candidates, books, duplicate_of
+
+
+def _remap_trace(activation: Any, candidates: list[Lorebook], duplicate_of: list[int]) -> list[dict[str, Any]]:
+    """Trace records as dicts whose ``book_index`` refers to ``candidates``; a duplicate book's
+    entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them."""
+    distinct = [i for i, d in enumerate(duplicate_of) if d == i]  # activation index → candidate index
+    out: list[dict[str, Any]] = []
+    for rec in activation.trace:
+        d = rec.model_dump(mode="json") if hasattr(rec, "model_dump") else dict(rec)
+        idx = d.get("book_index")
+        if isinstance(idx, int) and 0 <= idx < len(distinct):
+            d["book_index"] = distinct[idx]
+        out.append(d)
+    for i, d in enumerate(duplicate_of):
+        if d != i:
+            for entry in candidates[i].entries:
+                out.append({"book": candidates[i].name, "book_index": i, "uid": entry.uid,
+                            "comment": entry.comment, "activated": False, "code": "LOREBOOK_DUPLICATE_BOOK",
+                            "detail": {"duplicate_of_book_index": d}, "tokens": None})
+    return out
 
 
 def _activate(request: PreviewRequest, books: list[Lorebook], profile: TokenizerProfile,
@@ -275,7 +307,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     user = (request.persona.name if request.persona and request.persona.name else None) or request.chat.user_name or "User"
     char = (card.nickname or card.name) if card is not None and (card.nickname or card.name) else (
         request.chat.character_name or "")
-    books = _books_for(request)
+    candidates, books, duplicate_of = _books_for(request)
     activation = _activate(request, books, profile, budget, user, char)
     if activation is not None:
         diagnostics.extend(getattr(activation, "diagnostics", []) or [])
@@ -376,10 +408,10 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     trace_by_source: dict[str, dict[str, Any]] = {}
     lorebook_trace: list[dict[str, Any]] = []
     if activation is not None:
-        for rec in activation.trace:
-            d = rec.model_dump(mode="json") if hasattr(rec, "model_dump") else dict(rec)
+        for d in _remap_trace(activation, candidates, duplicate_of):
             lorebook_trace.append(d)
-            trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
+            if d["code"] != "LOREBOOK_DUPLICATE_BOOK":
+                trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
     preview_blocks = []
     for pos, b in enumerate(ordered):
         st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))

@@ -23,6 +23,7 @@ def test_trace_codes_pinned() -> None:
         "LOREBOOK_DELAY_UNTIL_RECURSION", "LOREBOOK_EXCLUDED_FROM_RECURSION", "LOREBOOK_GROUP_LOST",
         "LOREBOOK_GROUP_ALREADY_SATISFIED", "LOREBOOK_INVALID_KEY", "LOREBOOK_EMPTY",
         "LOREBOOK_FILTERED_CHARACTER", "LOREBOOK_FILTERED_TRIGGER", "LOREBOOK_DECORATOR_SUPPRESS",
+        "LOREBOOK_DUPLICATE_BOOK",
     ])
     assert all(re.fullmatch(r"LOREBOOK_[A-Z_]+", c) and TRACE_CODES[c] for c in TRACE_CODES)
     # block reasons of kept entries: the SPEC §3 kept reasons plus sticky/decorator
