@@ -83,7 +83,8 @@ def create_db_engine(url: str) -> Engine:
     try:
         return create_engine(parsed, pool_pre_ping=True)
     except Exception as exc:  # missing driver etc.
-        raise StorageError("STORAGE_ERROR", f"cannot open the database: {exc}", file=_safe_url(url)) from None
+        raise StorageError("STORAGE_ERROR", f"cannot open the database: {_one_line(exc)}",
+                           file=_safe_url(url)) from None
 
 
 def _install_sqlite_pragmas(engine: Engine, *, wal: bool) -> None:
@@ -107,6 +108,17 @@ def _install_sqlite_pragmas(engine: Engine, *, wal: bool) -> None:
         # never wait for a writer under WAL.
         write = conn.get_execution_options().get(WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line`` of a driver error (SPEC §10: errors print on one line).
+
+    SQLAlchemy appends its own "Background on this error" lines and drivers add hints on
+    further lines; only the driver's first line is kept.
+    """
+    orig = getattr(exc, "orig", None) or exc
+    lines = [ln.strip() for ln in str(orig).splitlines() if ln.strip()]
+    return f"{type(orig).__name__}: {lines[0]}" if lines else type(orig).__name__
 
 
 def _safe_url(url: str) -> str:
@@ -142,5 +154,5 @@ def upgrade(engine: Engine) -> None:
     except StorageError:
         raise
     except Exception as exc:
-        raise StorageError("STORAGE_ERROR", f"cannot prepare the library: {type(exc).__name__}: {exc}",
+        raise StorageError("STORAGE_ERROR", f"cannot prepare the library: {_one_line(exc)}",
                            file=_safe_url(str(engine.url))) from None

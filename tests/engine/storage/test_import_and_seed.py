@@ -146,3 +146,19 @@ def test_import_stores_every_transcript_of_a_multi_transcript_file(store: Store,
     assert [r.kind for r in refs] == ["chat", "chat", "chat"]
     assert [r.name.rsplit(" #", 1)[1] for r in refs] == ["1", "2", "3"]
     assert len({r.id for r in refs}) == 3
+
+
+def test_a_file_that_is_not_a_database_is_a_one_line_storage_error(tmp_path: Path, capsys) -> None:
+    from engine.cli import main as cli_main
+
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("this is not an SQLite database, just some text long enough to have a header" * 3)
+    before = bogus.read_bytes()
+    with pytest.raises(LoomscopeError) as err:
+        open_store(str(bogus), seed=False)
+    assert err.value.code == "STORAGE_ERROR" and "\n" not in err.value.message
+    assert "sqlalche.me" not in err.value.message
+    assert cli_main(["chats", "--db", str(bogus), "--format", "json"]) == 2
+    out, stderr = capsys.readouterr()
+    assert out == "" and stderr.count("\n") == 1 and "STORAGE_ERROR" in stderr
+    assert bogus.read_bytes() == before  # nothing written into someone else's file
