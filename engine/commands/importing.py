@@ -27,8 +27,9 @@ def run(args: argparse.Namespace) -> int:
     def warn(path: str, message: str) -> None:
         sys.stderr.write(f"loomscope: {path}: warning: {message}\n")
 
+    sources: list[str] = []
     with open_library(args) as store:
-        refs = store.import_files(args.files, on_warning=warn)
+        refs = store.import_files(args.files, on_warning=warn, sources=sources)
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json") for r in refs])
         return 0
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("id", no_wrap=True, min_width=32)
     table.add_column("name")
     table.add_column("file")
-    for ref, path in zip(refs, args.files):
+    for ref, path in zip(refs, sources):
         table.add_row(ref.kind, ref.id, ref.name, path)
     Console().print(table)
     return 0

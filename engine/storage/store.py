@@ -673,6 +673,7 @@ class Store:
         paths: Iterable[str | Path],
         *,
         on_warning: Callable[[str, str], None] | None = None,
+        sources: list[str] | None = None,
     ) -> list[ImportRef]:
         """Parse every file, then store them all in ONE transaction.
 
@@ -685,6 +686,9 @@ class Store:
             Files in any format :func:`engine.importers.load_any` reads.
         on_warning:
             Called with ``(file, warning)`` for each importer warning.
+        sources:
+            If given, receives the file path of each returned ref, in the same order (a file
+            holding several transcripts gives several refs).
 
         Returns
         -------
@@ -743,7 +747,10 @@ class Store:
         out: list[ImportRef] = []
         for i in range(len(items)):
             ref = refs[i]
-            out.extend(ref if isinstance(ref, list) else [ref])
+            these = ref if isinstance(ref, list) else [ref]
+            out.extend(these)
+            if sources is not None:
+                sources.extend(str(items[i][0]) for _ in these)
         return out
 
     # ================================================================ audits
