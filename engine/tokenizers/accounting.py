@@ -9,6 +9,13 @@ assistant message's ``tool_calls`` add, per call, the tokens of the function nam
 arguments string, and of the call id when present, plus 3 framing tokens per call. A tool
 result's ``tool_call_id`` adds its tokens like any other string value.
 
+Images (``{"type": "image_url", "image_url": {"url", "detail"}}`` content parts): OpenAI's
+published vision rule for the gpt-4o / gpt-4-turbo family, as SillyTavern counts them: ``detail:
+"low"`` costs 85 tokens; otherwise the image is scaled to fit 2048×2048, then its shorter side to
+768 px, and costs 85 + 170 per 512-px tile. The size is read from ``data:`` URLs; for an image
+whose size cannot be read offline (a remote URL) the largest cost (8 tiles, 1,445 tokens) is
+counted, so a prompt is never sent over budget because of an image.
+
 Tool schemas: the cookbook's ``num_tokens_for_tools`` (function-definition accounting for
 gpt-4o / gpt-4 families): per function 7 (o200k) or 10 (cl100k and others) tokens +
 tokens("name:description"); 3 for a non-empty properties object; per property 3 +
@@ -27,6 +34,51 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
 TOKENS_PER_TOOL_CALL = 3
+#: Vision accounting (OpenAI, gpt-4o family): base cost, cost per 512-px tile, most tiles.
+IMAGE_BASE_TOKENS = 85
+IMAGE_TILE_TOKENS = 170
+IMAGE_MAX_TILES = 8
+
+
+def _image_size(url: str) -> tuple[int, int] | None:
+    """Width and height of a ``data:`` URL image (header only), or ``None``."""
+    if not url.startswith("data:") or "," not in url:
+        return None
+    header, _, payload = url.partition(",")
+    if ";base64" not in header:
+        return None
+    try:
+        import base64
+        import io
+
+        from PIL import Image
+
+        raw = base64.b64decode(payload, validate=False)
+        with Image.open(io.BytesIO(raw)) as im:
+            return int(im.width), int(im.height)
+    except Exception:  # not an image Pillow reads: count the largest cost
+        return None
+
+
+def image_part_tokens(part: dict[str, Any]) -> int:
+    """Tokens of one ``image_url`` content part (OpenAI vision rule, see the module notes)."""
+    spec = part.get("image_url")
+    if isinstance(spec, str):
+        spec = {"url": spec}
+    if not isinstance(spec, dict):
+        spec = {}
+    if spec.get("detail") == "low":
+        return IMAGE_BASE_TOKENS
+    size = _image_size(str(spec.get("url") or ""))
+    if size is None or size[0] <= 0 or size[1] <= 0:
+        return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * IMAGE_MAX_TILES
+    w, h = size
+    scale = min(1.0, 2048 / max(w, h))
+    w, h = w * scale, h * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    tiles = max(1, -(-int(w) // 512)) * max(1, -(-int(h) // 512))
+    return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * min(tiles, IMAGE_MAX_TILES)
 
 
 def message_texts(message: dict[str, Any]) -> list[str]:
@@ -60,8 +112,12 @@ def message_texts(message: dict[str, Any]) -> list[str]:
 
 
 def message_overhead(message: dict[str, Any]) -> int:
-    """Framing tokens of one message: 3, +1 for a name, +3 per tool call."""
+    """Framing tokens of one message: 3, +1 for a name, +3 per tool call, plus its images."""
     n = TOKENS_PER_MESSAGE
+    content = message.get("content")
+    if isinstance(content, list):
+        n += sum(image_part_tokens(part) for part in content
+                 if isinstance(part, dict) and (part.get("type") == "image_url" or "image_url" in part))
     if message.get("name"):
         n += TOKENS_PER_NAME
     n += TOKENS_PER_TOOL_CALL * len(message.get("tool_calls") or [])

@@ -88,3 +88,50 @@ def test_tool_calls_counted():
         {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]}
     plain = {"role": "assistant", "content": None}
     assert num_tokens_from_messages(p, [call]) > num_tokens_from_messages(p, [plain]) + 3
+
+
+# ------------------------------------------------------------------ images (OpenAI vision rule)
+
+
+def _png_data_url(w: int, h: int) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h)).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def test_image_parts_are_counted_not_free() -> None:
+    from engine.tokenizers import default_tokenizer_registry, num_tokens_from_messages
+
+    profile = default_tokenizer_registry().get("o200k_base")
+    text_only = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}]}]
+
+    def with_image(image_url: dict) -> list[dict]:
+        return [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                             {"type": "image_url", "image_url": image_url}]}]
+
+    base = num_tokens_from_messages(profile, text_only)
+    assert num_tokens_from_messages(profile, with_image({"url": "https://x/y.png", "detail": "low"})) == base + 85
+    # OpenAI's published examples: 1024×1024 high → 765 tokens; 2048×4096 → 1105 tokens
+    assert num_tokens_from_messages(profile, with_image({"url": _png_data_url(1024, 1024)})) == base + 765
+    assert num_tokens_from_messages(profile, with_image({"url": _png_data_url(2048, 4096),
+                                                         "detail": "high"})) == base + 1105
+    # a remote image's size is unknown offline: the largest cost, never an under-count
+    assert num_tokens_from_messages(profile, with_image({"url": "https://x/y.png"})) == base + 1445
+
+
+def test_preview_counts_images_in_the_budget() -> None:
+    from engine.pipeline import preview
+    from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
+
+    msgs = [ChatMessage(role="user", content="old " * 50),
+            ChatMessage(role="user", content=[{"type": "text", "text": "look"},
+                                              {"type": "image_url", "image_url": {"url": "https://x/y.png"}}])]
+    pv = preview(PreviewRequest(chat=Chat(messages=msgs),
+                                settings=ContextSettings(model="gpt-4o", context_limit=1600, reply_reserve=100)))
+    assert pv.error is None and pv.prompt_tokens <= pv.budget
+    assert [b.status for b in pv.blocks] == ["excluded", "kept"]  # the image left no room for the old message
