@@ -134,6 +134,10 @@ def openai_message(r: FieldReader, raw: Any, path: str) -> ChatMessage:
     content = d.get("content")
     if content is not None and not isinstance(content, (str, list)):
         r.wrong(f"{path}.content", "string, array or null", content)
+    if isinstance(content, list):  # OpenAI content parts are objects ({"type": "text", ...})
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                r.wrong(f"{path}.content[{i}]", "object (content part)", part)
     values: dict[str, Any] = {"role": role, "content": content,
                               "name": r.opt_string(d, "name", path)}
     calls = d.get("tool_calls")

@@ -334,3 +334,15 @@ def test_card_given_to_chat_or_lorebook_loader(tmp_path: Path) -> None:
     for fn in (load_chat, load_lorebook):
         exc = _err(fn, p)
         assert exc.code == "IMPORT_UNSUPPORTED_FORMAT" and "PNG" in exc.message
+
+
+def test_content_parts_must_be_objects(tmp_path: Path) -> None:
+    # OpenAI content arrays hold part objects; a bare number would be sent to the provider as-is
+    for i, parts in enumerate(([1, 2], [{"type": "text", "text": "ok"}, "loose text"], [None])):
+        exc = _err(load_chat, write(tmp_path / f"p{i}.json", [{"role": "user", "content": parts}]))
+        bad = next(k for k, p in enumerate(parts) if not isinstance(p, dict))
+        assert (exc.code, exc.place) == ("IMPORT_WRONG_TYPE", f"$[0].content[{bad}]")
+        assert exc.file and exc.file.endswith(f"p{i}.json")
+    ok = load_chat(write(tmp_path / "ok.json", [{"role": "user", "content": [
+        {"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]))
+    assert ok.messages[0].text() == "look"
