@@ -343,6 +343,9 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
     groups = find_tool_groups(sendable)
     group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
+    for cid in sorted(groups.reused_ids):
+        warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
+                        "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
                            settings.strategy_options, diagnostics, groups)

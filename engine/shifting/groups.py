@@ -1,9 +1,10 @@
 """Tool groups: tool calls and their results as connected components (SPEC §1 "tool group").
 
-Links: an assistant message's ``tool_calls[].id`` with every tool result carrying that id under
-``tool_call_id`` / ``toolCallId`` / ``callId``; a result may answer calls of several
-assistant messages only through ids, so a union-find over all id keys gives the components
-(parallel calls, non-adjacent results). Legacy chats without ids (results carry only the
+Links: an assistant message's ``tool_calls[].id`` with every later tool result carrying that id
+under ``tool_call_id`` / ``toolCallId`` / ``callId``; a union-find over those links gives the
+components (parallel calls, non-adjacent results). When a later turn reuses an id (tau-bench
+transcripts do), a result pairs with the nearest earlier call with its id, so an old turn and a
+recent one are not merged into one group. Legacy chats without ids (results carry only the
 function ``name``, or OpenAI's old ``function_call`` / ``role: "function"``) are linked by
 position: the id-less tool messages that follow an assistant's id-less calls answer them in
 order.
@@ -22,11 +23,14 @@ class ToolGroups:
     """Group ids per block position (``None`` = not a tool block) and orphaned results.
 
     ``group_of[i]`` is ``"g<k>"`` for every member of component ``k``; ``orphans`` are
-    positions of tool results whose call is not among the blocks.
+    positions of tool results whose call is not among the blocks before them; ``reused_ids``
+    are call ids that more than one assistant turn issued (each result then pairs with the
+    nearest earlier call carrying its id).
     """
 
     group_of: list[str | None]
     orphans: frozenset[int]
+    reused_ids: frozenset[str] = frozenset()
 
 
 def _calls(block: Block) -> tuple[list[str], int]:
@@ -73,21 +77,21 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
             parent[max(ra, rb)] = min(ra, rb)
 
     member = [False] * n
-    id_owner: dict[str, int] = {}
+    id_owner: dict[str, int] = {}  # call id → the latest call block that issued it so far
+    reused: set[str] = set()
     pending_anon: list[int] = []  # positions of assistant blocks with unanswered id-less calls (queue)
     anon_left: dict[int, int] = {}
     orphans: set[int] = set()
-    results_by_id: dict[str, list[int]] = {}
 
     for i, block in enumerate(blocks):
         ids, anon = _calls(block)
         if ids or anon:
             member[i] = True
             for cid in ids:
-                if cid in id_owner:
-                    union(id_owner[cid], i)
-                else:
-                    id_owner[cid] = i
+                owner = id_owner.get(cid)
+                if owner is not None and owner != i:
+                    reused.add(cid)  # another turn reuses the id: later results pair with this turn
+                id_owner[cid] = i
             if anon:
                 pending_anon = [i]  # a new call turn supersedes unanswered older id-less calls
                 anon_left = {i: anon}
@@ -96,7 +100,11 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
             member[i] = True
             rid = block.message.result_id() if block.message else None
             if rid:
-                results_by_id.setdefault(rid, []).append(i)
+                owner = id_owner.get(rid)
+                if owner is None:
+                    orphans.add(i)  # no earlier call carries this id
+                else:
+                    union(owner, i)  # the nearest earlier call with this id
             elif pending_anon:
                 owner = pending_anon[0]
                 union(owner, i)
@@ -105,18 +113,6 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
                     pending_anon.pop(0)
             else:
                 orphans.add(i)
-
-    for rid, positions in results_by_id.items():
-        owner = id_owner.get(rid)
-        if owner is None:
-            # no call carries this id: link results sharing the id, but they are orphans
-            for p in positions:
-                orphans.add(p)
-            for p in positions[1:]:
-                union(positions[0], p)
-            continue
-        for p in positions:
-            union(owner, p)
 
     labels: dict[int, str] = {}
     group_of: list[str | None] = [None] * n
@@ -129,4 +125,4 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     # a result linked (by id or position) to a real call is not an orphan
     with_calls = {group_of[j] for j in range(n) if member[j] and not _is_result(blocks[j])}
     orphans = {i for i in orphans if group_of[i] not in with_calls}
-    return ToolGroups(group_of, frozenset(orphans))
+    return ToolGroups(group_of, frozenset(orphans), frozenset(reused))

@@ -148,3 +148,26 @@ def test_summarize_folds_removed_history_into_a_summary_before_the_input():
     assert order[-2:] == ["summary:auto", f"message:{len(msgs) - 1}"]
     assert pv.prompt_tokens <= pv.budget
     assert pv.messages[-2]["content"].startswith("[Summary of")
+
+
+def test_reused_call_id_pairs_with_the_nearest_earlier_call():
+    from engine.shifting import find_tool_groups
+
+    b = Builder()
+    s = b.sys(1); c1 = b.call(5, "dup"); r1 = b.result(5, "dup"); u = b.msg(5)
+    c2 = b.call(5, "dup"); r2 = b.result(5, "dup"); cur = b.msg(1, current=True)
+    groups = find_tool_groups(b.blocks)
+    g = dict(zip([x.id for x in b.blocks], groups.group_of))
+    assert g[c1] == g[r1] and g[c2] == g[r2] and g[c1] != g[c2]
+    assert groups.reused_ids == {"dup"}
+    res = shift_context(b.blocks, b.count, 17)
+    assert set(_excluded(res)) == {c1, r1}  # the old turn goes; the recent one stays whole
+    assert res.kept == [s, u, c2, r2, cur]
+
+
+def test_result_before_any_call_with_its_id_is_orphaned():
+    b = Builder()
+    s = b.sys(1); early = b.result(5, "x"); c = b.call(5, "x"); cur = b.msg(1, current=True)
+    res = shift_context(b.blocks, b.count, 100)
+    assert _excluded(res) == {early: "TOOL_RESULT_ORPHANED"}
+    assert c in res.kept
