@@ -23,6 +23,19 @@ from .library import add_db_argument, add_format_argument, open_library, output_
 BASE_URL_ENV_VARS = ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL")
 
 
+def _seconds(text: str) -> float:
+    """``--timeout``: a finite number of seconds above 0 (argparse type)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, not {text!r}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``generate`` subcommand."""
     p = sub.add_parser("generate", help="generate the next reply of a library chat through a provider")
@@ -36,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context-limit", type=int, metavar="N", default=None, help="context window in tokens")
     p.add_argument("--reply-reserve", metavar="N|P%", default=None, help="tokens (or percent) kept for the reply")
     p.add_argument("--strategy", metavar="NAME", default=None, help="context strategy")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", default=60.0,
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", default=60.0,
                    help="longest silence tolerated from the provider (default 60)")
     p.add_argument("--no-stream", action="store_true", help="ask for one JSON answer instead of a stream")
     add_db_argument(p)

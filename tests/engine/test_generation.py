@@ -362,3 +362,14 @@ def test_tool_call_with_object_arguments_completes_and_is_stored(library) -> Non
     stored = store.get_chat(chat_id).chat.messages[result.reply_index]
     assert stored.tool_calls[0].function.arguments == '{"q": "atlas"}'
     assert store.get_audit(chat_id).generation_id == result.audit.generation_id
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "soon"])
+def test_cli_generate_rejects_a_bad_timeout_before_anything_runs(library, server, capsys, timeout) -> None:
+    store, chat_id, db = library
+    with pytest.raises(SystemExit) as exc:
+        run_cli(capsys, "generate", chat_id, "--db", str(db), "--base-url", server.base_url,
+                "--timeout", timeout)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "USAGE" in err and "--timeout" in err and err.count("\n") == 1
+    assert server.requests == [] and store.get_audit(chat_id) is None
