@@ -7,8 +7,8 @@ returned by a stage but queued on ``ctx.depth_inserts``; :func:`assemble` places
 among the chat messages afterwards (depth 0 = after the last message), as SillyTavern does.
 
 Layout follows SillyTavern's chat-completion defaults: main prompt, World Info before
-character, description, personality (``"{{char}}'s personality: …"``), scenario
-(``"Scenario: …"``), World Info after character, persona, example dialogue (``<START>``
+character, persona, description, personality (``"{{char}}'s personality: …"``), scenario
+(``"Scenario: …"``), World Info after character, example dialogue (``<START>``
 becomes ``[Example Chat]``) between World Info before/after examples, memory, history with
 depth insertions, post-history instructions, then the current user input (the issue's order).
 """
@@ -377,14 +377,17 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
     """Run the stages named in ``template`` in order, place depth insertions, number the blocks.
 
     Returns blocks with ids ``b0``, ``b1``, ... in prompt order. Depth ``d`` puts a block
-    before the ``d``-th message counted from the end among chat messages (history and
-    current input); with fewer messages it goes before the first one.
+    before the ``d``-th message counted from the end among the chat messages that are sent
+    (history and current input; hidden messages do not count); with fewer messages it goes
+    before the first one.
     """
     blocks: list[Block] = []
     for name in template:
         blocks.extend(registry.get(name)(ctx))
     if ctx.depth_inserts:
-        msg_positions = [i for i, b in enumerate(blocks) if b.message_index is not None]
+        # hidden messages are never sent, so they do not count towards a depth (SillyTavern
+        # removes them before placing depth prompts)
+        msg_positions = [i for i, b in enumerate(blocks) if b.message_index is not None and not b.hidden]
         placed: dict[int, list[tuple[tuple[Any, ...], Block]]] = {}
         for ins in ctx.depth_inserts:
             if not msg_positions:

@@ -7,14 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-#: Default prompt template: the order of assembly stages (see ``engine.assembly``).
+#: Default prompt template: the order of assembly stages (see ``engine.assembly``). It follows
+#: SillyTavern's default chat-completion prompt order: main prompt, World Info (before), persona
+#: description, character description/personality/scenario, World Info (after), example
+#: dialogue, chat history; then post-history instructions and the current user input.
 DEFAULT_TEMPLATE: tuple[str, ...] = (
     "system",
     "tools",
     "lorebook_before_char",
+    "persona",
     "character",
     "lorebook_after_char",
-    "persona",
     "examples",
     "memory",
     "history",

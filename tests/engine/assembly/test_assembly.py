@@ -67,8 +67,8 @@ def test_prompt_order_and_protection():
     pv = preview(_req(chat=_chat(), character=CARD, persona=Persona(name="Ana", description="Ana is a sailor."),
                       system_prompt="Be vivid."))
     sources = [b.source for b in pv.blocks]
-    assert sources[:6] == ["system", "character:description", "character:personality", "character:scenario",
-                           "persona", "character:mes_example"]
+    assert sources[:6] == ["system", "persona", "character:description", "character:personality",
+                           "character:scenario", "character:mes_example"]
     # post-history instructions come after history, the current input last
     assert sources[-2:] == ["character:post_history_instructions", "message:6"]
     blocks = {b.source: b for b in pv.blocks}
@@ -150,3 +150,12 @@ def test_example_dialogue_goes_before_history():
     ex = next(b for b in pv.blocks if b.source == "character:mes_example")
     assert (ex.status, ex.reason) == ("excluded", "EXAMPLES_PUSHED_OUT")
     assert all(b.status == "kept" for b in pv.blocks if b.source.startswith("message:"))
+
+
+def test_hidden_messages_do_not_count_towards_depth():
+    chat = _chat()
+    chat.messages[5] = chat.messages[5].model_copy(update={"meta": MessageMeta(hidden=True)})
+    pv = preview(_req(chat=chat, character=CARD))
+    order = [b.source for b in pv.blocks if b.source.startswith(("message:", "character:depth"))]
+    # depth 2 counts the sent messages message:4 and message:6 (message:5 is hidden)
+    assert order[-4:] == ["character:depth_prompt", "message:4", "message:5", "message:6"]
