@@ -15,9 +15,10 @@ import argparse
 import os
 import sys
 import threading
+from urllib.parse import urlparse
 
 from ..cli import EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
-from ..errors import SettingsError
+from ..errors import ProviderError, SettingsError
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 BASE_URL_ENV_VARS = ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL")
@@ -86,9 +87,15 @@ def run(args: argparse.Namespace) -> int:
     live = fmt == "table" and sys.stdout.isatty()
     base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)),
                                      DEFAULT_BASE_URL)
+    api_key = resolve_api_key()
+    if api_key is None and urlparse(base_url).hostname == urlparse(DEFAULT_BASE_URL).hostname:
+        # OpenAI itself always needs a key; local OpenAI-compatible servers often do not.
+        raise ProviderError("NO_API_KEY", "no API key: set LOOMSCOPE_API_KEY or OPENAI_API_KEY, or store "
+                            "one in the OS keyring (service 'loomscope'), or pass --base-url for a "
+                            "local server", file=args.chat_id)
     with open_library(args) as store:
         settings = _settings(store.get_chat(args.chat_id).settings, args)
-        provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=resolve_api_key(),
+        provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
                                   timeout_s=args.timeout, stream=not args.no_stream)
         cancel = threading.Event()
         shown = [0]

@@ -373,3 +373,23 @@ def test_cli_generate_rejects_a_bad_timeout_before_anything_runs(library, server
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "USAGE" in err and "--timeout" in err and err.count("\n") == 1
     assert server.requests == [] and store.get_audit(chat_id) is None
+
+
+def test_cli_generate_against_openai_without_a_key_says_so(tmp_path, monkeypatch, capsys):
+    from engine.cli import main
+    from engine.storage import open_store
+
+    for var in ("LOOMSCOPE_API_KEY", "OPENAI_API_KEY", "LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
+    url = f"sqlite:///{tmp_path / 'lib.db'}"
+    store = open_store(url)
+    chat_id = store.list_chats()[0].id if store.list_chats() else None
+    if chat_id is None:
+        from engine.schema import Chat, ChatMessage
+        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]))
+    store.close()
+    code = main(["generate", chat_id, "--db", url])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "NO_API_KEY" in err and len(err.strip().splitlines()) == 1
