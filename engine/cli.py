@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except LoomscopeError as exc:
-        report_error(exc)
+        report_error(exc, fallback=str(getattr(args, "command", None) or "loomscope"))
         return exit_code_for(exc)
     except KeyboardInterrupt:
         sys.stderr.write("loomscope: cancelled\n")

@@ -10,8 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pydantic import ValidationError
+
 from ..errors import LoomscopeError, SettingsError
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
+
+
+#: Settings fields → the flag that sets them, for error messages.
+_FLAG_OF_FIELD = {"budget_percent": "--lorebook-budget", "scan_depth": "--scan-depth"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,10 +69,12 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
         settings = ContextSettings(model=args.model, context_limit=args.context_limit, reply_reserve=reserve,
                                    strategy=args.strategy, tokenizer=args.tokenizer,
                                    world_info=wi)  # type: ignore[arg-type]
-    except Exception as exc:
-        first = str(exc).splitlines()
-        raise SettingsError("INVALID_SETTINGS", "; ".join(first[1:3]) if len(first) > 2 else str(exc),
-                            file="settings") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][-1]) if err.get("loc") else "settings"
+        flag = _FLAG_OF_FIELD.get(field, f"--{field.replace('_', '-')}")
+        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise SettingsError("INVALID_SETTINGS", f"{message} (got {err.get('input')!r})", file=flag) from None
     persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
     return PreviewRequest(chat=chat, character=card, persona=persona, lorebooks=books,
                           system_prompt=args.system, settings=settings)
@@ -126,7 +134,14 @@ def run(args: argparse.Namespace) -> int:
         request = build_request(args)
     except LoomscopeError:
         raise
-    pv = preview(request)
+    try:
+        pv = preview(request)
+    except SettingsError as exc:
+        flag = {"UNKNOWN_STRATEGY": "--strategy", "UNKNOWN_TOKENIZER": "--tokenizer",
+                "INVALID_SETTINGS": "--reply-reserve"}.get(exc.code)
+        if exc.file is None and flag:
+            exc.file = flag
+        raise
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         sys.stdout.write(pv.model_dump_json(indent=2) + "\n")

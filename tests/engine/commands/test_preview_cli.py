@@ -124,9 +124,9 @@ def test_missing_file_and_bad_settings_exit_2(tmp_path, capsys):
     chat = tmp_path / "c.json"
     chat.write_text(json.dumps([{"role": "user", "content": "hi"}]))
     code, _, err = _run(capsys, "--chat", str(chat), "--reply-reserve", "lots")
-    assert code == 2 and "INVALID_SETTINGS" in err
+    assert code == 2 and err.startswith("loomscope: --reply-reserve: INVALID_SETTINGS: ")
     code, _, err = _run(capsys, "--chat", str(chat), "--strategy", "nope")
-    assert code == 2 and "UNKNOWN_STRATEGY" in err
+    assert code == 2 and err.startswith("loomscope: --strategy: UNKNOWN_STRATEGY: ")
 
 
 def test_lorebook_blocks_carry_their_trace_reason(shared_data, capsys):
