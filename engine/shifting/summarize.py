@@ -1,7 +1,8 @@
 """``summarize`` strategy: like ``truncate``, but removed history is folded into a local summary.
 
 SPEC §3: the removed history is folded into an extractive summary block placed immediately
-before the current user input; the folded blocks are ``truncated`` (reason ``SUMMARIZED``,
+before the current user input (when the chat has none: right after the folded history, before
+the first newer kept block); the folded blocks are ``truncated`` (reason ``SUMMARIZED``,
 with their original tokens and the summary id), not excluded; the summary has its own token
 cap and fits the budget.
 
@@ -98,7 +99,15 @@ def summarize_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], 
         lines.pop(0)  # the oldest line goes first
     if summary is None:
         return plain
-    current = next((b.id for b in blocks if b.reason == "CURRENT_INPUT" and b.id in set(result.kept)), None)
+    kept_ids = set(result.kept)
+    current = next((b.id for b in blocks if b.reason == "CURRENT_INPUT" and b.id in kept_ids), None)
+    if current is None:
+        # No current user input (the chat ends on another role): the summary takes the place of
+        # the history it folds, before the first kept block that follows it, never after newer
+        # messages (``None`` = the end, when nothing kept follows the folded history).
+        folded_ids = {e.block_id for e in folded}
+        last = max(i for i, b in enumerate(blocks) if b.id in folded_ids)
+        current = next((b.id for b in blocks[last + 1:] if b.id in kept_ids), None)
     truncated = [TruncatedBlock(block_id=e.block_id, reason="SUMMARIZED", original_tokens=e.tokens,
                                 remaining_tokens=0, summary_id=SUMMARY_ID) for e in folded]
     folded_ids = {e.block_id for e in folded}
