@@ -18,6 +18,7 @@ from PySide6.QtCore import QCoreApplication, QEventLoop, QSettings, QTimer
 from PySide6.QtGui import QUndoStack
 from PySide6.QtWidgets import QApplication
 
+from engine.errors import LoomscopeError
 from engine.pipeline import default_registries
 from engine.pipeline import preview as engine_preview
 from engine.schema import ContextPreview, PreviewRequest
@@ -96,6 +97,12 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     # the inspector tabs get more room when they are the subject of the shot
     wide = tab is not None and tab.strip().lower() in ("lorebook", "audit")
     window.splitter.setSizes([200, 600, 640] if wide else [200, 840, 400])
+    if chat is not None:
+        try:
+            window.ctx.store.get_chat(chat)
+        except LoomscopeError as exc:  # CHAT_NOT_FOUND: say so instead of an empty window
+            sys.stderr.write(f"loomscope: {chat}: {exc.code}: {exc.message}\n")
+            return 2
     window.show()
     window.start(chat)
     if tab and not window.select_tab(tab):

@@ -682,7 +682,7 @@ class AuditTab(QWidget):
         approximate = bool(_field(tok, "approximate", False)) if tok is not None else False
         version = _field(tok, "version") if tok is not None else None
         warn = STATUS_WARN_DARK if dark else STATUS_WARN
-        f["tokenizer"].setText(_escape(profile) + (f" (v{_escape(str(version))})" if version else "")
+        f["tokenizer"].setText(_escape(profile) + (f" (version {_escape(str(version))})" if version else "")
                                + (f" <span style='color:{warn}'>⚠ approximate</span>" if approximate else ""))
         margin = int(_field(audit, "safety_margin", 0) or 0)
         if approximate:

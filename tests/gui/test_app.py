@@ -22,3 +22,13 @@ def test_screenshot_unknown_tab_is_a_usage_error(tmp_path, library, capsys) -> N
     url = str(store.url) if not callable(store.url) else store.url()
     assert run_app(db=url, screenshot=str(tmp_path / "x.png"), chat=chat_id, tab="nope") == 2
     assert "unknown tab" in capsys.readouterr().err
+
+
+def test_screenshot_of_an_unknown_chat_exits_2(tmp_path, capsys):
+    from engine.cli import main
+
+    code = main(["--screenshot", str(tmp_path / "s.png"), "--db", f"sqlite:///{tmp_path / 'lib.db'}",
+                 "--chat", "no-such-chat"])
+    assert code == 2
+    assert "CHAT_NOT_FOUND" in capsys.readouterr().err
+    assert not (tmp_path / "s.png").exists()
