@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preview", help="show the prompt a model would see for a chat file")
     p.add_argument("--chat", metavar="FILE", help="SillyTavern chat JSONL, or OpenAI messages (JSON array or "
                    "chat-completions request body)")
+    p.add_argument("--transcript", type=int, default=0, metavar="K",
+                   help="which transcript of a file holding several (tau-bench, ToolBench), 0-based")
     p.add_argument("--card", metavar="FILE", help="character card (JSON or PNG)")
     p.add_argument("--lorebook", metavar="FILE", action="append", default=[],
                    help="SillyTavern world JSON (repeatable)")
@@ -54,7 +56,7 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
     """
     from ..importers import load_character, load_chat, load_lorebook
 
-    chat = load_chat(args.chat) if args.chat else Chat()
+    chat = load_chat(args.chat, index=args.transcript) if args.chat else Chat()
     card: Character | None = load_character(args.card) if args.card else None
     books: list[Lorebook] = [load_lorebook(p) for p in args.lorebook]
     reserve: int | str = args.reply_reserve
