@@ -58,7 +58,7 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
 
     chat = load_chat(args.chat, index=args.transcript) if args.chat else Chat()
     card: Character | None = load_character(args.card) if args.card else None
-    books: list[Lorebook] = [load_lorebook(p) for p in args.lorebook]
+    books: list[Lorebook] = [_load_book(p) for p in args.lorebook]
     reserve: int | str = args.reply_reserve
     if isinstance(reserve, str) and reserve.strip().isdigit():
         reserve = int(reserve)
@@ -82,16 +82,36 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
                           system_prompt=args.system, settings=settings)
 
 
+def _load_book(path: str) -> Lorebook:
+    """A world JSON / lorebook file, or the book embedded in a character card given as ``--lorebook``."""
+    from ..importers import load_character, load_lorebook
+
+    try:
+        return load_lorebook(path)
+    except LoomscopeError as exc:
+        if exc.code != "IMPORT_UNSUPPORTED_FORMAT":
+            raise
+        try:
+            card = load_character(path)
+        except LoomscopeError:
+            raise exc from None
+        if card.character_book is None or not card.character_book.entries:
+            raise exc from None
+        book = card.character_book
+        return book if book.name else book.model_copy(update={"name": card.name or "card"})
+
+
 def render_table(pv: ContextPreview) -> None:
     """Print the preview as a rich table with totals and a budget line."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..reasons import reason_words
 
     console = Console(width=max(Console().width, 160))
-    table = Table(title=f"{pv.model} · {pv.tokenizer.profile}"
-                  f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}",
+    table = Table(title=escape(f"{pv.model} · {pv.tokenizer.profile}"
+                               f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
                   show_lines=False, expand=False)
     for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {"no_wrap": True}),
                     ("tokens", {"justify": "right"}), ("status", {}), ("reason", {"no_wrap": True}),
@@ -108,9 +128,10 @@ def render_table(pv: ContextPreview) -> None:
         why = b.reason
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
             why += f" (key {b.trace['detail']['key']!r})"
-        table.add_row(str(b.position), b.kind, b.role, b.source, str(b.tokens),
-                      f"[{colors[b.status]}]{b.status}[/]", why, marks,
-                      b.text.replace("\n", " ")[:80])
+        # text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
+        table.add_row(str(b.position), b.kind, b.role, escape(b.source), str(b.tokens),
+                      f"[{colors[b.status]}]{b.status}[/]", escape(why), escape(marks),
+                      escape(b.text.replace("\n", " ")[:80]))
     console.print(table)
     pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
     console.print(
@@ -121,11 +142,11 @@ def render_table(pv: ContextPreview) -> None:
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
     for w in pv.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     for d in pv.diagnostics:
-        console.print(f"[cyan]diagnostic:[/] {d}")
+        console.print(f"[cyan]diagnostic:[/] {escape(d)}")
     if pv.error:
-        console.print(f"[red bold]{pv.error.code}[/]: {pv.error.message}")
+        console.print(f"[red bold]{pv.error.code}[/]: {escape(pv.error.message)}")
 
 
 def run(args: argparse.Namespace) -> int:

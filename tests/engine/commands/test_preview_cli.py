@@ -146,3 +146,10 @@ def test_table_output(shared_data, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "TOOL_SCHEMAS" in out and "budget: prompt" in out
+
+
+def test_a_card_with_an_embedded_book_is_accepted_as_lorebook(shared_data, capsys):
+    code, out, err = _run(capsys, "--chat", str(shared_data / "chats" / "1673323621108.jsonl"),
+                          "--lorebook", str(shared_data / "cards" / "Lumine.json"))
+    assert code == 0, err
+    assert len(json.loads(out)["lorebook_trace"]) == 119  # Traveler-WI, embedded in the card
