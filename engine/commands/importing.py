@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
         print_json([r.model_dump(mode="json") for r in refs])
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"imported {len(refs)} item(s)")
@@ -42,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("name")
     table.add_column("file")
     for ref, path in zip(refs, sources):
-        table.add_row(ref.kind, ref.id, ref.name, path)
+        table.add_row(ref.kind, ref.id, escape(ref.name), escape(path))
     Console().print(table)
     return 0

@@ -74,6 +74,7 @@ def run_chats(args: argparse.Namespace) -> int:
         print_json([c.model_dump(mode="json") for c in chats])
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(chats)} chats")
@@ -81,7 +82,9 @@ def run_chats(args: argparse.Namespace) -> int:
     for col in ("title", "character", "messages", "audit", "updated (UTC)"):
         table.add_column(col, justify="right" if col == "messages" else "left")
     for c in chats:
-        table.add_row(c.id, c.title, c.character or "", str(c.messages), "yes" if c.has_audit else "",
+        # user text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
+        table.add_row(c.id, escape(c.title), escape(c.character or ""), str(c.messages),
+                      "yes" if c.has_audit else "",
                       c.updated_at.strftime("%Y-%m-%d %H:%M"))
     Console().print(table)
     return 0
@@ -115,14 +118,15 @@ def run_audit(args: argparse.Namespace) -> int:
 def render_audit(audit) -> None:
     """Print an audit for people: header, blocks table, budget line, diagnostics."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     colors = {"completed": "green", "failed": "red", "cancelled": "yellow", "pending": "cyan"}
     console.print(f"generation [bold]{audit.generation_id}[/] · chat {audit.chat_id}")
-    console.print(f"{audit.provider} · model {audit.model} · "
+    console.print(f"{escape(audit.provider)} · model {escape(audit.model)} · "
                   f"[{colors.get(audit.status, 'white')}]{audit.status}[/]"
-                  + (f" · [red]{audit.error_code}[/]: {audit.error_message}" if audit.error_code else ""))
+                  + (f" · [red]{audit.error_code}[/]: {escape(audit.error_message or '')}" if audit.error_code else ""))
     console.print(f"created {audit.created_at.isoformat()} · finished "
                   f"{audit.finished_at.isoformat() if audit.finished_at else '-'}")
     table = Table(show_lines=False)
@@ -132,16 +136,16 @@ def render_audit(audit) -> None:
     status_colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
     for b in audit.blocks:
         marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
-        table.add_row(str(b.position), b.kind, b.role, b.source, str(b.tokens),
-                      f"[{status_colors.get(b.status, 'white')}]{b.status}[/]", b.reason, marks)
+        table.add_row(str(b.position), b.kind, b.role, escape(b.source), str(b.tokens),
+                      f"[{status_colors.get(b.status, 'white')}]{b.status}[/]", b.reason, escape(marks))
     console.print(table)
     console.print(
         f"prompt [bold]{audit.prompt_tokens}[/] tokens · context {audit.context_limit} − reply reserve "
         f"{audit.reply_reserve} = budget {audit.budget} · safety margin {audit.safety_margin} · headroom "
-        f"{audit.headroom} · strategy {audit.strategy} · tokenizer {audit.tokenizer.profile}"
+        f"{audit.headroom} · strategy {escape(audit.strategy)} · tokenizer {escape(audit.tokenizer.profile)}"
         f"{' (approximate)' if audit.tokenizer.approximate else ' (exact)'}")
     console.print(f"{len(audit.provider_messages)} provider messages, {len(audit.tools)} tools sent")
     for d in audit.interceptor_diagnostics:
-        console.print(f"[cyan]interceptor:[/] {d}")
+        console.print(f"[cyan]interceptor:[/] {escape(d)}")
     for w in audit.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
