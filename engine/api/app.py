@@ -178,7 +178,14 @@ def create_app(
                 return error_response(415, "INVALID_REQUEST",
                                       f"send the body as application/json, not {mime or ctype!r}",
                                       file="Content-Type")
-        return await call_next(request)
+        try:
+            return await call_next(request)
+        except Exception as exc:  # noqa: BLE001 - a bug inside a route (or a plugin it called)
+            # Answered here rather than by an ``Exception`` handler: Starlette's
+            # ServerErrorMiddleware re-raises after sending its 500, and uvicorn then drops the
+            # keep-alive connection, so a client's next request on it failed with a reset.
+            log.error("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
+            return error_response(500, "INTERNAL_ERROR", f"unexpected {type(exc).__name__} inside Loomscope")
 
     @app.exception_handler(LoomscopeError)
     async def _on_loomscope_error(_request: Request, exc: LoomscopeError):  # type: ignore[no-untyped-def]
