@@ -22,7 +22,9 @@ from datetime import datetime
 
 _MACRO = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _LEGACY = re.compile(r"<(BOT|USER|CHAR)>", re.IGNORECASE)
-_ROLL = re.compile(r"^(\d*)d(\d+)([+-]\d+)?$", re.IGNORECASE)
+# Bounded digit counts: a 5,000-digit number would exceed Python's int-conversion limit (ValueError);
+# a roll this long is left as written (an unknown macro) instead.
+_ROLL = re.compile(r"^(\d{0,6})d(\d{1,9})([+-]\d{1,9})?$", re.IGNORECASE)
 
 
 @dataclass
@@ -69,10 +71,11 @@ def expand_macros(text: str, ctx: MacroContext) -> tuple[str, list[str]]:
             return "\n"
         if low in ("noop", "trim"):
             return ""
+        # Built by hand: "%-I" / "%-d" are glibc-only and raise ValueError on Windows.
         if low == "time":
-            return now.strftime("%-I:%M %p")
+            return f"{now.hour % 12 or 12}:{now.minute:02d} {'AM' if now.hour < 12 else 'PM'}"
         if low == "date":
-            return now.strftime("%B %-d, %Y")
+            return f"{now.strftime('%B')} {now.day}, {now.year}"
         if low == "weekday":
             return now.strftime("%A")
         if low == "isotime":
