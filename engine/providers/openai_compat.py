@@ -55,11 +55,14 @@ def public_endpoint(base_url: str) -> str:
     """``base_url`` without credentials, query or fragment (safe to store and show)."""
     try:
         parts = urlsplit(base_url.strip())
+        port = parts.port  # ValueError for a port out of range or not a number
     except ValueError:
         return "<invalid url>"
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    if port:
+        host = f"{host}:{port}"
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
