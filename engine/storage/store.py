@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -186,6 +187,15 @@ class Store:
                 yield session
         except LoomscopeError:
             raise
+        except ValidationError as exc:
+            # a row this version cannot read (written by hand, or by another version sharing the
+            # database): an error with a stable code, never a traceback
+            first = exc.errors(include_url=False, include_input=False)[0] if exc.errors() else {}
+            where = ".".join(str(x) for x in first.get("loc", ())) or None
+            raise StorageError(
+                "STORAGE_ERROR", f"the library holds a {exc.title} this version cannot read",
+                file=self.url, place=where, details={"error": str(first.get("msg", ""))[:300]},
+            ) from None
         except SQLAlchemyError as exc:
             raise StorageError(
                 "STORAGE_ERROR", f"the library could not be read or written ({type(exc).__name__})",
