@@ -92,19 +92,23 @@ def _read_book(path: str):  # -> Lorebook
 
 def _print_table(report: object) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..lorebook.models import LintReport
 
     assert isinstance(report, LintReport)
     console = Console()
-    table = Table(title=f"{report.book}: {report.entries} entries, budget {report.budget} tokens")
+    table = Table(title=f"{escape(report.book)}: {report.entries} entries, budget {report.budget} tokens")
     for col in ("severity", "uid", "comment", "code", "message"):
         table.add_column(col, overflow="fold")
     styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
         table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", "" if f.uid is None else str(f.uid),
-                      f.comment[:40], f.code, f.message)
+                      escape(f.comment[:40]), f.code, escape(f.message))
     console.print(table)
     c = report.counts()
-    console.print(f"{c['error']} errors, {c['warning']} warnings, {c['info']} notes")
+    def n(count: int, word: str) -> str:
+        return f"{count} {word}{'' if count == 1 else 's'}"
+
+    console.print(f"{n(c['error'], 'error')}, {n(c['warning'], 'warning')}, {n(c['info'], 'note')}")

@@ -92,7 +92,7 @@ def test_cli_table_and_strict(shared_data: Path, capsys: pytest.CaptureFixture[s
     path = shared_data / "lorebooks" / "Date a Live 12.0.0.json"
     assert main(["lint-lorebook", str(path), "--format", "table"]) == 0
     out = capsys.readouterr().out
-    assert "LINT_DISABLED" in out and "errors" in out
+    assert "LINT_DISABLED" in out and " error" in out
     assert main(["lint-lorebook", str(path), "--format", "json", "--strict"]) == 1
     report = json.loads(capsys.readouterr().out)
     by_code: dict[str, list] = {}
@@ -127,3 +127,16 @@ def test_cli_reads_card_embedded_book(shared_data: Path, capsys: pytest.CaptureF
     no_book = shared_data / "cards" / "Raiden Ei (chat).json"
     assert main(["lint-lorebook", str(no_book)]) == 2
     assert "IMPORT_INVALID_LOREBOOK" in capsys.readouterr().err
+
+
+def test_lint_table_shows_markup_like_text_verbatim(tmp_path, capsys):
+    import json as _json
+
+    from engine.cli import main
+
+    book = {"entries": {"0": {"uid": 0, "key": [], "comment": "[sigh] [/b]", "content": "x"}}}
+    path = tmp_path / "w.json"
+    path.write_text(_json.dumps(book), encoding="utf-8")
+    assert main(["lint-lorebook", str(path), "--format", "table"]) == 0
+    out = capsys.readouterr().out
+    assert "[sigh] [/b]" in out and "1 error" in out
