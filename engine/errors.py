@@ -13,6 +13,7 @@ from typing import Any
 ERROR_CODES: dict[str, str] = {
     # budget / pipeline
     "TOKEN_BUDGET_EXCEEDED": "the protected blocks alone exceed the prompt budget",
+    "EMPTY_PROMPT": "the prompt has no messages to send (empty chat, or everything excluded)",
     "INVALID_SETTINGS": "a context setting is out of range or malformed",
     "UNKNOWN_STRATEGY": "no context strategy is registered under that name",
     "UNKNOWN_TOKENIZER": "no tokenizer profile is registered under that name",

@@ -159,6 +159,10 @@ def generate(
     if not prepared.budget_ok:
         message = pv.error.message if pv.error is not None else "the prompt does not fit the budget"
         return GenerationResult(_close(audit, "failed", "TOKEN_BUDGET_EXCEEDED", message))
+    if not prepared.messages:
+        # An empty chat, or every message excluded: a provider rejects an empty message list.
+        return GenerationResult(_close(audit, "failed", "EMPTY_PROMPT",
+                                       "nothing to send: the prompt has no messages"))
 
     step_id = f"stream:{audit.generation_id}"
 

@@ -17,7 +17,7 @@ import sys
 import threading
 from urllib.parse import urlparse
 
-from ..cli import EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
+from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
@@ -162,4 +162,6 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CANCELLED
     if audit.error_code == "TOKEN_BUDGET_EXCEEDED":
         return EXIT_BUDGET
+    if audit.error_code == "EMPTY_PROMPT":
+        return EXIT_BAD_INPUT
     return EXIT_PROVIDER

@@ -393,3 +393,17 @@ def test_cli_generate_against_openai_without_a_key_says_so(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert code == 4
     assert "NO_API_KEY" in err and len(err.strip().splitlines()) == 1
+
+
+def test_empty_prompt_sends_nothing(tmp_path: Path, server) -> None:
+    from engine.schema import Chat
+
+    store = open_store(f"sqlite:///{tmp_path / 'empty.sqlite3'}", seed=False)
+    try:
+        chat_id = store.add_chat(Chat(), settings=SETTINGS)
+        result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", KEY))
+        assert server.requests == []
+        assert (result.audit.status, result.audit.error_code) == ("failed", "EMPTY_PROMPT")
+        assert store.get_audit(chat_id).error_code == "EMPTY_PROMPT"
+    finally:
+        store.close()
