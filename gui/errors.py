@@ -17,6 +17,8 @@ USER_MESSAGES: dict[str, str] = {
         "The protected blocks alone do not fit the prompt budget. Unpin messages, shorten the "
         "system prompt, character or persona, lower the reply reserve or raise the context limit."
     ),
+    "EMPTY_PROMPT": "There is nothing to send: the chat is empty or every message is excluded. "
+                    "Write a message or include some history first.",
     "INVALID_SETTINGS": "A context setting is out of range or malformed.",
     "UNKNOWN_STRATEGY": "No context strategy is registered under that name.",
     "UNKNOWN_TOKENIZER": "No tokenizer profile is registered under that name.",
