@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
-    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -40,6 +39,8 @@ from .widgets.block_inspector import BlockInspector
 from .widgets.blocks_panel import BlocksPanel
 from .widgets.budget_bar import BudgetBar
 from .widgets.chat_view import ChatView
+from .widgets.elided_label import ElidedLabel
+from .widgets.library_panel import DEFAULT_WIDTH as LIBRARY_WIDTH
 from .widgets.library_panel import LibraryPanel
 from .widgets.lorebook_editor import LorebookTab
 from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
@@ -53,7 +54,21 @@ CENTRE_TABS = ("blocks", "chat")
 INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
+#: The inspector column's default and smallest width (px).
+INSPECTOR_WIDTH, INSPECTOR_MIN_W = 460, 320
 IMPORT_FILTER = "Cards, worlds and chats (*.png *.json *.jsonl);;All files (*)"
+
+
+def token_summary(preview: ContextPreview, elapsed_s: float = 0.0) -> str:
+    """The header's one-line summary: prompt vs budget, headroom, context window, strategy, tokenizer.
+
+    ``"prompt 1,520 / budget 1,536 tokens · headroom 16 · context window 2,048 · manual · o200k_base · 12 ms"``
+    (all figures in tokens; the budget is the context window minus the reply reserve and safety margin).
+    """
+    approx = " ≈ approximate" if preview.tokenizer.approximate else ""
+    return (f"prompt {preview.prompt_tokens:,} / budget {preview.budget:,} tokens · "
+            f"headroom {preview.headroom:,} · context window {preview.context_limit:,} · "
+            f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
 
 
 class MainWindow(QMainWindow):
@@ -103,25 +118,24 @@ class MainWindow(QMainWindow):
         centre = QWidget(self)
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(4, 4, 4, 4)
-        self.title_label = QLabel(self)
+        # the title elides (full title as tooltip); the token summary gets a row of its own so a
+        # long title or a wide inspector never cuts it
+        self.title_label = ElidedLabel("", self, always_tooltip=True)
         self.title_label.setObjectName("chatTitle")
         self.title_label.setStyleSheet("font-weight: bold; font-size: 13pt;")
-        self.status_label = QLabel(self)
-        self.status_label.setStyleSheet("color: #555;")
-        for label in (self.title_label, self.status_label):
-            # long chat titles must not force the centre column wider than the splitter allows
-            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-            label.setMinimumWidth(40)
+        self.status_label = ElidedLabel("", self)
+        self.status_label.setObjectName("tokenSummary")
+        self.status_label.setStyleSheet("color: #444;")
         head = QHBoxLayout()
         self.approx_badge = QLabel("≈ approximate counts", self)
         self.approx_badge.setObjectName("headerApproxBadge")
         self.approx_badge.setStyleSheet("QLabel#headerApproxBadge { background: #fff3cd; color: #7a5a00; "
                                         "border: 1px solid #e0c060; border-radius: 3px; padding: 1px 5px; }")
         self.approx_badge.hide()
-        head.addWidget(self.title_label, 3)
+        head.addWidget(self.title_label, 1)
         head.addWidget(self.approx_badge)
-        head.addWidget(self.status_label, 4)
         cl.addLayout(head)
+        cl.addWidget(self.status_label)
         cl.addWidget(self.budget_bar)
         cl.addWidget(self.tokens_chart)
         cl.addWidget(self.banner)
@@ -144,7 +158,13 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(centre)
         self.splitter.addWidget(self.inspector_tabs)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([200, 840, 400])
+        # the inspector keeps its width when another tab (a wider form) is shown: its pages scroll
+        # or elide instead of squeezing the prompt blocks
+        self.inspector_tabs.setMinimumWidth(INSPECTOR_MIN_W)
+        self.splitter.setCollapsible(0, False)
+        self._default_splitter_sizes()
+        self._splitter_restored = False
+        self._splitter_shown = False
         self.setCentralWidget(self.splitter)
 
         self.generation = GenerationRunner(self)
@@ -400,7 +420,6 @@ class MainWindow(QMainWindow):
     def _on_document_chat_loaded(self, chat_id: str) -> None:
         doc = self.ctx.document
         self.title_label.setText(doc.title or "(no chat)")
-        self.title_label.setToolTip(doc.title)
         self.setWindowTitle(f"Loomscope — {doc.title}" if doc.title else "Loomscope")
         self.audit = None
         if doc.request is not None:
@@ -468,14 +487,11 @@ class MainWindow(QMainWindow):
                 self._show_banner(self.budget_message(preview))
             else:
                 self._hide_banner()
-            approx = " · ≈ approximate" if preview.tokenizer.approximate else ""
             self.approx_badge.setVisible(preview.tokenizer.approximate)
             self.approx_badge.setToolTip(
                 f"Profile {preview.tokenizer.profile} estimates this model's tokenizer; "
                 f"{preview.safety_margin:,} tokens are held back as a safety margin.")
-            self.status_label.setText(
-                f"{preview.prompt_tokens:,} / {preview.budget:,} tokens · headroom {preview.headroom:,} · "
-                f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
+            self.status_label.setText(token_summary(preview, elapsed_s))
         if self._select_on_next_preview and preview is not None:
             self._select_on_next_preview = False
             if self.blocks_panel.current_block() is None and self.ctx.document.messages():
@@ -646,12 +662,24 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
         splitter = s.value("window/splitter")
         if isinstance(splitter, QByteArray | bytes):
-            self.splitter.restoreState(splitter)
+            self._splitter_restored = self.splitter.restoreState(splitter)
         for key, tabs in (("window/centre_tab", self.centre_tabs), ("window/inspector_tab", self.inspector_tabs)):
             try:
                 tabs.setCurrentIndex(int(s.value(key, 0)))
             except (TypeError, ValueError):
                 pass
+
+    def _default_splitter_sizes(self) -> None:
+        """Library and inspector at their default widths, the centre gets the rest."""
+        width = max(self.splitter.width(), LIBRARY_WIDTH + INSPECTOR_WIDTH + 400)
+        self.splitter.setSizes([LIBRARY_WIDTH, width - LIBRARY_WIDTH - INSPECTOR_WIDTH, INSPECTOR_WIDTH])
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not self._splitter_restored and not self._splitter_shown:
+            # the first show is the first time the real width is known (no saved layout)
+            self._splitter_shown = True
+            self._default_splitter_sizes()
 
     def save_state(self) -> None:
         """Persist geometry, layout, splitter sizes, tabs and the open chat."""

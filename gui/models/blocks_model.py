@@ -61,6 +61,18 @@ HEADERS = {
 _STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
 
 
+def offers_toggles(b: PreviewBlock) -> bool:
+    """Whether the table offers pin / exclude check boxes for block ``b``.
+
+    Only chat messages have them, and not the protected ones a toggle cannot change (the current
+    user input, a leading system message): those show no boxes, like the other protected rows.
+    A pinned or hand-excluded message keeps its boxes so the flag can always be taken back.
+    """
+    if b.message_index is None:
+        return False
+    return not b.protected or b.pinned or b.manual_excluded
+
+
 def _preview_text(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _TEXT_PREVIEW_CHARS else flat[: _TEXT_PREVIEW_CHARS - 1] + "…"
@@ -163,12 +175,12 @@ class BlocksTableModel(QAbstractTableModel):
         if not index.isValid():
             return Qt.ItemFlag.NoItemFlags
         base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-        if index.column() in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self._is_message(index.row()):
+        if index.column() in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self._is_toggleable(index.row()):
             base |= Qt.ItemFlag.ItemIsUserCheckable
         return base
 
-    def _is_message(self, row: int) -> bool:
-        return self._blocks[row].message_index is not None
+    def _is_toggleable(self, row: int) -> bool:
+        return offers_toggles(self._blocks[row])
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: C901, PLR0911
         if not index.isValid():
@@ -182,9 +194,11 @@ class BlocksTableModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return self._sort_value(b, col)
         if role == Qt.ItemDataRole.CheckStateRole:
-            if col == BlockColumn.PIN and b.message_index is not None:
+            if not offers_toggles(b):
+                return None
+            if col == BlockColumn.PIN:
                 return Qt.CheckState.Checked if b.pinned else Qt.CheckState.Unchecked
-            if col == BlockColumn.EXCLUDE and b.message_index is not None:
+            if col == BlockColumn.EXCLUDE:
                 return Qt.CheckState.Checked if b.manual_excluded else Qt.CheckState.Unchecked
             return None
         if role == Qt.ItemDataRole.ForegroundRole:
@@ -282,7 +296,7 @@ class BlocksTableModel(QAbstractTableModel):
         if not index.isValid() or role != Qt.ItemDataRole.CheckStateRole:
             return False
         b = self._blocks[index.row()]
-        if b.message_index is None:
+        if not offers_toggles(b):
             return False
         checked = value in (Qt.CheckState.Checked, Qt.CheckState.Checked.value, 2, True)
         if index.column() == BlockColumn.PIN:

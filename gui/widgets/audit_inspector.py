@@ -463,6 +463,10 @@ def _table(model: QAbstractTableModel) -> QTableView:
     return view
 
 
+#: From this tab width (px) on, the facts grid shows two caption/value pairs per row.
+FACTS_TWO_COLUMN_W = 620
+
+
 class AuditTab(QWidget):
     """The audit inspector tab.
 
@@ -528,6 +532,7 @@ class AuditTab(QWidget):
         grid.setHorizontalSpacing(12)
         grid.setVerticalSpacing(2)
         self.fields: dict[str, QLabel] = {}
+        self._fact_widgets: list[tuple[QLabel, QLabel]] = []
         facts = (
             ("status", "Status"), ("generation_id", "Generation id"),
             ("provider", "Provider"), ("model", "Model"),
@@ -538,8 +543,7 @@ class AuditTab(QWidget):
             ("prompt_tokens", "Final prompt tokens"), ("headroom", "Headroom"),
             ("error_code", "Error"), ("reply", "Reply"),
         )
-        for i, (key, caption) in enumerate(facts):
-            r, c = divmod(i, 2)
+        for key, caption in facts:
             cap = QLabel(caption + ":")
             cap.setStyleSheet("color: gray")
             cap.setWordWrap(True)
@@ -547,11 +551,11 @@ class AuditTab(QWidget):
             value.setWordWrap(True)  # lets the panel shrink below the longest value
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setObjectName(f"audit_{key}")
-            grid.addWidget(cap, r, c * 2)
-            grid.addWidget(value, r, c * 2 + 1)
+            self._fact_widgets.append((cap, value))
             self.fields[key] = value
-        grid.setColumnStretch(1, 1)
-        grid.setColumnStretch(3, 1)
+        self._facts_grid = grid
+        self._fact_columns = 0
+        self._layout_facts(2)
         layout.addLayout(grid)
 
         self.tabs = QTabWidget()
@@ -561,8 +565,13 @@ class AuditTab(QWidget):
 
         self.blocks_model = AuditBlocksModel(self)
         self.blocks_view = _table(self.blocks_model)
-        for col, width in enumerate((36, 90, 70, 170, 90, 80, 220, 60)):
+        for col, width in enumerate((32, 84, 64, 120, 56, 72, 320, 60)):
             self.blocks_view.setColumnWidth(col, width)
+        # the role is the least telling column (Kind and Source name the block): shown last, so
+        # the Reason column starts within a narrow inspector
+        role_col = next(i for i, (key, _) in enumerate(BLOCK_COLUMNS) if key == "role")
+        header = self.blocks_view.horizontalHeader()
+        header.moveSection(header.visualIndex(role_col), len(BLOCK_COLUMNS) - 1)
         self.tabs.addTab(self.blocks_view, "Blocks")
 
         messages_page = QWidget()
@@ -612,6 +621,30 @@ class AuditTab(QWidget):
         self.set_state(None, None)
 
     # ------------------------------------------------------------------ public API
+    def fact_columns(self) -> int:
+        """How many caption/value pairs the facts grid shows per row (1 when the tab is narrow)."""
+        return self._fact_columns
+
+    def _layout_facts(self, columns: int) -> None:
+        if columns == self._fact_columns:
+            return
+        grid = self._facts_grid
+        for cap, value in self._fact_widgets:
+            grid.removeWidget(cap)
+            grid.removeWidget(value)
+        for i, (cap, value) in enumerate(self._fact_widgets):
+            r, c = divmod(i, columns)
+            grid.addWidget(cap, r, c * 2)
+            grid.addWidget(value, r, c * 2 + 1)
+        for col in range(4):
+            grid.setColumnStretch(col, 1 if col % 2 == 1 and col < 2 * columns else 0)
+        self._fact_columns = columns
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+        super().resizeEvent(event)
+        # two pairs per row only when both values get room; else one pair per row (no clipped ids)
+        self._layout_facts(2 if event.size().width() >= FACTS_TWO_COLUMN_W else 1)
+
     def set_state(self, audit: Any, preview: Any) -> None:
         """Show ``audit`` (a ``PromptContextAudit`` or ``None``) and compare it with ``preview``."""
         same_audit = audit is not None and self._audit is not None and (audit is self._audit or audit == self._audit)

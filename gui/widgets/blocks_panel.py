@@ -28,8 +28,24 @@ from ..models.blocks_model import BLOCK_ROLE, BlockColumn, BlocksFilterProxy, Bl
 STATUS_FILTERS = ("kept", "excluded", "truncated", "summarized")
 
 
+#: The Reason column's width range (px); the Text column stretches over the rest.
+REASON_MIN_W, REASON_MAX_W = 80, 260
+
+
 class BlocksTable(QTableView):
-    """Table with Space / P shortcuts on chat messages."""
+    """Table with Space / P shortcuts on chat messages; the Reason column keeps a readable width."""
+
+    def fit_columns(self) -> None:
+        """Share the free width: Reason gets 45 % of it (within its range), Text stretches over the rest."""
+        header = self.horizontalHeader()
+        fixed = sum(header.sectionSize(c) for c in range(header.count())
+                    if c not in (BlockColumn.TEXT, BlockColumn.REASON) and not header.isSectionHidden(c))
+        free = self.viewport().width() - fixed
+        self.setColumnWidth(BlockColumn.REASON, max(REASON_MIN_W, min(REASON_MAX_W, int(free * 0.45))))
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+        super().resizeEvent(event)
+        self.fit_columns()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         index = self.currentIndex()
@@ -90,13 +106,14 @@ class BlocksPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(False)
-        widths = {BlockColumn.POSITION: 30, BlockColumn.KIND: 92, BlockColumn.ROLE: 64,
-                  BlockColumn.SOURCE: 96, BlockColumn.TEXT: 220, BlockColumn.TOKENS: 52,
+        widths = {BlockColumn.POSITION: 30, BlockColumn.KIND: 88, BlockColumn.ROLE: 64,
+                  BlockColumn.SOURCE: 90, BlockColumn.TEXT: 220, BlockColumn.TOKENS: 52,
                   BlockColumn.STATUS: 76, BlockColumn.REASON: 146, BlockColumn.MARKERS: 30,
                   BlockColumn.PIN: 30, BlockColumn.EXCLUDE: 40}
         for col, w in widths.items():
             self.table.setColumnWidth(col, w)
         header.setSectionResizeMode(BlockColumn.TEXT, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(24)
         self.table.setColumnHidden(BlockColumn.ROLE, True)  # the Kind column shows a message's role
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
         self.model.modelAboutToBeReset.connect(self._remember_selection)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPoint, QRectF, QSize, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from engine.schema import ContextPreview
@@ -146,9 +146,7 @@ class BudgetBar(QWidget):
             p.setPen(QColor("#888"))
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No preview yet")
             return
-        small = QFont(self.font())
-        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
-        p.setFont(small)
+        p.setFont(self._small_font())
         for rect, seg in self._rects:
             p.fillRect(rect, QColor(seg.color))
             if seg.key == "cut":
@@ -172,16 +170,53 @@ class BudgetBar(QWidget):
             else:
                 p.drawText(QRectF(x - 143, 0, 140, 14), int(Qt.AlignmentFlag.AlignRight),
                            f"target {100 * COMPACTION_TARGET:.0f} %")
+        fm = p.fontMetrics()
         for rect, seg in self._rects:  # labels last, so the marks never hide them
-            if rect.width() > 46:
+            if seg.key == "cut":
+                self._paint_cut_label(p, rect, seg)
+            elif rect.width() > 46:
                 p.setPen(QColor("#ffffff") if seg.key not in ("free", "reserve", "safety") else QColor("#333"))
-                p.drawText(rect.adjusted(3, 0, -2, 0),
-                           int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
-                           f"{seg.label} {seg.tokens:,}")
+                inner = rect.adjusted(3, 0, -2, 0)
+                p.drawText(inner, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft),
+                           fm.elidedText(f"{seg.label} {seg.tokens:,}", Qt.TextElideMode.ElideRight,
+                                         int(inner.width())))
         p.setPen(QColor("#333"))
-        used = self._preview.prompt_tokens
-        p.drawText(QRectF(2, 0, 300, 14), int(Qt.AlignmentFlag.AlignLeft),
-                   f"{used:,} of {limit:,} tokens")
+        p.drawText(QRectF(2, 0, 300, 14), int(Qt.AlignmentFlag.AlignLeft), self.caption())
+
+    def caption(self) -> str:
+        """The text over the bar's left end: what the whole bar stands for (``"context window 2,048 tokens"``)."""
+        return f"context window {self._preview.context_limit:,} tokens" if self._preview is not None else ""
+
+    def cut_label(self, width: float) -> str:
+        """The cut segment's label for ``width`` px: the long form when it fits, else ``"Cut 984"``."""
+        cut = self._segments[-1] if self._segments else None
+        if cut is None:
+            return ""
+        fm = QFontMetricsF(self._small_font())
+        for text in (f"{cut.label} {cut.tokens:,}", f"Cut {cut.tokens:,}", f"{cut.tokens:,}"):
+            if fm.horizontalAdvance(text) + 8 <= width:
+                return text
+        return ""
+
+    def _small_font(self) -> QFont:
+        small = QFont(self.font())
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
+        return small
+
+    def _paint_cut_label(self, p: QPainter, rect: QRectF, seg: Segment) -> None:
+        # dark text on a light, rounded backdrop: readable over the red hatching
+        text = self.cut_label(rect.width() - 4)
+        if not text:
+            return
+        fm = QFontMetricsF(p.font())
+        w, h = fm.horizontalAdvance(text) + 8, fm.height() + 2
+        box = QRectF(rect.left() + (rect.width() - w) / 2, rect.center().y() - h / 2, w, h)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(255, 255, 255, 235))
+        p.drawRoundedRect(box, 3, 3)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QColor("#5c1512"))
+        p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         seg = self.segment_at(event.position().x())

@@ -8,21 +8,79 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListView,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
 CHAT_ID_ROLE = int(Qt.ItemDataRole.UserRole) + 20
 SEARCH_ROLE = int(Qt.ItemDataRole.UserRole) + 21
+#: The row's second line: message count, character, audit mark.
+SUBTITLE_ROLE = int(Qt.ItemDataRole.UserRole) + 22
+#: The library column's default width (px) in the window's splitter.
+DEFAULT_WIDTH = 250
+
+
+class ChatRowDelegate(QStyledItemDelegate):
+    """Paints a chat as two one-line rows: the title (bold) and the counts, each elided with "…"."""
+
+    PADDING = 4
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+        fm = option.fontMetrics
+        return QSize(120, 2 * fm.height() + 2 * self.PADDING + 2)
+
+    def lines(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> tuple[str, str]:
+        """The two lines as painted in ``option.rect`` (elided to its width)."""
+        width = max(0, option.rect.width() - 2 * self.PADDING)
+        bold = QFont(option.font)
+        bold.setBold(True)
+        title = QFontMetrics(bold).elidedText(str(index.data(Qt.ItemDataRole.DisplayRole) or ""),
+                                              Qt.TextElideMode.ElideRight, width)
+        sub = option.fontMetrics.elidedText(str(index.data(SUBTITLE_ROLE) or ""), Qt.TextElideMode.ElideRight, width)
+        return title, sub
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem,
+              index: QModelIndex | QPersistentModelIndex) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""  # the background, selection and focus come from the style; the text from here
+        style = opt.widget.style() if opt.widget is not None else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        title, sub = self.lines(option, index)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        group = QPalette.ColorGroup.Active if option.state & QStyle.StateFlag.State_Active \
+            else QPalette.ColorGroup.Inactive
+        text_color = option.palette.color(group, QPalette.ColorRole.HighlightedText if selected
+                                          else QPalette.ColorRole.Text)
+        r = option.rect.adjusted(self.PADDING, self.PADDING, -self.PADDING, -self.PADDING)
+        h = option.fontMetrics.height()
+        painter.save()
+        bold = QFont(option.font)
+        bold.setBold(True)
+        painter.setFont(bold)
+        painter.setPen(text_color)
+        painter.drawText(QRect(r.left(), r.top(), r.width(), h),
+                         int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), title)
+        painter.setFont(option.font)
+        if not selected:
+            text_color = option.palette.color(group, QPalette.ColorRole.PlaceholderText)
+        painter.setPen(text_color)
+        painter.drawText(QRect(r.left(), r.top() + h + 2, r.width(), h),
+                         int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), sub)
+        painter.restore()
 
 
 class LibraryPanel(QWidget):
@@ -50,7 +108,11 @@ class LibraryPanel(QWidget):
         self.list.setModel(self.proxy)
         self.list.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.list.setAlternatingRowColors(True)
-        self.list.setWordWrap(True)
+        self.list.setWordWrap(False)
+        self.list.setUniformItemSizes(True)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.delegate = ChatRowDelegate(self.list)
+        self.list.setItemDelegate(self.delegate)
         self.list.selectionModel().currentChanged.connect(self._on_current_changed)
         self.import_button = QPushButton("Import…", self)
         self.import_button.setToolTip("Import character cards (PNG/JSON), worlds and chats (JSONL); "
@@ -78,7 +140,8 @@ class LibraryPanel(QWidget):
                 character = f" · {c.character}" if getattr(c, "character", None) else ""
                 audit = " · audit ✓" if getattr(c, "has_audit", False) else ""
                 branch = "⑂ " if getattr(c, "parent_id", None) else ""
-                item = QStandardItem(f"{branch}{c.title or c.id}\n{c.messages} messages{character}{audit}")
+                item = QStandardItem(f"{branch}{c.title or c.id}")
+                item.setData(f"{c.messages} messages{character}{audit}", SUBTITLE_ROLE)
                 item.setData(c.id, CHAT_ID_ROLE)
                 item.setData(f"{c.title} {c.character or ''} {c.id}", SEARCH_ROLE)
                 updated = getattr(c, "updated_at", None)

@@ -921,10 +921,10 @@ class LorebookTab(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(False)
-        for key, width in (("book", 110), ("entry", 160), ("keys", 150), ("secondary", 100), ("logic", 70),
+        for key, width in (("book", 72), ("entry", 136), ("keys", 150), ("secondary", 100), ("logic", 70),
                            ("constant", 70), ("enabled", 64), ("order", 52), ("position", 120),
-                           ("depth", 48), ("probability", 76), ("scan_depth", 72), ("fired", 96),
-                           ("why", 220), ("tokens", 56), ("share", 86), ("test", 150)):
+                           ("depth", 48), ("probability", 76), ("scan_depth", 72), ("fired", 86),
+                           ("why", 380), ("tokens", 56), ("share", 86), ("test", 150)):
             self.table.setColumnWidth(COLUMN_INDEX[key], width)
 
         self.form = EntryForm()

@@ -8,12 +8,17 @@ in the current preview; clicking selects that message.
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from engine.schema import ContextPreview
 
 from ..labels import STATUS_COLORS, display_status
+
+
+#: Height of the caption strip over the bars (px).
+CAPTION_H = 14
+CAPTION = "tokens per message, oldest → newest · green = sent, red = not sent"
 
 
 class TokensChart(QWidget):
@@ -26,12 +31,12 @@ class TokensChart(QWidget):
         self._items: list[tuple[int, int, str]] = []  # (message_index, tokens, status)
         self._max = 1
         self.setMouseTracking(True)
-        self.setMinimumHeight(38)
+        self.setMinimumHeight(CAPTION_H + 30)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip("Tokens per message (hover for details, click to select)")
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(600, 44)
+        return QSize(600, CAPTION_H + 40)
 
     def set_preview(self, preview: ContextPreview | None) -> None:
         """Take the per-message tokens of ``preview``."""
@@ -63,14 +68,26 @@ class TokensChart(QWidget):
             i = int(x / w * n)
         return self._items[max(0, min(n - 1, i))]
 
+    def caption(self) -> str:
+        """The legend over the bars (with the tallest message's tokens, the chart's scale)."""
+        if not self._items:
+            return CAPTION
+        return f"{CAPTION} · tallest {self._max:,} tokens"
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
         p = QPainter(self)
         p.fillRect(self.rect(), QColor("#fafbfc"))
+        small = QFont(self.font())
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.85))
+        p.setFont(small)
+        p.setPen(QColor("#666"))
+        caption_rect = QRectF(2, 0, self.width() - 4, CAPTION_H)
+        p.drawText(caption_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                   p.fontMetrics().elidedText(self.caption(), Qt.TextElideMode.ElideRight, int(caption_rect.width())))
         if not self._items:
-            p.setPen(QColor("#999"))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "tokens per message")
             return
-        w, h = max(1, self.width()), self.height() - 2
+        p.translate(0, CAPTION_H)
+        w, h = max(1, self.width()), self.height() - CAPTION_H - 2
         n = len(self._items)
         per_px = n / w
         if per_px <= 1:  # wide bars (at most 16 px, so a short chat still reads as a chart)

@@ -106,3 +106,23 @@ def test_reset_on_new_preview(qtbot) -> None:
     with qtbot.waitSignal(model.modelReset, timeout=1000):
         model.set_preview(None)
     assert model.rowCount() == 0
+
+
+def test_current_input_and_protected_messages_offer_no_toggles(qtbot) -> None:  # noqa: ANN001
+    blocks = [
+        make_block(0, message_index=0, kind="system", role="system", protected=True, reason="SYSTEM_PROMPT"),
+        make_block(1, message_index=1, tokens=40),
+        make_block(2, message_index=2, pinned=True, protected=True, reason="PINNED"),
+        make_block(3, message_index=3, protected=True, reason="CURRENT_INPUT"),
+    ]
+    model = BlocksTableModel()
+    model.set_preview(make_preview(blocks))
+    checkable = Qt.ItemFlag.ItemIsUserCheckable
+    for row in (0, 3):  # protected and not flagged: nothing a toggle could change
+        for col in (BlockColumn.PIN, BlockColumn.EXCLUDE):
+            assert not model.flags(model.index(row, col)) & checkable
+            assert model.data(model.index(row, col), Qt.ItemDataRole.CheckStateRole) is None
+            assert not model.setData(model.index(row, col), Qt.CheckState.Checked, Qt.ItemDataRole.CheckStateRole)
+    assert model.flags(model.index(1, BlockColumn.EXCLUDE)) & checkable
+    assert model.flags(model.index(2, BlockColumn.PIN)) & checkable  # a pin can always be taken back
+    assert model.data(model.index(2, BlockColumn.PIN), Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Checked

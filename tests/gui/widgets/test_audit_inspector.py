@@ -296,3 +296,21 @@ def test_real_generation_audit_against_local_server(tab, mode, status, code):
     # Nothing changed since the generation: the comparison with a fresh preview is empty.
     assert [r.change for r in tab.compare_rows()] == ["same"] * len(audit.blocks)
     assert "no block changed" in tab.compare_summary.text()
+
+
+def test_facts_use_one_column_when_narrow(tab):
+    from gui.widgets.audit_inspector import FACTS_TWO_COLUMN_W
+
+    tab.show()
+    tab.resize(FACTS_TWO_COLUMN_W + 100, 640)
+    QGuiApplication.processEvents()
+    assert tab.fact_columns() == 2
+    tab.resize(FACTS_TWO_COLUMN_W - 200, 640)
+    QGuiApplication.processEvents()
+    assert tab.fact_columns() == 1
+    grid = tab._facts_grid
+    assert grid.getItemPosition(grid.indexOf(tab.fields["generation_id"]))[:2] == (1, 1)
+    # the Reason column comes before the Role column on screen
+    header = tab.blocks_view.horizontalHeader()
+    keys = [key for key, _ in __import__("gui.widgets.audit_inspector", fromlist=["BLOCK_COLUMNS"]).BLOCK_COLUMNS]
+    assert header.visualIndex(keys.index("reason")) < header.visualIndex(keys.index("role"))

@@ -60,3 +60,28 @@ def test_tokens_chart_items(qtbot) -> None:  # noqa: ANN001
         qtbot.mouseClick(chart, __import__("PySide6.QtCore", fromlist=["Qt"]).Qt.MouseButton.LeftButton,
                          pos=chart.rect().center().__class__(20, 20))
     assert blocker.args == [1]
+
+
+def test_caption_names_the_context_window_and_cut_label_fits(qtbot) -> None:  # noqa: ANN001
+    bar = BudgetBar()
+    qtbot.addWidget(bar)
+    assert bar.caption() == "" and bar.cut_label(500) == ""
+    bar.set_preview(_preview())
+    assert bar.caption() == "context window 1,000 tokens"
+    assert bar.cut_label(1000) == "Cut (excluded / truncated) 360"
+    assert bar.cut_label(70) == "Cut 360"  # too narrow for the long form
+    assert bar.cut_label(2) == ""
+    bar.resize(400, 50)
+    bar.show()
+    bar.repaint()  # paints the label on its backdrop without error
+
+
+def test_tokens_chart_caption_is_a_legend(qtbot) -> None:  # noqa: ANN001
+    chart = TokensChart()
+    qtbot.addWidget(chart)
+    assert "oldest → newest" in chart.caption() and "red = not sent" in chart.caption()
+    chart.set_preview(_preview())
+    assert chart.caption().endswith("tallest 300 tokens")
+    chart.resize(300, 60)
+    chart.show()
+    chart.repaint()
