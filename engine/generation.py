@@ -72,6 +72,9 @@ class GenerationResult:
     audit: PromptContextAudit
     reply: ChatMessage | None = None
     reply_index: int | None = None
+    #: World Info sticky/cooldown state to store with a completed generation (see
+    #: ``PreparedPrompt.timed_effects``); ``None`` when there is nothing to store.
+    timed_effects: dict[str, Any] | None = None
 
 
 def _now() -> datetime:
@@ -195,7 +198,7 @@ def generate(
     closed = _close(audit, "completed", reply_chars=len(reply.content), finish_reason=reply.finish_reason,
                     usage=dict(reply.usage))
     report("done", reply.content, finish_reason=reply.finish_reason)
-    return GenerationResult(closed, message)
+    return GenerationResult(closed, message, timed_effects=prepared.timed_effects)
 
 
 def generate_and_store(
@@ -235,5 +238,6 @@ def generate_and_store(
         request = request.model_copy(update={"settings": settings})
     result = generate(request, provider, chat_id=chat_id, registries=registries,
                       on_progress=on_progress, cancel=cancel)
-    index = store.record_generation(result.audit, result.reply, user_message=user_message)
-    return GenerationResult(result.audit, result.reply, index)
+    index = store.record_generation(result.audit, result.reply, user_message=user_message,
+                                    timed_effects=result.timed_effects)
+    return GenerationResult(result.audit, result.reply, index, result.timed_effects)

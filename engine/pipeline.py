@@ -110,6 +110,9 @@ class PreparedPrompt:
     profile: TokenizerProfile
     budget_ok: bool
     interceptor_diagnostics: list[str] = field(default_factory=list)
+    #: SillyTavern ``chat_metadata["timedWorldInfo"]`` after this activation (sticky/cooldown
+    #: started by it); ``None`` without lorebooks. Stored after a completed generation only.
+    timed_effects: dict[str, Any] | None = None
 
 
 def preview(request: PreviewRequest, *, registries: Registries | None = None) -> ContextPreview:
@@ -441,7 +444,9 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
         diagnostics=diagnostics,
     )
-    return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags)  # type: ignore[arg-type]
+    timed = dict(activation.timed_effects) if activation is not None else None
+    return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags,  # type: ignore[arg-type]
+                          timed)
 
 
 def _merge_order(original: list[Block], final: list[Block]) -> list[Block]:

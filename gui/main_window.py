@@ -578,7 +578,8 @@ class MainWindow(QMainWindow):
         store = self.ctx.store
         try:
             if hasattr(store, "record_generation"):
-                store.record_generation(audit, result.reply)
+                store.record_generation(audit, result.reply,
+                                        timed_effects=getattr(result, "timed_effects", None))
             else:  # pragma: no cover - older store
                 store.put_audit(audit)
                 if result.reply is not None:

@@ -782,11 +782,27 @@ class Store:
             self._replace_audit(session, audit)
 
     def record_generation(self, audit: PromptContextAudit, reply: ChatMessage | None, *,
-                          user_message: ChatMessage | None = None) -> int | None:
+                          user_message: ChatMessage | None = None,
+                          timed_effects: dict[str, Any] | None = None) -> int | None:
         """Store the audit, then append ``user_message`` and the reply (each if given), in ONE
-        transaction; returns the reply's index. Raises ``CHAT_NOT_FOUND``."""
+        transaction; returns the reply's index. Raises ``CHAT_NOT_FOUND``.
+
+        ``timed_effects`` (World Info sticky/cooldown state after a completed generation) is
+        written to the chat's ``metadata["timedWorldInfo"]``, as SillyTavern keeps it in
+        ``chat_metadata``; an empty state removes the key.
+        """
         with self._unit() as session:
             index = None
+            if timed_effects is not None and audit.status == "completed":
+                row = self._chat_row(session, audit.chat_id, lock=True)
+                data = dict(row.data or {})
+                metadata = dict(data.get("metadata") or {})
+                if timed_effects:
+                    metadata["timedWorldInfo"] = timed_effects
+                else:
+                    metadata.pop("timedWorldInfo", None)
+                data["metadata"] = metadata
+                row.data = data  # a new dict, so the JSON column is written
             new = [m for m in (user_message, reply) if m is not None]
             if new:
                 self._chat_row(session, audit.chat_id, lock=True)

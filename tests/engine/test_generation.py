@@ -407,3 +407,26 @@ def test_empty_prompt_sends_nothing(tmp_path: Path, server) -> None:
         assert store.get_audit(chat_id).error_code == "EMPTY_PROMPT"
     finally:
         store.close()
+
+
+def test_sticky_world_info_survives_to_the_next_turn(tmp_path: Path, server) -> None:
+    """A sticky entry's state is stored with a completed generation (chat metadata
+    ``timedWorldInfo``, as SillyTavern keeps it), so the next preview still includes it."""
+    from engine.pipeline import preview
+    from engine.schema import Chat, ChatMessage, Lorebook, LorebookEntry
+
+    store = open_store(f"sqlite:///{tmp_path / 'sticky.sqlite3'}", seed=False)
+    try:
+        book_id = store.add_lorebook(Lorebook(name="Arms", entries=[
+            LorebookEntry(uid=1, keys=["sword"], content="The sword is cursed.", sticky=3)]))
+        chat = Chat(messages=[ChatMessage(role="user", content="I draw my sword.")])
+        chat_id = store.add_chat(chat, settings=SETTINGS, lorebook_ids=[book_id])
+        result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", KEY))
+        assert result.audit.status == "completed"
+        assert store.get_chat(chat_id).chat.metadata.get("timedWorldInfo")
+        store.append_message(chat_id, ChatMessage(role="user", content="I walk on."))
+        pv = preview(store.build_request(chat_id))
+        lore = [b for b in pv.blocks if b.kind == "lorebook"]
+        assert [(b.status, b.reason) for b in lore] == [("kept", "LOREBOOK_STICKY")]
+    finally:
+        store.close()
