@@ -188,12 +188,14 @@ class BudgetBar(QWidget):
         return f"context window {self._preview.context_limit:,} tokens" if self._preview is not None else ""
 
     def cut_label(self, width: float) -> str:
-        """The cut segment's label for ``width`` px: the long form when it fits, else ``"Cut 984"``."""
+        """The cut segment's label for ``width`` px: the long form when it fits, else ``"not sent 984"``,
+        ``"Cut 984"`` or the bare number (``""`` when not even that fits)."""
         cut = self._segments[-1] if self._segments else None
         if cut is None:
             return ""
         fm = QFontMetricsF(self._small_font())
-        for text in (f"{cut.label} {cut.tokens:,}", f"Cut {cut.tokens:,}", f"{cut.tokens:,}"):
+        for text in (f"{cut.label} {cut.tokens:,}", f"not sent {cut.tokens:,}", f"Cut {cut.tokens:,}",
+                     f"{cut.tokens:,}"):
             if fm.horizontalAdvance(text) + 8 <= width:
                 return text
         return ""
