@@ -62,6 +62,15 @@ def swipe_info(message: ChatMessage) -> tuple[int, int] | None:
     return current, len(swipes)
 
 
+def offers_toggles(msg: ChatMessage, fate: MessageFate | None) -> bool:
+    """Whether message ``msg`` gets pin / exclude buttons: not when the preview protects it anyway
+    (the current user input, a leading system message), as in the prompt blocks table; a pinned or
+    hand-excluded message keeps them so the flag can be taken back."""
+    if fate is None or not fate.protected:
+        return True
+    return bool(msg.meta.pinned or msg.meta.manualExcluded)
+
+
 class ChatDelegate(QStyledItemDelegate):
     """Paints message and progress rows; clicks on the pin / exclude buttons emit intents."""
 
@@ -190,7 +199,9 @@ class ChatDelegate(QStyledItemDelegate):
                    int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
         # buttons
         pinned, excluded = bool(msg.meta.pinned), bool(msg.meta.manualExcluded)
-        for r, on, glyph, color in ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")):
+        buttons = ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")) \
+            if offers_toggles(msg, fate) else ()
+        for r, on, glyph, color in buttons:
             p.setPen(QColor(color) if on else QColor("#b5bac0"))
             if on:
                 p.fillRect(r.adjusted(1, 1, -1, -1), QColor(color).lighter(185))
@@ -249,6 +260,8 @@ class ChatDelegate(QStyledItemDelegate):
                 return False
             pos = event.position().toPoint()
             pin_r, excl_r = self.button_rects(option.rect, bool(index.data(MARKER_ROLE)))
+            if not offers_toggles(msg, index.data(FATE_ROLE)):
+                return super().editorEvent(event, model, option, index)
             if pin_r.contains(pos):
                 self.pin_clicked.emit(index.row(), not msg.meta.pinned)
                 return True
@@ -373,10 +386,11 @@ class ChatView(QWidget):
         msg: ChatMessage = index.data(MESSAGE_ROLE)
         row = index.row()
         menu = QMenu(self)
-        menu.addAction("Unpin" if msg.meta.pinned else "Pin (always keep)",
-                       lambda: self.pin_toggled.emit(row, not msg.meta.pinned))
-        menu.addAction("Include again" if msg.meta.manualExcluded else "Exclude from the prompt",
-                       lambda: self.exclude_toggled.emit(row, not msg.meta.manualExcluded))
-        menu.addSeparator()
+        if offers_toggles(msg, index.data(FATE_ROLE)):
+            menu.addAction("Unpin" if msg.meta.pinned else "Pin (always keep)",
+                           lambda: self.pin_toggled.emit(row, not msg.meta.pinned))
+            menu.addAction("Include again" if msg.meta.manualExcluded else "Exclude from the prompt",
+                           lambda: self.exclude_toggled.emit(row, not msg.meta.manualExcluded))
+            menu.addSeparator()
         menu.addAction("Branch from here", lambda: self.branch_requested.emit(row))
         menu.exec(self.list.viewport().mapToGlobal(pos))

@@ -73,3 +73,42 @@ def test_current_input_row_has_no_toggles(qtbot, window) -> None:  # noqa: ANN00
         assert idx.data(Qt.ItemDataRole.CheckStateRole) is None
     other = model.index(model.row_of_message(current.message_index - 1), BlockColumn.EXCLUDE)
     assert other.flags() & Qt.ItemFlag.ItemIsUserCheckable
+
+
+def test_chat_view_offers_no_pin_exclude_on_the_current_input(qtbot, window) -> None:  # noqa: ANN001
+    from PySide6.QtCore import QEvent, QPointF, Qt
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from gui.models.chat_model import FATE_ROLE, MESSAGE_ROLE
+    from gui.widgets.chat_view import offers_toggles
+
+    window.chat_view.composer.setPlainText("Where is the parcel?")
+    with qtbot.waitSignal(window.preview_applied, timeout=20000):
+        window.chat_view.send_button.click()
+    _show(qtbot, window)
+    window.select_tab("chat")
+    view = window.chat_view
+    model = view.model
+    current, older = model.index(20), model.index(19)
+    assert current.data(FATE_ROLE).reason == "CURRENT_INPUT"
+    assert not offers_toggles(current.data(MESSAGE_ROLE), current.data(FATE_ROLE))
+    assert offers_toggles(older.data(MESSAGE_ROLE), older.data(FATE_ROLE))
+    delegate = view.list.itemDelegate()
+    clicked: list[tuple[int, bool]] = []
+    delegate.pin_clicked.connect(lambda i, on: clicked.append((i, on)))
+    delegate.exclude_clicked.connect(lambda i, on: clicked.append((i, on)))
+
+    def click(index, which: int) -> None:  # noqa: ANN001
+        option = QStyleOptionViewItem()
+        option.rect = view.list.visualRect(index)
+        rect = delegate.button_rects(option.rect, False)[which]
+        event = QMouseEvent(QEvent.Type.MouseButtonRelease, QPointF(rect.center()), QPointF(rect.center()),
+                            Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+        delegate.editorEvent(event, model, option, index)
+
+    click(current, 0)
+    click(current, 1)
+    assert clicked == []  # the protected current input: nothing to toggle
+    click(older, 1)
+    assert clicked == [(19, True)]
