@@ -71,24 +71,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_book(path: str):  # -> Lorebook
     """A lorebook file, or the book embedded in a character card (PNG or JSON)."""
-    from ..errors import LoomscopeError
-    from ..importers import load_character, load_lorebook
+    from ..importers import load_lorebook_or_card_book
 
-    try:
-        return load_lorebook(path)
-    except LoomscopeError as exc:
-        if exc.code != "IMPORT_UNSUPPORTED_FORMAT":
-            raise
-        try:
-            card = load_character(path)
-        except LoomscopeError:
-            raise exc from None
-        if card.character_book is None:
-            raise LoomscopeError("IMPORT_INVALID_LOREBOOK", "the character card has no embedded lorebook",
-                                 file=path) from None
-        book = card.character_book
-        return book if book.name else book.model_copy(update={"name": f"{card.name} (card)"})
-
+    return load_lorebook_or_card_book(path)
 
 def _print_table(report: object) -> None:
     from rich.console import Console

@@ -54,11 +54,11 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
         ``IMPORT_*`` for unreadable or unsupported files (naming the file),
         ``INVALID_SETTINGS`` for bad numbers.
     """
-    from ..importers import load_character, load_chat, load_lorebook
+    from ..importers import load_character, load_chat, load_lorebook_or_card_book
 
     chat = load_chat(args.chat, index=args.transcript) if args.chat else Chat()
     card: Character | None = load_character(args.card) if args.card else None
-    books: list[Lorebook] = [_load_book(p) for p in args.lorebook]
+    books: list[Lorebook] = [load_lorebook_or_card_book(p) for p in args.lorebook]
     reserve: int | str = args.reply_reserve
     if isinstance(reserve, str) and reserve.strip().isdigit():
         reserve = int(reserve)
@@ -80,25 +80,6 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
     persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
     return PreviewRequest(chat=chat, character=card, persona=persona, lorebooks=books,
                           system_prompt=args.system, settings=settings)
-
-
-def _load_book(path: str) -> Lorebook:
-    """A world JSON / lorebook file, or the book embedded in a character card given as ``--lorebook``."""
-    from ..importers import load_character, load_lorebook
-
-    try:
-        return load_lorebook(path)
-    except LoomscopeError as exc:
-        if exc.code != "IMPORT_UNSUPPORTED_FORMAT":
-            raise
-        try:
-            card = load_character(path)
-        except LoomscopeError:
-            raise exc from None
-        if card.character_book is None or not card.character_book.entries:
-            raise exc from None
-        book = card.character_book
-        return book if book.name else book.model_copy(update={"name": card.name or "card"})
 
 
 def render_table(pv: ContextPreview) -> None:

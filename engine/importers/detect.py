@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import LoomscopeImportError
 from ..schema import Character, Chat, Lorebook
 from ._fields import FieldReader
 from ._guard import guarded
@@ -225,3 +226,35 @@ def inspect_file(path: str | Path) -> InspectReport:
         base["character_name"] = v.character_name
         base.update(chat_counts(chats))
     return InspectReport(**base)
+
+
+def load_lorebook_or_card_book(path: str | Path) -> Lorebook:
+    """A lorebook file, or the book embedded in a character card (PNG or JSON).
+
+    What ``--lorebook`` and ``lint-lorebook`` accept: SillyTavern world JSON, V2/V3 lorebooks,
+    NovelAI lorebooks, or a card whose ``character_book`` is used (named after the card when
+    the book has no name).
+
+    Raises
+    ------
+    LoomscopeImportError
+        The lorebook loader's error; ``IMPORT_INVALID_LOREBOOK`` for a card without an embedded
+        book; ``IMPORT_UNSUPPORTED_FORMAT`` when the file is neither.
+    """
+    from .cards import load_character
+    from .lorebooks import load_lorebook
+
+    try:
+        return load_lorebook(path)
+    except LoomscopeImportError as exc:
+        if exc.code != "IMPORT_UNSUPPORTED_FORMAT":
+            raise
+        try:
+            card = load_character(path)
+        except LoomscopeImportError:
+            raise exc from None
+    if card.character_book is None or not card.character_book.entries:
+        raise LoomscopeImportError("IMPORT_INVALID_LOREBOOK", "the character card has no embedded lorebook",
+                                   file=str(path)) from None
+    book = card.character_book
+    return book if book.name else book.model_copy(update={"name": f"{card.name or 'card'} (card)"})
