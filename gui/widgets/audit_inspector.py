@@ -235,31 +235,38 @@ BLOCK_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-class AuditBlocksModel(QAbstractTableModel):
-    """Read-only table of an audit's prompt blocks in actual order."""
+class _ReadOnlyTableModel(QAbstractTableModel):
+    """Rows under fixed ``COLUMNS`` (key, header); read-only; subclasses implement ``data``."""
+
+    COLUMNS: tuple[tuple[str, str], ...] = ()
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._blocks: list[Any] = []
+        self._items: list[Any] = []
         self._dark = False
 
-    def set_blocks(self, blocks: Any, *, dark: bool = False) -> None:
-        """Replace all rows (model reset)."""
+    def _reset(self, items: Any, dark: bool) -> None:
         self.beginResetModel()
-        self._blocks = list(blocks or [])
+        self._items = list(items or [])
         self._dark = dark
         self.endResetModel()
 
+    def _item(self, index: QModelIndex | QPersistentModelIndex) -> Any:
+        """The row's item and its column key, or ``None`` for an invalid index."""
+        if not index.isValid() or not 0 <= index.row() < len(self._items):
+            return None
+        return self._items[index.row()], self.COLUMNS[index.column()][0]
+
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self._blocks)
+        return 0 if parent.isValid() else len(self._items)
 
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(BLOCK_COLUMNS)
+        return 0 if parent.isValid() else len(self.COLUMNS)
 
     def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return BLOCK_COLUMNS[section][1]
+            return self.COLUMNS[section][1]
         return None
 
     def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
@@ -267,11 +274,21 @@ class AuditBlocksModel(QAbstractTableModel):
             return Qt.ItemFlag.NoItemFlags
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
 
+
+class AuditBlocksModel(_ReadOnlyTableModel):
+    """Read-only table of an audit's prompt blocks in actual order."""
+
+    COLUMNS = BLOCK_COLUMNS
+
+    def set_blocks(self, blocks: Any, *, dark: bool = False) -> None:
+        """Replace all rows (model reset)."""
+        self._reset(blocks, dark)
+
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._blocks):
+        found = self._item(index)
+        if found is None:
             return None
-        block = self._blocks[index.row()]
-        col = BLOCK_COLUMNS[index.column()][0]
+        block, col = found
         if role == Qt.ItemDataRole.DisplayRole:
             if col == "position":
                 pos = _field(block, "position")
@@ -337,46 +354,23 @@ CHANGE_COLOURS: dict[str, tuple[str, str]] = {
 }
 
 
-class CompareModel(QAbstractTableModel):
+class CompareModel(_ReadOnlyTableModel):
     """Read-only table of :class:`CompareRow` items."""
 
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self._rows: list[CompareRow] = []
-        self._dark = False
+    COLUMNS = COMPARE_COLUMNS
 
     def set_rows(self, rows: list[CompareRow], *, dark: bool = False) -> None:
         """Replace all rows (model reset)."""
-        self.beginResetModel()
-        self._rows = list(rows)
-        self._dark = dark
-        self.endResetModel()
+        self._reset(rows, dark)
 
     def rows(self) -> list[CompareRow]:
-        return list(self._rows)
-
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(COMPARE_COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COMPARE_COLUMNS[section][1]
-        return None
-
-    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+        return list(self._items)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+        found = self._item(index)
+        if found is None:
             return None
-        r = self._rows[index.row()]
-        col = COMPARE_COLUMNS[index.column()][0]
+        r, col = found
         if role == Qt.ItemDataRole.DisplayRole:
             if col == "change":
                 return CHANGE_WORDS.get(r.change, r.change)
