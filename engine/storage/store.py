@@ -704,7 +704,8 @@ class Store:
         -------
         list[ImportRef]
             In file order: ``kind``, new ``id``, ``name``; one per file, except that a file
-            holding several chat transcripts gives one chat per transcript (titled ``… #k``).
+            holding several chat transcripts gives one chat per transcript (numbered ``… #k`` when
+            their titles would repeat).
 
         Raises
         ------
@@ -738,6 +739,8 @@ class Store:
                 elif kind == "chat":
                     # a file may hold several transcripts (tau-bench, ToolBench): store them all
                     transcripts = list(getattr(item, "chats", None) or [value])
+                    titles = [c.title or path.stem for c in transcripts]
+                    numbered = len(set(titles)) < len(titles)  # only when the titles repeat
                     chat_refs: list[ImportRef] = []
                     for k, chat in enumerate(transcripts):
                         character_id = by_name.get(chat.character_name) if chat.character_name else None
@@ -745,9 +748,7 @@ class Store:
                             character_id = session.scalars(
                                 select(orm.CharacterRow.id).where(orm.CharacterRow.name == chat.character_name)
                                 .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
-                        title = chat.title or path.stem
-                        if len(transcripts) > 1:
-                            title = f"{title} #{k + 1}"
+                        title = f"{titles[k]} #{k + 1}" if numbered else titles[k]
                         chat_id = self._insert_chat(session, chat, title=title, character_id=character_id)
                         chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
                     refs[i] = chat_refs

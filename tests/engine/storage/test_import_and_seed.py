@@ -144,7 +144,7 @@ def test_bad_url_is_a_storage_error(tmp_path: Path) -> None:
 def test_import_stores_every_transcript_of_a_multi_transcript_file(store: Store, shared_data: Path) -> None:
     refs = store.import_files([shared_data / "chats" / "127_ChatGPT_DFS_woFilter_w2.json"])
     assert [r.kind for r in refs] == ["chat", "chat", "chat"]
-    assert [r.name.rsplit(" #", 1)[1] for r in refs] == ["1", "2", "3"]
+    assert len({r.name for r in refs}) == 3  # the importer's titles already tell them apart
     assert len({r.id for r in refs}) == 3
 
 
