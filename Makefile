@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv bench clean
+.PHONY: run test venv bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet ruff
+	$(VENV)/bin/ruff check engine gui tests
 
 bench: $(STAMP)
 	for f in tests/benchmarks/bench_*.py; do $(VENV)/bin/python $$f || exit 1; done

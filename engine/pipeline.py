@@ -494,7 +494,7 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
         diags.extend(f"{name}: {n}" for n in (notes or []))
         pool = list(current)
         nxt: list[tuple[dict[str, Any], Block | None]] = []
-        for raw, msg in zip(out, parsed):
+        for msg in parsed:
             prov = msg.to_provider()
             match = next((k for k, (m, _) in enumerate(pool) if m == prov), None)
             if match is not None:

@@ -88,8 +88,6 @@ def render_table(pv: ContextPreview) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..reasons import reason_words
-
     console = Console(width=max(Console().width, 160))
     table = Table(title=escape(f"{pv.model} · {pv.tokenizer.profile}"
                                f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),

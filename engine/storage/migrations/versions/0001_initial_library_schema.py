@@ -1,7 +1,7 @@
 """initial library schema
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-29 22:27:51.333412
 
 """
