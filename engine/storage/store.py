@@ -440,25 +440,23 @@ class Store:
             row.settings = settings.model_dump(mode="json")
             self._touch(row)
 
-    def set_chat_character(self, chat_id: str, character_id: str | None) -> None:
-        """Attach a character (or none). Raises ``CHAT_NOT_FOUND``/``CHARACTER_NOT_FOUND``."""
+    def _attach(self, chat_id: str, column: str, row_cls: type, item_id: str | None, code: str,
+                what: str) -> None:
+        """Set ``chats.<column>`` to ``item_id`` (or none) after checking the item exists."""
         with self._unit() as session:
             row = self._chat_row(session, chat_id)
-            if character_id is not None and session.get(orm.CharacterRow, character_id) is None:
-                raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
-                                    file=character_id)
-            row.character_id = character_id
+            if item_id is not None and session.get(row_cls, item_id) is None:
+                raise NotFoundError(code, f"no {what} with that id in the library", file=item_id)
+            setattr(row, column, item_id)
             self._touch(row)
+
+    def set_chat_character(self, chat_id: str, character_id: str | None) -> None:
+        """Attach a character (or none). Raises ``CHAT_NOT_FOUND``/``CHARACTER_NOT_FOUND``."""
+        self._attach(chat_id, "character_id", orm.CharacterRow, character_id, "CHARACTER_NOT_FOUND", "character")
 
     def set_chat_persona(self, chat_id: str, persona_id: str | None) -> None:
         """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``/``PERSONA_NOT_FOUND``."""
-        with self._unit() as session:
-            row = self._chat_row(session, chat_id)
-            if persona_id is not None and session.get(orm.PersonaRow, persona_id) is None:
-                raise NotFoundError("PERSONA_NOT_FOUND", "no persona with that id in the library",
-                                    file=persona_id)
-            row.persona_id = persona_id
-            self._touch(row)
+        self._attach(chat_id, "persona_id", orm.PersonaRow, persona_id, "PERSONA_NOT_FOUND", "persona")
 
     def set_chat_lorebooks(self, chat_id: str, lorebook_ids: Sequence[str]) -> None:
         """Replace the list of attached lorebooks (order kept, duplicates dropped).
