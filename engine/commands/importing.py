@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     with open_library(args) as store:
         refs = store.import_files(args.files, on_warning=warn, sources=sources)
     if output_format(args) == "json":
-        print_json([r.model_dump(mode="json") for r in refs])
+        print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
     from rich.console import Console
     from rich.markup import escape

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,6 +34,7 @@ class WorldInfoSettings(BaseModel):
     ``budget_percent`` is a percentage of the context limit (SillyTavern:
     ``world_info_budget``); ``budget_cap`` an absolute cap in tokens (0 = none).
     ``seed`` makes probability rolls and weighted group choices reproducible.
+    ``rules`` and ``character_strategy`` are the names agreed between issues 11 and 17.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -50,6 +51,13 @@ class WorldInfoSettings(BaseModel):
     min_activations_depth_max: int = Field(0, ge=0)
     use_group_scoring: bool = False
     seed: int = 0
+    #: Whose activation rules apply (agreed with issue 11): SillyTavern 1.12's, or Loomscope's
+    #: SPEC §5 differences.
+    rules: Literal["sillytavern", "loomscope"] = "sillytavern"
+    #: How character and global lore are ordered (SillyTavern ``world_info_character_strategy``
+    #: 0 evenly, 1 character first, 2 global first; ``getSortedEntries``). Chat lore always
+    #: comes first.
+    character_strategy: Literal["evenly", "character_first", "global_first"] = "character_first"
 
 
 class ContextSettings(BaseModel):
