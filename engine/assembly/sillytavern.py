@@ -552,7 +552,8 @@ class _Assembler:
             cur: list[str] = []
             in_user = in_bot = False
 
-            def add(name: str, system_name: str) -> None:
+            def add(name: str, system_name: str, cur: list[str] = cur,
+                    result: list[dict[str, Any]] = result) -> None:
                 text = "\n".join(cur).replace(name + ":", "", 1).strip()
                 result.append({"role": "system", "content": text, "name": system_name})
                 cur.clear()
@@ -583,6 +584,8 @@ class _Assembler:
         setup = self.setup
         # getPromptCollection: enabled prompts in order (a disabled main stays, emptied)
         by_id = {p.identifier: p for p in setup.prompts}
+        if self.req.system_prompt is not None and "main" in by_id:  # `preview --system` overrides the main prompt
+            by_id["main"] = by_id["main"].model_copy(update={"content": self.req.system_prompt})
         prompts: list[dict[str, Any]] = []
         enabled: dict[str, bool] = {}
         for o in setup.prompt_order:

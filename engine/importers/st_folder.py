@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import LoomscopeImportError
-from ..schema import Character, Chat, ContextSettings, Lorebook, Persona
+from ..schema import Character, Chat, ContextSettings, Persona
 from ..schema.sillytavern import (
     GLOBAL_PROMPT_ORDER_ID,
     AuthorNote,

@@ -557,6 +557,13 @@ class Store:
                             for i, (b, sc) in enumerate(pairs))
             self._touch(row)
 
+    def source_key(self, kind: str, object_id: str) -> str | None:
+        """The SillyTavern identity (path relative to the user folder) an object was imported
+        under (``kind``: ``character``, ``lorebook``, ``persona``, ``chat``), or ``None``."""
+        with self._unit(write=False) as session:
+            return session.scalars(select(orm.ImportSourceRow.key).where(
+                orm.ImportSourceRow.kind == kind, orm.ImportSourceRow.object_id == object_id)).first()
+
     def get_character_avatar(self, character_id: str) -> bytes | None:
         """The card PNG as imported from a SillyTavern folder (image and chunks), or ``None``.
 
