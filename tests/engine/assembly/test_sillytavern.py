@@ -144,33 +144,36 @@ def test_required_prompts_over_budget_are_token_budget_exceeded(shared_data: Pat
 # the fixture folder: every lorebook scope, a persona, an Author's Note at depth 2
 
 
+FIXTURE_EXPECTED = [
+    ("system", "You are Kael. Reply to Alex."),
+    # chat lore (Voyage) is scanned first, then character (HeroLore) then global (Realm) lore;
+    # placed by order ascending: Realm 0 (50), Voyage 0 (80) — joined, wi_format applied
+    ("system", "[World: Realm: the harbor city of Quill sits on a cold sea.\nVoyage: the ship is the Gull, two masts.]"),
+    ("system", "Alex is a young cartographer from Kael's past."),       # persona, IN_PROMPT
+    ("system", "Kael is a wandering swordsman who owes Alex a debt."),
+    ("system", "[Kael's personality: wry, loyal]"),
+    ("system", "[Circumstances and context of the dialogue: A storm drives Kael and Alex into the harbor.]"),
+    ("system", "[World: HeroLore: the map was drawn by Alex's father.]"),  # character lore, after
+    ("system", "Write two short paragraphs."),                           # a user prompt, relative
+    ("system", "[Example Chat]"),
+    ("system", "Where to?"),
+    ("system", "Wherever the wind is kind."),
+    ("system", "[Start a new Chat]"),
+    ("assistant", "*Kael shakes rain from his cloak.* Evening, Alex."),  # first message's macros
+    ("user", "Is the ship ready?"),
+    # depth 2, system: the Author's Note and World Info at the same depth and role, one message
+    ("system", "[Keep the tone tense.]\nRealm: storms here last three days."),
+    ("assistant", "The Gull sails at dawn, if the storm allows."),      # the hidden message is not sent
+    ("user", "Sam: Sam here. I brought the harbor map."),                # written as another persona
+    ("system", "Stay in character as Kael."),                           # post-history instructions
+]
+
+
 def test_fixture_folder_messages(tmp_path: Path) -> None:
     store, report = _import(build_st_user(tmp_path) .parent, tmp_path)
     pv = preview(store.build_request(_chat_id(report)))
     assert pv.error is None
-    expected = [
-        ("system", "You are Kael. Reply to Alex."),
-        # chat lore (Voyage) is scanned first, then character (HeroLore) then global (Realm) lore;
-        # placed by order ascending: Realm 0 (50), Voyage 0 (80) — joined, wi_format applied
-        ("system", "[World: Realm: the harbor city of Quill sits on a cold sea.\nVoyage: the ship is the Gull, two masts.]"),
-        ("system", "Alex is a young cartographer from Kael's past."),       # persona, IN_PROMPT
-        ("system", "Kael is a wandering swordsman who owes Alex a debt."),
-        ("system", "[Kael's personality: wry, loyal]"),
-        ("system", "[Circumstances and context of the dialogue: A storm drives Kael and Alex into the harbor.]"),
-        ("system", "[World: HeroLore: the map was drawn by Alex's father.]"),  # character lore, after
-        ("system", "Write two short paragraphs."),                           # a user prompt, relative
-        ("system", "[Example Chat]"),
-        ("system", "Where to?"),
-        ("system", "Wherever the wind is kind."),
-        ("system", "[Start a new Chat]"),
-        ("assistant", "*Kael shakes rain from his cloak.* Evening, Alex."),  # first message's macros
-        ("user", "Is the ship ready?"),
-        # depth 2, system: the Author's Note and World Info at the same depth and role, one message
-        ("system", "[Keep the tone tense.]\nRealm: storms here last three days."),
-        ("assistant", "The Gull sails at dawn, if the storm allows."),      # the hidden message is not sent
-        ("user", "Sam: Sam here. I brought the harbor map."),                # written as another persona
-        ("system", "Stay in character as Kael."),                           # post-history instructions
-    ]
+    expected = FIXTURE_EXPECTED
     assert _pairs(pv) == expected
     assert [m.get("name") for m in pv.messages[9:11]] == ["example_user", "example_assistant"]
     # every lorebook contributes with its scope, no entry twice, "Unused" (linked nowhere) never
@@ -253,3 +256,71 @@ def test_author_note_interval(tmp_path: Path, interval: int, expect: bool) -> No
     store, report = _import(build_st_user(tmp_path, chat_lines=lines).parent, tmp_path)
     contents = [m["content"] for m in preview(store.build_request(_chat_id(report))).messages]
     assert any("[Keep the tone tense.]" in c for c in contents) is expect
+
+
+# Variants of the fixture folder; expected messages written out (they equal what SillyTavern
+# 1.12.6's openai.js prepareOpenAIMessages returns for them, given the same World Info result).
+_BASE = FIXTURE_EXPECTED
+_STYLE = ("system", "Write two short paragraphs.")
+_NOTE = ("system", "[Keep the tone tense.]\nRealm: storms here last three days.")
+_STORM = ("system", "Realm: storms here last three days.")
+
+
+def _without(items, *drop):
+    return [x for x in items if x not in drop]
+
+
+def _replace(items, old, new):
+    return [new if x == old else x for x in items]
+
+
+VARIANTS = {
+    # Author's Note IN_PROMPT (0): authorsNote inserted at the end of the main prompt's collection;
+    # the World Info at depth 2 stays alone in the chat
+    "note_in_prompt": (lambda c: c[0]["chat_metadata"].update(note_position=0), None,
+                       _replace(_BASE[:1] + [("system", "[Keep the tone tense.]")] + _BASE[1:], _NOTE, _STORM)),
+    # BEFORE_PROMPT (2), user role: at the start of the main prompt's collection
+    "note_before_prompt": (lambda c: c[0]["chat_metadata"].update(note_position=2, note_role=1), None,
+                           _replace([("user", "[Keep the tone tense.]")] + _BASE, _NOTE, _STORM)),
+    # an absolute Prompt Manager prompt at depth 2: joined before the extension prompts of that
+    # depth and role (populationInjectionPrompts)
+    "absolute_prompt": (None, lambda s: next(p for p in s["oai_settings"]["prompts"]
+                                             if p["identifier"] == "style-note").update(
+                                                 injection_position=1, injection_depth=2),
+                        _replace(_without(_BASE, _STYLE), _NOTE,
+                                 ("system", "Write two short paragraphs.\n" + _NOTE[1]))),
+    # no prompt_order for the global id 100001: SillyTavern's default order (no custom prompt)
+    "default_order": (None, lambda s: s["oai_settings"].update(prompt_order=[{"character_id": 100000, "order": []}]),
+                      _without(_BASE, _STYLE)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_fixture_variants(tmp_path: Path, name: str) -> None:
+    from tests.engine.importers.st_fixture import CHAT_LINES
+
+    chat_mut, settings_mut, expected = VARIANTS[name]
+    lines = json.loads(json.dumps(CHAT_LINES))
+    settings = json.loads(json.dumps(SETTINGS))
+    if chat_mut:
+        chat_mut(lines)
+    if settings_mut:
+        settings_mut(settings)
+    store, report = _import(build_st_user(tmp_path, settings=settings, chat_lines=lines).parent, tmp_path)
+    pv = preview(store.build_request(_chat_id(report)))
+    assert _pairs(pv) == expected
+
+
+def test_partial_prompt_is_token_budget_exceeded(tmp_path: Path) -> None:
+    """At context 430 with the note in the prompt, SillyTavern's insert of the new-chat marker
+    throws TokenBudgetExceededError and it sends the prompts added so far without the chat;
+    Loomscope reports the overflow instead."""
+    from tests.engine.importers.st_fixture import CHAT_LINES
+
+    lines = json.loads(json.dumps(CHAT_LINES))
+    lines[0]["chat_metadata"]["note_position"] = 0
+    store, report = _import(build_st_user(tmp_path, chat_lines=lines).parent, tmp_path)
+    request = store.build_request(_chat_id(report))
+    pv = preview(request.model_copy(update={"settings": request.settings.model_copy(update={"context_limit": 430})}))
+    assert pv.error is not None and pv.error.code == "TOKEN_BUDGET_EXCEEDED"
+    assert pv.error.details["prompt"] == "newMainChat" and pv.messages == []
