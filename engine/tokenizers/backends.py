@@ -226,17 +226,30 @@ def _sentencepiece_encoder(key: str) -> Encoder:
         return [len(ids) for ids in sp.encode(list(texts), num_threads=2)]
 
     def spans(text: str) -> list[tuple[int, int]]:
+        # Pieces back to text: "▁" is a space, "<0xNN>" a byte (byte fallback); the dummy-prefix
+        # space of the first piece is not in the text. Spans are for display and are clamped.
         sp = _sentencepiece(key)
-        proto = sp.encode(text, out_type="proto")
-        raw = text.encode("utf-8")
         out: list[tuple[int, int]] = []
-        for piece in proto.pieces:
-            start = len(raw[:piece.begin].decode("utf-8", "ignore"))
-            end = len(raw[:piece.end].decode("utf-8", "ignore"))
-            if out and start < out[-1][1]:
-                start = out[-1][1]
-            if end > start:
-                out.append((start, end))
+        pos = 0
+        buf = b""
+        for n, piece in enumerate(sp.encode(text, out_type=str)):
+            if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+                buf += bytes([int(piece[3:5], 16)])
+                try:
+                    chunk = buf.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                buf = b""
+            else:
+                chunk = piece.replace("\u2581", " ")
+                if n == 0 and chunk.startswith(" ") and not text.startswith(" "):
+                    chunk = chunk[1:]
+            end = min(len(text), pos + len(chunk))
+            if end > pos:
+                out.append((pos, end))
+            pos = end
+        if pos < len(text):
+            out.append((pos, len(text)))
         return out
 
     return Encoder(key, count_batch, spans)
