@@ -194,9 +194,11 @@ class JsRegex:
             return None
         started = time.perf_counter()
         try:
+            # concurrent=True releases the GIL while matching: other threads (the HTTP
+            # server's event loop) keep running during a slow search.
             if "y" in self.flags:
-                return self.compiled.match(text, pos, timeout=limit)
-            return self.compiled.search(text, pos, timeout=limit)
+                return self.compiled.match(text, pos, concurrent=True, timeout=limit)
+            return self.compiled.search(text, pos, concurrent=True, timeout=limit)
         except TimeoutError:
             if clock is not None:
                 clock.timeouts.append({"key": self.key, "where": where,
@@ -232,3 +234,101 @@ def compile_js(key: str, source: str, flags: str) -> JsRegex:
     except (regex.error, OverflowError, ValueError, RecursionError) as exc:
         raise JsRegexError(str(exc)) from None
     return JsRegex(key, source, flags, compiled)
+
+
+_QUANT = regex.compile(r"\+|\*|\{(\d+),(\d*)\}")
+
+
+def _quantifier_at(pattern: str, i: int) -> tuple[bool, int]:
+    """(is an unbounded-ish quantifier, its length) at ``pattern[i]``; (False, 0) when none."""
+    m = _QUANT.match(pattern, i)
+    if m is None:
+        return False, 0
+    if m.group(0) in "+*":
+        return True, 1
+    hi = m.group(2)
+    return (hi == "" or int(hi) >= 10), len(m.group(0))
+
+
+def catastrophic_reason(source: str) -> str | None:
+    """Why the JavaScript pattern ``source`` can backtrack exponentially, or ``None``.
+
+    Flags two shapes (the classic ReDoS patterns): a repeated group that itself contains a
+    repeat (``(a+)+``, ``(\\w+\\s?)*``, ``(.*)*``), and a repeated alternation whose branches can
+    match the same text (``(a|aa)+``, ``(a|a)*``, ``(\\w|\\d)+``). A heuristic: it may miss exotic
+    cases and flags some patterns that a given engine optimizes.
+    """
+    # stack of [has_inner_repeat, alternatives, current_alternative_start]
+    stack: list[list[Any]] = []
+    i = 0
+    n = len(source)
+    while i < n:
+        ch = source[i]
+        if ch == "\\":
+            i += 2
+            rep, ln = _quantifier_at(source, i)
+            if rep and stack:
+                stack[-1][0] = True
+            i += ln
+            continue
+        if ch == "[":
+            j = i + 1
+            if j < n and source[j] == "^":
+                j += 1
+            if j < n and source[j] == "]":
+                j += 1
+            while j < n and source[j] != "]":
+                j += 2 if source[j] == "\\" else 1
+            i = j + 1
+            rep, ln = _quantifier_at(source, i)
+            if rep and stack:
+                stack[-1][0] = True
+            i += ln
+            continue
+        if ch == "(":
+            j = i + 1
+            if source.startswith("?", j):
+                m = regex.match(r"\?(?:[:=!]|<[=!]|<[A-Za-z_]\w*>)", source[j:])
+                j += len(m.group(0)) if m else 1
+            stack.append([False, [], j])
+            i = j
+            continue
+        if ch == "|" and stack:
+            frame = stack[-1]
+            frame[1].append(source[frame[2]:i])
+            frame[2] = i + 1
+            i += 1
+            continue
+        if ch == ")" and stack:
+            frame = stack.pop()
+            frame[1].append(source[frame[2]:i])
+            i += 1
+            rep, ln = _quantifier_at(source, i)
+            i += ln
+            if rep:
+                if frame[0]:
+                    return "a repeated group contains another repeat (nested quantifiers)"
+                alts = list(frame[1])
+                for ia, a in enumerate(alts):
+                    for ib, b in enumerate(alts):
+                        if ia != ib and (a == b or (a and b.startswith(a)) or _classy(a, b)):
+                            return "a repeated alternation has branches that match the same text"
+                if stack:
+                    stack[-1][0] = True
+            elif frame[0] and stack:
+                stack[-1][0] = True
+            continue
+        i += 1
+        rep, ln = _quantifier_at(source, i)
+        if rep and stack:
+            stack[-1][0] = True
+        i += ln
+    return None
+
+
+_OVERLAP = [{"\\w", "\\d"}, {"\\w", "[a-z]"}, {"\\w", "[A-Za-z]"}, {".", "\\w"}, {".", "\\d"}, {".", "\\s"}]
+
+
+def _classy(a: str, b: str) -> bool:
+    """Two single-class branches that overlap (``\\w|\\d``, ``.|\\s``, ...)."""
+    return {a, b} in _OVERLAP
