@@ -153,7 +153,7 @@ def sorted_entries(prepared: _Prepared, books: Sequence[Lorebook], scopes: Seque
     per_book: dict[int, list[_Entry]] = {}
     for x in prepared.entries:
         per_book.setdefault(x.book_index, []).append(x)
-    for bi, book in enumerate(books):
+    for bi in range(len(books)):
         xs = per_book.get(bi, [])
         xs = sorted(xs, key=lambda x: (_js_key_order(x.entry.uid), x.entry_index if
                                        _js_key_order(x.entry.uid)[0] else 0))

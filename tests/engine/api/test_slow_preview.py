@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 
-from engine.api import API_PREFIX
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from engine.lorebook import activate
-from engine.lorebook.jsregex import RegexClock, compile_js, translate_js
+from engine.lorebook.jsregex import RegexClock, translate_js
 from engine.lorebook.keys import compile_regex_key
 from engine.pipeline import preview
 from engine.schema import ChatMessage, Lorebook, LorebookEntry, PreviewRequest, WorldInfoSettings
