@@ -183,11 +183,17 @@ def _activate(request: PreviewRequest, books: list[Lorebook], profile: Tokenizer
         return None
     from .lorebook import activate
 
+    card_book = request.character.character_book if request.character is not None else None
+    # The card's embedded book is character lore (SillyTavern getCharacterLore); listed books
+    # say their own scope (``scope`` field) and default to global lore.
+    scopes = [("character" if card_book is not None and b is not None and b.name in
+               {card_book.name, f"{request.character.name or 'character'} (card)"}
+               and b not in request.lorebooks else None) for b in books]
     return activate(
         books, request.chat.messages, request.settings.world_info,
         count_tokens=profile.count, context_limit=budget, user_name=user, char_name=char,
         character=request.character, persona=request.persona,
-        chat_metadata=request.chat.metadata,
+        chat_metadata=request.chat.metadata, book_scopes=scopes,
     )
 
 
