@@ -46,9 +46,10 @@ _PRE_REMOVED = ("HIDDEN", "TOOL_RESULT_ORPHANED", "MANUAL_EXCLUDED")
 
 
 def summary_block(summary: CompactionSummary) -> Block:
-    """The prompt block for a stored summary."""
+    """The prompt block for a stored summary: a header naming the messages it covers, then its text."""
+    header = f"[Summary of the earlier conversation, messages #{summary.first}–#{summary.last}]"
     return Block(id=SUMMARY_BLOCK_ID, kind=BlockKind.SUMMARY, role="system", source=SUMMARY_SOURCE,
-                 message=ChatMessage(role="system", content=summary.text), reason="SUMMARY",
+                 message=ChatMessage(role="system", content=f"{header}\n{summary.text}"), reason="SUMMARY",
                  trace={"summary_id": summary.id, "covers": [summary.first, summary.last],
                         "messages": len(summary.covered), "model": summary.model})
 
