@@ -120,10 +120,10 @@ def run_compaction(
 
     step_id = f"compaction:{generation_id}"
 
-    def report(state_: str, label: str, **detail: Any) -> None:
+    def report(state_: str, label: str, text: str, **detail: Any) -> None:
         if on_progress is not None:
             on_progress(ProgressEvent(step_id=step_id, step="compaction", label=label, state=state_,  # type: ignore[arg-type]
-                                      detail=detail))
+                                      text=text, detail=detail))
 
     opts = CompactionOptions.from_options(request.settings.strategy_options)
     model = opts.summary_model or provider.model or request.settings.model
@@ -135,8 +135,10 @@ def run_compaction(
     s_profile = tokenizers.get(s_info.profile)
     messages = {i: request.chat.messages[i] for i in info["candidates"]}
     previous = state.summary if info.get("summary") else None
-    report("running", LABEL_RUNNING, messages=len(messages), prompt_tokens=info["prompt_tokens"],
-           trigger=info["trigger"], model=model)
+    report("running", LABEL_RUNNING,
+           f"summarizing {len(messages)} older messages with {model} (prompt {info['prompt_tokens']:,} tokens, "
+           f"trigger {info['trigger']:,})",
+           messages=len(messages), prompt_tokens=info["prompt_tokens"], trigger=info["trigger"], model=model)
     overhead = 3 * 2 + 3 + s_profile.count(SUMMARY_INSTRUCTIONS_SAMPLE)
     call = summarizer or provider_summarizer(provider.base_url, provider.api_key, model, cap=cap,
                                              timeout_s=provider.timeout_s, extra_body=provider.extra_body,
@@ -164,7 +166,9 @@ def run_compaction(
         req = with_state(request, new)
         again = prepare(req, registries=registries)
         record["prompt_tokens_after"] = again.preview.prompt_tokens
-        report("failed", LABEL_FELL_BACK, error_code=outcome.error_code, reason=why)
+        report("failed", LABEL_FELL_BACK,
+               f"{why} ({outcome.error_code or 'no error code'}); the oldest history was truncated instead",
+               error_code=outcome.error_code, reason=why)
         return CompactionOutcome(req, new, record, again)
 
     if outcome.text is None:
@@ -203,8 +207,9 @@ def run_compaction(
         record["status"] = "compacted"
     log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
              summary_tokens, replaced)
-    report("done", LABEL_DONE, summary_tokens=summary_tokens, replaced_tokens=replaced,
-           range=[summary.first, summary.last])
+    report("done", LABEL_DONE,
+           f"messages #{summary.first}–#{summary.last} ({replaced:,} tokens) → a {summary_tokens:,}-token summary",
+           summary_tokens=summary_tokens, replaced_tokens=replaced, range=[summary.first, summary.last])
     return CompactionOutcome(req, new, record, again)
 
 
