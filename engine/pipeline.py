@@ -41,6 +41,7 @@ from .schema.lorebook import Lorebook
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
+from .compaction.options import strategy_host_options
 from .shifting import (
     ContextStrategyRegistry,
     ToolGroups,
@@ -380,9 +381,12 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
+    options = {**settings.strategy_options,
+               **strategy_host_options(request, context_limit=limit, prompt_overhead=REPLY_PRIMING_TOKENS)}
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
-                           settings.strategy_options, diagnostics, groups)
+                           options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)
+    warnings.extend(str(w) for w in result.info.get("warnings", []) or [])
     status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in ctx.pre_excluded.items()}
     for e in result.excluded:
         status[e.block_id] = ("excluded", e.reason)
@@ -484,6 +488,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         trace = b.trace
         if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
             trace = {**(trace or {}), **trace_by_source[b.source]}
+        if b.id in result.trace_updates:  # the strategy's notes (vector-recall relevance, ...)
+            trace = {**(trace or {}), **result.trace_updates[b.id]}
         preview_blocks.append(dict(
             id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
             tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,  # type: ignore[arg-type]
@@ -501,7 +507,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens, overhead_tokens=final.overhead,
         strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
         lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
-        diagnostics=diagnostics,
+        diagnostics=diagnostics, strategy_info=dict(result.info),
     )
     timed = dict(activation.timed_effects) if activation is not None else None
     return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags,  # type: ignore[arg-type]

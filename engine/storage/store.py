@@ -994,16 +994,21 @@ class Store:
 
     def record_generation(self, audit: PromptContextAudit, reply: ChatMessage | None, *,
                           user_message: ChatMessage | None = None,
-                          timed_effects: dict[str, Any] | None = None) -> int | None:
+                          timed_effects: dict[str, Any] | None = None,
+                          compaction: Any = None) -> int | None:
         """Store the audit, then append ``user_message`` and the reply (each if given), in ONE
         transaction; returns the reply's index. Raises ``CHAT_NOT_FOUND``.
 
         ``timed_effects`` (World Info sticky/cooldown state after a completed generation) is
         written to the chat's ``metadata["timedWorldInfo"]``, as SillyTavern keeps it in
-        ``chat_metadata``; an empty state removes the key.
+        ``chat_metadata``; an empty state removes the key. ``compaction`` (a
+        :class:`~engine.compaction.state.CompactionState`, whatever the status: a summary made
+        before a failed request is still good) replaces the chat's compaction state.
         """
         with self._unit() as session:
             index = None
+            if compaction is not None:
+                self._write_compaction(session, audit.chat_id, compaction)
             if timed_effects is not None and audit.status == "completed":
                 row = self._chat_row(session, audit.chat_id, lock=True)
                 data = dict(row.data or {})
@@ -1038,6 +1043,71 @@ class Store:
         session.flush()
         if self._after_audit_flush is not None:
             self._after_audit_flush()
+
+    # ================================================================ compaction (chats.data)
+    def _write_compaction(self, session: Session, chat_id: str, state: Any) -> None:
+        from ..compaction.options import CHAT_KEY
+
+        row = self._chat_row(session, chat_id, lock=True)
+        data = dict(row.data or {})
+        dumped = state.dump()
+        if dumped == type(state)().dump():
+            data.pop(CHAT_KEY, None)
+        else:
+            data[CHAT_KEY] = dumped
+        row.data = data  # a new dict, so the JSON column is written
+        self._touch(row)
+
+    def get_compaction(self, chat_id: str) -> Any:
+        """The chat's :class:`~engine.compaction.state.CompactionState` (empty when none; an
+        unreadable stored value reads as empty). Raises ``CHAT_NOT_FOUND``."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        with self._unit(write=False) as session:
+            row = self._chat_row(session, chat_id)
+            return CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
+
+    def put_compaction(self, chat_id: str, state: Any) -> None:
+        """Replace the chat's compaction state (stored in ``chats.data``; an empty state removes
+        the key). Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            self._write_compaction(session, chat_id, state)
+
+    def remove_compaction_summary(self, chat_id: str) -> Any:
+        """Remove the chat's active compaction summary (its messages are sent verbatim again) and
+        reset the failure count; returns the removed ``CompactionSummary`` (``None`` when there
+        was none). It is kept for :meth:`restore_compaction_summary`. Raises ``CHAT_NOT_FOUND``."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id, lock=True)
+            state = CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
+            if state.summary is None:
+                return None
+            removed = state.summary
+            self._write_compaction(session, chat_id, state.with_summary_removed())
+            return removed
+
+    def restore_compaction_summary(self, chat_id: str, summary: Any) -> None:
+        """Make ``summary`` the chat's active compaction summary again (undo of a removal, or redo
+        of a compaction). Raises ``CHAT_NOT_FOUND``."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id, lock=True)
+            state = CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
+            removed = [s for s in state.removed if s.id != summary.id]
+            self._write_compaction(session, chat_id, state.model_copy(
+                update={"summary": summary, "removed": removed, "stall": None}))
+
+    def reset_compaction_failures(self, chat_id: str) -> None:
+        """Clear the failure count and the stall mark, so auto-compaction runs again.
+        Raises ``CHAT_NOT_FOUND``."""
+        state = self.get_compaction(chat_id)
+        self.put_compaction(chat_id, state.model_copy(update={"failures": 0, "stall": None}))
 
     # ================================================================ library meta
     def get_meta(self, key: str) -> str | None:
