@@ -84,7 +84,7 @@ class LibrarySetup(QObject):
         window.preview_applied.connect(self._on_preview_applied)
         doc = self.ctx.document
         doc.request_changed.connect(self.refresh_setup)
-        for kind, panel in self.tabs.panels.items():
+        for panel in self.tabs.panels.values():
             panel.current_changed.connect(self._on_current_changed)
             panel.rename_requested.connect(self.rename)
             panel.delete_requested.connect(self.delete)

@@ -71,7 +71,6 @@ def _key(qtbot, win, modifiers) -> None:  # noqa: ANN001
     from PySide6.QtWidgets import QApplication
 
     win.activateWindow()
-    QApplication.setActiveWindow(win)
     qtbot.waitUntil(lambda: QApplication.activeWindow() is win, timeout=5000)
     # the prompt blocks list has focus (a text box would take Ctrl+Z for its own typing undo)
     win.blocks_panel.setFocus()
@@ -350,3 +349,37 @@ def test_stage_template_chat_gets_sillytavern_setup(qtbot, window) -> None:  # n
     preview = ctrl_z(qtbot, window)
     assert panel.state.sillytavern is None
     assert not any(b.source == "prompt:main" for b in preview.blocks)
+
+
+def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data: Path, tmp_path: Path,
+                                                              qsettings, capsys) -> None:  # noqa: ANN001
+    """The app's preview of every chat of the imported pristine SillyTavern folder is exactly what
+    ``loomscope preview --chat-id ID --db URL --format json`` prints (the whole ContextPreview)."""
+    from engine.cli import main
+
+    folder = shared_data / "st-user" / "default-user"
+    if not folder.is_dir():
+        pytest.skip("no st-user/default-user in the shared data")
+    db = f"sqlite:///{tmp_path / 'library.sqlite3'}"
+    win = _open_window(qtbot, db, qsettings)
+    try:
+        report = win.library_setup.import_folder(folder)
+        assert report is not None
+        chats = win.ctx.store.list_chats()
+        assert chats and {c.id for c in chats} == {r.id for r in report.added if r.kind == "chat"}
+        for chat in chats:
+            if win.ctx.document.chat_id != chat.id:
+                with qtbot.waitSignal(win.preview_applied, timeout=20000):
+                    win.open_chat(chat.id)
+            qtbot.waitUntil(lambda: win.preview is not None and win._preview_chat == chat.id,  # noqa: B023
+                            timeout=20000)
+            app_view = win.preview.model_dump(mode="json")
+            capsys.readouterr()
+            code = main(["preview", "--chat-id", chat.id, "--db", db, "--format", "json"])
+            out = capsys.readouterr().out
+            assert code == 0
+            cli_view = json.loads(out)
+            assert app_view == cli_view, chat.title
+            assert app_view["strategy"] == "sillytavern" and app_view["messages"]
+    finally:
+        _close(win)
