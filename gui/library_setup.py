@@ -112,7 +112,7 @@ class LibrarySetup(QObject):
         self.tabs.panels["character"].set_items(
             [(c.id, c.name, "card book" if c.lorebook_id else "") for c in chars])
         self.tabs.panels["lorebook"].set_items(
-            [(b.id, b.name, f"{b.entries} entries" + (f" · in {owner.get(b.character_id, 'a')} card"
+            [(b.id, b.name, f"{b.entries} entr{'y' if b.entries == 1 else 'ies'}" + (f" · in {owner.get(b.character_id, 'a')} card"
                                                       if b.character_id else "")) for b in books])
         self.tabs.panels["persona"].set_items([(p.id, p.name, "") for p in personas])
 

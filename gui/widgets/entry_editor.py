@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
-    QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -83,24 +83,27 @@ class EntryEditor(QScrollArea):
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(6, 6, 6, 6)
-        bar = QHBoxLayout()
         self.book_picker = QComboBox()
         self.book_picker.setToolTip("The lorebook a new entry goes into")
+        self.book_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.book_picker.setMinimumContentsLength(8)
         self.new_button = QPushButton("New entry")
         self.duplicate_button = QPushButton("Duplicate")
         self.delete_button = QPushButton("Delete")
         self.new_button.clicked.connect(self._on_new)
         self.duplicate_button.clicked.connect(self._on_duplicate)
         self.delete_button.clicked.connect(self._on_delete)
+        bar = QHBoxLayout()
         bar.addWidget(self.book_picker, 1)
-        for b in (self.new_button, self.duplicate_button, self.delete_button):
-            bar.addWidget(b)
+        bar.addWidget(self.new_button)
         lay.addLayout(bar)
         self.where = QLabel("Select an entry in the table.")
         self.where.setWordWrap(True)
-        lay.addWidget(self.where)
-        form = QFormLayout()
-        lay.addLayout(form)
+        bar = QHBoxLayout()
+        bar.addWidget(self.where, 1)
+        bar.addWidget(self.duplicate_button)
+        bar.addWidget(self.delete_button)
+        lay.addLayout(bar)
         self.comment = QLineEdit()
         self.keys = QLineEdit()
         self.keys.setPlaceholderText("comma-separated; /regex/i allowed")
@@ -109,10 +112,13 @@ class EntryEditor(QScrollArea):
         for logic, words in LOGIC_WORDS.items():
             self.logic.addItem(words, int(logic))
         self.content = QPlainTextEdit()
-        self.content.setMinimumHeight(80)
-        self.constant = QCheckBox("Constant (always on)")
+        self.content.setMinimumHeight(60)
+        self.content.setMaximumHeight(110)
+        self.constant = QCheckBox("Constant")
+        self.constant.setToolTip("Always on")
         self.enabled = QCheckBox("Enabled")
-        self.selective = QCheckBox("Selective (use secondary keys)")
+        self.selective = QCheckBox("Selective")
+        self.selective.setToolTip("Use the secondary keys with the logic")
         self.order = QDoubleSpinBox()
         self.order.setRange(-1_000_000, 1_000_000)
         self.order.setDecimals(0)
@@ -133,37 +139,70 @@ class EntryEditor(QScrollArea):
         self.case_sensitive = _tri()
         self.whole_words = _tri()
         self.group = QLineEdit()
-        self.group.setPlaceholderText("inclusion group(s), comma-separated")
+        self.group.setPlaceholderText("comma-separated")
         self.group_weight = QDoubleSpinBox()
         self.group_weight.setRange(0, 1_000_000)
         self.group_weight.setDecimals(0)
-        self.group_override = QCheckBox("Prioritize (group override)")
+        self.group_override = QCheckBox("Prioritize")
+        self.group_override.setToolTip("Group override: this entry wins its inclusion group by order")
         self.group_scoring = _tri()
         self.sticky = _spin(0, 100_000, "off")
         self.cooldown = _spin(0, 100_000, "off")
         self.delay = _spin(0, 100_000, "off")
-        self.exclude_recursion = QCheckBox("Non-recursable (not activated by other entries)")
-        self.prevent_recursion = QCheckBox("Prevent further recursion")
+        self.exclude_recursion = QCheckBox("Non-recursable")
+        self.exclude_recursion.setToolTip("Not activated by other entries' content")
+        self.prevent_recursion = QCheckBox("Prevent recursion")
+        self.prevent_recursion.setToolTip("Its content does not activate other entries")
         self.delay_until_recursion = _spin(0, 1000, "off")
         self.ignore_budget = QCheckBox("Ignore budget")
         self.filter_names = QLineEdit()
         self.filter_names.setPlaceholderText("character names, comma-separated")
-        self.filter_exclude = QCheckBox("Exclude these characters")
-        rows: list[tuple[str, Any]] = [
-            ("Title:", self.comment), ("Keys:", self.keys), ("Secondary keys:", self.secondary),
-            ("Logic:", self.logic), ("Content:", self.content), ("", self.constant), ("", self.enabled),
-            ("", self.selective), ("Order:", self.order), ("Position:", self.position), ("Depth:", self.depth),
-            ("Role (@depth):", self.role), ("Probability:", self.probability), ("", self.use_probability),
-            ("Scan depth:", self.scan_depth), ("Case sensitive:", self.case_sensitive),
-            ("Whole words:", self.whole_words), ("Inclusion group:", self.group),
-            ("Group weight:", self.group_weight), ("", self.group_override), ("Group scoring:", self.group_scoring),
-            ("Sticky:", self.sticky), ("Cooldown:", self.cooldown), ("Delay:", self.delay),
-            ("", self.exclude_recursion), ("", self.prevent_recursion),
-            ("Delay until recursion:", self.delay_until_recursion), ("", self.ignore_budget),
-            ("Character filter:", self.filter_names), ("", self.filter_exclude),
+        self.filter_exclude = QCheckBox("Exclude")
+        self.filter_exclude.setToolTip("Not for these characters (else: only for them)")
+        for combo in (self.logic, self.position, self.role, self.case_sensitive, self.whole_words, self.group_scoring):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(5)
+        for w in self._fields():
+            w.setMinimumWidth(48)  # the form fits the inspector: fields shrink instead of scrolling sideways
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        grid = QGridLayout()
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
+        lay.addLayout(grid)
+
+        def label(text: str) -> QLabel:
+            lab = QLabel(text)
+            lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return lab
+
+        r = 0
+        for text, w in (("Title:", self.comment), ("Keys:", self.keys), ("Secondary:", self.secondary),
+                        ("Content:", self.content), ("Char. filter:", self.filter_names)):
+            grid.addWidget(label(text), r, 0)
+            grid.addWidget(w, r, 1, 1, 3 if w is not self.filter_names else 2)
+            if w is self.filter_names:
+                grid.addWidget(self.filter_exclude, r, 3)
+            r += 1
+        pairs: list[tuple[str, Any, str, Any]] = [
+            ("Logic:", self.logic, "", self.selective),
+            ("", self.constant, "", self.enabled),
+            ("Order:", self.order, "Position:", self.position),
+            ("Depth:", self.depth, "Role:", self.role),
+            ("Probability:", self.probability, "", self.use_probability),
+            ("Scan depth:", self.scan_depth, "", self.ignore_budget),
+            ("Case sens.:", self.case_sensitive, "Whole words:", self.whole_words),
+            ("Group:", self.group, "Weight:", self.group_weight),
+            ("", self.group_override, "Scoring:", self.group_scoring),
+            ("Sticky:", self.sticky, "Cooldown:", self.cooldown),
+            ("Delay:", self.delay, "Until recursion:", self.delay_until_recursion),
+            ("", self.exclude_recursion, "", self.prevent_recursion),
         ]
-        for label, w in rows:
-            form.addRow(label, w)
+        for l1, w1, l2, w2 in pairs:
+            grid.addWidget(label(l1), r, 0)
+            grid.addWidget(w1, r, 1)
+            grid.addWidget(label(l2), r, 2)
+            grid.addWidget(w2, r, 3)
+            r += 1
         self.apply_button = QPushButton("Apply")
         self.apply_button.setToolTip("Save the entry (undo with Ctrl+Z)")
         self.apply_button.clicked.connect(self.apply)
@@ -225,10 +264,11 @@ class EntryEditor(QScrollArea):
         self.filter_names.setText(", ".join(str(n) for n in cf.get("names", []) or []))
         self.filter_exclude.setChecked(bool(cf.get("isExclude", False)))
         ok = entry is not None and editable
-        self.widget().setEnabled(True)
-        for w in self.findChildren(QWidget):
-            if w not in (self.book_picker, self.new_button) and w.parent() is self.widget():
-                w.setEnabled(ok if w is not self.where else True)
+        for w in self._fields():
+            w.setEnabled(ok)
+        self.duplicate_button.setEnabled(ok)
+        self.delete_button.setEnabled(ok)
+        self.apply_button.setEnabled(ok)
         self.new_button.setEnabled(self.book_picker.count() > 0)
         if entry is None:
             self.where.setText("Select an entry in the table, or make a new one.")
@@ -236,6 +276,14 @@ class EntryEditor(QScrollArea):
             self.where.setText(where or f"Entry {e.uid}")
             if lorebook_id:
                 _set(self.book_picker, lorebook_id)
+
+    def _fields(self) -> list[QWidget]:
+        return [self.comment, self.keys, self.secondary, self.logic, self.content, self.constant, self.enabled,
+                self.selective, self.order, self.position, self.depth, self.role, self.probability,
+                self.use_probability, self.scan_depth, self.case_sensitive, self.whole_words, self.group,
+                self.group_weight, self.group_override, self.group_scoring, self.sticky, self.cooldown, self.delay,
+                self.exclude_recursion, self.prevent_recursion, self.delay_until_recursion, self.ignore_budget,
+                self.filter_names, self.filter_exclude]
 
     def edited_entry(self) -> LorebookEntry | None:
         """The entry as the form shows it now (``None`` when nothing is loaded)."""

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListView,
     QPushButton,
-    QTabWidget,
+    QToolBox,
     QVBoxLayout,
     QWidget,
 )
@@ -147,24 +147,24 @@ class ObjectListPanel(QWidget):
             b.setEnabled(on)
 
 
-class LibraryTabs(QTabWidget):
-    """Chats (the existing chat list) | Characters | Lorebooks | Personas."""
+class LibraryTabs(QToolBox):
+    """Chats (the existing chat list), Characters, Lorebooks, Personas: one page open at a time
+    (a tool box: it fits the narrow library column where four tabs would not)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("libraryTabs")
-        self.setDocumentMode(True)
         self.chats: QWidget | None = None
         self.panels: dict[str, ObjectListPanel] = {}
         for kind in KINDS:
             panel = ObjectListPanel(kind, self)
             self.panels[kind] = panel
-            self.addTab(panel, TITLES[kind])
+            self.addItem(panel, TITLES[kind])
 
     def set_chats_panel(self, chats: QWidget) -> None:
         """Put the chat list in front as the "Chats" tab."""
         self.chats = chats
-        self.insertTab(0, chats, "Chats")
+        self.insertItem(0, chats, "Chats")
         self.setCurrentIndex(0)
 
     def show_kind(self, kind: str) -> None:

@@ -83,7 +83,7 @@ def _spin(lo: int, hi: int, special: str | None = None) -> QSpinBox:
 def _text(height: int = 70) -> QPlainTextEdit:
     edit = QPlainTextEdit()
     edit.setMinimumHeight(height)
-    edit.setMaximumHeight(height * 3)
+    edit.setMaximumHeight(int(height * 1.6))
     return edit
 
 
@@ -128,6 +128,11 @@ class PromptSetupPanel(QScrollArea):
         lay.addWidget(self._build_model())
         lay.addStretch(1)
         self.setWidget(body)
+        # the form fits the inspector's width: fields shrink instead of scrolling sideways
+        for cls in (QSpinBox, QDoubleSpinBox, QComboBox, QLineEdit, QPlainTextEdit):
+            for w in body.findChildren(cls):
+                w.setMinimumWidth(48)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.set_state(None)
 
     # ------------------------------------------------------------------ sections
