@@ -222,9 +222,10 @@ def _run_strategy(registries: Registries, name: str, blocks: list[Block], count:
                   budget: int, options: dict[str, Any], diagnostics: list[str],
                   groups: ToolGroups) -> ShiftResult:
     info = registries.strategies.get(name)
+    honor_manual = bool(getattr(info, "honors_manual", False)) and options.get("honor_manual", True) is not False
     try:
         result = info.fn(blocks, count, budget, options)
-        problems = check_shift_result(blocks, result, groups)
+        problems = check_shift_result(blocks, result, groups, honor_manual=honor_manual)
         by_id = {b.id: b for b in blocks}
         kept_total = (sum(count(by_id[k]) for k in result.kept if k in by_id)
                       + sum(t.remaining_tokens for t in result.truncated)
@@ -236,9 +237,25 @@ def _run_strategy(registries: Registries, name: str, blocks: list[Block], count:
     except Exception as exc:  # a plugin strategy must not break the pipeline
         problems = [f"raised {type(exc).__name__}: {exc}"]
     if problems:
-        diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate'")
-        result = shift_context(blocks, count, budget)
+        # The fallback may drop more than the strategy meant to, never send what the writer
+        # removed: it honours manual exclusions and hidden messages whatever was selected.
+        diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate' "
+                           "(honouring manual exclusions and hidden messages)")
+        result = shift_context(blocks, count, budget, honor_manual=True)
     return result
+
+
+def _incomplete_group_warnings(blocks: list[Block], groups: ToolGroups) -> list[str]:
+    """One warning per incomplete tool group (not hidden), naming its call ids and messages."""
+    out: list[str] = []
+    for gid, what in groups.incomplete.items():
+        members = [b for b, g in zip(blocks, groups.group_of) if g == gid]
+        if any(b.hidden for b in members):
+            continue  # the writer hid it: HIDDEN says why it is not sent
+        where = ", ".join(str(b.message_index) if b.message_index is not None else b.id for b in members)
+        out.append(f"incomplete tool calls ({'; '.join(what)}): messages {where} are not sent "
+                   "(TOOL_PAIR_INCOMPLETE; a provider rejects a call without its results)")
+    return out
 
 
 @contextmanager
@@ -346,6 +363,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
     groups = find_tool_groups(sendable)
     group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
+    warnings.extend(_incomplete_group_warnings(sendable, groups))
     for cid in sorted(groups.reused_ids):
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
