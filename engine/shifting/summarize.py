@@ -20,7 +20,7 @@ from typing import Any
 
 from ..schema.blocks import Block, BlockKind, ShiftResult, TruncatedBlock
 from ..schema.messages import ChatMessage
-from .core import shift_context
+from .core import shift_context, unsendable_positions
 
 #: Default cap of the summary block, in tokens (option ``summary_cap_tokens``).
 SUMMARY_CAP_TOKENS = 400
@@ -81,7 +81,10 @@ def summarize_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], 
     # Make room for the summary: shift against a smaller budget, then fold what left.
     reserve = min(cap, max(budget - plain.protected_tokens, 0) // 2)
     result = shift_context(blocks, count_tokens, budget - reserve, honor_manual=honor_manual) if reserve else plain
-    folded = [e for e in result.excluded if e.reason in _FOLDABLE]
+    # A member of a tool group that left because the writer hid or excluded one of its
+    # messages is not folded either: its text must not reach the model another way.
+    never = {blocks[i].id for i in unsendable_positions(blocks, honor_manual=honor_manual)}
+    folded = [e for e in result.excluded if e.reason in _FOLDABLE and e.block_id not in never]
     if result.error or not folded or reserve <= 0:
         return plain
     lines = [ln for ln in (_line(by_id[e.block_id]) for e in folded) if ln]
