@@ -31,7 +31,8 @@ def test_valid_requests_pass(messages):
     ([USER, CALL, RA, SYS, RB], "followed by results"),  # a depth insertion inside the batch
     ([USER, CALL, RA], "followed by results"),  # half a pair
     ([USER, RA, CALL, RB], "does not directly follow"),  # result before its call
-    ([USER, CALL, RA, RB, RA], "does not directly follow"),  # a result outside its run
+    ([USER, CALL, RA, RB, RA], "followed by results"),  # a result answered twice
+    ([USER, CALL, RA, RB, USER, RA], "does not directly follow"),  # a result outside its run
     ([{"role": "narrator", "content": "x"}], "invalid role"),
     ([{"role": "user", "content": None}], "content is null"),
     ([{"role": "user", "content": "x", "meta": {}}], "meta"),
