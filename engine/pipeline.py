@@ -49,6 +49,7 @@ from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
     TokenizerRegistry,
+    content_part_warnings,
     count_messages_tokens,
     count_tools_tokens,
     default_tokenizer_registry,
@@ -318,9 +319,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         raise SettingsError("INVALID_SETTINGS",
                             f"reply reserve {reserve} must be below the context limit {limit}")
     budget = limit - reserve
-    safety = math.ceil(budget * settings.safety_margin_percent / 100) if profile.approximate else 0
     tools = list(request.chat.tools)
-    shift_budget = budget - safety - REPLY_PRIMING_TOKENS
 
     # 3. lorebook activation and assembly
     card = request.character
@@ -358,6 +357,13 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 4. count once per block
     tokens = _count_blocks(profile, blocks)
+    # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
+    approximate = profile.approximate or any(
+        b.message is not None and isinstance(b.message.content, list) and any(
+            isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
+        for b in blocks)
+    safety = math.ceil(budget * settings.safety_margin_percent / 100) if approximate else 0
+    shift_budget = budget - safety - REPLY_PRIMING_TOKENS
 
     # 5–6. strategy with host checks
     sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
@@ -415,6 +421,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     messages = [_provider_dict(b) for b in final_blocks if b.message is not None]
     send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
     prompt_tokens = num_tokens_from_messages(profile, messages, send_tools)  # type: ignore[arg-type]
+    warnings.extend(content_part_warnings(messages))  # type: ignore[arg-type]
     error = None
     if result.error:
         error = PreviewError(
@@ -455,7 +462,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     preview_blocks = _PREVIEW_BLOCKS.validate_python(preview_blocks)
     pv = ContextPreview(
         model=settings.model,
-        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
+        tokenizer=TokenizerInfo(profile=profile.name, approximate=approximate, version=profile.version),
         context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=safety,
         headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens,
         strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
