@@ -299,13 +299,18 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 1. model → profile and limit
     info = lookup_model(settings.model)
-    if not info.known:
-        warnings.append(
-            f"unknown model {settings.model!r}: counting with the approximate profile "
-            f"{info.profile!r} and a {info.context_limit}-token context limit; set the limit "
-            "and tokenizer for exact figures")
     profile = reg.tokenizers.get(settings.tokenizer or info.profile)
     limit = settings.context_limit or info.context_limit
+    if not info.known:
+        # Name what is actually used, after the user's overrides.
+        tok = (f"the tokenizer profile {profile.name!r} you set" if settings.tokenizer
+               else f"the {'approximate ' if profile.approximate else ''}profile {profile.name!r}")
+        lim = (f"the {limit}-token context limit you set" if settings.context_limit
+               else f"a default {limit}-token context limit")
+        missing = [w for w, given in (("the context limit", settings.context_limit),
+                                      ("the tokenizer", settings.tokenizer)) if not given]
+        warnings.append(f"unknown model {settings.model!r}: counting with {tok} and {lim}"
+                        + (f"; set {' and '.join(missing)} for exact figures" if missing else ""))
     if settings.context_limit and info.known and settings.context_limit > info.context_limit:
         warnings.append(f"context limit {settings.context_limit} is above {settings.model}'s known "
                         f"limit of {info.context_limit} tokens")

@@ -69,6 +69,10 @@ class PromptContextAudit(BaseModel):
     usage:
         The provider's reported token usage (``prompt_tokens``, ``completion_tokens``,
         ``total_tokens``) when it sent one; integers only.
+    request_params:
+        The request's fields other than ``messages`` and ``tools``, as sent: ``model``,
+        ``stream`` and the reply limit carrying the reply reserve (``max_tokens`` or
+        ``max_completion_tokens``, in tokens); empty when nothing was sent.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,6 +102,7 @@ class PromptContextAudit(BaseModel):
     reply_chars: int | None = None
     finish_reason: str | None = None
     usage: dict[str, int] = Field(default_factory=dict)
+    request_params: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:
