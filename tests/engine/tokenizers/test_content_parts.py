@@ -114,3 +114,18 @@ def test_cli_preview_counts_the_parts(tmp_path, capsys):
     assert main(["preview", "--chat", str(path), "--format", "json"]) == 0
     pv = json.loads(capsys.readouterr().out)
     assert pv["prompt_tokens"] >= CASES["file"][1] + CASES["refusal"][1] + _tokens("hi") + _tokens("ok")
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b-instruct", "mistral-large-latest"])
+def test_template_profiles_count_text_like_parts_too(model):
+    # open-weight chat templates render text: the refusal, blob, file and unknown parts are counted
+    for name in ("refusal", "reasoning", "file", "unknown"):
+        part, _ = CASES[name]
+        msgs = [ChatMessage(role="user", content=[{"type": "text", "text": "Here:"}, part]),
+                ChatMessage(role="user", content="Go on.")]
+        base = [ChatMessage(role="user", content=[{"type": "text", "text": "Here:"}]),
+                ChatMessage(role="user", content="Go on.")]
+        s = ContextSettings(model=model, context_limit=128_000, reply_reserve=1000)
+        with_part = preview(PreviewRequest(chat=Chat(messages=msgs), settings=s)).prompt_tokens
+        without = preview(PreviewRequest(chat=Chat(messages=base), settings=s)).prompt_tokens
+        assert with_part - without >= 10, (model, name)
