@@ -73,6 +73,8 @@ class PromptContextAudit(BaseModel):
         The request's fields other than ``messages`` and ``tools``, as sent: ``model``,
         ``stream`` and the reply limit carrying the reply reserve (``max_tokens`` or
         ``max_completion_tokens``, in tokens); empty when nothing was sent.
+    compaction:
+        The compaction record (strategy ``compact``), see below.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -103,6 +105,10 @@ class PromptContextAudit(BaseModel):
     finish_reason: str | None = None
     usage: dict[str, int] = Field(default_factory=dict)
     request_params: dict[str, Any] = Field(default_factory=dict)
+    #: What compaction did before this request (strategy ``compact``; see
+    #: ``engine.compaction.run``): ``status``, the summary id and the message ``range`` it
+    #: replaced, ``attempts``, ``error_code``, ``fallback``; ``None`` for other strategies.
+    compaction: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:

@@ -11,6 +11,7 @@ from .core import (
     unsendable_positions,
 )
 from .groups import ToolGroups, find_tool_groups
+from .recall import vector_recall_strategy
 from .summarize import summarize_strategy
 from .registry import (
     ContextStrategyRegistry,
@@ -24,5 +25,5 @@ __all__ = [
     "TOKEN_BUDGET_EXCEEDED", "TOOL_PAIR_INCOMPLETE", "UNSENDABLE_REASONS", "unsendable_positions",
     "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
     "ContextStrategyRegistry", "StrategyInfo", "manual_strategy", "register_builtin_strategies",
-    "truncate_strategy", "summarize_strategy",
+    "truncate_strategy", "summarize_strategy", "vector_recall_strategy",
 ]
