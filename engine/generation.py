@@ -107,7 +107,6 @@ def _close(audit: PromptContextAudit, status: str, code: str | None = None,
                                     "finished_at": _now(), **extra})
 
 
-<<<<<<< HEAD
 def speaker_name(request: PreviewRequest, role: str) -> str | None:
     """The ``name`` a new message of ``role`` gets: the one its chat's messages carry.
 
@@ -126,10 +125,10 @@ def speaker_name(request: PreviewRequest, role: str) -> str | None:
         return (card.name if card is not None and card.name else None) or chat.character_name or named[-1]
     persona = request.persona
     return (persona.name if persona is not None and persona.name else None) or chat.user_name or named[-1]
-=======
+
+
 #: The strategy whose generations run compaction first (SPEC §4).
 COMPACT_STRATEGY = "compact"
->>>>>>> main
 
 
 def generate(
