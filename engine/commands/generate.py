@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
+from ..terminal import visible, visible_text
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 BASE_URL_ENV_VARS = ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL")
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
         def on_progress(event) -> None:
             if live and event.state == "running" and event.text:
-                sys.stdout.write(event.text[shown[0]:])
+                sys.stdout.write(visible_text(event.text[shown[0]:]))
                 sys.stdout.flush()
                 shown[0] = len(event.text)
 
@@ -152,12 +153,12 @@ def run(args: argparse.Namespace) -> int:
             if reply is not None and reply.tool_calls:
                 text = text or "\n".join(f"[tool call] {c.function.name}({c.function.arguments})"
                                          for c in reply.tool_calls)
-            sys.stdout.write(text + "\n")
+            sys.stdout.write((visible_text(text) if sys.stdout.isatty() else text) + "\n")
         sys.stderr.write(f"loomscope: {audit.chat_id}: completed: message {result.reply_index} "  # type: ignore[attr-defined]
                          f"({audit.prompt_tokens} prompt tokens, audit {audit.generation_id})\n")
     if audit.status == "completed":
         return EXIT_OK
-    sys.stderr.write(f"loomscope: {audit.chat_id}: {audit.error_code}: {audit.error_message}\n")
+    sys.stderr.write(f"loomscope: {visible(audit.chat_id)}: {audit.error_code}: {visible(audit.error_message)}\n")
     if audit.status == "cancelled":
         return EXIT_CANCELLED
     if audit.error_code == "TOKEN_BUDGET_EXCEEDED":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..terminal import markup_safe, visible
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import every file in one transaction and print what each became."""
     def warn(path: str, message: str) -> None:
-        sys.stderr.write(f"loomscope: {path}: warning: {message}\n")
+        sys.stderr.write(f"loomscope: {visible(path)}: warning: {visible(message)}\n")
 
     sources: list[str] = []
     with open_library(args) as store:
@@ -34,7 +35,6 @@ def run(args: argparse.Namespace) -> int:
         print_json([r.model_dump(mode="json") for r in refs])
         return 0
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"imported {len(refs)} item(s)")
@@ -43,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("name")
     table.add_column("file")
     for ref, path in zip(refs, sources):
-        table.add_row(ref.kind, ref.id, escape(ref.name), escape(path))
+        table.add_row(ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
     Console().print(table)
     return 0
