@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "preview",
     "inspect",
     "importing",
+    "exporting",
     "lint",
     "library",
     "generate",
