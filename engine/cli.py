@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "inspect",
     "importing",
     "lint",
+    "lorebook_report",
     "library",
     "generate",
     "serve",

@@ -314,6 +314,8 @@ def activate_sillytavern(
     generation_type: str,
     book_scopes: Sequence[str | None] | None,
     clock: RegexClock,
+    history_offset: int = 0,
+    hidden_before: int = 0,
 ) -> ActivationResult:
     """Run SillyTavern 1.12.6 ``checkWorldInfo`` (see the module doc for every rule).
 
@@ -337,14 +339,14 @@ def activate_sillytavern(
         if m.meta.hidden:
             continue
         text = m.text()
-        if i == 0:
+        if i + history_offset == 0:
             text = substitute_names(text, user=user_name, char=char_name)
         if settings.include_names:
             name = _message_name(m, user_name, char_name)
             if name:
                 text = f"{name}: {text}"  # `${x.name}: ${x.mes}` (script.js 3662)
-        window.append((i, text.strip()))
-    chat_len = len(window)
+        window.append((i + history_offset, text.strip()))
+    chat_len = len(window) + history_offset - hidden_before
     inject = [substitute_names(t, user=user_name, char=char_name) for t in extra_scan_text if t]
 
     scanner = _Scanner(prepared, window, clock)
