@@ -633,7 +633,7 @@ def activate_sillytavern(
             "activated": False, "code": code, "detail": detail,
             "tokens": dropped[gid][1] if gid in dropped else None})
     # Entries with only invalid regex keys are plain-text keys here, never "no keys".
-    for s in (st for st in st_all if st.keys and st.x.default_reason is not None):
+    for s in _patchable(prepared, st_all):
         rec = trace[s.x.gid]
         if rec.code in ("LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY") and s.keys and not rec.activated:
             trace[s.x.gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_NOT_MATCHED",
@@ -687,6 +687,16 @@ def _indexes(prepared: _Prepared, st_all: list[_StEntry]
             (cs_index if s.x.cs else ci_index).setdefault(n, []).append(s.x.gid)
     prepared.__dict__["_st_indexes"] = (st_all, (ci_index, cs_index, always))
     return ci_index, cs_index, always
+
+
+def _patchable(prepared: _Prepared, st_all: list[_StEntry]) -> list[_StEntry]:
+    """Entries whose default record says "no keys" but that have SillyTavern keys (cached)."""
+    cached = prepared.__dict__.get("_st_patch")
+    if cached is not None and cached[0] is st_all:
+        return cached[1]
+    out = [st for st in st_all if st.keys and st.x.default_reason is not None]
+    prepared.__dict__["_st_patch"] = (st_all, out)
+    return out
 
 
 def _dedupe(items: list[str]) -> list[str]:
