@@ -74,10 +74,8 @@ def build_request(args: argparse.Namespace):  # -> PreviewRequest
                                  lorebooks=extra_books)
     settings = request.settings.model_dump()
     wi = settings["world_info"]
-    for flag, field, value in (("--scan-depth", "scan_depth", args.scan_depth),
-                               ("--lorebook-budget", "budget_percent", args.lorebook_budget),
-                               ("--rules", "rules", args.rules),
-                               ("--character-strategy", "character_strategy", args.character_strategy)):
+    for field, value in (("scan_depth", args.scan_depth), ("budget_percent", args.lorebook_budget),
+                         ("rules", args.rules), ("character_strategy", args.character_strategy)):
         if value is not None:
             wi[field] = value
     for field, value in (("model", args.model), ("context_limit", args.context_limit),

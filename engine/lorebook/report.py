@@ -154,7 +154,7 @@ def build_report(
     per: dict[tuple[int, int], dict[str, Any]] = {}
     order: list[tuple[int, int]] = []
     for bi, b in enumerate(books):
-        for ei, e in enumerate(b.entries):
+        for ei in range(len(b.entries)):
             per[(bi, ei)] = {"fired": [], "keys": Counter(), "where": [], "reasons": Counter(), "dropped": 0}
             order.append((bi, ei))
     index_of = {(bi, e.uid): ei for bi, b in enumerate(books) for ei, e in enumerate(b.entries)}
