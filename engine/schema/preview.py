@@ -91,3 +91,6 @@ class ContextPreview(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     diagnostics: list[str] = Field(default_factory=list)
+    #: The strategy's own report (``ShiftResult.info``): for ``compact`` the trigger, target and
+    #: summary in use; for ``vector-recall`` the relevance scores. Empty for other strategies.
+    strategy_info: dict[str, Any] = Field(default_factory=dict)
