@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "importing",
     "exporting",
     "lint",
+    "lorebook_report",
     "library",
     "generate",
     "serve",

@@ -481,7 +481,9 @@ class Store:
                 return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
                                       lorebooks=books, settings=stored.settings, sillytavern=setup)
             if character is not None and character.character_book is not None:
-                books.append(character.character_book)
+                # the card's book is character lore (SillyTavern getCharacterLore; World Info
+                # character_strategy ranks it against the global books)
+                books.append(character.character_book.model_copy(update={"scope": "character"}))
                 character = character.model_copy(update={"character_book": None})
             for book_id in stored.lorebook_ids:
                 books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
