@@ -176,8 +176,9 @@ def run_compaction(
                          else "the summary was over its cap twice")
     covered = {i: messages[i] for i in outcome.covered}
     summary_tokens = profile.count(outcome.text)
+    candidate_ids = set(info["candidate_block_ids"])
     replaced = sum(b.tokens for b in prepared.preview.blocks if b.message_index in covered
-                   and b.id in set(info["candidate_block_ids"])) + ((info.get("summary") or {}).get("tokens") or 0)
+                   and b.id in candidate_ids) + ((info.get("summary") or {}).get("tokens") or 0)
     summary = make_summary(outcome.text, covered, previous=previous, tokens=summary_tokens,
                            replaced_tokens=replaced, profile=profile.name, model=model,
                            attempts=len(outcome.attempts), reappended=outcome.reappended)
