@@ -323,3 +323,18 @@ def test_cancel_while_summarizing_ends_cancelled_and_compacts_nothing(store, ser
     assert res.audit.status == "cancelled" and res.audit.compaction == {"status": "cancelled"}
     assert [e.state for e in events if e.step == "compaction"][-1] == "cancelled"
     assert store.get_compaction(chat_id).summary is None and kinds(server) == ["summary"]
+
+
+def test_compaction_ends_at_the_target_even_when_the_summary_gets_below_the_trigger(store, server):
+    # 20 kept-verbatim messages of ~64 tokens: after the summary the prompt is between the
+    # target (1,300) and the trigger (1,472), so the same pass truncates to the target
+    chat_id = store.add_chat(long_chat(n=40, size=60), settings=settings(2000, 200, keep_recent=20))
+    res = generate_and_store(store, chat_id, provider(server))
+    rec = res.audit.compaction
+    trigger, target = thresholds(2000)
+    assert rec["status"] == "compacted" and rec["truncated_to_target"]
+    assert res.audit.prompt_tokens <= target
+    assert any(b.status == "excluded" and b.reason == "HISTORY_OLDEST_FIRST" for b in res.audit.blocks)
+    # the next preview (not right after a compaction) uses the budget again
+    pv = preview(store.build_request(chat_id))
+    assert pv.prompt_tokens > target and pv.strategy_info["reason"] == "below_trigger"
