@@ -163,6 +163,9 @@ def render_table(pv: ContextPreview) -> None:
         why = b.reason
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
             why += f" (key {b.trace['detail']['key']!r})"
+        other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
+        if isinstance(other, dict) and other.get("message"):
+            why += f" [{other['message']}]"
         # text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
         table.add_row(str(b.position), b.kind, b.role, escape(b.source), str(b.tokens),
                       f"[{colors[b.status]}]{b.status}[/]", escape(why), escape(marks),
