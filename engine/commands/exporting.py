@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     from rich.console import Console
-    from rich.markup import escape
+    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
     from rich.table import Table
 
     table = Table(title=f"exported {len(rows)} item(s)")

@@ -14,6 +14,7 @@ import sys
 from pydantic import ValidationError
 
 from ..errors import LoomscopeError, SettingsError
+from ..terminal import markup_safe, visible
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 
 
@@ -141,11 +142,10 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
 def render_table(pv: ContextPreview) -> None:
     """Print the preview as a rich table with totals and a budget line."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=max(Console().width, 160))
-    table = Table(title=escape(f"{pv.model} · {pv.tokenizer.profile}"
+    table = Table(title=markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
                                f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
                   show_lines=False, expand=False)
     for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {"no_wrap": True}),
@@ -166,10 +166,10 @@ def render_table(pv: ContextPreview) -> None:
         other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
         if isinstance(other, dict) and other.get("message"):
             why += f" [{other['message']}]"
-        # text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
-        table.add_row(str(b.position), b.kind, b.role, escape(b.source), str(b.tokens),
-                      f"[{colors[b.status]}]{b.status}[/]", escape(why), escape(marks),
-                      escape(b.text.replace("\n", " ")[:80]))
+        # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]" and "[/b]" from being read as markup
+        table.add_row(str(b.position), b.kind, b.role, markup_safe(b.source), str(b.tokens),
+                      f"[{colors[b.status]}]{b.status}[/]", markup_safe(why), markup_safe(marks),
+                      markup_safe(b.text.replace("\n", " ")[:80]))
     console.print(table)
     pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
     console.print(
@@ -180,11 +180,11 @@ def render_table(pv: ContextPreview) -> None:
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
     for w in pv.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:
-        console.print(f"[cyan]diagnostic:[/] {escape(d)}")
+        console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
     if pv.error:
-        console.print(f"[red bold]{pv.error.code}[/]: {escape(pv.error.message)}")
+        console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,6 +209,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_table(pv)
     if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
-        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {pv.error.message}\n")
+        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}\n")
         return 3
     return 0
