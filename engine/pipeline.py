@@ -382,7 +382,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
                         "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
     options = {**settings.strategy_options,
-               **strategy_host_options(request, context_limit=limit, prompt_overhead=REPLY_PRIMING_TOKENS)}
+               **strategy_host_options(request, context_limit=limit, prompt_overhead=priming)}
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
                            options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)

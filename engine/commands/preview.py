@@ -175,6 +175,10 @@ def render_table(pv: ContextPreview) -> None:
     console.print(
         f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "
         f"kept {kept} tokens · excluded {excluded} tokens")
+    template = sum(b.template_tokens or 0 for b in pv.blocks if b.status == "kept")
+    if template or pv.overhead_tokens:
+        console.print(f"chat format: {template} template tokens inside the kept blocks · "
+                      f"{pv.overhead_tokens} tokens outside any block (BOS, reply priming)")
     console.print(
         f"budget: prompt [bold]{pv.prompt_tokens}[/] / {pv.budget} ({pct:.1f} %) = context "
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
