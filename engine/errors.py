@@ -35,6 +35,7 @@ ERROR_CODES: dict[str, str] = {
     "IMPORT_WRONG_TYPE": "a field has the wrong JSON type (JSON path given)",
     "IMPORT_UNSUPPORTED_SPEC": "the card or lorebook declares an unsupported spec version",
     "IMPORT_UNSUPPORTED_FORMAT": "the file is not a format Loomscope reads",
+    "EXPORT_TARGET_EXISTS": "an export would overwrite an existing file (use --force)",
     # storage / library
     "CHAT_NOT_FOUND": "no chat with that id in the library",
     "AUDIT_NOT_FOUND": "the chat has no stored audit",
@@ -54,6 +55,7 @@ ERROR_CODES: dict[str, str] = {
     "PROVIDER_BAD_REQUEST": "the provider rejected the request (HTTP 4xx)",
     "CANCELLED": "the generation was cancelled",
     "NO_API_KEY": "no API key was found in the environment or keyring",
+    "INVALID_API_KEY": "the API key holds characters no HTTP header can carry (non-ASCII, spaces, CR/LF)",
     # local HTTP API (engine/api, loomscope serve)
     "INVALID_REQUEST": "the HTTP request is malformed (bad JSON, wrong fields or types, disallowed Host)",
     "ROUTE_NOT_FOUND": "no HTTP API route at that path (or not for that method)",

@@ -13,6 +13,10 @@ tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 inte
 final provider messages; 8 mandatory recount and a final shifting pass; 9
 ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget; 10 every block
 reported with its status and stable reason.
+
+A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) is assembled by
+:func:`engine.assembly.sillytavern.prepare_sillytavern` instead: SillyTavern's Chat Completion
+path, with its own history fill (newest first within the budget) in place of a strategy.
 """
 
 from __future__ import annotations
@@ -290,6 +294,11 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         ``preview.error`` with ``budget_ok=False``.
     """
     reg = registries or _shared_registries()
+    if request.sillytavern is not None:
+        # a chat from a SillyTavern folder: SillyTavern's own Chat Completion assembly
+        from .assembly.sillytavern import prepare_sillytavern
+
+        return prepare_sillytavern(request, reg)
     settings = request.settings
     warnings: list[str] = []
     diagnostics: list[str] = []
@@ -373,7 +382,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
                         "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
     options = {**settings.strategy_options,
-               **strategy_host_options(request, context_limit=limit, prompt_overhead=REPLY_PRIMING_TOKENS)}
+               **strategy_host_options(request, context_limit=limit, prompt_overhead=priming)}
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
                            options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)
