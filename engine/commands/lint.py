@@ -77,20 +77,20 @@ def _read_book(path: str):  # -> Lorebook
 
 def _print_table(report: object) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     from ..lorebook.models import LintReport
+    from ..terminal import markup_safe
 
     assert isinstance(report, LintReport)
     console = Console()
-    table = Table(title=f"{escape(report.book)}: {report.entries} entries, budget {report.budget} tokens")
+    table = Table(title=f"{markup_safe(report.book)}: {report.entries} entries, budget {report.budget} tokens")
     for col in ("severity", "uid", "comment", "code", "message"):
         table.add_column(col, overflow="fold")
     styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
         table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", "" if f.uid is None else str(f.uid),
-                      escape(f.comment[:40]), f.code, escape(f.message))
+                      markup_safe(f.comment[:40]), f.code, markup_safe(f.message))
     console.print(table)
     c = report.counts()
     def n(count: int, word: str) -> str:

@@ -14,6 +14,7 @@ import sys
 from pydantic import ValidationError
 
 from ..errors import LoomscopeError, SettingsError
+from ..terminal import markup_safe, visible
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 
 
@@ -138,14 +139,23 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
     return request.model_copy(update=update)
 
 
+#: ``strategy_info["reason"]`` of ``compact`` in words.
+_COMPACTION_WORDS = {
+    "below_trigger": "below the trigger",
+    "pending": "compaction runs at generation",
+    "disabled": "auto-compaction stopped after 3 failures in a row",
+    "no_candidates": "nothing older than the messages kept verbatim",
+    "no_progress": "no progress possible since the last compaction",
+}
+
+
 def render_table(pv: ContextPreview) -> None:
     """Print the preview as a rich table with totals and a budget line."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=max(Console().width, 160))
-    table = Table(title=escape(f"{pv.model} · {pv.tokenizer.profile}"
+    table = Table(title=markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
                                f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
                   show_lines=False, expand=False)
     for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {"no_wrap": True}),
@@ -163,25 +173,40 @@ def render_table(pv: ContextPreview) -> None:
         why = b.reason
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
             why += f" (key {b.trace['detail']['key']!r})"
-        # text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
-        table.add_row(str(b.position), b.kind, b.role, escape(b.source), str(b.tokens),
-                      f"[{colors[b.status]}]{b.status}[/]", escape(why), escape(marks),
-                      escape(b.text.replace("\n", " ")[:80]))
+        other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
+        if isinstance(other, dict) and other.get("message"):
+            why += f" [{other['message']}]"
+        # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]" and "[/b]" from being read as markup
+        table.add_row(str(b.position), b.kind, b.role, markup_safe(b.source), str(b.tokens),
+                      f"[{colors[b.status]}]{b.status}[/]", markup_safe(why), markup_safe(marks),
+                      markup_safe(b.text.replace("\n", " ")[:80]))
     console.print(table)
     pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
     console.print(
         f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "
         f"kept {kept} tokens · excluded {excluded} tokens")
+    template = sum(b.template_tokens or 0 for b in pv.blocks if b.status == "kept")
+    if template or pv.overhead_tokens:
+        console.print(f"chat format: {template} template tokens inside the kept blocks · "
+                      f"{pv.overhead_tokens} tokens outside any block (BOS, reply priming)")
     console.print(
         f"budget: prompt [bold]{pv.prompt_tokens}[/] / {pv.budget} ({pct:.1f} %) = context "
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
+    info = pv.strategy_info
+    if "trigger" in info:  # compact: where the prompt stands against SPEC §4's thresholds
+        used = info.get("summary")
+        console.print(
+            f"compaction: prompt {info['prompt_tokens']} before fitting · trigger {info['trigger']} · "
+            f"target {info['target']} · {_COMPACTION_WORDS.get(info['reason'], info['reason'])}"
+            + (f" · summary of messages #{used['covers'][0]}–#{used['covers'][1]} in use ({used['tokens']} tokens)"
+               if used else ""))
     for w in pv.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:
-        console.print(f"[cyan]diagnostic:[/] {escape(d)}")
+        console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
     if pv.error:
-        console.print(f"[red bold]{pv.error.code}[/]: {escape(pv.error.message)}")
+        console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,6 +231,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_table(pv)
     if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
-        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {pv.error.message}\n")
+        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}\n")
         return 3
     return 0
