@@ -648,6 +648,7 @@ class Store:
                 raise NotFoundError("MESSAGE_NOT_FOUND", f"the chat has no message {at_index}",
                                     file=chat_id, place=f"message {at_index}")
             chat = stored.chat.model_copy(update={"messages": stored.chat.messages[: at_index + 1]})
+            chat = self._branch_compaction(chat, at_index)
             title = f"{stored.title} (branch at {at_index})" if stored.title else f"branch at {at_index}"
             return self._insert_chat(
                 session, chat, title=title, character_id=row.character_id, persona_id=row.persona_id,
@@ -1115,6 +1116,25 @@ class Store:
             data[CHAT_KEY] = dumped
         row.data = data  # a new dict, so the JSON column is written
         self._touch(row)
+
+    @staticmethod
+    def _branch_compaction(chat: Chat, at_index: int) -> Chat:
+        """A branch keeps the compaction summary only when it covers nothing after ``at_index``
+        (a summary of messages the branch lacks would be stale); removed ones and the failure
+        count stay behind."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        extra = chat.model_extra or {}
+        if CHAT_KEY not in extra:
+            return chat
+        state = CompactionState.from_raw(extra[CHAT_KEY])
+        keep = state.summary if state.summary is not None and state.summary.last <= at_index else None
+        data = chat.model_dump(mode="python", exclude={"messages"})
+        data.pop(CHAT_KEY, None)
+        if keep is not None:
+            data[CHAT_KEY] = CompactionState(summary=keep).dump()
+        return Chat.model_validate({**data, "messages": chat.messages})
 
     def get_compaction(self, chat_id: str) -> Any:
         """The chat's :class:`~engine.compaction.state.CompactionState` (empty when none; an
