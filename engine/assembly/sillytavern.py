@@ -859,7 +859,7 @@ def _object_keys_order(book: Lorebook) -> list[Any]:
     rest: list[Any] = []
     for k, e in enumerate(book.entries):
         u = str(e.uid)
-        if u.isdigit() and (u == "0" or not u.startswith("0")) and int(u) < 2 ** 32 - 1:
+        if u.isascii() and u.isdigit() and (u == "0" or not u.startswith("0")) and int(u) < 2 ** 32 - 1:
             ints.append((int(u), k, e))
         else:
             rest.append(e)
