@@ -49,7 +49,7 @@ class CountingApp:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-examples", type=int, default=500)
-    ap.add_argument("--max-time", type=int, default=600, help="seconds for the whole schemathesis run")
+    ap.add_argument("--max-time", type=int, default=300, help="seconds for the whole schemathesis run")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--workers", default="2")
     args = ap.parse_args(argv)
