@@ -247,6 +247,7 @@ class MainWindow(QMainWindow):
         self.chat_view.message_submitted.connect(self.append_user_message)
         self.chat_view.generate_requested.connect(self.generate)
         self.chat_view.summary_remove_requested.connect(self.remove_compaction_summary)
+        self.chat_view.compaction_reset_requested.connect(self.ctx.document.reset_compaction_failures)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
         self.tokens_chart.message_clicked.connect(self._on_tokens_chart_message_clicked)
         self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)

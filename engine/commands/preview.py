@@ -139,6 +139,16 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
     return request.model_copy(update=update)
 
 
+#: ``strategy_info["reason"]`` of ``compact`` in words.
+_COMPACTION_WORDS = {
+    "below_trigger": "below the trigger",
+    "pending": "compaction runs at generation",
+    "disabled": "auto-compaction stopped after 3 failures in a row",
+    "no_candidates": "nothing older than the messages kept verbatim",
+    "no_progress": "no progress possible since the last compaction",
+}
+
+
 def render_table(pv: ContextPreview) -> None:
     """Print the preview as a rich table with totals and a budget line."""
     from rich.console import Console
@@ -163,6 +173,9 @@ def render_table(pv: ContextPreview) -> None:
         why = b.reason
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
             why += f" (key {b.trace['detail']['key']!r})"
+        other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
+        if isinstance(other, dict) and other.get("message"):
+            why += f" [{other['message']}]"
         # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]" and "[/b]" from being read as markup
         table.add_row(str(b.position), b.kind, b.role, markup_safe(b.source), str(b.tokens),
                       f"[{colors[b.status]}]{b.status}[/]", markup_safe(why), markup_safe(marks),
@@ -172,10 +185,22 @@ def render_table(pv: ContextPreview) -> None:
     console.print(
         f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "
         f"kept {kept} tokens · excluded {excluded} tokens")
+    template = sum(b.template_tokens or 0 for b in pv.blocks if b.status == "kept")
+    if template or pv.overhead_tokens:
+        console.print(f"chat format: {template} template tokens inside the kept blocks · "
+                      f"{pv.overhead_tokens} tokens outside any block (BOS, reply priming)")
     console.print(
         f"budget: prompt [bold]{pv.prompt_tokens}[/] / {pv.budget} ({pct:.1f} %) = context "
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
+    info = pv.strategy_info
+    if "trigger" in info:  # compact: where the prompt stands against SPEC §4's thresholds
+        used = info.get("summary")
+        console.print(
+            f"compaction: prompt {info['prompt_tokens']} before fitting · trigger {info['trigger']} · "
+            f"target {info['target']} · {_COMPACTION_WORDS.get(info['reason'], info['reason'])}"
+            + (f" · summary of messages #{used['covers'][0]}–#{used['covers'][1]} in use ({used['tokens']} tokens)"
+               if used else ""))
     for w in pv.warnings:
         console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:

@@ -181,6 +181,9 @@ def describe_detail(detail: Any) -> str:
     depth = rest.pop("depth", None)
     rpass = rest.pop("pass", None)
     source = rest.pop("source", None)
+    # World Info under the sillytavern rules: where the loomscope rules differ, say it in words
+    other_rules = rest.pop("loomscope", None)
+    rest.pop("order_of_activation", None)
     if key is not None:
         phrase = f'key "{key}"'
         if msg is not None:
@@ -203,6 +206,8 @@ def describe_detail(detail: Any) -> str:
         if value in (None, "", [], {}):
             continue
         parts.append(f"{name.replace('_', ' ')} {value}")
+    if isinstance(other_rules, dict) and other_rules.get("message"):
+        parts.append(str(other_rules["message"]))
     return ", ".join(parts)
 
 
