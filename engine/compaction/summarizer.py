@@ -259,13 +259,15 @@ def provider_summarizer(base_url: str, api_key: str | None, model: str, *, cap: 
                         extra_body: dict[str, Any] | None = None,
                         cancel: threading.Event | None = None) -> Summarizer:
     """A :data:`Summarizer` that asks an OpenAI-compatible endpoint (one JSON answer, no stream;
-    ``max_tokens`` = ``cap``)."""
-    from ..providers import ChatCompletionsClient
+    the reply limited to ``cap`` tokens as ``max_tokens``, or ``max_completion_tokens`` for the
+    models that reject ``max_tokens``: ``engine.providers.params``)."""
+    from ..providers import ChatCompletionsClient, reply_limit_fields
 
     client = ChatCompletionsClient(base_url, api_key, timeout_s=timeout_s)
+    limit = reply_limit_fields(model, cap) or {"max_tokens": cap}
 
     def call(messages: list[dict[str, Any]]) -> str:
-        reply = client.complete(model, messages, stream=False, extra_body={**(extra_body or {}), "max_tokens": cap},
+        reply = client.complete(model, messages, stream=False, extra_body=extra_body, reply_limit=limit,
                                 cancel=cancel)
         return reply.content or ""
 
