@@ -95,7 +95,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     w, h = SCREENSHOT_SIZE
     window.resize(w, h)
     # the inspector tabs get more room when they are the subject of the shot
-    wide = tab is not None and tab.strip().lower() in ("lorebook", "audit")
+    wide = tab is not None and tab.strip().lower() in ("lorebook", "audit", "setup", "entry")
     window.splitter.setSizes([200, 600, 640] if wide else [200, 840, 400])
     if chat is not None:
         try:
@@ -107,13 +107,18 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     window.start(chat)
     if tab and not window.select_tab(tab):
         sys.stderr.write(f"loomscope: --tab: USAGE: unknown tab {tab!r} "
-                         f"(blocks, chat, block, lorebook, audit, settings)\n")
+                         f"(blocks, chat, block, lorebook, audit, settings, setup, entry, chats, characters, "
+                         "lorebooks, personas)\n")
         return 2
     if not wait_for_preview(window):
         log.warning("preview did not finish in %.0f s; writing the screenshot anyway", SCREENSHOT_TIMEOUT_S)
     if tab == "chat":
         window.chat_view.scroll_to_marker()
-    if tab == "lorebook":  # show the entry editor on the first entry rather than an empty form
+    if tab in ("characters", "lorebooks", "personas"):  # a selected row shows where it is used
+        panel = window.library_setup.tabs.panels[tab[:-1]]
+        if panel.ids():
+            panel.select(panel.ids()[0])
+    if tab in ("lorebook", "entry"):  # show the entry editor on the first entry rather than an empty form
         from PySide6.QtWidgets import QTableView
 
         for view in window.lorebook_tab.findChildren(QTableView):
