@@ -492,3 +492,19 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:  # noqa: ANN0
     editor.filter_exclude.setChecked(False)
     preview = rerun(qtbot, win, editor.apply_button.click)
     assert fired(preview)  # only for Kael and Sam: Kael is the character
+
+
+def test_pick_persona_none_and_back(qtbot, st_window) -> None:  # noqa: ANN001
+    win = st_window["win"]
+    panel = win.library_setup.setup_panel
+    desc = "Alex is a young cartographer from Kael's past."
+    alex = panel.state.persona_id
+    assert alex and desc in text_of(win.preview)
+    preview = rerun(qtbot, win, lambda: panel.pick_persona(None))
+    assert desc not in text_of(preview) and win.ctx.store.get_chat(win.ctx.document.chat_id).persona_id is None
+    preview = ctrl_z(qtbot, win)
+    assert desc in text_of(preview) and panel.state.persona_id == alex
+    # the Personas panel's "Use in chat" does the same through the panel
+    personas = win.library_setup.tabs.panels["persona"]
+    personas.select(alex)
+    assert "“voyage” (persona)" in personas.usage.text()
