@@ -33,6 +33,13 @@ class PreviewBlock(BaseModel):
     ``tokens`` is the block's own count including its chat-format overhead (3 per message,
     +1 per ``name``); for truncated blocks ``original_tokens`` gives the count before.
     ``position`` is the 0-based index in prompt order (all blocks, kept or not).
+    ``reason_detail`` is the specific reason in words where the code alone would mislead (a
+    small message out while tokens are free, a tool call kept for its pinned result, a lorebook
+    entry over the World Info budget); ``reason_data`` holds its figures (tokens, message
+    indices; see :func:`engine.shifting.explain.explain_blocks`). Both are ``None`` otherwise.
+    ``fit_window`` (chat messages) is the smallest context window in tokens that would send
+    this message under the same settings and strategy (``None``: none would; see
+    :func:`engine.shifting.fitmap.fit_windows`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -55,6 +62,9 @@ class PreviewBlock(BaseModel):
     manual_excluded: bool = False
     message_index: int | None = None
     trace: dict[str, Any] | None = None
+    reason_detail: str | None = None
+    reason_data: dict[str, Any] | None = None
+    fit_window: int | None = None
 
 
 class ContextPreview(BaseModel):
@@ -83,3 +93,6 @@ class ContextPreview(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     diagnostics: list[str] = Field(default_factory=list)
+    #: How ``blocks[*].fit_window`` was computed: ``exact`` (``truncate``/``manual``) or
+    #: ``truncate-order`` (another strategy, read by truncate's removal order).
+    fit_method: str = "exact"
