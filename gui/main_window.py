@@ -52,10 +52,17 @@ log = logging.getLogger(__name__)
 #: ``--tab`` names → (which tab widget, index).
 CENTRE_TABS = ("blocks", "chat")
 INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
+#: Every name ``--tab`` / :meth:`MainWindow.select_tab` accepts.
+TAB_NAMES = CENTRE_TABS + INSPECTOR_TABS
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
-#: The inspector column's default and smallest width (px).
-INSPECTOR_WIDTH, INSPECTOR_MIN_W = 460, 320
+#: The inspector column's default (widest) and smallest width (px); it yields first when the
+#: window is narrow, so the prompt blocks keep :data:`CENTRE_PREFERRED_W`.
+INSPECTOR_WIDTH, INSPECTOR_MIN_W = 460, 300
+#: The width (px) the centre column (prompt blocks, chat) should get before the inspector grows.
+CENTRE_PREFERRED_W = 780
+#: The library column on narrow windows (px; :data:`LIBRARY_WIDTH` from 1400 px on).
+LIBRARY_NARROW_W = 210
 IMPORT_FILTER = "Cards, worlds and chats (*.png *.json *.jsonl);;All files (*)"
 
 
@@ -670,10 +677,29 @@ class MainWindow(QMainWindow):
             except (TypeError, ValueError):
                 pass
 
+    def default_splitter_sizes(self, width: int | None = None) -> list[int]:
+        """``[library, centre, inspector]`` for a splitter ``width`` px wide.
+
+        The centre gets :data:`CENTRE_PREFERRED_W` first; the inspector yields first (down to
+        :data:`INSPECTOR_MIN_W`), then the library (down to :data:`LIBRARY_NARROW_W`).
+        """
+        width = int(width if width is not None else self.splitter.width())
+        library = LIBRARY_WIDTH if width >= 1400 else LIBRARY_NARROW_W
+        inspector = max(INSPECTOR_MIN_W, min(INSPECTOR_WIDTH, width - library - CENTRE_PREFERRED_W))
+        centre = max(200, width - library - inspector)
+        return [library, centre, inspector]
+
     def _default_splitter_sizes(self) -> None:
         """Library and inspector at their default widths, the centre gets the rest."""
-        width = max(self.splitter.width(), LIBRARY_WIDTH + INSPECTOR_WIDTH + 400)
-        self.splitter.setSizes([LIBRARY_WIDTH, width - LIBRARY_WIDTH - INSPECTOR_WIDTH, INSPECTOR_WIDTH])
+        self.splitter.setSizes(self.default_splitter_sizes())
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+        super().resizeEvent(event)
+        # a narrower window takes from the inspector first, then the library, not from the blocks
+        sizes = self.splitter.sizes()
+        if len(sizes) == 3 and self.isVisible() and sizes[1] < CENTRE_PREFERRED_W and sizes[2] > INSPECTOR_MIN_W:
+            give = min(CENTRE_PREFERRED_W - sizes[1], sizes[2] - INSPECTOR_MIN_W)
+            self.splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)
