@@ -683,7 +683,7 @@ class MainWindow(QMainWindow):
         The centre gets :data:`CENTRE_PREFERRED_W` first; the inspector yields first (down to
         :data:`INSPECTOR_MIN_W`), then the library (down to :data:`LIBRARY_NARROW_W`).
         """
-        width = int(width if width is not None else self.splitter.width())
+        width = int(width if width is not None else self.splitter.width()) - 2 * self.splitter.handleWidth()
         library = LIBRARY_WIDTH if width >= 1400 else LIBRARY_NARROW_W
         inspector = max(INSPECTOR_MIN_W, min(INSPECTOR_WIDTH, width - library - CENTRE_PREFERRED_W))
         centre = max(200, width - library - inspector)
