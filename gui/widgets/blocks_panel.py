@@ -35,7 +35,7 @@ REASON_MIN_W, REASON_MAX_W = 150, 330
 #: Text never narrower than this (px) while the other columns can still give.
 TEXT_MIN_W = 160
 #: Source's range (px): it gives up width first.
-SOURCE_MIN_W, SOURCE_MAX_W = 70, 170
+SOURCE_MIN_W, SOURCE_MAX_W = 110, 180
 #: Horizontal padding added to measured text (px): cell margins and the sort arrow.
 CELL_PAD = 18
 #: Keys that move the current row: a row reached with them (or clicked) is focused on purpose.
@@ -90,7 +90,7 @@ class BlocksTable(QTableView):
         reason_want = max(REASON_MIN_W, min(REASON_MAX_W, self._wants.get(BlockColumn.REASON, REASON_MIN_W)))
         source_want = max(SOURCE_MIN_W, min(SOURCE_MAX_W, self._wants.get(BlockColumn.SOURCE, SOURCE_MAX_W)))
         # Reason first (up to what it needs), then Text's minimum, then Source; Text gets the rest
-        reason = max(REASON_MIN_W, min(reason_want, room - TEXT_MIN_W - SOURCE_MIN_W))
+        reason = max(REASON_MIN_W, min(reason_want, room - TEXT_MIN_W - (0 if hide_source else SOURCE_MIN_W)))
         source = 0 if hide_source else max(SOURCE_MIN_W, min(source_want, room - reason - TEXT_MIN_W))
         text = room - reason - source
         if text < 60:  # a very narrow window: everyone gives a share
