@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv bench lint clean
+.PHONY: run test test-postgres venv bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ run: $(STAMP)
 
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python -m pytest
+
+# The storage, API and generation tests against a throwaway PostgreSQL server (Debian's
+# `postgresql` package: initdb in a temp dir, free port on 127.0.0.1, stopped afterwards).
+# `-k postgresql` picks the PostgreSQL half of the backend-parametrized tests (the SQLite half runs in `make test`).
+PG_TESTS ?= tests/engine/storage tests/engine/api tests/engine/test_generation.py
+test-postgres: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python tests/throwaway_postgres.py -- \
+		$(VENV)/bin/python -m pytest -p no:cacheprovider -k postgresql $(PG_TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet ruff

@@ -53,7 +53,7 @@ from .tokenizers import (
     count_tools_tokens,
     default_tokenizer_registry,
     lookup_model,
-    num_tokens_from_messages,
+    prompt_count,
 )
 
 
@@ -183,11 +183,17 @@ def _activate(request: PreviewRequest, books: list[Lorebook], profile: Tokenizer
         return None
     from .lorebook import activate
 
+    card_book = request.character.character_book if request.character is not None else None
+    # The card's embedded book is character lore (SillyTavern getCharacterLore); listed books
+    # say their own scope (``scope`` field) and default to global lore.
+    scopes = [("character" if card_book is not None and b is not None and b.name in
+               {card_book.name, f"{request.character.name or 'character'} (card)"}
+               and b not in request.lorebooks else None) for b in books]
     return activate(
         books, request.chat.messages, request.settings.world_info,
         count_tokens=profile.count, context_limit=budget, user_name=user, char_name=char,
         character=request.character, persona=request.persona,
-        chat_metadata=request.chat.metadata,
+        chat_metadata=request.chat.metadata, book_scopes=scopes,
     )
 
 
@@ -197,6 +203,14 @@ def _provider_dict(block: Block) -> dict[str, Any] | None:
 
 def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, int]:
     msg_blocks = [b for b in blocks if b.message is not None]
+    if profile.chat is not None:  # a chat template counts the blocks together, in prompt order
+        tool_blocks = [b for b in blocks if b.message is None]
+        pc = prompt_count(profile, [_provider_dict(b) for b in msg_blocks],  # type: ignore[misc]
+                          [t for b in tool_blocks for t in (b.tools or [])])
+        out = {b.id: c for b, c in zip(msg_blocks, pc.messages)}
+        for k, b in enumerate(tool_blocks):
+            out[b.id] = pc.tools if k == 0 else 0
+        return out
     counts = count_messages_tokens(profile, [_provider_dict(b) for b in msg_blocks])  # type: ignore[misc]
     out = {b.id: c for b, c in zip(msg_blocks, counts)}
     for b in blocks:
@@ -303,7 +317,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     budget = limit - reserve
     safety = math.ceil(budget * settings.safety_margin_percent / 100) if profile.approximate else 0
     tools = list(request.chat.tools)
-    shift_budget = budget - safety - REPLY_PRIMING_TOKENS
+    priming = REPLY_PRIMING_TOKENS  # tokens no block owns; a chat template's own figure after assembly
+    shift_budget = budget - safety - priming
 
     # 3. lorebook activation and assembly
     card = request.character
@@ -341,15 +356,22 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 4. count once per block
     tokens = _count_blocks(profile, blocks)
+    sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
+    if profile.chat is not None:  # template counts depend on the neighbours: count what is sent
+        if len(sendable) != len(blocks):
+            tokens.update(_count_blocks(profile, sendable))
+        priming = prompt_count(profile, [_provider_dict(b) for b in sendable if b.message is not None],  # type: ignore[misc]
+                               []).overhead
+        shift_budget = budget - safety - priming
 
     # 5–6. strategy with host checks
-    sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
     groups = find_tool_groups(sendable)
     group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
     for cid in sorted(groups.reused_ids):
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
+    shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
                            settings.strategy_options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)
@@ -396,15 +418,44 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     # 9. recount independently and report
     messages = [_provider_dict(b) for b in final_blocks if b.message is not None]
     send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
-    prompt_tokens = num_tokens_from_messages(profile, messages, send_tools)  # type: ignore[arg-type]
+    final = prompt_count(profile, messages, send_tools)  # type: ignore[arg-type]
+    prompt_tokens = final.total
+    if profile.chat is not None and result.error is None:
+        # A template merges turns (Mistral's system prompt, consecutive user turns), so dropping a
+        # block can move a few tokens between its neighbours: shift again until the exact count fits.
+        for _ in range(8):
+            over = prompt_tokens - (budget - safety)
+            if over <= 0:
+                break
+            again = shift_context(final_blocks, count, shift_budget - over)
+            if again.error:
+                break
+            for e in again.excluded:
+                status[e.block_id] = ("excluded", e.reason)
+            keep = set(again.kept)
+            final_blocks = [b for b in final_blocks if b.id in keep]
+            messages = [_provider_dict(b) for b in final_blocks if b.message is not None]
+            send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
+            final = prompt_count(profile, messages, send_tools)  # type: ignore[arg-type]
+            prompt_tokens = final.total
+    template_tokens: dict[str, int] = {}
+    msg_final = [b for b in final_blocks if b.message is not None]
+    for b, n, t in zip(msg_final, final.messages, final.template):
+        if b.id not in truncated:  # kept blocks show their exact share of the final prompt
+            tokens[b.id] = n
+            if profile.chat is not None:
+                template_tokens[b.id] = t
+    for b in final_blocks:
+        if b.message is None:
+            tokens[b.id] = final.tools
     error = None
     if result.error:
         error = PreviewError(
             code="TOKEN_BUDGET_EXCEEDED",
-            message=(f"the protected blocks alone need {result.protected_tokens + REPLY_PRIMING_TOKENS} "
+            message=(f"the protected blocks alone need {result.protected_tokens + priming} "
                      f"tokens but the budget is {budget - safety} tokens "
                      f"(context {limit} − reply reserve {reserve}{f' − safety margin {safety}' if safety else ''})"),
-            details={"protected_tokens": result.protected_tokens + REPLY_PRIMING_TOKENS,
+            details={"protected_tokens": result.protected_tokens + priming,
                      "budget": budget - safety,
                      "protected_blocks": [b.id for b in sendable if b.protected or b.pinned]},
         )
@@ -426,9 +477,9 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
                     for b in ordered}
     explained = explain_blocks(ordered, status, shown_tokens, shift_budget, group_of, trace_by_source)
     fits = fit_windows(
-        sendable, tokens, group_of,
+        sendable, shift_tokens, group_of,
         pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                              profile.approximate, REPLY_PRIMING_TOKENS),
+                              profile.approximate, priming),
         never_sent=frozenset(sendable[i].id for i in groups.orphans),
         honor_manual=settings.strategy == "manual")
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
@@ -446,7 +497,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
             name=b.message.name if b.message else None,
             original_tokens=t.original_tokens if t else None,
             summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
-            message_index=b.message_index, trace=trace,
+            message_index=b.message_index, trace=trace, template_tokens=template_tokens.get(b.id),
             reason_detail=explained[b.id].text if b.id in explained else None,
             reason_data=explained[b.id].data if b.id in explained else None,
             fit_window=fits.get(b.message_index) if b.message_index is not None else None,
@@ -456,7 +507,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         model=settings.model,
         tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
         context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=safety,
-        headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens,
+        headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens, overhead_tokens=final.overhead,
         strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
         lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
         diagnostics=diagnostics, fit_method=fit_method,

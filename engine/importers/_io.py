@@ -123,6 +123,11 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     Lone UTF-16 surrogates (a ``\\uD83D`` escape without its pair, as JavaScript can write)
     become U+FFFD so that the text can be stored and written back as UTF-8.
 
+    ``NaN``, ``Infinity`` and ``-Infinity`` (which Python's ``json`` accepts but JSON, and
+    SillyTavern's ``JSON.parse``, do not) are ``IMPORT_INVALID_JSON`` with their line and column:
+    they could be neither stored as JSON (PostgreSQL refuses them) nor kept as written, and
+    turning them into ``null`` silently would lose data.
+
     Raises
     ------
     LoomscopeImportError
@@ -131,7 +136,13 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     """
     prefix = f"{what}, " if what else ""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NonFiniteNumber as exc:
+        literal = exc.args[0]
+        why = ("is not a JSON number (JSON has no NaN or Infinity)" if literal in ("NaN", "Infinity", "-Infinity")
+               else "is too large for a 64-bit floating point number")
+        fail("IMPORT_INVALID_JSON", f"invalid JSON: {literal[:40]} {why}", file,
+             f"{prefix}{_constant_place(text, literal, line_offset)}")
     except json.JSONDecodeError as exc:
         fail("IMPORT_INVALID_JSON", f"invalid JSON: {exc.msg}", file,
              f"{prefix}line {exc.lineno + line_offset}, column {exc.colno}")
@@ -146,6 +157,36 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     if _SURROGATE_ESCAPE.search(text):
         value = _fix_surrogates(value)
     return value
+
+
+class _NonFiniteNumber(ValueError):
+    """``NaN``/``Infinity``/``-Infinity`` met while parsing (args: the literal)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFiniteNumber(name)
+
+
+def _finite_float(literal: str) -> float:
+    """A JSON number literal as a float; one too large for a double (``1e999``) is refused."""
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise _NonFiniteNumber(literal)
+    return value
+
+
+_CONSTANT_RE = re.compile(r"(?<=[:\[,])\s*(-?Infinity|NaN|-?[0-9][0-9.eE+-]*)(?=\s*[,\]}])")
+
+
+def _constant_place(text: str, name: str, line_offset: int) -> str:
+    """``line L, column C`` of the first bare ``name`` used as a value (best effort)."""
+    for m in _CONSTANT_RE.finditer(text):
+        if m.group(1) == name:
+            start = m.start(1)
+            line = text.count("\n", 0, start) + 1
+            col = start - (text.rfind("\n", 0, start) + 1) + 1
+            return f"line {line + line_offset}, column {col}"
+    return f"line {1 + line_offset}"
 
 
 # A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF). json.loads joins valid pairs, but a lone

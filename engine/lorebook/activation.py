@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from ..schema.messages import ChatMessage
 from ..schema.settings import WorldInfoSettings
 from .codes import BLOCK_REASONS
 from .groups import filter_groups
+from .jsregex import RegexClock
 from .keys import substitute_names
 from .models import ActivatedEntry, ActivationResult, TraceRecord
 from .prepare import _Entry, _Key, _Prepared, _prepared_for, clear_cache
@@ -91,7 +91,7 @@ class _Run:
         self.settings = settings
         self.extra = extra
         self.sources = sources
-        self.recursion = _Table()
+        self.recursion = _Table(scanner.clock)
         self.skew = 0
         self.global_depth = settings.scan_depth
 
@@ -177,12 +177,9 @@ class _Run:
         depth = self.depth_of(x)
         for k in x.keys:
             if k.regex is not None:
-                if not (k.regex.flags & re.IGNORECASE) and depth > 0 and self.s.window:
-                    try:
-                        loose = re.compile(k.regex.pattern, k.regex.flags | re.IGNORECASE)
-                    except re.error:  # pragma: no cover - same pattern compiled before
-                        continue
-                    if loose.search(self.s.joined(depth)[0]):
+                if not k.regex.ignore_case and depth > 0 and self.s.window:
+                    loose = k.regex.loose()
+                    if loose.search(self.s.joined(depth)[0], clock=self.s.clock, where="near-miss check"):
                         out.append({"key": k.text, "why": "regex is case-sensitive (no i flag); "
                                     "it matches when case is ignored"})
                 continue
@@ -259,8 +256,133 @@ def activate(
     chat_metadata: dict[str, Any] | None = None,
     extra_scan_text: Sequence[str] = (),
     generation_type: str = "normal",
+    book_scopes: Sequence[str | None] | None = None,
+    compare_rules: bool = True,
 ) -> ActivationResult:
-    """Activate World Info entries for a chat (SillyTavern semantics, SPEC §5 differences).
+    """Activate World Info entries for a chat under ``settings.rules``.
+
+    ``"sillytavern"`` (the default) reproduces SillyTavern 1.12.x ``checkWorldInfo`` exactly
+    (:mod:`engine.lorebook.st_rules`); ``"loomscope"`` applies Loomscope's rules (module doc of
+    :mod:`engine.lorebook.activation`). Both return the same result shape.
+
+    Parameters
+    ----------
+    books, messages, settings, count_tokens, context_limit, user_name, char_name, character,
+    persona, chat_metadata, extra_scan_text, generation_type:
+        As described for :func:`_activate_loomscope` below.
+    book_scopes:
+        One scope per book: ``"chat"``, ``"persona"``, ``"character"`` or ``"global"`` (SillyTavern's
+        lore sources, ranked by ``settings.character_strategy``); ``None`` for a book (or the
+        whole argument) uses the book's ``scope`` field, else ``"global"``. Only the
+        ``sillytavern`` rules rank by scope.
+    compare_rules:
+        Under ``sillytavern``, also run the ``loomscope`` rules and mark every entry whose
+        outcome differs (``trace[...].detail["loomscope"]`` and ``rule_differences``). Costs a
+        second activation; the lorebook report turns it off.
+
+    Returns
+    -------
+    ActivationResult
+        With ``rules`` set to the rule set used.
+
+    Notes
+    -----
+    Regex keys run under ``settings.regex_timeout_ms`` per search and
+    ``settings.regex_total_timeout_ms`` per call; a key that runs out does not match, its
+    entry's trace code is ``LOREBOOK_REGEX_TIMEOUT`` (when nothing else matched) and a
+    diagnostic names it. Never raises for bad lorebook content.
+    """
+    clock = RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000)
+    if settings.rules == "loomscope":
+        return _activate_loomscope(
+            books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
+            user_name=user_name, char_name=char_name, character=character, persona=persona,
+            chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
+            generation_type=generation_type, clock=clock)
+    from .st_rules import activate_sillytavern
+
+    prepared = _prepared_for(books, settings, user_name, char_name)
+    result = activate_sillytavern(
+        books, messages, settings, prepared, count_tokens=count_tokens,
+        budget=compute_budget(settings, context_limit), user_name=user_name, char_name=char_name,
+        character=character, persona=persona, chat_metadata=chat_metadata,
+        extra_scan_text=extra_scan_text, generation_type=generation_type,
+        book_scopes=book_scopes, clock=clock)
+    if not compare_rules:
+        return result
+    other = _activate_loomscope(
+        books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
+        user_name=user_name, char_name=char_name, character=character, persona=persona,
+        chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
+        generation_type=generation_type,
+        clock=RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000))
+    return compare_results(result, other)
+
+
+def compare_results(st: ActivationResult, ls: ActivationResult) -> ActivationResult:
+    """``st`` with every difference from the ``loomscope`` result ``ls`` marked.
+
+    Each entry whose activation or reason differs gets ``detail["loomscope"] = {"activated",
+    "code", "message"}`` in its trace record; ``rule_differences`` lists the same notes plus a
+    placement note when both activate the same entries in another order.
+    """
+    other = {(r.book_index, r.uid): r for r in ls.trace}
+    diffs: list[dict[str, Any]] = []
+    trace = list(st.trace)
+    for i, rec in enumerate(trace):
+        o = other.get((rec.book_index, rec.uid))
+        if o is None or o.activated == rec.activated:
+            continue
+        message = _difference_message(rec, o)
+        if message is None:
+            continue
+        note = {"activated": o.activated, "code": o.code, "message": message}
+        trace[i] = _fast(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "loomscope": note}})
+        diffs.append({"book": rec.book, "uid": rec.uid, "comment": rec.comment,
+                      "what": "activation", "message": message})
+    st_order = [(a.book_index, a.uid) for a in st.activated]
+    ls_order = [(a.book_index, a.uid) for a in ls.activated]
+    if st_order != ls_order and sorted(st_order, key=str) == sorted(ls_order, key=str):
+        diffs.append({"book": "", "uid": None, "comment": "", "what": "placement",
+                      "message": "SillyTavern places these entries in another order than the loomscope "
+                                 "rules (equal orders: SillyTavern puts the entry activated later first)",
+                      "sillytavern": [list(k) for k in st_order], "loomscope": [list(k) for k in ls_order]})
+    return _fast(ActivationResult, {**st.__dict__, "trace": trace, "rule_differences": diffs})
+
+
+def _difference_message(st: TraceRecord, ls: TraceRecord) -> str | None:
+    if st.code == "LOREBOOK_BUDGET" and ls.activated:
+        if ls.code == "LOREBOOK_CONSTANT":
+            return "SillyTavern drops this constant over the budget; the loomscope rules keep it"
+        if "not reached" in str(st.detail.get("note", "")):
+            return ("SillyTavern stopped at an earlier entry that overflowed the budget; the loomscope "
+                    "rules still fit this one")
+        return "SillyTavern drops this entry when the running total reaches the budget; the loomscope rules keep it"
+    if st.activated and not ls.activated:
+        if ls.code == "LOREBOOK_EMPTY":
+            return ("SillyTavern activates this entry with empty content (it inserts nothing but counts for "
+                    "timed effects and groups); the loomscope rules skip it")
+        return f"the loomscope rules would not activate this entry ({ls.code})"
+    return f"the loomscope rules would activate this entry (SillyTavern: {st.code})"
+
+
+def _activate_loomscope(
+    books: Sequence[Lorebook],
+    messages: Sequence[ChatMessage],
+    settings: WorldInfoSettings,
+    *,
+    count_tokens: Callable[[str], int],
+    context_limit: int,
+    user_name: str = "User",
+    char_name: str = "",
+    character: Character | None = None,
+    persona: Persona | None = None,
+    chat_metadata: dict[str, Any] | None = None,
+    extra_scan_text: Sequence[str] = (),
+    generation_type: str = "normal",
+    clock: RegexClock | None = None,
+) -> ActivationResult:
+    """Activate World Info entries under the ``loomscope`` rules (SPEC §5 differences).
 
     Parameters
     ----------
@@ -317,8 +439,9 @@ def activate(
                 text = f"{name}: {text}"
         window.append((i, text.strip()))
 
-    scanner = _Scanner(prepared, window)
-    extra = _Table()
+    clock = clock or RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000)
+    scanner = _Scanner(prepared, window, clock)
+    extra = _Table(clock)
     for i, t in enumerate(extra_scan_text):
         if t:
             extra.add(scanner.text("extra", substitute_names(t, user=user_name, char=char_name),
@@ -336,7 +459,7 @@ def activate(
         for src in prepared.needs_sources:
             text = substitute_names(raw_sources.get(src, ""), user=user_name, char=char_name)
             if text:
-                sources[src] = _Table()
+                sources[src] = _Table(clock)
                 sources[src].add(scanner.text(src, text))
 
     run = _Run(prepared, scanner, settings, extra, sources)
@@ -626,9 +749,23 @@ def activate(
             "activated": False, "code": code, "detail": detail,
             "tokens": dropped[gid][1] if gid in dropped else None})
 
+    diagnostics = list(prepared.diagnostics)
+    if clock.timeouts:
+        slow_keys = {t["key"] for t in clock.timeouts}
+        for gid in prepared.regex_gids:
+            x = entries[gid]
+            slow = [k.text for k in x.keys if k.regex is not None and k.text in slow_keys]
+            rec = trace[gid]
+            if slow and not rec.activated and rec.code in ("LOREBOOK_NOT_MATCHED", "LOREBOOK_INVALID_KEY"):
+                trace[gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_REGEX_TIMEOUT", "detail": {
+                    "keys": slow, "timeout_ms": settings.regex_timeout_ms, "scan_depth": run.depth_of(x)}})
+            for key in slow:
+                t = next(t for t in clock.timeouts if t["key"] == key)
+                diagnostics.append(f"{x.book}: uid {x.entry.uid}: LOREBOOK_REGEX_TIMEOUT: regex key {key!r} ran out "
+                                   f"of its {t['timeout_ms']:g} ms on the {t['where'] or 'text'}; it does not match")
     return _fast(ActivationResult, {
         "activated": activated, "budget_dropped": budget_dropped, "trace": trace, "budget": budget,
-        "used_tokens": used, "diagnostics": list(prepared.diagnostics),
+        "used_tokens": used, "diagnostics": diagnostics, "rules": "loomscope", "rule_differences": [],
         "timed_effects": next_timed_state(timed, accepted, prepared, chat_len),
     })
 

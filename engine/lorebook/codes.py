@@ -33,6 +33,9 @@ TRACE_CODES: dict[str, str] = {
     "LOREBOOK_FILTERED_CHARACTER": "filtered out by its character/tag filter",
     "LOREBOOK_FILTERED_TRIGGER": "its generation-type triggers exclude this generation type",
     "LOREBOOK_DECORATOR_SUPPRESS": "the content starts with the @@dont_activate decorator",
+    "LOREBOOK_REGEX_TIMEOUT": "a regex key ran out of its time limit (regex_timeout_ms per search, "
+                              "regex_total_timeout_ms per activation) and counts as not matching; "
+                              "the diagnostic names the key",
     "LOREBOOK_DUPLICATE_BOOK": "this book repeats another attached book (same name, keys and content, "
                                "e.g. a world file exported from the card's embedded book); its entries "
                                "activate once, under that book",

@@ -3,12 +3,11 @@
 Rules borrowed from SillyTavern ``world-info.js`` (``matchKeys``, ``parseRegexFromString``;
 FORMATS.md b3 item 3) with SPEC §5's deliberate differences:
 
-* A key written ``/pattern/flags`` is a JavaScript regex. It is translated to Python ``re``
-  (flags ``i m s u`` map to ``re.I``, ``re.M``, ``re.S`` and nothing; ``g`` and ``y`` are
-  ignored; ``(?<name>`` becomes ``(?P<name>``, ``\\k<name>`` becomes ``(?P=name)``, ``[^]``
-  becomes ``[\\s\\S]``). Regex keys ignore the case and whole-word settings. An invalid regex
-  is reported as a diagnostic on its entry and never matches (SillyTavern silently falls back
-  to plain text).
+* A key written ``/pattern/flags`` is a JavaScript regex, compiled with the ``regex``
+  package after translation (:mod:`engine.lorebook.jsregex`) and searched under a time
+  limit. Regex keys ignore the case and whole-word settings. Under the ``loomscope`` rules an
+  invalid regex is reported as a diagnostic on its entry and never matches; under the
+  ``sillytavern`` rules it is matched as plain text, as SillyTavern does.
 * Plain keys are compared lowercased unless case-sensitive.
 * Whole words are Unicode-aware: at each edge of the key whose character is a letter, digit
   or ``_`` of a *spaced* script (Latin, Cyrillic, Greek, ...), the neighbouring text character
@@ -28,6 +27,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+
+from .jsregex import JsRegex, JsRegexError, compile_js
 
 # --------------------------------------------------------------------------- macros
 
@@ -66,18 +67,14 @@ def is_regex_key(key: str) -> bool:
     return bool(m) and not _UNESCAPED_SLASH.search(m.group(1))  # type: ignore[union-attr]
 
 
-def _translate_js(pattern: str) -> str:
-    pattern = pattern.replace("\\/", "/")
-    pattern = re.sub(r"\(\?<(?![=!])([A-Za-z_]\w*)>", r"(?P<\1>", pattern)
-    pattern = re.sub(r"\\k<([A-Za-z_]\w*)>", r"(?P=\1)", pattern)
-    pattern = pattern.replace("[^]", r"[\s\S]")
-    pattern = re.sub(r"\\u\{([0-9A-Fa-f]{1,6})\}", lambda m: f"\\U{int(m.group(1), 16):08x}", pattern)
-    return pattern
-
-
 @lru_cache(maxsize=4096)
-def compile_regex_key(key: str) -> re.Pattern[str]:
-    """Compile a ``/pattern/flags`` key (JavaScript syntax) to a Python pattern.
+def compile_regex_key(key: str) -> JsRegex:
+    """Compile a ``/pattern/flags`` key (JavaScript syntax) with the ``regex`` package.
+
+    SillyTavern ``parseRegexFromString`` (``world-info.js`` lines 2231–2256): the form
+    ``/pattern/flags`` with flags from ``gimsuy`` and no unescaped ``/`` inside; the first
+    ``\\/`` is unescaped (the others are identity escapes in both engines). Translation and
+    time limits: :mod:`engine.lorebook.jsregex`.
 
     Raises
     ------
@@ -88,16 +85,9 @@ def compile_regex_key(key: str) -> re.Pattern[str]:
     if not m or _UNESCAPED_SLASH.search(m.group(1)):
         raise InvalidRegexKey(f"{key!r} is not a /pattern/flags key")
     pattern, flags = m.group(1), m.group(2)
-    re_flags = 0
-    if "i" in flags:
-        re_flags |= re.IGNORECASE
-    if "m" in flags:
-        re_flags |= re.MULTILINE
-    if "s" in flags:
-        re_flags |= re.DOTALL
     try:
-        return re.compile(_translate_js(pattern), re_flags)
-    except (re.error, OverflowError, ValueError, RecursionError) as exc:
+        return compile_js(key, pattern.replace("\\/", "/", 1), flags)
+    except JsRegexError as exc:
         raise InvalidRegexKey(f"invalid regex key {key!r}: {exc}") from None
 
 

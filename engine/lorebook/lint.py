@@ -9,6 +9,7 @@ from ..schema.lorebook import Lorebook, LorebookEntry, SelectiveLogic
 from ..schema.settings import WorldInfoSettings
 from .activation import compute_budget
 from .common_words import COMMON_WORDS
+from .jsregex import catastrophic_reason
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
 from .models import LintFinding
 
@@ -26,6 +27,9 @@ LINT_CODES: dict[str, str] = {
     "LINT_CONSTANTS_EXCEED_BUDGET": "the constant entries together exceed the budget: no keyword entry fits",
     "LINT_ENTRY_OVER_BUDGET": "a keyword entry is larger than the whole budget: it is always dropped",
     "LINT_COMMON_SUBSTRING": "without whole words the key also matches inside common words",
+    "LINT_CATASTROPHIC_REGEX": "a regex key can backtrack exponentially (nested quantifiers, a repeated "
+                               "alternation of overlapping branches); it may run out of its time limit "
+                               "and then never matches",
 }
 
 _LETTERS = re.compile(r"^[a-z']+$")
@@ -35,6 +39,23 @@ def _finding(code: str, severity: str, e: LorebookEntry | None, message: str, **
     return LintFinding(code=code, severity=severity,  # type: ignore[arg-type]
                        uid=e.uid if e is not None else None, comment=e.comment if e is not None else "",
                        message=message, detail=dict(detail))
+
+
+def _invalid_message(message: str, settings: WorldInfoSettings) -> str:
+    if settings.rules == "sillytavern":
+        return f"{message} (SillyTavern then matches the key as plain text)"
+    return message
+
+
+def _check_catastrophic(out: list[LintFinding], e: LorebookEntry, key: str, source: str, *,
+                        secondary: bool) -> None:
+    """Report a regex key that can backtrack exponentially (``LINT_CATASTROPHIC_REGEX``, error)."""
+    why = catastrophic_reason(source)
+    if why is not None:
+        out.append(_finding("LINT_CATASTROPHIC_REGEX", "error", e,
+                            f"regex key {key!r} can take exponential time: {why}; it may run out of its "
+                            "time limit and then never match (rewrite it without nested repeats)",
+                            key=key, secondary=secondary, reason=why))
 
 
 def lint_lorebook(
@@ -92,10 +113,12 @@ def lint_lorebook(
                 continue
             if key.startswith("/") and is_regex_key(key):
                 try:
-                    compile_regex_key(key)
+                    compiled = compile_regex_key(key)
                 except InvalidRegexKey as exc:
-                    out.append(_finding("LINT_INVALID_REGEX", "error", e, str(exc), key=key))
+                    out.append(_finding("LINT_INVALID_REGEX", "error", e, _invalid_message(str(exc), settings),
+                                        key=key))
                     continue
+                _check_catastrophic(out, e, key, compiled.source, secondary=False)
                 usable.append(key)
                 continue
             norm = key if cs else key.lower()
@@ -119,9 +142,12 @@ def lint_lorebook(
             key = substitute_names(str(raw), user=user_name, char=char_name).strip()
             if key.startswith("/") and is_regex_key(key):
                 try:
-                    compile_regex_key(key)
+                    compiled = compile_regex_key(key)
                 except InvalidRegexKey as exc:
-                    out.append(_finding("LINT_INVALID_REGEX", "error", e, str(exc), key=key, secondary=True))
+                    out.append(_finding("LINT_INVALID_REGEX", "error", e, _invalid_message(str(exc), settings),
+                                        key=key, secondary=True))
+                    continue
+                _check_catastrophic(out, e, key, compiled.source, secondary=True)
         if not e.constant and not e.disable and not usable:
             out.append(_finding("LINT_NO_KEYS", "error", e, "no usable primary keys and not constant: never fires"))
         if not (e.content or "").strip():

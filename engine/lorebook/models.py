@@ -98,6 +98,12 @@ class ActivationResult(BaseModel):
     timed_effects:
         The ``chat_metadata["timedWorldInfo"]`` state after this activation (sticky and
         cooldown started by it), for the caller to store after a real generation.
+    rules:
+        The rule set that produced this result (``"sillytavern"`` or ``"loomscope"``).
+    rule_differences:
+        Under ``sillytavern`` with the comparison on: where the ``loomscope`` rules would give
+        another result, one dict per difference (``uid``, ``book``, ``what``, ``message``); the
+        entries' trace records carry the same note under ``detail["loomscope"]``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -109,6 +115,8 @@ class ActivationResult(BaseModel):
     used_tokens: int = 0
     diagnostics: list[str] = Field(default_factory=list)
     timed_effects: dict[str, Any] = Field(default_factory=dict)
+    rules: str = "loomscope"
+    rule_differences: list[dict[str, Any]] = Field(default_factory=list)
 
     def trace_for(self, uid: int | str, book: str | None = None) -> TraceRecord | None:
         """The trace record of entry ``uid`` (in ``book`` when given), or ``None``."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..schema.lorebook import Lorebook, LorebookEntry
 from ..schema.settings import WorldInfoSettings
+from .jsregex import JsRegex
 from .keys import InvalidRegexKey, KeyHits, clear_matchers, compile_regex_key, is_regex_key, substitute_names
 
 _DECORATOR_LINE = re.compile(r"^@@(?!@)(\w+)")
@@ -39,7 +40,7 @@ class _Key:
     text: str  # after macros, trimmed (as shown in the trace)
     norm: str  # compared form (lowercased unless case-sensitive)
     cs: bool
-    regex: re.Pattern[str] | None = None
+    regex: JsRegex | None = None
 
 
 @dataclass

@@ -9,10 +9,10 @@ regex keys search SillyTavern's joined scan buffer (``\\x01`` + messages joined 
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jsregex import JsRegex, RegexClock
 from .keys import KeyHits, matcher_for
 from .prepare import _Key, _Prepared
 
@@ -30,7 +30,8 @@ class _Text:
 class _Table:
     """Union of the key hits of several texts: key → the first text (its trace meta) holding it."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: RegexClock | None = None) -> None:
+        self.clock = clock
         self.texts: list[_Text] = []
         self.ci_any: dict[str, dict[str, Any]] = {}
         self.ci_whole: dict[str, dict[str, Any]] = {}
@@ -38,7 +39,7 @@ class _Table:
         self.cs_whole: dict[str, dict[str, Any]] = {}
         self._joined: str | None = None
         self._starts: list[int] = []
-        self._regex_hits: dict[re.Pattern[str], tuple[int, dict[str, Any] | None]] = {}
+        self._regex_hits: dict[JsRegex, tuple[int, dict[str, Any] | None]] = {}
 
     def add(self, t: _Text) -> None:
         self.texts.append(t)
@@ -63,7 +64,8 @@ class _Table:
                 return dict(done[1]) if done[1] is not None else None
             # Search again only from the texts added since the last search (plus a margin).
             start = self._starts[done[0] - 1] if done is not None and done[0] > 0 else 0
-            m = k.regex.search(self._joined, start)
+            m = k.regex.search(self._joined, start, clock=self.clock,
+                               where=self.texts[0].source if self.texts else "")
             found = None
             if m is not None:
                 t = self.texts[max(0, bisect.bisect_right(self._starts, m.start()) - 1)]
@@ -83,8 +85,10 @@ _HITS_CACHE_SIZE = 8192
 class _Scanner:
     """Scan results over the chat window (newest first) and the other texts."""
 
-    def __init__(self, prepared: _Prepared, window: list[tuple[int, str]]) -> None:
+    def __init__(self, prepared: _Prepared, window: list[tuple[int, str]],
+                 clock: RegexClock | None = None) -> None:
         self.window = window
+        self.clock = clock
         self.cache = prepared.hits_cache
         self.ci = matcher_for(prepared.ci_keys)
         self.cs = matcher_for(prepared.cs_keys)
@@ -95,7 +99,7 @@ class _Scanner:
         self.cs_any: dict[str, int] = {}
         self.cs_whole: dict[str, int] = {}
         self._joined: dict[int, tuple[str, list[int]]] = {}
-        self._regex_hits: dict[tuple[re.Pattern[str], int], dict[str, Any] | None] = {}
+        self._regex_hits: dict[tuple[JsRegex, int], dict[str, Any] | None] = {}
 
     def scan_to(self, depth: int) -> None:
         """Make sure the newest ``depth`` window messages are scanned."""
@@ -126,13 +130,13 @@ class _Scanner:
         ci, cs = self.hits(text)
         return _Text(source, text, ci, cs, meta)
 
-    def regex_in_chat(self, regex: re.Pattern[str], depth: int) -> dict[str, Any] | None:
+    def regex_in_chat(self, regex: JsRegex, depth: int) -> dict[str, Any] | None:
         """First match of a regex key in the scan buffer of ``depth`` (cached per pass set)."""
         key = (regex, depth)
         if key in self._regex_hits:
             return self._regex_hits[key]
         joined, starts = self.joined(depth)
-        m = regex.search(joined)
+        m = regex.search(joined, clock=self.clock, where="chat")
         found = None
         if m is not None:
             d = max(0, bisect.bisect_right(starts, m.start()) - 1)

@@ -32,6 +32,9 @@ class PreviewBlock(BaseModel):
 
     ``tokens`` is the block's own count including its chat-format overhead (3 per message,
     +1 per ``name``); for truncated blocks ``original_tokens`` gives the count before.
+    With a chat-template profile (Llama, Mistral, Qwen, DeepSeek), ``tokens`` is the block's
+    exact share of the final prompt and ``template_tokens`` how many of them the template
+    added (headers, control tokens, separators); ``None`` for OpenAI accounting.
     ``position`` is the 0-based index in prompt order (all blocks, kept or not).
     ``reason_detail`` is the specific reason in words where the code alone would mislead (a
     small message out while tokens are free, a tool call kept for its pinned result, a lorebook
@@ -60,6 +63,7 @@ class PreviewBlock(BaseModel):
     original_tokens: int | None = None
     summary_id: str | None = None
     manual_excluded: bool = False
+    template_tokens: int | None = None
     message_index: int | None = None
     trace: dict[str, Any] | None = None
     reason_detail: str | None = None
@@ -73,6 +77,9 @@ class ContextPreview(BaseModel):
     Token fields are in tokens of ``tokenizer.profile``. ``budget = context_limit −
     reply_reserve``; ``headroom = budget − safety_margin − prompt_tokens``.
     ``prompt_tokens`` is the exact chat-accounting count of ``messages`` plus the tools block.
+    ``overhead_tokens`` are the prompt tokens no block owns (OpenAI: the 3 reply-priming tokens;
+    chat templates: BOS, the reply header, turns the template inserts): the ``tokens`` of the
+    kept blocks plus ``overhead_tokens`` add up to ``prompt_tokens`` (truncated blocks aside).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -86,6 +93,7 @@ class ContextPreview(BaseModel):
     headroom: int
     prompt_tokens: int
     strategy: str
+    overhead_tokens: int = 0
     warnings: list[str] = Field(default_factory=list)
     error: PreviewError | None = None
     blocks: list[PreviewBlock] = Field(default_factory=list)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,6 +34,17 @@ class WorldInfoSettings(BaseModel):
     ``budget_percent`` is a percentage of the context limit (SillyTavern:
     ``world_info_budget``); ``budget_cap`` an absolute cap in tokens (0 = none).
     ``seed`` makes probability rolls and weighted group choices reproducible.
+
+    ``rules`` picks the activation rules: ``"sillytavern"`` (default) reproduces SillyTavern
+    1.12.x ``checkWorldInfo`` exactly, quirks included; ``"loomscope"`` keeps Loomscope's
+    documented improvements (constants never dropped, smaller entries still tried after an
+    overflow, Unicode-aware whole words, invalid regex keys reported). ``character_strategy``
+    is SillyTavern's ``world_info_character_strategy`` (``getSortedEntries``): how character
+    books and global books are ranked for the budget; SillyTavern's numbers 0 / 1 / 2 are
+    accepted for ``evenly`` / ``character_first`` / ``global_first``. ``regex_timeout_ms`` bounds
+    one regex key's search of one text (milliseconds); ``regex_total_timeout_ms`` bounds all
+    regex searches of one activation (milliseconds). A search that runs out does not match
+    (trace code ``LOREBOOK_REGEX_TIMEOUT``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -50,6 +61,21 @@ class WorldInfoSettings(BaseModel):
     min_activations_depth_max: int = Field(0, ge=0)
     use_group_scoring: bool = False
     seed: int = 0
+    rules: Literal["sillytavern", "loomscope"] = "sillytavern"
+    character_strategy: Literal["evenly", "character_first", "global_first"] = "character_first"
+    regex_timeout_ms: float = Field(50, gt=0, le=60_000)
+    regex_total_timeout_ms: float = Field(500, gt=0, le=600_000)
+
+    @field_validator("character_strategy", mode="before")
+    @classmethod
+    def _strategy_number(cls, value: Any) -> Any:
+        """SillyTavern stores ``world_info_character_strategy`` as 0 / 1 / 2."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+            names = {0: "evenly", 1: "character_first", 2: "global_first"}
+            return names.get(int(value), value)
+        return value
 
 
 class ContextSettings(BaseModel):

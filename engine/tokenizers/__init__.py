@@ -8,6 +8,7 @@ from .accounting import (
     count_tools_tokens,
     num_tokens_from_messages,
 )
+from .chat import prompt_count, reply_priming_tokens
 from .models import MODEL_TABLE, ModelInfo, known_models, lookup_model
 from .profiles import TokenizerProfile, TokenizerRegistry, builtin_profiles, default_tokenizer_registry
 from .tiktoken_offline import get_encoding
@@ -16,5 +17,5 @@ __all__ = [
     "REPLY_PRIMING_TOKENS", "count_messages_tokens", "count_tools_tokens", "num_tokens_from_messages",
     "MODEL_TABLE", "ModelInfo", "known_models", "lookup_model",
     "TokenizerProfile", "TokenizerRegistry", "builtin_profiles", "default_tokenizer_registry",
-    "get_encoding",
+    "get_encoding", "prompt_count", "reply_priming_tokens",
 ]

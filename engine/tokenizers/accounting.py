@@ -132,8 +132,12 @@ def count_messages_tokens(
     """Per-message token counts (framing included), in one batched tokenizer call.
 
     Returns a list parallel to ``messages``; the reply priming (3 tokens) is not included
-    in any element: add :data:`REPLY_PRIMING_TOKENS` once per request.
+    in any element: add :data:`REPLY_PRIMING_TOKENS` once per request. A profile with a chat
+    template (``profile.chat``) counts the messages as that template encodes them together
+    (see :mod:`.templates`); its unowned tokens are in :func:`.chat.prompt_count`.
     """
+    if profile.chat is not None:
+        return profile.chat.count_prompt(profile.count_many, list(messages)).messages
     all_pieces: list[str] = []
     spans: list[tuple[int, int]] = []
     for m in messages:
@@ -146,7 +150,10 @@ def count_messages_tokens(
 
 def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[str, Any]],
                              tools: Sequence[dict[str, Any]] | None = None) -> int:
-    """Total prompt tokens of a chat-completions request: messages + tools + reply priming."""
+    """Total prompt tokens of a chat-completions request: messages + tools + reply priming
+    (for a profile with a chat template: the template's exact prompt length)."""
+    if profile.chat is not None:
+        return profile.chat.count_prompt(profile.count_many, list(messages), list(tools) if tools else None).total
     total = sum(count_messages_tokens(profile, messages)) + REPLY_PRIMING_TOKENS
     if tools:
         total += count_tools_tokens(profile, tools)
@@ -154,9 +161,12 @@ def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[
 
 
 def count_tools_tokens(profile: TokenizerProfile, tools: Sequence[dict[str, Any]]) -> int:
-    """Tokens of tool/function definitions sent with a request (cookbook ``num_tokens_for_tools``)."""
+    """Tokens of tool/function definitions sent with a request (cookbook ``num_tokens_for_tools``;
+    for a profile with a chat template, the template's tool section)."""
     if not tools:
         return 0
+    if profile.chat is not None:
+        return profile.chat.count_prompt(profile.count_many, [], list(tools)).tools
     func_init = 7 if profile.name == "o200k_base" else 10
     prop_init, prop_key, enum_init, enum_item, func_end = 3, 3, -3, 3, 12
     total = 0

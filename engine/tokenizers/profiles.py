@@ -30,6 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..registry import NamedRegistry
 from .tiktoken_offline import get_encoding
@@ -52,6 +53,9 @@ class TokenizerProfile:
         Bumped whenever the rule changes, so cached or stored counts can be told apart.
     description:
         The estimation rule in words (shown in the GUI and docs).
+    chat:
+        The family's chat template as exact token accounting (:mod:`.templates`), or ``None``
+        for OpenAI chat accounting (:mod:`.accounting`).
     """
 
     name: str
@@ -60,6 +64,7 @@ class TokenizerProfile:
     description: str
     _count_batch: Callable[[Sequence[str]], list[int]] = field(repr=False)
     _encode: Callable[[str], list[tuple[int, int]]] | None = field(default=None, repr=False)
+    chat: Any = field(default=None, repr=False)
     _cache: OrderedDict[bytes, int] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -188,8 +193,13 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
 
 
 def default_tokenizer_registry() -> TokenizerRegistry:
-    """A fresh registry holding the built-in profiles."""
+    """A fresh registry holding the built-in profiles: the OpenAI and approximate ones, then the
+    exact open-weight ones (:func:`.open_profiles.open_profiles`)."""
+    from .open_profiles import open_profiles
+
     reg = TokenizerRegistry()
     for p in builtin_profiles():
+        reg.register(p)
+    for p in open_profiles():
         reg.register(p)
     return reg

@@ -1,11 +1,14 @@
-"""Generation end to end: pipeline → real HTTP server on 127.0.0.1 → audit in a real SQLite library."""
+"""Generation end to end: pipeline → real HTTP server on 127.0.0.1 → audit in a real library.
+
+The ``library`` fixture runs each test on a real SQLite file and, when ``LOOMSCOPE_TEST_DB`` is
+set (``make test-postgres``), on a fresh PostgreSQL database too (see ``tests/dbtest.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +21,7 @@ from engine.cli import main as cli_main
 from engine.generation import ProviderConfig, generate, generate_and_store
 from engine.schema import Chat, ChatMessage, ContextSettings
 from engine.storage import Store, open_store
+from tests.dbtest import BACKENDS, library_url, query, stored_text
 from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
 
 KEY = "sk-test-NEVER-STORE-ME-42"
@@ -37,16 +41,17 @@ def small_chat(n: int = 6, tools: bool = True) -> Chat:
 SETTINGS = ContextSettings(model="gpt-4o", context_limit=4096, reply_reserve=512)
 
 
-@pytest.fixture
-def library(tmp_path: Path, monkeypatch):
+@pytest.fixture(params=BACKENDS)
+def library(request, tmp_path: Path, monkeypatch):
+    """``(store, chat_id, url)``: a library holding one chat, on each backend."""
     monkeypatch.delenv("LOOMSCOPE_DB", raising=False)
-    db = tmp_path / "library.sqlite3"
-    store = open_store(f"sqlite:///{db}", seed=False)
-    chat_id = store.add_chat(small_chat(), settings=SETTINGS)
-    try:
-        yield store, chat_id, db
-    finally:
-        store.close()
+    with library_url(request.param, tmp_path) as url:
+        store = open_store(url, seed=False)
+        chat_id = store.add_chat(small_chat(), settings=SETTINGS)
+        try:
+            yield store, chat_id, url
+        finally:
+            store.close()
 
 
 @pytest.fixture
@@ -55,16 +60,10 @@ def server():
         yield srv
 
 
-def audit_rows(db: Path) -> list[tuple]:
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT chat_id, status, error_code, data FROM audits").fetchall()
-    finally:
-        con.close()
-
-
-def db_bytes(db: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+def audit_rows(url: str) -> list[tuple]:
+    """``(chat_id, status, error_code, data)`` of every stored audit (``data`` as a JSON string)."""
+    rows = query(url, "SELECT chat_id, status, error_code, data FROM audits")
+    return [(*r[:3], r[3] if isinstance(r[3], str) else json.dumps(r[3])) for r in rows]
 
 
 CASES = [
@@ -95,7 +94,7 @@ def test_each_provider_outcome_leaves_one_clean_audit(library, server, mode, sta
     assert stored["generation_id"] == result.audit.generation_id
     dumped = json.dumps(stored)
     assert UPSTREAM_MARKER not in dumped and KEY not in dumped
-    assert KEY.encode() not in db_bytes(db)
+    assert KEY not in stored_text(db)
     assert stored["finished_at"] and stored["created_at"] <= stored["finished_at"]
     # the audit records what was actually sent
     last = server.requests[-1]["body"]
@@ -255,7 +254,7 @@ def test_cli_generate_exit_codes_and_audit(library, server, capsys, monkeypatch)
     # the table form prints the blocks
     code, out, _ = run_cli(capsys, "audit", chat_id, "--format", "table")
     assert code == 0 and "TOKEN_BUDGET_EXCEEDED" in out
-    assert KEY.encode() not in db_bytes(db)
+    assert KEY not in stored_text(db)
 
 
 def test_cli_library_commands(tmp_path, capsys, monkeypatch) -> None:

@@ -1,4 +1,7 @@
-"""One real API server per test module: uvicorn on 127.0.0.1 (free port) over a temp SQLite library.
+"""One real API server per test module and backend: uvicorn on 127.0.0.1 (free port) over a temp library.
+
+The library is a SQLite file and, when ``LOOMSCOPE_TEST_DB`` is set (``make test-postgres``), also a
+fresh PostgreSQL database (``tests/dbtest.py``).
 
 The library is the seeded sample (a chat with a character, persona, lorebooks and settings)
 plus two chats the tests add: ``bare`` (no audit yet) and ``audited`` (free for ``put_audit``).
@@ -17,6 +20,7 @@ import pytest
 from engine.api import ApiServer, make_server
 from engine.schema import Chat, ChatMessage
 from engine.storage import Store, open_store
+from tests.dbtest import BACKENDS, library_url
 
 SERVER_START_TIMEOUT_S = 15.0
 
@@ -27,15 +31,11 @@ class Live:
 
     server: ApiServer
     store: Store
-    db_path: str
+    db_url: str
     client: httpx.Client
     sample_id: str
     bare_id: str
     audited_id: str
-
-    @property
-    def db_url(self) -> str:
-        return f"sqlite:///{self.db_path}"
 
 
 def start_server(server: ApiServer) -> threading.Thread:
@@ -60,11 +60,15 @@ def stop_server(server: ApiServer, thread: threading.Thread) -> None:
     assert not thread.is_alive(), "the API server did not shut down"
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    """A seeded temp library served on 127.0.0.1 (one server per test module)."""
-    db_path = str(tmp_path_factory.mktemp("api") / "library.sqlite3")
-    store = open_store(f"sqlite:///{db_path}", seed=True)
+@pytest.fixture(scope="module", params=BACKENDS)
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """A seeded temp library served on 127.0.0.1 (one server per test module and backend)."""
+    with library_url(request.param, tmp_path_factory.mktemp("api")) as db_url:
+        yield from _serve(db_url)
+
+
+def _serve(db_url: str) -> Iterator[Live]:
+    store = open_store(db_url, seed=True)
     sample_id = store.list_chats()[0].id
     bare_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="Hello there")]), title="bare")
     audited_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="audited")
@@ -72,7 +76,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     thread = start_server(server)
     client = httpx.Client(base_url=server.url, timeout=30, trust_env=False)
     try:
-        yield Live(server, store, db_path, client, sample_id, bare_id, audited_id)
+        yield Live(server, store, db_url, client, sample_id, bare_id, audited_id)
     finally:
         client.close()
         stop_server(server, thread)

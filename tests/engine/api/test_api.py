@@ -1,9 +1,8 @@
-"""The local HTTP API over a real uvicorn server on 127.0.0.1 and a real SQLite library."""
+"""The local HTTP API over a real uvicorn server on 127.0.0.1 and a real library (SQLite; PostgreSQL too when set)."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,6 +14,7 @@ from engine.cli import main as cli_main
 from engine.errors import ERROR_CODES
 from engine.pipeline import preview
 from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
+from tests.dbtest import query, row_counts
 from tests.engine.storage.samples import audit as sample_audit
 
 from .conftest import Live
@@ -34,22 +34,8 @@ def _error(resp, status: int, code: str) -> dict:
     return err
 
 
-def _row_counts(db_path: str) -> dict[str, int]:
-    """Rows in every table of the SQLite library (read with sqlite3, not with our Store)."""
-    con = sqlite3.connect(db_path)
-    try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {t: con.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
-    finally:
-        con.close()
-
-
-def _chat_stamps(db_path: str) -> list[tuple]:
-    con = sqlite3.connect(db_path)
-    try:
-        return con.execute("SELECT id, updated_at, settings FROM chats ORDER BY id").fetchall()
-    finally:
-        con.close()
+def _chat_stamps(db_url: str) -> list[tuple]:
+    return query(db_url, "SELECT id, updated_at, settings FROM chats ORDER BY id")
 
 
 def _cli_json(capsys, *argv: str):
@@ -82,7 +68,7 @@ def test_health(live: Live) -> None:
     resp = live.client.get(f"{API_PREFIX}/health")
     assert resp.status_code == 200
     body = resp.json()
-    assert body["status"] == "ok" and body["api"] == "v2" and body["database"] == "sqlite"
+    assert body["status"] == "ok" and body["api"] == "v2" and body["database"] == live.store.dialect
     assert body["chats"] == len(live.store.list_chats())
 
 
@@ -189,7 +175,7 @@ def test_budget_overflow_is_not_an_http_error(live: Live) -> None:
 
 
 def test_previews_create_no_rows(live: Live) -> None:
-    before, stamps = _row_counts(live.db_path), _chat_stamps(live.db_path)
+    before, stamps = row_counts(live.db_url), _chat_stamps(live.db_url)
     bodies = [
         {"chat_id": live.sample_id},
         {"chat_id": live.bare_id, "settings": {"context_limit": 50, "reply_reserve": 10}},
@@ -200,9 +186,9 @@ def test_previews_create_no_rows(live: Live) -> None:
     ]
     for body in bodies:
         assert live.client.post(PREVIEW, json=body).status_code in (200, 404, 422)
-    assert _row_counts(live.db_path) == before
+    assert row_counts(live.db_url) == before
     assert before["messages"] > 0 and before["chats"] >= 3
-    assert _chat_stamps(live.db_path) == stamps
+    assert _chat_stamps(live.db_url) == stamps
 
 
 def test_concurrent_previews_agree(live: Live) -> None:

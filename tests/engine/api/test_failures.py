@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
 from engine.api import API_PREFIX, make_server
 from engine.pipeline import default_registries
 from engine.schema import Chat, ChatMessage
 from engine.storage import open_store
 from engine.tokenizers.profiles import TokenizerProfile
+
+from tests.dbtest import BACKENDS, library_url
 
 from .conftest import start_server, stop_server
 
@@ -22,11 +23,15 @@ def _broken_count(texts):
     raise ZeroDivisionError("plugin bug")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Path, str]]:
-    """A server whose registries hold a tokenizer plugin that raises, over a small library."""
-    db = tmp_path_factory.mktemp("api-fail") / "lib.sqlite3"
-    store = open_store(f"sqlite:///{db}", seed=False)
+@pytest.fixture(scope="module", params=BACKENDS)
+def served(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, str, str]]:
+    """A server whose registries hold a tokenizer plugin that raises, over a small library (each backend)."""
+    with library_url(request.param, tmp_path_factory.mktemp("api-fail")) as db:
+        yield from _serve(db)
+
+
+def _serve(db: str) -> Iterator[tuple[httpx.Client, str, str]]:
+    store = open_store(db, seed=False)
     chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="one")
     regs = default_registries()
     regs.tokenizers.register(TokenizerProfile(name="broken-plugin", approximate=True, version="1",
@@ -57,17 +62,17 @@ def test_unexpected_exception_is_internal_error(served) -> None:
 
 def test_unreadable_library_is_storage_error_without_driver_text(served) -> None:
     client, db, chat_id = served
-    con = sqlite3.connect(db)
+    engine = create_engine(db, isolation_level="AUTOCOMMIT")
+    con = engine.connect()
     try:
-        con.execute("ALTER TABLE audits RENAME TO audits_gone")
-        con.commit()
+        con.execute(text("ALTER TABLE audits RENAME TO audits_gone"))
         resp = client.get(f"{API_PREFIX}/chats/{chat_id}/context-audit")
         assert resp.status_code == 503
         err = resp.json()["error"]
         assert err["code"] == "STORAGE_ERROR" and err["details"] == {}
         assert "audits" not in resp.text  # no SQL or driver message leaks
     finally:
-        con.execute("ALTER TABLE audits_gone RENAME TO audits")
-        con.commit()
+        con.execute(text("ALTER TABLE audits_gone RENAME TO audits"))
         con.close()
+        engine.dispose()
     assert client.get(f"{API_PREFIX}/chats/{chat_id}/context-audit").json()["error"]["code"] == "AUDIT_NOT_FOUND"

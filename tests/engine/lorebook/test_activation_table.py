@@ -442,7 +442,7 @@ CASES: list[Case] = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_activation_case(case: Case) -> None:
+def test_activation_case(case: Case, rules: str = "loomscope") -> None:
     from engine.schema import Character, Persona
 
     kwargs = dict(case.kwargs)
@@ -451,7 +451,7 @@ def test_activation_case(case: Case) -> None:
     if isinstance(kwargs.get("character"), dict):
         kwargs["character"] = Character(**kwargs["character"])
     kwargs.setdefault("char_name", "Bot")
-    result = activate(case.books, chat(*case.messages), WorldInfoSettings(**case.settings),
+    result = activate(case.books, chat(*case.messages), WorldInfoSettings(**{"rules": rules, **case.settings}),
                       count_tokens=words, context_limit=case.context_limit, **kwargs)
     assert {a.uid for a in result.activated} == case.active
     for uid, code in case.codes.items():
@@ -470,3 +470,64 @@ def test_activation_case(case: Case) -> None:
 
 def test_case_count() -> None:
     assert len(CASES) >= 60
+
+
+# ----------------------------------------------------------------------------------------------
+# The same cases under the ``sillytavern`` rules (the default). Every case above holds there
+# too, except these, where SillyTavern 1.12.6 ``world-info.js`` decides otherwise (function and
+# lines cited; the ``loomscope`` result above is the deliberate difference).
+ST_DIFFERENT: dict[str, tuple[set[Any], dict[Any, str], Callable[[ActivationResult], None] | None]] = {
+    # matchKeys (243–277): `(?:^|\W)(key)(?:$|\W)` with JavaScript's ASCII \W, so "т" after
+    # "меч" counts as a boundary.
+    "cyrillic-whole-word-rejected": ({1}, {1: "LOREBOOK_KEY_MATCH"}, None),
+    # matchKeys (251–255): a key of several words is a plain substring even with whole words.
+    "multi-word-key-whole-words": ({1}, {1: "LOREBOOK_KEY_MATCH"}, None),
+    # checkWorldInfo (3893–3896): "  " is non-empty before trim, trims to "", and matchKeys("")
+    # matches every text.
+    "blank-keys-only": ({1}, {1: "LOREBOOK_KEY_MATCH"}, _detail(1, key="")),
+    # parseRegexFromString (2231–2256) returns null; matchKeys then compares "/([a-z/" as text.
+    "invalid-regex-is-diagnostic": ({"ok"}, {"bad": "LOREBOOK_NOT_MATCHED", "ok": "LOREBOOK_KEY_MATCH"},
+                                    lambda r: len(r.diagnostics) == 1),
+    # checkWorldInfo (4110–4113): only an empty string is skipped when building the prompt;
+    # "  " is inserted.
+    "empty-content": ({1}, {1: "LOREBOOK_KEY_MATCH"}, None),
+    # checkWorldInfo (4017–4035): constants are not protected; B (order 50) is taken first, then
+    # A overflows (500 + 600 >= 1000).
+    "constant-never-budget-dropped": ({"B"}, {"A": "LOREBOOK_BUDGET", "B": "LOREBOOK_KEY_MATCH"},
+                                      lambda r: "drops this constant" in r.trace_for("A").detail["loomscope"]["message"]),
+    # checkWorldInfo (4022–4032): `break` on the first overflow: "small" is never tried.
+    "budget-keeps-trying-smaller": ({"big1"}, {"big2": "LOREBOOK_BUDGET", "small": "LOREBOOK_BUDGET"}, None),
+    "constants-alone-exceed-budget": ({"c1"}, {"c1": "LOREBOOK_CONSTANT", "c2": "LOREBOOK_BUDGET",
+                                               "k": "LOREBOOK_BUDGET"}, None),
+    # ignore_budget does not exist in 1.12.6: the 900-token entry overflows a 100-token budget.
+    "ignore-budget-entry": (set(), {"big": "LOREBOOK_BUDGET", "k": "LOREBOOK_BUDGET"}, None),
+    # checkWorldInfo (4001, 4022): in pass 1 the total is count(k's text) + count(c + "\n") >= 100,
+    # so the late constant is dropped, not the keyword entry.
+    "late-constant-pushes-keyword-out": ({"k"}, {"k": "LOREBOOK_KEY_MATCH", "c": "LOREBOOK_BUDGET"}, None),
+    # filterByInclusionGroups (4338): "already activated" compares a's whole group "g1, g2" with
+    # "g2", so b wins g2 on its own in the recursion pass.
+    "groups-comma-separated": ({"a", "b", "c"}, {"b": "LOREBOOK_KEY_MATCH"}, _detail("b", **{"pass": 1})),
+    # checkWorldInfo (4058–4062, 4139–4143): every continuing pass adds a (possibly empty)
+    # recursion text, so a min-activations pass is followed by a recursion pass: 0 initial,
+    # 1 widen, 2 recurse, 3 widen (sword at depth 2), 4 recurse (smith).
+    "min-activations-then-recursion": ({1, 2}, {2: "LOREBOOK_KEY_MATCH"},
+                                       _all(_detail(1, depth=2, **{"pass": 3}), _detail(2, from_uid=1, **{"pass": 4}))),
+    # checkWorldInfo (4069–4072): widening stops only when depth > depth_max, so depth 4 is
+    # scanned and "sword" (depth 3) is found.
+    "min-activations-depth-max": ({1}, {1: "LOREBOOK_KEY_MATCH"}, _detail(1, depth=3)),
+    # The opt-in card/persona scans are not in 1.12.6.
+    "match-persona-description-opt-in": (set(), {1: "LOREBOOK_NOT_MATCHED", 2: "LOREBOOK_NOT_MATCHED"}, None),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_activation_case_sillytavern(case: Case) -> None:
+    if case.id in ST_DIFFERENT:
+        active, codes, check = ST_DIFFERENT[case.id]
+        case = Case(case.id, case.books, case.messages, active, codes, case.settings, case.context_limit,
+                    case.kwargs, check)
+    test_activation_case(case, rules="sillytavern")
+
+
+def test_st_differences_are_all_known_cases() -> None:
+    assert set(ST_DIFFERENT) <= {c.id for c in CASES}

@@ -23,7 +23,7 @@ def test_trace_codes_pinned() -> None:
         "LOREBOOK_DELAY_UNTIL_RECURSION", "LOREBOOK_EXCLUDED_FROM_RECURSION", "LOREBOOK_GROUP_LOST",
         "LOREBOOK_GROUP_ALREADY_SATISFIED", "LOREBOOK_INVALID_KEY", "LOREBOOK_EMPTY",
         "LOREBOOK_FILTERED_CHARACTER", "LOREBOOK_FILTERED_TRIGGER", "LOREBOOK_DECORATOR_SUPPRESS",
-        "LOREBOOK_DUPLICATE_BOOK",
+        "LOREBOOK_DUPLICATE_BOOK", "LOREBOOK_REGEX_TIMEOUT",
     ])
     assert all(re.fullmatch(r"LOREBOOK_[A-Z_]+", c) and TRACE_CODES[c] for c in TRACE_CODES)
     # block reasons of kept entries: the SPEC §3 kept reasons plus sticky/decorator
@@ -53,7 +53,7 @@ def test_compile_regex_key_translates_js() -> None:
     assert compile_regex_key(r"/(?<n>ha)\k<n>/").search("haha")
     assert compile_regex_key("/a[^]b/").search("a\nb")
     assert compile_regex_key(r"/\u{1F600}/u").search("smile 😀")
-    assert compile_regex_key("/x/g").flags & re.IGNORECASE == 0
+    assert not compile_regex_key("/x/g").ignore_case
     with pytest.raises(InvalidRegexKey):
         compile_regex_key("/([a-z/")
     with pytest.raises(InvalidRegexKey):

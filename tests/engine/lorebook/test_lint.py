@@ -28,7 +28,8 @@ def test_lint_codes_pinned() -> None:
         "LINT_NO_KEYS", "LINT_INVALID_REGEX", "LINT_DISABLED", "LINT_EMPTY_CONTENT", "LINT_PROBABILITY_ZERO",
         "LINT_SECONDARY_CONTRADICTION", "LINT_DUPLICATE_KEY", "LINT_DUPLICATE_KEY_IN_ENTRY",
         "LINT_CONSTANT_OVER_SHARE", "LINT_CONSTANTS_EXCEED_BUDGET", "LINT_ENTRY_OVER_BUDGET",
-        "LINT_COMMON_SUBSTRING"])
+        "LINT_COMMON_SUBSTRING",
+        "LINT_CATASTROPHIC_REGEX"])
 
 
 def test_clean_book_has_no_findings() -> None:
@@ -141,3 +142,25 @@ def test_lint_table_shows_markup_like_text_verbatim(tmp_path, capsys):
     assert main(["lint-lorebook", str(path), "--format", "table"]) == 0
     out = capsys.readouterr().out
     assert "[sigh] [/b]" in out and "1 error" in out
+
+
+@pytest.mark.parametrize("key", ["/(a+)+$/", "/(a|aa)+$/", "/(\\w+\\s?)*$/", "/(.*)*x/i", "/([a-z]+)*$/"])
+def test_catastrophic_regex_is_an_error(key: str) -> None:
+    found = lint(book(entry(1, [key])))
+    assert [(f.code, f.severity, f.detail["key"]) for f in found] == [("LINT_CATASTROPHIC_REGEX", "error", key)]
+    found = lint(book(entry(2, ["x"], secondary_keys=[key])))
+    assert [(f.code, f.detail["secondary"]) for f in found] == [("LINT_CATASTROPHIC_REGEX", True)]
+
+
+@pytest.mark.parametrize("key", ["/(?:ab)+/", "/\\bcat\\b/i", "/x(ab|cd)+y/", "/(a+)b+/", "/\\p{Lu}{3}/u"])
+def test_safe_regex_is_not_flagged(key: str) -> None:
+    assert lint(book(entry(1, [key]))) == []
+
+
+def test_invalid_regex_message_follows_the_rules() -> None:
+    from engine.schema import WorldInfoSettings
+
+    st = lint(book(entry(1, ["/([a-z/", "x"])))
+    assert "plain text" in st[0].message
+    ls = lint(book(entry(1, ["/([a-z/", "x"])), settings=WorldInfoSettings(rules="loomscope"))
+    assert "plain text" not in ls[0].message

@@ -123,7 +123,7 @@ def build(entry_dicts: list[dict[str, Any]]) -> list[LorebookEntry]:
 def test_engine_matches_naive_reference(entry_dicts: list[dict[str, Any]], msgs: list[str],
                                         s: dict[str, Any]) -> None:
     entries = build(entry_dicts)
-    wi = WorldInfoSettings(**s)
+    wi = WorldInfoSettings(**s, rules="loomscope")
     result = activate([Lorebook(name="b", entries=entries)],
                       [ChatMessage(role="user", content=m) for m in msgs], wi,
                       count_tokens=words, context_limit=10**7)
@@ -142,7 +142,7 @@ def test_result_invariants(entry_dicts: list[dict[str, Any]], msgs: list[str], s
             e.group = "g"
         if i % 5 == 2:
             e.probability = 50
-    wi = WorldInfoSettings(**s, budget_cap=cap, seed=seed)
+    wi = WorldInfoSettings(**s, budget_cap=cap, seed=seed, rules="loomscope")
     books = [Lorebook(name="b", entries=entries)]
     chat = [ChatMessage(role="user", content=m) for m in msgs]
     r = activate(books, chat, wi, count_tokens=words, context_limit=1000)

@@ -23,7 +23,8 @@ def say(*texts: str) -> list[ChatMessage]:
     return [ChatMessage(role="user", content=t) for t in texts]
 
 
-def run(books, messages, *, char_name: str = "Bot", user_name: str = "User", context_limit: int = 8192, **settings):
+def run(books, messages, *, char_name: str = "Bot", user_name: str = "User", context_limit: int = 8192,
+        **settings):
     return activate(books, messages, WorldInfoSettings(**settings), count_tokens=COUNT,
                     context_limit=context_limit, user_name=user_name, char_name=char_name)
 
@@ -117,7 +118,7 @@ def test_eorzea_not_any_logic(shared_data: Path) -> None:
 
 def test_date_a_live_constants_fill_the_budget(shared_data: Path) -> None:
     book = load_lorebook(shared_data / "lorebooks" / "Date a Live 12.0.0.json")
-    r = run([book], say("Tohka smiled at Shido."))
+    r = run([book], say("Tohka smiled at Shido."), rules="loomscope")
     constants = {3, 7, 36, 76, 77, 78, 81, 89, 100}
     # the 9 constant entries are required: all kept although they take 7,000+ tokens of a 2,048 budget
     assert {a.uid for a in r.activated} == constants
@@ -135,6 +136,27 @@ def test_date_a_live_constants_fill_the_budget(shared_data: Path) -> None:
     # insertion order: before-char bucket first, then the at-depth entries by depth
     positions = [(int(a.position), a.depth if a.position == InsertionPosition.AT_DEPTH else 0) for a in r.activated]
     assert positions == sorted(positions)
+
+
+def test_date_a_live_under_sillytavern_rules(shared_data: Path) -> None:
+    """The same chat under SillyTavern's rules (checkWorldInfo 4001–4036): every entry has order
+    100, so they are taken in book order: constant 3, constant 7, Shido (16, key "Shido"), then
+    Tohka (17) makes the recounted total reach the 2,048 budget; SillyTavern stops there, so the
+    later constants (36, 76, ...) are dropped too, each marked as kept by the loomscope rules."""
+    book = load_lorebook(shared_data / "lorebooks" / "Date a Live 12.0.0.json")
+    r = run([book], say("Tohka smiled at Shido."))
+    assert r.rules == "sillytavern" and r.budget == 2048
+    assert {a.uid for a in r.activated} == {3, 7, 16}
+    # equal orders: the entry activated last is placed first (unshift, lines 4104–4145)
+    assert [a.uid for a in r.activated] == [16, 7, 3]
+    assert r.used_tokens < 2048
+    rec = r.trace_for(17)
+    assert rec.code == "LOREBOOK_BUDGET" and "note" not in rec.detail  # the entry that overflowed
+    for uid in (36, 76, 77, 78, 81, 89, 100):  # constants never reached
+        rec = r.trace_for(uid)
+        assert rec.code == "LOREBOOK_BUDGET" and "not reached" in rec.detail["note"]
+        assert rec.detail["loomscope"]["message"].startswith("SillyTavern drops this constant")
+    assert {d["uid"] for d in r.rule_differences if d["what"] == "activation"} >= {36, 76, 16}
 
 
 def test_date_a_live_with_room_in_the_budget(shared_data: Path) -> None:

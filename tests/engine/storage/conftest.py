@@ -6,48 +6,26 @@ variable ``LOOMSCOPE_TEST_DB`` names a database, e.g.::
     LOOMSCOPE_TEST_DB=postgresql+psycopg://postgres@127.0.0.1:5432/loomscope_test \
         .venv/bin/python -m pytest tests/engine/storage -q
 
-The database must exist and be disposable: every test drops Loomscope's tables first.
-Without the variable, the ``postgresql`` cases skip with that reason.
+``make test-postgres`` starts a throwaway server and sets the variable. Each test gets a new
+database created on that server (``tests/dbtest.py``). Without the variable, the ``postgresql``
+cases skip with that reason.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from engine.storage import Store, open_store
+from tests.dbtest import BACKENDS, library_url
 
-TEST_DB_ENV = "LOOMSCOPE_TEST_DB"
-
-
-def reset_database(url: str) -> None:
-    """Drop every Loomscope table (and Alembic's version table) from ``url``'s database."""
-    from engine.storage._orm import Base
-
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            Base.metadata.drop_all(conn)
-            conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path, monkeypatch) -> str:
-    """A fresh, empty library URL for each backend."""
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path, monkeypatch) -> Iterator[str]:
+    """A fresh, empty library URL for each backend (PostgreSQL: a new database per test)."""
     monkeypatch.delenv("LOOMSCOPE_DB", raising=False)
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'library.sqlite3'}"
-    url = os.environ.get(TEST_DB_ENV, "").strip()
-    if not url:
-        pytest.skip(f"PostgreSQL run skipped: set {TEST_DB_ENV} to a disposable database URL "
-                    "(postgresql+psycopg://user@host:port/db) to run the storage suite against it")
-    reset_database(url)
-    return url
+    with library_url(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

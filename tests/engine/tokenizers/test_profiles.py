@@ -120,8 +120,8 @@ def test_registry_register_cleanup_and_duplicates():
     ("claude-sonnet-4-5", "claude-approx", 200_000, True),
     ("anthropic/claude-3-5-haiku-latest", "claude-approx", 200_000, True),
     ("gemini-2.5-pro", "gemini-approx", 1_048_576, True),
-    ("meta-llama/llama-3.1-70b-instruct", "llama3-approx", 131_072, True),
-    ("mistral-large-latest", "mistral-approx", 131_072, True),
+    ("meta-llama/llama-3.1-70b-instruct", "llama3", 131_072, True),
+    ("mistral-large-latest", "mistral-v7", 131_072, True),
     ("totally-unknown-model", "generic-approx", 8_192, False),
 ])
 def test_model_table(model, profile, limit, known):

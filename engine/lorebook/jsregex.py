@@ -1,0 +1,334 @@
+"""JavaScript regular expressions for World Info keys, run under a time limit.
+
+SillyTavern keys written ``/pattern/flags`` are JavaScript ``RegExp`` objects
+(``world-info.js`` ``parseRegexFromString``, lines 2231–2256; used by ``matchKeys``, lines
+243–277). Python's ``re`` differs from JavaScript in ways that change results and cannot
+stop a runaway match, so keys are compiled with the `regex <https://pypi.org/project/regex/>`_
+package, which supports variable-width lookbehind, ``\\p{…}`` properties and a per-call
+``timeout``, after translating the JavaScript syntax:
+
+* ``\\w \\W \\d \\D \\b \\B`` are ASCII, as in JavaScript (``\\w`` = ``[A-Za-z0-9_]``); ``\\s \\S``
+  use JavaScript's whitespace set (Unicode spaces, ``\\ufeff``, line terminators).
+* ``.`` excludes JavaScript's line terminators (``\\n \\r \\u2028 \\u2029``) unless ``s``; ``$``
+  without ``m`` matches only at the very end (Python's ``$`` also matches before a final ``\\n``);
+  ``^``/``$`` under ``m`` treat ``\\r \\u2028 \\u2029`` as line ends too.
+* ``\\p{…}``/``\\P{…}`` are properties only under ``u``; without it they are the letters ``p``/``P``
+  as in JavaScript. ``\\u{…}`` (``u``) becomes a code point. ``[^]`` matches anything, ``[]``
+  nothing. Named groups ``(?<n>…)`` and ``\\k<n>`` keep their meaning.
+* Flags ``i m s u`` map to ignore case, multi-line, dot-all and Unicode escapes. ``g`` changes
+  nothing: SillyTavern builds a fresh ``RegExp`` for every ``test()``, so ``lastIndex`` is
+  always 0. ``y`` (sticky) therefore only matches at the start of the scanned text.
+
+Known small differences: ``\\W \\D \\S`` inside a character class keep Python's Unicode meaning;
+case-insensitive matching folds a few characters (the Kelvin sign, long s) that JavaScript's
+non-Unicode mode keeps apart.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import regex
+
+__all__ = ["JsRegex", "JsRegexError", "RegexClock", "compile_js", "translate_js"]
+
+_WORD = "A-Za-z0-9_"
+_JS_SPACE = ("\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f"
+             "\\u3000\\ufeff")
+_LINE_END = "\\n\\r\\u2028\\u2029"
+_B = f"(?:(?<=[{_WORD}])(?![{_WORD}])|(?<![{_WORD}])(?=[{_WORD}]))"
+_NB = f"(?:(?<=[{_WORD}])(?=[{_WORD}])|(?<![{_WORD}])(?![{_WORD}]))"
+
+
+class JsRegexError(ValueError):
+    """A JavaScript pattern that does not compile (message says why)."""
+
+
+def translate_js(pattern: str, flags: str) -> str:
+    """Translate a JavaScript ``RegExp`` source to the ``regex`` package's syntax (see module doc).
+
+    Raises
+    ------
+    JsRegexError
+        On an unterminated escape at the end of the pattern.
+    """
+    unicode = "u" in flags
+    dotall = "s" in flags
+    multiline = "m" in flags
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise JsRegexError("\\ at end of pattern")
+            nxt = pattern[i + 1]
+            if nxt in "pP":
+                if unicode:
+                    j = pattern.find("}", i + 2) if i + 2 < n and pattern[i + 2] == "{" else -1
+                    if j < 0:
+                        raise JsRegexError("invalid property name")
+                    out.append(pattern[i:j + 1])
+                    i = j + 1
+                    continue
+                out.append(nxt)  # identity escape outside Unicode mode
+                i += 2
+                continue
+            if nxt == "u" and unicode and i + 2 < n and pattern[i + 2] == "{":
+                j = pattern.find("}", i + 3)
+                if j < 0:
+                    raise JsRegexError("invalid Unicode escape")
+                try:
+                    cp = int(pattern[i + 3:j], 16)
+                except ValueError:
+                    raise JsRegexError("invalid Unicode escape") from None
+                out.append(f"\\U{cp:08x}")
+                i = j + 1
+                continue
+            if nxt == "k" and i + 2 < n and pattern[i + 2] == "<":
+                j = pattern.find(">", i + 3)
+                if j > 0:
+                    out.append(f"(?P={pattern[i + 3:j]})")
+                    i = j + 1
+                    continue
+            if in_class:
+                rep = {"w": _WORD, "d": "0-9", "s": _JS_SPACE}.get(nxt)
+            else:
+                rep = {"w": f"[{_WORD}]", "W": f"[^{_WORD}]", "d": "[0-9]", "D": "[^0-9]",
+                       "s": f"[{_JS_SPACE}]", "S": f"[^{_JS_SPACE}]", "b": _B, "B": _NB}.get(nxt)
+            if rep is None and in_class and nxt == "b":
+                rep = "\\x08"  # [\b] is a backspace in JavaScript
+            out.append(rep if rep is not None else ch + nxt)
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+            elif ch == "[":
+                out.append("\\[")  # a literal in JavaScript; a nested set in some engines
+                i += 1
+                continue
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "[":
+            if pattern.startswith("[^]", i):
+                out.append("[\\s\\S]")
+                i += 3
+                continue
+            if pattern.startswith("[]", i):
+                out.append("(?!)")
+                i += 2
+                continue
+            in_class = True
+            out.append(ch)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            if i < n and pattern[i] == "]":  # cannot happen after the checks above; kept literal
+                out.append("\\]")
+                i += 1
+            continue
+        if ch == "." and not dotall:
+            out.append(f"[^{_LINE_END}]")
+        elif ch == "$":
+            out.append(f"(?=[{_LINE_END}]|\\Z)" if multiline else "\\Z")
+        elif ch == "^" and multiline:
+            out.append(f"(?:(?<=[{_LINE_END}])|\\A)")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@dataclass
+class RegexClock:
+    """Time limits for the regex searches of one activation.
+
+    ``per_search`` bounds one search (seconds); ``total`` bounds all searches together
+    (seconds). :attr:`timeouts` lists every search that ran out, in order.
+    """
+
+    per_search: float = 0.05
+    total: float = 0.5
+    spent: float = 0.0
+    timeouts: list[dict[str, Any]] = field(default_factory=list)
+
+    def remaining(self) -> float:
+        """Seconds left for the next search (never more than ``per_search``)."""
+        return max(0.0, min(self.per_search, self.total - self.spent))
+
+
+@dataclass(eq=False)
+class JsRegex:
+    """A compiled ``/pattern/flags`` key. Use :meth:`search`, which never runs unbounded."""
+
+    key: str
+    source: str
+    flags: str
+    compiled: Any  # regex.Pattern
+
+    @property
+    def ignore_case(self) -> bool:
+        return "i" in self.flags
+
+    def search(self, text: str, pos: int = 0, *, clock: RegexClock | None = None,
+               where: str = "") -> Any:
+        """The first match in ``text`` from ``pos`` (``y``: only at ``pos``), or ``None``.
+
+        With a ``clock`` the search runs under ``clock.remaining()`` seconds; running out
+        returns ``None`` (no match) and appends ``{"key", "where", "timeout_ms"}`` to
+        ``clock.timeouts``. Without one, a 1-second limit still applies.
+        """
+        limit = clock.remaining() if clock is not None else 1.0
+        if limit <= 0:
+            if clock is not None:
+                clock.timeouts.append({"key": self.key, "where": where, "timeout_ms": 0.0,
+                                       "skipped": True})
+            return None
+        started = time.perf_counter()
+        try:
+            # concurrent=True releases the GIL while matching: other threads (the HTTP
+            # server's event loop) keep running during a slow search.
+            if "y" in self.flags:
+                return self.compiled.match(text, pos, concurrent=True, timeout=limit)
+            return self.compiled.search(text, pos, concurrent=True, timeout=limit)
+        except TimeoutError:
+            if clock is not None:
+                clock.timeouts.append({"key": self.key, "where": where,
+                                       "timeout_ms": round(limit * 1000, 1)})
+            return None
+        finally:
+            if clock is not None:
+                clock.spent += time.perf_counter() - started
+
+    def loose(self) -> JsRegex:
+        """The same regex ignoring case (for near-miss hints)."""
+        return compile_js(self.key, self.source, self.flags + ("" if "i" in self.flags else "i"))
+
+
+@lru_cache(maxsize=4096)
+def compile_js(key: str, source: str, flags: str) -> JsRegex:
+    """Compile JavaScript ``source`` with ``flags`` (``gimsuy``) as :class:`JsRegex`.
+
+    Raises
+    ------
+    JsRegexError
+        When the pattern does not compile, or a flag repeats (JavaScript rejects both).
+    """
+    if len(set(flags)) != len(flags):
+        raise JsRegexError(f"repeated flag in {flags!r}")
+    re_flags = regex.V0
+    if "i" in flags:
+        re_flags |= regex.IGNORECASE
+    if "s" in flags:
+        re_flags |= regex.DOTALL
+    try:
+        compiled = regex.compile(translate_js(source, flags), re_flags)
+    except (regex.error, OverflowError, ValueError, RecursionError) as exc:
+        raise JsRegexError(str(exc)) from None
+    return JsRegex(key, source, flags, compiled)
+
+
+_QUANT = regex.compile(r"\+|\*|\{(\d+),(\d*)\}")
+
+
+def _quantifier_at(pattern: str, i: int) -> tuple[bool, int]:
+    """(is an unbounded-ish quantifier, its length) at ``pattern[i]``; (False, 0) when none."""
+    m = _QUANT.match(pattern, i)
+    if m is None:
+        return False, 0
+    if m.group(0) in "+*":
+        return True, 1
+    hi = m.group(2)
+    return (hi == "" or int(hi) >= 10), len(m.group(0))
+
+
+def catastrophic_reason(source: str) -> str | None:
+    """Why the JavaScript pattern ``source`` can backtrack exponentially, or ``None``.
+
+    Flags two shapes (the classic ReDoS patterns): a repeated group that itself contains a
+    repeat (``(a+)+``, ``(\\w+\\s?)*``, ``(.*)*``), and a repeated alternation whose branches can
+    match the same text (``(a|aa)+``, ``(a|a)*``, ``(\\w|\\d)+``). A heuristic: it may miss exotic
+    cases and flags some patterns that a given engine optimizes.
+    """
+    # stack of [has_inner_repeat, alternatives, current_alternative_start]
+    stack: list[list[Any]] = []
+    i = 0
+    n = len(source)
+    while i < n:
+        ch = source[i]
+        if ch == "\\":
+            i += 2
+            rep, ln = _quantifier_at(source, i)
+            if rep and stack:
+                stack[-1][0] = True
+            i += ln
+            continue
+        if ch == "[":
+            j = i + 1
+            if j < n and source[j] == "^":
+                j += 1
+            if j < n and source[j] == "]":
+                j += 1
+            while j < n and source[j] != "]":
+                j += 2 if source[j] == "\\" else 1
+            i = j + 1
+            rep, ln = _quantifier_at(source, i)
+            if rep and stack:
+                stack[-1][0] = True
+            i += ln
+            continue
+        if ch == "(":
+            j = i + 1
+            if source.startswith("?", j):
+                m = regex.match(r"\?(?:[:=!]|<[=!]|<[A-Za-z_]\w*>)", source[j:])
+                j += len(m.group(0)) if m else 1
+            stack.append([False, [], j])
+            i = j
+            continue
+        if ch == "|" and stack:
+            frame = stack[-1]
+            frame[1].append(source[frame[2]:i])
+            frame[2] = i + 1
+            i += 1
+            continue
+        if ch == ")" and stack:
+            frame = stack.pop()
+            frame[1].append(source[frame[2]:i])
+            i += 1
+            rep, ln = _quantifier_at(source, i)
+            i += ln
+            if rep:
+                if frame[0]:
+                    return "a repeated group contains another repeat (nested quantifiers)"
+                alts = list(frame[1])
+                for ia, a in enumerate(alts):
+                    for ib, b in enumerate(alts):
+                        if ia != ib and (a == b or (a and b.startswith(a)) or _classy(a, b)):
+                            return "a repeated alternation has branches that match the same text"
+                if stack:
+                    stack[-1][0] = True
+            elif frame[0] and stack:
+                stack[-1][0] = True
+            continue
+        i += 1
+        rep, ln = _quantifier_at(source, i)
+        if rep and stack:
+            stack[-1][0] = True
+        i += ln
+    return None
+
+
+_OVERLAP = [{"\\w", "\\d"}, {"\\w", "[a-z]"}, {"\\w", "[A-Za-z]"}, {".", "\\w"}, {".", "\\d"}, {".", "\\s"}]
+
+
+def _classy(a: str, b: str) -> bool:
+    """Two single-class branches that overlap (``\\w|\\d``, ``.|\\s``, ...)."""
+    return {a, b} in _OVERLAP

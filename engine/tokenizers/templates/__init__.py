@@ -1,0 +1,11 @@
+"""Chat templates of the open-weight families, as exact token accounting (see :mod:`.base`)."""
+
+from __future__ import annotations
+
+from .base import OVERHEAD, TOOLS, ChatTemplate, PromptCount, Tally
+from .llama import LlamaChatFormat
+from .mistral import MistralInstruct
+from .rendered import DeepSeekTemplate, QwenChatML, tally_rendered
+
+__all__ = ["OVERHEAD", "TOOLS", "ChatTemplate", "PromptCount", "Tally", "LlamaChatFormat", "MistralInstruct",
+           "DeepSeekTemplate", "QwenChatML", "tally_rendered"]
