@@ -35,6 +35,7 @@ ERROR_CODES: dict[str, str] = {
     "IMPORT_WRONG_TYPE": "a field has the wrong JSON type (JSON path given)",
     "IMPORT_UNSUPPORTED_SPEC": "the card or lorebook declares an unsupported spec version",
     "IMPORT_UNSUPPORTED_FORMAT": "the file is not a format Loomscope reads",
+    "EXPORT_TARGET_EXISTS": "an export would overwrite an existing file (use --force)",
     # storage / library
     "CHAT_NOT_FOUND": "no chat with that id in the library",
     "AUDIT_NOT_FOUND": "the chat has no stored audit",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,9 @@ class GenerationResult:
     #: World Info sticky/cooldown state to store with a completed generation (see
     #: ``PreparedPrompt.timed_effects``); ``None`` when there is nothing to store.
     timed_effects: dict[str, Any] | None = None
+    #: The chat's compaction state after this run (new summary, failure count) to store with the
+    #: chat (``Store.record_generation(compaction=...)``); ``None`` when it did not change.
+    compaction_state: Any = None
 
 
 def _now() -> datetime:
@@ -87,6 +90,10 @@ def _close(audit: PromptContextAudit, status: str, code: str | None = None,
                                     "finished_at": _now(), **extra})
 
 
+#: The strategy whose generations run compaction first (SPEC §4).
+COMPACT_STRATEGY = "compact"
+
+
 def generate(
     request: PreviewRequest,
     provider: ProviderConfig,
@@ -96,6 +103,52 @@ def generate(
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     on_audit_created: Callable[[PromptContextAudit], None] | None = None,
+    summarizer: Callable[[list[dict[str, Any]]], str] | None = None,
+) -> GenerationResult:
+    """Run the pipeline for ``request`` and, if the prompt fits, ask the provider for a reply.
+
+    With the ``compact`` strategy, compaction runs first (``engine.compaction.run``): when the
+    prompt reaches the trigger, old history is summarized by the provider (a progress step
+    ``"compaction"`` reports it), the summary replaces that history in the prompt, and
+    ``GenerationResult.compaction_state`` carries it (with the failure count) to store with the
+    chat; ``audit.compaction`` records what happened. ``summarizer`` replaces the summary request
+    (tests, plugins). The rest is :func:`_generate`.
+    """
+    generation_id = uuid.uuid4().hex
+    if request.settings.strategy != COMPACT_STRATEGY:
+        return _generate(request, provider, chat_id=chat_id, registries=registries, on_progress=on_progress,
+                         cancel=cancel, on_audit_created=on_audit_created, generation_id=generation_id)
+    from .compaction.run import run_compaction
+
+    try:
+        outcome = run_compaction(request, provider, generation_id=generation_id, registries=registries,
+                                 on_progress=on_progress, cancel=cancel, summarizer=summarizer)
+    except ProviderError as exc:  # cancelled while summarizing: nothing was compacted
+        if on_progress is not None:
+            on_progress(ProgressEvent(step_id=f"compaction:{generation_id}", step="compaction",
+                                      label="Compacting context… cancelled", state="cancelled",
+                                      detail={"error_code": exc.code}))
+        return _generate(request, provider, chat_id=chat_id, registries=registries, on_progress=on_progress,
+                         cancel=cancel, on_audit_created=on_audit_created, generation_id=generation_id,
+                         compaction_record={"status": "cancelled"})
+    result = _generate(outcome.request, provider, chat_id=chat_id, registries=registries, on_progress=on_progress,
+                       cancel=cancel, on_audit_created=on_audit_created, generation_id=generation_id,
+                       prepared=outcome.prepared, compaction_record=outcome.record)
+    return replace(result, compaction_state=outcome.state)
+
+
+def _generate(
+    request: PreviewRequest,
+    provider: ProviderConfig,
+    *,
+    chat_id: str,
+    registries: Registries | None = None,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    on_audit_created: Callable[[PromptContextAudit], None] | None = None,
+    generation_id: str | None = None,
+    prepared: Any = None,
+    compaction_record: dict[str, Any] | None = None,
 ) -> GenerationResult:
     """Run the pipeline for ``request`` and, if the prompt fits, ask the provider for a reply.
 
@@ -133,11 +186,11 @@ def generate(
     from .pipeline import prepare  # lazy: the pipeline imports every engine package
 
     created_at = _now()
-    prepared = prepare(request, registries=registries)
+    prepared = prepared if prepared is not None else prepare(request, registries=registries)
     pv = prepared.preview
     model = provider.model or request.settings.model
     audit = PromptContextAudit(
-        generation_id=uuid.uuid4().hex,
+        generation_id=generation_id or uuid.uuid4().hex,
         chat_id=chat_id,
         provider=public_endpoint(provider.base_url),
         model=model,
@@ -156,6 +209,7 @@ def generate(
         tools=list(prepared.tools),
         interceptor_diagnostics=list(getattr(prepared, "interceptor_diagnostics", []) or []),
         warnings=list(pv.warnings),
+        compaction=compaction_record,
     )
     if on_audit_created is not None:
         on_audit_created(audit)
@@ -239,5 +293,5 @@ def generate_and_store(
     result = generate(request, provider, chat_id=chat_id, registries=registries,
                       on_progress=on_progress, cancel=cancel)
     index = store.record_generation(result.audit, result.reply, user_message=user_message,
-                                    timed_effects=result.timed_effects)
-    return GenerationResult(result.audit, result.reply, index, result.timed_effects)
+                                    timed_effects=result.timed_effects, compaction=result.compaction_state)
+    return GenerationResult(result.audit, result.reply, index, result.timed_effects, result.compaction_state)

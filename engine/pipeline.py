@@ -13,6 +13,10 @@ tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 inte
 final provider messages; 8 mandatory recount and a final shifting pass; 9
 ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget; 10 every block
 reported with its status and stable reason.
+
+A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) is assembled by
+:func:`engine.assembly.sillytavern.prepare_sillytavern` instead: SillyTavern's Chat Completion
+path, with its own history fill (newest first within the budget) in place of a strategy.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .schema.lorebook import Lorebook
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
+from .compaction.options import strategy_host_options
 from .shifting import (
     ContextStrategyRegistry,
     ToolGroups,
@@ -289,6 +294,11 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         ``preview.error`` with ``budget_ok=False``.
     """
     reg = registries or _shared_registries()
+    if request.sillytavern is not None:
+        # a chat from a SillyTavern folder: SillyTavern's own Chat Completion assembly
+        from .assembly.sillytavern import prepare_sillytavern
+
+        return prepare_sillytavern(request, reg)
     settings = request.settings
     warnings: list[str] = []
     diagnostics: list[str] = []
@@ -372,9 +382,12 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
                         "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
     shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
+    options = {**settings.strategy_options,
+               **strategy_host_options(request, context_limit=limit, prompt_overhead=REPLY_PRIMING_TOKENS)}
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
-                           settings.strategy_options, diagnostics, groups)
+                           options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)
+    warnings.extend(str(w) for w in result.info.get("warnings", []) or [])
     status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in ctx.pre_excluded.items()}
     for e in result.excluded:
         status[e.block_id] = ("excluded", e.reason)
@@ -490,6 +503,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         trace = b.trace
         if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
             trace = {**(trace or {}), **trace_by_source[b.source]}
+        if b.id in result.trace_updates:  # the strategy's notes (vector-recall relevance, ...)
+            trace = {**(trace or {}), **result.trace_updates[b.id]}
         preview_blocks.append(dict(
             id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
             tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,  # type: ignore[arg-type]
@@ -510,7 +525,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens, overhead_tokens=final.overhead,
         strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
         lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
-        diagnostics=diagnostics, fit_method=fit_method,
+        diagnostics=diagnostics, strategy_info=dict(result.info), fit_method=fit_method,
     )
     timed = dict(activation.timed_effects) if activation is not None else None
     return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags,  # type: ignore[arg-type]

@@ -192,6 +192,48 @@ class ChatDocument(QObject):
         chat = self.request.chat.model_copy(update=update)
         self.request = self.request.model_copy(update={"chat": chat})
 
+    # -- compaction summary ----------------------------------------------------------------
+    def compaction_summary(self) -> Any:
+        """The chat's active compaction summary (``CompactionSummary``) or ``None``."""
+        from engine.compaction.state import CompactionState
+
+        return None if self.request is None else CompactionState.of_chat(self.request.chat).summary
+
+    def _set_compaction(self, state: Any) -> None:
+        from engine.compaction.options import CHAT_KEY
+
+        self._replace_chat(**{CHAT_KEY: state.dump()})
+        self.messages_changed.emit()
+        self.request_changed.emit()
+
+    def remove_compaction_summary(self) -> Any:
+        """Remove the active compaction summary (saved first); its messages are sent verbatim
+        again. Returns the removed summary (``None`` when there was none)."""
+        from engine.compaction.state import CompactionState
+
+        if self.request is None:
+            return None
+        state = CompactionState.of_chat(self.request.chat)
+        if state.summary is None:
+            return None
+        if self._persisted:
+            self.store.remove_compaction_summary(self.chat_id)
+        removed = state.summary
+        self._set_compaction(state.with_summary_removed())
+        return removed
+
+    def restore_compaction_summary(self, summary: Any) -> None:
+        """Make ``summary`` the active compaction summary again (saved first)."""
+        from engine.compaction.state import CompactionState
+
+        if self.request is None:
+            return
+        if self._persisted:
+            self.store.restore_compaction_summary(self.chat_id, summary)
+        state = CompactionState.of_chat(self.request.chat)
+        removed = [s for s in state.removed if s.id != summary.id]
+        self._set_compaction(state.model_copy(update={"summary": summary, "removed": removed, "stall": None}))
+
     # -- settings ------------------------------------------------------------------------
     def set_settings(self, settings: ContextSettings) -> None:
         """Replace the chat's context settings (saved to the library)."""

@@ -34,6 +34,7 @@ from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
 from .undo import (
+    CompactionSummaryCommand,
     DeleteMessageCommand,
     EditLorebookEntryCommand,
     EditMessageCommand,
@@ -303,6 +304,7 @@ class MainWindow(QMainWindow):
         self.chat_view.branch_requested.connect(self.branch_chat)
         self.chat_view.message_submitted.connect(self.append_user_message)
         self.chat_view.generate_requested.connect(self.generate)
+        self.chat_view.summary_remove_requested.connect(self.remove_compaction_summary)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
         self.chat_view.edit_requested.connect(self.edit_message)
         self.chat_view.delete_requested.connect(self.delete_message)
@@ -693,7 +695,19 @@ class MainWindow(QMainWindow):
             return False
         if not self.ctx.settings.contains("provider/base_url") and not self.edit_provider():
             return False  # first generation: ask where to send it
+        self.chat_view.model.clear_finished_progress()  # the last run's compaction row
         return self.generation.start(doc.snapshot(), self.provider_config(), doc.chat_id, self.ctx.registries)
+
+    def remove_compaction_summary(self) -> bool:
+        """Remove the open chat's compaction summary (undoable); returns ``False`` when it has none."""
+        summary = self.ctx.document.compaction_summary()
+        if summary is None:
+            return False
+        self._push(CompactionSummaryCommand(self.ctx.document, summary, present=False))
+        self.statusBar().showMessage(
+            f"Compaction summary removed: messages #{summary.first}–#{summary.last} are sent verbatim again "
+            "(Ctrl+Z restores it)", 8000)
+        return True
 
     def _on_generation_progress(self, event: ProgressEvent) -> None:
         self.chat_view.update_progress(event)
@@ -708,9 +722,11 @@ class MainWindow(QMainWindow):
         audit = result.audit
         store = self.ctx.store
         try:
+            compaction = getattr(result, "compaction_state", None)
             if hasattr(store, "record_generation"):
+                extra = {"compaction": compaction} if compaction is not None else {}
                 store.record_generation(audit, result.reply,
-                                        timed_effects=getattr(result, "timed_effects", None))
+                                        timed_effects=getattr(result, "timed_effects", None), **extra)
             else:  # pragma: no cover - older store
                 store.put_audit(audit)
                 if result.reply is not None:
@@ -719,9 +735,14 @@ class MainWindow(QMainWindow):
             self.show_error(user_error(exc), "Save generation")
             return
         if self.ctx.document.chat_id == audit.chat_id:
+            before = self.ctx.document.compaction_summary()
             self.audit = audit
             self.ctx.document.reload()
-            self.chat_view.model.clear_finished_progress()
+            # the compaction row stays until the next generation: it says "done" or "fell back"
+            self.chat_view.model.clear_finished_progress(keep_steps=("compaction",))
+            after = self.ctx.document.compaction_summary()
+            if after is not None and (before is None or before.id != after.id):
+                self._push(CompactionSummaryCommand(self.ctx.document, after, present=True))
             self.audit_tab.set_state(self.audit, self.preview)
         self.refresh_library()
         if audit.error_code == "CANCELLED":  # the writer's own Cancel: no warning, just say so

@@ -1,4 +1,5 @@
-"""Undoable edits (STYLE.md 6): pin, exclude, hide, message text, delete, settings, lorebook entries.
+"""Undoable edits (STYLE.md 6): pin, exclude, hide, message text, delete, settings, lorebook entries,
+compaction summaries.
 
 Each command applies its change through :class:`~gui.document.ChatDocument`, which saves to the
 library and triggers the debounced preview. Redo/undo are symmetric: they set an explicit
@@ -148,3 +149,36 @@ class DeleteMessageCommand(QUndoCommand):
     def undo(self) -> None:  # noqa: D102 - Qt override
         if self._document.ensure_open(self._chat_id):
             self._document.insert_message(self._index, self._message)
+
+
+class CompactionSummaryCommand(QUndoCommand):
+    """A compaction summary coming or going, undoable.
+
+    ``present=True`` ("Compact messages #a–#b", pushed after a generation compacted): redo keeps
+    the summary, undo removes it (the messages are sent verbatim again). ``present=False``
+    ("Remove summary of messages #a–#b"): redo removes it, undo restores it.
+    """
+
+    def __init__(self, document: ChatDocument, summary: object, *, present: bool) -> None:
+        first, last = getattr(summary, "first", "?"), getattr(summary, "last", "?")
+        super().__init__(f"Compact messages #{first}–#{last}" if present
+                         else f"Remove summary of messages #{first}–#{last}")
+        self._document = document
+        self._chat_id = document.chat_id
+        self._summary = summary
+        self._present = present
+
+    def _set(self, present: bool) -> None:
+        if not self._document.ensure_open(self._chat_id):
+            return  # an in-memory chat that is gone
+        current = self._document.compaction_summary()
+        if present and (current is None or current.id != self._summary.id):  # type: ignore[attr-defined]
+            self._document.restore_compaction_summary(self._summary)
+        elif not present and current is not None and current.id == self._summary.id:  # type: ignore[attr-defined]
+            self._document.remove_compaction_summary()
+
+    def redo(self) -> None:  # noqa: D102 - Qt override
+        self._set(self._present)
+
+    def undo(self) -> None:  # noqa: D102 - Qt override
+        self._set(not self._present)

@@ -17,6 +17,11 @@ with ``server.mode`` (or a queue of modes in ``server.script``):
 Every error body, malformed body and reply contains :data:`UPSTREAM_MARKER`, so tests can
 assert that no upstream body reached an audit.
 
+Summary requests (compaction: the first message carries ``[loomscope:compaction]``) are answered
+with ``server.summary_text`` in the ``answer``/``stream`` modes, and recorded with
+``"kind": "summary"`` (other requests: ``"chat"``). "Fail twice, then answer" is
+``server.script.extend(["429", "429"])`` with ``mode = "answer"``.
+
 Run it by hand: ``python -m tests.fake_provider --mode stream`` prints its base URL.
 """
 
@@ -115,12 +120,13 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         mode = self.server.next_mode()
+        kind = "summary" if _is_summary_request(body) else "chat"
         self.server.record({"method": "POST", "path": self.path, "headers": dict(self.headers.items()),
-                            "body": body, "mode": mode})
+                            "body": body, "mode": mode, "kind": kind})
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": "unknown path"}})
             return
-        reply = self.server.reply_text
+        reply = self.server.summary_text if kind == "summary" else self.server.reply_text
         if mode == "answer":
             self._send_json(200, {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
@@ -174,6 +180,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(500, {"error": {"message": f"unknown fake mode {mode}"}})
 
 
+#: What marks a compaction summary request (``engine.compaction.summarizer.SUMMARY_MARKER``).
+SUMMARY_MARKER = "[loomscope:compaction]"
+#: Default answer to a summary request.
+DEFAULT_SUMMARY = ("The customer asked to change and cancel flight reservations; the agent looked up the "
+                   "reservations, searched direct and one-stop flights and explained the fare rules.")
+
+
+def _is_summary_request(body: Any) -> bool:
+    try:
+        first = body["messages"][0]["content"]
+    except (TypeError, KeyError, IndexError):
+        return False
+    return isinstance(first, str) and SUMMARY_MARKER in first
+
+
 class FakeProviderServer(ThreadingHTTPServer):
     """The fake provider. Use as a context manager; ``base_url`` is ``http://127.0.0.1:<port>/v1``.
 
@@ -187,6 +208,8 @@ class FakeProviderServer(ThreadingHTTPServer):
         Every request received: ``{"method", "path", "headers", "body", "mode"}``.
     reply_text, model_name, chunk_delay_s, stall_s:
         Reply text, the model name echoed, delay between streamed pieces (s), longest stall (s).
+    summary_text:
+        The answer to summary (compaction) requests.
     """
 
     daemon_threads = True
@@ -194,12 +217,13 @@ class FakeProviderServer(ThreadingHTTPServer):
 
     def __init__(self, mode: str = "answer", *, port: int = 0,
                  reply_text: str = f"The ravens have already told her. {UPSTREAM_MARKER}",
-                 chunk_delay_s: float = 0.0, stall_s: float = 30.0) -> None:
+                 chunk_delay_s: float = 0.0, stall_s: float = 30.0, summary_text: str = DEFAULT_SUMMARY) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.script: deque[str] = deque()
         self.requests: list[dict[str, Any]] = []
         self.reply_text = reply_text
+        self.summary_text = summary_text
         self.model_name = "fake-model"
         self.chunk_delay_s = chunk_delay_s
         self.stall_s = stall_s
@@ -249,11 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--reply", default=None, help="reply text")
     parser.add_argument("--delay", type=float, default=0.05, help="seconds between streamed pieces")
+    parser.add_argument("--summary", default=None, help="answer to summary (compaction) requests")
+    parser.add_argument("--fail-first", type=int, default=0, metavar="N",
+                        help="answer the first N requests with HTTP 429 (then --mode)")
     args = parser.parse_args(argv)
     kwargs: dict[str, Any] = {"port": args.port, "chunk_delay_s": args.delay}
     if args.reply:
         kwargs["reply_text"] = args.reply
+    if args.summary:
+        kwargs["summary_text"] = args.summary
     server = FakeProviderServer(args.mode, **kwargs)
+    server.script.extend(["429"] * args.fail_first)
     print(server.base_url, flush=True)
 
     def _stop(_signum: int, _frame: object) -> None:
@@ -268,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         server.release.set()
         server.server_close()
         for req in server.requests:
-            print(json.dumps({"path": req["path"], "mode": req["mode"],
+            print(json.dumps({"path": req["path"], "mode": req["mode"], "kind": req["kind"],
                               "messages": len((req["body"] or {}).get("messages", []))}), flush=True)
     return 0
 

@@ -79,6 +79,25 @@ def _settings(stored, args: argparse.Namespace):
                             file="settings") from None
 
 
+def compaction_line(record: dict) -> str:
+    """One line saying what compaction did (``audit.compaction``), for people."""
+    status = record.get("status")
+    rng = record.get("range") or [None, None]
+    tries = len(record.get("attempts") or [])
+    if status in ("compacted", "compacted_then_truncated"):
+        line = (f"compaction: messages #{rng[0]}–#{rng[1]} summarized in {record.get('summary_tokens')} tokens "
+                f"(replaced {record.get('replaced_tokens')}; {tries} request{'s' if tries != 1 else ''})")
+        if status == "compacted_then_truncated":
+            line += "; still at the trigger, so old history was truncated to the target too"
+        return line
+    if status == "fell_back":
+        return (f"compaction: fell back to truncation ({record.get('reason')}; "
+                f"{record.get('error_code') or 'no error code'}; {tries} request{'s' if tries != 1 else ''})")
+    if status == "disabled":
+        return "compaction: stopped after 3 failures in a row; old history was truncated"
+    return f"compaction: {status}; old history was truncated to the target"
+
+
 def run(args: argparse.Namespace) -> int:
     """Generate, store, print the reply (or the failure) and return the exit code."""
     from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store, resolve_api_key
@@ -135,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     audit = result.audit  # type: ignore[attr-defined]
     if live and shown[0]:
         sys.stdout.write("\n")
+    if fmt != "json" and audit.compaction and audit.compaction.get("status") not in (None, "not_needed", "not_run"):
+        sys.stderr.write(f"loomscope: {audit.chat_id}: {compaction_line(audit.compaction)}\n")
     if fmt == "json":
         print_json({
             "chat_id": audit.chat_id,
@@ -144,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             "prompt_tokens": audit.prompt_tokens,
             "reply_index": result.reply_index,  # type: ignore[attr-defined]
             "reply": result.reply.model_dump(mode="json", exclude_none=True) if result.reply else None,  # type: ignore[attr-defined]
+            "compaction": audit.compaction,
         })
     elif audit.status == "completed":
         if not live:

@@ -1,37 +1,61 @@
-"""``loomscope import FILE...``: add cards, lorebooks and chats to the library.
+"""``loomscope import FILE...`` / ``loomscope import DIR``: add data to the library.
 
-All files are read first and stored in one transaction: if any file is bad, nothing is stored
-(exit 2 naming the file, place and ``IMPORT_*`` code). Output: ``[{"kind", "id", "name"}]``.
+Files: all files are read first and stored in one transaction: if any file is bad, nothing is
+stored (exit 2 naming the file, place and ``IMPORT_*`` code). Output: ``[{"kind", "id", "name"}]``.
+
+A SillyTavern user folder (``data/<user>/``, or the ``data/`` root: ``default-user`` or
+``--st-user NAME``): every card, world, persona and chat with its SillyTavern setup, in one
+transaction; re-importing updates in place (identity: the file's path relative to the user
+folder). ``--skip-bad`` imports the rest when a file is bad and lists what it skipped. Output:
+``{"folder", "user", "added", "changed", "unchanged", "skipped", "warnings"}`` (each of the first
+three a list of ``{"kind", "id", "name", "key"}``). A folder that is not a SillyTavern folder:
+``IMPORT_UNSUPPORTED_FORMAT`` naming it (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from ..errors import SettingsError
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``import`` subcommand."""
-    p = sub.add_parser("import", help="import character cards, lorebooks and chats into the library")
+    p = sub.add_parser("import", help="import character cards, lorebooks and chats, or a SillyTavern folder, "
+                                      "into the library")
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help="card (PNG/JSON), SillyTavern world JSON, chat (SillyTavern JSONL, OpenAI messages)")
+                   help="card (PNG/JSON), SillyTavern world JSON, chat (SillyTavern JSONL, OpenAI messages), or "
+                        "one SillyTavern user folder (data/<user>/ or the data/ folder)")
+    p.add_argument("--st-user", metavar="NAME", default=None,
+                   help="the SillyTavern user folder to take under a data/ folder (default default-user)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="folder import: skip unreadable files (listed) instead of importing nothing")
     add_db_argument(p)
     add_format_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Import every file in one transaction and print what each became."""
+    """Import every file in one transaction (or one SillyTavern folder) and print what each became."""
     def warn(path: str, message: str) -> None:
         sys.stderr.write(f"loomscope: {path}: warning: {message}\n")
 
+    dirs = [f for f in args.files if Path(f).is_dir()]
+    if dirs:
+        if len(args.files) != 1:
+            raise SettingsError("INVALID_SETTINGS", "give one SillyTavern folder, or files only", file=dirs[0])
+        return _run_folder(args, dirs[0], warn)
+    if args.skip_bad or args.st_user:
+        flag = "--skip-bad" if args.skip_bad else "--st-user"
+        raise SettingsError("INVALID_SETTINGS", f"{flag} applies to a SillyTavern folder import", file=flag)
     sources: list[str] = []
     with open_library(args) as store:
         refs = store.import_files(args.files, on_warning=warn, sources=sources)
     if output_format(args) == "json":
-        print_json([r.model_dump(mode="json") for r in refs])
+        print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
     from rich.markup import escape
 
@@ -47,4 +71,34 @@ def run(args: argparse.Namespace) -> int:
     for ref, path in zip(refs, sources):
         t.add_row(ref.kind, ref.id, escape(ref.name), escape(path))
     console.print(t)
+    return 0
+
+
+def _run_folder(args: argparse.Namespace, folder: str, warn) -> int:  # type: ignore[no-untyped-def]
+    from ..importers.st_folder import read_st_folder
+
+    plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn)
+    for s in plan.skipped:
+        place = f" ({s.place})" if s.place else ""
+        sys.stderr.write(f"loomscope: {plan.folder / s.file}: skipped: {s.code}: {s.message}{place}\n")
+    with open_library(args) as store:
+        report = store.import_st_folder(plan)
+    if output_format(args) == "json":
+        print_json(report.model_dump(mode="json"))
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(f"SillyTavern folder {report.folder} (user {report.user}): "
+                               f"{len(report.added)} added, {len(report.changed)} changed, "
+                               f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"))
+    for col in ("status", "kind", "id", "name", "file"):
+        table.add_column(col, no_wrap=col == "id")
+    for status, refs in (("added", report.added), ("changed", report.changed), ("unchanged", report.unchanged)):
+        for r in refs:
+            table.add_row(status, r.kind, r.id, escape(r.name), escape(r.key or ""))
+    for s in report.skipped:
+        table.add_row("skipped", "", "", escape(f"{s['code']}: {s['message']}"), escape(s["file"]))
+    Console().print(table)
     return 0

@@ -1,4 +1,5 @@
-"""``loomscope preview``: assemble and budget a prompt from files, no database needed.
+"""``loomscope preview``: assemble and budget a prompt from files, no database needed, or a
+library chat with its stored setup (``--chat-id ID [--db URL]``; flags still override).
 
 Output: a table for people (``--format table``, the default on a terminal) or the
 ``ContextPreview`` model as JSON (``--format json``). Exit 0, 3 on
@@ -25,6 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preview", help="show the prompt a model would see for a chat file")
     p.add_argument("--chat", metavar="FILE", help="SillyTavern chat JSONL, or OpenAI messages (JSON array or "
                    "chat-completions request body)")
+    p.add_argument("--chat-id", metavar="ID", default=None,
+                   help="a library chat: preview it with its stored setup (character, persona, lorebooks, "
+                        "settings; a chat imported from a SillyTavern folder is assembled as SillyTavern does); "
+                        "the flags below override its settings")
+    p.add_argument("--db", default=None, metavar="URL",
+                   help="library for --chat-id (SQLAlchemy URL or SQLite file; env LOOMSCOPE_DB; default: the "
+                        "embedded library)")
     p.add_argument("--transcript", type=int, default=0, metavar="K",
                    help="which transcript of a file holding several (tau-bench, ToolBench), 0-based")
     p.add_argument("--card", metavar="FILE", help="character card (JSON or PNG)")
@@ -32,10 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="SillyTavern world JSON (repeatable)")
     p.add_argument("--system", metavar="TEXT", default=None, help="main system prompt")
     p.add_argument("--persona", metavar="TEXT", default=None, help="user persona description")
-    p.add_argument("--model", default="gpt-4o", help="model name (default gpt-4o)")
+    p.add_argument("--model", default=None, help="model name (default gpt-4o)")
     p.add_argument("--context-limit", type=int, default=None, metavar="N", help="context window in tokens")
-    p.add_argument("--reply-reserve", default="1024", metavar="N|P%", help="tokens (or percent) kept for the reply")
-    p.add_argument("--strategy", default="manual", help="context strategy (default manual)")
+    p.add_argument("--reply-reserve", default=None, metavar="N|P%",
+                   help="tokens (or percent) kept for the reply (default 1024)")
+    p.add_argument("--strategy", default=None, help="context strategy (default manual)")
     p.add_argument("--tokenizer", default=None, help="override the tokenizer profile")
     p.add_argument("--scan-depth", type=int, default=None, help="World Info scan depth (messages)")
     p.add_argument("--lorebook-budget", type=float, default=None, metavar="PERCENT",
@@ -56,30 +65,77 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
     """
     from ..importers import load_character, load_chat, load_lorebook_or_card_book
 
+    if getattr(args, "chat_id", None):
+        return _library_request(args)
     chat = load_chat(args.chat, index=args.transcript) if args.chat else Chat()
     card: Character | None = load_character(args.card) if args.card else None
     books: list[Lorebook] = [load_lorebook_or_card_book(p) for p in args.lorebook]
-    reserve: int | str = args.reply_reserve
-    if isinstance(reserve, str) and reserve.strip().isdigit():
-        reserve = int(reserve)
-    wi: dict[str, object] = {}
-    if args.scan_depth is not None:
+    settings = _settings_with_flags(ContextSettings(), args)
+    persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
+    return PreviewRequest(chat=chat, character=card, persona=persona, lorebooks=books,
+                          system_prompt=args.system, settings=settings)
+
+
+def _settings_with_flags(base: ContextSettings, args: argparse.Namespace) -> ContextSettings:
+    """``base`` with every settings flag that was given applied over it.
+
+    Raises ``INVALID_SETTINGS`` naming the flag.
+    """
+    values = base.model_dump()
+    for flag_field in ("model", "context_limit", "strategy", "tokenizer"):
+        value = getattr(args, flag_field, None)
+        if value is not None:
+            values[flag_field] = value
+    if getattr(args, "reply_reserve", None) is not None:
+        reserve: int | str = args.reply_reserve
+        if isinstance(reserve, str) and reserve.strip().isdigit():
+            reserve = int(reserve)
+        values["reply_reserve"] = reserve
+    wi = dict(values.get("world_info") or {})
+    if getattr(args, "scan_depth", None) is not None:
         wi["scan_depth"] = args.scan_depth
-    if args.lorebook_budget is not None:
+    if getattr(args, "lorebook_budget", None) is not None:
         wi["budget_percent"] = args.lorebook_budget
+    values["world_info"] = wi
     try:
-        settings = ContextSettings(model=args.model, context_limit=args.context_limit, reply_reserve=reserve,
-                                   strategy=args.strategy, tokenizer=args.tokenizer,
-                                   world_info=wi)  # type: ignore[arg-type]
+        return ContextSettings.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][-1]) if err.get("loc") else "settings"
         flag = _FLAG_OF_FIELD.get(field, f"--{field.replace('_', '-')}")
         message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         raise SettingsError("INVALID_SETTINGS", f"{message} (got {err.get('input')!r})", file=flag) from None
-    persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
-    return PreviewRequest(chat=chat, character=card, persona=persona, lorebooks=books,
-                          system_prompt=args.system, settings=settings)
+
+
+def _library_request(args: argparse.Namespace) -> PreviewRequest:
+    """The stored request of library chat ``--chat-id`` with the given flags applied over it.
+
+    ``--card``, ``--lorebook``, ``--system`` and ``--persona`` replace or add to the stored
+    setup; ``--chat`` cannot be combined with ``--chat-id``. Raises ``CHAT_NOT_FOUND`` (exit 2),
+    ``INVALID_SETTINGS``, ``STORAGE_ERROR``.
+    """
+    from ..importers import load_character, load_lorebook_or_card_book
+    from ..storage import open_store
+
+    if args.chat:
+        raise SettingsError("INVALID_SETTINGS", "give --chat FILE or --chat-id ID, not both", file="--chat-id")
+    with open_store(args.db) as store:
+        request = store.build_request(args.chat_id)
+    update: dict[str, object] = {"settings": _settings_with_flags(request.settings, args)}
+    if args.card:
+        update["character"] = load_character(args.card)
+    if args.lorebook:
+        books = [load_lorebook_or_card_book(p) for p in args.lorebook]
+        update["lorebooks"] = [*request.lorebooks, *books]
+        if request.sillytavern is not None:
+            scopes = list(request.sillytavern.lorebook_scopes) + ["chat"] * len(books)
+            update["sillytavern"] = request.sillytavern.model_copy(update={"lorebook_scopes": scopes})
+    if args.system is not None:
+        update["system_prompt"] = args.system
+    if args.persona is not None:
+        name = request.persona.name if request.persona else (request.chat.user_name or "User")
+        update["persona"] = Persona(name=name, description=args.persona)
+    return request.model_copy(update=update)
 
 
 def short_detail(data: dict | None) -> str:

@@ -11,6 +11,7 @@ from .preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .progress import ProgressEvent
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
+from .sillytavern import AuthorNote, PromptDefinition, PromptOrderItem, SillyTavernSetup
 
 __all__ = [
     "PromptContextAudit",
@@ -21,4 +22,5 @@ __all__ = [
     "ContextPreview", "PreviewBlock", "PreviewError", "TokenizerInfo",
     "ProgressEvent", "DEFAULT_SYSTEM_PROMPT", "MemoryItem", "PreviewRequest",
     "DEFAULT_TEMPLATE", "ContextSettings", "WorldInfoSettings",
+    "AuthorNote", "PromptDefinition", "PromptOrderItem", "SillyTavernSetup",
 ]

@@ -69,6 +69,8 @@ class PromptContextAudit(BaseModel):
     usage:
         The provider's reported token usage (``prompt_tokens``, ``completion_tokens``,
         ``total_tokens``) when it sent one; integers only.
+    compaction:
+        The compaction record (strategy ``compact``), see below.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,6 +100,10 @@ class PromptContextAudit(BaseModel):
     reply_chars: int | None = None
     finish_reason: str | None = None
     usage: dict[str, int] = Field(default_factory=dict)
+    #: What compaction did before this request (strategy ``compact``; see
+    #: ``engine.compaction.run``): ``status``, the summary id and the message ``range`` it
+    #: replaced, ``attempts``, ``error_code``, ``fallback``; ``None`` for other strategies.
+    compaction: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:

@@ -155,3 +155,10 @@ class ShiftResult(BaseModel):
     #: ``added_before`` names (``None``: at the end). They are kept and counted in ``total_tokens``.
     added: list[Block] = Field(default_factory=list)
     added_before: dict[str, str | None] = Field(default_factory=dict)
+    #: Extra trace entries per block id that the strategy wants shown with the block (merged
+    #: into the preview's and the audit's block ``trace``; e.g. ``vector-recall``'s relevance).
+    trace_updates: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: The strategy's own report (JSON-able), shown as ``ContextPreview.strategy_info``
+    #: (``compact``: trigger, target, the summary used; ``vector-recall``: relevance scores).
+    #: A ``"warnings"`` list in it is added to the preview's warnings.
+    info: dict[str, Any] = Field(default_factory=dict)

@@ -104,3 +104,6 @@ class ContextPreview(BaseModel):
     #: How ``blocks[*].fit_window`` was computed: ``exact`` (``truncate``/``manual``) or
     #: ``truncate-order`` (another strategy, read by truncate's removal order).
     fit_method: str = "exact"
+    #: The strategy's own report (``ShiftResult.info``): for ``compact`` the trigger, target and
+    #: summary in use; for ``vector-recall`` the relevance scores. Empty for other strategies.
+    strategy_info: dict[str, Any] = Field(default_factory=dict)

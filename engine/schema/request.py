@@ -8,6 +8,7 @@ from .character import Character, Persona
 from .lorebook import Lorebook
 from .messages import Chat
 from .settings import ContextSettings
+from .sillytavern import SillyTavernSetup
 
 #: Used when neither the user nor the card gives a system prompt (SillyTavern's default main prompt).
 DEFAULT_SYSTEM_PROMPT = (
@@ -33,6 +34,8 @@ class PreviewRequest(BaseModel):
     overrides it, with ``{{original}}`` inserting it (SillyTavern V2 semantics).
     ``now_seed`` makes lorebook probability rolls reproducible together with
     ``settings.world_info.seed``.
+    ``sillytavern`` (a chat imported from a SillyTavern folder) selects SillyTavern's Chat
+    Completion assembly (:mod:`engine.assembly.sillytavern`) instead of the stage template.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -45,3 +48,4 @@ class PreviewRequest(BaseModel):
     author_note: str | None = None
     memory: list[MemoryItem] = Field(default_factory=list)
     settings: ContextSettings = Field(default_factory=ContextSettings)
+    sillytavern: SillyTavernSetup | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .core import TOKEN_BUDGET_EXCEEDED, check_shift_result, shift_context
 from .groups import ToolGroups, find_tool_groups
+from .recall import vector_recall_strategy
 from .summarize import summarize_strategy
 from .registry import (
     ContextStrategyRegistry,
@@ -16,5 +17,5 @@ from .registry import (
 __all__ = [
     "TOKEN_BUDGET_EXCEEDED", "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
     "ContextStrategyRegistry", "StrategyInfo", "manual_strategy", "register_builtin_strategies",
-    "truncate_strategy", "summarize_strategy",
+    "truncate_strategy", "summarize_strategy", "vector_recall_strategy",
 ]

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from ..registry import NamedRegistry
 from ..schema.blocks import Block, ShiftResult
 from .core import shift_context
+from .recall import vector_recall_strategy
 from .summarize import summarize_strategy
 
 
@@ -56,12 +57,21 @@ def manual_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int
 
 
 def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Callable[[], None]]:
-    """Register ``truncate``, ``manual`` and ``summarize``; returns their cleanup callables."""
+    """Register ``truncate``, ``manual``, ``summarize``, ``vector-recall`` and ``compact``; returns
+    their cleanup callables."""
+    from ..compaction.strategy import compact_strategy  # the compaction package imports shifting
+
     return [
         registry.register("truncate", truncate_strategy,
                           "drop example dialogue, then the oldest history, then low-priority lore"),
         registry.register("manual", manual_strategy,
                           "drop the messages you excluded first, then like truncate"),
         registry.register("summarize", summarize_strategy,
-                          "like manual, but fold the removed history into a local extractive summary"),
+                          "like manual, but fold the oldest history into a local extractive summary"),
+        registry.register("vector-recall", vector_recall_strategy,
+                          "drop the lorebook and memory blocks least relevant to the recent conversation "
+                          "first, then the oldest history"),
+        registry.register("compact", compact_strategy,
+                          "near the context limit, an LLM summary of old history replaces it at generation "
+                          "(previews reuse a stored summary or show truncation)"),
     ]

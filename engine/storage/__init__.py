@@ -10,8 +10,11 @@ from __future__ import annotations
 from .database import DB_ENV, default_db_path, default_db_url, normalize_url
 from .models import (
     CharacterSummary,
+    ChatSetup,
     ChatSummary,
+    FolderImportReport,
     ImportRef,
+    LorebookLink,
     LorebookSummary,
     PersonaSummary,
     StoredChat,
@@ -19,7 +22,8 @@ from .models import (
 from .store import Store
 
 __all__ = [
-    "DB_ENV", "CharacterSummary", "ChatSummary", "ImportRef", "LorebookSummary", "PersonaSummary",
+    "DB_ENV", "CharacterSummary", "ChatSetup", "ChatSummary", "FolderImportReport", "ImportRef",
+    "LorebookLink", "LorebookSummary", "PersonaSummary",
     "Store", "StoredChat", "default_db_path", "default_db_url", "normalize_url", "open_store",
 ]
 

@@ -9,7 +9,9 @@ imported third-party data survive a round trip; queryable flags in their own col
 - ``lorebooks`` and ``lorebook_entries`` (entries in book order, ``uid`` as text for matching).
 - ``chats`` (settings, tools, metadata; ``parent_id``/``branch_point`` for branches),
   ``messages`` (order, role, name, content, swipes, tool calls and result ids, pinned,
-  manual-excluded, hidden), ``chat_lorebooks`` (attached books, in order).
+  manual-excluded, hidden), ``chat_lorebooks`` (attached books, in order, with their
+  SillyTavern scope), ``chats.setup`` (SillyTavern setup, migration 0002).
+- ``import_sources``: identities of objects imported from a SillyTavern folder (migration 0002).
 - ``audits``: at most one per chat (primary key ``chat_id``), deleted with the chat.
 - ``library_meta``: key/value facts about the library (``seeded``).
 
@@ -28,6 +30,7 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -58,6 +61,8 @@ class CharacterRow(Base):
     name: Mapped[str] = mapped_column(Text, default="")
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # the card PNG as imported (migration 0002), for a lossless export
+    avatar: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True, deferred=True)
 
 
 class PersonaRow(Base):
@@ -118,6 +123,8 @@ class ChatRow(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # SillyTavern setup of a chat imported from a SillyTavern folder (migration 0002)
+    setup: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class MessageRow(Base):
@@ -152,6 +159,18 @@ class ChatLorebookRow(Base):
         ForeignKey("lorebooks.id", ondelete="CASCADE"), primary_key=True
     )
     position: Mapped[int] = mapped_column(Integer, default=0)
+    # chat / character / global (migration 0002): which SillyTavern scope linked the book
+    scope: Mapped[str] = mapped_column(String(16), default="chat", server_default="chat")
+
+
+class ImportSourceRow(Base):
+    __tablename__ = "import_sources"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    object_id: Mapped[str] = mapped_column(String(32))
+    digest: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class AuditRow(Base):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..schema import Character, Chat, ContextSettings, Persona
+from ..schema.sillytavern import SillyTavernSetup
 
 
 class ChatSummary(BaseModel):
@@ -35,8 +36,11 @@ class StoredChat(BaseModel):
 
     ``character`` carries its embedded book in ``character_book``; ``lorebook_ids`` are the
     ids of the separately attached lorebooks (in order; the card's own book is not among them,
-    see :meth:`engine.storage.Store.lorebook_ids_for_chat`). ``parent_id``/``branch_point``
-    link a branch to the chat it was forked from (the index of the last message copied).
+    see :meth:`engine.storage.Store.lorebook_ids_for_chat`) and ``lorebook_scopes`` their
+    SillyTavern scopes (``chat``, ``character``, ``global``; same order). ``setup`` is the
+    SillyTavern setup of a chat imported from a SillyTavern folder (``None`` otherwise).
+    ``parent_id``/``branch_point`` link a branch to the chat it was forked from (the index of
+    the last message copied).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -49,7 +53,9 @@ class StoredChat(BaseModel):
     persona_id: str | None = None
     persona: Persona | None = None
     lorebook_ids: list[str] = Field(default_factory=list)
+    lorebook_scopes: list[str] = Field(default_factory=list)
     settings: ContextSettings = Field(default_factory=ContextSettings)
+    setup: SillyTavernSetup | None = None
     parent_id: str | None = None
     branch_point: int | None = None
     created_at: datetime
@@ -87,10 +93,68 @@ class PersonaSummary(BaseModel):
 
 
 class ImportRef(BaseModel):
-    """What one imported file became: ``{"kind", "id", "name"}`` (``loomscope import`` output)."""
+    """What one imported file became: ``{"kind", "id", "name"}`` (``loomscope import`` output);
+    ``key`` is the identity of an object imported from a SillyTavern folder (its path relative to
+    the user folder), ``None`` otherwise."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["chat", "character", "lorebook", "persona"]
     id: str
     name: str
+    key: str | None = None
+
+
+class LorebookLink(BaseModel):
+    """A lorebook linked to a chat, with the SillyTavern scope that links it.
+
+    ``scope``: ``chat`` (the chat's own book, ``chat_metadata.world_info``), ``character`` (the
+    card's ``extensions.world`` and extra books) or ``global`` (active for every chat). Scopes
+    order activation as SillyTavern's ``getSortedEntries`` does: chat lore first, then character
+    and global lore by ``world_info.character_strategy``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    lorebook_id: str
+    name: str = ""
+    scope: Literal["chat", "character", "global"] = "chat"
+
+
+class ChatSetup(BaseModel):
+    """Everything that decides a chat's prompt besides its messages (the setup editor's model).
+
+    ``character_id``/``persona_id`` (or ``None``), the linked ``lorebooks`` in order with their
+    scopes, the context ``settings`` (model, context limit, reply reserve, World Info settings)
+    and the SillyTavern ``sillytavern`` setup (Prompt Manager prompts and order, Author's Note,
+    persona placement, ...; ``None`` for chats that did not come from SillyTavern).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: str
+    character_id: str | None = None
+    persona_id: str | None = None
+    lorebooks: list[LorebookLink] = Field(default_factory=list)
+    settings: ContextSettings = Field(default_factory=ContextSettings)
+    sillytavern: SillyTavernSetup | None = None
+
+
+class FolderImportReport(BaseModel):
+    """What ``loomscope import DIR`` did with a SillyTavern folder.
+
+    ``added``/``changed``/``unchanged``: one :class:`ImportRef` per object (character, lorebook,
+    persona, chat), by identity (its file's path relative to the user folder: ``key``);
+    ``skipped``: ``{"file", "code", "message", "place"}`` per file not imported (group chats,
+    bad files under ``--skip-bad``); ``warnings``: ``{"file", "message"}``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    folder: str
+    user: str
+    added: list[ImportRef] = Field(default_factory=list)
+    changed: list[ImportRef] = Field(default_factory=list)
+    unchanged: list[ImportRef] = Field(default_factory=list)
+    skipped: list[dict[str, Any]] = Field(default_factory=list)
+    warnings: list[dict[str, str]] = Field(default_factory=list)

@@ -34,14 +34,21 @@ from ..schema import (
 from ..schema.audit import PromptContextAudit
 from . import _orm as orm
 from .database import WRITE_OPTION
+from ..schema.sillytavern import SillyTavernSetup
 from .models import (
     CharacterSummary,
+    ChatSetup,
     ChatSummary,
+    FolderImportReport,
     ImportRef,
+    LorebookLink,
     LorebookSummary,
     PersonaSummary,
     StoredChat,
 )
+
+#: Lorebook link scopes (SillyTavern ``getSortedEntries``).
+LOREBOOK_SCOPES = ("chat", "character", "global")
 
 _RESULT_KEYS = ("tool_call_id", "toolCallId", "callId")
 _FLAG_KEYS = ("pinned", "manualExcluded", "hidden")
@@ -235,11 +242,11 @@ class Store:
         return book_id
 
     @classmethod
-    def _insert_character(cls, session: Session, character: Character) -> str:
+    def _insert_character(cls, session: Session, character: Character, *, avatar: bytes | None = None) -> str:
         char_id = _new_id()
         session.add(orm.CharacterRow(
             id=char_id, name=character.name, created_at=_now(),
-            data=character.model_dump(mode="json", exclude={"character_book"}),
+            data=character.model_dump(mode="json", exclude={"character_book"}), avatar=avatar,
         ))
         session.flush()
         if character.character_book is not None:
@@ -268,6 +275,8 @@ class Store:
         settings: ContextSettings | None = None,
         parent_id: str | None = None,
         branch_point: int | None = None,
+        setup: SillyTavernSetup | None = None,
+        scopes: Sequence[str] = (),
     ) -> str:
         chat_id = _new_id()
         now = _now()
@@ -280,13 +289,16 @@ class Store:
             branch_point=branch_point,
             settings=(settings or ContextSettings()).model_dump(mode="json"),
             data=chat.model_dump(mode="json", exclude={"messages", "title"}),
+            setup=setup.model_dump(mode="json", exclude={"lorebook_scopes"}) if setup is not None else None,
             created_at=now,
             updated_at=now,
         ))
         session.flush()
         session.add_all(_message_row(chat_id, i, m) for i, m in enumerate(chat.messages))
+        scope_of = dict(zip(lorebook_ids, scopes))
         session.add_all(
-            orm.ChatLorebookRow(chat_id=chat_id, lorebook_id=book_id, position=i)
+            orm.ChatLorebookRow(chat_id=chat_id, lorebook_id=book_id, position=i,
+                                scope=scope_of.get(book_id, "chat"))
             for i, book_id in enumerate(dict.fromkeys(lorebook_ids))
         )
         return chat_id
@@ -329,6 +341,16 @@ class Store:
             .order_by(orm.ChatLorebookRow.position)
         ).all())
 
+    @staticmethod
+    def _attached_links(session: Session, chat_id: str) -> list[tuple[str, str, str]]:
+        """``(lorebook_id, name, scope)`` of the chat's attached books, in order."""
+        rows = session.execute(
+            select(orm.ChatLorebookRow.lorebook_id, orm.LorebookRow.name, orm.ChatLorebookRow.scope)
+            .join(orm.LorebookRow, orm.LorebookRow.id == orm.ChatLorebookRow.lorebook_id)
+            .where(orm.ChatLorebookRow.chat_id == chat_id).order_by(orm.ChatLorebookRow.position)
+        ).all()
+        return [(str(i), str(n), str(sc or "chat")) for i, n, sc in rows]
+
     def _stored_chat(self, session: Session, row: orm.ChatRow) -> StoredChat:
         chat = Chat.model_validate({**(row.data or {}), "title": row.title,
                                     "messages": self._load_messages(session, row.id)})
@@ -339,12 +361,14 @@ class Store:
         if row.persona_id is not None:
             prow = session.get(orm.PersonaRow, row.persona_id)
             persona = Persona.model_validate(prow.data) if prow is not None else None
+        links = self._attached_links(session, row.id)
         return StoredChat(
             id=row.id, title=row.title, chat=chat,
             character_id=row.character_id, character=character,
             persona_id=row.persona_id, persona=persona,
-            lorebook_ids=self._attached_ids(session, row.id),
+            lorebook_ids=[i for i, _, _ in links], lorebook_scopes=[sc for _, _, sc in links],
             settings=ContextSettings.model_validate(row.settings or {}),
+            setup=SillyTavernSetup.model_validate(row.setup) if row.setup is not None else None,
             parent_id=row.parent_id, branch_point=row.branch_point,
             created_at=_utc(row.created_at), updated_at=_utc(row.updated_at),
         )
@@ -384,13 +408,22 @@ class Store:
 
         ``lorebooks`` holds the card's embedded book first (if any), then the attached books in
         order; the request's ``character.character_book`` is ``None`` so that no book is
-        activated twice. Raises ``CHAT_NOT_FOUND``.
+        activated twice. A chat imported from a SillyTavern folder (one with a stored setup)
+        gets ``request.sillytavern`` (with ``lorebook_scopes``, one per book) and only its linked
+        worlds: SillyTavern never activates a card's embedded book by itself (it becomes a world
+        on import, linked by ``extensions.world``). Raises ``CHAT_NOT_FOUND``.
         """
         with self._unit(write=False) as session:
             row = self._chat_row(session, chat_id)
             stored = self._stored_chat(session, row)
             books: list[Lorebook] = []
             character = stored.character
+            if stored.setup is not None:
+                for book_id in stored.lorebook_ids:
+                    books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
+                setup = stored.setup.model_copy(update={"lorebook_scopes": list(stored.lorebook_scopes)})
+                return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
+                                      lorebooks=books, settings=stored.settings, sillytavern=setup)
             if character is not None and character.character_book is not None:
                 books.append(character.character_book)
                 character = character.model_copy(update={"character_book": None})
@@ -473,6 +506,76 @@ class Store:
                             for i, b in enumerate(ids))
             self._touch(row)
 
+    # ---------------------------------------------------------------- setup (issue 17; the setup editor)
+    def get_chat_setup(self, chat_id: str) -> ChatSetup:
+        """The chat's setup: character, persona, linked lorebooks with scopes, settings, SillyTavern setup.
+
+        Raises ``CHAT_NOT_FOUND``.
+        """
+        with self._unit(write=False) as session:
+            row = self._chat_row(session, chat_id)
+            links = [LorebookLink(lorebook_id=i, name=n, scope=sc)  # type: ignore[arg-type]
+                     for i, n, sc in self._attached_links(session, chat_id)]
+            return ChatSetup(
+                chat_id=row.id, character_id=row.character_id, persona_id=row.persona_id, lorebooks=links,
+                settings=ContextSettings.model_validate(row.settings or {}),
+                sillytavern=SillyTavernSetup.model_validate(row.setup) if row.setup is not None else None)
+
+    def save_chat_setup(self, chat_id: str, setup: SillyTavernSetup | None) -> None:
+        """Replace the chat's SillyTavern setup (``None``: the chat is assembled by the stage
+        template again). ``setup.lorebook_scopes`` is not stored (see :meth:`set_chat_lorebook_links`).
+
+        Raises ``CHAT_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            row.setup = setup.model_dump(mode="json", exclude={"lorebook_scopes"}) if setup is not None else None
+            self._touch(row)
+
+    def set_chat_lorebook_links(self, chat_id: str, links: Sequence[LorebookLink | tuple[str, str]]) -> None:
+        """Replace the chat's linked lorebooks with ``(lorebook_id, scope)`` pairs (order kept,
+        a repeated book dropped; scope ``chat``, ``character`` or ``global``).
+
+        Raises ``CHAT_NOT_FOUND``/``LOREBOOK_NOT_FOUND``; ``INVALID_SETTINGS`` for an unknown scope.
+        """
+        pairs: list[tuple[str, str]] = []
+        for link in links:
+            book_id, scope = (link.lorebook_id, link.scope) if isinstance(link, LorebookLink) else link
+            if scope not in LOREBOOK_SCOPES:
+                from ..errors import SettingsError
+
+                raise SettingsError("INVALID_SETTINGS", f"unknown lorebook scope {scope!r} "
+                                    f"(expected one of {', '.join(LOREBOOK_SCOPES)})", file=book_id)
+            if all(b != book_id for b, _ in pairs):
+                pairs.append((book_id, scope))
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id)
+            for book_id, _ in pairs:
+                self._lorebook_row(session, book_id)
+            session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.chat_id == chat_id))
+            session.add_all(orm.ChatLorebookRow(chat_id=chat_id, lorebook_id=b, position=i, scope=sc)
+                            for i, (b, sc) in enumerate(pairs))
+            self._touch(row)
+
+    def source_key(self, kind: str, object_id: str) -> str | None:
+        """The SillyTavern identity (path relative to the user folder) an object was imported
+        under (``kind``: ``character``, ``lorebook``, ``persona``, ``chat``), or ``None``."""
+        with self._unit(write=False) as session:
+            return session.scalars(select(orm.ImportSourceRow.key).where(
+                orm.ImportSourceRow.kind == kind, orm.ImportSourceRow.object_id == object_id)).first()
+
+    def get_character_avatar(self, character_id: str) -> bytes | None:
+        """The card PNG as imported from a SillyTavern folder (image and chunks), or ``None``.
+
+        Raises ``CHARACTER_NOT_FOUND``.
+        """
+        with self._unit(write=False) as session:
+            row = session.get(orm.CharacterRow, character_id)
+            if row is None:
+                raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
+                                    file=character_id)
+            return row.avatar
+
     def branch_chat(self, chat_id: str, at_index: int) -> str:
         """Fork the chat after message ``at_index`` (messages ``0..at_index`` are copied).
 
@@ -492,6 +595,7 @@ class Store:
                 session, chat, title=title, character_id=row.character_id, persona_id=row.persona_id,
                 lorebook_ids=stored.lorebook_ids, settings=stored.settings,
                 parent_id=chat_id, branch_point=at_index,
+                setup=stored.setup, scopes=stored.lorebook_scopes,
             )
 
     # ================================================================ messages
@@ -802,6 +906,114 @@ class Store:
                 sources.extend(str(items[i][0]) for _ in these)
         return out
 
+    def import_st_folder(self, plan: Any) -> FolderImportReport:
+        """Store a SillyTavern folder read by :func:`engine.importers.st_folder.read_st_folder`.
+
+        One transaction: every character (with its card PNG and embedded book), world, persona
+        and chat of ``plan``, in that order. Identity is the file's path relative to the user
+        folder (``import_sources``): an object imported before is updated in place (``changed``)
+        when what it becomes differs, else left alone (``unchanged``); never duplicated. Chats
+        are linked to their character, persona and worlds (with scopes) and keep their
+        :class:`~engine.schema.sillytavern.SillyTavernSetup` and context settings.
+
+        Raises ``STORAGE_ERROR``; nothing is stored then.
+        """
+        added: list[ImportRef] = []
+        changed: list[ImportRef] = []
+        unchanged: list[ImportRef] = []
+        row_cls = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow,
+                   "persona": orm.PersonaRow, "chat": orm.ChatRow}
+        with self._unit() as session:
+            ids: dict[str, str] = {}
+            for item in plan.items:
+                src = session.get(orm.ImportSourceRow, (item.kind, item.key))
+                obj_id = src.object_id if src is not None else None
+                if obj_id is not None and session.get(row_cls[item.kind], obj_id) is None:
+                    obj_id = None  # deleted from the library since: import it again
+                if obj_id is not None and src is not None and src.digest == item.digest:
+                    ids[item.key] = obj_id
+                    unchanged.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
+                    continue
+                if obj_id is None:
+                    obj_id = self._st_insert(session, item, ids)
+                    added.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
+                else:
+                    self._st_update(session, item, obj_id, ids)
+                    changed.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
+                ids[item.key] = obj_id
+                if src is None:
+                    session.add(orm.ImportSourceRow(kind=item.kind, key=item.key, object_id=obj_id,
+                                                    digest=item.digest, updated_at=_now()))
+                else:
+                    src.object_id, src.digest, src.updated_at = obj_id, item.digest, _now()
+        warnings = [{"file": i.key, "message": w} for i in plan.items for w in i.warnings]
+        return FolderImportReport(folder=str(plan.folder), user=plan.user, added=added, changed=changed,
+                                  unchanged=unchanged, skipped=[x.as_dict() for x in plan.skipped],
+                                  warnings=warnings)
+
+    @staticmethod
+    def _st_chat_refs(item: Any, ids: dict[str, str]) -> tuple[str | None, str | None, list[str], list[str]]:
+        links = [(ids[k], sc) for k, sc in item.lorebook_links if k in ids]
+        return (ids.get(item.character_key) if item.character_key else None,
+                ids.get(item.persona_key) if item.persona_key else None,
+                [b for b, _ in links], [sc for _, sc in links])
+
+    def _st_insert(self, session: Session, item: Any, ids: dict[str, str]) -> str:
+        if item.kind == "character":
+            return self._insert_character(session, item.value, avatar=item.avatar)
+        if item.kind == "lorebook":
+            return self._insert_lorebook(session, item.value)
+        if item.kind == "persona":
+            return self._insert_persona(session, item.value)
+        character_id, persona_id, books, scopes = self._st_chat_refs(item, ids)
+        return self._insert_chat(session, item.value, title=item.name, character_id=character_id,
+                                 persona_id=persona_id, lorebook_ids=books, scopes=scopes,
+                                 settings=item.settings, setup=item.setup)
+
+    def _st_update(self, session: Session, item: Any, obj_id: str, ids: dict[str, str]) -> None:
+        if item.kind == "character":
+            row = session.get(orm.CharacterRow, obj_id)
+            char: Character = item.value
+            row.name, row.avatar = char.name, item.avatar
+            row.data = char.model_dump(mode="json", exclude={"character_book"})
+            old_books = list(session.scalars(select(orm.LorebookRow.id).where(
+                orm.LorebookRow.character_id == obj_id)).all())
+            for book_id in old_books:
+                session.execute(delete(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == book_id))
+                session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.lorebook_id == book_id))
+                session.execute(delete(orm.LorebookRow).where(orm.LorebookRow.id == book_id))
+            if char.character_book is not None:
+                book = char.character_book
+                if not book.name:
+                    book = book.model_copy(update={"name": f"{char.name or 'Character'} (card)"})
+                self._insert_lorebook(session, book, character_id=obj_id)
+        elif item.kind == "lorebook":
+            row = session.get(orm.LorebookRow, obj_id)
+            book: Lorebook = item.value
+            row.name = book.name
+            row.data = book.model_dump(mode="json", exclude={"entries"})
+            session.execute(delete(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == obj_id))
+            session.flush()
+            session.add_all(_entry_row(obj_id, i, e) for i, e in enumerate(book.entries))
+        elif item.kind == "persona":
+            row = session.get(orm.PersonaRow, obj_id)
+            row.name, row.data = item.value.name, item.value.model_dump(mode="json")
+        else:
+            row = session.get(orm.ChatRow, obj_id)
+            chat: Chat = item.value
+            character_id, persona_id, books, scopes = self._st_chat_refs(item, ids)
+            row.title, row.character_id, row.persona_id = item.name, character_id, persona_id
+            row.settings = item.settings.model_dump(mode="json")
+            row.data = chat.model_dump(mode="json", exclude={"messages", "title"})
+            row.setup = item.setup.model_dump(mode="json", exclude={"lorebook_scopes"})
+            session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == obj_id))
+            session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.chat_id == obj_id))
+            session.flush()
+            session.add_all(_message_row(obj_id, i, m) for i, m in enumerate(chat.messages))
+            session.add_all(orm.ChatLorebookRow(chat_id=obj_id, lorebook_id=b, position=i, scope=sc)
+                            for i, (b, sc) in enumerate(zip(books, scopes)))
+            self._touch(row)
+
     # ================================================================ audits
     def get_audit(self, chat_id: str) -> PromptContextAudit | None:
         """The chat's stored audit, or ``None``. Raises ``CHAT_NOT_FOUND``."""
@@ -822,16 +1034,21 @@ class Store:
 
     def record_generation(self, audit: PromptContextAudit, reply: ChatMessage | None, *,
                           user_message: ChatMessage | None = None,
-                          timed_effects: dict[str, Any] | None = None) -> int | None:
+                          timed_effects: dict[str, Any] | None = None,
+                          compaction: Any = None) -> int | None:
         """Store the audit, then append ``user_message`` and the reply (each if given), in ONE
         transaction; returns the reply's index. Raises ``CHAT_NOT_FOUND``.
 
         ``timed_effects`` (World Info sticky/cooldown state after a completed generation) is
         written to the chat's ``metadata["timedWorldInfo"]``, as SillyTavern keeps it in
-        ``chat_metadata``; an empty state removes the key.
+        ``chat_metadata``; an empty state removes the key. ``compaction`` (a
+        :class:`~engine.compaction.state.CompactionState`, whatever the status: a summary made
+        before a failed request is still good) replaces the chat's compaction state.
         """
         with self._unit() as session:
             index = None
+            if compaction is not None:
+                self._write_compaction(session, audit.chat_id, compaction)
             if timed_effects is not None and audit.status == "completed":
                 row = self._chat_row(session, audit.chat_id, lock=True)
                 data = dict(row.data or {})
@@ -866,6 +1083,71 @@ class Store:
         session.flush()
         if self._after_audit_flush is not None:
             self._after_audit_flush()
+
+    # ================================================================ compaction (chats.data)
+    def _write_compaction(self, session: Session, chat_id: str, state: Any) -> None:
+        from ..compaction.options import CHAT_KEY
+
+        row = self._chat_row(session, chat_id, lock=True)
+        data = dict(row.data or {})
+        dumped = state.dump()
+        if dumped == type(state)().dump():
+            data.pop(CHAT_KEY, None)
+        else:
+            data[CHAT_KEY] = dumped
+        row.data = data  # a new dict, so the JSON column is written
+        self._touch(row)
+
+    def get_compaction(self, chat_id: str) -> Any:
+        """The chat's :class:`~engine.compaction.state.CompactionState` (empty when none; an
+        unreadable stored value reads as empty). Raises ``CHAT_NOT_FOUND``."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        with self._unit(write=False) as session:
+            row = self._chat_row(session, chat_id)
+            return CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
+
+    def put_compaction(self, chat_id: str, state: Any) -> None:
+        """Replace the chat's compaction state (stored in ``chats.data``; an empty state removes
+        the key). Raises ``CHAT_NOT_FOUND``."""
+        with self._unit() as session:
+            self._write_compaction(session, chat_id, state)
+
+    def remove_compaction_summary(self, chat_id: str) -> Any:
+        """Remove the chat's active compaction summary (its messages are sent verbatim again) and
+        reset the failure count; returns the removed ``CompactionSummary`` (``None`` when there
+        was none). It is kept for :meth:`restore_compaction_summary`. Raises ``CHAT_NOT_FOUND``."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id, lock=True)
+            state = CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
+            if state.summary is None:
+                return None
+            removed = state.summary
+            self._write_compaction(session, chat_id, state.with_summary_removed())
+            return removed
+
+    def restore_compaction_summary(self, chat_id: str, summary: Any) -> None:
+        """Make ``summary`` the chat's active compaction summary again (undo of a removal, or redo
+        of a compaction). Raises ``CHAT_NOT_FOUND``."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        with self._unit() as session:
+            row = self._chat_row(session, chat_id, lock=True)
+            state = CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
+            removed = [s for s in state.removed if s.id != summary.id]
+            self._write_compaction(session, chat_id, state.model_copy(
+                update={"summary": summary, "removed": removed, "stall": None}))
+
+    def reset_compaction_failures(self, chat_id: str) -> None:
+        """Clear the failure count and the stall mark, so auto-compaction runs again.
+        Raises ``CHAT_NOT_FOUND``."""
+        state = self.get_compaction(chat_id)
+        self.put_compaction(chat_id, state.model_copy(update={"failures": 0, "stall": None}))
 
     # ================================================================ library meta
     def get_meta(self, key: str) -> str | None:

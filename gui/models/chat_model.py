@@ -22,6 +22,10 @@ PROGRESS_ROLE = int(Qt.ItemDataRole.UserRole) + 12
 MARKER_ROLE = int(Qt.ItemDataRole.UserRole) + 13
 GREYED_ROLE = int(Qt.ItemDataRole.UserRole) + 14
 SPEAKER_ROLE = int(Qt.ItemDataRole.UserRole) + 15
+#: On the message row the compaction summary is sent before: the summary's preview block.
+SUMMARY_ROLE = int(Qt.ItemDataRole.UserRole) + 16
+#: Source of the compaction summary block (``engine.compaction.strategy.SUMMARY_SOURCE``).
+COMPACTION_SOURCE = "summary:compaction"
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -90,6 +94,7 @@ class ChatMessagesModel(QAbstractListModel):
         self._fates: dict[int, MessageFate] = {}
         self._marker: int | None = None
         self._progress: dict[str, ProgressEvent] = {}
+        self._summary: tuple[int, Any] | None = None  # (row it is shown on, preview block)
         self._user_name = "User"
         self._char_name = "Assistant"
 
@@ -110,6 +115,17 @@ class ChatMessagesModel(QAbstractListModel):
         self._blocks = {} if preview is None else \
             {b.message_index: b for b in preview.blocks if b.message_index is not None}
         self._fates = {}
+        self._summary = None
+        if preview is not None:
+            blocks = list(preview.blocks)
+            for k, b in enumerate(blocks):
+                if b.source == COMPACTION_SOURCE and b.status == "kept":
+                    row = next((a.message_index for a in blocks[k + 1:] if a.message_index is not None), None)
+                    if row is None and self._messages:
+                        row = len(self._messages) - 1
+                    if row is not None and row < len(self._messages):
+                        self._summary = (row, b)
+                    break
         self._recompute_marker()
         if self._messages:
             self.dataChanged.emit(self.index(0), self.index(len(self._messages) - 1))
@@ -143,6 +159,15 @@ class ChatMessagesModel(QAbstractListModel):
             return fate is None or fate.status != "kept"
         return False
 
+    def summary_row(self) -> int | None:
+        """The message row the compaction summary is shown on (it is sent right before that
+        message), or ``None`` when the preview uses none."""
+        return None if self._summary is None else self._summary[0]
+
+    def summary_block(self) -> Any:
+        """The compaction summary's preview block, or ``None``."""
+        return None if self._summary is None else self._summary[1]
+
     def message_count(self) -> int:
         """Number of message rows (progress rows follow them)."""
         return len(self._messages)
@@ -171,11 +196,13 @@ class ChatMessagesModel(QAbstractListModel):
         self._progress[event.step_id] = event
         self.endInsertRows()
 
-    def clear_finished_progress(self) -> None:
-        """Remove indicator rows whose step ended (``done``/``failed``/``cancelled``)."""
+    def clear_finished_progress(self, keep_steps: tuple[str, ...] = ()) -> None:
+        """Remove indicator rows whose step ended (``done``/``failed``/``cancelled``), except
+        those of the steps named in ``keep_steps`` (``("compaction",)``)."""
         keys = list(self._progress)
         for i in range(len(keys) - 1, -1, -1):
-            if self._progress[keys[i]].state != "running":
+            ev = self._progress[keys[i]]
+            if ev.state != "running" and ev.step not in keep_steps:
                 row = len(self._messages) + i
                 self.beginRemoveRows(QModelIndex(), row, row)
                 del self._progress[keys[i]]
@@ -213,6 +240,8 @@ class ChatMessagesModel(QAbstractListModel):
             return self._marker is not None and row == self._marker
         if role == GREYED_ROLE:
             return self.is_greyed(row)
+        if role == SUMMARY_ROLE:
+            return self._summary[1] if self._summary is not None and self._summary[0] == row else None
         if role == Qt.ItemDataRole.ToolTipRole:
             fate = self.fate(row)
             if fate is None:

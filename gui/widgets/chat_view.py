@@ -37,6 +37,7 @@ from ..models.chat_model import (
     MESSAGE_ROLE,
     PROGRESS_ROLE,
     SPEAKER_ROLE,
+    SUMMARY_ROLE,
     ChatMessagesModel,
     MessageFate,
 )
@@ -45,6 +46,8 @@ PAD = 6
 MAX_TEXT_LINES = 8
 MARKER_H = 20
 BUTTON_W = 26
+#: Lines of a compaction summary shown above the message it is sent before (header included).
+SUMMARY_LINES = 4
 
 
 def swipe_info(message: ChatMessage) -> tuple[int, int] | None:
@@ -87,13 +90,18 @@ class ChatDelegate(QStyledItemDelegate):
 
     # geometry --------------------------------------------------------------------------
     @staticmethod
-    def _body(rect: QRect, marker: bool) -> QRect:
-        top = rect.top() + (MARKER_H if marker else 0)
+    def _body(rect: QRect, marker: bool, extra: int = 0) -> QRect:
+        top = rect.top() + (MARKER_H if marker else 0) + extra
         return QRect(rect.left() + PAD, top + PAD // 2, rect.width() - 2 * PAD, rect.bottom() - top - PAD)
 
-    def button_rects(self, rect: QRect, marker: bool) -> tuple[QRect, QRect]:
-        """``(pin_rect, exclude_rect)`` in the row's header line."""
-        body = self._body(rect, marker)
+    @staticmethod
+    def summary_height(font: QFont) -> int:
+        """Height of the compaction summary band drawn above a message row, in pixels."""
+        return QFontMetrics(font).lineSpacing() * SUMMARY_LINES + 2 * PAD
+
+    def button_rects(self, rect: QRect, marker: bool, extra: int = 0) -> tuple[QRect, QRect]:
+        """``(pin_rect, exclude_rect)`` in the row's header line (``extra``: a summary band's height)."""
+        body = self._body(rect, marker, extra)
         h = 20
         excl = QRect(body.right() - BUTTON_W, body.top(), BUTTON_W, h)
         pin = QRect(excl.left() - BUTTON_W - 2, body.top(), BUTTON_W, h)
@@ -101,7 +109,7 @@ class ChatDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
         width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
-        key = (index.row(), width, int(bool(index.data(MARKER_ROLE))))
+        key = (index.row(), width, int(bool(index.data(MARKER_ROLE))) + 2 * int(index.data(SUMMARY_ROLE) is not None))
         cached = self._size_cache.get(key)
         if cached is not None:
             return cached
@@ -116,8 +124,10 @@ class ChatDelegate(QStyledItemDelegate):
                                    int(Qt.TextFlag.TextWordWrap), text)
             text_h = min(rect.height(), fm.lineSpacing() * MAX_TEXT_LINES)
             h = PAD + 22 + max(fm.lineSpacing(), text_h) + PAD
-            if key[2]:
+            if key[2] & 1:
                 h += MARKER_H
+            if key[2] & 2:
+                h += self.summary_height(option.font)
             size = QSize(width, h)
         self._size_cache[key] = size
         return size
@@ -153,7 +163,11 @@ class ChatDelegate(QStyledItemDelegate):
             p.setPen(QColor("#c0392b"))
             p.drawText(lr, int(Qt.AlignmentFlag.AlignCenter), label)
             p.setFont(option.font)
-        body = self._body(rect, marker)
+        summary = index.data(SUMMARY_ROLE)
+        extra = self.summary_height(option.font) if summary is not None else 0
+        if summary is not None:
+            self._paint_summary(p, option, summary, rect.top() + (MARKER_H if marker else 0), extra)
+        body = self._body(rect, marker, extra)
         card = body.adjusted(-2, -2, 2, 2)
         if msg.role == "user":
             bg = QColor("#eef4fb")
@@ -194,7 +208,7 @@ class ChatDelegate(QStyledItemDelegate):
         if fate is not None and fate.group:
             parts.append(f"{GROUP_MARK} tool group {fate.group}")
         p.setPen(QColor(STATUS_COLORS[fate.status][0]) if fate is not None and not greyed else QColor("#7a8088"))
-        pin_r, excl_r = self.button_rects(rect, marker)
+        pin_r, excl_r = self.button_rects(rect, marker, extra)
         p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
                    int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
         # buttons
@@ -223,6 +237,31 @@ class ChatDelegate(QStyledItemDelegate):
                        int(Qt.AlignmentFlag.AlignLeft), "… (full text in the Block tab)")
         else:
             p.drawText(text_rect, int(Qt.TextFlag.TextWordWrap), text)
+
+    def _paint_summary(self, p: QPainter, option: QStyleOptionViewItem, block: Any, top: int, height: int) -> None:
+        """The compaction summary band: what it covers, its size, and its first lines."""
+        rect = QRect(option.rect.left() + PAD + 20, top + PAD // 2, option.rect.width() - 2 * PAD - 20,
+                     height - PAD)
+        p.fillRect(rect, QColor("#fff8e6"))
+        p.setPen(QPen(QColor("#d08a00"), 1))
+        p.drawRect(rect.adjusted(0, 0, -1, -1))
+        fm = QFontMetrics(option.font)
+        covers = (block.trace or {}).get("covers") or ["?", "?"]
+        bold = QFont(option.font)
+        bold.setBold(True)
+        p.setFont(bold)
+        p.setPen(QColor("#8a5a00"))
+        head = (f"▤ Compaction summary of messages #{covers[0]}–#{covers[1]} · {block.tokens:,} tok · "
+                "sent instead of them (right-click: remove, Ctrl+Z: undo)")
+        p.drawText(QRect(rect.left() + 6, rect.top() + 3, rect.width() - 12, fm.height()),
+                   int(Qt.AlignmentFlag.AlignLeft), fm.elidedText(head, Qt.TextElideMode.ElideRight, rect.width() - 12))
+        p.setFont(option.font)
+        p.setPen(QColor("#3d3420"))
+        lines = [ln for ln in block.text.splitlines()[1:] if ln.strip()][: SUMMARY_LINES - 1]
+        for k, ln in enumerate(lines):
+            p.drawText(QRect(rect.left() + 6, rect.top() + 3 + fm.lineSpacing() * (k + 1), rect.width() - 12,
+                             fm.height()), int(Qt.AlignmentFlag.AlignLeft),
+                       fm.elidedText(ln, Qt.TextElideMode.ElideRight, rect.width() - 12))
 
     def _paint_progress(self, p: QPainter, option: QStyleOptionViewItem, event: ProgressEvent) -> None:
         rect = option.rect.adjusted(PAD + 20, PAD // 2, -PAD, -PAD // 2)
@@ -259,7 +298,8 @@ class ChatDelegate(QStyledItemDelegate):
             if msg is None:
                 return False
             pos = event.position().toPoint()
-            pin_r, excl_r = self.button_rects(option.rect, bool(index.data(MARKER_ROLE)))
+            extra = self.summary_height(option.font) if index.data(SUMMARY_ROLE) is not None else 0
+            pin_r, excl_r = self.button_rects(option.rect, bool(index.data(MARKER_ROLE)), extra)
             if not offers_toggles(msg, index.data(FATE_ROLE)):
                 return super().editorEvent(event, model, option, index)
             if pin_r.contains(pos):
@@ -282,6 +322,7 @@ class ChatView(QWidget):
     branch_requested(int message_index)
     message_selected(int message_index)
     message_submitted(str text)         # the composer's Send
+    summary_remove_requested()          # "Remove compaction summary" on the summary's row
     """
 
     pin_toggled = Signal(int, bool)
@@ -293,6 +334,7 @@ class ChatView(QWidget):
     message_selected = Signal(int)
     message_submitted = Signal(str)
     generate_requested = Signal()
+    summary_remove_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -403,6 +445,12 @@ class ChatView(QWidget):
         menu.addAction("Delete message", lambda: self.delete_requested.emit(row))
         menu.addSeparator()
         menu.addAction("Branch from here", lambda: self.branch_requested.emit(row))
+        summary = index.data(SUMMARY_ROLE)
+        if summary is not None:
+            covers = (summary.trace or {}).get("covers") or ["?", "?"]
+            menu.addSeparator()
+            menu.addAction(f"Remove compaction summary (send messages #{covers[0]}–#{covers[1]} verbatim again)",
+                           self.summary_remove_requested.emit)
         menu.exec(self.list.viewport().mapToGlobal(pos))
 
     def set_generating(self, running: bool) -> None:

@@ -14,9 +14,12 @@ def test_without_current_input_the_summary_replaces_the_folded_history_in_place(
     old = [b.msg(60, "user"), b.msg(60, "assistant")]
     newer = [b.msg(20, "user"), b.msg(20, "assistant")]  # the chat ends on the assistant: no input
     res = summarize_strategy(b.blocks, lambda blk: b.sizes.get(blk.id, 5), 150, {})  # 170 > 150
+    # only as much of the oldest history as needed is folded: room for at least a quarter of the
+    # 400-token cap takes both old messages (one would leave 40 tokens)
     assert {t.block_id for t in res.truncated} == set(old)
     [summary] = res.added
     assert res.added_before[summary.id] == newer[0]  # before the newer history, not after it
+    assert res.kept == [b.blocks[0].id, *newer]
 
 
 def test_pipeline_puts_the_summary_before_newer_messages_when_the_chat_ends_on_the_assistant() -> None:
@@ -30,7 +33,7 @@ def test_pipeline_puts_the_summary_before_newer_messages_when_the_chat_ends_on_t
     settings = ContextSettings(model="gpt-4o", context_limit=1200, reply_reserve=100, strategy="summarize")
     pv = preview(PreviewRequest(chat=Chat(messages=msgs), settings=settings))
     assert pv.error is None and pv.prompt_tokens <= pv.budget
-    order = [b.source for b in pv.blocks if b.status != "truncated"]
+    order = [b.source for b in pv.blocks if b.status == "kept"]
     at = order.index("summary:auto")
     assert order[at - 1] == "message:0"  # the system prompt, then the summary of the oldest history
     assert order[-1] == f"message:{len(msgs) - 1}"  # the newest message stays last

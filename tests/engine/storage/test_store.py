@@ -40,8 +40,8 @@ def test_migrations_create_schema_at_head(store: Store, db_url: str) -> None:
     finally:
         engine.dispose()
     assert {"chats", "messages", "characters", "personas", "lorebooks", "lorebook_entries",
-            "chat_lorebooks", "audits", "library_meta"} <= names
-    assert version == "0001"
+            "chat_lorebooks", "audits", "library_meta", "import_sources"} <= names
+    assert version == "0002"
     # opening again is a no-op migration
     open_store(db_url, seed=False).close()
 

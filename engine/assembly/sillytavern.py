@@ -1,0 +1,989 @@
+"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a SillyTavern folder.
+
+:func:`prepare_sillytavern` builds the messages SillyTavern 1.12.6 sends for a chat
+(``request.sillytavern`` set), following its code step by step:
+
+* ``public/script.js`` ``Generate`` (Chat Completion path): ``getCharacterCardFields`` and
+  ``baseChatReplace`` for the card fields; the Character's Note (``DEPTH_PROMPT``); the first
+  message's macros (``chat[0].mes = substituteParams(chat[0].mes)``); hidden messages
+  (``is_system``) dropped (``coreChat``); ``parseMesExamples``; World Info scanned over
+  ``Name: text`` of the chat, newest first.
+* ``authors-note.js`` ``setFloatingPrompt`` (interval, position, depth, role) and
+  ``script.js`` ``addPersonaDescriptionExtensionPrompt`` (persona at the top/bottom of the
+  Author's Note or at a depth).
+* ``world-info.js`` ``getSortedEntries`` (chat lore first, then character/global lore by
+  ``character_strategy``), ``checkWorldInfo``'s budget loop (a running count of the entries'
+  text, each count a ``{role: system}`` message counted in full, i.e. tokens + 6; the first
+  entry that reaches the budget stops the scan) and its output (``worldInfoBefore`` /
+  ``worldInfoAfter`` joined by newlines, lower ``order`` first; at-depth entries joined per
+  depth and role; Author's Note top/bottom; example-message positions).
+* ``openai.js`` ``setOpenAIMessages`` (names behaviour, ``\\r`` removed, quotes),
+  ``setOpenAIMessageExamples`` / ``parseExampleIntoIndividual``, ``preparePromptsForChatCompletion``
+  (markers, card prompt overrides with ``{{original}}``), ``populateChatCompletion`` (the
+  Prompt Manager's order, in-chat injections via ``populationInjectionPrompts``: per depth one
+  message per role, Prompt Manager prompts then extension prompts sorted by key, joined by
+  newlines), ``populateChatHistory`` (the new-chat marker, history filled newest-first while
+  it fits), ``populateDialogueExamples``, the ``ChatCompletion`` budget (context − reply length
+  − 3 for the reply primer) and ``squashSystemMessages``.
+* Token accounting: ``tokenizers.js`` ``countTokensOpenAI``: each message costs its role,
+  content (and name + 1) tokens + 3 (OpenAI's chat accounting, what the server returns minus
+  the client's padding), in the model's tokenizer.
+
+Documented difference: where SillyTavern sends a partial prompt after a required prompt
+overflows the budget (its ``TokenBudgetExceededError`` is only logged), Loomscope reports
+``TOKEN_BUDGET_EXCEEDED`` and sends nothing. Not modelled: group chats, extension regex
+scripts, Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
+generation types, random probability rolls (World Info probability uses the seeded roll of
+:mod:`engine.lorebook`).
+
+Every sent message is one preview block with a stable reason; a message joined from several
+parts (World Info before/after, an injection joining the Author's Note and World Info at the
+same depth and role) lists them in ``trace["parts"]`` (source, reason, text, tokens of each).
+History messages, examples and World Info entries that did not fit are listed as excluded
+blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SettingsError
+from ..schema.blocks import BlockKind
+from ..schema.lorebook import InsertionPosition, Lorebook
+from ..schema.messages import ChatMessage
+from ..schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from ..schema.request import PreviewRequest
+from ..schema.sillytavern import (
+    NAMES_COMPLETION,
+    NAMES_CONTENT,
+    NAMES_DEFAULT,
+    PERSONA_AT_DEPTH,
+    PERSONA_BOTTOM_AN,
+    PERSONA_IN_PROMPT,
+    PERSONA_NONE,
+    PERSONA_TOP_AN,
+    SillyTavernSetup,
+)
+from .macros import MacroContext, expand_macros
+
+#: SillyTavern ``MAX_INJECTION_DEPTH`` (``script.js``).
+MAX_INJECTION_DEPTH = 1000
+#: Tokens held back for the reply primer (``populateChatCompletion``: ``reserveBudget(3)``).
+REPLY_PRIMER_TOKENS = 3
+#: Extra tokens of a World Info budget count: the text is counted as a full
+#: ``{role: "system", content}`` message (``counterWrapperOpenAIAsync``): 3 per message + the
+#: role's token + 3 padding − 1 (``countTokensOpenAIAsync`` starts at −1).
+WI_COUNT_OVERHEAD = 6
+_ROLE_NUM = {0: "system", 1: "user", 2: "assistant"}
+_ROLE_OF_NAME = {"system": 0, "user": 1, "assistant": 2}
+_NAME_OK = re.compile(r"^[a-zA-Z0-9_]{1,64}$")
+_KIND_OF = {
+    "main": BlockKind.SYSTEM, "worldInfoBefore": BlockKind.LOREBOOK, "worldInfoAfter": BlockKind.LOREBOOK,
+    "charDescription": BlockKind.CHARACTER, "charPersonality": BlockKind.CHARACTER,
+    "scenario": BlockKind.CHARACTER, "personaDescription": BlockKind.PERSONA,
+}
+_REASON_OF = {
+    "main": "SYSTEM_PROMPT", "charDescription": "CHARACTER", "charPersonality": "CHARACTER",
+    "scenario": "CHARACTER", "personaDescription": "PERSONA",
+}
+
+
+class _BudgetExceeded(Exception):
+    """SillyTavern's ``TokenBudgetExceededError``: a required prompt does not fit."""
+
+    def __init__(self, identifier: str, tokens: int, left: int) -> None:
+        super().__init__(identifier)
+        self.identifier, self.tokens, self.left = identifier, tokens, left
+
+
+@dataclass
+class _Msg:
+    """SillyTavern ``Message``: role, content, identifier, its token count, and what it explains."""
+
+    role: str
+    content: str
+    identifier: str
+    tokens: int = 0
+    name: str | None = None
+    kind: BlockKind = BlockKind.INSTRUCTION
+    source: str = ""
+    reason: str = "INSTRUCTION"
+    protected: bool = True
+    message_index: int | None = None
+    parts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Coll:
+    """SillyTavern ``MessageCollection``."""
+
+    identifier: str
+    items: list[_Msg] = field(default_factory=list)
+
+    def tokens(self) -> int:
+        return sum(m.tokens for m in self.items)
+
+
+class _Completion:
+    """SillyTavern ``ChatCompletion``: collections in slots (the prompt collection's indices)
+    and a token budget that every ``add``/``insert`` charges."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.slots: dict[int, _Coll] = {}
+
+    def _check(self, tokens: int, identifier: str) -> None:
+        if self.budget - tokens < 0:
+            raise _BudgetExceeded(identifier, tokens, self.budget)
+
+    def can_afford(self, m: _Msg) -> bool:
+        return self.budget - m.tokens >= 0
+
+    def add(self, coll: _Coll, position: int | None) -> None:
+        self._check(coll.tokens(), coll.identifier)
+        if position is None or position == -1:
+            position = max(self.slots, default=-1) + 1
+        self.slots[position] = coll
+        self.budget -= coll.tokens()
+
+    def find(self, identifier: str) -> _Coll | None:
+        return next((c for c in self.slots.values() if c.identifier == identifier), None)
+
+    def insert(self, m: _Msg, identifier: str, where: str | int = "end") -> None:
+        self._check(m.tokens, m.identifier)
+        coll = self.find(identifier)
+        if coll is None:
+            raise _BudgetExceeded(m.identifier, m.tokens, self.budget)  # pragma: no cover - guarded
+        if m.content:
+            if where == "start":
+                coll.items.insert(0, m)
+            elif where == "end":
+                coll.items.append(m)
+            else:
+                coll.items.insert(int(where), m)
+            self.budget -= m.tokens
+
+    def remove_last_from(self, identifier: str) -> _Msg | None:
+        coll = self.find(identifier)
+        if coll is None or not coll.items:
+            return None
+        m = coll.items.pop()
+        self.budget += m.tokens
+        return m
+
+    def messages(self) -> list[_Msg]:
+        return [m for i in sorted(self.slots) for m in self.slots[i].items if m.content]
+
+
+class _Assembler:
+    """One SillyTavern Chat Completion assembly (see the module docstring)."""
+
+    def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, profile: Any, budget: int) -> None:
+        self.req = request
+        self.setup = setup
+        self.profile = profile
+        self.budget = budget  # openai_max_context - openai_max_tokens
+        self.card = request.character
+        self.name1 = setup.user_name or "User"
+        self.name2 = (self.card.name if self.card is not None else "") or request.chat.character_name or ""
+        self.warnings: list[str] = []
+        self.diagnostics: list[str] = []
+        self.excluded: list[PreviewBlock | dict[str, Any]] = []
+        self._counts: dict[tuple[str, str, str | None], int] = {}
+        self.values: dict[str, str] = {}
+        self.timed_effects: dict[str, Any] | None = None
+        self.lorebook_trace: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def count(self, role: str, content: Any, name: str | None = None) -> int:
+        """``countTokensOpenAI({role, content[, name]})``: 0 for empty content (``new Message``)."""
+        if not isinstance(content, str) or not content:
+            return 0
+        key = (role, content, name)
+        hit = self._counts.get(key)
+        if hit is None:
+            from ..tokenizers import count_messages_tokens
+
+            msg: dict[str, Any] = {"role": role, "content": content}
+            if name:
+                msg["name"] = name
+            hit = self._counts[key] = count_messages_tokens(self.profile, [msg])[0]
+        return hit
+
+    def wi_count(self, text: str) -> int:
+        return self.profile.count(text) + WI_COUNT_OVERHEAD if text else 0
+
+    def sub(self, text: str | None, where: str, original: str | None = None) -> str:
+        """``substituteParams``: SillyTavern's macros (unknown ones stay, with a warning)."""
+        if not text:
+            return ""
+        ctx = MacroContext(user=self.name1, char=self.name2, values=self.values, original=original,
+                           seed=self.req.settings.world_info.seed)
+        out, unknown = expand_macros(text, ctx)
+        for u in dict.fromkeys(unknown):
+            w = f"unknown macro {u} in {where} (left as written)"
+            if w not in self.warnings:
+                self.warnings.append(w)
+        return out
+
+    def base_replace(self, text: str | None, where: str) -> str:
+        """``baseChatReplace``: macros, ``collapse_newlines``, ``\\r`` removed."""
+        if not text:
+            return text or ""
+        out = self.sub(text, where)
+        if self.setup.collapse_newlines:
+            out = re.sub(r"\n+", "\n", out)
+        return out.replace("\r", "")
+
+    # ------------------------------------------------------------------ the chat as SillyTavern holds it
+    def st_chat(self) -> list[tuple[int | None, ChatMessage | None]]:
+        """``chat``: the messages plus the foreign lines SillyTavern also loads (empty ``mes``)."""
+        msgs = self.req.chat.messages
+        extra = [x for x in (getattr(self.req.chat, "st_extra_lines", None) or []) if isinstance(x, dict)]
+        out: list[tuple[int | None, ChatMessage | None]] = []
+        by_before: dict[int, int] = {}
+        for x in extra:
+            b = x.get("before")
+            if isinstance(b, int):
+                by_before[b] = by_before.get(b, 0) + 1
+        for i, m in enumerate(msgs):
+            out.extend([(None, None)] * by_before.pop(i, 0))
+            out.append((i, m))
+        for n in by_before.values():
+            out.extend([(None, None)] * n)
+        return out
+
+    @staticmethod
+    def _meta(m: ChatMessage) -> dict[str, Any]:
+        return dict(m.meta.model_extra or {})
+
+    def st_role(self, m: ChatMessage) -> str:
+        """``setOpenAIMessages``: user, the narrator as system, everything else assistant."""
+        meta = self._meta(m)
+        extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
+        if "st_keys" not in meta:
+            return m.role if m.role in ("user", "assistant", "system") else "assistant"
+        if m.role == "user":
+            return "user"
+        return "system" if extra.get("type") == "narrator" else "assistant"
+
+    # ------------------------------------------------------------------ world info
+    def world_info(self, scan: list[ChatMessage], ext_prompts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """``getWorldInfoPrompt``: before/after text, example entries, depth entries, AN top/bottom."""
+        from ..lorebook import activate, compute_budget
+
+        out: dict[str, Any] = {"before": [], "after": [], "em": [], "an_top": [], "an_bottom": [],
+                               "depth": [], "before_parts": [], "after_parts": []}
+        books = list(self.req.lorebooks)
+        if not books:
+            return out
+        scopes = list(self.setup.lorebook_scopes) + ["global"] * (len(books) - len(self.setup.lorebook_scopes))
+        wi = self.req.settings.world_info
+        chat_b = [i for i, s in enumerate(scopes) if s == "chat"]
+        char_b = [i for i, s in enumerate(scopes) if s == "character"]
+        glob_b = [i for i, s in enumerate(scopes) if s not in ("chat", "character")]
+        if wi.character_strategy == "global_first":
+            groups = [chat_b, glob_b, char_b]
+        elif wi.character_strategy == "evenly":
+            groups = [chat_b, glob_b + char_b]
+        else:
+            groups = [chat_b, char_b, glob_b]
+        order = [i for g in groups for i in g]
+        ordered = [books[i] for i in order]
+        # getSortedEntries: entries in Object.keys order (integer keys ascending), each group
+        # stably sorted by `order`, highest first
+        st_rank: dict[tuple[int, str], int] = {}
+        rank = 0
+        pos = 0
+        for g in groups:
+            items: list[tuple[float, int, int, str]] = []
+            for _ in g:
+                book = ordered[pos]
+                for e in _object_keys_order(book):
+                    items.append((-float(e.order), len(items), pos, str(e.uid)))
+                pos += 1
+            for _o, _k, bi, uid in sorted(items):
+                st_rank[(bi, uid)] = rank
+                rank += 1
+        extra_scan = [p["value"] for k, p in sorted(ext_prompts.items()) if p.get("scan") and p.get("value")]
+        unlimited = wi.model_copy(update={"budget_percent": 100, "budget_cap": 0})
+        act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
+                       user_name=self.name1, char_name=self.name2, character=self.card,
+                       persona=self.req.persona, chat_metadata=self.req.chat.metadata,
+                       extra_scan_text=extra_scan)
+        self.diagnostics.extend(act.diagnostics)
+        self.timed_effects = dict(act.timed_effects)
+        entries = {(i, str(e.uid)): e for i, b in enumerate(ordered) for e in b.entries}
+        activated = list(act.activated)
+
+        def pass_of(a: Any) -> int:
+            return int((a.trace or {}).get("pass", 0) or 0)
+
+        def sticky(a: Any) -> bool:
+            return a.reason == "LOREBOOK_STICKY"
+
+        # checkWorldInfo's budget loop, pass by pass
+        wi_budget = compute_budget(wi, self.budget)
+        kept: list[Any] = []
+        dropped: list[tuple[Any, dict[str, Any]]] = []
+        all_text = ""
+        passes = sorted({pass_of(a) for a in activated})
+        overflow = False
+        for n, p in enumerate(passes):
+            now = sorted((a for a in activated if pass_of(a) == p),
+                         key=lambda a: (0 if sticky(a) else 1, st_rank.get((a.book_index, str(a.uid)), 0)))
+            if overflow:
+                dropped.extend((a, {"budget": wi_budget, "note": "scan stopped at the budget"}) for a in now)
+                continue
+            scanned = self.wi_count(all_text)
+            new = ""
+            for k, a in enumerate(now):
+                content = self.sub(a.content, f"lorebook {a.book!r} entry {a.uid}")
+                new += content + "\n"
+                used = scanned + self.wi_count(new)
+                if used >= wi_budget:
+                    overflow = True
+                    dropped.extend((b, {"budget": wi_budget, "used": used}) for b in now[k:])
+                    break
+                kept.append((a, content))
+            if not overflow and n + 1 < len(passes):
+                rec = [c for a, c in kept if pass_of(a) == p
+                       and not bool(getattr(entries.get((a.book_index, str(a.uid))), "prevent_recursion", False))]
+                all_text = "\n".join(rec) + "\n" + all_text
+        for a, detail in dropped:
+            self.excluded.append(dict(
+                kind=BlockKind.LOREBOOK.value, role="system", source=f"lorebook:{a.book}:{a.uid}",
+                text=a.content, tokens=self.count("system", a.content), reason="LOREBOOK_BUDGET",
+                protected=False, trace={**(a.trace or {}), **detail}))
+        # output: sorted by order (highest first, stable), each unshifted into its bucket
+        placed = sorted(kept, key=lambda ac: -float(ac[0].order))
+        depth: dict[tuple[int, int], list[tuple[Any, str]]] = {}
+        depth_order: list[tuple[int, int]] = []
+        for a, content in placed:
+            if not content:
+                continue
+            part = (a, content)
+            if a.position == InsertionPosition.BEFORE_CHAR:
+                out["before_parts"].insert(0, part)
+            elif a.position == InsertionPosition.AFTER_CHAR:
+                out["after_parts"].insert(0, part)
+            elif a.position == InsertionPosition.BEFORE_EXAMPLES:
+                out["em"].insert(0, ("before", content))
+            elif a.position == InsertionPosition.AFTER_EXAMPLES:
+                out["em"].insert(0, ("after", content))
+            elif a.position == InsertionPosition.AN_TOP:
+                out["an_top"].insert(0, part)
+            elif a.position == InsertionPosition.AN_BOTTOM:
+                out["an_bottom"].insert(0, part)
+            elif a.position == InsertionPosition.AT_DEPTH:
+                role = _ROLE_OF_NAME.get(a.role, 0)
+                key = (int(a.depth), role)
+                if key not in depth:
+                    depth[key] = []
+                    depth_order.append(key)
+                depth[key].insert(0, part)
+        out["depth"] = [(k, depth[k]) for k in depth_order]
+        out["before"] = [c for _, c in out["before_parts"]]
+        out["after"] = [c for _, c in out["after_parts"]]
+        kept_ids = {(a.book, str(a.uid)) for a, _ in kept}
+        for rec in act.trace:
+            d = rec.model_dump(mode="json")
+            if d.get("activated") and (d.get("book"), str(d.get("uid"))) not in kept_ids:
+                d["activated"], d["code"] = False, "LOREBOOK_BUDGET"
+            self.lorebook_trace.append(d)
+        return out
+
+    # ------------------------------------------------------------------ the assembly
+    def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
+        """Returns (messages to send, overflowing identifier or None, overflow details)."""
+        setup, card, chat = self.setup, self.card, self.req.chat
+        meta = chat.metadata or {}
+        persona_desc = self.req.persona.description if self.req.persona is not None else ""
+        fields = {"description": "", "personality": "", "scenario": "", "mesExamples": "", "system": "",
+                  "jailbreak": "", "persona": self.base_replace((persona_desc or "").strip(), "persona")}
+        self.values = {"persona": fields["persona"], "charifnotgroup": self.name2, "group": self.name2,
+                       "model": self.req.settings.model, "maxprompt": str(self.budget)}
+        if card is not None:
+            scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
+            fields.update(
+                description=self.base_replace((card.description or "").strip(), "card description"),
+                personality=self.base_replace((card.personality or "").strip(), "card personality"),
+                scenario=self.base_replace((scen or "").strip(), "card scenario"),
+                mesExamples=self.base_replace((card.mes_example or "").strip(), "card mes_example"),
+                system=(self.base_replace((card.system_prompt or "").strip(), "card system_prompt")
+                        if setup.prefer_character_prompt else ""),
+                jailbreak=(self.base_replace((card.post_history_instructions or "").strip(),
+                                             "card post_history_instructions")
+                           if setup.prefer_character_jailbreak else ""),
+            )
+            self.values.update(description=fields["description"], personality=fields["personality"],
+                               scenario=fields["scenario"], mesexamples=fields["mesExamples"],
+                               charprompt=fields["system"], charjailbreak=fields["jailbreak"],
+                               charversion=card.character_version or "", char_version=card.character_version or "")
+        ext: dict[str, dict[str, Any]] = {}
+
+        def set_ext(key: str, value: str, position: int, depth: int, scan: bool, role: int,
+                    parts: list[dict[str, Any]] | None = None) -> None:
+            ext[key] = {"value": str(value), "position": int(position), "depth": int(depth), "scan": bool(scan),
+                        "role": int(role), "parts": parts or []}
+
+        # Character's Note (script.js Generate: DEPTH_PROMPT)
+        if card is not None:
+            dp = card.extensions.get("depth_prompt") if isinstance(card.extensions.get("depth_prompt"), dict) else {}
+            text = self.base_replace(str(dp.get("prompt") or "").strip(), "card depth_prompt")
+            d = dp.get("depth")
+            role = dp.get("role")
+            role_num = role if isinstance(role, int) and role in _ROLE_NUM else _ROLE_OF_NAME.get(str(role or "system"), 0)
+            set_ext("DEPTH_PROMPT", text, 1, int(d) if isinstance(d, (int, float)) else 4,
+                    setup.author_note.allow_wi_scan, role_num,
+                    [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}] if text else [])
+        st_chat = self.st_chat()
+        # first message's macros (Generate: chat[0].mes = substituteParams(chat[0].mes))
+        first_sub: dict[int, str] = {}
+        if st_chat and st_chat[0][1] is not None:
+            i0, m0 = st_chat[0]
+            first_sub[i0] = self.sub(m0.text(), "message 0")  # type: ignore[union-attr,index]
+        core = [(i, m) for i, m in st_chat if m is None or not m.meta.hidden]
+        for i, m in st_chat:
+            if m is not None and m.meta.hidden:
+                self.excluded.append(dict(kind=BlockKind.MESSAGE.value, role=m.role, source=f"message:{i}",
+                                          text=m.text(), tokens=self.count(m.role, m.text()), reason="HIDDEN",
+                                          protected=False, message_index=i))
+        # Author's Note (setFloatingPrompt)
+        an = setup.author_note
+        user_count = sum(1 for m in chat.messages if m.role == "user")
+        last = 1 if an.interval == 1 else user_count
+        should_add = False
+        if last > 0 and an.interval > 0:
+            till = last % an.interval if last >= an.interval else an.interval - last
+            should_add = till == 0
+        an_text = an.prompt if should_add else ""
+        an_parts = [{"source": "author_note", "reason": "INSTRUCTION", "text": an_text}] if an_text else []
+        set_ext("2_floating_prompt", an_text, an.position, an.depth, an.allow_wi_scan, an.role, an_parts)
+        # persona (addPersonaDescriptionExtensionPrompt)
+        pd = persona_desc or ""
+        set_ext("PERSONA_DESCRIPTION", "", 0, 0, False, 0)
+        if pd and setup.persona_position != PERSONA_NONE:
+            if setup.persona_position in (PERSONA_TOP_AN, PERSONA_BOTTOM_AN) and should_add:
+                cur = ext["2_floating_prompt"]
+                part = {"source": "persona", "reason": "PERSONA", "text": pd}
+                if setup.persona_position == PERSONA_TOP_AN:
+                    cur["value"], cur["parts"] = f"{pd}\n{cur['value']}", [part, *cur["parts"]]
+                else:
+                    cur["value"], cur["parts"] = f"{cur['value']}\n{pd}", [*cur["parts"], part]
+            if setup.persona_position == PERSONA_AT_DEPTH:
+                set_ext("PERSONA_DESCRIPTION", pd, 1, setup.persona_depth, True, setup.persona_role,
+                        [{"source": "persona", "reason": "PERSONA", "text": pd}])
+        # World Info, scanned over the chat without hidden messages (first message substituted)
+        scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
+                for i, m in core if m is not None and i is not None]
+        wi = self.world_info(scan, ext)
+        wi_before = "\n".join(wi["before"])
+        wi_after = "\n".join(wi["after"])
+
+        def lore_parts(pairs: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+            return [{"source": f"lorebook:{a.book}:{a.uid}", "reason": a.reason, "text": c,
+                     "tokens": self.count("system", c), "trace": dict(a.trace or {})} for a, c in pairs]
+
+        # examples (parseMesExamples, WI example positions)
+        examples = self.parse_mes_examples(fields["mesExamples"])
+        for where, content in wi["em"]:
+            cleaned = self.parse_mes_examples(self.base_replace(content, "lorebook example entry"))
+            if where == "before":
+                examples[0:0] = cleaned
+            else:
+                examples.extend(cleaned)
+        if setup.strip_examples:
+            examples = []
+        # WI at depth and the Author's Note's WI (checkWorldInfo's output)
+        for (d, role), pairs in wi["depth"]:
+            set_ext(f"customDepthWI-{d}-{role}", "\n".join(c for _, c in pairs), 1, d, False, role,
+                    lore_parts(pairs))
+        if should_add:
+            cur = ext["2_floating_prompt"]
+            top, bottom = wi["an_top"], wi["an_bottom"]
+            value = f"{chr(10).join(c for _, c in top)}\n{cur['value']}\n{chr(10).join(c for _, c in bottom)}"
+            value = re.sub(r"^\n", "", value)
+            value = re.sub(r"\n$", "", value)
+            cur["value"] = value
+            cur["parts"] = [*lore_parts(top), *cur["parts"], *lore_parts(bottom)]
+        # setOpenAIMessages (newest first)
+        oai: list[dict[str, Any]] = []
+        for i, m in reversed(core):
+            if m is None:
+                oai.append({"role": "assistant", "content": "", "name": None, "index": None})
+                continue
+            role = self.st_role(m)
+            content = first_sub.get(i, m.text())  # type: ignore[arg-type]
+            meta_x = self._meta(m)
+            extra = meta_x.get("extra") if isinstance(meta_x.get("extra"), dict) else {}
+            narrator = extra.get("type") == "narrator"
+            name = m.name or (self.name1 if m.role == "user" else self.name2)
+            if setup.names_behavior == NAMES_DEFAULT:
+                if meta_x.get("force_avatar") and name != self.name1 and not narrator:
+                    content = f"{name}: {content}"
+            elif setup.names_behavior == NAMES_CONTENT and not narrator:
+                content = f"{name}: {content}"
+            content = content.replace("\r", "")
+            if role == "user" and setup.wrap_in_quotes:
+                content = f'"{content}"'
+            oai.append({"role": role, "content": content, "name": name, "index": i})
+        return self.complete(fields, wi_before, wi_after, lore_parts(wi["before_parts"]),
+                             lore_parts(wi["after_parts"]), ext, oai, examples)
+
+    def parse_mes_examples(self, text: str) -> list[str]:
+        """``Generate``'s ``parseMesExamples`` (Chat Completion block heading ``<START>\\n``)."""
+        if not text or text == "<START>":
+            return []
+        if not text.startswith("<START>"):
+            text = "<START>\n" + text.strip()
+        blocks = re.split(r"<START>", text, flags=re.IGNORECASE)[1:]
+        return [f"<START>\n{b.strip()}\n" for b in blocks]
+
+    def example_messages(self, blocks: list[str]) -> list[list[dict[str, Any]]]:
+        """``setOpenAIMessageExamples`` and ``parseExampleIntoIndividual``."""
+        out = []
+        for item in blocks:
+            replaced = re.sub(r"<START>", "{Example Dialogue:}", item, count=1, flags=re.IGNORECASE).replace("\r", "")
+            lines = replaced.split("\n")
+            result: list[dict[str, Any]] = []
+            cur: list[str] = []
+            in_user = in_bot = False
+
+            def add(name: str, system_name: str, cur: list[str] = cur,
+                    result: list[dict[str, Any]] = result) -> None:
+                text = "\n".join(cur).replace(name + ":", "", 1).strip()
+                result.append({"role": "system", "content": text, "name": system_name})
+                cur.clear()
+
+            for line in lines[1:]:
+                if line.startswith(self.name1 + ":"):
+                    in_user = True
+                    if in_bot:
+                        add(self.name2, "example_assistant")
+                    in_bot = False
+                elif line.startswith(self.name2 + ":"):
+                    in_bot = True
+                    if in_user:
+                        add(self.name1, "example_user")
+                    in_user = False
+                cur.append(line)
+            if in_user:
+                add(self.name1, "example_user")
+            elif in_bot:
+                add(self.name2, "example_assistant")
+            out.append(result)
+        return out
+
+    def complete(self, fields: dict[str, str], wi_before: str, wi_after: str, before_parts: list[dict[str, Any]],
+                 after_parts: list[dict[str, Any]], ext: dict[str, dict[str, Any]], oai: list[dict[str, Any]],
+                 examples: list[str]) -> tuple[list[_Msg], str | None, dict[str, Any]]:
+        """``prepareOpenAIMessages``: the prompt collection, then ``populateChatCompletion``."""
+        setup = self.setup
+        # getPromptCollection: enabled prompts in order (a disabled main stays, emptied)
+        by_id = {p.identifier: p for p in setup.prompts}
+        if self.req.system_prompt is not None and "main" in by_id:  # `preview --system` overrides the main prompt
+            by_id["main"] = by_id["main"].model_copy(update={"content": self.req.system_prompt})
+        prompts: list[dict[str, Any]] = []
+        enabled: dict[str, bool] = {}
+        for o in setup.prompt_order:
+            enabled.setdefault(o.identifier, o.enabled)
+            p = by_id.get(o.identifier)
+            if p is None:
+                continue
+            if o.enabled:
+                prompts.append(self.prepare(p.model_dump()))
+            elif o.identifier == "main":
+                prompts.append(self.prepare({**p.model_dump(), "content": ""}))
+
+        def index(identifier: str) -> int:
+            return next((k for k, p in enumerate(prompts) if p["identifier"] == identifier), -1)
+
+        def fmt_wi(value: str) -> str:
+            if not value:
+                return ""
+            if not setup.wi_format.strip():
+                return value
+            return setup.wi_format.replace("{0}", value)
+
+        scenario_text = self.sub(setup.scenario_format, "scenario format") if fields["scenario"] and setup.scenario_format else ""
+        personality_text = (self.sub(setup.personality_format, "personality format")
+                            if fields["personality"] and setup.personality_format else "")
+        system_prompts: list[dict[str, Any]] = [
+            {"role": "system", "content": fmt_wi(wi_before), "identifier": "worldInfoBefore", "parts": before_parts},
+            {"role": "system", "content": fmt_wi(wi_after), "identifier": "worldInfoAfter", "parts": after_parts},
+            {"role": "system", "content": fields["description"], "identifier": "charDescription"},
+            {"role": "system", "content": personality_text, "identifier": "charPersonality"},
+            {"role": "system", "content": scenario_text, "identifier": "scenario"},
+            {"role": "system", "content": "", "identifier": "impersonate"},
+            {"role": "system", "content": "", "identifier": "quietPrompt"},
+            {"role": "system", "content": "", "identifier": "bias"},
+            {"role": "system", "content": self.sub(setup.group_nudge_prompt, "group nudge"), "identifier": "groupNudge"},
+        ]
+        an = ext.get("2_floating_prompt")
+        if an and an["value"]:
+            pos = {2: "start", 0: "end"}.get(an["position"], False)
+            system_prompts.append({"role": _ROLE_NUM.get(an["role"], "system"), "content": an["value"],
+                                   "identifier": "authorsNote", "position": pos, "parts": an["parts"]})
+        persona = self.req.persona.description if self.req.persona is not None else ""
+        if persona and setup.persona_position == PERSONA_IN_PROMPT:
+            system_prompts.append({"role": "system", "content": persona, "identifier": "personaDescription"})
+        for sp in system_prompts:
+            cp = next((p for p in prompts if p["identifier"] == sp["identifier"]), None)
+            if cp is not None:
+                for k in ("injection_position", "injection_depth", "role"):
+                    if cp.get(k) is not None:
+                        sp[k] = cp[k]
+            new = self.prepare(sp)
+            at = index(sp["identifier"])
+            if at != -1:
+                prompts[at] = new
+            else:
+                prompts.append(new)
+        for ident, override, field_name in (("main", fields["system"], "system_prompt"),
+                                            ("jailbreak", fields["jailbreak"], "post_history_instructions")):
+            at = index(ident)
+            if override and at != -1 and prompts[at].get("forbid_overrides") is not True:
+                original = prompts[at]["content"]
+                replaced = self.prepare({**prompts[at], "content": override}, original=original)
+                replaced["parts"] = [{"source": f"character:{field_name}", "reason": "SYSTEM_PROMPT"
+                                      if ident == "main" else "INSTRUCTION", "text": override}]
+                prompts[at] = replaced
+
+        cc = _Completion(self.budget)
+        try:
+            return self.populate(cc, prompts, enabled, index, ext, oai, examples), None, {}
+        except _BudgetExceeded as exc:
+            return cc.messages(), exc.identifier, {"tokens": exc.tokens, "left": exc.left}
+
+    def prepare(self, prompt: dict[str, Any], original: str | None = None) -> dict[str, Any]:
+        """``PromptManager.preparePrompt``: a copy with macros expanded in ``content``."""
+        out = dict(prompt)
+        out["content"] = self.sub(prompt.get("content") or "", f"prompt {prompt.get('identifier')}",
+                                  original=original)
+        return out
+
+    def msg(self, p: dict[str, Any], *, identifier: str | None = None) -> _Msg:
+        ident = identifier or p["identifier"]
+        role = p.get("role") or "system"
+        content = p.get("content") or ""
+        kind = _KIND_OF.get(ident, BlockKind.INSTRUCTION)
+        reason = _REASON_OF.get(ident, "INSTRUCTION")
+        if kind == BlockKind.LOREBOOK:
+            reason = "LOREBOOK_MATCHED"
+        return _Msg(role, content, ident, self.count(role, content), kind=kind, source=f"prompt:{ident}",
+                    reason=reason, parts=list(p.get("parts") or []))
+
+    def populate(self, cc: _Completion, prompts: list[dict[str, Any]], enabled: dict[str, bool], index: Any,
+                 ext: dict[str, dict[str, Any]], oai: list[dict[str, Any]], examples: list[str]) -> list[_Msg]:
+        """``populateChatCompletion`` (raises :class:`_BudgetExceeded` where SillyTavern throws)."""
+        setup = self.setup
+
+        def get(identifier: str) -> dict[str, Any] | None:
+            at = index(identifier)
+            return prompts[at] if at != -1 else None
+
+        def add_to(source: str) -> None:
+            p = get(source)
+            if p is None:
+                return
+            if enabled.get(source) is False and source != "main":
+                return
+            if p.get("injection_position") == 1:
+                return
+            cc.add(_Coll(source, [self.msg(p)]), index(source))
+
+        cc.budget -= REPLY_PRIMER_TOKENS
+        for source in ("worldInfoBefore", "main", "worldInfoAfter", "charDescription", "charPersonality",
+                       "scenario", "personaDescription"):
+            add_to(source)
+        user_relative = [p["identifier"] for p in prompts
+                         if p.get("system_prompt") is False and p.get("injection_position") != 1]
+        absolute = [p for p in prompts if p.get("injection_position") == 1]
+        for ident in ("nsfw", "jailbreak", *user_relative):
+            add_to(ident)
+        if get("enhanceDefinitions") is not None:
+            add_to("enhanceDefinitions")
+        an = get("authorsNote")
+        if an is not None and an.get("position") and cc.find("main") is not None:
+            m = self.msg(an)
+            m.kind, m.reason, m.source = BlockKind.INSTRUCTION, "INSTRUCTION", "author_note"
+            cc.insert(m, "main", an["position"])
+        messages = self.inject(absolute, ext, oai)
+        if setup.pin_examples:
+            self.dialogue_examples(cc, prompts, index, examples)
+            self.chat_history(cc, index, messages)
+        else:
+            self.chat_history(cc, index, messages)
+            self.dialogue_examples(cc, prompts, index, examples)
+        return cc.messages()
+
+    def inject(self, absolute: list[dict[str, Any]], ext: dict[str, dict[str, Any]],
+               oai: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``populationInjectionPrompts``: per depth, one message per role (system, user,
+        assistant) joining the Prompt Manager's absolute prompts and the extension prompts of
+        that depth and role (sorted by key); returns the chat in chronological order."""
+        messages = list(oai)  # newest first
+        inserted = 0
+        depths = sorted({int(p.get("injection_depth") or 0) for p in absolute if p.get("content")}
+                        | {e["depth"] for e in ext.values() if e["position"] == 1 and e["value"]})
+        for i in depths:
+            if i < 0 or i > MAX_INJECTION_DEPTH:
+                continue
+            at_depth = [p for p in absolute if int(p.get("injection_depth") or 0) == i and p.get("content")]
+            role_msgs = []
+            for role in ("system", "user", "assistant"):
+                rp = [p for p in at_depth if (p.get("role") or "system") == role]
+                role_prompts = "\n".join(p["content"] for p in rp)
+                eps = [(k, e) for k, e in sorted(ext.items())
+                       if e["position"] == 1 and e["value"] and e["depth"] == i and e["role"] == _ROLE_OF_NAME[role]]
+                ext_text = "\n".join(e["value"].strip() for _, e in eps)
+                if ext_text:
+                    ext_text = self.sub(ext_text, f"injection at depth {i}")
+                joint = "\n".join(x.strip() for x in (role_prompts, ext_text) if x)
+                if joint:
+                    parts = [{"source": f"prompt:{p['identifier']}", "reason": "INSTRUCTION", "text": p["content"]}
+                             for p in rp]
+                    for _k, e in eps:
+                        parts.extend(e["parts"])
+                    role_msgs.append({"role": role, "content": joint, "injected": True, "parts": parts,
+                                      "depth": i})
+            if role_msgs:
+                at = i + inserted
+                messages[at:at] = role_msgs
+                inserted += len(role_msgs)
+        messages.reverse()
+        return messages
+
+    def chat_history(self, cc: _Completion, index: Any, messages: list[dict[str, Any]]) -> None:
+        """``populateChatHistory``."""
+        setup = self.setup
+        at = index("chatHistory")
+        if at == -1:
+            for m in messages:
+                if m.get("index") is not None:
+                    self.excluded.append(self.history_excluded(m, "HISTORY_OLDEST_FIRST"))
+            self.diagnostics.append("the Prompt Manager's Chat History is off: no chat message is sent")
+            return
+        cc.add(_Coll("chatHistory"), at)
+        new_chat = _Msg("system", self.sub(setup.new_chat_prompt, "new chat prompt"), "newMainChat",
+                        source="prompt:newMainChat", reason="INSTRUCTION")
+        new_chat.tokens = self.count("system", new_chat.content)
+        cc.budget -= new_chat.tokens
+        if messages and messages[-1]["role"] == "assistant" and setup.send_if_empty:
+            m = _Msg("user", setup.send_if_empty, "emptyUserMessageReplacement",
+                     self.count("user", setup.send_if_empty), source="prompt:send_if_empty")
+            if cc.can_afford(m):
+                cc.insert(m, "chatHistory")
+        pool = list(reversed(messages))
+        stop: int | None = None
+        for k, cp in enumerate(pool):
+            content = self.sub(cp["content"], "chat message")
+            m = _Msg(cp["role"], content, f"chatHistory-{len(messages) - k}", message_index=cp.get("index"))
+            if cp.get("injected"):
+                m.kind, m.reason, m.source, m.parts = (BlockKind.INSTRUCTION, "INSTRUCTION",
+                                                       f"injection:depth{cp.get('depth')}:{cp['role']}", cp["parts"])
+            else:
+                idx = cp.get("index")
+                m.kind, m.source, m.reason, m.protected = (BlockKind.MESSAGE, f"message:{idx}", "FITS_BUDGET", False)
+            if setup.names_behavior == NAMES_COMPLETION and cp.get("name"):
+                nm = cp["name"]
+                m.name = nm if _NAME_OK.match(nm) else re.sub(r"[^a-zA-Z0-9_]", "_", nm)[:64]
+                m.tokens = self.count(m.role, m.content, m.name)
+            else:
+                m.tokens = self.count(m.role, m.content)
+            if cc.can_afford(m):
+                cc.insert(m, "chatHistory", "start")
+            else:
+                stop = k
+                break
+        if stop is not None:
+            for cp in pool[stop:]:
+                if cp.get("index") is not None or cp.get("injected"):
+                    self.excluded.append(self.history_excluded(cp, "HISTORY_OLDEST_FIRST"))
+        cc.budget += new_chat.tokens
+        cc.insert(new_chat, "chatHistory", "start")
+
+    def history_excluded(self, cp: dict[str, Any], reason: str) -> dict[str, Any]:
+        content = self.sub(cp["content"], "chat message")
+        if cp.get("injected"):
+            return dict(kind=BlockKind.INSTRUCTION.value, role=cp["role"],
+                        source=f"injection:depth{cp.get('depth')}:{cp['role']}", text=content,
+                        tokens=self.count(cp["role"], content), reason=reason, protected=False,
+                        trace={"parts": cp["parts"]})
+        return dict(kind=BlockKind.MESSAGE.value, role=cp["role"], source=f"message:{cp.get('index')}",
+                    text=content, tokens=self.count(cp["role"], content), reason=reason, protected=False,
+                    message_index=cp.get("index"))
+
+    def dialogue_examples(self, cc: _Completion, prompts: list[dict[str, Any]], index: Any, blocks: list[str]) -> None:
+        """``populateDialogueExamples``."""
+        at = index("dialogueExamples")
+        if at == -1:
+            return
+        cc.add(_Coll("dialogueExamples"), at)
+        dialogues = self.example_messages(blocks)
+        if not dialogues:
+            return
+        marker_text = self.sub(self.setup.new_example_chat_prompt, "new example chat prompt")
+        for d, dialogue in enumerate(dialogues):
+            added = 0
+            marker = _Msg("system", marker_text, "newChat", self.count("system", marker_text),
+                          source="prompt:newExampleChat", reason="EXAMPLE_DIALOGUE", protected=False,
+                          kind=BlockKind.EXAMPLE)
+            if cc.can_afford(marker):
+                cc.insert(marker, "dialogueExamples")
+            for k, p in enumerate(dialogue):
+                content = p.get("content") or ""
+                m = _Msg("system", content, f"dialogueExamples {d}-{k}", name=p["name"], kind=BlockKind.EXAMPLE,
+                         source="character:mes_example", reason="EXAMPLE_DIALOGUE", protected=False)
+                m.tokens = self.count("system", content, p["name"])
+                if not cc.can_afford(m):
+                    for q in dialogue[k:]:
+                        self.excluded.append(dict(kind=BlockKind.EXAMPLE.value, role="system",
+                                                  source="character:mes_example", text=q.get("content") or "",
+                                                  tokens=self.count("system", q.get("content") or "", q["name"]),
+                                                  reason="EXAMPLES_PUSHED_OUT", protected=False))
+                    break
+                cc.insert(m, "dialogueExamples")
+                added += 1
+            if added == 0:
+                cc.remove_last_from("dialogueExamples")
+
+
+def _object_keys_order(book: Lorebook) -> list[Any]:
+    """Entries in JavaScript ``Object.keys`` order of a world's ``entries`` object: keys that are
+    array indices (canonical non-negative integers) ascending, then the others as written."""
+    ints: list[tuple[int, int, Any]] = []
+    rest: list[Any] = []
+    for k, e in enumerate(book.entries):
+        u = str(e.uid)
+        if u.isdigit() and (u == "0" or not u.startswith("0")) and int(u) < 2 ** 32 - 1:
+            ints.append((int(u), k, e))
+        else:
+            rest.append(e)
+    return [e for _, _, e in sorted(ints, key=lambda t: (t[0], t[1]))] + rest
+
+
+def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
+    """Assemble ``request`` (``request.sillytavern`` set) as SillyTavern 1.12.6 would send it.
+
+    Returns an :class:`engine.pipeline.PreparedPrompt`: the final provider messages, the preview
+    (one block per sent message in prompt order with its reason and, for joined messages, its
+    ``trace["parts"]``; then the blocks left out), ``budget_ok`` false with
+    ``TOKEN_BUDGET_EXCEEDED`` when a required prompt does not fit.
+
+    Budget (tokens): ``context_limit − reply_reserve`` (SillyTavern ``openai_max_context −
+    openai_max_tokens``), less 3 for the reply primer. No safety margin is applied (SillyTavern
+    applies none); an approximate tokenizer profile is reported as a warning.
+
+    Raises
+    ------
+    SettingsError
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_TOKENIZER``.
+    """
+    from ..pipeline import PreparedPrompt
+    from ..tokenizers import lookup_model, num_tokens_from_messages
+
+    setup = request.sillytavern
+    assert setup is not None
+    settings = request.settings
+    warnings: list[str] = []
+    info = lookup_model(settings.model)
+    if not info.known:
+        warnings.append(
+            f"unknown model {settings.model!r}: counting with the approximate profile {info.profile!r}; "
+            "set the tokenizer for exact figures")
+    profile = registries.tokenizers.get(settings.tokenizer or info.profile)
+    limit = settings.context_limit or info.context_limit
+    if profile.approximate:
+        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    reserve = settings.resolve_reply_reserve(limit)
+    if reserve >= limit:
+        raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
+    budget = limit - reserve
+    asm = _Assembler(request, setup, profile, budget)
+    card = request.character
+    if card is not None and card.character_book is not None and card.character_book.entries:
+        linked = {b.name for b in request.lorebooks}
+        world = card.extensions.get("world")
+        if not (isinstance(world, str) and world in linked):
+            asm.diagnostics.append(
+                f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
+                "world (extensions.world); SillyTavern does not use it, so it is not activated")
+    sent, overflow, details = asm.run()
+    warnings.extend(asm.warnings)
+    if setup.squash_system_messages:
+        sent = _squash(asm, sent)
+    messages: list[dict[str, Any]] = []
+    for m in sent:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.name:
+            d["name"] = m.name
+        messages.append(d)
+    prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
+    error = None
+    if overflow is not None:
+        error = PreviewError(
+            code="TOKEN_BUDGET_EXCEEDED",
+            message=(f"SillyTavern's required prompt {overflow!r} needs {details['tokens']} tokens but only "
+                     f"{max(0, details['left'])} are left of the budget {budget - REPLY_PRIMER_TOKENS} "
+                     f"(context {limit} − reply reserve {reserve} − {REPLY_PRIMER_TOKENS} for the reply primer); "
+                     "SillyTavern would send a partial prompt, Loomscope sends nothing"),
+            details={"prompt": overflow, **details, "budget": budget})
+    blocks: list[dict[str, Any]] = []
+    for m in sent:
+        trace: dict[str, Any] = {"st_identifier": m.identifier}
+        if m.parts:
+            trace["parts"] = m.parts
+        if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
+            trace.update(m.parts[0]["trace"])
+        status = "excluded" if error is not None else "kept"
+        reason = "OVER_BUDGET_PROTECTED" if error is not None else m.reason
+        blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
+                           reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
+                           message_index=m.message_index, trace=trace))
+    for x in asm.excluded:
+        blocks.append(dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x}))
+    pv_blocks = [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+    if error is not None:
+        messages = []
+        prompt_tokens = 0
+    pv = ContextPreview(
+        model=settings.model,
+        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
+        context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=0,
+        headroom=budget - prompt_tokens, prompt_tokens=prompt_tokens, strategy="sillytavern",
+        warnings=warnings, error=error, blocks=pv_blocks, lorebook_trace=asm.lorebook_trace, messages=messages,
+        tools=[], diagnostics=asm.diagnostics,
+    )
+    return PreparedPrompt(pv, messages, [], profile, error is None, [], asm.timed_effects)
+
+
+def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
+    """``ChatCompletion.squashSystemMessages``: consecutive unnamed system messages joined by a
+    newline (not the new-chat markers)."""
+    exclude = {"newMainChat", "newChat", "groupNudge"}
+    out: list[_Msg] = []
+
+    def squashable(m: _Msg) -> bool:
+        return m.identifier not in exclude and m.role == "system" and not m.name
+
+    for m in sent:
+        if m.role == "system" and not m.content:
+            continue
+        if squashable(m) and out and squashable(out[-1]):
+            last = out[-1]
+            joined = _Msg(last.role, last.content + "\n" + m.content, last.identifier, kind=last.kind,
+                          source=last.source, reason=last.reason, protected=last.protected or m.protected,
+                          parts=(last.parts or [{"source": last.source, "reason": last.reason, "text": last.content}])
+                          + (m.parts or [{"source": m.source, "reason": m.reason, "text": m.content}]))
+            joined.tokens = asm.count(joined.role, joined.content)
+            out[-1] = joined
+        else:
+            out.append(m)
+    return out
+
+
+__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "prepare_sillytavern"]

@@ -1,0 +1,158 @@
+"""``loomscope export ID... --to DIR [--force]``: library objects back to a SillyTavern-shaped folder.
+
+Each ``ID`` is a chat, character or lorebook id. Written (SillyTavern's layout, ``data/<user>/``):
+
+- a chat → ``chats/<card file name>/<title>.jsonl`` (SillyTavern chat JSONL: header, messages with
+  their original keys, lines that were not messages; :func:`engine.importers.export_chat_jsonl`);
+- a character → ``characters/<card file name>.png`` (card PNG with the ``chara`` V2 chunk, and
+  ``ccv3`` for V3 cards; :func:`engine.importers.card_export.export_card_png`);
+- a lorebook → ``worlds/<name>.json`` (SillyTavern world JSON;
+  :func:`engine.importers.export_world_json`).
+
+The card file name is the one the character was imported under from a SillyTavern folder, else
+its name. Unknown fields survive. Nothing is overwritten without ``--force``: when a target file
+exists, nothing at all is written (exit 2, ``EXPORT_TARGET_EXISTS`` naming the file). Output:
+``[{"kind", "id", "name", "file"}]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import LoomscopeError, NotFoundError
+from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
+
+_UNSAFE = re.compile(r'[\x00-\x1f<>:"/\\|?*]')
+
+
+def safe_name(name: str, fallback: str) -> str:
+    """A file name from ``name`` (characters Windows or POSIX reject replaced by ``_``)."""
+    out = _UNSAFE.sub("_", name).strip().strip(".")
+    return out or fallback
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``export`` subcommand."""
+    p = sub.add_parser("export", help="write chats, characters and lorebooks back as SillyTavern files")
+    p.add_argument("ids", nargs="+", metavar="ID", help="chat, character or lorebook ids")
+    p.add_argument("--to", required=True, metavar="DIR", help="the folder to write into (SillyTavern layout)")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    add_db_argument(p)
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def plan_export(store: Any, ids: list[str]) -> list[dict[str, Any]]:
+    """What to write for ``ids``: ``[{"kind", "id", "name", "file" (relative), "data" (bytes)}]``.
+
+    Raises ``CHAT_NOT_FOUND`` for an id that is no chat, character or lorebook.
+    """
+    from ..importers import export_chat_jsonl, export_world_json
+    from ..importers.card_export import export_card_png
+
+    out: list[dict[str, Any]] = []
+
+    def card_stem(character_id: str | None, name: str) -> str:
+        if character_id is not None:
+            key = store.source_key("character", character_id)
+            if key:
+                return Path(key).stem
+        return safe_name(name, "character")
+
+    for obj_id in dict.fromkeys(ids):
+        try:
+            stored = store.get_chat(obj_id)
+        except NotFoundError:
+            stored = None
+        if stored is not None:
+            name = stored.character.name if stored.character else stored.chat.character_name
+            folder = card_stem(stored.character_id, name or "no character")
+            file = f"chats/{folder}/{safe_name(stored.title, obj_id)}.jsonl"
+            out.append({"kind": "chat", "id": obj_id, "name": stored.title, "file": file,
+                        "data": export_chat_jsonl(stored.chat).encode("utf-8")})
+            continue
+        try:
+            character = store.get_character(obj_id)
+        except NotFoundError:
+            character = None
+        if character is not None:
+            file = f"characters/{card_stem(obj_id, character.name)}.png"
+            out.append({"kind": "character", "id": obj_id, "name": character.name, "file": file,
+                        "data": export_card_png(character, store.get_character_avatar(obj_id))})
+            continue
+        try:
+            book = store.get_lorebook(obj_id)
+        except NotFoundError:
+            raise NotFoundError("CHAT_NOT_FOUND", "no chat, character or lorebook with that id in the library",
+                                file=obj_id) from None
+        text = json.dumps(export_world_json(book), ensure_ascii=False, indent=4) + "\n"
+        out.append({"kind": "lorebook", "id": obj_id, "name": book.name,
+                    "file": f"worlds/{safe_name(book.name, obj_id)}.json", "data": text.encode("utf-8")})
+    return out
+
+
+def write_export(items: list[dict[str, Any]], to: str | Path, *, force: bool = False) -> None:
+    """Write ``items`` under ``to``; every target is checked first, so either all are written or none.
+
+    Raises ``EXPORT_TARGET_EXISTS`` (a target exists and not ``force``; also two items with one
+    file name), ``IMPORT_FILE_NOT_FOUND`` when ``to`` is a file.
+    """
+    import os
+    import tempfile
+
+    root = Path(to)
+    if root.exists() and not root.is_dir():
+        raise LoomscopeError("IMPORT_FILE_NOT_FOUND", "not a folder", file=str(to))
+    seen: set[str] = set()
+    for item in items:
+        target = root / item["file"]
+        if item["file"] in seen:
+            raise LoomscopeError("EXPORT_TARGET_EXISTS", "two exported objects would get this file name",
+                                 file=str(target))
+        seen.add(item["file"])
+        if target.exists() and not force:
+            raise LoomscopeError("EXPORT_TARGET_EXISTS", "the file exists; nothing was written (use --force)",
+                                 file=str(target))
+    umask = os.umask(0)
+    os.umask(umask)
+    for item in items:
+        target = root / item["file"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".loomscope-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(item["data"])
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; exported files are ordinary files
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export the ids and print ``[{"kind", "id", "name", "file"}]``."""
+    with open_library(args) as store:
+        items = plan_export(store, args.ids)
+    write_export(items, args.to, force=args.force)
+    rows = [{"kind": i["kind"], "id": i["id"], "name": i["name"], "file": str(Path(args.to) / i["file"])}
+            for i in items]
+    if output_format(args) == "json":
+        print_json(rows)
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"exported {len(rows)} item(s)")
+    for col in ("kind", "id", "name", "file"):
+        table.add_column(col, no_wrap=col == "id")
+    for r in rows:
+        table.add_row(r["kind"], r["id"], escape(r["name"]), escape(r["file"]))
+    Console().print(table)
+    return 0

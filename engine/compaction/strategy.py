@@ -1,0 +1,210 @@
+"""The ``compact`` strategy: reuse a stored LLM summary, plan the next compaction, truncate (SPEC §4).
+
+A strategy never calls a provider: at generation ``engine.compaction.run`` writes the summary
+(when this strategy's plan says to fire) and stores it with the chat; previews and the next
+generations reuse it. Steps, for blocks in prompt order:
+
+1. **Stored summary.** If the chat has one and every message it covers is unchanged
+   (fingerprints), the covered history blocks become ``truncated`` / ``SUMMARIZED`` and one
+   summary block (kind ``summary``, role ``system``, source ``summary:compaction``) takes their
+   place, before the first kept block after them. A tool group is folded only when all its
+   members are covered. A stale summary is not used (warning).
+2. **Plan.** ``prompt = kept tokens + summary + reply priming``. Compaction fires when
+   ``prompt ≥ trigger`` and there is history older than the newest ``keep_recent`` messages
+   that the summary does not yet cover (a tool group reaching into the window stays in it),
+   unless auto-compaction stopped after ``MAX_FAILURES`` failures in a row, or the last
+   compaction stalled (did not get below the trigger) and summarizing the new candidates could
+   not get below it either (no re-firing without progress).
+3. **Fit.** Below the trigger, the blocks are fitted to the budget as ``manual`` does. At or
+   above it (compaction pending, failed, stopped or without progress), the prompt is truncated
+   until the *target* holds (keeping tool groups whole; the summary block is kept like a
+   protected block when it fits), so the next turn does not start at the trigger again; when
+   the target cannot hold (protected blocks above it) the budget is used.
+
+``ShiftResult.info`` reports: ``trigger``, ``target`` (prompt tokens), ``prompt_tokens`` (with
+the stored summary, before fitting), ``fire``, ``reason`` (``below_trigger``, ``pending``,
+``disabled``, ``no_candidates``, ``no_progress``), ``candidates`` (message indices to
+summarize), ``candidate_tokens``, ``summary`` (the one in use), ``truncated_to_target`` and
+``warnings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
+from ..schema.messages import ChatMessage
+from ..shifting.core import shift_context
+from ..shifting.groups import find_tool_groups
+from .options import HOST_KEY, MAX_FAILURES, CompactionOptions, thresholds
+from .state import CompactionState, CompactionSummary, message_fingerprint
+
+SUMMARY_BLOCK_ID = "sc0"
+SUMMARY_SOURCE = "summary:compaction"
+_PRE_REMOVED = ("HIDDEN", "TOOL_RESULT_ORPHANED", "MANUAL_EXCLUDED")
+
+
+def summary_block(summary: CompactionSummary) -> Block:
+    """The prompt block for a stored summary: a header naming the messages it covers, then its text."""
+    header = f"[Summary of the earlier conversation, messages #{summary.first}–#{summary.last}]"
+    return Block(id=SUMMARY_BLOCK_ID, kind=BlockKind.SUMMARY, role="system", source=SUMMARY_SOURCE,
+                 message=ChatMessage(role="system", content=f"{header}\n{summary.text}"), reason="SUMMARY",
+                 trace={"summary_id": summary.id, "covers": [summary.first, summary.last],
+                        "messages": len(summary.covered), "model": summary.model})
+
+
+def _units(blocks: Sequence[Block]) -> list[list[int]]:
+    """Positions grouped into units (a tool group is one unit), in order of first member."""
+    groups = find_tool_groups(blocks)
+    out: list[list[int]] = []
+    by_group: dict[str, list[int]] = {}
+    for i in range(len(blocks)):
+        g = groups.group_of[i]
+        if g is not None and g in by_group:
+            by_group[g].append(i)
+        else:
+            unit = [i]
+            out.append(unit)
+            if g is not None:
+                by_group[g] = unit
+    return out
+
+
+def _is_message(block: Block) -> bool:
+    return block.message is not None and (block.history or block.reason == "CURRENT_INPUT")
+
+
+def compact_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int], budget: int,
+                     options: dict[str, Any]) -> ShiftResult:
+    """Apply the stored summary, plan the next compaction, and fit (see the module docstring).
+
+    ``options``: the compaction settings (``CompactionOptions``) and the host's ``_host``
+    values (``context_limit``, ``prompt_overhead``, ``compaction`` state). Without a context
+    limit (a caller outside the pipeline) the budget stands in for it.
+
+    Raises ``SettingsError(INVALID_SETTINGS)`` for bad compaction options.
+    """
+    opts = CompactionOptions.from_options(options)
+    host = options.get(HOST_KEY) or {}
+    limit = int(host.get("context_limit") or budget)
+    overhead = int(host.get("prompt_overhead") or 0)
+    state = CompactionState.from_raw(host.get("compaction"))
+    trigger, target = thresholds(limit, opts)
+    cap = opts.cap_for(limit)
+    warnings: list[str] = []
+
+    base = shift_context(blocks, count_tokens, 2**62, honor_manual=True)  # what any budget removes
+    gone = {e.block_id for e in base.excluded if e.reason in _PRE_REMOVED}
+    tokens = {b.id: int(count_tokens(b)) for b in blocks}
+    pos = {b.id: i for i, b in enumerate(blocks)}
+    units = _units(blocks)
+
+    # 1. the stored summary
+    summary = state.summary
+    folded: set[int] = set()
+    sblock: Block | None = None
+    if summary is not None:
+        messages_by_index = {b.message_index: b for b in blocks if b.message_index is not None and b.message}
+        stale = [i for i in summary.covered if i not in messages_by_index
+                 or message_fingerprint(messages_by_index[i].message) != summary.fingerprints.get(str(i))]  # type: ignore[arg-type]
+        if stale:
+            warnings.append(f"the stored compaction summary covers messages that changed or are gone "
+                            f"({', '.join(f'#{i}' for i in stale[:5])}{'…' if len(stale) > 5 else ''}); "
+                            "it is not used")
+            summary = None
+        else:
+            covered = set(summary.covered)
+            for unit in units:
+                members = [blocks[m] for m in unit]
+                if all(b.history and b.message_index in covered and not (b.protected or b.pinned)
+                       and b.id not in gone for b in members):
+                    folded.update(unit)
+            if folded:
+                sblock = summary_block(summary)
+            else:
+                summary = None
+    sblock_tokens = int(count_tokens(sblock)) if sblock is not None else 0
+
+    # 2. plan
+    live = [i for i, b in enumerate(blocks) if b.id not in gone and i not in folded]
+    prompt = sum(tokens[blocks[i].id] for i in live) + sblock_tokens + overhead
+    message_pos = [i for i in live if _is_message(blocks[i])]
+    window_start = message_pos[-opts.keep_recent] if 0 < opts.keep_recent <= len(message_pos) else (
+        0 if opts.keep_recent > 0 else len(blocks))
+    candidates: list[int] = []
+    for unit in units:
+        if any(m in folded or blocks[m].id in gone for m in unit):
+            continue
+        if max(unit) >= window_start:
+            continue  # reaches into the newest messages: stays verbatim
+        members = [blocks[m] for m in unit]
+        if all(b.history and b.message_index is not None and not (b.protected or b.pinned) for b in members):
+            candidates.extend(unit)
+    candidates.sort()
+    candidate_tokens = sum(tokens[blocks[i].id] for i in candidates)
+    over = prompt >= trigger
+    if not over:
+        reason = "below_trigger"
+    elif state.disabled:
+        reason = "disabled"
+        warnings.append(f"auto-compaction stopped after {MAX_FAILURES} failed compactions in a row; "
+                        "old history is truncated instead (remove the summary or reset compaction to retry)")
+    elif not candidates:
+        reason = "no_candidates"
+    elif state.stall is not None and prompt - candidate_tokens + min(cap, candidate_tokens) >= trigger:
+        reason = "no_progress"
+    else:
+        reason = "pending"
+    fire = reason == "pending"
+    if fire:
+        warnings.append(f"the prompt ({prompt} tokens) is at or above the compaction trigger ({trigger}): "
+                        f"compaction runs at generation; until then this shows what truncation would keep")
+
+    # 3. fit
+    work = [b for i, b in enumerate(blocks) if i not in folded]
+    if sblock is not None:
+        anchor_pos = next((i for i in range(max(folded) + 1, len(blocks)) if i not in folded), None)
+        at = len(work) if anchor_pos is None else work.index(blocks[anchor_pos])
+        work.insert(at, sblock.model_copy(update={"protected": True}))
+    room = budget
+    truncated_to_target = False
+    if over:
+        room = min(budget, target - overhead)
+        truncated_to_target = True
+    result = shift_context(work, count_tokens, room, honor_manual=True)
+    if result.error and room < budget:  # the target cannot hold: use the whole budget
+        truncated_to_target = False
+        result = shift_context(work, count_tokens, budget, honor_manual=True)
+    if result.error and sblock is not None:  # the summary itself does not fit: send history instead
+        warnings.append("the compaction summary does not fit the budget next to the protected blocks; not used")
+        sblock, folded, summary, sblock_tokens = None, set(), None, 0
+        result = shift_context(blocks, count_tokens, budget, honor_manual=True)
+
+    info: dict[str, Any] = {
+        "trigger": trigger, "target": target, "context_limit": limit, "prompt_tokens": prompt,
+        "fire": fire, "reason": reason, "candidates": [blocks[i].message_index for i in candidates],
+        "candidate_block_ids": [blocks[i].id for i in candidates], "candidate_tokens": candidate_tokens,
+        "keep_recent": opts.keep_recent, "summary_cap_tokens": cap, "failures": state.failures,
+        "truncated_to_target": truncated_to_target and any(
+            e.reason not in _PRE_REMOVED for e in result.excluded),
+        "summary": None, "warnings": warnings,
+    }
+    if sblock is None:
+        return result.model_copy(update={"budget": budget, "info": info})
+    assert summary is not None
+    info["summary"] = {"id": summary.id, "block_id": SUMMARY_BLOCK_ID, "covers": [summary.first, summary.last],
+                       "messages": len(summary.covered), "tokens": sblock_tokens,
+                       "replaced_tokens": sum(tokens[blocks[i].id] for i in folded)}
+    kept = [k for k in result.kept if k != SUMMARY_BLOCK_ID]
+    anchor = next((k for k in kept if pos[k] > max(folded)), None)
+    truncated = [TruncatedBlock(block_id=blocks[i].id, reason="SUMMARIZED", original_tokens=tokens[blocks[i].id],
+                                remaining_tokens=0, summary_id=SUMMARY_BLOCK_ID) for i in sorted(folded)]
+    excluded: list[ExcludedBlock] = [e for e in result.excluded if e.block_id != SUMMARY_BLOCK_ID]
+    kept_reasons = {k: v for k, v in result.kept_reasons.items() if k != SUMMARY_BLOCK_ID}
+    return result.model_copy(update={
+        "kept": kept, "excluded": excluded, "truncated": truncated, "budget": budget,
+        "protected_tokens": result.protected_tokens - sblock_tokens,
+        "added": [sblock], "added_before": {SUMMARY_BLOCK_ID: anchor},
+        "kept_reasons": kept_reasons, "info": info,
+    })

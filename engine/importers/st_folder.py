@@ -1,0 +1,513 @@
+"""A SillyTavern user data folder (``data/<user>/``) read as SillyTavern 1.12.x reads it.
+
+:func:`read_st_folder` returns a :class:`FolderPlan`: every character card, world, persona and
+(1-on-1) chat of the folder, each with its identity (its path relative to the user folder), a
+digest of what it becomes, and, for chats, the setup SillyTavern would use for them. The
+:class:`~engine.storage.Store` stores a plan in one transaction
+(:meth:`~engine.storage.Store.import_st_folder`). Reading never writes into the folder and never
+opens ``secrets.json`` (only the files listed below are opened).
+
+What is read (``src/constants.js`` ``USER_DIRECTORY_TEMPLATE``; FORMATS.md b1, b4, b5):
+
+- ``settings.json``: ``world_info_settings`` (global lorebooks ``world_info.globalSelect``,
+  extra character books ``world_info.charLore``, activation settings), ``power_user``
+  (personas, persona descriptions and positions, ``default_persona``, example and prompt
+  switches), ``oai_settings`` (model, ``openai_max_context`` → context limit,
+  ``openai_max_tokens`` → reply reserve, the Prompt Manager's ``prompts`` and ``prompt_order``;
+  read whatever ``main_api`` says), ``extension_settings.note`` (Author's Note defaults),
+  ``username`` and ``user_avatar``.
+- ``characters/*.png`` (cards; the identity SillyTavern uses, ``getCharaFilename``, is the file
+  name without ``.png``), ``worlds/*.json`` (the world's name is the file name without
+  ``.json``), ``chats/<card file name>/*.jsonl``. ``group chats/`` and ``groups/`` are listed as
+  skipped (group chats are not supported).
+
+Links, as ``world-info.js`` makes them (``getGlobalLore``, ``getCharacterLore``,
+``getChatLore``): global books = ``globalSelect``; character books = the card's
+``data.extensions.world`` plus the ``charLore`` extra books of its file name; chat book =
+``chat_metadata.world_info``. A world already active globally is not linked again as chat or
+character lore; one active as chat lore is not linked again as character lore. A link to a world
+that does not exist is a warning on the chat.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import LoomscopeImportError
+from ..schema import Character, Chat, ContextSettings, Persona
+from ..schema.sillytavern import (
+    GLOBAL_PROMPT_ORDER_ID,
+    AuthorNote,
+    PromptDefinition,
+    PromptOrderItem,
+    SillyTavernSetup,
+    default_prompt_order,
+    default_prompts,
+)
+
+#: Folders of a SillyTavern user folder; a folder with ``settings.json`` and one of these is one.
+ST_USER_MARKERS = ("characters", "worlds", "chats")
+#: The user SillyTavern creates (``src/constants.js`` ``DEFAULT_USER``).
+DEFAULT_ST_USER = "default-user"
+#: ``world_info_character_strategy`` → :attr:`WorldInfoSettings.character_strategy`.
+CHARACTER_STRATEGIES = {0: "evenly", 1: "character_first", 2: "global_first"}
+#: ``oai_settings.chat_completion_source`` → the settings key holding its model.
+MODEL_KEYS = {"openai": "openai_model", "claude": "claude_model", "openrouter": "openrouter_model",
+              "ai21": "ai21_model", "makersuite": "google_model", "mistralai": "mistralai_model",
+              "custom": "custom_model", "cohere": "cohere_model", "perplexity": "perplexity_model",
+              "groq": "groq_model", "01ai": "zerooneai_model", "blockentropy": "blockentropy_model",
+              "windowai": "windowai_model", "scale": "openai_model"}
+
+ItemKind = Literal["character", "lorebook", "chat", "persona"]
+
+
+@dataclass
+class FolderItem:
+    """One object of the folder.
+
+    ``key`` is its identity: the path relative to the user folder (``characters/x.png``,
+    ``worlds/Eldoria.json``, ``chats/x/y.jsonl``, ``User Avatars/user-default.png`` for a
+    persona). ``digest`` (sha256 hex) changes exactly when what the item becomes changes.
+    For chats: ``character_key``, ``persona_key``, ``lorebook_links`` (``(world key, scope)`` in
+    link order), ``setup`` and ``settings``. For characters: ``avatar`` (the card PNG's bytes).
+    """
+
+    kind: ItemKind
+    key: str
+    name: str
+    value: Any
+    digest: str = ""
+    warnings: list[str] = field(default_factory=list)
+    character_key: str | None = None
+    persona_key: str | None = None
+    lorebook_links: list[tuple[str, str]] = field(default_factory=list)
+    setup: SillyTavernSetup | None = None
+    settings: ContextSettings | None = None
+    avatar: bytes | None = None
+
+
+@dataclass
+class SkippedFile:
+    """A file not imported: its path (relative to the user folder), code and reason."""
+
+    file: str
+    code: str
+    message: str
+    place: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"file", "code", "message", "place"}``."""
+        return {"file": self.file, "code": self.code, "message": self.message, "place": self.place}
+
+
+@dataclass
+class FolderPlan:
+    """What :func:`read_st_folder` found: the user folder, its items (characters, worlds,
+    personas, chats, in that order) and the files skipped (group chats; bad files under
+    ``skip_bad``)."""
+
+    folder: Path
+    user: str
+    items: list[FolderItem] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+def _digest(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        if hasattr(p, "model_dump"):
+            p = p.model_dump(mode="json")
+        h.update(json.dumps(p, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def is_st_user_folder(path: Path) -> bool:
+    """True when ``path`` holds ``settings.json`` and one of ``characters/``, ``worlds/``, ``chats/``."""
+    return (path / "settings.json").is_file() and any((path / m).is_dir() for m in ST_USER_MARKERS)
+
+
+def resolve_user_folder(path: str | Path, st_user: str | None = None) -> tuple[Path, str]:
+    """The user folder for ``path``: itself, or ``path/<st_user or default-user>`` for the ``data/`` root.
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_UNSUPPORTED_FORMAT`` naming ``path`` when neither is a SillyTavern user folder,
+        ``IMPORT_FILE_NOT_FOUND`` when ``path`` is not a folder.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise LoomscopeImportError("IMPORT_FILE_NOT_FOUND", "not a folder", file=str(path))
+    if st_user is None and is_st_user_folder(p):
+        return p, p.name
+    user = st_user or DEFAULT_ST_USER
+    if is_st_user_folder(p / user):
+        return p / user, user
+    if st_user is not None and is_st_user_folder(p) and p.name == st_user:
+        return p, p.name
+    hint = (f"no user folder {user!r} in it" if (p / user).exists() or st_user
+            else "expected settings.json with characters/, worlds/ or chats/ (or a data/ folder holding "
+                 f"{DEFAULT_ST_USER}/)")
+    raise LoomscopeImportError("IMPORT_UNSUPPORTED_FORMAT", f"not a SillyTavern user folder: {hint}",
+                               file=str(path))
+
+
+def _read_json_file(path: Path, expected: str) -> Any:
+    from ._io import decode_utf8, parse_json_document, read_bytes
+
+    name, raw = read_bytes(path)
+    return parse_json_document(decode_utf8(raw, name), name, expected)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value))
+        except ValueError:
+            return default
+    return default
+
+
+def _wi_settings(wis: dict[str, Any]) -> dict[str, Any]:
+    """``world_info_settings`` → :class:`WorldInfoSettings` fields (``setWorldInfoSettings``)."""
+    out: dict[str, Any] = {}
+    numbers = {"world_info_depth": "scan_depth", "world_info_budget": "budget_percent",
+               "world_info_budget_cap": "budget_cap", "world_info_min_activations": "min_activations",
+               "world_info_min_activations_depth_max": "min_activations_depth_max",
+               "world_info_max_recursion_steps": "max_recursion_steps"}
+    flags = {"world_info_include_names": "include_names", "world_info_recursive": "recursive",
+             "world_info_case_sensitive": "case_sensitive",
+             "world_info_match_whole_words": "match_whole_words",
+             "world_info_use_group_scoring": "use_group_scoring"}
+    for src, dst in numbers.items():
+        if wis.get(src) is not None:
+            v = wis[src]
+            out[dst] = float(v) if dst == "budget_percent" else _int(v, 0)
+    for src, dst in flags.items():
+        if wis.get(src) is not None:
+            out[dst] = bool(wis[src])
+    strategy = _int(wis.get("world_info_character_strategy"), 1)
+    out["character_strategy"] = CHARACTER_STRATEGIES.get(strategy, "evenly")
+    out["rules"] = "sillytavern"
+    return out
+
+
+def _prompts_and_order(oai: dict[str, Any]) -> tuple[list[PromptDefinition], list[PromptOrderItem]]:
+    """The Prompt Manager's prompts and active order, as ``PromptManager.sanitizeServiceSettings``
+    leaves them: missing default prompts added (``checkForMissingPrompts``); the order of the
+    global dummy character (id 100001), or SillyTavern's default order when there is none; order
+    entries naming no prompt removed."""
+    raw_prompts = oai.get("prompts")
+    if isinstance(raw_prompts, list) and raw_prompts:
+        prompts = [PromptDefinition.model_validate(p) for p in raw_prompts
+                   if isinstance(p, dict) and isinstance(p.get("identifier"), str)]
+        have = {p.identifier for p in prompts}
+        prompts += [p for p in default_prompts() if p.identifier not in have]
+    else:
+        prompts = default_prompts()
+    order: list[PromptOrderItem] | None = None
+    for entry in oai.get("prompt_order") or []:
+        if isinstance(entry, dict) and str(entry.get("character_id")) == str(GLOBAL_PROMPT_ORDER_ID):
+            raw = entry.get("order")
+            if isinstance(raw, list) and raw:
+                order = [PromptOrderItem.model_validate(o) for o in raw
+                         if isinstance(o, dict) and isinstance(o.get("identifier"), str)]
+    if order is None:
+        order = default_prompt_order()
+    known = {p.identifier for p in prompts}
+    order = [o for o in order if o.identifier in known]
+    return prompts, order
+
+
+def _persona_for(settings: dict[str, Any], chat_metadata: dict[str, Any]) -> str:
+    """The avatar file of the persona a chat uses: the chat's locked persona, else the default
+    persona, else the current ``user_avatar`` (``personas.js``)."""
+    pu = _obj(settings.get("power_user"))
+    personas = _obj(pu.get("personas"))
+    locked = chat_metadata.get("persona")
+    if isinstance(locked, str) and locked in personas:
+        return locked
+    default = pu.get("default_persona")
+    if isinstance(default, str) and default in personas:
+        return default
+    return str(settings.get("user_avatar") or "user-default.png")
+
+
+def _persona_item(settings: dict[str, Any], avatar: str) -> FolderItem:
+    """The persona of ``avatar`` (``selectCurrentPersona``): its name and description, or the
+    settings' ``username`` and ``persona_description`` when the avatar is not a saved persona."""
+    pu = _obj(settings.get("power_user"))
+    personas = _obj(pu.get("personas"))
+    descs = _obj(pu.get("persona_descriptions"))
+    if avatar in personas:
+        d = _obj(descs.get(avatar))
+        name = str(personas[avatar])
+        desc = str(d.get("description") or "")
+        position, depth, role = (_int(d.get("position"), 0), _int(d.get("depth"), 2), _int(d.get("role"), 0))
+    else:
+        name = str(settings.get("username") or "User")
+        desc = str(pu.get("persona_description") or "")
+        position = _int(pu.get("persona_description_position"), 0)
+        depth = _int(pu.get("persona_description_depth"), 2)
+        role = _int(pu.get("persona_description_role"), 0)
+    if position == 1:  # AFTER_CHAR is deprecated: setPersonaDescription maps it to IN_PROMPT
+        position = 0
+    persona = Persona(name=name, description=desc, avatar=avatar, st_position=position, st_depth=depth,
+                      st_role=role)
+    key = f"User Avatars/{avatar}"
+    return FolderItem("persona", key, name, persona, digest=_digest(persona))
+
+
+def _setup_for(settings: dict[str, Any], persona: Persona, chat: Chat, prompts: list[PromptDefinition],
+               order: list[PromptOrderItem], source: dict[str, Any]) -> SillyTavernSetup:
+    oai = _obj(settings.get("oai_settings"))
+    pu = _obj(settings.get("power_user"))
+    note = _obj(_obj(settings.get("extension_settings")).get("note"))
+    meta = chat.metadata or {}
+
+    def meta_or(key: str, default_key: str, default: Any) -> Any:
+        v = meta.get(key)
+        if v is None:
+            v = note.get(default_key)
+        return default if v is None else v
+
+    an = AuthorNote(
+        prompt=str(meta_or("note_prompt", "default", "")),
+        interval=_int(meta_or("note_interval", "defaultInterval", 1), 1),
+        depth=_int(meta_or("note_depth", "defaultDepth", 4), 4),
+        position=_int(meta_or("note_position", "defaultPosition", 1), 1),
+        role=_int(meta_or("note_role", "defaultRole", 0), 0),
+        allow_wi_scan=bool(note.get("allowWIScan", False)),
+    )
+    values: dict[str, Any] = {}
+    for key in ("new_chat_prompt", "new_group_chat_prompt", "new_example_chat_prompt", "wi_format",
+                "scenario_format", "personality_format", "group_nudge_prompt", "impersonation_prompt",
+                "send_if_empty"):
+        if isinstance(oai.get(key), str):
+            values[key] = oai[key]
+    for key in ("wrap_in_quotes", "squash_system_messages"):
+        if oai.get(key) is not None:
+            values[key] = bool(oai[key])
+    if oai.get("names_behavior") is not None:
+        values["names_behavior"] = _int(oai["names_behavior"], 0)
+    if oai.get("names_in_completion") is True:
+        values["names_behavior"] = 1
+    for key in ("pin_examples", "strip_examples", "prefer_character_prompt", "prefer_character_jailbreak",
+                "collapse_newlines"):
+        if pu.get(key) is not None:
+            values[key] = bool(pu[key])
+    extra = persona.model_extra or {}
+    return SillyTavernSetup(
+        user_name=persona.name, persona_position=int(extra.get("st_position", 0)),
+        persona_depth=int(extra.get("st_depth", 2)), persona_role=int(extra.get("st_role", 0)),
+        prompts=prompts, prompt_order=order, author_note=an, source=source, **values)
+
+
+def _context_settings(settings: dict[str, Any]) -> ContextSettings:
+    oai = _obj(settings.get("oai_settings"))
+    source = str(oai.get("chat_completion_source") or "openai")
+    model = oai.get(MODEL_KEYS.get(source, "openai_model")) or oai.get("openai_model") or "gpt-4-turbo"
+    context = _int(oai.get("openai_max_context"), 4095)
+    reply = _int(oai.get("openai_max_tokens"), 300)
+    wi = _wi_settings(_obj(settings.get("world_info_settings")))
+    # Loomscope counts exactly with the model's tokenizer; a margin would change what fits
+    return ContextSettings(model=str(model), context_limit=max(1, context), reply_reserve=max(0, reply),
+                           world_info=wi, safety_margin_percent=0)  # type: ignore[arg-type]
+
+
+def _sorted_files(folder: Path, pattern: str) -> list[Path]:
+    return sorted((p for p in folder.glob(pattern) if p.is_file()), key=lambda p: p.name)
+
+
+def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
+                   on_warning: Any = None) -> FolderPlan:
+    """Read a SillyTavern user folder (or the ``data/`` folder holding it) into a :class:`FolderPlan`.
+
+    Parameters
+    ----------
+    path:
+        ``data/<user>/`` or the ``data/`` root (then ``st_user`` or ``default-user`` is taken).
+    st_user:
+        The user folder's name under a ``data/`` root.
+    skip_bad:
+        Skip unreadable cards, worlds and chats (listed in ``plan.skipped``) instead of failing.
+    on_warning:
+        ``fn(file, message)`` for each warning (importer warnings, links to missing worlds).
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_UNSUPPORTED_FORMAT`` for a folder that is not a SillyTavern folder; any
+        ``IMPORT_*`` error of a bad file (naming it, with the place) unless ``skip_bad``; a bad
+        ``settings.json`` always.
+    """
+    from ._guard import guarded
+    from .cards import load_character_with_info
+    from .chats import load_chats_with_info
+    from .lorebooks import load_lorebook_with_info
+
+    folder, user = resolve_user_folder(path, st_user)
+    plan = FolderPlan(folder=folder, user=user)
+
+    def warn(file: str, message: str) -> None:
+        if on_warning is not None:
+            on_warning(file, message)
+
+    def attempt(rel: str, fn: Any) -> Any:
+        try:
+            return guarded(folder / rel, fn)
+        except LoomscopeImportError as exc:
+            if not skip_bad:
+                raise
+            plan.skipped.append(SkippedFile(rel, exc.code, exc.message, exc.place))
+            return None
+
+    settings = guarded(folder / "settings.json", lambda: _read_json_file(folder / "settings.json", "settings"))
+    if not isinstance(settings, dict):
+        raise LoomscopeImportError("IMPORT_WRONG_TYPE", "settings.json is not a JSON object",
+                                   file=str(folder / "settings.json"), place="$")
+    oai = _obj(settings.get("oai_settings"))
+    wis = _obj(settings.get("world_info_settings"))
+    wi_obj = _obj(wis.get("world_info"))
+    global_select = [str(x) for x in wi_obj.get("globalSelect") or [] if isinstance(x, str)]
+    char_lore = {str(e.get("name")): [str(b) for b in e.get("extraBooks") or []]
+                 for e in wi_obj.get("charLore") or [] if isinstance(e, dict)}
+    prompts, order = _prompts_and_order(oai)
+    context = guarded(folder / "settings.json", lambda: _context_settings(settings))
+
+    # worlds
+    worlds: dict[str, str] = {}  # world name -> key
+    for p in _sorted_files(folder / "worlds", "*.json"):
+        rel = f"worlds/{p.name}"
+        got = attempt(rel, lambda p=p: load_lorebook_with_info(p))
+        if got is None:
+            continue
+        book, _spec, warnings = got
+        book = book.model_copy(update={"name": p.stem})
+        for w in warnings:
+            warn(rel, w)
+        worlds[p.stem] = rel
+        plan.items.append(FolderItem("lorebook", rel, p.stem, book, digest=_digest(book), warnings=warnings))
+
+    # characters
+    cards: dict[str, FolderItem] = {}  # avatar stem -> item
+    for p in _sorted_files(folder / "characters", "*.png"):
+        rel = f"characters/{p.name}"
+        got = attempt(rel, lambda p=p: load_character_with_info(p))
+        if got is None:
+            continue
+        char, _spec, warnings = got
+        for w in warnings:
+            warn(rel, w)
+        avatar = p.read_bytes()
+        item = FolderItem("character", rel, char.name or p.stem, char, digest=_digest(char), warnings=warnings,
+                          avatar=avatar)
+        cards[p.stem] = item
+        plan.items.append(item)
+
+    # personas and chats
+    personas: dict[str, FolderItem] = {}
+    by_name: dict[str, list[FolderItem]] = {}
+    for c in cards.values():
+        by_name.setdefault(c.name, []).append(c)
+    for d in sorted((x for x in (folder / "chats").glob("*") if x.is_dir()), key=lambda x: x.name):
+        # SillyTavern keeps a character's chats under its card's file name (getCharaFilename);
+        # a folder named after the character instead (as in the shared example) falls back to
+        # the one card of that name
+        card = cards.get(d.name)
+        fallback = None
+        if card is None and len(by_name.get(d.name, [])) == 1:
+            card = fallback = by_name[d.name][0]
+        for p in _sorted_files(d, "*.jsonl"):
+            rel = f"chats/{d.name}/{p.name}"
+            got = attempt(rel, lambda p=p: load_chats_with_info(p))
+            if got is None:
+                continue
+            chats, shape, warnings = got
+            if shape != "sillytavern_jsonl" or not chats:
+                if not skip_bad:
+                    raise LoomscopeImportError("IMPORT_INVALID_CHAT", f"not a SillyTavern chat ({shape})",
+                                               file=str(p))
+                plan.skipped.append(SkippedFile(rel, "IMPORT_INVALID_CHAT", f"not a SillyTavern chat ({shape})"))
+                continue
+            chat = chats[0].model_copy(update={"title": p.stem})
+            for w in warnings:
+                warn(rel, w)
+            avatar = _persona_for(settings, chat.metadata or {})
+            pitem = personas.get(avatar)
+            if pitem is None:
+                pitem = personas[avatar] = _persona_item(settings, avatar)
+            links: list[tuple[str, str]] = []
+            chat_warnings = list(warnings)
+
+            def link(name: str, scope: str, rel: str = rel, links: list[tuple[str, str]] = links,
+                     chat_warnings: list[str] = chat_warnings) -> None:
+                key = worlds.get(name)
+                if key is None:
+                    msg = f"{scope} world {name!r} does not exist in worlds/; not linked"
+                    chat_warnings.append(msg)
+                    warn(rel, msg)
+                elif all(k != key for k, _ in links):
+                    links.append((key, scope))
+
+            for name in global_select:
+                link(name, "global")
+            chat_world = (chat.metadata or {}).get("world_info")
+            if isinstance(chat_world, str) and chat_world and chat_world not in global_select:
+                link(chat_world, "chat")
+            if fallback is not None:
+                msg = (f"no card characters/{d.name}.png; linked to {fallback.key} by the character name "
+                       f"{d.name!r}")
+                chat_warnings.append(msg)
+                warn(rel, msg)
+            if card is not None:
+                char: Character = card.value
+                names = []
+                base = char.extensions.get("world")
+                if isinstance(base, str) and base:
+                    names.append(base)
+                names += char_lore.get(d.name, [])
+                for name in dict.fromkeys(names):
+                    if name in global_select or name == chat_world:
+                        continue
+                    link(name, "character")
+            else:
+                msg = f"no character card characters/{d.name}.png for this chat"
+                chat_warnings.append(msg)
+                warn(rel, msg)
+            source = {"folder": str(folder), "user": user, "chat_file": rel,
+                      "character_file": card.key if card else None}
+            setup = _setup_for(settings, pitem.value, chat, prompts, order, source)
+            item = FolderItem("chat", rel, p.stem, chat, warnings=chat_warnings,
+                              character_key=card.key if card else None, persona_key=pitem.key,
+                              lorebook_links=links, setup=setup, settings=context)
+            item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), context, links,
+                                  item.character_key, item.persona_key)
+            plan.items.append(item)
+    for folder_name in ("group chats", "groups"):
+        g = folder / folder_name
+        if g.is_dir():
+            for p in sorted(x for x in g.rglob("*") if x.is_file()):
+                plan.skipped.append(SkippedFile(str(p.relative_to(folder)), "IMPORT_UNSUPPORTED_FORMAT",
+                                                "group chats are not supported; skipped"))
+    # personas go before the chats that use them
+    chats_and_rest = [i for i in plan.items if i.kind == "chat"]
+    plan.items = [i for i in plan.items if i.kind != "chat"] + list(personas.values()) + chats_and_rest
+    return plan
+
+
+__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "is_st_user_folder", "read_st_folder",
+           "resolve_user_folder"]
