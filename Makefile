@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check engine gui tests
 
 bench: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
 	for f in tests/benchmarks/bench_*.py; do $(VENV)/bin/python $$f || exit 1; done
 
 clean:

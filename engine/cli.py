@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from .errors import LoomscopeError
+from .terminal import visible
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -32,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "importing",
     "exporting",
     "lint",
+    "lorebook_report",
     "library",
     "generate",
     "serve",
@@ -47,7 +49,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with SPEC §10's one-line usage errors (exit 2)."""
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse override
-        sys.stderr.write(f"loomscope: {self.prog}: USAGE: {message}\n")
+        sys.stderr.write(f"loomscope: {visible(self.prog)}: USAGE: {visible(message)}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -67,10 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def report_error(exc: LoomscopeError, fallback: str = "loomscope") -> None:
-    """Print ``loomscope: <file or argument>: <CODE>: <message>`` on stderr."""
+    """Print ``loomscope: <file or argument>: <CODE>: <message>`` on stderr, on ONE line.
+
+    File names, places (JSON keys) and messages come from user files: control and escape
+    characters in them are written as visible escapes (:func:`engine.terminal.visible`).
+    """
     where = exc.file or fallback
-    place = f" ({exc.place})" if exc.place else ""
-    sys.stderr.write(f"loomscope: {where}: {exc.code}: {exc.message}{place}\n")
+    place = f" ({visible(exc.place)})" if exc.place else ""
+    sys.stderr.write(f"loomscope: {visible(where)}: {exc.code}: {visible(exc.message)}{place}\n")
 
 
 def exit_code_for(exc: LoomscopeError) -> int:

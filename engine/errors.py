@@ -55,6 +55,7 @@ ERROR_CODES: dict[str, str] = {
     "PROVIDER_BAD_REQUEST": "the provider rejected the request (HTTP 4xx)",
     "CANCELLED": "the generation was cancelled",
     "NO_API_KEY": "no API key was found in the environment or keyring",
+    "INVALID_API_KEY": "the API key holds characters no HTTP header can carry (non-ASCII, spaces, CR/LF)",
     # local HTTP API (engine/api, loomscope serve)
     "INVALID_REQUEST": "the HTTP request is malformed (bad JSON, wrong fields or types, disallowed Host)",
     "ROUTE_NOT_FOUND": "no HTTP API route at that path (or not for that method)",

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from .errors import ProviderError
 from .providers import ChatCompletionsClient, public_endpoint, resolve_api_key
+from .providers.openai_compat import check_api_key
 from .schema import ChatMessage, ContextSettings, PreviewRequest, ProgressEvent
 from .schema.audit import PromptContextAudit
 from .schema.messages import ToolCall
@@ -58,7 +59,7 @@ class ProviderConfig:
     extra_body: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return (f"ProviderConfig(base_url={public_endpoint(self.base_url)!r}, model={self.model!r}, "
+        return (f"ProviderConfig(base_url={public_endpoint(self.base_url, self.api_key)!r}, model={self.model!r}, "
                 f"api_key={'***' if self.api_key else None}, timeout_s={self.timeout_s}, stream={self.stream})")
 
 
@@ -192,7 +193,7 @@ def _generate(
     audit = PromptContextAudit(
         generation_id=generation_id or uuid.uuid4().hex,
         chat_id=chat_id,
-        provider=public_endpoint(provider.base_url),
+        provider=public_endpoint(provider.base_url, provider.api_key),
         model=model,
         status="pending",
         created_at=created_at,
@@ -220,6 +221,11 @@ def _generate(
         # An empty chat, or every message excluded: a provider rejects an empty message list.
         return GenerationResult(_close(audit, "failed", "EMPTY_PROMPT",
                                        "nothing to send: the prompt has no messages"))
+
+    try:
+        check_api_key(provider.api_key)
+    except ProviderError as exc:  # a key no header can carry: refused here, nothing is sent
+        return GenerationResult(_close(audit, "failed", exc.code, exc.message))
 
     step_id = f"stream:{audit.generation_id}"
 

@@ -383,7 +383,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     count = _counter(profile, tokens)
     shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
     options = {**settings.strategy_options,
-               **strategy_host_options(request, context_limit=limit, prompt_overhead=REPLY_PRIMING_TOKENS)}
+               **strategy_host_options(request, context_limit=limit, prompt_overhead=priming)}
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
                            options, diagnostics, groups)
     diagnostics.extend(result.diagnostics)

@@ -266,6 +266,12 @@ class MainWindow(QMainWindow):
         gen_menu.addAction(self.cancel_action)
         gen_menu.addAction(self.provider_action)
         gen_menu.addAction(self.refresh_action)
+        self.lorebook_report_action = QAction("&Report…", self)
+        self.lorebook_report_action.setObjectName("lorebookReportAction")
+        self.lorebook_report_action.setToolTip("Replay World Info over this chat: what fired, when, what it cost")
+        self.lorebook_report_action.triggered.connect(self.show_lorebook_report)
+        lore_menu = self.menuBar().addMenu("&Lorebook")
+        lore_menu.addAction(self.lorebook_report_action)
         bar = QToolBar("Main", self)
         bar.setObjectName("mainToolbar")
         bar.setMovable(False)
@@ -666,6 +672,15 @@ class MainWindow(QMainWindow):
         self.blocks_panel.select_message(message_index)
 
     # ================================================================ generation
+    def show_lorebook_report(self) -> Any:
+        """Open *Lorebook → Report* on the open chat (non-modal); returns the dialog."""
+        from .widgets.lorebook_report_dialog import LorebookReportDialog
+
+        dialog = LorebookReportDialog(self.ctx.document.snapshot(), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
+
     def edit_provider(self) -> bool:
         """Open the provider settings dialog; returns ``True`` when saved."""
         model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"

@@ -31,6 +31,7 @@ through DNS rebinding; a body sent with a Content-Type other than JSON is refuse
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -49,6 +50,7 @@ from .errors import (
     loomscope_error_response,
     validation_error_response,
 )
+from .limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyGuard
 from .models import ChatPreviewBody, ErrorBody, Health, PreviewBody
 
 log = logging.getLogger("loomscope.api")
@@ -67,17 +69,26 @@ _ERRORS_BODY = {
 }
 
 
+#: RFC 9110 §7.2 ``Host = uri-host [ ":" port ]`` with RFC 3986 hosts: an IP literal in brackets
+#: (IPv6 hex digits, colons and dots only) or a reg-name / IPv4 (letters, digits, ``-``, ``.``); a
+#: port of digits only. Anything else (``[::1]evil.com``, ``localhost:80@evil.com``, user info,
+#: spaces) does not match and is refused.
+_HOST_RE = re.compile(r"\[(?P<ip6>[0-9a-f:.]+)\](?::(?P<port6>[0-9]{1,5}))?|(?P<name>[a-z0-9.-]+)(?::(?P<port>[0-9]{1,5}))?")
+
+
 def _host_name(header: str | None) -> str | None:
-    """The host part of a ``Host`` header (``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``)."""
+    """The host part of a ``Host`` header, parsed strictly; ``None`` when it is malformed.
+
+    ``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``, ``LOCALHOST.`` → ``localhost``;
+    ``[::1]evil.com``, ``localhost:80@evil.com``, ``localhost:http`` → ``None``.
+    """
     if not header:
         return None
-    value = header.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        return value[1:end] if end > 0 else None
-    if value.count(":") == 1:
-        value = value.split(":", 1)[0]
-    return value.rstrip(".") or None
+    m = _HOST_RE.fullmatch(header.strip().lower())
+    if m is None:
+        return None
+    name = m.group("ip6") or (m.group("name") or "").rstrip(".")
+    return name or None
 
 
 def _version() -> str:
@@ -129,6 +140,8 @@ def create_app(
     *,
     registries: Any | None = None,
     allowed_hosts: Iterable[str] | None = LOOPBACK_HOSTS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> FastAPI:
     """Build the API over ``store``.
 
@@ -141,7 +154,12 @@ def create_app(
         default (built-ins plus installed plugins, as the CLI does).
     allowed_hosts:
         Accepted ``Host`` header names (without port); ``None`` accepts any (``serve
-        --allow-remote``). The default accepts loopback names only.
+        --allow-remote``). The default accepts loopback names only. The header is parsed
+        strictly (``[::1]evil.com`` and ``localhost:80@evil.com`` are refused).
+    max_body_bytes:
+        Largest request body (bytes, default 16 MiB); larger → 413 ``INVALID_REQUEST``.
+    body_timeout_s:
+        Longest time (seconds) to receive a whole body; slower → 408 ``INVALID_REQUEST``.
 
     Returns
     -------
@@ -162,6 +180,8 @@ def create_app(
         redoc_url=None,
     )
     app.state.store = store
+    # body size, read time and strict JSON, before any route or FastAPI's own parsing (engine.api.limits)
+    app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     hosts = None if allowed_hosts is None else frozenset(h.lower().strip("[]") for h in allowed_hosts)
 
     # ------------------------------------------------------------------ guards and errors
@@ -191,7 +211,7 @@ def create_app(
     async def _on_loomscope_error(_request: Request, exc: LoomscopeError):  # type: ignore[no-untyped-def]
         if exc.code not in ("CHAT_NOT_FOUND", "AUDIT_NOT_FOUND"):
             log.info("API error %s: %s", exc.code, exc.describe())
-        return loomscope_error_response(exc)
+        return loomscope_error_response(_with_json_place(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _on_validation(_request: Request, exc: RequestValidationError):  # type: ignore[no-untyped-def]
@@ -255,6 +275,33 @@ def create_app(
         return run_preview(request, registries=registries)
 
     return app
+
+
+#: JSON path of the setting an error code is about, for 422 answers that carry no path of their own.
+_PLACE_OF_CODE = {"UNKNOWN_STRATEGY": "$.settings.strategy", "UNKNOWN_TOKENIZER": "$.settings.tokenizer"}
+
+
+def _with_json_place(exc: LoomscopeError) -> LoomscopeError:
+    """Every 422 answer names a JSON path in ``place`` (issue 15).
+
+    Validation errors already carry one; engine errors raised while previewing get the path of
+    the setting their code is about, ``$.settings.<field>`` from a settings field or CLI flag
+    they name, or ``$`` (the whole body).
+    """
+    from .errors import status_for
+
+    if status_for(exc.code) != 422 or (exc.place or "").startswith("$"):
+        return exc
+    where = _PLACE_OF_CODE.get(exc.code)
+    if where is None:
+        hint = (exc.place or exc.file or "").strip()
+        field = hint.removeprefix("--").replace("-", "_").removeprefix("settings.").split(" ")[0]
+        if exc.code == "INVALID_SETTINGS":
+            where = f"$.settings.{field}" if field and field in ContextSettings.model_fields else "$.settings"
+        else:
+            where = "$"
+    exc.place = where
+    return exc
 
 
 def _library_request(store: Store, body: ChatPreviewBody) -> PreviewRequest:

@@ -127,11 +127,13 @@ def make_server(
     allow_remote: bool = False,
     registries: object | None = None,
     log_level: str = "warning",
+    max_body_bytes: int | None = None,
 ) -> ApiServer:
     """Check ``host``, bind it, and build the uvicorn server for :func:`create_app` over ``store``.
 
     With ``allow_remote`` any ``Host`` header is accepted; otherwise only loopback names and
-    ``host`` itself (DNS-rebinding protection).
+    ``host`` itself (DNS-rebinding protection). ``max_body_bytes`` bounds request bodies
+    (``None``: 16 MiB, :data:`engine.api.limits.DEFAULT_MAX_BODY_BYTES`).
 
     Raises
     ------
@@ -141,7 +143,10 @@ def make_server(
     """
     check_host(host, allow_remote=allow_remote)
     allowed = None if allow_remote else (*LOOPBACK_HOSTS, host.strip("[]"))
-    app = create_app(store, registries=registries, allowed_hosts=allowed)
+    from .limits import DEFAULT_MAX_BODY_BYTES
+
+    app = create_app(store, registries=registries, allowed_hosts=allowed,
+                     max_body_bytes=DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes)
     sock = bind_socket(host, port)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off",
                             server_header=False, proxy_headers=False)

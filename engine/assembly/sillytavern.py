@@ -912,6 +912,10 @@ def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
             asm.diagnostics.append(
                 f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
                 "world (extensions.world); SillyTavern does not use it, so it is not activated")
+    names = registries.interceptors.names() if getattr(registries, "interceptors", None) is not None else []
+    if names:
+        asm.diagnostics.append(f"interceptors ({', '.join(names)}) are not applied: this chat is assembled "
+                               "exactly as SillyTavern sends it")
     sent, overflow, details = asm.run()
     warnings.extend(asm.warnings)
     if setup.squash_system_messages:

@@ -9,10 +9,17 @@ Each ``ID`` is a chat, character or lorebook id. Written (SillyTavern's layout, 
 - a lorebook → ``worlds/<name>.json`` (SillyTavern world JSON;
   :func:`engine.importers.export_world_json`).
 
+When a chat has a SillyTavern setup (it came from a SillyTavern folder), ``settings.json`` is
+written too, from the first such chat: its persona (``power_user.personas`` and
+``persona_descriptions``), World Info settings and global worlds, and ``oai_settings`` (model,
+context, reply length, the Prompt Manager's prompts and order, ...), so that the folder imports
+back with the same setup; an existing ``settings.json`` is never replaced (it is the user's).
+Each chat's Author's Note is written into its ``chat_metadata``.
+
 The card file name is the one the character was imported under from a SillyTavern folder, else
 its name. Unknown fields survive. Nothing is overwritten without ``--force``: when a target file
 exists, nothing at all is written (exit 2, ``EXPORT_TARGET_EXISTS`` naming the file). Output:
-``[{"kind", "id", "name", "file"}]``.
+``[{"kind", "id", "name", "file"}]`` (``kind`` ``settings`` for ``settings.json``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LoomscopeError, NotFoundError
+from ..schema.sillytavern import AuthorNote
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 _UNSAFE = re.compile(r'[\x00-\x1f<>:"/\\|?*]')
@@ -72,8 +80,24 @@ def plan_export(store: Any, ids: list[str]) -> list[dict[str, Any]]:
             name = stored.character.name if stored.character else stored.chat.character_name
             folder = card_stem(stored.character_id, name or "no character")
             file = f"chats/{folder}/{safe_name(stored.title, obj_id)}.jsonl"
+            chat = stored.chat
+            if stored.setup is not None:
+                an = stored.setup.author_note
+                default = AuthorNote()
+                meta = dict(chat.metadata)
+                for key, attr in (("note_prompt", "prompt"), ("note_interval", "interval"),
+                                  ("note_position", "position"), ("note_depth", "depth"), ("note_role", "role")):
+                    # written where the chat had it or the setup differs from the default, so an
+                    # unchanged chat exports as it was read
+                    if key in meta or getattr(an, attr) != getattr(default, attr):
+                        meta[key] = getattr(an, attr)
+                chat = chat.model_copy(update={"metadata": meta})
+                if not any(i["kind"] == "settings" for i in out):
+                    out.append({"kind": "settings", "id": obj_id, "name": "settings.json", "file": "settings.json",
+                                "data": (json.dumps(settings_json(store, stored), ensure_ascii=False, indent=4)
+                                         + "\n").encode("utf-8"), "keep_existing": True})
             out.append({"kind": "chat", "id": obj_id, "name": stored.title, "file": file,
-                        "data": export_chat_jsonl(stored.chat).encode("utf-8")})
+                        "data": export_chat_jsonl(chat).encode("utf-8")})
             continue
         try:
             character = store.get_character(obj_id)
@@ -95,6 +119,60 @@ def plan_export(store: Any, ids: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def settings_json(store: Any, stored: Any) -> dict[str, Any]:
+    """A SillyTavern ``settings.json`` holding ``stored``'s setup (see the module docstring)."""
+    setup = stored.setup
+    settings = stored.settings
+    limit = settings.context_limit or 4095
+    wi = settings.world_info
+    persona = stored.persona
+    extra = (persona.model_extra or {}) if persona is not None else {}
+    avatar = str(extra.get("avatar") or "user-default.png")
+    globals_ = [link.name for link in store.get_chat_setup(stored.id).lorebooks if link.scope == "global"]
+    order = [o.model_dump(mode="json") for o in setup.prompt_order]
+    return {
+        "username": setup.user_name, "user_avatar": avatar, "main_api": "openai",
+        "world_info_settings": {
+            "world_info": {"globalSelect": globals_},
+            "world_info_depth": wi.scan_depth, "world_info_budget": wi.budget_percent,
+            "world_info_budget_cap": wi.budget_cap, "world_info_include_names": wi.include_names,
+            "world_info_recursive": wi.recursive, "world_info_case_sensitive": wi.case_sensitive,
+            "world_info_match_whole_words": wi.match_whole_words,
+            "world_info_min_activations": wi.min_activations,
+            "world_info_min_activations_depth_max": wi.min_activations_depth_max,
+            "world_info_max_recursion_steps": wi.max_recursion_steps,
+            "world_info_use_group_scoring": wi.use_group_scoring,
+            "world_info_character_strategy": {"evenly": 0, "character_first": 1, "global_first": 2}[
+                wi.character_strategy],
+        },
+        "power_user": {
+            "personas": {avatar: setup.user_name},
+            "persona_descriptions": {avatar: {"description": persona.description if persona else "",
+                                              "position": setup.persona_position, "depth": setup.persona_depth,
+                                              "role": setup.persona_role}},
+            "default_persona": None, "persona_description": persona.description if persona else "",
+            "persona_description_position": setup.persona_position,
+            "pin_examples": setup.pin_examples, "strip_examples": setup.strip_examples,
+            "prefer_character_prompt": setup.prefer_character_prompt,
+            "prefer_character_jailbreak": setup.prefer_character_jailbreak,
+            "collapse_newlines": setup.collapse_newlines,
+        },
+        "extension_settings": {"note": {"allowWIScan": setup.author_note.allow_wi_scan}},
+        "oai_settings": {
+            "chat_completion_source": "openai", "openai_model": settings.model,
+            "openai_max_context": limit, "openai_max_tokens": settings.resolve_reply_reserve(limit),
+            "prompts": [p.model_dump(mode="json", exclude_none=True) for p in setup.prompts],
+            "prompt_order": [{"character_id": 100001, "order": order}],
+            "new_chat_prompt": setup.new_chat_prompt, "new_group_chat_prompt": setup.new_group_chat_prompt,
+            "new_example_chat_prompt": setup.new_example_chat_prompt, "wi_format": setup.wi_format,
+            "scenario_format": setup.scenario_format, "personality_format": setup.personality_format,
+            "group_nudge_prompt": setup.group_nudge_prompt, "impersonation_prompt": setup.impersonation_prompt,
+            "send_if_empty": setup.send_if_empty, "names_behavior": setup.names_behavior,
+            "wrap_in_quotes": setup.wrap_in_quotes, "squash_system_messages": setup.squash_system_messages,
+        },
+    }
+
+
 def write_export(items: list[dict[str, Any]], to: str | Path, *, force: bool = False) -> None:
     """Write ``items`` under ``to``; every target is checked first, so either all are written or none.
 
@@ -114,12 +192,17 @@ def write_export(items: list[dict[str, Any]], to: str | Path, *, force: bool = F
             raise LoomscopeError("EXPORT_TARGET_EXISTS", "two exported objects would get this file name",
                                  file=str(target))
         seen.add(item["file"])
+        if target.exists() and item.get("keep_existing"):
+            item["skipped"] = True  # the user's own settings.json: never replaced
+            continue
         if target.exists() and not force:
             raise LoomscopeError("EXPORT_TARGET_EXISTS", "the file exists; nothing was written (use --force)",
                                  file=str(target))
     umask = os.umask(0)
     os.umask(umask)
     for item in items:
+        if item.get("skipped"):
+            continue
         target = root / item["file"]
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".loomscope-", suffix=".tmp")
@@ -141,12 +224,12 @@ def run(args: argparse.Namespace) -> int:
         items = plan_export(store, args.ids)
     write_export(items, args.to, force=args.force)
     rows = [{"kind": i["kind"], "id": i["id"], "name": i["name"], "file": str(Path(args.to) / i["file"])}
-            for i in items]
+            for i in items if not i.get("skipped")]
     if output_format(args) == "json":
         print_json(rows)
         return 0
     from rich.console import Console
-    from rich.markup import escape
+    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
     from rich.table import Table
 
     table = Table(title=f"exported {len(rows)} item(s)")

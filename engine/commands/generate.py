@@ -6,22 +6,27 @@ previous one. The API key comes from ``$LOOMSCOPE_API_KEY``, ``$OPENAI_API_KEY``
 ``--context-limit``, ``--reply-reserve``, ``--strategy``) apply to this run only.
 
 Exit codes (SPEC §10): 0 completed; 3 ``TOKEN_BUDGET_EXCEEDED`` (nothing was sent); 4 provider
-failure (the normalized code is printed); 130 cancelled (Ctrl+C); 2 bad input.
+failure (the normalized code is printed); 130 cancelled (Ctrl+C); 143 terminated (SIGTERM: handled
+like Ctrl+C, the typed message is kept and the audit closes ``cancelled``); 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 from urllib.parse import urlparse
 
 from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
+from ..terminal import visible, visible_text
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 BASE_URL_ENV_VARS = ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL")
+#: Exit status after SIGTERM (128 + 15, as a shell reports a process ended by that signal).
+EXIT_TERMINATED = 128 + signal.SIGTERM
 
 
 def _seconds(text: str) -> float:
@@ -101,6 +106,7 @@ def compaction_line(record: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     """Generate, store, print the reply (or the failure) and return the exit code."""
     from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store, resolve_api_key
+    from ..providers.openai_compat import check_api_key
 
     fmt = output_format(args)
     live = fmt == "table" and sys.stdout.isatty()
@@ -112,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         raise ProviderError("NO_API_KEY", "no API key: set LOOMSCOPE_API_KEY or OPENAI_API_KEY, or store "
                             "one in the OS keyring (service 'loomscope'), or pass --base-url for a "
                             "local server", file=args.chat_id)
+    check_api_key(api_key)  # INVALID_API_KEY (exit 2) before the library is even opened
     with open_library(args) as store:
         settings = _settings(store.get_chat(args.chat_id).settings, args)
         provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
@@ -121,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
         def on_progress(event) -> None:
             if live and event.state == "running" and event.text:
-                sys.stdout.write(event.text[shown[0]:])
+                sys.stdout.write(visible_text(event.text[shown[0]:]))
                 sys.stdout.flush()
                 shown[0] = len(event.text)
 
@@ -141,13 +148,28 @@ def run(args: argparse.Namespace) -> int:
         # The work runs on a thread so that Ctrl+C (KeyboardInterrupt, main thread only) can set
         # the cancel event; the worker then closes the audit as cancelled and stores it.
         # (An Event, not Thread.join: a join interrupted by Ctrl+C may report the thread dead.)
+        # SIGTERM (a service manager, `kill`, a closing terminal multiplexer) cancels like Ctrl+C:
+        # the worker closes the audit as cancelled and stores it; the exit status is then 143.
+        terminated = threading.Event()
+
+        def on_sigterm(_signum, _frame) -> None:
+            terminated.set()
+            cancel.set()
+
+        old_handler = None
+        if threading.current_thread() is threading.main_thread():
+            old_handler = signal.signal(signal.SIGTERM, on_sigterm)
         worker = threading.Thread(target=work, name="loomscope-generate", daemon=True)
         worker.start()
-        while not finished.is_set():
-            try:
-                finished.wait(0.1)
-            except KeyboardInterrupt:
-                cancel.set()
+        try:
+            while not finished.is_set():
+                try:
+                    finished.wait(0.1)
+                except KeyboardInterrupt:
+                    cancel.set()
+        finally:
+            if old_handler is not None:
+                signal.signal(signal.SIGTERM, old_handler)
         if "error" in outcome:
             raise outcome["error"]  # type: ignore[misc]
     result = outcome["result"]
@@ -174,14 +196,14 @@ def run(args: argparse.Namespace) -> int:
             if reply is not None and reply.tool_calls:
                 text = text or "\n".join(f"[tool call] {c.function.name}({c.function.arguments})"
                                          for c in reply.tool_calls)
-            sys.stdout.write(text + "\n")
+            sys.stdout.write((visible_text(text) if sys.stdout.isatty() else text) + "\n")
         sys.stderr.write(f"loomscope: {audit.chat_id}: completed: message {result.reply_index} "  # type: ignore[attr-defined]
                          f"({audit.prompt_tokens} prompt tokens, audit {audit.generation_id})\n")
     if audit.status == "completed":
         return EXIT_OK
-    sys.stderr.write(f"loomscope: {audit.chat_id}: {audit.error_code}: {audit.error_message}\n")
+    sys.stderr.write(f"loomscope: {visible(audit.chat_id)}: {audit.error_code}: {visible(audit.error_message)}\n")
     if audit.status == "cancelled":
-        return EXIT_CANCELLED
+        return EXIT_TERMINATED if terminated.is_set() else EXIT_CANCELLED
     if audit.error_code == "TOKEN_BUDGET_EXCEEDED":
         return EXIT_BUDGET
     if audit.error_code == "EMPTY_PROMPT":

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..errors import SettingsError
+from ..terminal import markup_safe, visible
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import every file in one transaction (or one SillyTavern folder) and print what each became."""
     def warn(path: str, message: str) -> None:
-        sys.stderr.write(f"loomscope: {path}: warning: {message}\n")
+        sys.stderr.write(f"loomscope: {visible(path)}: warning: {visible(message)}\n")
 
     dirs = [f for f in args.files if Path(f).is_dir()]
     if dirs:
@@ -57,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
-    from rich.markup import escape
-
+    
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column
 
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     text_column(t, "name", ratio=1)
     text_column(t, "file", ratio=1)
     for ref, path in zip(refs, sources):
-        t.add_row(ref.kind, ref.id, escape(ref.name), escape(path))
+        t.add_row(ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
     console.print(t)
     return 0
 
@@ -80,25 +80,25 @@ def _run_folder(args: argparse.Namespace, folder: str, warn) -> int:  # type: ig
     plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn)
     for s in plan.skipped:
         place = f" ({s.place})" if s.place else ""
-        sys.stderr.write(f"loomscope: {plan.folder / s.file}: skipped: {s.code}: {s.message}{place}\n")
+        sys.stderr.write(f"loomscope: {visible(plan.folder / s.file)}: skipped: {s.code}: {visible(s.message)}"
+                         f"{visible(place)}\n")
     with open_library(args) as store:
         report = store.import_st_folder(plan)
     if output_format(args) == "json":
         print_json(report.model_dump(mode="json"))
         return 0
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=escape(f"SillyTavern folder {report.folder} (user {report.user}): "
+    table = Table(title=markup_safe(f"SillyTavern folder {report.folder} (user {report.user}): "
                                f"{len(report.added)} added, {len(report.changed)} changed, "
                                f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"))
     for col in ("status", "kind", "id", "name", "file"):
         table.add_column(col, no_wrap=col == "id")
     for status, refs in (("added", report.added), ("changed", report.changed), ("unchanged", report.unchanged)):
         for r in refs:
-            table.add_row(status, r.kind, r.id, escape(r.name), escape(r.key or ""))
+            table.add_row(status, r.kind, r.id, markup_safe(r.name), markup_safe(r.key or ""))
     for s in report.skipped:
-        table.add_row("skipped", "", "", escape(f"{s['code']}: {s['message']}"), escape(s["file"]))
+        table.add_row("skipped", "", "", markup_safe(f"{s['code']}: {s['message']}"), markup_safe(s["file"]))
     Console().print(table)
     return 0

@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from ..terminal import visible
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``inspect`` subcommand."""
@@ -35,9 +37,9 @@ _LABELS = [
 
 
 def format_table(report: object) -> str:
-    """Plain-text ``label: value`` lines for one :class:`InspectReport`."""
+    """Plain-text ``label: value`` lines for one :class:`InspectReport` (user text made visible)."""
     data = report.model_dump()  # type: ignore[attr-defined]
-    lines = [f"{data['file']}"]
+    lines = [visible(data["file"])]
     width = max(len(label) for _k, label in _LABELS)
     for key, label in _LABELS:
         value = data.get(key)
@@ -47,9 +49,9 @@ def format_table(report: object) -> str:
             value = "yes" if value else "no"
         elif isinstance(value, list):
             value = ", ".join(map(str, value)) or "-"
-        lines.append(f"  {label:<{width}}  {value}")
+        lines.append(f"  {label:<{width}}  {visible(value)}")
     for w in data.get("warnings") or []:
-        lines.append(f"  warning: {w}")
+        lines.append(f"  warning: {visible(w)}")
     return "\n".join(lines)
 
 

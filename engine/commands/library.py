@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ..errors import NotFoundError
+from ..terminal import markup_safe, visible
 
 
 def add_db_argument(p: argparse.ArgumentParser) -> None:
@@ -73,8 +74,7 @@ def run_chats(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([c.model_dump(mode="json") for c in chats])
         return 0
-    from rich.markup import escape
-
+    
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column
 
@@ -89,8 +89,8 @@ def run_chats(args: argparse.Namespace) -> int:
     if not narrow:  # under 100 columns the title gets the room (chats are listed newest first)
         key_column(t, "updated (UTC)")
     for c in chats:
-        # user text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
-        row = [c.id, escape(c.title), escape(c.character or ""), str(c.messages), "yes" if c.has_audit else ""]
+        # user text is shown as written: markup_safe() keeps "[sigh]" and "[/b]" from being read as markup
+        row = [c.id, markup_safe(c.title), markup_safe(c.character or ""), str(c.messages), "yes" if c.has_audit else ""]
         if not narrow:
             row.append(c.updated_at.strftime("%Y-%m-%d %H:%M"))
         t.add_row(*row)
@@ -105,7 +105,7 @@ def run_delete(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json({"deleted": args.chat_id})
     else:
-        sys.stdout.write(f"deleted chat {args.chat_id} and its audit\n")
+        sys.stdout.write(f"deleted chat {visible(args.chat_id)} and its audit\n")
     return 0
 
 
@@ -126,15 +126,14 @@ def run_audit(args: argparse.Namespace) -> int:
 def render_audit(audit) -> None:
     """Print an audit for people: header, blocks table, budget line, diagnostics."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     colors = {"completed": "green", "failed": "red", "cancelled": "yellow", "pending": "cyan"}
     console.print(f"generation [bold]{audit.generation_id}[/] · chat {audit.chat_id}")
-    console.print(f"{escape(audit.provider)} · model {escape(audit.model)} · "
+    console.print(f"{markup_safe(audit.provider)} · model {markup_safe(audit.model)} · "
                   f"[{colors.get(audit.status, 'white')}]{audit.status}[/]"
-                  + (f" · [red]{audit.error_code}[/]: {escape(audit.error_message or '')}" if audit.error_code else ""))
+                  + (f" · [red]{audit.error_code}[/]: {markup_safe(audit.error_message or '')}" if audit.error_code else ""))
     console.print(f"created {audit.created_at.isoformat()} · finished "
                   f"{audit.finished_at.isoformat() if audit.finished_at else '-'}")
     table = Table(show_lines=False)
@@ -144,16 +143,16 @@ def render_audit(audit) -> None:
     status_colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
     for b in audit.blocks:
         marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
-        table.add_row(str(b.position), b.kind, b.role, escape(b.source), str(b.tokens),
-                      f"[{status_colors.get(b.status, 'white')}]{b.status}[/]", b.reason, escape(marks))
+        table.add_row(str(b.position), b.kind, b.role, markup_safe(b.source), str(b.tokens),
+                      f"[{status_colors.get(b.status, 'white')}]{b.status}[/]", b.reason, markup_safe(marks))
     console.print(table)
     console.print(
         f"prompt [bold]{audit.prompt_tokens}[/] tokens · context {audit.context_limit} − reply reserve "
         f"{audit.reply_reserve} = budget {audit.budget} · safety margin {audit.safety_margin} · headroom "
-        f"{audit.headroom} · strategy {escape(audit.strategy)} · tokenizer {escape(audit.tokenizer.profile)}"
+        f"{audit.headroom} · strategy {markup_safe(audit.strategy)} · tokenizer {markup_safe(audit.tokenizer.profile)}"
         f"{' (approximate)' if audit.tokenizer.approximate else ' (exact)'}")
     console.print(f"{len(audit.provider_messages)} provider messages, {len(audit.tools)} tools sent")
     for d in audit.interceptor_diagnostics:
-        console.print(f"[cyan]interceptor:[/] {escape(d)}")
+        console.print(f"[cyan]interceptor:[/] {markup_safe(d)}")
     for w in audit.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        console.print(f"[yellow]warning:[/] {markup_safe(w)}")

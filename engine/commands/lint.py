@@ -96,15 +96,14 @@ def entry_label(finding: object) -> str:
 
 
 def _print_table(report: object) -> None:
-    from rich.markup import escape
-
-    from ..lorebook.models import LintReport
+        from ..lorebook.models import LintReport
+    from ..terminal import markup_safe
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column
 
     assert isinstance(report, LintReport)
     console = make_console()
-    t = table(f"{escape(report.book)}: {report.entries} entries, budget {report.budget} tokens",
+    t = table(f"{markup_safe(report.book)}: {report.entries} entries, budget {report.budget} tokens",
               narrow=is_narrow(console))
     key_column(t, "severity")
     text_column(t, "entry", ratio=1, min_width=10)
@@ -112,7 +111,7 @@ def _print_table(report: object) -> None:
     text_column(t, "message", ratio=2, min_width=16)
     styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
-        t.add_row(f"[{styles[f.severity]}]{f.severity}[/]", escape(entry_label(f)), f.code, escape(f.message))
+        t.add_row(f"[{styles[f.severity]}]{f.severity}[/]", markup_safe(entry_label(f)), f.code, markup_safe(f.message))
     console.print(t)
     c = report.counts()
     def n(count: int, word: str) -> str:

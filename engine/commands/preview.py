@@ -14,6 +14,7 @@ import sys
 from pydantic import ValidationError
 
 from ..errors import LoomscopeError, SettingsError
+from ..terminal import markup_safe, visible
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 
 
@@ -166,15 +167,13 @@ def render_table(pv: ContextPreview) -> None:
     reason (``reason_detail``) and text shrink and wrap inside their cells. Under 100 columns
     the role column is left out (the kind says it for messages) and the text is shortened.
     """
-    from rich.markup import escape
-
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column
 
     console = make_console()
     narrow = is_narrow(console)
-    t = table(escape(f"{pv.model} · {pv.tokenizer.profile}"
-                     f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
+    t = table(markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
+                          f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
               narrow=narrow)
     key_column(t, "#", justify="right")
     key_column(t, "kind")
@@ -195,35 +194,40 @@ def render_table(pv: ContextPreview) -> None:
             kept += b.tokens
         else:
             excluded += b.tokens
-        why = escape(b.reason)
+        why = markup_safe(b.reason)
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
-            why += escape(f" (key {b.trace['detail']['key']!r})")
+            why += markup_safe(f" (key {b.trace['detail']['key']!r})")
         detail = short_detail(b.reason_data)
         if detail:
-            why += f"\n[dim]{escape(detail)}[/]"
+            why += f"\n[dim]{markup_safe(detail)}[/]"
         text = " ".join(b.text.split())
         if len(text) > text_chars:
             text = text[: text_chars - 1] + "…"
-        # text is shown as written: escape() keeps "[sigh]" and "[/b]" from being read as markup
+        # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]"
+        # and "[/b]" from being read as markup
         kind = b.role if narrow and b.kind == "message" else b.kind
-        row = [str(b.position), kind] + ([] if narrow else [b.role, escape(b.source)]) + [
-            str(b.tokens), f"[{colors[b.status]}]{b.status}[/]", why, escape(marks), escape(text)]
+        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(b.source)]) + [
+            str(b.tokens), f"[{colors[b.status]}]{b.status}[/]", why, markup_safe(marks), markup_safe(text)]
         t.add_row(*row)
     console.print(t)
     pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
     console.print(
         f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "
         f"kept {kept} tokens · excluded {excluded} tokens")
+    template = sum(b.template_tokens or 0 for b in pv.blocks if b.status == "kept")
+    if template or pv.overhead_tokens:
+        console.print(f"chat format: {template} template tokens inside the kept blocks · "
+                      f"{pv.overhead_tokens} tokens outside any block (BOS, reply priming)")
     console.print(
         f"budget: prompt [bold]{pv.prompt_tokens}[/] / {pv.budget} ({pct:.1f} %) = context "
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
     for w in pv.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:
-        console.print(f"[cyan]diagnostic:[/] {escape(d)}")
+        console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
     if pv.error:
-        console.print(f"[red bold]{pv.error.code}[/]: {escape(pv.error.message)}")
+        console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,6 +252,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_table(pv)
     if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
-        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {pv.error.message}\n")
+        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}\n")
         return 3
     return 0

@@ -1,6 +1,6 @@
 """``loomscope serve``: run the local HTTP API (SPEC §7) over a library.
 
-``loomscope serve [--db URL] [--host 127.0.0.1] [--port 8765] [--allow-remote]``
+``loomscope serve [--db URL] [--host 127.0.0.1] [--port 8765] [--allow-remote] [--max-body-mib 16]``
 
 Listens on loopback by default. A non-loopback ``--host`` (``0.0.0.0``, a LAN address, a host
 name) is refused with ``REMOTE_HOST_REFUSED`` (exit 2) unless ``--allow-remote`` is given: the
@@ -23,6 +23,19 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
 
+def _mib(text: str) -> float:
+    """``--max-body-mib``: a finite number of MiB above 0 (argparse type)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of MiB: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of MiB above 0, not {text!r}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``serve`` subcommand."""
     p = sub.add_parser("serve", help="run the local HTTP API (context previews and audits)")
@@ -33,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"TCP port (default {DEFAULT_PORT}; 0 = any free port)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (the API has NO authentication)")
+    p.add_argument("--max-body-mib", type=_mib, default=16.0, metavar="MIB",
+                   help="largest request body in MiB (default 16); larger bodies get 413")
     p.add_argument("--log-level", default="warning",
                    choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn log level (default warning)")
@@ -47,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     check_host(args.host, allow_remote=args.allow_remote)  # before touching the library
     with open_library(args) as store:
         server = make_server(store, host=args.host, port=args.port, allow_remote=args.allow_remote,
-                             log_level=args.log_level)
+                             log_level=args.log_level, max_body_bytes=int(args.max_body_mib * 1024 * 1024))
         if not is_loopback(args.host):
             sys.stderr.write("loomscope: warning: serving on a non-loopback address; the API has no "
                              "authentication and exposes every chat and audit\n")

@@ -5,7 +5,8 @@ Sources: Character Card V2/V3 specs and SillyTavern ``src/character-card-parser.
 
 - PNG: base64(UTF-8 JSON) in a ``tEXt``/``iTXt``/``zTXt`` chunk; keyword ``ccv3`` (V3) is
   preferred over ``chara`` (V1/V2); keywords compare case-insensitively; no fallback from a
-  broken ``ccv3`` to ``chara`` (as SillyTavern). Chunks are read with Pillow.
+  broken ``ccv3`` to ``chara`` (as SillyTavern); of several chunks with one keyword the first
+  wins (a warning says so). Chunks are walked with pypng, pixels are never decoded.
 - JSON: ``spec`` present → V2/V3 from ``data``; else ``name`` present → V1 (TavernAI);
   else ``char_name`` → Pygmalion/Gradio (``char_persona`` → description, ``world_scenario`` →
   scenario, ``char_greeting`` → first_mes, ``example_dialogue`` → mes_example).
@@ -21,7 +22,6 @@ import binascii
 import io
 import re
 import struct
-import warnings
 import zlib
 from pathlib import Path
 from typing import Any
@@ -133,73 +133,145 @@ def parse_card_data(data: Any, file: str | None, reader: FieldReader | None = No
            "not a character card (no spec, name or char_name field)", "$")
 
 
-def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
-    """All PNG text chunks (``tEXt``, ``iTXt``, ``zTXt``) as ``{keyword: text}``, via Pillow.
+#: One PNG text chunk in file order: ``(chunk type, keyword, text)``. ``tEXt``/``zTXt`` text is
+#: decoded as Latin-1 (lossless: re-encode to get the bytes), ``iTXt`` text as UTF-8.
+PngText = tuple[str, str, str]
 
-    Values are as Pillow gives them: ``tEXt``/``zTXt`` decoded as Latin-1, ``iTXt`` values are
-    ``PngImagePlugin.iTXt`` (``str``) decoded as UTF-8.
 
-    The whole image is loaded so that chunks after ``IDAT`` are seen and a truncated or
-    corrupt file is detected. Raises ``IMPORT_INVALID_PNG`` (truncated, bad CRC, not a PNG),
-    ``IMPORT_TOO_LARGE`` (Pillow's decompression-bomb limits, text chunks over its limits).
+def read_png_text_chunk_list(data: bytes, file: str) -> list[PngText]:
+    """Every PNG text chunk (``tEXt``, ``zTXt``, ``iTXt``) in file order, without decoding pixels.
+
+    The chunks are walked with pypng's :meth:`png.Reader.chunks` (length, type, data and CRC of
+    each chunk up to ``IEND``; the image data is never decompressed), so a 9000×9000 card costs
+    no more than its file size. Chunks after ``IDAT`` are seen (SillyTavern writes ``chara``
+    just before ``IEND``). Compressed text is inflated up to :data:`~engine.importers._io.MAX_FILE_BYTES`.
+
+    Raises
+    ------
+    LoomscopeImportError
+        ``IMPORT_INVALID_PNG`` (bad signature, truncated, bad CRC, no ``IHDR`` first, malformed
+        text chunk; place ``chunk N`` when one chunk is at fault), ``IMPORT_TOO_LARGE``
+        (a compressed text chunk inflating past the size limit).
     """
+    import png  # pypng
+
+    from ._io import MAX_FILE_BYTES, fail
+
+    out: list[PngText] = []
+    reader = png.Reader(bytes=data)
+    index = 0
+    try:
+        for index, (ctype, body) in enumerate(reader.chunks()):
+            if index == 0 and ctype != b"IHDR":
+                fail("IMPORT_INVALID_PNG", "corrupt PNG (the first chunk is not IHDR)", file, "chunk 0")
+            if ctype in (b"tEXt", b"zTXt", b"iTXt"):
+                out.append(_decode_text_chunk(ctype.decode("ascii"), body, file, index, MAX_FILE_BYTES))
+    except png.ChunkError as exc:
+        fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc})", file, f"chunk {index}")
+    except png.FormatError as exc:
+        fail("IMPORT_INVALID_PNG", f"not a PNG file ({exc})", file, "byte 0")
+    except (ValueError, struct.error, EOFError) as exc:
+        fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc.__class__.__name__}: {exc})", file)
+    return out
+
+
+def _inflate(body: bytes, file: str, where: str, limit: int) -> bytes:
     from ._io import fail
 
+    inflater = zlib.decompressobj()
     try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - Pillow is a dependency
-        fail("IMPORT_UNSUPPORTED_FORMAT", "Pillow is not installed; PNG cards cannot be read", file)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            # verify() walks every chunk to IEND checking CRCs (a truncated file or a damaged
-            # text chunk fails here); load() then decodes and collects chunks after IDAT.
-            with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
-                im.verify()
-            with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
-                im.load()
-                text = getattr(im, "text", None) or {}
-                return dict(text)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        fail("IMPORT_TOO_LARGE", f"image too large to read safely ({exc})", file)
-    except MemoryError:
-        fail("IMPORT_TOO_LARGE", "image does not fit in memory", file)
-    except ValueError as exc:
-        if "too large" in str(exc).lower():
-            fail("IMPORT_TOO_LARGE", f"PNG text chunk too large ({exc})", file)
-        fail("IMPORT_INVALID_PNG", f"corrupt PNG ({exc})", file)
-    except Exception as exc:  # noqa: BLE001 - any Pillow failure on this input means a bad PNG
-        fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc.__class__.__name__}: {exc})",
-             file)
+        text = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        fail("IMPORT_INVALID_PNG", f"compressed text chunk is corrupt ({exc})", file, where)
+    if len(text) > limit or inflater.unconsumed_tail:
+        fail("IMPORT_TOO_LARGE", f"compressed text chunk inflates past {limit:,} bytes", file, where)
+    return text
+
+
+def _decode_text_chunk(ctype: str, body: bytes, file: str, index: int, limit: int) -> PngText:
+    """``(type, keyword, text)`` of one text chunk (PNG spec §11.3.4)."""
+    from ._io import fail
+
+    where = f"chunk {index}"
+    keyword_bytes, sep, rest = body.partition(b"\0")
+    if not sep or not 1 <= len(keyword_bytes) <= 79:
+        fail("IMPORT_INVALID_PNG", f"malformed {ctype} chunk (no keyword)", file, where)
+    keyword = keyword_bytes.decode("latin-1")
+    if ctype == "tEXt":
+        return ctype, keyword, rest.decode("latin-1")
+    if ctype == "zTXt":
+        if not rest or rest[0] != 0:
+            fail("IMPORT_INVALID_PNG", "malformed zTXt chunk (unknown compression method)", file, where)
+        return ctype, keyword, _inflate(rest[1:], file, where, limit).decode("latin-1")
+    # iTXt: compression flag, method, language tag \0, translated keyword \0, UTF-8 text
+    if len(rest) < 2:
+        fail("IMPORT_INVALID_PNG", "malformed iTXt chunk", file, where)
+    flag, method, rest = rest[0], rest[1], rest[2:]
+    _lang, sep1, rest = rest.partition(b"\0")
+    _translated, sep2, text = rest.partition(b"\0")
+    if not (sep1 and sep2) or flag not in (0, 1) or (flag and method != 0):
+        fail("IMPORT_INVALID_PNG", "malformed iTXt chunk", file, where)
+    if flag:
+        text = _inflate(text, file, where, limit)
+    return ctype, keyword, decode_utf8(text, file, f"chunk {keyword}")
+
+
+def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
+    """PNG text chunks as ``{keyword: text}``; when a keyword repeats, the FIRST chunk wins.
+
+    See :func:`read_png_text_chunk_list` (same errors).
+    """
+    out: dict[str, str] = {}
+    for _ctype, keyword, text in read_png_text_chunk_list(data, file):
+        out.setdefault(keyword, text)
+    return out
+
+
+def _pick_card_chunk(chunks: list[PngText], reader: FieldReader | None) -> PngText | None:
+    """The chunk SillyTavern reads: ``ccv3`` before ``chara``, and of several, the first.
+
+    SillyTavern ``src/character-card-parser.js`` ``read()`` (lines 47-75) filters the ``tEXt``
+    chunks and takes ``findIndex`` of keyword ``ccv3``, then ``chara`` (case-insensitive): the
+    FIRST such chunk. Loomscope also reads ``zTXt``/``iTXt`` cards, used only when no ``tEXt``
+    chunk has the keyword. Several chunks with the chosen keyword give a warning.
+    """
+    for wanted in ("ccv3", "chara"):
+        same = [c for c in chunks if c[1].lower() == wanted]
+        if not same:
+            continue
+        text_first = [c for c in same if c[0] == "tEXt"] or same
+        chosen = text_first[0]
+        if len(same) > 1 and reader is not None:
+            reader.warn(f"{len(same)} {wanted} chunks; the first {chosen[0]} chunk is read "
+                        "(as SillyTavern does), the others are ignored")
+        return chosen
+    return None
 
 
 def card_json_from_png(data: bytes, file: str, reader: FieldReader | None = None
                        ) -> tuple[Any, str]:
     """Extract and parse the card JSON from PNG bytes. Returns ``(parsed JSON, chunk keyword)``.
 
-    Raises ``IMPORT_NO_CARD_CHUNK``, ``IMPORT_BAD_BASE64``, ``IMPORT_INVALID_UTF8``,
-    ``IMPORT_INVALID_JSON`` (place ``chunk <kw>, line L, column C``) and the PNG errors of
-    :func:`read_png_text_chunks`.
+    The chunk is chosen as SillyTavern does (:func:`_pick_card_chunk`: ``ccv3`` first, and the
+    first of several). Raises ``IMPORT_NO_CARD_CHUNK``, ``IMPORT_BAD_BASE64``,
+    ``IMPORT_INVALID_UTF8``, ``IMPORT_INVALID_JSON`` (place ``chunk <kw>, line L, column C``) and
+    the PNG errors of :func:`read_png_text_chunk_list`.
     """
     from ._io import fail
 
-    chunks = read_png_text_chunks(data, file)
-    by_lower = {k.lower(): k for k in chunks}
-    keyword = by_lower.get("ccv3") or by_lower.get("chara")
-    if keyword is None:
-        found = ", ".join(sorted(chunks)) or "none"
+    chunks = read_png_text_chunk_list(data, file)
+    chosen = _pick_card_chunk(chunks, reader)
+    if chosen is None:
+        found = ", ".join(sorted({c[1] for c in chunks})) or "none"
         fail("IMPORT_NO_CARD_CHUNK", f"no chara/ccv3 text chunk (text chunks found: {found})", file)
+    ctype, keyword, raw = chosen
     where = f"chunk {keyword}"
-    raw = chunks[keyword]
     stripped = raw.strip()
     if stripped.startswith("{"):
         if reader is not None:
             reader.warn(f"{where}: plain JSON instead of base64")
-        # Pillow decodes tEXt/zTXt as Latin-1 (lossless: re-encode to get the bytes) and iTXt
-        # as UTF-8 (its values are PngImagePlugin.iTXt instances)
-        from PIL.PngImagePlugin import iTXt
-
-        payload = (stripped.encode("utf-8", "surrogatepass") if isinstance(raw, iTXt)
+        # tEXt/zTXt text was decoded as Latin-1 (lossless: re-encode to get the bytes), iTXt as UTF-8
+        payload = (stripped.encode("utf-8", "surrogatepass") if ctype == "iTXt"
                    else stripped.encode("latin-1", "replace"))
     else:
         compact = _B64_RE.sub("", raw)

@@ -385,8 +385,9 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
     global_select = [str(x) for x in wi_obj.get("globalSelect") or [] if isinstance(x, str)]
     char_lore = {str(e.get("name")): [str(b) for b in e.get("extraBooks") or []]
                  for e in wi_obj.get("charLore") or [] if isinstance(e, dict)}
-    prompts, order = _prompts_and_order(oai)
-    context = guarded(folder / "settings.json", lambda: _context_settings(settings))
+    settings_file = folder / "settings.json"
+    prompts, order = guarded(settings_file, lambda: _prompts_and_order(oai))
+    context = guarded(settings_file, lambda: _context_settings(settings))
 
     # worlds
     worlds: dict[str, str] = {}  # world name -> key
@@ -449,7 +450,7 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
             avatar = _persona_for(settings, chat.metadata or {})
             pitem = personas.get(avatar)
             if pitem is None:
-                pitem = personas[avatar] = _persona_item(settings, avatar)
+                pitem = personas[avatar] = guarded(settings_file, lambda avatar=avatar: _persona_item(settings, avatar))
             links: list[tuple[str, str]] = []
             chat_warnings = list(warnings)
 
@@ -490,7 +491,8 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
                 warn(rel, msg)
             source = {"folder": str(folder), "user": user, "chat_file": rel,
                       "character_file": card.key if card else None}
-            setup = _setup_for(settings, pitem.value, chat, prompts, order, source)
+            setup = guarded(settings_file, lambda chat=chat, pitem=pitem, source=source: _setup_for(
+                settings, pitem.value, chat, prompts, order, source))
             item = FolderItem("chat", rel, p.stem, chat, warnings=chat_warnings,
                               character_key=card.key if card else None, persona_key=pitem.key,
                               lorebook_links=links, setup=setup, settings=context)

@@ -258,6 +258,8 @@ def activate(
     generation_type: str = "normal",
     book_scopes: Sequence[str | None] | None = None,
     compare_rules: bool = True,
+    history_offset: int = 0,
+    hidden_before: int = 0,
 ) -> ActivationResult:
     """Activate World Info entries for a chat under ``settings.rules``.
 
@@ -279,6 +281,11 @@ def activate(
         Under ``sillytavern``, also run the ``loomscope`` rules and mark every entry whose
         outcome differs (``trace[...].detail["loomscope"]`` and ``rule_differences``). Costs a
         second activation; the lorebook report turns it off.
+    history_offset, hidden_before:
+        For replays of long chats (the lorebook report): ``messages`` is the tail of a chat
+        that starts ``history_offset`` messages earlier, ``hidden_before`` of which are hidden.
+        Message indexes in the trace and the chat length (timed effects, seeds) count them; only
+        the tail is scanned, so pass at least the scan depth's worth of visible messages.
 
     Returns
     -------
@@ -298,7 +305,7 @@ def activate(
             books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
             user_name=user_name, char_name=char_name, character=character, persona=persona,
             chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
-            generation_type=generation_type, clock=clock)
+            generation_type=generation_type, clock=clock, history_offset=history_offset)
     from .st_rules import activate_sillytavern
 
     prepared = _prepared_for(books, settings, user_name, char_name)
@@ -307,14 +314,14 @@ def activate(
         budget=compute_budget(settings, context_limit), user_name=user_name, char_name=char_name,
         character=character, persona=persona, chat_metadata=chat_metadata,
         extra_scan_text=extra_scan_text, generation_type=generation_type,
-        book_scopes=book_scopes, clock=clock)
+        book_scopes=book_scopes, clock=clock, history_offset=history_offset, hidden_before=hidden_before)
     if not compare_rules:
         return result
     other = _activate_loomscope(
         books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
         user_name=user_name, char_name=char_name, character=character, persona=persona,
         chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
-        generation_type=generation_type,
+        generation_type=generation_type, history_offset=history_offset,
         clock=RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000))
     return compare_results(result, other)
 
@@ -381,6 +388,7 @@ def _activate_loomscope(
     extra_scan_text: Sequence[str] = (),
     generation_type: str = "normal",
     clock: RegexClock | None = None,
+    history_offset: int = 0,
 ) -> ActivationResult:
     """Activate World Info entries under the ``loomscope`` rules (SPEC §5 differences).
 
@@ -425,7 +433,7 @@ def _activate_loomscope(
     """
     prepared = _prepared_for(books, settings, user_name, char_name)
     budget = compute_budget(settings, context_limit)
-    chat_len = len(messages)
+    chat_len = len(messages) + history_offset
 
     window: list[tuple[int, str]] = []
     for i in range(len(messages) - 1, -1, -1):
@@ -437,7 +445,7 @@ def _activate_loomscope(
             name = _message_name(m, user_name, char_name)
             if name:
                 text = f"{name}: {text}"
-        window.append((i, text.strip()))
+        window.append((i + history_offset, text.strip()))
 
     clock = clock or RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000)
     scanner = _Scanner(prepared, window, clock)

@@ -30,7 +30,58 @@ LINT_CODES: dict[str, str] = {
     "LINT_CATASTROPHIC_REGEX": "a regex key can backtrack exponentially (nested quantifiers, a repeated "
                                "alternation of overlapping branches); it may run out of its time limit "
                                "and then never matches",
+    # numbers out of range (issue 15)
+    "LINT_NEGATIVE_SCAN_DEPTH": "the entry's or the book's scan depth is negative: no message can be scanned",
+    "LINT_PROBABILITY_RANGE": "probability is outside 0-100 percent",
+    "LINT_NEGATIVE_NUMBER": "depth, sticky, cooldown, delay or group weight is negative",
 }
+
+#: Entry fields that count messages, turns or a weight and must not be negative (SillyTavern reads
+#: them as ``Number``; a negative value silently disables the feature or misplaces the entry).
+_NON_NEGATIVE_FIELDS = ("depth", "sticky", "cooldown", "delay", "group_weight", "delay_until_recursion")
+
+
+def _fmt(value: float) -> str:
+    """``150`` for ``150.0``, ``-0.5`` for ``-0.5`` (as written in the file, without a trailing ``.0``)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def number_findings(book: Lorebook) -> list[LintFinding]:
+    """Numbers out of range in ``book`` and its entries (book order; codes ``LINT_NEGATIVE_SCAN_DEPTH``,
+    ``LINT_PROBABILITY_RANGE``, ``LINT_NEGATIVE_NUMBER``; the message gives the number as written).
+
+    - a negative ``scan_depth`` (book or entry): SillyTavern's buffer then scans no message (error);
+    - ``probability`` below 0 or above 100 (percent; SillyTavern rolls ``Math.random() * 100``):
+      below 0 never fires, above 100 is always on and probably a typo (error / warning);
+    - a negative ``depth``, ``sticky``, ``cooldown``, ``delay``, ``delay_until_recursion`` or
+      ``group_weight`` (messages, turns, levels, weight) (error).
+    """
+    out: list[LintFinding] = []
+    if book.scan_depth is not None and book.scan_depth < 0:
+        out.append(_finding("LINT_NEGATIVE_SCAN_DEPTH", "error", None,
+                            f"the book's scan depth is {_fmt(book.scan_depth)}: no message is scanned",
+                            field="scan_depth", value=book.scan_depth))
+    for e in book.entries:
+        if e.scan_depth is not None and e.scan_depth < 0:
+            out.append(_finding("LINT_NEGATIVE_SCAN_DEPTH", "error", e,
+                                f"scan depth {_fmt(e.scan_depth)} is negative: no message is scanned",
+                                field="scan_depth", value=e.scan_depth))
+        p = e.probability
+        if p is not None and (p < 0 or p > 100):
+            below = p < 0
+            out.append(_finding(
+                "LINT_PROBABILITY_RANGE", "error" if below and e.use_probability else "warning", e,
+                f"probability {_fmt(p)} is outside 0-100 percent"
+                + (": the entry never fires" if below and e.use_probability else
+                   "" if below else ": the entry always fires (did you mean a percentage?)"),
+                field="probability", value=p))
+        for name in _NON_NEGATIVE_FIELDS:
+            value = getattr(e, name, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+                out.append(_finding("LINT_NEGATIVE_NUMBER", "error", e,
+                                    f"{name.replace('_', ' ')} {_fmt(value)} is negative",
+                                    field=name, value=value))
+    return out
 
 _LETTERS = re.compile(r"^[a-z']+$")
 
@@ -152,7 +203,7 @@ def lint_lorebook(
             out.append(_finding("LINT_NO_KEYS", "error", e, "no usable primary keys and not constant: never fires"))
         if not (e.content or "").strip():
             out.append(_finding("LINT_EMPTY_CONTENT", "warning", e, "empty content"))
-        if e.use_probability and e.probability <= 0 and not e.disable:
+        if e.use_probability and e.probability == 0 and not e.disable:  # below 0: LINT_PROBABILITY_RANGE
             out.append(_finding("LINT_PROBABILITY_ZERO", "error", e, "probability 0: never fires"))
         if (e.selective and e.selective_logic == SelectiveLogic.NOT_ANY and usable and e.secondary_keys
                 and {k.lower() for k in usable} <= {str(k).strip().lower() for k in e.secondary_keys}):
@@ -190,6 +241,7 @@ def lint_lorebook(
                             f"{len(constants)} constant entries take {constants_total} tokens, over the "
                             f"{budget}-token budget: every keyword entry will be dropped",
                             tokens=constants_total, budget=budget, uids=[c.uid for c in constants]))
+    out.extend(number_findings(book))
     order = {id(e): i for i, e in enumerate(book.entries)}
     index_of_uid = {e.uid: order[id(e)] for e in book.entries}
     out.sort(key=lambda f: (f.uid is None, index_of_uid.get(f.uid, 0) if f.uid is not None else 0))

@@ -148,16 +148,26 @@ def _js_key_order(uid: int | str) -> tuple[int, int]:
 
 def sorted_entries(prepared: _Prepared, books: Sequence[Lorebook], scopes: Sequence[str],
                    strategy: str) -> list[_Entry]:
-    """Entries in SillyTavern's ``getSortedEntries`` order (world-info.js 3593–3640)."""
+    """Entries in SillyTavern's ``getSortedEntries`` order (world-info.js 3593–3640).
+
+    Cached on ``prepared`` per (scopes, strategy).
+    """
+    cache: dict[tuple[Any, ...], list[_Entry]] = prepared.__dict__.setdefault("_st_order", {})
+    ck = (tuple(scopes), strategy)
+    hit = cache.get(ck)
+    if hit is not None:
+        return hit
     by_scope: dict[str, list[_Entry]] = {s: [] for s in SCOPES}
     per_book: dict[int, list[_Entry]] = {}
     for x in prepared.entries:
         per_book.setdefault(x.book_index, []).append(x)
     for bi in range(len(books)):
-        xs = per_book.get(bi, [])
-        xs = sorted(xs, key=lambda x: (_js_key_order(x.entry.uid), x.entry_index if
-                                       _js_key_order(x.entry.uid)[0] else 0))
-        by_scope[scopes[bi]].extend(xs)
+        keyed = []
+        for x in per_book.get(bi, []):
+            kind, num = _js_key_order(x.entry.uid)
+            keyed.append(((kind, num if kind == 0 else x.entry_index), x))
+        keyed.sort(key=lambda kx: kx[0])
+        by_scope[scopes[bi]].extend(x for _, x in keyed)
 
     def srt(xs: list[_Entry]) -> list[_Entry]:
         return sorted(xs, key=lambda x: -float(x.entry.order))  # stable, as Array.prototype.sort
@@ -169,7 +179,11 @@ def sorted_entries(prepared: _Prepared, books: Sequence[Lorebook], scopes: Seque
         rest = srt(glob) + srt(char)
     else:
         rest = srt(glob + char)
-    return srt(by_scope["chat"]) + srt(by_scope["persona"]) + rest
+    out = srt(by_scope["chat"]) + srt(by_scope["persona"]) + rest
+    if len(cache) > 8:
+        cache.clear()
+    cache[ck] = out
+    return out
 
 
 @lru_cache(maxsize=8192)
@@ -314,6 +328,8 @@ def activate_sillytavern(
     generation_type: str,
     book_scopes: Sequence[str | None] | None,
     clock: RegexClock,
+    history_offset: int = 0,
+    hidden_before: int = 0,
 ) -> ActivationResult:
     """Run SillyTavern 1.12.6 ``checkWorldInfo`` (see the module doc for every rule).
 
@@ -328,7 +344,12 @@ def activate_sillytavern(
                              else None)) for i, b in enumerate(books)]
     st_all = _st_entries(prepared, user_name, char_name)
     order = sorted_entries(prepared, books, scopes, settings.character_strategy)
-    sidx = {x.gid: i for i, x in enumerate(order)}
+    sidx_cache = prepared.__dict__.setdefault("_st_sidx", {})
+    sidx = sidx_cache.get(id(order))
+    if sidx is None or sidx[0] is not order:
+        sidx_cache.clear()
+        sidx = sidx_cache[id(order)] = (order, {x.gid: i for i, x in enumerate(order)})
+    sidx = sidx[1]
 
     # coreChat: hidden messages left out; chat[0] gets its macros substituted (script.js 3557).
     window: list[tuple[int, str]] = []
@@ -337,14 +358,14 @@ def activate_sillytavern(
         if m.meta.hidden:
             continue
         text = m.text()
-        if i == 0:
+        if i + history_offset == 0:
             text = substitute_names(text, user=user_name, char=char_name)
         if settings.include_names:
             name = _message_name(m, user_name, char_name)
             if name:
                 text = f"{name}: {text}"  # `${x.name}: ${x.mes}` (script.js 3662)
-        window.append((i, text.strip()))
-    chat_len = len(window)
+        window.append((i + history_offset, text.strip()))
+    chat_len = len(window) + history_offset - hidden_before
     inject = [substitute_names(t, user=user_name, char=char_name) for t in extra_scan_text if t]
 
     scanner = _Scanner(prepared, window, clock)
@@ -356,14 +377,7 @@ def activate_sillytavern(
     timed = _Timed(chat_metadata, chat_len)
     has_timed = bool(timed.sticky or timed.cooldown)
 
-    ci_index: dict[str, list[int]] = {}
-    cs_index: dict[str, list[int]] = {}
-    always: list[int] = []
-    for s in st_all:
-        if s.always:
-            always.append(s.x.gid)
-        for n in s.norms:
-            (cs_index if s.x.cs else ci_index).setdefault(n, []).append(s.x.gid)
+    ci_index, cs_index, always = _indexes(prepared, st_all)
     timed_gids = {x.gid for x in prepared.delayed}
     if has_timed:
         labels = set(timed.sticky) | set(timed.cooldown)
@@ -619,7 +633,7 @@ def activate_sillytavern(
             "activated": False, "code": code, "detail": detail,
             "tokens": dropped[gid][1] if gid in dropped else None})
     # Entries with only invalid regex keys are plain-text keys here, never "no keys".
-    for s in st_all:
+    for s in _patchable(prepared, st_all):
         rec = trace[s.x.gid]
         if rec.code in ("LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY") and s.keys and not rec.activated:
             trace[s.x.gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_NOT_MATCHED",
@@ -654,6 +668,35 @@ def activate_sillytavern(
         "timed_effects": next_timed_state(timed, accepted_like, prepared, chat_len),
         "rules": "sillytavern", "rule_differences": [],
     })
+
+
+def _indexes(prepared: _Prepared, st_all: list[_StEntry]
+             ) -> tuple[dict[str, list[int]], dict[str, list[int]], list[int]]:
+    """Primary plain key -> gids (case-insensitive, case-sensitive) and the always-visited gids,
+    cached on ``prepared`` for this ``st_all``."""
+    cached = prepared.__dict__.get("_st_indexes")
+    if cached is not None and cached[0] is st_all:
+        return cached[1]
+    ci_index: dict[str, list[int]] = {}
+    cs_index: dict[str, list[int]] = {}
+    always: list[int] = []
+    for s in st_all:
+        if s.always:
+            always.append(s.x.gid)
+        for n in s.norms:
+            (cs_index if s.x.cs else ci_index).setdefault(n, []).append(s.x.gid)
+    prepared.__dict__["_st_indexes"] = (st_all, (ci_index, cs_index, always))
+    return ci_index, cs_index, always
+
+
+def _patchable(prepared: _Prepared, st_all: list[_StEntry]) -> list[_StEntry]:
+    """Entries whose default record says "no keys" but that have SillyTavern keys (cached)."""
+    cached = prepared.__dict__.get("_st_patch")
+    if cached is not None and cached[0] is st_all:
+        return cached[1]
+    out = [st for st in st_all if st.keys and st.x.default_reason is not None]
+    prepared.__dict__["_st_patch"] = (st_all, out)
+    return out
 
 
 def _dedupe(items: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,8 +52,34 @@ class ProviderReply:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def public_endpoint(base_url: str) -> str:
-    """``base_url`` without credentials, query or fragment (safe to store and show)."""
+#: A URL path segment that looks like a secret: a vendor-style key (``sk-…``, ``sk_live_…``,
+#: ``key-…``, ``token_…``) or a long random-looking token (24+ letters/digits/``-_`` with both
+#: letters and digits), e.g. ``http://host/sk-proj-abc…/v1`` (a key pasted into the base URL).
+_KEY_PREFIX = re.compile(r"(?i)(sk|pk|rk|ak|key|api[-_]?key|token|secret|bearer)[-_][A-Za-z0-9_\-.]{6,}")
+_TOKENISH = re.compile(r"[A-Za-z0-9_\-]{24,}")
+MASK = "***"
+
+
+def _secret_segment(segment: str, api_key: str | None) -> bool:
+    from urllib.parse import unquote
+
+    text = unquote(segment)
+    if api_key and len(api_key) >= 4 and api_key in text:
+        return True
+    if _KEY_PREFIX.fullmatch(text):
+        return True
+    return bool(_TOKENISH.fullmatch(text)) and any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
+
+
+def mask_path(path: str, api_key: str | None = None) -> str:
+    """``path`` with every segment that holds ``api_key`` or looks like a key replaced by ``***``."""
+    return "/".join(MASK if seg and _secret_segment(seg, api_key) else seg for seg in path.split("/"))
+
+
+def public_endpoint(base_url: str, api_key: str | None = None) -> str:
+    """``base_url`` without credentials, query or fragment, and with key-like path segments
+    masked (``http://host/sk-…/v1`` → ``http://host/***/v1``; any segment holding ``api_key``
+    too): safe to store in an audit and to show."""
     try:
         parts = urlsplit(base_url.strip())
         port = parts.port  # ValueError for a port out of range or not a number
@@ -63,7 +90,30 @@ def public_endpoint(base_url: str) -> str:
         host = f"[{host}]"
     if port:
         host = f"{host}:{port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+    return urlunsplit((parts.scheme, host, mask_path(parts.path.rstrip("/"), api_key), "", ""))
+
+
+def check_api_key(api_key: str | None) -> None:
+    """Refuse a key no HTTP header can carry, before anything is sent.
+
+    A key must be printable ASCII without spaces (RFC 9110 ``token68``-like: ``!``..``~``);
+    a non-ASCII character or a CR/LF (a paste gone wrong, or a header-injection attempt) gives
+    ``INVALID_API_KEY`` locally instead of an obscure provider or transport error.
+
+    Raises
+    ------
+    ProviderError
+        ``INVALID_API_KEY`` (the message names the first bad character's position, never the key).
+    """
+    if not api_key:
+        return  # no key (local servers): no Authorization header is sent
+    for i, ch in enumerate(api_key):
+        if not "!" <= ch <= "~":
+            what = {"\r": "a carriage return", "\n": "a line feed", " ": "a space", "\t": "a tab"}.get(
+                ch, f"U+{ord(ch):04X}")
+            raise ProviderError("INVALID_API_KEY", f"the API key holds {what} at character {i + 1}; a key is "
+                                "printable ASCII without spaces (check the LOOMSCOPE_API_KEY/OPENAI_API_KEY "
+                                "value or the keyring entry)", file="API key")
 
 
 def completions_url(base_url: str) -> str:
@@ -240,6 +290,7 @@ class ChatCompletionsClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        check_api_key(api_key)
         self.url = completions_url(base_url)
         self._api_key = api_key
         self._timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 #: Default prompt template: the order of assembly stages (see ``engine.assembly``). It follows
 #: SillyTavern's default chat-completion prompt order: main prompt, World Info (before), persona
@@ -26,6 +26,42 @@ DEFAULT_TEMPLATE: tuple[str, ...] = (
 )
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+def _allows_bool(annotation: Any) -> bool:
+    """Whether a field annotation admits ``bool`` (``bool``, ``bool | None``, ``Any``)."""
+    import typing
+
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_allows_bool(a) for a in typing.get_args(annotation))
+
+
+def _only_bool(annotation: Any) -> bool:
+    """Whether a field is a plain flag (``bool`` or ``bool | None``)."""
+    import typing
+
+    if annotation is bool:
+        return True
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return bool(args) and all(a is bool for a in args)
+
+
+def refuse_bools_as_numbers(model: type[BaseModel], name: str | None, value: Any) -> Any:
+    """Before-validator body for field ``name``: ``true``/``false`` are not numbers, and numbers are not flags.
+
+    pydantic's lax mode reads ``reply_reserve: false`` as 0 tokens and ``recursive: 1`` as
+    ``True``; settings come from people and HTTP clients, so both are refused (issue 15), the
+    error's ``loc`` naming the field.
+    """
+    field = model.model_fields.get(name or "")
+    if field is None:
+        return value
+    if isinstance(value, bool) and not _allows_bool(field.annotation):
+        raise ValueError(f"a boolean ({str(value).lower()}) is not a valid value here")
+    if _only_bool(field.annotation) and value is not None and not isinstance(value, bool):
+        raise ValueError(f"expected true or false, not {value!r}")
+    return value
 
 
 class WorldInfoSettings(BaseModel):
@@ -77,6 +113,11 @@ class WorldInfoSettings(BaseModel):
             return names.get(int(value), value)
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_flags_and_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return refuse_bools_as_numbers(cls, info.field_name, value)
+
 
 class ContextSettings(BaseModel):
     """How a prompt is budgeted.
@@ -112,6 +153,11 @@ class ContextSettings(BaseModel):
     template: list[str] = Field(default_factory=lambda: list(DEFAULT_TEMPLATE))
     world_info: WorldInfoSettings = Field(default_factory=WorldInfoSettings)
     strategy_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_flags_and_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return refuse_bools_as_numbers(cls, info.field_name, value)
 
     @field_validator("reply_reserve")
     @classmethod

@@ -5,6 +5,15 @@ any SQLAlchemy URL (e.g. ``postgresql+psycopg://user@host/db``) works too. SQLit
 ``journal_mode=WAL``, ``foreign_keys=ON`` and a 10 s busy timeout (SQLite's own pragmas; WAL lets a
 reader see the last committed state while a writer holds a transaction open).
 
+Opening a SQLite file is careful (issue 15): before any pragma touches it, the file is read
+through a separate read-only connection to refuse another application's database (tables but no
+Loomscope schema) and to run ``PRAGMA quick_check`` (cached by file identity, so an unchanged
+file is checked once per process); a file the process cannot write is opened read-only (no WAL
+switch, no migration when none is pending; writes then fail with a "read-only" message); WAL is
+switched on only when it is off; migrations run only when one is pending, under the write lock
+taken up front (``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so several processes opening a
+brand-new library at once all succeed.
+
 Migrations live in ``engine/storage/migrations`` (shipped as package data) and run through a
 programmatic :class:`alembic.config.Config`, so no ``alembic.ini`` is needed.
 """
@@ -74,11 +83,21 @@ def create_db_engine(url: str) -> Engine:
             except OSError as exc:
                 raise StorageError("STORAGE_ERROR", f"cannot create the library folder: {exc.strerror}",
                                    file=database) from None
+        read_only = False
+        if not memory and "mode=ro" not in str(parsed.query):
+            path = Path(database).expanduser()
+            check_sqlite_file(path)
+            read_only = _sqlite_read_only(path)
+            if read_only:  # open through a read-only URI: nothing can be changed, not even the journal mode
+                parsed = parsed.set(database=f"file:{path.resolve()}?{_read_only_params(path)}",
+                                    query={**parsed.query, "uri": "true"})
+        elif "mode=ro" in str(parsed.query) or "mode=ro" in database:
+            read_only = True
         kwargs: dict = {"connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}}
         if memory:
             kwargs["poolclass"] = StaticPool  # one shared in-memory database
         engine = create_engine(parsed, **kwargs)
-        _install_sqlite_pragmas(engine, wal=not memory)
+        _install_sqlite_pragmas(engine, wal=not memory and not read_only)
         return engine
     try:
         return create_engine(parsed, pool_pre_ping=True)
@@ -94,10 +113,12 @@ def _install_sqlite_pragmas(engine: Engine, *, wal: bool) -> None:
         # control of BEGIN ourselves (SQLAlchemy docs, "Serializable isolation / Savepoints").
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        if wal:
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # switch to WAL only when it is off (the switch is a write; a library already in WAL
+        # mode is left untouched, and a read-only one is never switched)
+        if wal and str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA synchronous=NORMAL" if wal else "PRAGMA synchronous=FULL")
         cur.close()
 
@@ -110,6 +131,113 @@ def _install_sqlite_pragmas(engine: Engine, *, wal: bool) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+#: Tables a Loomscope library may hold besides its own (Alembic's and SQLite's bookkeeping).
+_BOOKKEEPING_TABLES = {"alembic_version", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
+#: ``(path, dev, inode, size, mtime_ns, wal size, wal mtime_ns)`` of files that passed ``quick_check``.
+_CHECKED: set[tuple] = set()
+
+
+def _identity(path: Path) -> tuple | None:
+    """What identifies the file's current content cheaply: device, inode, size and mtime of the
+    file and of its ``-wal`` sibling (a commit changes one of them)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    try:
+        wal = Path(f"{path}-wal").stat()
+        wal_id: tuple = (wal.st_size, wal.st_mtime_ns)
+    except OSError:
+        wal_id = (None, None)
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *wal_id)
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse a SQLite file that is not a usable Loomscope library, before anything writes to it.
+
+    Read through a separate read-only connection (``mode=ro``; no pragma changes anything):
+
+    - not a SQLite database at all → ``STORAGE_ERROR`` "not a SQLite database";
+    - tables but no Loomscope schema (no ``alembic_version`` or no ``chats`` table) → ``STORAGE_ERROR``
+      "another application's database", listing a few of its tables (the file is left as it was);
+    - ``PRAGMA quick_check`` reports damage → ``STORAGE_ERROR`` "damaged" with SQLite's first finding.
+
+    A missing or empty file passes (it becomes a new library). The quick check result is cached
+    per process by file identity (:func:`_identity`), so an unchanged file is checked once.
+    """
+    import sqlite3
+    from urllib.parse import quote
+
+    ident = _identity(path)
+    if ident is None or ident[3] == 0 or ident in _CHECKED:
+        return
+    uri = f"file:{quote(str(path.resolve()))}?{_read_only_params(path)}"
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StorageError("STORAGE_ERROR", f"cannot open the library file: {_one_line(exc)}",
+                           file=str(path)) from None
+    try:
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise StorageError("STORAGE_ERROR", f"not a SQLite database, or a damaged one ({exc})",
+                                   file=str(path)) from None
+            raise StorageError("STORAGE_ERROR", f"cannot read the library file: {_one_line(exc)}",
+                               file=str(path)) from None
+        if tables and not ({"alembic_version", "chats"} <= tables):
+            others = sorted(tables - _BOOKKEEPING_TABLES)
+            shown = ", ".join(others[:5]) + (", …" if len(others) > 5 else "")
+            raise StorageError(
+                "STORAGE_ERROR", f"another application's database, not a Loomscope library (tables: {shown}); "
+                "it was left untouched", file=str(path))
+        try:
+            rows = [str(r[0]) for r in con.execute("PRAGMA quick_check(5)")]
+        except sqlite3.DatabaseError as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            raise StorageError("STORAGE_ERROR", f"the library file is damaged (SQLite quick_check: {rows[0][:200]}); "
+                               "nothing was written to it", file=str(path), details={"quick_check": rows[:5]})
+    finally:
+        con.close()
+    _CHECKED.add(ident)
+
+
+def _read_only_params(path: Path) -> str:
+    """SQLite URI parameters for reading ``path`` without writing anything.
+
+    ``mode=ro``; plus ``immutable=1`` when the folder cannot be written and SQLite's ``-shm``
+    file is absent: reading a WAL-mode library needs that file, which cannot be created there
+    (SQLite then reads the main file as it is, without locks; nothing else can change it from
+    this process anyway).
+    """
+    folder = path.resolve().parent
+    if not os.access(folder, os.W_OK | os.X_OK) and not Path(f"{path}-shm").exists():
+        return "mode=ro&immutable=1"
+    return "mode=ro"
+
+
+def _sqlite_read_only(path: Path) -> bool:
+    """Whether this process cannot write the library at ``path`` (an existing, non-empty file).
+
+    SQLite needs the file itself and, for its ``-wal``/``-shm``/journal files, the folder (unless
+    those files already exist and are writable).
+    """
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return False
+    except OSError:
+        return False
+    if not os.access(path, os.W_OK):
+        return True
+    folder = path.resolve().parent
+    if os.access(folder, os.W_OK | os.X_OK):
+        return False
+    siblings = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    return not all(p.exists() and os.access(p, os.W_OK) for p in siblings)
+
+
 def _one_line(exc: BaseException) -> str:
     """``Type: first line`` of a driver error (SPEC §10: errors print on one line).
 
@@ -119,6 +247,17 @@ def _one_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     lines = [ln.strip() for ln in str(orig).splitlines() if ln.strip()]
     return f"{type(orig).__name__}: {lines[0]}" if lines else type(orig).__name__
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A driver error in words people act on: read-only and disk-full are named as such."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if "readonly" in text or "read-only" in text or sqlstate == "25006":
+        return "the library is read-only (no permission to write it or its folder); nothing was changed"
+    if "disk is full" in text or "no space left" in text or sqlstate == "53100":
+        return "disk full: the library could not be written; nothing was changed"
+    return _one_line(exc)
 
 
 def _safe_url(url: str) -> str:
@@ -139,8 +278,26 @@ def alembic_config(engine: Engine):
     return cfg
 
 
+def migration_pending(engine: Engine) -> bool:
+    """Whether ``engine``'s database is behind the newest migration (read in a read-only transaction)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    heads = set(ScriptDirectory.from_config(alembic_config(engine)).get_heads())
+    with engine.connect() as conn:
+        current = set(MigrationContext.configure(conn).get_current_heads())
+        conn.rollback()
+    return current != heads
+
+
 def upgrade(engine: Engine) -> None:
     """Apply every pending migration (``alembic upgrade head``) to ``engine``'s database.
+
+    Nothing happens (no transaction that writes) when the database is already at the head. The
+    migration transaction takes the write lock up front (SQLite ``BEGIN IMMEDIATE``, PostgreSQL
+    ``pg_advisory_xact_lock``; see ``migrations/env.py``) and Alembic reads the current revision
+    inside it, so of several processes opening a brand-new library at once, one migrates and the
+    others wait, then find nothing to do.
 
     Raises
     ------
@@ -150,9 +307,11 @@ def upgrade(engine: Engine) -> None:
     from alembic import command
 
     try:
+        if not migration_pending(engine):
+            return  # nothing to write: a read-only library opens, and no lock is taken
         command.upgrade(alembic_config(engine), "head")
     except StorageError:
         raise
     except Exception as exc:
-        raise StorageError("STORAGE_ERROR", f"cannot prepare the library: {_one_line(exc)}",
+        raise StorageError("STORAGE_ERROR", f"cannot prepare the library: {describe_failure(exc)}",
                            file=_safe_url(str(engine.url))) from None

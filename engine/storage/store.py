@@ -33,8 +33,8 @@ from ..schema import (
 )
 from ..schema.audit import PromptContextAudit
 from . import _orm as orm
-from .database import WRITE_OPTION
 from ..schema.sillytavern import SillyTavernSetup
+from .database import WRITE_OPTION, describe_failure
 from .models import (
     CharacterSummary,
     ChatSetup,
@@ -52,6 +52,17 @@ LOREBOOK_SCOPES = ("chat", "character", "global")
 
 _RESULT_KEYS = ("tool_call_id", "toolCallId", "callId")
 _FLAG_KEYS = ("pinned", "manualExcluded", "hidden")
+
+
+def _raised_while_reading_rows(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of SQLAlchemy turning stored values into Python ones (a JSON
+    text that does not parse, a malformed date), not out of our own code."""
+    tb = exc.__traceback__
+    last_module = ""
+    while tb is not None:
+        last_module = tb.tb_frame.f_globals.get("__name__", "") or last_module
+        tb = tb.tb_next
+    return last_module.startswith(("sqlalchemy.", "json.", "json")) or last_module == "json.decoder"
 
 
 def _now() -> datetime:
@@ -204,10 +215,55 @@ class Store:
                 file=self.url, place=where, details={"error": str(first.get("msg", ""))[:300]},
             ) from None
         except SQLAlchemyError as exc:
+            plain = describe_failure(exc)
+            if plain.startswith(("the library is read-only", "disk full")):
+                raise StorageError("STORAGE_ERROR", plain, file=self.url,
+                                   details={"error": str(exc.orig if getattr(exc, "orig", None) else exc)[:300]}
+                                   ) from None
             raise StorageError(
                 "STORAGE_ERROR", f"the library could not be read or written ({type(exc).__name__})",
                 file=self.url, details={"error": str(exc.orig if getattr(exc, "orig", None) else exc)[:300]},
             ) from None
+        except ValueError as exc:
+            # a JSON column holding text that is not JSON (a row written by hand or by another tool):
+            # SQLAlchemy's JSON type fails while reading it. Name the table (and row) instead of a traceback.
+            if not _raised_while_reading_rows(exc):
+                raise
+            table, column, key = self._malformed_json_place()
+            where = f"{table}.{column}" + (f" (row {key})" if key else "") if table else None
+            raise StorageError(
+                "STORAGE_ERROR",
+                f"the library's table {table!r} holds a value this version cannot read ({type(exc).__name__})"
+                if table else f"the library holds a value this version cannot read ({type(exc).__name__})",
+                file=self.url, place=where, details={"error": str(exc)[:300], "table": table},
+            ) from None
+
+    def _malformed_json_place(self) -> tuple[str | None, str | None, str | None]:
+        """``(table, column, primary key)`` of the first JSON cell that is not valid JSON.
+
+        SQLite only (``json_valid``); PostgreSQL's ``json`` type never stores invalid JSON.
+        ``(None, None, None)`` when nothing is found or the check itself fails.
+        """
+        if self.dialect != "sqlite":
+            return None, None, None
+        from sqlalchemy import JSON, text
+
+        try:
+            with self._engine.connect() as conn:
+                for table in orm.Base.metadata.sorted_tables:
+                    pk = [c.name for c in table.primary_key.columns]
+                    for col in table.columns:
+                        if not isinstance(col.type, JSON):
+                            continue
+                        key_sql = " || '/' || ".join(f'CAST("{k}" AS TEXT)' for k in pk) or "rowid"
+                        row = conn.execute(text(
+                            f'SELECT {key_sql} FROM "{table.name}" WHERE "{col.name}" IS NOT NULL '
+                            f'AND json_valid("{col.name}") = 0 LIMIT 1')).first()
+                        if row is not None:
+                            return table.name, col.name, str(row[0])
+        except SQLAlchemyError:
+            return None, None, None
+        return None, None, None
 
     @staticmethod
     def _chat_row(session: Session, chat_id: str, *, lock: bool = False) -> orm.ChatRow:
@@ -425,7 +481,9 @@ class Store:
                 return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
                                       lorebooks=books, settings=stored.settings, sillytavern=setup)
             if character is not None and character.character_book is not None:
-                books.append(character.character_book)
+                # the card's book is character lore (SillyTavern getCharacterLore; World Info
+                # character_strategy ranks it against the global books)
+                books.append(character.character_book.model_copy(update={"scope": "character"}))
                 character = character.model_copy(update={"character_book": None})
             for book_id in stored.lorebook_ids:
                 books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))

@@ -265,7 +265,8 @@ def _hf_tokenizer(key: str):  # type: ignore[no-untyped-def]
 def _deepseek_encoder() -> Encoder:
     def count_batch(texts: Sequence[str]) -> list[int]:
         tok = _hf_tokenizer("deepseek")
-        return [len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+        batch = getattr(tok, "encode_batch_fast", tok.encode_batch)  # same ids, no offsets
+        return [len(e.ids) for e in batch(list(texts), add_special_tokens=False)]
 
     def spans(text: str) -> list[tuple[int, int]]:
         enc = _hf_tokenizer("deepseek").encode(text, add_special_tokens=False)

@@ -136,6 +136,8 @@ def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
     def run(texts: Sequence[str]) -> list[int]:
         enc = get_encoding(encoding_name)
         # Special-token text inside user content is counted as ordinary text, as the API does.
+        if len(texts) == 1:  # one text: no thread pool (starting one costs more than the encoding)
+            return [len(enc.encode_ordinary(texts[0]))]
         return [len(t) for t in enc.encode_ordinary_batch(list(texts), num_threads=2)]
 
     return run

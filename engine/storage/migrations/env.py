@@ -15,8 +15,17 @@ target_metadata = Base.metadata
 
 
 def run_migrations_online() -> None:
+    from sqlalchemy import text
+
+    from engine.storage.database import WRITE_OPTION
+
     engine = config.attributes["engine"]
-    with engine.connect() as connection:
+    # The write lock is taken up front (SQLite: BEGIN IMMEDIATE via WRITE_OPTION; PostgreSQL: a
+    # transaction-scoped advisory lock), before Alembic reads the current revision: processes
+    # opening a brand-new library at once migrate one after the other instead of racing.
+    with engine.connect().execution_options(**{WRITE_OPTION: True}) as connection, connection.begin():
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(7450312655)"))
         context.configure(
             connection=connection,
             target_metadata=target_metadata,

@@ -324,3 +324,16 @@ def test_partial_prompt_is_token_budget_exceeded(tmp_path: Path) -> None:
     pv = preview(request.model_copy(update={"settings": request.settings.model_copy(update={"context_limit": 430})}))
     assert pv.error is not None and pv.error.code == "TOKEN_BUDGET_EXCEEDED"
     assert pv.error.details["prompt"] == "newMainChat" and pv.messages == []
+
+
+def test_interceptors_are_not_applied_and_said_so(tmp_path: Path) -> None:
+    from engine.pipeline import default_registries
+
+    store, report = _import(build_st_user(tmp_path).parent, tmp_path)
+    request = store.build_request(_chat_id(report))
+    regs = default_registries()
+    regs.interceptors.register("shout", lambda msgs, ctx: ([{**m, "content": str(m["content"]).upper()}
+                                                            for m in msgs], []))
+    pv = preview(request, registries=regs)
+    assert _pairs(pv) == FIXTURE_EXPECTED
+    assert any("interceptors (shout) are not applied" in d for d in pv.diagnostics)

@@ -78,8 +78,9 @@ def test_export_never_overwrites_without_force(tmp_path: Path, capsys) -> None:
     code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db, "--format", "json")
     assert code == 0, err
     files = sorted(str(Path(r["file"]).relative_to(out_dir)) for r in json.loads(out))
-    assert files == ["characters/hero.png", "chats/hero/voyage.jsonl", "worlds/HeroLore.json", "worlds/Realm.json",
-                     "worlds/Unused.json", "worlds/Voyage.json"]
+    assert files == ["characters/hero.png", "chats/hero/voyage.jsonl", "settings.json", "worlds/HeroLore.json",
+                     "worlds/Realm.json", "worlds/Unused.json", "worlds/Voyage.json"]
+    (out_dir / "settings.json").write_text("{}")  # the user's own settings.json is never replaced
     (out_dir / "worlds" / "Realm.json").write_text("mine")
     (out_dir / "worlds" / "Voyage.json").unlink()
     code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db)
@@ -88,6 +89,7 @@ def test_export_never_overwrites_without_force(tmp_path: Path, capsys) -> None:
     assert not (out_dir / "worlds" / "Voyage.json").exists()  # nothing at all was written
     code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db, "--force")
     assert code == 0 and (out_dir / "worlds" / "Realm.json").read_text() != "mine"
+    assert (out_dir / "settings.json").read_text() == "{}"
 
 
 def test_import_export_import_is_equal(tmp_path: Path, capsys) -> None:
@@ -113,7 +115,8 @@ def test_import_export_import_is_equal(tmp_path: Path, capsys) -> None:
     for key, book in worlds.items():
         assert load_lorebook(out_dir / key).model_dump() == book.model_dump(), key
     # a second import of the exported files equals the first (a fresh library)
-    code, out, err = _cli(capsys, "import", *[str(p) for p in sorted(out_dir.rglob("*")) if p.is_file()],
+    code, out, err = _cli(capsys, "import", *[str(p) for p in sorted(out_dir.rglob("*"))
+                                              if p.is_file() and p.name != "settings.json"],
                           "--db", str(tmp_path / "lib2.db"), "--format", "json")
     assert code == 0, err
     with open_store(str(tmp_path / "lib2.db"), seed=False) as store2:
@@ -139,3 +142,44 @@ def test_changed_card_keeps_unknown_fields(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh.png"
     fresh.write_bytes(export_card_png(edited))  # no original image: a plain image, same card
     assert load_character(fresh).description == "A retired swordsman."
+
+
+def test_exported_folder_imports_back_with_the_same_prompt(tmp_path: Path, capsys) -> None:
+    """import DIR → export (settings.json too) → import the exported folder: same setup, same messages."""
+    user = build_st_user(tmp_path)
+    db = str(tmp_path / "lib.db")
+    report = _import(capsys, user, db)
+    ids = [r["id"] for r in report["added"] if r["kind"] != "persona"]
+    out_dir = tmp_path / "out"
+    code, _, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db)
+    assert code == 0, err
+    db2 = str(tmp_path / "lib2.db")
+    again = _import(capsys, out_dir, db2)
+    chat1 = next(r["id"] for r in report["added"] if r["kind"] == "chat")
+    chat2 = next(r["id"] for r in again["added"] if r["kind"] == "chat")
+    with open_store(db, seed=False) as s1, open_store(db2, seed=False) as s2:
+        r1, r2 = s1.build_request(chat1), s2.build_request(chat2)
+        assert r2.chat.model_dump() == r1.chat.model_dump()
+        assert r2.character.model_dump() == r1.character.model_dump()
+        assert r2.settings == r1.settings and r2.persona.model_dump() == r1.persona.model_dump()
+        assert r2.sillytavern.model_dump(exclude={"source"}) == r1.sillytavern.model_dump(exclude={"source"})
+        assert [b.model_dump() for b in r2.lorebooks] == [b.model_dump() for b in r1.lorebooks]
+        assert preview(r2).messages == preview(r1).messages
+
+
+def test_pristine_folder_round_trip(shared_data: Path, tmp_path: Path, capsys) -> None:
+    db, db2 = str(tmp_path / "lib.db"), str(tmp_path / "lib2.db")
+    report = _import(capsys, shared_data / "st-user" / "default-user", db)
+    code, _, err = _cli(capsys, "export", *[r["id"] for r in report["added"] if r["kind"] != "persona"],
+                        "--to", str(tmp_path / "out"), "--db", db)
+    assert code == 0, err
+    # the card is written back byte for byte (it did not change)
+    assert (tmp_path / "out" / "characters" / "default_Seraphina.png").read_bytes() == (
+        shared_data / "st-user" / "default-user" / "characters" / "default_Seraphina.png").read_bytes()
+    again = _import(capsys, tmp_path / "out", db2)
+    chat1 = next(r["id"] for r in report["added"] if r["kind"] == "chat")
+    chat2 = next(r["id"] for r in again["added"] if r["kind"] == "chat")
+    with open_store(db, seed=False) as s1, open_store(db2, seed=False) as s2:
+        r1, r2 = s1.build_request(chat1), s2.build_request(chat2)
+        assert r2.chat.model_dump() == r1.chat.model_dump()
+        assert preview(r2).messages == preview(r1).messages

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import LoomscopeImportError
+from engine.errors import LoomscopeError, LoomscopeImportError
 from engine.importers.st_folder import read_st_folder
 from engine.storage import open_store
 from tests.engine.importers.st_fixture import SECRET_MARKER, SETTINGS, WORLDS, build_st_user
@@ -168,3 +168,30 @@ def test_link_to_a_missing_world_is_a_warning(tmp_path: Path) -> None:
     assert ("chats/hero/voyage.jsonl", "global world 'Atlantis' does not exist in worlds/; not linked") in warnings
     assert any("Atlantis" in w["message"] for w in report.warnings)
     assert len(store.list_chats()) == 1
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: s["oai_settings"].update(prompts=[{"identifier": "main", "content": 5}]),
+    lambda s: s["oai_settings"].update(openai_max_tokens=5000),
+    lambda s: s["power_user"].update(personas={"alex.png": {"not": "a name"}}),
+    lambda s: s.update(world_info_settings={"world_info_depth": -3}),
+])
+def test_bad_settings_name_the_file(tmp_path: Path, mutate) -> None:
+    settings = json.loads(json.dumps(SETTINGS))
+    mutate(settings)
+    user = build_st_user(tmp_path, settings=settings)
+    try:
+        plan = read_st_folder(user)
+    except LoomscopeImportError as exc:
+        assert exc.file == str(user / "settings.json") and exc.code.startswith("IMPORT_")
+        return
+    # accepted: then it must import and preview without crashing
+    from engine.pipeline import preview
+
+    store = _store(tmp_path)
+    report = store.import_st_folder(plan)
+    chat_id = next(r.id for r in report.added if r.kind == "chat")
+    try:
+        preview(store.build_request(chat_id))
+    except LoomscopeError as exc:  # a bad number is a settings error, never a crash
+        assert exc.code == "INVALID_SETTINGS"

