@@ -160,7 +160,8 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     window.resize(w, h)
     sizes = window.default_splitter_sizes(w)
     if tab is not None and tab.strip().lower() in ("lorebook", "audit"):
-        extra = max(0, int(w * 0.44) - sizes[2])
+        # as a writer would drag it: the inspector wider, the blocks keeping a readable 620 px
+        extra = max(0, min(int(w * 0.42), w - sizes[0] - 620) - sizes[2])
         sizes = [sizes[0], sizes[1] - extra, sizes[2] + extra]
     window.splitter.setSizes(sizes)
     window._splitter_restored = True  # keep these sizes when the window is shown
@@ -179,6 +180,12 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
         log.warning("preview did not finish in %.0f s; writing the screenshot anyway", SCREENSHOT_TIMEOUT_S)
     if tab == "chat":
         window.chat_view.scroll_to_marker()
+    if tab in (None, "blocks") and window.preview is not None:
+        # the shot shows the cut: the newest chat message that is not sent, with its reason
+        cut = [b for b in window.preview.blocks if b.message_index is not None and b.status != "kept"
+               and not b.protected]
+        if cut:
+            window.blocks_panel.select_message(max(cut, key=lambda b: b.message_index).message_index)
     if tab == "lorebook":  # show the entry editor on the first entry rather than an empty form
         from PySide6.QtWidgets import QTableView
 

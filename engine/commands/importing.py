@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
-    
+
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column
 

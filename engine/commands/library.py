@@ -74,7 +74,7 @@ def run_chats(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([c.model_dump(mode="json") for c in chats])
         return 0
-    
+
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column
 

@@ -96,7 +96,7 @@ def entry_label(finding: object) -> str:
 
 
 def _print_table(report: object) -> None:
-        from ..lorebook.models import LintReport
+    from ..lorebook.models import LintReport
     from ..terminal import markup_safe
     from ._tables import console as make_console
     from ._tables import is_narrow, key_column, table, text_column

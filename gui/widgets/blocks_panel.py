@@ -93,10 +93,9 @@ class BlocksTable(QTableView):
         reason = max(REASON_MIN_W, min(reason_want, room - TEXT_MIN_W - (0 if hide_source else SOURCE_MIN_W)))
         source = 0 if hide_source else max(SOURCE_MIN_W, min(source_want, room - reason - TEXT_MIN_W))
         text = room - reason - source
-        if text < 60:  # a very narrow window: everyone gives a share
-            reason = max(80, int(room * 0.42))
-            source = max(40, int(room * 0.18))
-            text = max(40, room - reason - source)
+        if text < 60:  # a very narrow centre: Text gives way before Reason does
+            text = 60 if room >= 60 + 110 else max(30, room // 3)
+            reason = max(60, room - text)
         self.setColumnWidth(BlockColumn.REASON, reason)
         if not hide_source:
             self.setColumnWidth(BlockColumn.SOURCE, source)

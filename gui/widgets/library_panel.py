@@ -84,9 +84,10 @@ class ChatRowDelegate(QStyledItemDelegate):
 
 
 #: Shown instead of the list when the library has no chat yet.
-EMPTY_TEXT = ("<b>No chats yet.</b><br><br>Import a SillyTavern chat (.jsonl), a character card "
-              "(.png / .json) or a world (.json) with <b>Import…</b> below or Ctrl+O, or drop the files "
-              "on this window.<br><br>A card starts a new chat with its first message.")
+EMPTY_TEXT = ("<b>No chats yet.</b><br><br>Import a chat (SillyTavern .jsonl, an OpenAI message list "
+              "or an agent transcript) with <b>Import…</b> below or Ctrl+O, or drop it on this window."
+              "<br><br>Import its character card (.png / .json) and world (.json) in the same go and "
+              "they are attached to it.")
 #: Shown when the search matches no chat.
 NO_MATCH_TEXT = "No chat matches “{}”."
 #: The branch mark before a branch's title (U+21B3, in DejaVu Sans and the common UI fonts).

@@ -86,6 +86,7 @@ class SettingsPanel(QWidget):
         self.wi_tokens = QLabel(self)
         self.wi_tokens.setObjectName("lorebookBudgetTokens")
         self.wi_tokens.setStyleSheet("color: #666;")
+        self.wi_tokens.setWordWrap(True)
         self.wi_cap = QSpinBox(self)
         self.wi_cap.setRange(0, 10_000_000)
         self.wi_cap.setSpecialValueText("no cap")
