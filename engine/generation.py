@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from .errors import ProviderError
-from .providers import ChatCompletionsClient, public_endpoint, resolve_api_key
+from .providers import (REPLY_LIMIT_PARAMS, ChatCompletionsClient, public_endpoint, reply_limit_fields,
+                        resolve_api_key)
 from .providers.openai_compat import check_api_key
 from .schema import ChatMessage, ContextSettings, PreviewRequest, ProgressEvent
 from .schema.audit import PromptContextAudit
@@ -34,7 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .pipeline import Registries
     from .storage import Store
 
-__all__ = ["GenerationResult", "ProviderConfig", "generate", "generate_and_store", "resolve_api_key"]
+__all__ = ["GenerationResult", "ProviderConfig", "generate", "generate_and_store", "resolve_api_key",
+           "speaker_name"]
 
 #: Default endpoint when neither ``--base-url`` nor ``$LOOMSCOPE_BASE_URL``/``$OPENAI_BASE_URL`` is set.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -48,8 +50,20 @@ class ProviderConfig:
 
     ``model`` is the model name sent to the provider (empty → the chat settings' model);
     ``api_key`` is never stored or logged (``repr`` hides it); ``timeout_s`` is the longest
-    silence tolerated from the provider, in seconds.
+    silence tolerated from the provider, in seconds. The reply reserve is sent as
+    ``max_tokens`` or ``max_completion_tokens`` (``reply_limit_param``, default per model).
+
+    Raises
+    ------
+    ValueError
+        ``reply_limit_param`` is not one of ``max_tokens``, ``max_completion_tokens``, ``both``,
+        ``none``.
     """
+
+    def __post_init__(self) -> None:
+        if self.reply_limit_param is not None and self.reply_limit_param not in REPLY_LIMIT_PARAMS:
+            raise ValueError(f"unknown reply limit field {self.reply_limit_param!r} "
+                             f"(expected one of {', '.join(REPLY_LIMIT_PARAMS)})")
 
     base_url: str
     model: str = ""
@@ -57,6 +71,9 @@ class ProviderConfig:
     timeout_s: float = 60.0
     stream: bool = True
     extra_body: dict[str, Any] | None = None
+    #: Which field sends the reply reserve: ``max_tokens``, ``max_completion_tokens``, ``both`` or
+    #: ``none``; ``None`` = per model (``engine.providers.params``).
+    reply_limit_param: str | None = None
 
     def __repr__(self) -> str:
         return (f"ProviderConfig(base_url={public_endpoint(self.base_url, self.api_key)!r}, model={self.model!r}, "
@@ -89,6 +106,26 @@ def _close(audit: PromptContextAudit, status: str, code: str | None = None,
            message: str | None = None, **extra: Any) -> PromptContextAudit:
     return audit.model_copy(update={"status": status, "error_code": code, "error_message": message,
                                     "finished_at": _now(), **extra})
+
+
+def speaker_name(request: PreviewRequest, role: str) -> str | None:
+    """The ``name`` a new message of ``role`` gets: the one its chat's messages carry.
+
+    A chat whose messages of that role carry a speaker ``name`` (SillyTavern chats: the
+    character's and the user's names on every line) gets the same on a new message — for the
+    assistant the character (card name, else the chat's character name, else the latest name
+    used), for the user the persona (else the chat's user name, else the latest). A chat whose
+    messages carry no names (OpenAI message arrays) gets none. Tool-call turns are not looked at.
+    """
+    chat = request.chat
+    named = [m.name for m in chat.messages if m.role == role and m.name and not m.tool_calls]
+    if not named:
+        return None
+    if role == "assistant":
+        card = request.character
+        return (card.name if card is not None and card.name else None) or chat.character_name or named[-1]
+    persona = request.persona
+    return (persona.name if persona is not None and persona.name else None) or chat.user_name or named[-1]
 
 
 #: The strategy whose generations run compaction first (SPEC §4).
@@ -190,6 +227,7 @@ def _generate(
     prepared = prepared if prepared is not None else prepare(request, registries=registries)
     pv = prepared.preview
     model = provider.model or request.settings.model
+    reply_limit = reply_limit_fields(model, pv.reply_reserve, provider.reply_limit_param)
     audit = PromptContextAudit(
         generation_id=generation_id or uuid.uuid4().hex,
         chat_id=chat_id,
@@ -235,13 +273,15 @@ def _generate(
                                       state=state, text=text, detail=detail))  # type: ignore[arg-type]
 
     report("running", "", model=model, prompt_tokens=pv.prompt_tokens)
+    # What goes into the body besides messages and tools, recorded before the call.
+    audit = audit.model_copy(update={"request_params": {"model": model, "stream": provider.stream, **reply_limit}})
     client = ChatCompletionsClient(provider.base_url, provider.api_key, timeout_s=provider.timeout_s)
     try:
         reply = client.complete(
             model, prepared.messages, tools=prepared.tools or None, stream=provider.stream,
             extra_body=provider.extra_body,
             on_delta=lambda _piece, so_far: report("running", so_far),
-            cancel=cancel,
+            cancel=cancel, reply_limit=reply_limit,
         )
     except ProviderError as exc:
         status = "cancelled" if exc.code == "CANCELLED" else "failed"
@@ -254,7 +294,7 @@ def _generate(
         return GenerationResult(_close(audit, "failed", "PROVIDER_BAD_RESPONSE",
                                        "the provider's tool calls are malformed"))
     message = ChatMessage(role="assistant", content=reply.content if (reply.content or not tool_calls) else None,
-                          tool_calls=tool_calls)
+                          tool_calls=tool_calls, name=speaker_name(request, "assistant"))
     closed = _close(audit, "completed", reply_chars=len(reply.content), finish_reason=reply.finish_reason,
                     usage=dict(reply.usage))
     report("done", reply.content, finish_reason=reply.finish_reason)
@@ -288,7 +328,8 @@ def generate_and_store(
         Invalid settings (see :func:`generate`).
     """
     request = store.build_request(chat_id)
-    user_message = ChatMessage(role="user", content=message) if message is not None else None
+    user_message = (ChatMessage(role="user", content=message, name=speaker_name(request, "user"))
+                    if message is not None else None)
     if user_message is not None:
         # Sent as the chat's next message, but stored only together with the audit: invalid
         # settings (raised by the pipeline before any audit exists) leave the chat untouched.

@@ -54,6 +54,7 @@ from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
     TokenizerRegistry,
+    content_part_warnings,
     count_messages_tokens,
     count_tools_tokens,
     default_tokenizer_registry,
@@ -241,9 +242,10 @@ def _run_strategy(registries: Registries, name: str, blocks: list[Block], count:
                   budget: int, options: dict[str, Any], diagnostics: list[str],
                   groups: ToolGroups) -> ShiftResult:
     info = registries.strategies.get(name)
+    honor_manual = bool(getattr(info, "honors_manual", False)) and options.get("honor_manual", True) is not False
     try:
         result = info.fn(blocks, count, budget, options)
-        problems = check_shift_result(blocks, result, groups)
+        problems = check_shift_result(blocks, result, groups, honor_manual=honor_manual)
         by_id = {b.id: b for b in blocks}
         kept_total = (sum(count(by_id[k]) for k in result.kept if k in by_id)
                       + sum(t.remaining_tokens for t in result.truncated)
@@ -255,9 +257,25 @@ def _run_strategy(registries: Registries, name: str, blocks: list[Block], count:
     except Exception as exc:  # a plugin strategy must not break the pipeline
         problems = [f"raised {type(exc).__name__}: {exc}"]
     if problems:
-        diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate'")
-        result = shift_context(blocks, count, budget)
+        # The fallback may drop more than the strategy meant to, never send what the writer
+        # removed: it honours manual exclusions and hidden messages whatever was selected.
+        diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate' "
+                           "(honouring manual exclusions and hidden messages)")
+        result = shift_context(blocks, count, budget, honor_manual=True)
     return result
+
+
+def _incomplete_group_warnings(blocks: list[Block], groups: ToolGroups) -> list[str]:
+    """One warning per incomplete tool group (not hidden), naming its call ids and messages."""
+    out: list[str] = []
+    for gid, what in groups.incomplete.items():
+        members = [b for b, g in zip(blocks, groups.group_of) if g == gid]
+        if any(b.hidden for b in members):
+            continue  # the writer hid it: HIDDEN says why it is not sent
+        where = ", ".join(str(b.message_index) if b.message_index is not None else b.id for b in members)
+        out.append(f"incomplete tool calls ({'; '.join(what)}): messages {where} are not sent "
+                   "(TOOL_PAIR_INCOMPLETE; a provider rejects a call without its results)")
+    return out
 
 
 @contextmanager
@@ -305,13 +323,18 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 1. model → profile and limit
     info = lookup_model(settings.model)
-    if not info.known:
-        warnings.append(
-            f"unknown model {settings.model!r}: counting with the approximate profile "
-            f"{info.profile!r} and a {info.context_limit}-token context limit; set the limit "
-            "and tokenizer for exact figures")
     profile = reg.tokenizers.get(settings.tokenizer or info.profile)
     limit = settings.context_limit or info.context_limit
+    if not info.known:
+        # Name what is actually used, after the user's overrides.
+        tok = (f"the tokenizer profile {profile.name!r} you set" if settings.tokenizer
+               else f"the {'approximate ' if profile.approximate else ''}profile {profile.name!r}")
+        lim = (f"the {limit}-token context limit you set" if settings.context_limit
+               else f"a default {limit}-token context limit")
+        missing = [w for w, given in (("the context limit", settings.context_limit),
+                                      ("the tokenizer", settings.tokenizer)) if not given]
+        warnings.append(f"unknown model {settings.model!r}: counting with {tok} and {lim}"
+                        + (f"; set {' and '.join(missing)} for exact figures" if missing else ""))
     if settings.context_limit and info.known and settings.context_limit > info.context_limit:
         warnings.append(f"context limit {settings.context_limit} is above {settings.model}'s known "
                         f"limit of {info.context_limit} tokens")
@@ -325,10 +348,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         raise SettingsError("INVALID_SETTINGS",
                             f"reply reserve {reserve} must be below the context limit {limit}")
     budget = limit - reserve
-    safety = math.ceil(budget * settings.safety_margin_percent / 100) if profile.approximate else 0
     tools = list(request.chat.tools)
     priming = REPLY_PRIMING_TOKENS  # tokens no block owns; a chat template's own figure after assembly
-    shift_budget = budget - safety - priming
 
     # 3. lorebook activation and assembly
     card = request.character
@@ -366,6 +387,13 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 4. count once per block
     tokens = _count_blocks(profile, blocks)
+    # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
+    approximate = profile.approximate or any(
+        b.message is not None and isinstance(b.message.content, list) and any(
+            isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
+        for b in blocks)
+    safety = math.ceil(budget * settings.safety_margin_percent / 100) if approximate else 0
+    shift_budget = budget - safety - priming
     sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
     if profile.chat is not None:  # template counts depend on the neighbours: count what is sent
         if len(sendable) != len(blocks):
@@ -377,6 +405,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     # 5–6. strategy with host checks
     groups = find_tool_groups(sendable)
     group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
+    warnings.extend(_incomplete_group_warnings(sendable, groups))
     for cid in sorted(groups.reused_ids):
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
@@ -451,6 +480,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
             send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
             final = prompt_count(profile, messages, send_tools)  # type: ignore[arg-type]
             prompt_tokens = final.total
+    warnings.extend(content_part_warnings(messages))  # type: ignore[arg-type]
     template_tokens: dict[str, int] = {}
     msg_final = [b for b in final_blocks if b.message is not None]
     for b, n, t in zip(msg_final, final.messages, final.template):
@@ -520,7 +550,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     preview_blocks = _PREVIEW_BLOCKS.validate_python(preview_blocks)
     pv = ContextPreview(
         model=settings.model,
-        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
+        tokenizer=TokenizerInfo(profile=profile.name, approximate=approximate, version=profile.version),
         context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=safety,
         headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens, overhead_tokens=final.overhead,
         strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,

@@ -1,7 +1,9 @@
 """Stable reason codes for every inclusion and exclusion of a prompt block (SPEC §3).
 
 Codes are a public interface (CLI JSON, audit, GUI): extend, never rename. The README's
-table is generated from :data:`REASON_CODES`; ``tests/engine/test_reasons.py`` pins the list.
+table is generated from :data:`REASON_CODES`; ``tests/engine/test_codes.py`` pins the list and
+``tests/engine/test_reason_corpus.py`` runs the engine over a corpus and fails on any code a
+block carries (as its reason or its trace ``code``) that is not listed here.
 Lorebook entries that did not activate are not blocks: their codes live in the activation
 trace (``engine.lorebook``).
 """
@@ -29,12 +31,17 @@ REASON_CODES: dict[str, tuple[Category, str]] = {
     "EXAMPLE_DIALOGUE": ("kept", "example dialogue fits the budget"),
     "FITS_BUDGET": ("kept", "fits the budget"),
     "INTERCEPTOR_ADDED": ("kept", "added by a plugin interceptor and fits the budget"),
+    "LOREBOOK_STICKY": ("kept", "lorebook entry still active through its sticky timed effect (no key match needed)"),
+    "LOREBOOK_DECORATOR_ACTIVATE": ("kept", "lorebook entry forced on by its @@activate decorator"),
+    "LOREBOOK_KEY_MATCH": ("kept", "lorebook trace: a primary key matched (the block's reason is LOREBOOK_MATCHED)"),
     # excluded
     "MANUAL_EXCLUDED": ("excluded", "excluded by the user"),
     "HIDDEN": ("excluded", "hidden message (SillyTavern is_system), never sent"),
     "HISTORY_OLDEST_FIRST": ("excluded", "oldest history removed to fit the budget"),
     "TOOL_GROUP_DROPPED": ("excluded", "removed together with its tool group"),
     "TOOL_RESULT_ORPHANED": ("excluded", "tool result whose call is not in the chat (a provider would reject it)"),
+    "TOOL_PAIR_INCOMPLETE": ("excluded", "tool call without all its results, or a result before its call: the "
+                                         "whole group is not sent (a provider would reject half a pair)"),
     "TOO_LARGE_FOR_BUDGET": ("excluded", "larger than all the room left after protected blocks; can never fit"),
     "EXAMPLES_PUSHED_OUT": ("excluded", "example dialogue removed first to fit the budget"),
     "LOREBOOK_BUDGET": ("excluded", "lorebook entry activated but over the lorebook token budget"),

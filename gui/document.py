@@ -234,6 +234,17 @@ class ChatDocument(QObject):
         removed = [s for s in state.removed if s.id != summary.id]
         self._set_compaction(state.model_copy(update={"summary": summary, "removed": removed, "stall": None}))
 
+    def reset_compaction_failures(self) -> None:
+        """Clear the compaction failure count (saved first), so auto-compaction runs again."""
+        from engine.compaction.state import CompactionState
+
+        if self.request is None:
+            return
+        if self._persisted:
+            self.store.reset_compaction_failures(self.chat_id)
+        state = CompactionState.of_chat(self.request.chat)
+        self._set_compaction(state.model_copy(update={"failures": 0, "stall": None}))
+
     # -- settings ------------------------------------------------------------------------
     def set_settings(self, settings: ContextSettings) -> None:
         """Replace the chat's context settings (saved to the library)."""

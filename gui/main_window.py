@@ -311,6 +311,7 @@ class MainWindow(QMainWindow):
         self.chat_view.message_submitted.connect(self.append_user_message)
         self.chat_view.generate_requested.connect(self.generate)
         self.chat_view.summary_remove_requested.connect(self.remove_compaction_summary)
+        self.chat_view.compaction_reset_requested.connect(self.ctx.document.reset_compaction_failures)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
         self.chat_view.edit_requested.connect(self.edit_message)
         self.chat_view.delete_requested.connect(self.delete_message)

@@ -373,17 +373,100 @@ def register_builtin_stages(registry: StageRegistry) -> list[Callable[[], None]]
     return [registry.register(name, fn) for name, fn in BUILTIN_STAGES.items()]
 
 
+def _gather_tool_batches(ctx: AssemblyContext, blocks: list[Block]) -> tuple[list[Block], dict[int, int]]:
+    """Send each tool batch as one run: the results directly after their call.
+
+    OpenAI's chat shape requires an assistant message with ``tool_calls`` to be followed
+    directly by the results of exactly those calls. Results that the chat holds later (a user
+    message typed while a tool ran, or two batches interleaved) move up to follow their call,
+    in their own order; the messages they skipped follow the batch. A moved result's trace
+    says so, and one warning names the messages. Groups that can never be sent (a result
+    before its call, a call without results) are left where they are: shifting drops them
+    (``TOOL_PAIR_INCOMPLETE``).
+
+    Returns
+    -------
+    (blocks, batch_start):
+        The blocks in send order, and for every position strictly inside a batch (a result of
+        a call; inserting before it would split the batch) the position of the batch's call.
+    """
+    from ..shifting.groups import find_tool_groups  # shifting imports nothing from assembly
+
+    msg_pos = [i for i, b in enumerate(blocks) if b.message is not None and b.message_index is not None]
+    if not any(b.kind in (BlockKind.TOOL_CALL, BlockKind.TOOL_RESULT) for b in blocks):
+        return blocks, {}
+    msgs = [blocks[i] for i in msg_pos]
+    groups = find_tool_groups(msgs)
+    members: dict[str, list[int]] = {}
+    for k, g in enumerate(groups.group_of):
+        if g is not None and g not in groups.incomplete:
+            members.setdefault(g, []).append(k)
+    # the call of a group is its first member (results before their call make it incomplete)
+    call_of = {g: ks[0] for g, ks in members.items()
+               if msgs[ks[0]].message is not None and msgs[ks[0]].message.role == "assistant"}
+    order: list[int] = []
+    taken: set[int] = set()
+    for k in range(len(msgs)):
+        if k in taken:
+            continue
+        order.append(k)
+        taken.add(k)
+        g = groups.group_of[k]
+        if g is not None and call_of.get(g) == k:
+            for r in members[g][1:]:
+                order.append(r)
+                taken.add(r)
+    # a result moved when a sent message of another kind stood between it and its batch
+    moved: list[tuple[int, int]] = []
+    for g, call_k in call_of.items():
+        prev = call_k
+        for r in members[g][1:]:
+            if any(not msgs[j].hidden for j in range(prev + 1, r)):
+                moved.append((r, call_k))
+            prev = r
+    moved.sort()
+    if order != list(range(len(msgs))):
+        out = list(blocks)
+        for slot, k in zip(msg_pos, order):
+            out[slot] = msgs[k]
+        blocks = out
+    if moved:
+        for old_k, call_k in moved:
+            b = msgs[old_k]
+            b.trace = {**(b.trace or {}), "send_order": {
+                "moved_after_tool_call": msgs[call_k].message_index,
+                "note": f"sent directly after its tool call (message {msgs[call_k].message_index}), "
+                        "as a provider requires"}}
+        names = ", ".join(str(msgs[k].message_index) for k, _ in moved)
+        ctx.warnings.append(f"tool results (messages {names}) are sent directly after their calls, "
+                            "ahead of messages that came between them: a provider rejects a tool call "
+                            "not followed by its results")
+    # positions strictly inside a batch → the batch's call position
+    index_of = {id(b): i for i, b in enumerate(blocks)}
+    batch_start: dict[int, int] = {}
+    for g, call_k in call_of.items():
+        start = index_of[id(msgs[call_k])]
+        for r in members[g][1:]:
+            batch_start[index_of[id(msgs[r])]] = start
+    return blocks, batch_start
+
+
 def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str]) -> list[Block]:
     """Run the stages named in ``template`` in order, place depth insertions, number the blocks.
 
-    Returns blocks with ids ``b0``, ``b1``, ... in prompt order. Depth ``d`` puts a block
-    before the ``d``-th message counted from the end among the chat messages that are sent
-    (history and current input; hidden messages do not count); with fewer messages it goes
-    before the first one.
+    Returns blocks with ids ``b0``, ``b1``, ... in prompt order. Each tool batch is sent as
+    one run (:func:`_gather_tool_batches`). Depth ``d`` puts a block before the ``d``-th
+    message counted from the end among the chat messages that are sent (history and current
+    input; hidden messages do not count); with fewer messages it goes before the first one.
+    A depth that falls inside a tool batch (between a call and its results) puts the block
+    immediately before the batch's assistant message instead. Every inserted block's trace
+    records ``placement`` (``depth``, ``before_message``, and ``moved_before_tool_call`` when a
+    batch moved it).
     """
     blocks: list[Block] = []
     for name in template:
         blocks.extend(registry.get(name)(ctx))
+    blocks, batch_start = _gather_tool_batches(ctx, blocks)
     if ctx.depth_inserts:
         # hidden messages are never sent, so they do not count towards a depth (SillyTavern
         # removes them before placing depth prompts)
@@ -398,6 +481,19 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
                 anchor = msg_positions[0]
             else:
                 anchor = msg_positions[-ins.depth]
+            start = batch_start.get(anchor)
+            placement: dict[str, Any] = {"depth": ins.depth}
+            if start is not None:
+                # Never between a tool call and its results: a provider rejects the request.
+                # The insertion goes immediately before the batch's assistant message.
+                call = blocks[start]
+                placement["moved_before_tool_call"] = call.message_index
+                placement["note"] = (f"depth {ins.depth} fell inside the tool batch of message "
+                                     f"{call.message_index}; placed before its tool call")
+                anchor = start
+            if anchor < len(blocks) and blocks[anchor].message_index is not None:
+                placement["before_message"] = blocks[anchor].message_index
+            ins.block.trace = {**(ins.block.trace or {}), "placement": placement}
             placed.setdefault(anchor, []).append(((-ins.depth, *ins.rank), ins.block))
         merged: list[Block] = []
         for i in range(len(blocks) + 1):

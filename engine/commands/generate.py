@@ -1,7 +1,9 @@
 """``loomscope generate CHAT_ID``: run the pipeline and ask an OpenAI-compatible provider to reply.
 
 The reply is appended to the chat and the run's ``PromptContextAudit`` replaces the chat's
-previous one. The API key comes from ``$LOOMSCOPE_API_KEY``, ``$OPENAI_API_KEY`` or the OS keyring
+previous one. The reply reserve is sent as ``max_tokens`` (or ``max_completion_tokens`` for
+models that reject it; ``--reply-limit-param`` overrides) and recorded in the audit's
+``request_params``. The API key comes from ``$LOOMSCOPE_API_KEY``, ``$OPENAI_API_KEY`` or the OS keyring
 (never from a flag, so it stays out of shell history). Overrides (``--model``,
 ``--context-limit``, ``--reply-reserve``, ``--strategy``) apply to this run only.
 
@@ -58,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS", default=60.0,
                    help="longest silence tolerated from the provider (default 60)")
     p.add_argument("--no-stream", action="store_true", help="ask for one JSON answer instead of a stream")
+    p.add_argument("--reply-limit-param", choices=("auto", "max_tokens", "max_completion_tokens", "both", "none"),
+                   default="auto",
+                   help="request field that carries the reply reserve (default auto: max_completion_tokens for "
+                        "OpenAI o-series and gpt-5 models, max_tokens otherwise)")
     add_db_argument(p)
     add_format_argument(p)
     p.set_defaults(func=run)
@@ -122,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
     with open_library(args) as store:
         settings = _settings(store.get_chat(args.chat_id).settings, args)
         provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
-                                  timeout_s=args.timeout, stream=not args.no_stream)
+                                  timeout_s=args.timeout, stream=not args.no_stream,
+                                  reply_limit_param=None if args.reply_limit_param == "auto"
+                                  else args.reply_limit_param)
         cancel = threading.Event()
         shown = [0]
 
@@ -185,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
             "status": audit.status,
             "error_code": audit.error_code,
             "prompt_tokens": audit.prompt_tokens,
+            "request_params": audit.request_params,
             "reply_index": result.reply_index,  # type: ignore[attr-defined]
             "reply": result.reply.model_dump(mode="json", exclude_none=True) if result.reply else None,  # type: ignore[attr-defined]
             "compaction": audit.compaction,

@@ -105,10 +105,10 @@ def sparkline(values: list[int], width: int = 60) -> str:
 def render_table(report) -> None:  # report: LorebookReport
     """Print the report as rich tables: entries (by total tokens), then books and a sparkline."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     from ..lorebook.report import NEVER_FIRED_REASONS
+    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
 
     console = Console(width=max(Console().width, 150))
     n = len(report.turns)

@@ -160,6 +160,16 @@ def short_detail(data: dict | None) -> str:
     return ""
 
 
+#: ``strategy_info["reason"]`` of ``compact`` in words.
+_COMPACTION_WORDS = {
+    "below_trigger": "below the trigger",
+    "pending": "compaction runs at generation",
+    "disabled": "auto-compaction stopped after 3 failures in a row",
+    "no_candidates": "nothing older than the messages kept verbatim",
+    "no_progress": "no progress possible since the last compaction",
+}
+
+
 def render_table(pv: ContextPreview) -> None:
     """Print the preview as a table that fits the terminal, with totals and a budget line.
 
@@ -197,6 +207,9 @@ def render_table(pv: ContextPreview) -> None:
         why = markup_safe(b.reason)
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
             why += markup_safe(f" (key {b.trace['detail']['key']!r})")
+        other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
+        if isinstance(other, dict) and other.get("message"):
+            why += markup_safe(f" [{other['message']}]")
         detail = short_detail(b.reason_data)
         if detail:
             why += f"\n[dim]{markup_safe(detail)}[/]"
@@ -222,6 +235,14 @@ def render_table(pv: ContextPreview) -> None:
         f"budget: prompt [bold]{pv.prompt_tokens}[/] / {pv.budget} ({pct:.1f} %) = context "
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
+    info = pv.strategy_info
+    if "trigger" in info:  # compact: where the prompt stands against SPEC §4's thresholds
+        used = info.get("summary")
+        console.print(
+            f"compaction: prompt {info['prompt_tokens']} before fitting · trigger {info['trigger']} · "
+            f"target {info['target']} · {_COMPACTION_WORDS.get(info['reason'], info['reason'])}"
+            + (f" · summary of messages #{used['covers'][0]}–#{used['covers'][1]} in use ({used['tokens']} tokens)"
+               if used else ""))
     for w in pv.warnings:
         console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:

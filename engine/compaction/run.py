@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..schema.progress import ProgressEvent
 from ..schema.request import PreviewRequest
 from .options import CHAT_KEY, MAX_FAILURES, CompactionOptions
+from .strategy import JUST_COMPACTED
 from .state import CompactionState, make_summary
 from .summarizer import Summarizer, provider_summarizer, summarize_history
 
@@ -62,9 +63,14 @@ class CompactionOutcome:
     prepared: PreparedPrompt | None = None
 
 
-def with_state(request: PreviewRequest, state: CompactionState) -> PreviewRequest:
-    """``request`` whose chat carries ``state`` (as the stored chat would)."""
-    return request.model_copy(update={"chat": request.chat.model_copy(update={CHAT_KEY: state.dump()})})
+def with_state(request: PreviewRequest, state: CompactionState, *, just_compacted: bool = False) -> PreviewRequest:
+    """``request`` whose chat carries ``state`` (as the stored chat would); ``just_compacted``
+    asks the strategy to end at the target (the prepares right after a new summary)."""
+    update: dict[str, Any] = {"chat": request.chat.model_copy(update={CHAT_KEY: state.dump()})}
+    if just_compacted:
+        options = {**request.settings.strategy_options, JUST_COMPACTED: True}
+        update["settings"] = request.settings.model_copy(update={"strategy_options": options})
+    return request.model_copy(update=update)
 
 
 def run_compaction(
@@ -176,8 +182,9 @@ def run_compaction(
                          else "the summary was over its cap twice")
     covered = {i: messages[i] for i in outcome.covered}
     summary_tokens = profile.count(outcome.text)
+    candidate_ids = set(info["candidate_block_ids"])
     replaced = sum(b.tokens for b in prepared.preview.blocks if b.message_index in covered
-                   and b.id in set(info["candidate_block_ids"])) + ((info.get("summary") or {}).get("tokens") or 0)
+                   and b.id in candidate_ids) + ((info.get("summary") or {}).get("tokens") or 0)
     summary = make_summary(outcome.text, covered, previous=previous, tokens=summary_tokens,
                            replaced_tokens=replaced, profile=profile.name, model=model,
                            attempts=len(outcome.attempts), reappended=outcome.reappended)
@@ -189,7 +196,7 @@ def run_compaction(
         return fall_back("the summary freed nothing", stall=True)
     new = state.model_copy(update={"summary": summary, "failures": 0, "stall": None,
                                    "last": {"status": "compacted", "generation_id": generation_id}})
-    req = with_state(request, new)
+    req = with_state(request, new, just_compacted=True)
     again = prepare(req, registries=registries)
     after = again.preview.strategy_info
     record["prompt_tokens_after"] = again.preview.prompt_tokens
@@ -199,12 +206,13 @@ def run_compaction(
         new = new.model_copy(update={"stall": {"prompt_tokens": after.get("prompt_tokens"),
                                                "messages": len(request.chat.messages)},
                                      "last": {"status": "compacted_then_truncated", "generation_id": generation_id}})
-        req = with_state(request, new)
+        req = with_state(request, new, just_compacted=True)
         again = prepare(req, registries=registries)
         record["status"] = "compacted_then_truncated"
         record["fallback"] = "truncation"
     else:
         record["status"] = "compacted"
+    record["truncated_to_target"] = bool(again.preview.strategy_info.get("truncated_to_target"))
     log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
              summary_tokens, replaced)
     report("done", LABEL_DONE,

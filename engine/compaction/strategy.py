@@ -15,8 +15,8 @@ generations reuse it. Steps, for blocks in prompt order:
    unless auto-compaction stopped after ``MAX_FAILURES`` failures in a row, or the last
    compaction stalled (did not get below the trigger) and summarizing the new candidates could
    not get below it either (no re-firing without progress).
-3. **Fit.** Below the trigger, the blocks are fitted to the budget as ``manual`` does. At or
-   above it (compaction pending, failed, stopped or without progress), the prompt is truncated
+3. **Fit.** Below the trigger, the blocks are fitted to the budget as ``manual`` does (right
+   after a compaction, to the target). At or above it (compaction pending, failed, stopped or without progress), the prompt is truncated
    until the *target* holds (keeping tool groups whole; the summary block is kept like a
    protected block when it fits), so the next turn does not start at the trigger again; when
    the target cannot hold (protected blocks above it) the budget is used.
@@ -41,6 +41,9 @@ from .options import HOST_KEY, MAX_FAILURES, CompactionOptions, thresholds
 from .state import CompactionState, CompactionSummary, message_fingerprint
 
 SUMMARY_BLOCK_ID = "sc0"
+#: Option the generation sets on the prepares right after a compaction: fit to the target even
+#: below the trigger (compaction ends at ≤ target_percent of the limit). Never stored.
+JUST_COMPACTED = "_just_compacted"
 SUMMARY_SOURCE = "summary:compaction"
 _PRE_REMOVED = ("HIDDEN", "TOOL_RESULT_ORPHANED", "MANUAL_EXCLUDED")
 
@@ -169,7 +172,7 @@ def compact_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], in
         work.insert(at, sblock.model_copy(update={"protected": True}))
     room = budget
     truncated_to_target = False
-    if over:
+    if over or options.get(JUST_COMPACTED):  # compaction ends at the target (SPEC §4)
         room = min(budget, target - overhead)
         truncated_to_target = True
     result = shift_context(work, count_tokens, room, honor_manual=True)

@@ -30,6 +30,8 @@ from .state import CompactionSummary
 #: Appears in the summarizer's instructions (the test server recognises summary requests by it).
 SUMMARY_MARKER = "[loomscope:compaction]"
 KEPT_HEADER = "Kept verbatim from the summarized messages:"
+#: A transcript line is never cut below this many characters.
+MIN_LINE_CHARS = 200
 _PRIORITY = {"error": 0, "path": 1, "trace": 2, "code": 3}
 
 #: ``messages -> summary text``; raises ``ProviderError`` on failure.
@@ -102,17 +104,19 @@ def _cut_middle(text: str, keep: int) -> str:
 def fit_transcript(lines: list[tuple[int, str]], budget: int, count: Callable[[str], int]) -> tuple[list[tuple[int, str]], int]:
     """Shorten ``lines`` (index, text) until their tokens fit ``budget``; returns (lines, number cut).
 
-    The longest line is cut in the middle (to half its length, never below 200 characters)
-    until all fit; then the oldest lines are left out.
+    The longest line is cut in the middle (to half its length; lines of up to
+    2 × :data:`MIN_LINE_CHARS` characters are left whole) until all fit; then the oldest lines
+    are left out.
     """
     out = list(lines)
     sizes = [count(t) for _, t in out]
     cut = set()
     while sum(sizes) > budget:
-        k = max(range(len(out)), key=lambda j: (len(out[j][1]), -j)) if out else None
-        if k is None or len(out[k][1]) <= 200:
+        cuttable = [j for j in range(len(out)) if len(out[j][1]) > 2 * MIN_LINE_CHARS]
+        if not cuttable:
             break
-        out[k] = (out[k][0], _cut_middle(out[k][1], max(200, len(out[k][1]) // 2)))
+        k = max(cuttable, key=lambda j: (len(out[j][1]), -j))
+        out[k] = (out[k][0], _cut_middle(out[k][1], len(out[k][1]) // 2))  # strictly shorter
         sizes[k] = count(out[k][1])
         cut.add(out[k][0])
     while out and sum(sizes) > budget:
@@ -255,13 +259,15 @@ def provider_summarizer(base_url: str, api_key: str | None, model: str, *, cap: 
                         extra_body: dict[str, Any] | None = None,
                         cancel: threading.Event | None = None) -> Summarizer:
     """A :data:`Summarizer` that asks an OpenAI-compatible endpoint (one JSON answer, no stream;
-    ``max_tokens`` = ``cap``)."""
-    from ..providers import ChatCompletionsClient
+    the reply limited to ``cap`` tokens as ``max_tokens``, or ``max_completion_tokens`` for the
+    models that reject ``max_tokens``: ``engine.providers.params``)."""
+    from ..providers import ChatCompletionsClient, reply_limit_fields
 
     client = ChatCompletionsClient(base_url, api_key, timeout_s=timeout_s)
+    limit = reply_limit_fields(model, cap) or {"max_tokens": cap}
 
     def call(messages: list[dict[str, Any]]) -> str:
-        reply = client.complete(model, messages, stream=False, extra_body={**(extra_body or {}), "max_tokens": cap},
+        reply = client.complete(model, messages, stream=False, extra_body=extra_body, reply_limit=limit,
                                 cancel=cancel)
         return reply.content or ""
 

@@ -322,8 +322,14 @@ def activate(
         user_name=user_name, char_name=char_name, character=character, persona=persona,
         chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
         generation_type=generation_type, history_offset=history_offset,
-        clock=RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000))
+        clock=_shared_clock(clock))
     return compare_results(result, other)
+
+
+def _shared_clock(clock: RegexClock) -> RegexClock:
+    """The comparison run's clock: the same total and exhausted searches as the main run (one
+    time budget per preview), its own list of timeouts (it reports none)."""
+    return RegexClock(clock.per_search, clock.total, spent=clock.spent, exhausted=clock.exhausted)
 
 
 def compare_results(st: ActivationResult, ls: ActivationResult) -> ActivationResult:

@@ -159,6 +159,8 @@ class RegexClock:
     total: float = 0.5
     spent: float = 0.0
     timeouts: list[dict[str, Any]] = field(default_factory=list)
+    #: (pattern key, text hash) of searches that ran out: not run again on the same text
+    exhausted: set[tuple[str, int]] = field(default_factory=set)
 
     def remaining(self) -> float:
         """Seconds left for the next search (never more than ``per_search``)."""
@@ -187,6 +189,9 @@ class JsRegex:
         ``clock.timeouts``. Without one, a 1-second limit still applies.
         """
         limit = clock.remaining() if clock is not None else 1.0
+        mark = (self.key + "/" + self.flags, hash(text)) if clock is not None else None
+        if mark is not None and mark in clock.exhausted:  # type: ignore[union-attr]
+            limit = 0.0
         if limit <= 0:
             if clock is not None:
                 clock.timeouts.append({"key": self.key, "where": where, "timeout_ms": 0.0,
@@ -203,6 +208,7 @@ class JsRegex:
             if clock is not None:
                 clock.timeouts.append({"key": self.key, "where": where,
                                        "timeout_ms": round(limit * 1000, 1)})
+                clock.exhausted.add(mark)  # type: ignore[arg-type]
             return None
         finally:
             if clock is not None:

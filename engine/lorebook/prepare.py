@@ -19,7 +19,7 @@ from typing import Any
 
 from ..schema.lorebook import Lorebook, LorebookEntry
 from ..schema.settings import WorldInfoSettings
-from .jsregex import JsRegex
+from .jsregex import JsRegex, catastrophic_reason
 from .keys import InvalidRegexKey, KeyHits, clear_matchers, compile_regex_key, is_regex_key, substitute_names
 
 _DECORATOR_LINE = re.compile(r"^@@(?!@)(\w+)")
@@ -170,6 +170,13 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
                         diagnostics.append(f"{book.name}: uid {e.uid}: LOREBOOK_INVALID_KEY: {err}")
                     if k is None:
                         continue
+                    if k.regex is not None:
+                        why = catastrophic_reason(k.regex.source)
+                        if why is not None:
+                            diagnostics.append(
+                                f"{book.name}: uid {e.uid}: regex key {k.text!r} can take exponential time "
+                                f"({why}): SillyTavern's JavaScript engine may freeze on it; Loomscope stops "
+                                f"each search after {settings.regex_timeout_ms:g} ms")
                     target.append(k)
                     if k.regex is None:
                         (cs_set if cs else ci).add(k.norm)
@@ -290,7 +297,7 @@ def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: 
     change to an entry (assignment or in-place list/dict edit) is a miss.
     """
     key = (tuple((b.name, tuple(map(_UID, b.entries))) for b in books), user, char,
-           settings.case_sensitive, settings.match_whole_words)
+           settings.case_sensitive, settings.match_whole_words, settings.regex_timeout_ms)
     with _CACHE_LOCK:
         hit = _PREPARED_CACHE.get(key)
     if hit is not None:

@@ -1,7 +1,8 @@
 """A client for OpenAI-compatible ``POST {base_url}/chat/completions`` endpoints, over httpx.
 
 Protocol (OpenAI API reference, "Create chat completion"): the body carries ``model``,
-``messages``, optional ``tools`` and ``stream``; a non-streamed answer is a JSON object with
+``messages``, optional ``tools``, ``stream`` and the reply limit (``max_tokens`` or
+``max_completion_tokens``); a non-streamed answer is a JSON object with
 ``choices[0].message``; a streamed answer is Server-Sent Events, each ``data:`` line a JSON
 chunk with ``choices[0].delta`` (``content`` pieces; ``tool_calls`` pieces merged by ``index``),
 ending with ``data: [DONE]``. Servers that ignore ``stream`` and answer with plain JSON are read
@@ -28,6 +29,7 @@ import httpx
 
 from ..errors import ProviderError
 from .errors import MAX_ERROR_BODY_BYTES, error_for_exception, error_for_status, error_for_stream_error
+from .params import REPLY_LIMIT_FIELDS
 
 #: How often the waiting thread checks the cancel event, in seconds.
 CANCEL_POLL_S = 0.05
@@ -316,6 +318,7 @@ class ChatCompletionsClient:
         extra_body: dict[str, Any] | None = None,
         on_delta: Callable[[str, str], None] | None = None,
         cancel: threading.Event | None = None,
+        reply_limit: dict[str, int] | None = None,
     ) -> ProviderReply:
         """Send one chat-completions request and return the reply.
 
@@ -325,6 +328,12 @@ class ChatCompletionsClient:
             The request body's fields (``tools`` omitted when empty).
         stream:
             Ask for SSE streaming.
+        extra_body:
+            Further body fields (they never replace ``model``, ``messages`` or ``stream``).
+        reply_limit:
+            The reply limit fields (``{"max_tokens": n}`` or ``{"max_completion_tokens": n}``, in
+            tokens; see ``engine.providers.params``). When given, they replace any
+            ``max_tokens`` / ``max_completion_tokens`` in ``extra_body``.
         on_delta:
             Called on the calling thread with ``(piece, text_so_far)`` for each streamed piece.
         cancel:
@@ -338,7 +347,12 @@ class ChatCompletionsClient:
             ``PROVIDER_SERVER_ERROR``, ``PROVIDER_NETWORK_ERROR``, ``PROVIDER_BAD_RESPONSE`` or
             ``CANCELLED``.
         """
-        body: dict[str, Any] = {**(extra_body or {}), "model": model, "messages": messages, "stream": stream}
+        extra = dict(extra_body or {})
+        if reply_limit:
+            for key in REPLY_LIMIT_FIELDS:
+                extra.pop(key, None)
+        body: dict[str, Any] = {**extra, "model": model, "messages": messages, "stream": stream,
+                                **(reply_limit or {})}
         if tools:
             body["tools"] = tools
         events: queue.Queue[tuple[str, Any]] = queue.Queue()

@@ -69,6 +69,10 @@ class PromptContextAudit(BaseModel):
     usage:
         The provider's reported token usage (``prompt_tokens``, ``completion_tokens``,
         ``total_tokens``) when it sent one; integers only.
+    request_params:
+        The request's fields other than ``messages`` and ``tools``, as sent: ``model``,
+        ``stream`` and the reply limit carrying the reply reserve (``max_tokens`` or
+        ``max_completion_tokens``, in tokens); empty when nothing was sent.
     compaction:
         The compaction record (strategy ``compact``), see below.
     """
@@ -100,6 +104,7 @@ class PromptContextAudit(BaseModel):
     reply_chars: int | None = None
     finish_reason: str | None = None
     usage: dict[str, int] = Field(default_factory=dict)
+    request_params: dict[str, Any] = Field(default_factory=dict)
     #: What compaction did before this request (strategy ``compact``; see
     #: ``engine.compaction.run``): ``status``, the summary id and the message ``range`` it
     #: replaced, ``attempts``, ``error_code``, ``fallback``; ``None`` for other strategies.

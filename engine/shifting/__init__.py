@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from .core import TOKEN_BUDGET_EXCEEDED, check_shift_result, shift_context
+from .core import (
+    TOKEN_BUDGET_EXCEEDED,
+    TOOL_PAIR_INCOMPLETE,
+    UNSENDABLE_REASONS,
+    check_shift_result,
+    shift_context,
+    unsendable_positions,
+)
 from .groups import ToolGroups, find_tool_groups
 from .recall import vector_recall_strategy
 from .summarize import summarize_strategy
@@ -15,7 +22,8 @@ from .registry import (
 )
 
 __all__ = [
-    "TOKEN_BUDGET_EXCEEDED", "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
+    "TOKEN_BUDGET_EXCEEDED", "TOOL_PAIR_INCOMPLETE", "UNSENDABLE_REASONS", "unsendable_positions",
+    "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
     "ContextStrategyRegistry", "StrategyInfo", "manual_strategy", "register_builtin_strategies",
     "truncate_strategy", "summarize_strategy", "vector_recall_strategy",
 ]

@@ -2,10 +2,14 @@
 
 Rules, in order:
 
-1. Hidden blocks (SillyTavern ``is_system``) are never sent (``HIDDEN``); tool results whose
-   call is not in the chat are dropped (``TOOL_RESULT_ORPHANED``: a provider rejects them).
+1. Hidden blocks (SillyTavern ``is_system``) are never sent (``HIDDEN``, with their whole tool
+   group: ``TOOL_GROUP_DROPPED`` for the other members, pinned or not); tool results whose
+   call is not in the chat are dropped (``TOOL_RESULT_ORPHANED``: a provider rejects them);
+   an incomplete tool group (a call without its result, a result before its call) leaves
+   whole (``TOOL_PAIR_INCOMPLETE``): a provider rejects half pairs too.
 2. With ``honor_manual`` (strategy ``manual``), messages the user excluded go first
-   (``MANUAL_EXCLUDED``), with their whole tool group (``TOOL_GROUP_DROPPED``).
+   (``MANUAL_EXCLUDED``), with their whole tool group (``TOOL_GROUP_DROPPED``) — even when
+   pinned or protected: what the writer excluded is never sent.
 3. Tool groups (``engine.shifting.groups``) are units: all members stay or all go; a group with
    any protected member is protected.
 4. If the protected units alone exceed the budget, the result carries
@@ -35,6 +39,10 @@ from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult
 from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
+#: Reason of every member of an incomplete tool group (see ``engine.shifting.groups``).
+TOOL_PAIR_INCOMPLETE = "TOOL_PAIR_INCOMPLETE"
+#: Exclusion reasons that mean "never sendable", whatever the budget or protection.
+UNSENDABLE_REASONS = frozenset({"HIDDEN", "TOOL_RESULT_ORPHANED", TOOL_PAIR_INCOMPLETE})
 _EXCLUDED_LIST = TypeAdapter(list[ExcludedBlock])
 
 
@@ -133,17 +141,24 @@ def shift_context(
             for m in unit.members:
                 excluded[m] = "TOOL_RESULT_ORPHANED"
             continue
+        gid = groups.group_of[unit.members[0]]
+        if gid is not None and gid in groups.incomplete:
+            for m in unit.members:
+                excluded[m] = TOOL_PAIR_INCOMPLETE
+            continue
         unit.protected = any(blocks[m].protected or blocks[m].pinned for m in unit.members)
         manual = [m for m in unit.members if blocks[m].manual_excluded]
         if honor_manual and manual:
+            # What the writer excluded is never sent, even when it (or a member of its tool
+            # group) is pinned or protected: the exclusion is the later, explicit decision.
             if unit.protected:
                 diagnostics.append(
-                    f"{blocks[manual[0]].id}: manual exclusion ignored, the block is protected")
-            else:
-                drop(unit, "MANUAL_EXCLUDED", manual[0])
-                for m in manual:
-                    excluded[m] = "MANUAL_EXCLUDED"
-                continue
+                    f"{blocks[manual[0]].id}: excluded by the writer although protected or pinned "
+                    "(or in a tool group with a pinned message); not sent")
+            drop(unit, "MANUAL_EXCLUDED", manual[0])
+            for m in manual:
+                excluded[m] = "MANUAL_EXCLUDED"
+            continue
         live.append(unit)
 
     protected_tokens = sum(u.tokens for u in live if u.protected)
@@ -196,13 +211,33 @@ def shift_context(
     )
 
 
+def unsendable_positions(blocks: Sequence[Block], groups: ToolGroups | None = None, *,
+                         honor_manual: bool = False) -> frozenset[int]:
+    """Positions of blocks that may never be sent, whatever the budget or protection.
+
+    Hidden blocks, every member of a tool group with a hidden member (a group leaves whole),
+    orphaned tool results, and every member of an incomplete tool group; with
+    ``honor_manual`` also the blocks the writer excluded, with their tool groups.
+    """
+    groups = groups or find_tool_groups(blocks)
+    flagged = [i for i, b in enumerate(blocks) if b.hidden or (honor_manual and b.manual_excluded)]
+    flagged_groups = {groups.group_of[i] for i in flagged} - {None}
+    out = set(flagged)
+    out |= {i for i, g in enumerate(groups.group_of) if g is not None and g in flagged_groups}
+    out |= groups.orphans | groups.incomplete_positions()
+    return frozenset(out)
+
+
 def check_shift_result(blocks: Sequence[Block], result: ShiftResult,
-                       groups: ToolGroups | None = None) -> list[str]:
+                       groups: ToolGroups | None = None, *, honor_manual: bool = False) -> list[str]:
     """Host checks on any strategy's result (SPEC §2 step 6); returns problems, empty if sound.
 
-    Checks: kept/excluded/truncated partition the input; no protected or pinned block was
-    removed (unless the result is ``TOKEN_BUDGET_EXCEEDED`` or the block is hidden);
-    tool groups are all-or-nothing; kept ids keep their original order.
+    Checks: kept/excluded/truncated partition the input; kept ids keep their original order;
+    tool groups are all-or-nothing; nothing unsendable (:func:`unsendable_positions`: hidden
+    messages and their tool groups, orphaned results, incomplete tool groups) is kept; no
+    protected or pinned block was removed, unless it is unsendable. With ``honor_manual``
+    (strategies that honour the writer's exclusions), the blocks the writer excluded and
+    their tool groups count as unsendable too.
     """
     problems: list[str] = []
     ids = [b.id for b in blocks]
@@ -216,12 +251,19 @@ def check_shift_result(blocks: Sequence[Block], result: ShiftResult,
     kept_positions = [pos.get(k, -1) for k in result.kept]
     if kept_positions != sorted(kept_positions):
         problems.append("kept blocks are not in their original order")
-    gone = {e.block_id: e.reason for e in result.excluded}
-    for b in blocks:
-        if (b.protected or b.pinned) and b.id in gone and gone[b.id] not in (
-                "HIDDEN", "TOOL_RESULT_ORPHANED"):
-            problems.append(f"protected block {b.id} was removed ({gone[b.id]})")
     groups = groups or find_tool_groups(blocks)
+    never = unsendable_positions(blocks, groups, honor_manual=honor_manual)
+    sent = set(result.kept) | {t.block_id for t in result.truncated if t.remaining_tokens > 0}
+    gone = {e.block_id: e.reason for e in result.excluded}
+    for i, b in enumerate(blocks):
+        if i in never:
+            if b.id in sent:
+                what = ("hidden" if b.hidden else "the writer excluded this" if b.manual_excluded
+                        else "unsendable (hidden, excluded, orphaned or incomplete tool group)")
+                problems.append(f"{what}: block {b.id} was kept")
+            continue
+        if (b.protected or b.pinned) and b.id in gone:
+            problems.append(f"protected block {b.id} was removed ({gone[b.id]})")
     state: dict[str, set[bool]] = {}
     kept_set = set(result.kept)
     for b, g in zip(blocks, groups.group_of):

@@ -8,12 +8,17 @@ recent one are not merged into one group. Legacy chats without ids (results carr
 function ``name``, or OpenAI's old ``function_call`` / ``role: "function"``) are linked by
 position: the id-less tool messages that follow an assistant's id-less calls answer them in
 order.
+
+A group is *incomplete* when a provider would reject it even whole: a call whose result never
+follows it, or a result that comes before its call (the result is then linked to that later
+call, which it was meant to answer, so that both leave together). Incomplete groups are never
+sent (``TOOL_PAIR_INCOMPLETE``, see ``engine.shifting.core``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..schema.blocks import Block
 
@@ -23,7 +28,7 @@ class ToolGroups:
     """Group ids per block position (``None`` = not a tool block) and orphaned results.
 
     ``group_of[i]`` is ``"g<k>"`` for every member of component ``k``; ``orphans`` are
-    positions of tool results whose call is not among the blocks before them; ``reused_ids``
+    positions of tool results whose call is not in the blocks at all; ``reused_ids``
     are call ids that more than one assistant turn issued (each result then pairs with the
     nearest earlier call carrying its id).
     """
@@ -31,6 +36,14 @@ class ToolGroups:
     group_of: list[str | None]
     orphans: frozenset[int]
     reused_ids: frozenset[str] = frozenset()
+    #: group id → the call ids that make it incomplete, each with what is wrong
+    #: (``"w2: no result"``, ``"w1: result before its call"``); id-less calls are named
+    #: ``"#<n>"`` (their position among the call message's calls).
+    incomplete: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def incomplete_positions(self) -> frozenset[int]:
+        """Positions of every member of an incomplete group."""
+        return frozenset(i for i, g in enumerate(self.group_of) if g is not None and g in self.incomplete)
 
 
 def _calls(block: Block) -> tuple[list[str], int]:
@@ -82,6 +95,8 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     pending_anon: list[int] = []  # positions of assistant blocks with unanswered id-less calls (queue)
     anon_left: dict[int, int] = {}
     orphans: set[int] = set()
+    answered: dict[int, set[str]] = {}  # call block → ids its linked results answer
+    anon_total: dict[int, int] = {}
 
     for i, block in enumerate(blocks):
         ids, anon = _calls(block)
@@ -94,7 +109,8 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
                 id_owner[cid] = i
             if anon:
                 pending_anon = [i]  # a new call turn supersedes unanswered older id-less calls
-                anon_left = {i: anon}
+                anon_left[i] = anon
+                anon_total[i] = anon
             continue
         if _is_result(block):
             member[i] = True
@@ -105,6 +121,7 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
                     orphans.add(i)  # no earlier call carries this id
                 else:
                     union(owner, i)  # the nearest earlier call with this id
+                    answered.setdefault(owner, set()).add(rid)
             elif pending_anon:
                 owner = pending_anon[0]
                 union(owner, i)
@@ -113,6 +130,37 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
                     pending_anon.pop(0)
             else:
                 orphans.add(i)
+
+    # What makes a call incomplete: an id no later result answers (a result placed before the
+    # call is linked to it, so both leave together), or id-less calls left unanswered.
+    problems: dict[int, list[str]] = {}
+    early: dict[int, list[int]] = {}  # call block → orphan results that came before it
+    orphan_by_id: dict[str, list[int]] = {}
+    for j in sorted(orphans):
+        rid = blocks[j].message.result_id() if blocks[j].message else None
+        if rid:
+            orphan_by_id.setdefault(rid, []).append(j)
+    for i, block in enumerate(blocks):
+        ids, _ = _calls(block)
+        for cid in dict.fromkeys(ids):
+            if cid in answered.get(i, set()):
+                continue
+            waiting = orphan_by_id.get(cid, [])
+            before = [j for j in waiting if j < i]
+            if before:
+                orphan_by_id[cid] = [j for j in waiting if j > i]  # each early result links once
+                early.setdefault(i, []).extend(before)
+                problems.setdefault(i, []).append(f"{cid}: result before its call")
+            else:
+                problems.setdefault(i, []).append(f"{cid}: no result")
+        left = anon_left.get(i, 0)
+        if left > 0:
+            first = anon_total[i] - left + 1
+            problems.setdefault(i, []).extend(f"#{k}: no result" for k in range(first, anon_total[i] + 1))
+    for call, results in early.items():
+        for j in results:
+            union(call, j)
+            orphans.discard(j)
 
     labels: dict[int, str] = {}
     group_of: list[str | None] = [None] * n
@@ -125,4 +173,9 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     # a result linked (by id or position) to a real call is not an orphan
     with_calls = {group_of[j] for j in range(n) if member[j] and not _is_result(blocks[j])}
     orphans = {i for i in orphans if group_of[i] not in with_calls}
-    return ToolGroups(group_of, frozenset(orphans), frozenset(reused))
+    incomplete: dict[str, tuple[str, ...]] = {}
+    for call, what in problems.items():
+        gid = group_of[call]
+        if gid is not None:
+            incomplete[gid] = (*incomplete.get(gid, ()), *what)
+    return ToolGroups(group_of, frozenset(orphans), frozenset(reused), incomplete)

@@ -26,11 +26,16 @@ class Strategy(Protocol):
 
 @dataclass(frozen=True)
 class StrategyInfo:
-    """A registered strategy with its description (shown in the settings panel)."""
+    """A registered strategy with its description (shown in the settings panel).
+
+    ``honors_manual``: the strategy promises never to send a message the writer excluded
+    (``meta.manualExcluded``); the host check then rejects a result that keeps one.
+    """
 
     name: str
     fn: Strategy
     description: str
+    honors_manual: bool = False
 
 
 class ContextStrategyRegistry(NamedRegistry[StrategyInfo]):
@@ -39,9 +44,14 @@ class ContextStrategyRegistry(NamedRegistry[StrategyInfo]):
     kind = "strategy"
     unknown_code = "UNKNOWN_STRATEGY"
 
-    def register(self, name: str, fn: Strategy, description: str = "") -> Callable[[], None]:
-        """Add strategy ``name``; returns a callable that removes it again."""
-        return self._add(name, StrategyInfo(name, fn, description))
+    def register(self, name: str, fn: Strategy, description: str = "", *,
+                 honors_manual: bool = False) -> Callable[[], None]:
+        """Add strategy ``name``; returns a callable that removes it again.
+
+        ``honors_manual=True`` declares that the strategy never keeps a message the writer
+        excluded; the pipeline's host check holds it to that.
+        """
+        return self._add(name, StrategyInfo(name, fn, description, honors_manual))
 
 
 def truncate_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int],
@@ -65,13 +75,14 @@ def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Calla
         registry.register("truncate", truncate_strategy,
                           "drop example dialogue, then the oldest history, then low-priority lore"),
         registry.register("manual", manual_strategy,
-                          "drop the messages you excluded first, then like truncate"),
+                          "drop the messages you excluded first, then like truncate", honors_manual=True),
         registry.register("summarize", summarize_strategy,
-                          "like manual, but fold the oldest history into a local extractive summary"),
+                          "like manual, but fold the oldest history into a local extractive summary",
+                          honors_manual=True),
         registry.register("vector-recall", vector_recall_strategy,
                           "drop the lorebook and memory blocks least relevant to the recent conversation "
-                          "first, then the oldest history"),
+                          "first, then the oldest history", honors_manual=True),
         registry.register("compact", compact_strategy,
                           "near the context limit, an LLM summary of old history replaces it at generation "
-                          "(previews reuse a stored summary or show truncation)"),
+                          "(previews reuse a stored summary or show truncation)", honors_manual=True),
     ]

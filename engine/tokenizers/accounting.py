@@ -16,6 +16,20 @@ published vision rule for the gpt-4o / gpt-4-turbo family, as SillyTavern counts
 whose size cannot be read offline (a remote URL) the largest cost (8 tiles, 1,445 tokens) is
 counted, so a prompt is never sent over budget because of an image.
 
+Other content parts (everything sent is counted; nothing goes over the wire as 0 tokens):
+
+* ``refusal`` parts: their ``refusal`` text.
+* ``input_audio`` (``{"input_audio": {"data": <base64>, "format": "wav"|"mp3"}}``): OpenAI
+  publishes an audio token rate only for the Realtime API (user audio: 1 token per 100 ms),
+  so audio is an *estimate*: :data:`AUDIO_TOKENS_PER_SECOND` per second of audio, the duration
+  read from a WAV header, else estimated from the size at :data:`AUDIO_MIN_BYTES_PER_SECOND`
+  (a low bitrate, so a long duration: conservative). A prompt with audio is marked
+  approximate (see :func:`estimated_parts`) and gets the safety margin.
+* ``reasoning`` / ``thinking`` / ``redacted_thinking`` (encrypted reasoning blobs) and ``file``
+  parts: every string value in them (text, summary, encrypted content, signature, file data,
+  file name, file id) counted as text.
+* Any other part type: its JSON text, with a warning (:func:`content_part_warnings`).
+
 Tool schemas: the cookbook's ``num_tokens_for_tools`` (function-definition accounting for
 gpt-4o / gpt-4 families): per function 7 (o200k) or 10 (cl100k and others) tokens +
 tokens("name:description"); 3 for a non-empty properties object; per property 3 +
@@ -81,6 +95,148 @@ def image_part_tokens(part: dict[str, Any]) -> int:
     return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * min(tiles, IMAGE_MAX_TILES)
 
 
+#: Audio estimate (see the module notes): tokens per second of audio, and the bitrate assumed
+#: when the duration cannot be read (bytes per second; 8 kbit/s, below any speech codec's usual
+#: rate, so the duration and the count are on the high side).
+AUDIO_TOKENS_PER_SECOND = 10
+AUDIO_MIN_BYTES_PER_SECOND = 1000
+#: Part types whose string values are all sent as text (reasoning blobs, files).
+TEXT_BLOB_PART_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking", "file"})
+#: Part types with a rule of their own.
+KNOWN_PART_TYPES = frozenset({"text", "image_url", "input_audio", "refusal"}) | TEXT_BLOB_PART_TYPES
+
+
+def _audio_seconds(data: str, fmt: str) -> tuple[float, bool]:
+    """(duration in seconds, read exactly) of base64 audio ``data``."""
+    import base64
+    import binascii
+
+    try:
+        raw = base64.b64decode(data.split(",", 1)[-1] if data.startswith("data:") else data, validate=False)
+    except (binascii.Error, ValueError):
+        raw = data.encode("utf-8", "replace")
+    if fmt.lower() == "wav" or raw[:4] == b"RIFF":
+        import io
+        import wave
+
+        try:
+            with wave.open(io.BytesIO(raw)) as w:
+                if w.getframerate() > 0:
+                    return w.getnframes() / w.getframerate(), True
+        except (wave.Error, EOFError, OSError):
+            pass
+    return len(raw) / AUDIO_MIN_BYTES_PER_SECOND, False
+
+
+_AUDIO_CACHE: dict[int, tuple[int, str]] = {}
+
+
+def audio_part_tokens(part: dict[str, Any]) -> int:
+    """Estimated tokens of one ``input_audio`` part (never 0 for non-empty audio)."""
+    spec = part.get("input_audio")
+    if not isinstance(spec, dict):
+        spec = {}
+    data = spec.get("data")
+    if not isinstance(data, str) or not data:
+        return 0
+    key = hash(data)
+    hit = _AUDIO_CACHE.get(key)
+    if hit is not None and hit[1] == data[:64]:
+        return hit[0]
+    seconds, _ = _audio_seconds(data, str(spec.get("format") or ""))
+    tokens = max(1, -(-int(seconds * 1000) * AUDIO_TOKENS_PER_SECOND // 1000))
+    if len(_AUDIO_CACHE) > 256:
+        _AUDIO_CACHE.clear()
+    _AUDIO_CACHE[key] = (tokens, data[:64])
+    return tokens
+
+
+def _string_leaves(value: Any, skip: str = "type") -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() if k != skip for s in _string_leaves(v, skip)]
+    if isinstance(value, list):
+        return [s for v in value for s in _string_leaves(v, skip)]
+    return []
+
+
+def _part_type(part: dict[str, Any]) -> str | None:
+    t = part.get("type")
+    if t == "image_url" or ("image_url" in part and t != "text"):
+        return "image_url"
+    if t is None:
+        if isinstance(part.get("text"), str):
+            return "text"
+        if "image_url" in part:
+            return "image_url"
+        return None
+    return t if isinstance(t, str) else None
+
+
+def part_texts(part: Any) -> list[str]:
+    """The strings of one content part that are counted as text (see the module notes)."""
+    if isinstance(part, str):
+        return [part]
+    if not isinstance(part, dict):
+        return [json.dumps(part, ensure_ascii=False, default=str)]
+    kind = _part_type(part)
+    if kind == "text" and isinstance(part.get("text"), str):
+        return [part["text"]]
+    if kind in ("image_url", "input_audio"):
+        return []  # counted by their own rules in message_overhead
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return [part["refusal"]]
+    if kind in TEXT_BLOB_PART_TYPES:
+        return _string_leaves(part)
+    return [json.dumps(part, ensure_ascii=False, sort_keys=True, default=str)]
+
+
+def _unknown_part(part: Any) -> bool:
+    if isinstance(part, str):
+        return False
+    if not isinstance(part, dict):
+        return True
+    kind = _part_type(part)
+    if kind == "text":
+        return not isinstance(part.get("text"), str)
+    if kind == "refusal":
+        return not isinstance(part.get("refusal"), str)
+    return kind not in KNOWN_PART_TYPES
+
+
+def estimated_parts(message: dict[str, Any]) -> list[str]:
+    """Part types in ``message`` counted by estimate (today: ``input_audio``)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [p["type"] for p in content if isinstance(p, dict) and p.get("type") == "input_audio"]
+
+
+def content_part_warnings(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """Warnings for content parts Loomscope counts by estimate or does not know.
+
+    One line per message and kind: unknown part types (counted as their JSON text) and audio
+    (an estimate; the prompt is then approximate). ``messages`` index as sent.
+    """
+    out: list[str] = []
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        unknown = [p for p in content if _unknown_part(p)]
+        if unknown:
+            kinds = sorted({str(p.get("type")) if isinstance(p, dict) else type(p).__name__ for p in unknown})
+            out.append(f"message {i} ({m.get('role')}): content part type {', '.join(map(repr, kinds))} "
+                       "is not one Loomscope knows; it is sent as written and counted as its JSON text")
+        audio = [p for p in content if isinstance(p, dict) and p.get("type") == "input_audio"]
+        if audio:
+            tokens = sum(audio_part_tokens(p) for p in audio)
+            out.append(f"message {i} ({m.get('role')}): {len(audio)} audio part(s) counted by estimate as "
+                       f"{tokens} tokens ({AUDIO_TOKENS_PER_SECOND} per second of audio); counts are approximate")
+    return out
+
+
 def message_texts(message: dict[str, Any]) -> list[str]:
     """The string pieces of a provider message that are tokenized (role, content, name, ...)."""
     pieces: list[str] = [str(message.get("role", ""))]
@@ -89,8 +245,7 @@ def message_texts(message: dict[str, Any]) -> list[str]:
         pieces.append(content)
     elif isinstance(content, list):
         for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                pieces.append(part["text"])
+            pieces.extend(part_texts(part))
     if message.get("name"):
         pieces.append(str(message["name"]))
     if message.get("tool_call_id"):
@@ -112,12 +267,18 @@ def message_texts(message: dict[str, Any]) -> list[str]:
 
 
 def message_overhead(message: dict[str, Any]) -> int:
-    """Framing tokens of one message: 3, +1 for a name, +3 per tool call, plus its images."""
+    """Framing tokens of one message: 3, +1 for a name, +3 per tool call, plus its images and audio."""
     n = TOKENS_PER_MESSAGE
     content = message.get("content")
     if isinstance(content, list):
-        n += sum(image_part_tokens(part) for part in content
-                 if isinstance(part, dict) and (part.get("type") == "image_url" or "image_url" in part))
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            kind = _part_type(part)
+            if kind == "image_url":
+                n += image_part_tokens(part)
+            elif kind == "input_audio":
+                n += audio_part_tokens(part)
     if message.get("name"):
         n += TOKENS_PER_NAME
     n += TOKENS_PER_TOOL_CALL * len(message.get("tool_calls") or [])

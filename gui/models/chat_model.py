@@ -95,6 +95,8 @@ class ChatMessagesModel(QAbstractListModel):
         self._marker: int | None = None
         self._progress: dict[str, ProgressEvent] = {}
         self._summary: tuple[int, Any] | None = None  # (row it is shown on, preview block)
+        #: The preview says auto-compaction stopped after 3 failures in a row.
+        self.compaction_stopped = False
         self._user_name = "User"
         self._char_name = "Assistant"
 
@@ -116,6 +118,7 @@ class ChatMessagesModel(QAbstractListModel):
             {b.message_index: b for b in preview.blocks if b.message_index is not None}
         self._fates = {}
         self._summary = None
+        self.compaction_stopped = bool(preview is not None and (preview.strategy_info or {}).get("reason") == "disabled")
         if preview is not None:
             blocks = list(preview.blocks)
             for k, b in enumerate(blocks):

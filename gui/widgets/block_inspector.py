@@ -181,6 +181,9 @@ def describe_detail(detail: Any) -> str:
     depth = rest.pop("depth", None)
     rpass = rest.pop("pass", None)
     source = rest.pop("source", None)
+    # World Info under the sillytavern rules: where the loomscope rules differ, say it in words
+    other_rules = rest.pop("loomscope", None)
+    rest.pop("order_of_activation", None)
     if key is not None:
         phrase = f'key "{key}"'
         if msg is not None:
@@ -207,6 +210,8 @@ def describe_detail(detail: Any) -> str:
         if isinstance(value, dict):
             value = describe_detail(value) or plain(value)
         parts.append(f"{name.replace('_', ' ')} {plain(value)}")  # never a Python repr
+    if isinstance(other_rules, dict) and other_rules.get("message"):
+        parts.append(str(other_rules["message"]))
     return ", ".join(parts)
 
 

@@ -323,6 +323,7 @@ class ChatView(QWidget):
     message_selected(int message_index)
     message_submitted(str text)         # the composer's Send
     summary_remove_requested()          # "Remove compaction summary" on the summary's row
+    compaction_reset_requested()        # "Retry auto-compaction" after it stopped on failures
     """
 
     pin_toggled = Signal(int, bool)
@@ -335,6 +336,7 @@ class ChatView(QWidget):
     message_submitted = Signal(str)
     generate_requested = Signal()
     summary_remove_requested = Signal()
+    compaction_reset_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -451,6 +453,10 @@ class ChatView(QWidget):
             menu.addSeparator()
             menu.addAction(f"Remove compaction summary (send messages #{covers[0]}–#{covers[1]} verbatim again)",
                            self.summary_remove_requested.emit)
+        if self.model.compaction_stopped:
+            menu.addSeparator()
+            menu.addAction("Retry auto-compaction (it stopped after 3 failures in a row)",
+                           self.compaction_reset_requested.emit)
         menu.exec(self.list.viewport().mapToGlobal(pos))
 
     def set_generating(self, running: bool) -> None:

@@ -26,7 +26,7 @@ from engine.tokenizers import get_encoding  # noqa: E402
 from engine.tokenizers.backends import get_encoder  # noqa: E402
 from engine.tokenizers.open_profiles import OPEN_PROFILES  # noqa: E402
 
-BPE = {"llama3", "llama4", "qwen", "mistral-tekken", "deepseek"}
+BPE = {"llama3", "llama4", "qwen", "qwen3", "mistral-tekken", "deepseek"}
 
 
 def corpus() -> list[str]:

@@ -111,3 +111,23 @@ def test_fallback_row_and_the_window_stays_usable_while_compacting(qtbot, window
     assert [e.label for e in rows] == ["Compacting context… fell back to truncation"]
     assert store.get_compaction(chat_id).summary is None and window.chat_view.model.summary_row() is None
     _shot(window, "compaction-fell-back.png")
+
+
+def test_after_three_failures_the_chat_view_offers_a_retry(qtbot, window, library) -> None:  # noqa: ANN001
+    from engine.compaction.state import CompactionState
+
+    store, chat_id, _ = library
+    store.put_compaction(chat_id, CompactionState(failures=3))
+    window.ctx.document.reload()
+    doc = window.ctx.document
+    settings = doc.request.settings.model_copy(update={"context_limit": 1000, "reply_reserve": 100,
+                                                       "strategy": "compact"})
+    with qtbot.waitSignal(window.preview_applied, timeout=20000):
+        doc.set_settings(settings)
+    assert window.preview.strategy_info["reason"] == "disabled"
+    assert any("auto-compaction stopped" in w for w in window.preview.warnings)
+    assert window.chat_view.model.compaction_stopped
+    with qtbot.waitSignal(window.preview_applied, timeout=20000):
+        window.chat_view.compaction_reset_requested.emit()
+    assert store.get_compaction(chat_id).failures == 0
+    assert window.preview.strategy_info["fire"] and not window.chat_view.model.compaction_stopped

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .base import OVERHEAD, TOOLS, ChatTemplate, PromptCount, Tally
 from .llama import LlamaChatFormat
 from .mistral import MistralInstruct
-from .rendered import DeepSeekTemplate, QwenChatML, tally_rendered
+from .rendered import DeepSeekTemplate, Qwen3ChatML, QwenChatML, tally_rendered
 
 __all__ = ["OVERHEAD", "TOOLS", "ChatTemplate", "PromptCount", "Tally", "LlamaChatFormat", "MistralInstruct",
-           "DeepSeekTemplate", "QwenChatML", "tally_rendered"]
+           "DeepSeekTemplate", "QwenChatML", "Qwen3ChatML", "tally_rendered"]

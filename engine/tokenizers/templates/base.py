@@ -132,8 +132,13 @@ class Tally:
 def content_parts(content: Any) -> list[str]:
     """The text parts of a message ``content`` (a string, ``None``, or a list of parts).
 
-    Non-text parts (images, audio, files) are not counted by the open-weight templates here.
+    Parts sent as text are counted the way OpenAI accounting counts them
+    (:func:`engine.tokenizers.accounting.part_texts`: ``refusal`` text, reasoning blobs and
+    ``file`` parts by their strings, unknown parts as their JSON); images and audio are not
+    counted by the open-weight templates here.
     """
+    from ..accounting import part_texts
+
     if content is None:
         return []
     if isinstance(content, str):
@@ -145,6 +150,8 @@ def content_parts(content: Any) -> list[str]:
                 out.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str) and part.get("type") in (None, "text"):
                 out.append(part["text"])
+            else:
+                out.extend(part_texts(part))
     return out
 
 

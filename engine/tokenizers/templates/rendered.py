@@ -11,7 +11,9 @@ default system prompt "You are Qwen, created by Alibaba Cloud. You are a helpful
 the chat has none, tools in the system turn inside ``<tools></tools>``, tool calls as
 ``<tool_call>`` JSON, tool results as ``<tool_response>`` inside a user turn, and
 ``<|im_start|>assistant\\n`` to prime the reply). Tool-call arguments are parsed from their JSON
-string first, as OpenAI-compatible servers (vLLM) do before rendering.
+string first, as OpenAI-compatible servers (vLLM) do before rendering. Qwen3:
+``Qwen/Qwen3-8B`` ``tokenizer_config.json`` ``chat_template`` (:class:`Qwen3ChatML`). Text parts
+of a message are joined by newlines, as OpenAI-compatible servers do for text-only models.
 
 DeepSeek: the DeepSeek-V3/R1 ``chat_template`` (``<｜begin▁of▁sentence｜>``, all system
 messages joined by ``"\\n\\n"`` in front, ``<｜User｜>`` / ``<｜Assistant｜>`` turns ending in
@@ -111,7 +113,7 @@ class QwenChatML:
         if tools:
             frags.append((sys_owner, "<|im_start|>system\n", True))
             if first_system:
-                frags.append((0, content_text(messages[0].get("content")), False))
+                frags.append((0, content_text(messages[0].get("content"), "\n"), False))
             else:
                 frags.append((OVERHEAD, QWEN_DEFAULT_SYSTEM, True))
             frags.append((TOOLS, QWEN_TOOLS_HEAD, True))
@@ -120,13 +122,13 @@ class QwenChatML:
                 frags.append((TOOLS, _tojson(t), False))
             frags.append((TOOLS, QWEN_TOOLS_TAIL, True))
         elif first_system:
-            frags += [(0, "<|im_start|>system\n", True), (0, content_text(messages[0].get("content")), False),
+            frags += [(0, "<|im_start|>system\n", True), (0, content_text(messages[0].get("content"), "\n"), False),
                       (0, "<|im_end|>\n", True)]
         else:
             frags.append((OVERHEAD, f"<|im_start|>system\n{QWEN_DEFAULT_SYSTEM}<|im_end|>\n", True))
         for i, m in enumerate(messages):
             role = roles[i]
-            text = content_text(m.get("content"))
+            text = content_text(m.get("content"), "\n")
             calls = tool_calls_of(m) if role == "assistant" else []
             if role == "user" or (role == "system" and i > 0) or (role == "assistant" and not calls):
                 frags += [(i, f"<|im_start|>{role}\n", True), (i, text, False), (i, "<|im_end|>\n", True)]
@@ -154,6 +156,80 @@ class QwenChatML:
         return tally_rendered(self.render(messages, tools), self._special(), len(messages)).finish(count_many)
 
 
+QWEN3_TOOLS_HEAD = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+
+
+class Qwen3ChatML(QwenChatML):
+    """Token accounting of the Qwen3 chat template (``Qwen/Qwen3-8B`` ``tokenizer_config.json``).
+
+    Differences from Qwen2.5: no default system prompt; the system text and the tools section
+    share the system turn; reasoning (``<think>…</think>``) is dropped from answers before the
+    last user query and an answer after it carries a ``<think>`` block (empty when it has no
+    reasoning and is the last message); tool-call arguments that are not JSON objects are
+    written as they are.
+    """
+
+    name = "qwen3"
+    source = "Qwen/Qwen3-8B tokenizer_config.json chat_template"
+
+    def render(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> list[Fragment]:
+        """The rendered prompt as fragments (add_generation_prompt=True, thinking not disabled)."""
+        frags: list[Fragment] = []
+        roles = [role_of(m) for m in messages]
+        texts = [content_text(m.get("content"), "\n") for m in messages]
+        first_system = bool(messages) and roles[0] == "system"
+        if tools:
+            frags.append((0 if first_system else OVERHEAD, "<|im_start|>system\n", True))
+            if first_system:
+                frags += [(0, texts[0], False), (0, "\n\n", True)]
+            frags.append((TOOLS, QWEN3_TOOLS_HEAD, True))
+            for t in tools:
+                frags += [(TOOLS, "\n", True), (TOOLS, _tojson(t), False)]
+            frags.append((TOOLS, QWEN_TOOLS_TAIL, True))
+        elif first_system:
+            frags += [(0, "<|im_start|>system\n", True), (0, texts[0], False), (0, "<|im_end|>\n", True)]
+        last_query = len(messages) - 1
+        for idx in range(len(messages) - 1, -1, -1):
+            text = texts[idx]
+            if roles[idx] == "user" and not (text.startswith("<tool_response>") and text.endswith("</tool_response>")):
+                last_query = idx
+                break
+        for i, m in enumerate(messages):
+            role, text = roles[i], texts[i]
+            if role == "user" or (role == "system" and i > 0):
+                frags += [(i, f"<|im_start|>{role}\n", True), (i, text, False), (i, "<|im_end|>\n", True)]
+            elif role == "assistant":
+                reasoning = m.get("reasoning_content")
+                if not isinstance(reasoning, str):
+                    reasoning = ""
+                    if "</think>" in text:
+                        reasoning = text.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
+                        text = text.split("</think>")[-1].lstrip("\n")
+                if i > last_query and (i == len(messages) - 1 or reasoning):
+                    frags += [(i, "<|im_start|>assistant\n<think>\n", True), (i, reasoning.strip("\n"), False),
+                              (i, "\n</think>\n\n", True), (i, text.lstrip("\n"), False)]
+                else:
+                    frags += [(i, "<|im_start|>assistant\n", True), (i, text, False)]
+                for k, call in enumerate(tool_calls_of(m)):
+                    if k > 0 or text:
+                        frags.append((i, "\n", True))
+                    args = parse_json(call["arguments"])
+                    frags += [(i, '<tool_call>\n{"name": "', True), (i, call["name"], False),
+                              (i, '", "arguments": ', True),
+                              (i, args if isinstance(args, str) else _tojson(args), False),
+                              (i, "}\n</tool_call>", True)]
+                frags.append((i, "<|im_end|>\n", True))
+            elif role == "tool":
+                if i == 0 or roles[i - 1] != "tool":
+                    frags.append((i, "<|im_start|>user", True))
+                frags += [(i, "\n<tool_response>\n", True), (i, text, False), (i, "\n</tool_response>", True)]
+                if i == len(messages) - 1 or roles[i + 1] != "tool":
+                    frags.append((i, "<|im_end|>\n", True))
+        frags.append((OVERHEAD, "<|im_start|>assistant\n", True))
+        return frags
+
+
 class DeepSeekTemplate:
     """Token accounting of the DeepSeek-V3/R1 chat template (see the module notes).
 
@@ -175,14 +251,14 @@ class DeepSeekTemplate:
             if role_of(m) == "system":
                 if not first_sp:
                     frags.append((i, "\n\n", True))
-                frags.append((i, content_text(m.get("content")), False))
+                frags.append((i, content_text(m.get("content"), "\n"), False))
                 first_sp = False
         is_first = False
         is_tool = False
         is_output_first = True
         for i, m in enumerate(messages):
             role = role_of(m)
-            text = content_text(m.get("content"))
+            text = content_text(m.get("content"), "\n")
             calls = tool_calls_of(m) if role == "assistant" else []
             if role == "user":
                 is_tool = False

@@ -55,3 +55,11 @@ def test_preview_runs_on_every_shared_chat(shared_data, capsys, strategy, name):
         if strategy == "vector-recall":
             lore = [b for b in pv["blocks"] if b["kind"] in ("lorebook", "memory")]
             assert all("relevance" in (b["trace"] or {}) for b in lore if not b["protected"])
+
+
+def test_table_says_where_the_prompt_stands_against_the_compaction_thresholds(shared_data, capsys):
+    code = cli_main(["preview", "--chat", str(shared_data / "chats" / "airline-longest-task.json"), "--strategy",
+                     "compact", "--context-limit", "6000", "--reply-reserve", "500", "--format", "table"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert "trigger 4416 · target 3900 · compaction runs at generation" in " ".join(out.split())

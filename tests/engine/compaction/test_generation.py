@@ -283,3 +283,58 @@ def test_cli_generate_compact_fails_twice_then_answers(shared_data, store, serve
     audit = store.get_audit(chat_id)
     assert audit.status == "completed" and audit.compaction["status"] == "fell_back"
     assert audit.prompt_tokens <= 3900
+
+
+def test_summary_model_and_the_summarizers_own_budget(store, server):
+    # the summarizer is a small-context model: its request is fitted to 600 tokens of context
+    chat_id = store.add_chat(long_chat(n=40, size=60), settings=settings(
+        2000, 200, summary_model="gpt-3.5-turbo-0301", summary_context_limit=600, summary_cap_tokens=100))
+    res = generate_and_store(store, chat_id, provider(server))
+    summary_req, chat_req = server.requests
+    assert summary_req["body"]["model"] == "gpt-3.5-turbo-0301" and chat_req["body"]["model"] == "gpt-4o"
+    assert summary_req["body"]["max_tokens"] == 100 and summary_req["body"]["stream"] is False
+    from engine.tokenizers import num_tokens_from_messages, default_tokenizer_registry
+
+    profile = default_tokenizer_registry().get("cl100k_base")
+    assert num_tokens_from_messages(profile, summary_req["body"]["messages"]) + 100 <= 600
+    rec = res.audit.compaction
+    assert rec["input_cut"] > 0 and rec["model"] == "gpt-3.5-turbo-0301"
+    # messages the summarizer never saw are not claimed as summarized: they stay history
+    lo, hi = rec["range"]
+    assert lo > 1 and res.audit.compaction["status"] in ("compacted", "compacted_then_truncated")
+    assert all(b.status != "truncated" for b in res.audit.blocks if b.message_index is not None
+               and b.message_index < lo)
+
+
+def test_cancel_while_summarizing_ends_cancelled_and_compacts_nothing(store, server):
+    import threading
+
+    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    server.script.append("stall")
+    cancel = threading.Event()
+    events = []
+
+    def on_progress(e):
+        events.append(e)
+        if e.step == "compaction" and e.state == "running":
+            threading.Timer(0.2, cancel.set).start()
+
+    res = generate_and_store(store, chat_id, provider(server), on_progress=on_progress, cancel=cancel)
+    assert res.audit.status == "cancelled" and res.audit.compaction == {"status": "cancelled"}
+    assert [e.state for e in events if e.step == "compaction"][-1] == "cancelled"
+    assert store.get_compaction(chat_id).summary is None and kinds(server) == ["summary"]
+
+
+def test_compaction_ends_at_the_target_even_when_the_summary_gets_below_the_trigger(store, server):
+    # 20 kept-verbatim messages of ~64 tokens: after the summary the prompt is between the
+    # target (1,300) and the trigger (1,472), so the same pass truncates to the target
+    chat_id = store.add_chat(long_chat(n=40, size=60), settings=settings(2000, 200, keep_recent=20))
+    res = generate_and_store(store, chat_id, provider(server))
+    rec = res.audit.compaction
+    trigger, target = thresholds(2000)
+    assert rec["status"] == "compacted" and rec["truncated_to_target"]
+    assert res.audit.prompt_tokens <= target
+    assert any(b.status == "excluded" and b.reason == "HISTORY_OLDEST_FIRST" for b in res.audit.blocks)
+    # the next preview (not right after a compaction) uses the budget again
+    pv = preview(store.build_request(chat_id))
+    assert pv.prompt_tokens > target and pv.strategy_info["reason"] == "below_trigger"

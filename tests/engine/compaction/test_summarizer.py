@@ -118,3 +118,17 @@ def test_transcript_is_fitted_to_the_summarizers_budget():
     res = summarize_history(big, summarizer=Scripted("Salt notes."), cap=100, count=COUNT, input_budget=2000,
                             input_count=COUNT, retry_delay_s=0)
     assert res.text is not None and res.input_cut > 0 and res.covered and res.covered[-1] == 5
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3000), max_size=8), budget=st.integers(0, 2000))
+def test_fit_transcript_always_ends_fits_or_cannot_cut_further(sizes, budget):
+    count = len  # one "token" per character keeps the property exact
+    lines = [(i, "x" * n) for i, n in enumerate(sizes)]
+    out, cut = fit_transcript(lines, budget, count)
+    assert sum(len(t) for _, t in out) <= budget or not out
+    assert [i for i, _ in out] == [i for i, _ in lines][len(lines) - len(out):]  # only the oldest left out

@@ -118,3 +118,9 @@ def test_issue_pattern_preview_finishes() -> None:
     assert time.perf_counter() - started < 5
     assert [t["code"] for t in p.lorebook_trace] == ["LOREBOOK_REGEX_TIMEOUT"]
     assert any("LOREBOOK_REGEX_TIMEOUT" in d for d in p.diagnostics)
+
+
+def test_catastrophic_key_gets_a_diagnostic_even_when_it_finishes() -> None:
+    """``/(a+)+$/`` would freeze SillyTavern's JavaScript engine; the preview says so."""
+    p = preview(_slow_request("/(a+)+$/"))
+    assert any("can take exponential time" in d and "freeze" in d for d in p.diagnostics)

@@ -165,9 +165,86 @@ def test_reused_call_id_pairs_with_the_nearest_earlier_call():
     assert res.kept == [s, u, c2, r2, cur]
 
 
-def test_result_before_any_call_with_its_id_is_orphaned():
+def test_result_before_its_call_takes_the_call_along():
+    # Issue 9: sending the call without its result would be half a pair (a provider rejects
+    # it), so the early result and the call leave together.
+    from engine.shifting import find_tool_groups
+
     b = Builder()
     s = b.sys(1); early = b.result(5, "x"); c = b.call(5, "x"); cur = b.msg(1, current=True)
     res = shift_context(b.blocks, b.count, 100)
+    assert _excluded(res) == {early: "TOOL_PAIR_INCOMPLETE", c: "TOOL_PAIR_INCOMPLETE"}
+    assert res.kept == [s, cur]
+    groups = find_tool_groups(b.blocks)
+    assert list(groups.incomplete.values()) == [("x: result before its call",)]
+    assert not groups.orphans
+
+
+def test_result_before_a_call_whose_id_is_answered_later_stays_an_orphan():
+    b = Builder()
+    s = b.sys(1); early = b.result(5, "x"); c = b.call(5, "x"); r = b.result(5, "x")
+    cur = b.msg(1, current=True)
+    res = shift_context(b.blocks, b.count, 100)
     assert _excluded(res) == {early: "TOOL_RESULT_ORPHANED"}
-    assert c in res.kept
+    assert res.kept == [s, c, r, cur]
+
+
+def test_call_with_a_missing_result_leaves_whole_even_when_pinned():
+    from engine.shifting import check_shift_result, find_tool_groups
+
+    b = Builder()
+    s = b.sys(1); c = b.call(5, "w1", "w2", pinned=True); r1 = b.result(5, "w1"); u = b.msg(5)
+    cur = b.msg(1, current=True)
+    res = shift_context(b.blocks, b.count, 100, honor_manual=True)
+    assert _excluded(res) == {c: "TOOL_PAIR_INCOMPLETE", r1: "TOOL_PAIR_INCOMPLETE"}
+    assert res.kept == [s, u, cur]
+    assert find_tool_groups(b.blocks).incomplete == {"g0": ("w2: no result",)}
+    assert check_shift_result(b.blocks, res) == []
+
+
+def test_id_less_calls_without_enough_results_are_incomplete():
+    from engine.schema import ToolCall, ToolFunction
+
+    b = Builder()
+    s = b.sys(1); c = b.call(5); r1 = b.result(5, None); cur = b.msg(1, current=True)
+    b.blocks[1] = b.blocks[1].model_copy(update={"message": b.blocks[1].message.model_copy(update={
+        "tool_calls": [ToolCall(function=ToolFunction(name="f")), ToolCall(function=ToolFunction(name="g"))]})})
+    res = shift_context(b.blocks, b.count, 100)
+    assert _excluded(res) == {c: "TOOL_PAIR_INCOMPLETE", r1: "TOOL_PAIR_INCOMPLETE"}
+
+
+def test_hidden_call_with_pinned_result_passes_the_host_check():
+    # Issue 9 case 2: the correct result (the group leaves: the call is hidden) must not be
+    # rejected as "protected block removed".
+    from engine.shifting import check_shift_result
+
+    b = Builder()
+    s = b.sys(1); c = b.call(5, "k"); r = b.result(5, "k"); u = b.msg(5, manual=True)
+    cur = b.msg(1, current=True)
+    b.blocks[1] = b.blocks[1].model_copy(update={"hidden": True})
+    b.blocks[2] = b.blocks[2].model_copy(update={"pinned": True})
+    res = shift_context(b.blocks, b.count, 100, honor_manual=True)
+    assert _excluded(res) == {c: "HIDDEN", r: "TOOL_GROUP_DROPPED", u: "MANUAL_EXCLUDED"}
+    assert check_shift_result(b.blocks, res, honor_manual=True) == []
+    # a result that keeps the excluded message, or the hidden call, is caught
+    bad = res.model_copy(update={"kept": [s, u, cur], "excluded": [e for e in res.excluded if e.block_id != u]})
+    assert any("writer excluded" in p for p in check_shift_result(b.blocks, bad, honor_manual=True))
+    leaky = shift_context(b.blocks, b.count, 100).model_copy()
+    assert check_shift_result(b.blocks, leaky) == []  # truncate: exclusions are not its promise
+    kept_hidden = res.model_copy(update={"kept": [s, c, r, cur],
+                                         "excluded": [e for e in res.excluded if e.block_id == u]})
+    assert any(p.startswith("hidden") for p in check_shift_result(b.blocks, kept_hidden))
+
+
+def test_exclusion_wins_over_a_pin_in_the_same_tool_group():
+    # "A manual exclusion is never sent": a pinned call whose result the writer excluded leaves
+    # with it (sending the call alone would be half a pair).
+    from engine.shifting import check_shift_result
+
+    b = Builder()
+    s = b.sys(1); c = b.call(5, "k", pinned=True); r = b.result(5, "k"); cur = b.msg(1, current=True)
+    b.blocks[2] = b.blocks[2].model_copy(update={"manual_excluded": True})
+    res = shift_context(b.blocks, b.count, 100, honor_manual=True)
+    assert _excluded(res) == {c: "TOOL_GROUP_DROPPED", r: "MANUAL_EXCLUDED"}
+    assert any("excluded by the writer" in d for d in res.diagnostics)
+    assert check_shift_result(b.blocks, res, honor_manual=True) == []

@@ -68,11 +68,20 @@ def _run(data, manual=False):
     return shift_context(blocks, lambda b: sizes[b.id], budget, honor_manual=manual)
 
 
-def _protected_ids(blocks, truth):
-    """Protected blocks, with protection propagated through the generator's groups."""
+def _protected_ids(blocks, truth, manual=False):
+    """Protected blocks, with protection propagated through the generator's groups.
+
+    With ``manual``, what the writer excluded (and its whole group) is not protected: an
+    exclusion is never sent, even of a pinned message (issue 9).
+    """
     prot = {b.id for b in blocks if b.protected or b.pinned}
     groups_prot = {truth[b] for b in prot if b in truth}
-    return prot | {b for b, g in truth.items() if g in groups_prot}
+    prot |= {b for b, g in truth.items() if g in groups_prot}
+    if manual:
+        excl = {b.id for b in blocks if b.manual_excluded}
+        groups_excl = {truth[b] for b in excl if b in truth}
+        prot -= excl | {b for b, g in truth.items() if g in groups_excl}
+    return prot
 
 
 @SETTINGS
@@ -92,7 +101,7 @@ def test_protected_never_removed(data, manual):
     blocks, sizes, truth, budget = data
     res = _run(data, manual)
     gone = {e.block_id for e in res.excluded}
-    assert not (_protected_ids(blocks, truth) & gone)
+    assert not (_protected_ids(blocks, truth, manual) & gone)
 
 
 @SETTINGS
@@ -112,7 +121,7 @@ def test_tool_groups_all_or_nothing(data, manual):
 def test_budget_or_error(data, manual):
     blocks, sizes, truth, budget = data
     res = _run(data, manual)
-    protected_total = sum(sizes[b] for b in _protected_ids(blocks, truth))
+    protected_total = sum(sizes[b] for b in _protected_ids(blocks, truth, manual))
     assert res.total_tokens == sum(sizes[k] for k in res.kept)
     if protected_total > budget:
         assert res.error == "TOKEN_BUDGET_EXCEEDED"
@@ -159,7 +168,7 @@ def test_summarize_partition_budget_and_protection(data):
     ids = [b.id for b in blocks]
     out = res.kept + [e.block_id for e in res.excluded] + [t.block_id for t in res.truncated]
     assert sorted(out) == sorted(ids) and len(out) == len(set(out))
-    assert not (_protected_ids(blocks, truth) & ({e.block_id for e in res.excluded} | {t.block_id for t in res.truncated}))
+    assert not (_protected_ids(blocks, truth, manual=True) & ({e.block_id for e in res.excluded} | {t.block_id for t in res.truncated}))
     if res.error is None:
         total = sum(sizes[k] for k in res.kept) + sum(count(a) for a in res.added)
         assert total <= budget

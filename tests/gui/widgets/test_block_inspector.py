@@ -171,3 +171,12 @@ def test_refresh_with_same_text_keeps_scroll_position(inspector):
     inspector.set_block(_block(text), "cl100k_base")
     assert len(inspector.token_spans()) == default_tokenizer_registry().get("cl100k_base").count(text)
     assert inspector.shaded_token_count() == visible_tokens()
+
+
+def test_describe_detail_says_where_the_loomscope_rules_differ() -> None:
+    from gui.widgets.block_inspector import describe_detail
+
+    text = describe_detail({"budget": 6, "order_of_activation": 3, "loomscope": {
+        "activated": True, "code": "LOREBOOK_CONSTANT",
+        "message": "SillyTavern drops this constant over the budget; the loomscope rules keep it"}})
+    assert text == "budget 6, SillyTavern drops this constant over the budget; the loomscope rules keep it"

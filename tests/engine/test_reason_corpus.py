@@ -1,0 +1,140 @@
+"""Every code that can appear on a block is documented (issue 9).
+
+Runs the engine over a corpus — the real chats, cards and lorebooks of ``../shared/data`` plus
+synthetic chats built to reach every path (sticky and ``@@activate`` lorebook entries, hidden,
+excluded, orphaned and incomplete tool groups, examples, memory, interceptors, budgets from
+roomy to impossible) — under every built-in strategy, and fails on any block reason or trace
+``code`` missing from :data:`engine.reasons.REASON_CODES` (whose README table
+``tests/engine/test_codes.py`` checks). Before this test ``LOREBOOK_STICKY`` and
+``LOREBOOK_DECORATOR_ACTIVATE`` reached blocks without being listed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.lorebook.codes import BLOCK_REASONS
+from engine.pipeline import default_registries, preview
+from engine.reasons import REASON_CODES
+from engine.schema import (Character, Chat, ChatMessage, ContextSettings, MemoryItem, MessageMeta, PreviewRequest,
+                           ToolCall, ToolFunction)
+from engine.schema.lorebook import Lorebook
+
+STRATEGIES = ("manual", "truncate", "summarize")
+
+
+def _codes(pv) -> set[str]:
+    out = set()
+    for b in pv.blocks:
+        out.add(b.reason)
+        if b.trace and isinstance(b.trace.get("code"), str):
+            out.add(b.trace["code"])
+    return out
+
+
+def _book() -> Lorebook:
+    return Lorebook.model_validate({"name": "book", "entries": [
+        {"uid": "s", "keys": ["dragon"], "content": "sticky lore " * 5, "sticky": 3, "position": 0},
+        {"uid": "d", "keys": [], "content": "@@activate\nforced lore", "position": 1},
+        {"uid": "k", "keys": ["harbor"], "content": "keyed lore " * 30, "position": 4, "depth": 2, "order": 5},
+        {"uid": "c", "keys": [], "content": "constant lore", "constant": True, "position": 4, "depth": 1},
+        {"uid": "big", "keys": ["harbor"], "content": "budget lore " * 400, "position": 1},
+    ]})
+
+
+def _synthetic_chat() -> Chat:
+    def calls(*ids: str) -> list[ToolCall]:
+        return [ToolCall(id=i, function=ToolFunction(name="f", arguments="{}")) for i in ids]
+
+    msgs = [ChatMessage(role="system", content="You narrate the harbor.")]
+    msgs += [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"harbor event {i}. " + "wave " * 40)
+             for i in range(12)]
+    msgs += [
+        ChatMessage(role="assistant", content=None, tool_calls=calls("a")),
+        ChatMessage(role="tool", tool_call_id="a", content="tool says " + "data " * 60),
+        ChatMessage(role="assistant", content="hidden aside", meta=MessageMeta(hidden=True)),
+        ChatMessage(role="user", content="excluded aside", meta=MessageMeta(manualExcluded=True)),
+        ChatMessage(role="tool", tool_call_id="nobody", content="orphan"),
+        ChatMessage(role="assistant", content=None, tool_calls=calls("x1", "x2")),
+        ChatMessage(role="tool", tool_call_id="x1", content="half"),
+        ChatMessage(role="user", content="a pinned dragon remark", meta=MessageMeta(pinned=True)),
+        ChatMessage(role="user", content="what about the dragon at the harbor?"),
+    ]
+    return Chat(messages=msgs, metadata={
+        "note_prompt": "Author's note.", "timedWorldInfo": {"sticky": {"book.s": {"start": 2, "end": 99}}}})
+
+
+def _requests(shared_data):
+    card = Character(name="Mira", description="A harbor pilot.", mes_example="<START>\n{{user}}: hi\n{{char}}: hello",
+                     post_history_instructions="Stay in character.")
+    memory = [MemoryItem(id="m1", content="The harbor froze last winter. " * 10, priority=1),
+              MemoryItem(id="m2", content="A summary of old events.", kind="summary", priority=2)]
+    yield "synthetic", PreviewRequest(chat=_synthetic_chat(), character=card, lorebooks=[_book()], memory=memory,
+                                      system_prompt="Main prompt.")
+    if shared_data is None:
+        return
+    from engine.importers import load_character, load_chats, load_lorebook_or_card_book
+
+    books = [load_lorebook_or_card_book(p) for p in sorted((shared_data / "lorebooks").iterdir())
+             if p.suffix in (".json", ".lorebook")]
+    seraphina = load_character(shared_data / "cards" / "default_Seraphina.png")
+    for path in sorted((shared_data / "chats").iterdir()):
+        for k, chat in enumerate(load_chats(path)[:3]):
+            card = seraphina if "Seraphina" in path.name else None
+            yield f"{path.name}#{k}", PreviewRequest(chat=chat, character=card)
+    st_chat = load_chats(shared_data / "chats" / "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl")[0]
+    for book in books:
+        yield f"Seraphina + {book.name}", PreviewRequest(chat=st_chat, character=seraphina, lorebooks=[book])
+        yield f"synthetic + {book.name}", PreviewRequest(chat=_synthetic_chat(), lorebooks=[book, _book()])
+
+
+@pytest.fixture(scope="module")
+def corpus_codes():
+    from tests.conftest import shared_data_path
+
+    regs = default_registries()
+
+    def tag(messages, ctx):  # an interceptor that adds one message and drops another
+        out = [m for m in messages if "excluded aside" not in str(m.get("content"))]
+        return [*out[:-1], {"role": "system", "content": "interceptor note"}, out[-1]], ["tagged"]
+
+    regs.interceptors.register("tag", tag)
+    seen: dict[str, str] = {}
+    for name, request in _requests(shared_data_path()):
+        for strategy in STRATEGIES:
+            for limit in (600, 2500, 8000, 200_000):
+                settings = ContextSettings(model="gpt-4o", context_limit=limit, reply_reserve=100, strategy=strategy)
+                pv = preview(request.model_copy(update={"settings": settings}), registries=regs)
+                for code in _codes(pv):
+                    seen.setdefault(code, f"{name} / {strategy} / {limit}")
+                if name == "synthetic":  # the same without the interceptor
+                    pv = preview(request.model_copy(update={"settings": settings}))
+                    for code in _codes(pv):
+                        seen.setdefault(code, f"{name} / {strategy} / {limit} (no interceptor)")
+        # a budget the protected blocks alone exceed
+        tight = ContextSettings(model="gpt-4o", context_limit=120, reply_reserve=10)
+        for code in _codes(preview(request.model_copy(update={"settings": tight}))):
+            seen.setdefault(code, f"{name} / over budget")
+    return seen
+
+
+def test_every_code_on_a_block_is_documented(corpus_codes):
+    unlisted = {c: where for c, where in corpus_codes.items() if c not in REASON_CODES}
+    assert not unlisted, f"codes on blocks missing from REASON_CODES / the README table: {json.dumps(unlisted)}"
+
+
+def test_the_corpus_reaches_the_codes_that_leaked(corpus_codes):
+    # the corpus is only evidence if it reaches the paths: these must all have been seen
+    expected = {"LOREBOOK_STICKY", "LOREBOOK_DECORATOR_ACTIVATE", "LOREBOOK_KEY_MATCH", "LOREBOOK_CONSTANT",
+                "LOREBOOK_MATCHED", "LOREBOOK_BUDGET", "TOOL_PAIR_INCOMPLETE", "TOOL_RESULT_ORPHANED", "HIDDEN",
+                "MANUAL_EXCLUDED", "PINNED", "CURRENT_INPUT", "SUMMARIZED", "SUMMARY", "MEMORY",
+                "EXAMPLES_PUSHED_OUT", "HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "OVER_BUDGET_PROTECTED",
+                "INTERCEPTOR_ADDED", "INTERCEPTOR_REMOVED", "INSTRUCTION", "CHARACTER", "SYSTEM_PROMPT"}
+    assert expected <= set(corpus_codes), sorted(expected - set(corpus_codes))
+
+
+def test_every_lorebook_block_reason_is_documented():
+    # the activation's block reasons, including ones no corpus chat happens to reach
+    assert set(BLOCK_REASONS) | set(BLOCK_REASONS.values()) <= set(REASON_CODES)
