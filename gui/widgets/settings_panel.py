@@ -81,6 +81,7 @@ class SettingsPanel(QWidget):
         # SillyTavern's World Info budget is a share of the tokens the prompt may use: the
         # pipeline passes the prompt budget (context window − reply reserve) as its max context
         self.wi_percent.setSuffix(" % of prompt budget")
+        self.wi_percent.setDecimals(1)
         self.wi_percent.setToolTip("World Info budget: this percentage of the prompt budget (the context "
                                    "window minus the reply reserve); keyword entries past it are dropped")
         self.wi_tokens = QLabel(self)
@@ -218,8 +219,9 @@ class SettingsPanel(QWidget):
         tokens = compute_budget(self._settings.world_info, budget)
         cap = " (capped)" if self._settings.world_info.budget_cap and \
             tokens == self._settings.world_info.budget_cap else ""
-        self.wi_tokens.setText(f"= {tokens:,} tokens{cap} of the {budget:,}-token prompt budget "
-                               f"(context window − reply reserve)")
+        self.wi_tokens.setText(f"= {tokens:,}{cap} of the {budget:,}-token prompt budget")
+        self.wi_tokens.setToolTip("The prompt budget is the context window minus the reply reserve; "
+                                  "World Info entries past this many tokens are dropped")
 
     def settings(self) -> ContextSettings:
         """The settings last shown or emitted."""

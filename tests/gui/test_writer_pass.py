@@ -247,7 +247,7 @@ def test_honest_chrome(qtbot, window, library) -> None:  # noqa: ANN001
     window.library.select_chat(library[1])
     assert window.library.delete_button.isEnabled() and window.delete_action.isEnabled()
     assert "prompt budget" in window.settings_panel.wi_percent.suffix()
-    assert "tokens of the" in window.settings_panel.wi_tokens.text()
+    assert "-token prompt budget" in window.settings_panel.wi_tokens.text()
     # compaction marks sit inside the prompt budget and explain themselves
     pv = make_preview([make_block(0, tokens=100, message_index=0)], limit=128_000, reserve=64_000)
     marks = compaction_marks(128_000, 64_000)
