@@ -26,6 +26,7 @@ import math
 import re
 from typing import Any
 
+from ..importers._io import MAX_MESSAGE_CHARS
 from .errors import error_response, json_path
 
 #: Default largest request body (bytes): 16 MiB.
@@ -47,6 +48,9 @@ def _first_unusable(value: Any) -> tuple[list[Any], str] | None:
         if isinstance(v, float) and not math.isfinite(v):
             return path, f"{v!r} is not a JSON number (JSON has no NaN or Infinity)"
         if isinstance(v, str):
+            if len(v) > MAX_MESSAGE_CHARS:
+                return path, (f"a text of {len(v):,} characters is over the limit of {MAX_MESSAGE_CHARS:,} "
+                              "(about a million tokens, beyond any model's context)")
             try:
                 v.encode("utf-8")
             except UnicodeEncodeError:
@@ -78,7 +82,7 @@ def body_problem(body: bytes) -> tuple[int, str, str, str] | None:
         return 400, "INVALID_REQUEST", "the body is not valid JSON: nested too deeply", "$"
     except (ValueError, TypeError):
         return None  # FastAPI reports the syntax error itself
-    if not (_SURROGATE_ESCAPE.search(body) or _NON_FINITE.search(body)):
+    if not (_SURROGATE_ESCAPE.search(body) or _NON_FINITE.search(body)) and len(body) <= MAX_MESSAGE_CHARS:
         return None
     found = _first_unusable(value)
     if found is None:

@@ -79,6 +79,8 @@ WI_COUNT_OVERHEAD = 6
 _ROLE_NUM = {0: "system", 1: "user", 2: "assistant"}
 _ROLE_OF_NAME = {"system": 0, "user": 1, "assistant": 2}
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_]{1,64}$")
+_ORIGINAL = re.compile(r"\{\{original\}\}", re.IGNORECASE)
+_KEEP, _FILL = "\x00loomscope-original-keep\x00", "\x00loomscope-original-fill\x00"
 _KIND_OF = {
     "main": BlockKind.SYSTEM, "worldInfoBefore": BlockKind.LOREBOOK, "worldInfoAfter": BlockKind.LOREBOOK,
     "charDescription": BlockKind.CHARACTER, "charPersonality": BlockKind.CHARACTER,
@@ -216,12 +218,33 @@ class _Assembler:
         return self.profile.count(text) + WI_COUNT_OVERHEAD if text else 0
 
     def sub(self, text: str | None, where: str, original: str | None = None) -> str:
-        """``substituteParams``: SillyTavern's macros (unknown ones stay, with a warning)."""
+        """``substituteParams``: SillyTavern's macros (unknown ones stay, with a warning).
+
+        ``{{original}}`` is filled once with ``original`` (later ones become empty), and stays as
+        written when there is no original, as in SillyTavern.
+        """
         if not text:
             return ""
-        ctx = MacroContext(user=self.name1, char=self.name2, values=self.values, original=original,
+        # {{original}}: without a value it stays as written (SillyTavern has no macro for it then);
+        # with one, only the first occurrence is filled, later ones become "" (substituteParams)
+        found = _ORIGINAL.findall(text)
+        if found:
+            first = [True]
+
+            def mark(_m: re.Match[str]) -> str:
+                if original is None:
+                    return _KEEP
+                if first[0]:
+                    first[0] = False
+                    return _FILL
+                return ""
+
+            text = _ORIGINAL.sub(mark, text)
+        ctx = MacroContext(user=self.name1, char=self.name2, values=self.values,
                            seed=self.req.settings.world_info.seed)
         out, unknown = expand_macros(text, ctx)
+        if found:
+            out = out.replace(_KEEP, "{{original}}").replace(_FILL, original or "")
         for u in dict.fromkeys(unknown):
             w = f"unknown macro {u} in {where} (left as written)"
             if w not in self.warnings:
@@ -727,15 +750,18 @@ class _Assembler:
         that depth and role (sorted by key); returns the chat in chronological order."""
         messages = list(oai)  # newest first
         inserted = 0
-        depths = sorted({int(p.get("injection_depth") or 0) for p in absolute if p.get("content")}
+        # prompt.injection_depth === i: a prompt without a numeric depth is never injected
+        absolute = [p for p in absolute if isinstance(p.get("injection_depth"), int)
+                    and not isinstance(p.get("injection_depth"), bool)]
+        depths = sorted({p["injection_depth"] for p in absolute if p.get("content")}
                         | {e["depth"] for e in ext.values() if e["position"] == 1 and e["value"]})
         for i in depths:
             if i < 0 or i > MAX_INJECTION_DEPTH:
                 continue
-            at_depth = [p for p in absolute if int(p.get("injection_depth") or 0) == i and p.get("content")]
+            at_depth = [p for p in absolute if p["injection_depth"] == i and p.get("content")]
             role_msgs = []
             for role in ("system", "user", "assistant"):
-                rp = [p for p in at_depth if (p.get("role") or "system") == role]
+                rp = [p for p in at_depth if p.get("role") == role]
                 role_prompts = "\n".join(p["content"] for p in rp)
                 eps = [(k, e) for k, e in sorted(ext.items())
                        if e["position"] == 1 and e["value"] and e["depth"] == i and e["role"] == _ROLE_OF_NAME[role]]
@@ -859,7 +885,7 @@ def _object_keys_order(book: Lorebook) -> list[Any]:
     rest: list[Any] = []
     for k, e in enumerate(book.entries):
         u = str(e.uid)
-        if u.isdigit() and (u == "0" or not u.startswith("0")) and int(u) < 2 ** 32 - 1:
+        if u.isascii() and u.isdigit() and (u == "0" or not u.startswith("0")) and int(u) < 2 ** 32 - 1:
             ints.append((int(u), k, e))
         else:
             rest.append(e)

@@ -79,7 +79,7 @@ def _settings(stored, args: argparse.Namespace):
         data["context_limit"] = args.context_limit
     if args.reply_reserve is not None:
         text = str(args.reply_reserve).strip()
-        data["reply_reserve"] = int(text) if text.isdigit() else text
+        data["reply_reserve"] = int(text) if text.isascii() and text.isdigit() else text
     if args.strategy:
         data["strategy"] = args.strategy
     try:

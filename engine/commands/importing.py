@@ -39,6 +39,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def terminal_progress():  # -> (callback or None, context manager)
+    """Progress for people: on a terminal (stderr is a TTY), a rich display with a spinner while
+    files are read and a bar of stored messages per chat; otherwise nothing (``(None, nullcontext())``).
+
+    The callback has :meth:`engine.storage.Store.import_files`' ``on_progress`` shape
+    ``(stage, file, done, total)``.
+    """
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return None, contextlib.nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+    tasks: dict[object, object] = {}
+
+    def on_progress(stage: str, file: str, done: int, total: int) -> None:
+        name = markup_safe(Path(file).name)
+        if stage == "read":
+            if "read" not in tasks:
+                tasks["read"] = progress.add_task("reading", total=total)
+            what = f"read {total} file(s)" if done >= total else f"reading {name}"
+            progress.update(tasks["read"], completed=done, description=what)  # type: ignore[arg-type]
+        else:
+            key = ("store", file)
+            if key not in tasks:
+                tasks[key] = progress.add_task(f"storing {total:,} messages of {name}", total=total)
+            progress.update(tasks[key], completed=done)  # type: ignore[arg-type]
+
+    return on_progress, progress
+
+
 def run(args: argparse.Namespace) -> int:
     """Import every file in one transaction (or one SillyTavern folder) and print what each became."""
     def warn(path: str, message: str) -> None:
@@ -53,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
         flag = "--skip-bad" if args.skip_bad else "--st-user"
         raise SettingsError("INVALID_SETTINGS", f"{flag} applies to a SillyTavern folder import", file=flag)
     sources: list[str] = []
-    with open_library(args) as store:
-        refs = store.import_files(args.files, on_warning=warn, sources=sources)
+    on_progress, display = terminal_progress()
+    with open_library(args) as store, display:
+        refs = store.import_files(args.files, on_warning=warn, sources=sources, on_progress=on_progress)
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0

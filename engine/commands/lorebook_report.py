@@ -81,7 +81,7 @@ def build_request(args: argparse.Namespace):  # -> PreviewRequest
     for field, value in (("model", args.model), ("context_limit", args.context_limit),
                          ("reply_reserve", args.reply_reserve)):
         if value is not None:
-            settings[field] = int(value) if field == "reply_reserve" and str(value).strip().isdigit() else value
+            settings[field] = int(value) if field == "reply_reserve" and str(value).strip().isascii() and str(value).strip().isdigit() else value
     try:
         return request.model_copy(update={"settings": ContextSettings.model_validate(settings)})
     except ValidationError as exc:

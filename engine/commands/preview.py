@@ -89,7 +89,7 @@ def _settings_with_flags(base: ContextSettings, args: argparse.Namespace) -> Con
             values[flag_field] = value
     if getattr(args, "reply_reserve", None) is not None:
         reserve: int | str = args.reply_reserve
-        if isinstance(reserve, str) and reserve.strip().isdigit():
+        if isinstance(reserve, str) and reserve.strip().isascii() and reserve.strip().isdigit():
             reserve = int(reserve)
         values["reply_reserve"] = reserve
     wi = dict(values.get("world_info") or {})

@@ -22,6 +22,10 @@ MAX_FILE_BYTES: int = 64 * 1024 * 1024
 MAX_ENTRIES: int = 100_000
 #: Most messages accepted in one chat (``IMPORT_TOO_LARGE`` above).
 MAX_MESSAGES: int = 100_000
+#: Longest single message accepted (characters of its text). 4 Mi characters is about a million
+#: tokens, beyond every model's context window; a longer message (a 50 MB line without a space)
+#: would cost minutes and gigabytes to tokenize, so it is refused with ``IMPORT_TOO_LARGE``.
+MAX_MESSAGE_CHARS: int = 4 * 1024 * 1024
 #: Deepest JSON nesting accepted (objects and arrays). Real cards and chats stay below ~12.
 MAX_JSON_DEPTH: int = 200
 
@@ -136,7 +140,7 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
     """
     prefix = f"{what}, " if what else ""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = _decoder().decode(text)
     except _NonFiniteNumber as exc:
         literal = exc.args[0]
         why = ("is not a JSON number (JSON has no NaN or Infinity)" if literal in ("NaN", "Infinity", "-Infinity")
@@ -151,7 +155,8 @@ def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str =
              f"{prefix}line {1 + line_offset}".rstrip())
     except (ValueError, TypeError) as exc:  # e.g. huge int literal conversion limits
         fail("IMPORT_INVALID_JSON", f"invalid JSON: {exc}", file, prefix.rstrip(", ") or None)
-    if not json_depth_ok(value):
+    # a document with fewer brackets than the limit cannot nest deeper than it (cheap test first)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and not json_depth_ok(value):
         fail("IMPORT_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels", file,
              prefix.rstrip(", ") or "$")
     if _SURROGATE_ESCAPE.search(text):
@@ -165,6 +170,17 @@ class _NonFiniteNumber(ValueError):
 
 def _refuse_constant(name: str) -> Any:
     raise _NonFiniteNumber(name)
+
+
+_DECODER: json.JSONDecoder | None = None
+
+
+def _decoder() -> json.JSONDecoder:
+    """One shared strict decoder (``json.loads`` with keyword arguments builds a new one per call)."""
+    global _DECODER
+    if _DECODER is None:
+        _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+    return _DECODER
 
 
 def _finite_float(literal: str) -> float:

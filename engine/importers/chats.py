@@ -450,14 +450,36 @@ def parse_chat_text(text: str, file: str, *, title: str, suffix: str = "",
 
     r = reader or FieldReader(file)
     if suffix.lower() == ".jsonl":
-        return parse_st_jsonl(text, file, title=title, reader=r)
+        return _bounded(parse_st_jsonl(text, file, title=title, reader=r), file)
     try:
         data = parse_json(text, file)
     except LoomscopeImportError as exc:
         if exc.code == "IMPORT_INVALID_JSON" and _looks_like_jsonl(text):
-            return parse_st_jsonl(text, file, title=title, reader=r)
+            return _bounded(parse_st_jsonl(text, file, title=title, reader=r), file)
         raise
-    return parse_chat_document(data, file, title=title, reader=r)
+    return _bounded(parse_chat_document(data, file, title=title, reader=r), file)
+
+
+def _bounded(parsed: tuple[list[Chat], str], file: str) -> tuple[list[Chat], str]:
+    check_message_sizes(parsed[0], file)
+    return parsed
+
+
+def check_message_sizes(chats: list[Chat], file: str | None) -> None:
+    """Refuse a message longer than :data:`~engine.importers._io.MAX_MESSAGE_CHARS` characters.
+
+    Raises ``IMPORT_TOO_LARGE`` with place ``message I`` (or ``transcript K, message I``).
+    """
+    from . import _io
+
+    limit = _io.MAX_MESSAGE_CHARS
+    for k, chat in enumerate(chats):
+        for i, m in enumerate(chat.messages):
+            size = len(m.text())
+            if size > limit:
+                where = f"message {i}" if len(chats) == 1 else f"transcript {k}, message {i}"
+                _io.fail("IMPORT_TOO_LARGE", f"a message of {size:,} characters; the limit is "
+                         f"{limit:,} (about a million tokens, beyond any model's context)", file, where)
 
 
 def load_chats_with_info(path: str | Path) -> tuple[list[Chat], str, list[str]]:

@@ -37,7 +37,7 @@ def parse_send_date(value: Any) -> datetime | None:
     if value is None or isinstance(value, bool) or value == "":
         return None
     try:
-        if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+        if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()):
             ms = float(value)
             if ms < 0 or ms != ms or ms > 1e15:
                 return None

@@ -127,7 +127,16 @@ def load_any(path: str | Path) -> ImportedItem:
     LoomscopeImportError
         Any ``IMPORT_*`` code of the specific loaders; nothing else.
     """
-    return guarded(path, lambda: _load_any(path))
+    return guarded(path, lambda: _sized(_load_any(path), str(path)))
+
+
+def _sized(item: ImportedItem, file: str) -> ImportedItem:
+    """Chats with a message over the size limit are refused (``IMPORT_TOO_LARGE``, issue 15)."""
+    if item.kind == "chat":
+        from .chats import check_message_sizes
+
+        check_message_sizes(list(item.chats or [item.value]), file)
+    return item
 
 
 class InspectReport(BaseModel):

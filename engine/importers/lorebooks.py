@@ -163,7 +163,7 @@ def _uid(r: FieldReader, raw: Any, fallback: int | str, path: str) -> int | str:
     if isinstance(raw, float) and raw.is_integer():
         return int(raw)
     if isinstance(raw, str):
-        return int(raw) if raw.isdigit() and len(raw) < 19 else raw
+        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 19 else raw
     r.wrong(f"{path}.uid", "integer or string", raw)
 
 
@@ -268,7 +268,7 @@ def parse_world(r: FieldReader, d: dict[str, Any], *, name: str) -> Lorebook:
         _check_count(r, len(entries_raw), "$.entries")
         for key, raw in entries_raw.items():
             path = f'$.entries["{key}"]'
-            fallback: int | str = int(key) if key.isdigit() and len(key) < 19 else key
+            fallback: int | str = int(key) if key.isascii() and key.isdigit() and len(key) < 19 else key
             entry = _world_entry(r, raw, path, fallback)
             if isinstance(raw, dict) and raw.get("uid") is not None and str(entry.uid) != key:
                 r.warn(f"{path}: uid {entry.uid} differs from its key {key!r}; the uid is used")
@@ -497,7 +497,7 @@ def export_world_json(book: Lorebook) -> dict[str, Any]:
     """
     entries: dict[str, Any] = {}
     numeric = [int(e.uid) for e in book.entries
-               if isinstance(e.uid, int) or (isinstance(e.uid, str) and e.uid.isdigit())]
+               if isinstance(e.uid, int) or (isinstance(e.uid, str) and e.uid.isascii() and e.uid.isdigit())]
     next_uid = max(numeric, default=-1) + 1
     for e in book.entries:
         data = export_world_entry(e)

@@ -110,7 +110,7 @@ def _extra(entry: LorebookEntry, camel: str, snake: str | None = None) -> Any:
 def _uid_key(uid: int | str) -> tuple[int, Any]:
     if isinstance(uid, int):
         return (0, uid)
-    return (0, int(uid)) if uid.isdigit() else (1, uid)
+    return (0, int(uid)) if uid.isascii() and uid.isdigit() else (1, uid)  # "³".isdigit() but int("³") fails
 
 
 def _split_decorators(content: str) -> tuple[frozenset[str], str]:

@@ -141,7 +141,7 @@ def _st_entries(prepared: _Prepared, user: str, char: str) -> list[_StEntry]:
 def _js_key_order(uid: int | str) -> tuple[int, int]:
     """JavaScript property order: array-index keys (integers 0..2^32-2) first, ascending."""
     text = str(uid)
-    if text.isdigit() and (text == "0" or not text.startswith("0")) and int(text) < 2**32 - 1:
+    if text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0")) and int(text) < 2**32 - 1:
         return (0, int(text))
     return (1, 0)
 

@@ -108,7 +108,7 @@ class WorldInfoSettings(BaseModel):
         """SillyTavern stores ``world_info_character_strategy`` as 0 / 1 / 2."""
         if isinstance(value, bool):
             return value
-        if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+        if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()):
             names = {0: "evenly", 1: "character_first", 2: "global_first"}
             return names.get(int(value), value)
         return value
@@ -167,7 +167,7 @@ class ContextSettings(BaseModel):
                 raise ValueError("reply_reserve must be >= 0 tokens")
             return value
         text = str(value).strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():
             return int(text)
         m = _PERCENT.match(text)
         if not m or float(m.group(1)) >= 100:

@@ -35,8 +35,11 @@ class PromptDefinition(BaseModel):
     Markers (``marker: true``: ``chatHistory``, ``dialogueExamples``, ``worldInfoBefore``,
     ``worldInfoAfter``, ``charDescription``, ``charPersonality``, ``scenario``,
     ``personaDescription``) get their content from the chat; the others carry ``content``
-    (macros expanded when the prompt is used). ``injection_position`` 1 (absolute) sends the
-    prompt at ``injection_depth`` messages from the end, in ``role``. Unknown keys are kept.
+    (macros expanded when the prompt is used). ``system_prompt`` is ``False`` for the user's own
+    prompts (``None`` when the file does not say, which SillyTavern treats as neither).
+    ``injection_position`` 1 (absolute) sends the prompt at ``injection_depth`` messages from the
+    end, in ``role`` (without a depth or role it is never sent, as in SillyTavern). Unknown keys
+    are kept.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -45,7 +48,7 @@ class PromptDefinition(BaseModel):
     name: str = ""
     role: str | None = None
     content: str | None = None
-    system_prompt: bool = False
+    system_prompt: bool | None = None
     marker: bool = False
     injection_position: int | None = None
     injection_depth: int | None = None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -83,6 +83,15 @@ def _new_id() -> str:
 
 
 def _message_row(chat_id: str, idx: int, message: ChatMessage) -> orm.MessageRow:
+    return orm.MessageRow(**_message_values(chat_id, idx, message))
+
+
+#: Messages inserted per statement when a chat is stored (progress is reported per batch).
+MESSAGE_BATCH = 5000
+
+
+def _message_values(chat_id: str, idx: int, message: ChatMessage) -> dict[str, Any]:
+    """The ``messages`` row of one message as column values (for ORM rows and bulk inserts)."""
     dump = message.model_dump(mode="json")
     meta: dict[str, Any] = dict(dump.pop("meta", None) or {})
     flags = {key: bool(meta.pop(key, False)) for key in _FLAG_KEYS}
@@ -105,7 +114,7 @@ def _message_row(chat_id: str, idx: int, message: ChatMessage) -> orm.MessageRow
         swipes, swipes_in = meta.pop("swipes"), "meta"
     elif "swipes" in dump:
         swipes, swipes_in = dump.pop("swipes"), "fields"
-    return orm.MessageRow(
+    return dict(
         chat_id=chat_id,
         idx=idx,
         role=role,
@@ -333,6 +342,7 @@ class Store:
         branch_point: int | None = None,
         setup: SillyTavernSetup | None = None,
         scopes: Sequence[str] = (),
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> str:
         chat_id = _new_id()
         now = _now()
@@ -350,7 +360,16 @@ class Store:
             updated_at=now,
         ))
         session.flush()
-        session.add_all(_message_row(chat_id, i, m) for i, m in enumerate(chat.messages))
+        # messages go in as bulk INSERTs (executemany) in batches: a 99,000-message chat is
+        # stored in seconds, and ``on_progress(stored, total)`` follows along
+        total = len(chat.messages)
+        for start in range(0, total, MESSAGE_BATCH):
+            batch = chat.messages[start:start + MESSAGE_BATCH]
+            # Core INSERT on the session's connection (same transaction), not the ORM bulk path
+            session.connection().execute(insert(orm.MessageRow.__table__),
+                                         [_message_values(chat_id, start + k, m) for k, m in enumerate(batch)])
+            if on_progress is not None:
+                on_progress(start + len(batch), total)
         scope_of = dict(zip(lorebook_ids, scopes))
         session.add_all(
             orm.ChatLorebookRow(chat_id=chat_id, lorebook_id=book_id, position=i,
@@ -648,6 +667,7 @@ class Store:
                 raise NotFoundError("MESSAGE_NOT_FOUND", f"the chat has no message {at_index}",
                                     file=chat_id, place=f"message {at_index}")
             chat = stored.chat.model_copy(update={"messages": stored.chat.messages[: at_index + 1]})
+            chat = self._branch_compaction(chat, at_index)
             title = f"{stored.title} (branch at {at_index})" if stored.title else f"branch at {at_index}"
             return self._insert_chat(
                 session, chat, title=title, character_id=row.character_id, persona_id=row.persona_id,
@@ -884,6 +904,7 @@ class Store:
         *,
         on_warning: Callable[[str, str], None] | None = None,
         sources: list[str] | None = None,
+        on_progress: Callable[[str, str, int, int], None] | None = None,
     ) -> list[ImportRef]:
         """Parse every file, then store them all in ONE transaction.
 
@@ -899,6 +920,10 @@ class Store:
         sources:
             If given, receives the file path of each returned ref, in the same order (a file
             holding several transcripts gives several refs).
+        on_progress:
+            Called with ``(stage, file, done, total)``: ``("read", file, i, n)`` before file
+            ``i`` of ``n`` is read, ``("read", file, n, n)`` once all are read, and
+            ``("store", file, stored, messages)`` as a chat's messages are stored (in batches).
 
         Returns
         -------
@@ -915,12 +940,17 @@ class Store:
         from ..importers import load_any  # lazy: the importers are a sibling package
 
         items = []
-        for path in paths:
+        path_list = list(paths)
+        for n_read, path in enumerate(path_list):
+            if on_progress is not None:
+                on_progress("read", str(path), n_read, len(path_list))
             item = load_any(Path(path))
             for warning in getattr(item, "warnings", None) or []:
                 if on_warning is not None:
                     on_warning(str(path), str(warning))
             items.append((Path(path), item))
+        if on_progress is not None and path_list:
+            on_progress("read", str(path_list[-1]), len(path_list), len(path_list))
         refs: dict[int, ImportRef | list[ImportRef]] = {}
         with self._unit() as session:
             by_name: dict[str, str] = {}
@@ -949,7 +979,10 @@ class Store:
                                 select(orm.CharacterRow.id).where(orm.CharacterRow.name == chat.character_name)
                                 .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
                         title = f"{titles[k]} #{k + 1}" if numbered else titles[k]
-                        chat_id = self._insert_chat(session, chat, title=title, character_id=character_id)
+                        progress = None if on_progress is None else (
+                            lambda done, total, _f=str(path): on_progress("store", _f, done, total))
+                        chat_id = self._insert_chat(session, chat, title=title, character_id=character_id,
+                                                    on_progress=progress)
                         chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
                     refs[i] = chat_refs
                 else:  # pragma: no cover - load_any only returns the three kinds
@@ -1155,6 +1188,25 @@ class Store:
             data[CHAT_KEY] = dumped
         row.data = data  # a new dict, so the JSON column is written
         self._touch(row)
+
+    @staticmethod
+    def _branch_compaction(chat: Chat, at_index: int) -> Chat:
+        """A branch keeps the compaction summary only when it covers nothing after ``at_index``
+        (a summary of messages the branch lacks would be stale); removed ones and the failure
+        count stay behind."""
+        from ..compaction.options import CHAT_KEY
+        from ..compaction.state import CompactionState
+
+        extra = chat.model_extra or {}
+        if CHAT_KEY not in extra:
+            return chat
+        state = CompactionState.from_raw(extra[CHAT_KEY])
+        keep = state.summary if state.summary is not None and state.summary.last <= at_index else None
+        data = chat.model_dump(mode="python", exclude={"messages"})
+        data.pop(CHAT_KEY, None)
+        if keep is not None:
+            data[CHAT_KEY] = CompactionState(summary=keep).dump()
+        return Chat.model_validate({**data, "messages": chat.messages})
 
     def get_compaction(self, chat_id: str) -> Any:
         """The chat's :class:`~engine.compaction.state.CompactionState` (empty when none; an

@@ -226,3 +226,30 @@ def test_serve_flag_sets_the_body_limit(tmp_path, capsys) -> None:
     assert args.max_body_mib == 0.5
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--max-body-mib", "0"])
+
+
+# ------------------------------------------------------------------------------ found by schemathesis
+
+
+@pytest.mark.parametrize("uid", ["³", "٣", "²³", "1", "x"])
+def test_non_ascii_digit_uids_do_not_crash_the_preview(live: Live, uid: str) -> None:
+    """``"³".isdigit()`` is true but ``int("³")`` fails: a lorebook entry with such a uid was a 500
+    (found by the long schemathesis run, ``tests/benchmarks/bench_api_fuzz.py``)."""
+    body = {"chat": {"messages": [{"role": "user", "content": "the lamp"}]},
+            "lorebooks": [{"name": "B", "entries": [{"uid": uid, "keys": ["lamp"], "content": "Old lamp."},
+                                                    {"uid": 2, "keys": ["lamp"], "content": "Second."}]}]}
+    resp = live.client.post(PREVIEW, json=body)
+    assert resp.status_code == 200, resp.text
+    assert any(b["kind"] == "lorebook" for b in resp.json()["blocks"])
+
+
+def test_export_of_a_book_with_non_ascii_digit_uids(tmp_path) -> None:
+    from engine.importers import load_lorebook
+    from engine.importers.lorebooks import export_world_json
+    from engine.schema.lorebook import Lorebook, LorebookEntry
+
+    book = Lorebook(name="B", entries=[LorebookEntry(uid="³", keys=["a"], content="x"),
+                                       LorebookEntry(uid=4, keys=["b"], content="y")])
+    path = tmp_path / "B.json"
+    path.write_text(json.dumps(export_world_json(book)))
+    assert len(load_lorebook(path).entries) == 2

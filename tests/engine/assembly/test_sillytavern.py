@@ -337,3 +337,58 @@ def test_interceptors_are_not_applied_and_said_so(tmp_path: Path) -> None:
     pv = preview(request, registries=regs)
     assert _pairs(pv) == FIXTURE_EXPECTED
     assert any("interceptors (shout) are not applied" in d for d in pv.diagnostics)
+
+
+def test_prompt_manager_edge_cases(tmp_path: Path) -> None:
+    """populateChatCompletion's strict checks: only ``system_prompt === false`` prompts are the
+    user's relative prompts; an absolute prompt needs a numeric depth and a role to be injected."""
+    settings = json.loads(json.dumps(SETTINGS))
+    prompts = settings["oai_settings"]["prompts"]
+    style = next(p for p in prompts if p["identifier"] == "style-note")
+    del style["system_prompt"]                              # undefined: neither system nor user prompt
+    prompts.append({"identifier": "no-depth", "name": "x", "system_prompt": False, "role": "system",
+                    "content": "never injected", "injection_position": 1})
+    prompts.append({"identifier": "no-role", "name": "y", "system_prompt": False,
+                    "content": "never injected either", "injection_position": 1, "injection_depth": 1})
+    order = settings["oai_settings"]["prompt_order"][0]["order"]
+    order[-1:-1] = [{"identifier": "no-depth", "enabled": True}, {"identifier": "no-role", "enabled": True}]
+    store, report = _import(build_st_user(tmp_path, settings=settings).parent, tmp_path)
+    pairs = _pairs(preview(store.build_request(_chat_id(report))))
+    assert pairs == _without(FIXTURE_EXPECTED, _STYLE)
+
+
+def test_card_overrides_notes_and_examples(tmp_path: Path) -> None:
+    """The card's system prompt and post-history instructions with {{original}}
+    (preparePromptsForChatCompletion), its Character's Note at depth 1 as the assistant
+    (Generate: DEPTH_PROMPT), and example dialogue with a preamble line, a `<start>` in lower case
+    and a speaker twice in a row (parseMesExamples / parseExampleIntoIndividual, quirks included:
+    only the first "Alex:" of a message is removed)."""
+    import copy
+
+    from tests.engine.importers.st_fixture import CARD, card_png
+
+    user = build_st_user(tmp_path)
+    card = copy.deepcopy(CARD)
+    card["data"]["extensions"]["depth_prompt"] = {"prompt": "{{char}} hides a limp.", "depth": 1, "role": "assistant"}
+    card["data"]["mes_example"] = ("Intro line\n{{user}}: Hi\n{{char}}: Hm.\n{{char}}: Still here.\n<START>\n"
+                                   "{{char}}: Alone.\n<start>\n{{user}}: Only me.")
+    card["data"]["system_prompt"] = "Card main: {{original}} Also {{char}}."
+    card["data"]["post_history_instructions"] = "{{original}} (card jb)"
+    (user / "characters" / "hero.png").write_bytes(card_png(card))
+    store, report = _import(user.parent, tmp_path)
+    expected = [
+        ("system", "Card main: You are Kael. Reply to Alex. Also Kael."),
+        *FIXTURE_EXPECTED[1:8],
+        ("system", "[Example Chat]"),
+        ("system", "Intro line\n Hi"),
+        ("system", "Hm.\nKael: Still here."),
+        ("system", "[Example Chat]"),
+        ("system", "Alone."),
+        ("system", "[Example Chat]"),
+        ("system", "Only me."),
+        *FIXTURE_EXPECTED[11:16],
+        ("assistant", "Kael hides a limp."),
+        ("user", "Sam: Sam here. I brought the harbor map."),
+        ("system", "Stay in character as Kael. (card jb)"),
+    ]
+    assert _pairs(preview(store.build_request(_chat_id(report)))) == expected

@@ -338,3 +338,16 @@ def test_compaction_ends_at_the_target_even_when_the_summary_gets_below_the_trig
     # the next preview (not right after a compaction) uses the budget again
     pv = preview(store.build_request(chat_id))
     assert pv.prompt_tokens > target and pv.strategy_info["reason"] == "below_trigger"
+
+
+def test_a_branch_keeps_the_summary_only_when_it_covers_nothing_after_the_branch_point(store, server):
+    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    generate_and_store(store, chat_id, provider(server))
+    summary = store.get_compaction(chat_id).summary
+    inside = store.branch_chat(chat_id, summary.last - 1)
+    assert store.get_compaction(inside).summary is None
+    pv = preview(store.build_request(inside))
+    assert not any("not used" in w for w in pv.warnings)
+    after = store.branch_chat(chat_id, summary.last + 3)
+    assert store.get_compaction(after).summary.id == summary.id
+    assert any(b.kind == "summary" for b in preview(store.build_request(after)).blocks)
