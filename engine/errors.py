@@ -43,6 +43,7 @@ ERROR_CODES: dict[str, str] = {
     "LOREBOOK_NOT_FOUND": "no lorebook with that id in the library",
     "MESSAGE_NOT_FOUND": "no message with that id in the chat",
     "PERSONA_NOT_FOUND": "no persona with that id in the library",
+    "LOREBOOK_ENTRY_NOT_FOUND": "no entry with that uid in the lorebook",
     "STORAGE_ERROR": "the library database could not be read or written",
     # provider
     "PROVIDER_TIMEOUT": "the provider did not answer in time",

@@ -49,6 +49,7 @@ from .shifting import (
     find_tool_groups,
     register_builtin_strategies,
     shift_context,
+    tool_sequence_problems,
 )
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
@@ -584,8 +585,10 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
     """Run interceptors over the provider messages of ``kept`` (tools block passes through).
 
     Returns (final blocks in order, blocks the interceptors added, ids they removed). Output
-    that is not a list of valid chat messages, or an interceptor that raises, is ignored with
-    a diagnostic. Protected blocks an interceptor removed or changed are restored in place.
+    that is not a list of valid chat messages, output that would split a tool call from its
+    results (:func:`engine.shifting.tool_sequence_problems`), or an interceptor that raises, is
+    ignored with a diagnostic. Protected blocks an interceptor removed or changed are restored
+    in place.
     """
     msg_blocks = [b for b in kept if b.message is not None]
     current: list[tuple[dict[str, Any], Block | None]] = [(_provider_dict(b), b) for b in msg_blocks]  # type: ignore[misc]
@@ -593,6 +596,7 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
     counter = 0
     for name, fn in reg.interceptors.items():
         before = [m for m, _ in current]
+        n_added = len(added)
         try:
             out, notes = fn(copy.deepcopy(before), ictx)
             if not isinstance(out, list):
@@ -627,6 +631,15 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
                 insert_at = next((k for k, (_, ob) in enumerate(nxt)
                                   if ob is not None and ob in msg_blocks and msg_blocks.index(ob) > idx), len(nxt))
                 nxt.insert(insert_at, (m, b))
+        # A plugin cannot make the request one a provider rejects: output that splits a tool
+        # call from its results (a message inside the batch, half a pair) is ignored.
+        broken = [p for p in tool_sequence_problems([m for m, _ in nxt])
+                  if p not in tool_sequence_problems(before)]
+        if broken:
+            diags.append(f"{name}: its output would split a tool call from its results ({broken[0]}); "
+                         "its output was ignored")
+            del added[n_added:]
+            continue
         current = nxt
     final_ids = {id(b) for _, b in current}
     removed = [b.id for b in msg_blocks if id(b) not in final_ids]

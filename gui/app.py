@@ -159,7 +159,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     w, h = size or SCREENSHOT_SIZE
     window.resize(w, h)
     sizes = window.default_splitter_sizes(w)
-    if tab is not None and tab.strip().lower() in ("lorebook", "audit"):
+    if tab is not None and tab.strip().lower() in ("lorebook", "audit", "setup", "entry"):
         # as a writer would drag it: the inspector wider, the blocks keeping a readable 620 px
         extra = max(0, min(int(w * 0.42), w - sizes[0] - 620) - sizes[2])
         sizes = [sizes[0], sizes[1] - extra, sizes[2] + extra]
@@ -186,7 +186,11 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
                and not b.protected]
         if cut:
             window.blocks_panel.select_message(max(cut, key=lambda b: b.message_index).message_index)
-    if tab == "lorebook":  # show the entry editor on the first entry rather than an empty form
+    if tab in ("characters", "lorebooks", "personas"):  # a selected row shows where it is used
+        panel = window.library_setup.tabs.panels[tab[:-1]]
+        if panel.ids():
+            panel.select(panel.ids()[0])
+    if tab in ("lorebook", "entry"):  # show the entry editor on the first entry rather than an empty form
         from PySide6.QtWidgets import QTableView
 
         for view in window.lorebook_tab.findChildren(QTableView):

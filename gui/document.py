@@ -54,7 +54,7 @@ class ChatDocument(QObject):
         stored = self.store.get_chat(chat_id)
         self.parent_id = getattr(stored, "parent_id", None)
         # the card's own book first, then attached ones: the order of request.lorebooks
-        ids = list(self.store.lorebook_ids_for_chat(chat_id))
+        ids = self._lorebook_ids(chat_id, request)
         self._set(chat_id, request, ids, getattr(stored, "title", "") or request.chat.title)
 
     def load_request(self, request: PreviewRequest, chat_id: str = "memory",
@@ -77,10 +77,18 @@ class ChatDocument(QObject):
         """Re-read the open chat from the store (after a generation, branch or import)."""
         if self.store is not None and self.chat_id is not None and self.chat_id != "memory":
             self.request = self.store.build_request(self.chat_id)
-            self.lorebook_ids = list(self.store.lorebook_ids_for_chat(self.chat_id))
+            self.lorebook_ids = self._lorebook_ids(self.chat_id, self.request)
             self.messages_changed.emit()
             self.lorebooks_changed.emit()
             self.request_changed.emit()
+
+    def _lorebook_ids(self, chat_id: str, request: PreviewRequest) -> list[str]:
+        """Library ids parallel to ``request.lorebooks``: a SillyTavern chat has only its linked
+        worlds (no card book), the others the card's own book first, then attached ones."""
+        assert self.store is not None
+        if getattr(request, "sillytavern", None) is not None:
+            return list(self.store.get_chat(chat_id).lorebook_ids)
+        return list(self.store.lorebook_ids_for_chat(chat_id))
 
     def _set(self, chat_id: str | None, request: PreviewRequest | None, ids: list[str], title: str) -> None:
         self.chat_id = chat_id

@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 CENTRE_TABS = ("blocks", "chat")
 INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
 #: Every name ``--tab`` / :meth:`MainWindow.select_tab` accepts.
-TAB_NAMES = CENTRE_TABS + INSPECTOR_TABS
+TAB_NAMES = CENTRE_TABS + INSPECTOR_TABS + ("setup", "entry", "chats", "characters", "lorebooks", "personas")
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
 #: The inspector column's default (widest) and smallest width (px); it yields first when the
@@ -205,6 +205,9 @@ class MainWindow(QMainWindow):
         self.generation = GenerationRunner(self)
         self._build_actions()
         self._wire()
+        from .library_setup import LibrarySetup  # issue 18: library panels, setup and entry editors
+
+        self.library_setup = LibrarySetup(self)
         self.statusBar().showMessage("Ready")
 
     # ================================================================ setup
@@ -339,6 +342,8 @@ class MainWindow(QMainWindow):
             self.show_error(user_error(exc), "Library")
             return
         self.library.set_chats(chats, current=self.ctx.document.chat_id)
+        if getattr(self, "library_setup", None) is not None:
+            self.library_setup.refresh_library()
 
     def open_chat(self, chat_id: str | None) -> None:
         """Open ``chat_id`` (from the store); the preview follows."""
@@ -378,6 +383,7 @@ class MainWindow(QMainWindow):
             "Imported " + ", ".join(f"{r.kind} “{r.name}”" for r in refs), 8000)
         if chats:
             self.open_chat(chats[-1].id)
+        self.library_setup.after_import(refs)
         return refs
 
     def delete_chat(self, chat_id: str | None) -> bool:
@@ -811,12 +817,22 @@ class MainWindow(QMainWindow):
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
-            QTimer.singleShot(0, lambda: self.import_files(paths))
+            QTimer.singleShot(0, lambda: self.library_setup.import_dropped(paths))
 
     # ================================================================ state
     def select_tab(self, name: str) -> bool:
         """Show tab ``name`` (``blocks``, ``chat``, ``block``, ``lorebook``, ``audit``, ``settings``)."""
         key = name.strip().lower()
+        if key == "setup":
+            self.inspector_tabs.setCurrentWidget(self.library_setup.setup_panel)
+            return True
+        if key in ("characters", "lorebooks", "personas", "chats"):
+            self.library_setup.tabs.show_kind(key[:-1])
+            return True
+        if key == "entry":
+            self.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index("lorebook"))
+            self.lorebook_tab.bottom_tabs.setCurrentWidget(self.library_setup.entry_editor)
+            return True
         if key in CENTRE_TABS:
             self.centre_tabs.setCurrentIndex(CENTRE_TABS.index(key))
             return True

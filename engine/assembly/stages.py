@@ -493,6 +493,9 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
                 anchor = start
             if anchor < len(blocks) and blocks[anchor].message_index is not None:
                 placement["before_message"] = blocks[anchor].message_index
+            placement.setdefault("note", f"depth {ins.depth}: " + (
+                f"placed before message {placement['before_message']}" if "before_message" in placement
+                else "placed after the last message"))
             ins.block.trace = {**(ins.block.trace or {}), "placement": placement}
             placed.setdefault(anchor, []).append(((-ins.depth, *ins.rank), ins.block))
         merged: list[Block] = []

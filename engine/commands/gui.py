@@ -16,13 +16,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chat", default=None, help="chat id to open (default: the last one opened)")
     p.add_argument("--tab", default=None, metavar="NAME", choices=TAB_NAMES,
                    help="tab to show: " + ", ".join(TAB_NAMES)
-                        + " (blocks and chat are the centre tabs, the others the inspector's)")
+                        + " (blocks and chat are the centre tabs; setup, entry and the library kinds are the "
+                        "library-setup views; the others the inspector's)")
     p.set_defaults(func=_run)
 
 
 #: ``--tab`` names (kept here so ``--help`` works without importing Qt; gui.main_window.TAB_NAMES
 #: is the same tuple, checked by a test).
-TAB_NAMES = ("blocks", "chat", "block", "lorebook", "audit", "settings")
+TAB_NAMES = ("blocks", "chat", "block", "lorebook", "audit", "settings", "setup", "entry", "chats", "characters",
+             "lorebooks", "personas")
 
 
 def _run(args: argparse.Namespace) -> int:

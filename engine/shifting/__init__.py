@@ -10,7 +10,7 @@ from .core import (
     shift_context,
     unsendable_positions,
 )
-from .groups import ToolGroups, find_tool_groups
+from .groups import ToolGroups, find_tool_groups, tool_sequence_problems
 from .recall import vector_recall_strategy
 from .summarize import summarize_strategy
 from .registry import (
@@ -23,7 +23,7 @@ from .registry import (
 
 __all__ = [
     "TOKEN_BUDGET_EXCEEDED", "TOOL_PAIR_INCOMPLETE", "UNSENDABLE_REASONS", "unsendable_positions",
-    "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups",
+    "check_shift_result", "shift_context", "ToolGroups", "find_tool_groups", "tool_sequence_problems",
     "ContextStrategyRegistry", "StrategyInfo", "manual_strategy", "register_builtin_strategies",
     "truncate_strategy", "summarize_strategy", "vector_recall_strategy",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..schema.blocks import Block
 
@@ -179,3 +180,49 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
         if gid is not None:
             incomplete[gid] = (*incomplete.get(gid, ()), *what)
     return ToolGroups(group_of, frozenset(orphans), frozenset(reused), incomplete)
+
+
+def tool_sequence_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """What a provider would reject in the tool-call shape of ``messages`` (OpenAI chat shape).
+
+    OpenAI's rule ("Create chat completion"): an assistant message with ``tool_calls`` is
+    followed directly by one ``tool`` message per call id (any order), and a ``tool`` message
+    only ever appears in such a run. Calls without ids are answered by as many id-less results;
+    a legacy ``function_call`` by the ``function`` message right after it. Returns one line per
+    problem (empty when the shape is sound). The pipeline uses it to refuse an interceptor's
+    output that would split a tool batch.
+    """
+    problems: list[str] = []
+    i, n = 0, len(messages)
+    while i < n:
+        m = messages[i]
+        role = m.get("role")
+        calls = m.get("tool_calls") or []
+        if role == "assistant" and calls:
+            ids = [c.get("id") for c in calls if isinstance(c, dict) and c.get("id")]
+            anon = len(calls) - len(ids)
+            j = i + 1
+            got: list[str] = []
+            anon_got = 0
+            while j < n and messages[j].get("role") == "tool":
+                rid = messages[j].get("tool_call_id")
+                if rid:
+                    got.append(str(rid))
+                else:
+                    anon_got += 1
+                j += 1
+            if sorted(got) != sorted(ids) or anon_got != anon:
+                problems.append(f"message {i}: tool calls {ids or anon} are followed by results {got or anon_got}")
+            i = j
+            continue
+        if role == "assistant" and isinstance(m.get("function_call"), dict):
+            if i + 1 >= n or messages[i + 1].get("role") != "function":
+                problems.append(f"message {i}: function_call not followed by its result")
+                i += 1
+            else:
+                i += 2
+            continue
+        if role in ("tool", "function"):
+            problems.append(f"message {i}: tool result outside its call's batch")
+        i += 1
+    return problems

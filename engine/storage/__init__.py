@@ -18,13 +18,14 @@ from .models import (
     LorebookSummary,
     PersonaSummary,
     StoredChat,
+    Usage,
 )
 from .store import Store
 
 __all__ = [
     "DB_ENV", "CharacterSummary", "ChatSetup", "ChatSummary", "FolderImportReport", "ImportRef",
     "LorebookLink", "LorebookSummary", "PersonaSummary",
-    "Store", "StoredChat", "default_db_path", "default_db_url", "normalize_url", "open_store",
+    "Store", "StoredChat", "Usage", "default_db_path", "default_db_url", "normalize_url", "open_store",
 ]
 
 

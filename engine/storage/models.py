@@ -158,3 +158,18 @@ class FolderImportReport(BaseModel):
     unchanged: list[ImportRef] = Field(default_factory=list)
     skipped: list[dict[str, Any]] = Field(default_factory=list)
     warnings: list[dict[str, str]] = Field(default_factory=list)
+
+
+class Usage(BaseModel):
+    """One chat that uses a library object (the library panels' "Used by").
+
+    ``how``: ``character`` (the chat's character), ``persona`` (the chat's persona), or for a
+    lorebook the link's scope (``chat``, ``character``, ``global``) or ``card`` (the book is
+    embedded in the chat's character card).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: str
+    title: str
+    how: str

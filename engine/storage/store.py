@@ -45,6 +45,7 @@ from .models import (
     LorebookSummary,
     PersonaSummary,
     StoredChat,
+    Usage,
 )
 
 #: Lorebook link scopes (SillyTavern ``getSortedEntries``).
@@ -889,9 +890,185 @@ class Store:
         """Delete a lorebook, its entries and its chat links. Raises ``LOREBOOK_NOT_FOUND``."""
         with self._unit() as session:
             self._lorebook_row(session, lorebook_id)
+            self._delete_book_rows(session, lorebook_id)
+
+    # ---------------------------------------------------------------- library editing (issue 18)
+    def rename_character(self, character_id: str, name: str) -> None:
+        """Set the character's name (the card's ``name`` too). Raises ``CHARACTER_NOT_FOUND``."""
+        with self._unit() as session:
+            row = session.get(orm.CharacterRow, character_id)
+            if row is None:
+                raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
+                                    file=character_id)
+            row.name = name
+            row.data = {**(row.data or {}), "name": name}
+
+    def delete_character(self, character_id: str) -> None:
+        """Delete a character and its embedded book; chats that used it keep their messages and
+        are left without a character. Its SillyTavern import identity is forgotten (a re-import
+        adds it again). Raises ``CHARACTER_NOT_FOUND``."""
+        with self._unit() as session:
+            if session.get(orm.CharacterRow, character_id) is None:
+                raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
+                                    file=character_id)
+            for row in session.scalars(select(orm.ChatRow).where(orm.ChatRow.character_id == character_id)):
+                row.character_id = None
+            book_ids = list(session.scalars(select(orm.LorebookRow.id)
+                                            .where(orm.LorebookRow.character_id == character_id)))
+            for book_id in book_ids:
+                self._delete_book_rows(session, book_id)
+            self._forget_source(session, "character", character_id)
+            session.execute(delete(orm.CharacterRow).where(orm.CharacterRow.id == character_id))
+
+    def get_persona(self, persona_id: str) -> Persona:
+        """The persona. Raises ``PERSONA_NOT_FOUND``."""
+        with self._unit(write=False) as session:
+            return Persona.model_validate(self._persona_row(session, persona_id).data or {})
+
+    def update_persona(self, persona_id: str, persona: Persona) -> None:
+        """Replace the persona's name and description (every chat using it sees the change).
+
+        Raises ``PERSONA_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            row = self._persona_row(session, persona_id)
+            row.name = persona.name
+            row.data = persona.model_dump(mode="json")
+
+    def rename_persona(self, persona_id: str, name: str) -> None:
+        """Set the persona's name. Raises ``PERSONA_NOT_FOUND``."""
+        self.update_persona(persona_id, self.get_persona(persona_id).model_copy(update={"name": name}))
+
+    def delete_persona(self, persona_id: str) -> None:
+        """Delete a persona; chats that used it are left without one. Raises ``PERSONA_NOT_FOUND``."""
+        with self._unit() as session:
+            self._persona_row(session, persona_id)
+            for row in session.scalars(select(orm.ChatRow).where(orm.ChatRow.persona_id == persona_id)):
+                row.persona_id = None
+            self._forget_source(session, "persona", persona_id)
+            session.execute(delete(orm.PersonaRow).where(orm.PersonaRow.id == persona_id))
+
+    def rename_lorebook(self, lorebook_id: str, name: str) -> None:
+        """Set the lorebook's name. Raises ``LOREBOOK_NOT_FOUND``."""
+        with self._unit() as session:
+            row = self._lorebook_row(session, lorebook_id)
+            row.name = name
+            row.data = {**(row.data or {}), "name": name}
+
+    def where_used(self, kind: str, object_id: str) -> list[Usage]:
+        """The chats that use a character, persona or lorebook (``kind``), by chat title.
+
+        A lorebook is used by the chats that link it (``how`` = the link's scope) and by the
+        chats of the character whose card embeds it (``how`` = ``card``; those chats are not
+        SillyTavern chats, which never activate a card's embedded book).
+        Raises ``INVALID_SETTINGS`` for an unknown ``kind``.
+        """
+        with self._unit(write=False) as session:
+            out: list[Usage] = []
+            if kind == "character":
+                rows = session.scalars(select(orm.ChatRow).where(orm.ChatRow.character_id == object_id))
+                out = [Usage(chat_id=r.id, title=r.title, how="character") for r in rows]
+            elif kind == "persona":
+                rows = session.scalars(select(orm.ChatRow).where(orm.ChatRow.persona_id == object_id))
+                out = [Usage(chat_id=r.id, title=r.title, how="persona") for r in rows]
+            elif kind == "lorebook":
+                for chat_id, title, scope in session.execute(
+                        select(orm.ChatRow.id, orm.ChatRow.title, orm.ChatLorebookRow.scope)
+                        .join(orm.ChatLorebookRow, orm.ChatLorebookRow.chat_id == orm.ChatRow.id)
+                        .where(orm.ChatLorebookRow.lorebook_id == object_id)).all():
+                    out.append(Usage(chat_id=chat_id, title=title, how=str(scope or "chat")))
+                book = session.get(orm.LorebookRow, object_id)
+                if book is not None and book.character_id is not None:
+                    for r in session.scalars(select(orm.ChatRow).where(
+                            orm.ChatRow.character_id == book.character_id)):
+                        if r.setup is None and all(u.chat_id != r.id for u in out):
+                            out.append(Usage(chat_id=r.id, title=r.title, how="card"))
+            else:
+                from ..errors import SettingsError
+
+                raise SettingsError("INVALID_SETTINGS", f"unknown library kind {kind!r} "
+                                    "(expected character, persona or lorebook)")
+            return sorted(out, key=lambda u: (u.title.lower(), u.chat_id))
+
+    def new_chat_for_character(self, character_id: str, *, persona_id: str | None = None) -> str:
+        """Start a chat with the character: its first message (``first_mes``) as the opening
+        assistant message, titled after the character, its embedded book active (the card
+        book). Returns the chat id. Raises ``CHARACTER_NOT_FOUND``/``PERSONA_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            character, _ = self._load_character(session, character_id)
+            if persona_id is not None:
+                self._persona_row(session, persona_id)
+            messages = ([ChatMessage(role="assistant", name=character.name or None, content=character.first_mes)]
+                        if character.first_mes else [])
+            chat = Chat(title=character.name or "New chat", messages=messages,
+                        character_name=character.name or "")
+            return self._insert_chat(session, chat, character_id=character_id, persona_id=persona_id)
+
+    def _next_uid(self, session: Session, lorebook_id: str) -> int:
+        uids = session.scalars(select(orm.LorebookEntryRow.uid)
+                               .where(orm.LorebookEntryRow.lorebook_id == lorebook_id)).all()
+        numbers = [int(u) for u in uids if str(u).lstrip("-").isdigit()]
+        return max(numbers, default=-1) + 1
+
+    def add_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry | None = None) -> LorebookEntry:
+        """Append a new entry (``entry`` or a blank one) under the next free numeric ``uid``
+        (one more than the largest, as SillyTavern's ``getFreeWorldEntryUid`` picks a free one);
+        returns the stored entry. Raises ``LOREBOOK_NOT_FOUND``."""
+        with self._unit() as session:
+            self._lorebook_row(session, lorebook_id)
+            new = (entry or LorebookEntry()).model_copy(update={"uid": self._next_uid(session, lorebook_id)})
+            last = session.scalar(select(func.max(orm.LorebookEntryRow.position))
+                                  .where(orm.LorebookEntryRow.lorebook_id == lorebook_id))
+            session.add(_entry_row(lorebook_id, 0 if last is None else int(last) + 1, new))
+            return new
+
+    def duplicate_lorebook_entry(self, lorebook_id: str, uid: int | str) -> LorebookEntry:
+        """Copy entry ``uid`` under a new uid, right after it; returns the copy.
+
+        Raises ``LOREBOOK_NOT_FOUND``; ``LOREBOOK_ENTRY_NOT_FOUND`` when the book has no such entry.
+        """
+        book = self.get_lorebook(lorebook_id)
+        for i, e in enumerate(book.entries):
+            if str(e.uid) == str(uid):
+                with self._unit(write=False) as session:
+                    new_uid = self._next_uid(session, lorebook_id)
+                copy = e.model_copy(deep=True, update={"uid": new_uid})
+                self.insert_lorebook_entry(lorebook_id, copy, i + 1)
+                return copy
+        raise NotFoundError("LOREBOOK_ENTRY_NOT_FOUND", f"the lorebook has no entry {uid}",
+                            file=lorebook_id, place=f"entry {uid}")
+
+    def insert_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry, index: int) -> None:
+        """Put ``entry`` at book position ``index`` (clamped), replacing an entry with the same
+        uid (undo of a delete puts an entry back where it was). Raises ``LOREBOOK_NOT_FOUND``."""
+        with self._unit() as session:
+            self._lorebook_row(session, lorebook_id)
+            rows = session.scalars(select(orm.LorebookEntryRow).where(
+                orm.LorebookEntryRow.lorebook_id == lorebook_id).order_by(orm.LorebookEntryRow.position)).all()
+            kept = [LorebookEntry.model_validate(r.data) for r in rows if r.uid != str(entry.uid)]
+            kept.insert(max(0, min(index, len(kept))), entry)
             session.execute(delete(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == lorebook_id))
-            session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.lorebook_id == lorebook_id))
-            session.execute(delete(orm.LorebookRow).where(orm.LorebookRow.id == lorebook_id))
+            session.flush()
+            session.add_all(_entry_row(lorebook_id, i, e) for i, e in enumerate(kept))
+
+    @staticmethod
+    def _persona_row(session: Session, persona_id: str) -> orm.PersonaRow:
+        row = session.get(orm.PersonaRow, persona_id)
+        if row is None:
+            raise NotFoundError("PERSONA_NOT_FOUND", "no persona with that id in the library", file=persona_id)
+        return row
+
+    @staticmethod
+    def _forget_source(session: Session, kind: str, object_id: str) -> None:
+        session.execute(delete(orm.ImportSourceRow).where(orm.ImportSourceRow.kind == kind,
+                                                          orm.ImportSourceRow.object_id == object_id))
+
+    def _delete_book_rows(self, session: Session, lorebook_id: str) -> None:
+        session.execute(delete(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == lorebook_id))
+        session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.lorebook_id == lorebook_id))
+        self._forget_source(session, "lorebook", lorebook_id)
+        session.execute(delete(orm.LorebookRow).where(orm.LorebookRow.id == lorebook_id))
 
     # ================================================================ import
     def import_file(self, path: str | Path) -> list[ImportRef]:

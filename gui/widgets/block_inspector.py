@@ -569,6 +569,9 @@ class BlockInspector(QWidget):
         for key, value in trace.items():
             if key in known or value in (None, "", [], {}):
                 continue
+            if isinstance(value, dict) and isinstance(value.get("note"), str):  # placement, send order
+                rows.append(_escape(f"{key.replace('_', ' ')}: {value['note']}"))
+                continue
             rows.append(_escape(f"{key.replace('_', ' ')}: {plain(value)}"))
         return "<br>".join(rows)
 

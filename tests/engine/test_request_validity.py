@@ -10,6 +10,8 @@ For each one:
 * no hidden message is sent, and no message the writer excluded (strategies that honour
   exclusions: ``manual``, ``summarize``; ``truncate`` ignores the toggles by design);
 * no built-in strategy's result is rejected by the host checks;
+* a quarter of the examples also run a plugin interceptor that inserts a message anywhere and
+  drops another: its output is used only when the request stays valid;
 * the prompt fits the budget unless the result is ``TOKEN_BUDGET_EXCEEDED``.
 
 1,000 examples (derandomized, so every run checks the same chats; about half a minute).
@@ -31,6 +33,19 @@ from tests.request_validator import request_problems
 
 EXAMPLES = int(__import__('os').environ.get('LOOMSCOPE_VALIDITY_EXAMPLES', '1000'))
 REGISTRIES = default_registries()
+
+
+def _meddle(messages, ctx):
+    """A plugin interceptor that inserts a note somewhere and drops a message (deterministic)."""
+    out = list(messages)
+    if len(out) > 3:
+        out.pop(len(out) // 2)
+    out.insert((len(out) * 5 + 3) % (len(out) + 1), {"role": "system", "content": "MEDDLE"})
+    return out, []
+
+
+MEDDLING = default_registries()
+MEDDLING.interceptors.register("meddle", _meddle)
 KEYS = ("tool_call_id", "toolCallId", "callId")
 
 
@@ -115,7 +130,7 @@ def scenarios(draw):
     hidden_ids = {c.id for m in msgs if m.meta.hidden for c in (m.tool_calls or [])}
     excluded = {_marker(i) for i, m in enumerate(msgs) if m.meta.manualExcluded}
     excluded_ids = {c.id for m in msgs if m.meta.manualExcluded for c in (m.tool_calls or [])}
-    return request, (hidden, hidden_ids), (excluded, excluded_ids)
+    return request, (hidden, hidden_ids), (excluded, excluded_ids), draw(st.integers(0, 3)) == 0
 
 
 def _sent_markers(messages: list[dict]) -> tuple[str, set[str]]:
@@ -129,8 +144,8 @@ def _sent_markers(messages: list[dict]) -> tuple[str, set[str]]:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenarios())
 def test_every_request_is_valid_and_honours_the_writer(scenario):
-    request, (hidden, hidden_ids), (excluded, excluded_ids) = scenario
-    prepared = prepare(request, registries=REGISTRIES)
+    request, (hidden, hidden_ids), (excluded, excluded_ids), meddle = scenario
+    prepared = prepare(request, registries=MEDDLING if meddle else REGISTRIES)
     pv = prepared.preview
     for b in pv.blocks:  # what the examples covered (pytest --hypothesis-show-statistics)
         if b.trace and "moved_before_tool_call" in (b.trace.get("placement") or {}):
@@ -152,6 +167,8 @@ def test_every_request_is_valid_and_honours_the_writer(scenario):
         assert not [x for x in excluded if x in text], "a message the writer excluded was sent"
         assert not (excluded_ids & ids)
     assert not [d for d in pv.diagnostics if "rejected" in d], pv.diagnostics
+    if meddle and any("would split a tool call" in d for d in pv.diagnostics):
+        event("interceptor output refused: it split a tool batch")
     if pv.error is None:
         assert pv.prompt_tokens <= pv.budget - pv.safety_margin
     # depth insertions are placed, never dropped for the tool batches (they are protected or
@@ -160,4 +177,5 @@ def test_every_request_is_valid_and_honours_the_writer(scenario):
         if b.source == "author_note" or (b.source.startswith("lorebook:") and b.trace
                                          and "placement" in b.trace):
             assert b.status == "kept" or b.reason in ("OVER_BUDGET_PROTECTED", "PRIORITY_LOWEST_FIRST", "LOW_RELEVANCE",
+                                                      "INTERCEPTOR_REMOVED",
                                                       "TOO_LARGE_FOR_BUDGET", "LOREBOOK_BUDGET")

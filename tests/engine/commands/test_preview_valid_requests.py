@@ -199,3 +199,50 @@ def test_real_chats_give_valid_requests(shared_data, capsys, name, limit):
                   "--reply-reserve", "200", *books)
     if pv["messages"]:
         assert request_problems(pv["messages"]) == []
+
+
+def test_an_interceptor_cannot_split_a_tool_batch():
+    from engine.pipeline import default_registries, preview
+    from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest, ToolCall, ToolFunction
+
+    regs = default_registries()
+
+    def wedge(messages, ctx):  # puts a note right after every assistant tool call
+        out = []
+        for m in messages:
+            out.append(m)
+            if m.get("tool_calls"):
+                out.append({"role": "system", "content": "WEDGE"})
+        return out, []
+
+    def half(messages, ctx):  # drops one result of a parallel batch
+        return [m for m in messages if m.get("tool_call_id") != "w2"], []
+
+    def note(messages, ctx):  # a harmless one: a note at the very end
+        return [*messages, {"role": "system", "content": "NOTE"}], []
+
+    for name, fn in (("wedge", wedge), ("half", half), ("note", note)):
+        regs.interceptors.register(name, fn)
+    calls = [ToolCall(id=i, function=ToolFunction(name="f", arguments="{}")) for i in ("w1", "w2")]
+    chat = Chat(messages=[ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", tool_calls=calls),
+                          ChatMessage(role="tool", tool_call_id="w1", content="1"),
+                          ChatMessage(role="tool", tool_call_id="w2", content="2"),
+                          ChatMessage(role="user", content="and?")])
+    pv = preview(PreviewRequest(chat=chat, settings=ContextSettings(model="gpt-4o")), registries=regs)
+    assert request_problems(pv.messages) == []
+    sent = json.dumps(pv.messages)
+    assert "WEDGE" not in sent and '"w2"' in sent and "NOTE" in sent
+    assert sum("would split a tool call" in d for d in pv.diagnostics) == 2
+
+
+def test_engine_tool_sequence_check_agrees_with_the_validator():
+    from engine.shifting import tool_sequence_problems
+
+    call = {"role": "assistant", "content": None, "tool_calls": _call("a", "b")}
+    ra = {"role": "tool", "tool_call_id": "a", "content": "1"}
+    rb = {"role": "tool", "tool_call_id": "b", "content": "2"}
+    user = {"role": "user", "content": "x"}
+    for msgs, ok in (([user, call, rb, ra, user], True), ([user, call, ra, user, rb], False),
+                     ([user, call, ra], False), ([ra, user], False)):
+        assert (tool_sequence_problems(msgs) == []) is ok
+        assert (request_problems(msgs) == []) is ok

@@ -180,3 +180,15 @@ def test_describe_detail_says_where_the_loomscope_rules_differ() -> None:
         "activated": True, "code": "LOREBOOK_CONSTANT",
         "message": "SillyTavern drops this constant over the budget; the loomscope rules keep it"}})
     assert text == "budget 6, SillyTavern drops this constant over the budget; the loomscope rules keep it"
+
+
+def test_trace_shows_where_a_depth_insertion_went():
+    # issue 9: a depth that fell inside a tool batch is placed before the batch, and the
+    # inspector says so in words
+    html = BlockInspector._trace_html({"placement": {
+        "depth": 1, "moved_before_tool_call": 1, "before_message": 1,
+        "note": "depth 1 fell inside the tool batch of message 1; placed before its tool call"}})
+    assert "placement: depth 1 fell inside the tool batch of message 1; placed before its tool call" in html
+    html = BlockInspector._trace_html({"send_order": {"moved_after_tool_call": 1,
+                                                      "note": "sent directly after its tool call (message 1)"}})
+    assert "send order: sent directly after its tool call (message 1)" in html

@@ -1,0 +1,453 @@
+"""Wires the library panels, the prompt setup editor and the full entry editor into the window
+(issue 18), and adds *File → Open SillyTavern folder…* and *File → Export…*.
+
+Kept apart from :mod:`gui.main_window` so the window only has to build one
+:class:`LibrarySetup`. Every chat-setup change is an undo command (:mod:`gui.setup_commands`)
+pushed on the window's stack; library renames and deletes ask first and are not undoable.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox, QProgressDialog
+
+from engine.errors import LoomscopeError
+
+from .errors import UserError, user_error
+from .setup_commands import (
+    AddLorebookEntryCommand,
+    DeleteLorebookEntryCommand,
+    EditPersonaCommand,
+    SetChatSetupCommand,
+    SetupState,
+)
+from .widgets.entry_editor import EntryEditor
+from .widgets.library_tabs import TITLES, LibraryTabs
+from .widgets.prompt_setup import PromptSetupPanel
+
+KIND_WORDS = {"character": "Character", "lorebook": "Lorebook", "persona": "Persona", "chat": "Chat"}
+
+
+class LibrarySetup(QObject):
+    """The library panels, setup editor and entry editor of one :class:`~gui.main_window.MainWindow`.
+
+    Attributes: ``tabs`` (:class:`LibraryTabs`), ``setup_panel`` (:class:`PromptSetupPanel`,
+    inspector tab "Setup"), ``entry_editor`` (:class:`EntryEditor`, the Lorebook tab's "All
+    fields"), ``last_report`` (the last folder import's ``FolderImportReport``). ``ask_text``,
+    ``ask_directory`` may be replaced in tests.
+    """
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window = window
+        self.ctx = window.ctx
+        self.last_report: Any = None
+        self._select_after: tuple[str, Any] | None = None
+        self.ask_text = self._ask_text
+        self.ask_directory = self._ask_directory
+
+        self.tabs = LibraryTabs()
+        sizes = window.splitter.sizes()
+        window.splitter.replaceWidget(window.splitter.indexOf(window.library), self.tabs)
+        self.tabs.set_chats_panel(window.library)
+        window.library.show()
+        window.splitter.setSizes(sizes)
+        window.splitter.setCollapsible(0, False)
+        self.setup_panel = PromptSetupPanel(window)
+        window.inspector_tabs.addTab(self.setup_panel, "Setup")
+        self.entry_editor = EntryEditor(window)
+        window.lorebook_tab.bottom_tabs.addTab(self.entry_editor, "All fields")
+
+        self.open_folder_action = QAction("Open SillyTavern &folder…", window)
+        self.open_folder_action.setShortcut("Ctrl+Shift+O")
+        self.open_folder_action.triggered.connect(self._on_open_folder)
+        self.export_action = QAction("&Export chat…", window)
+        self.export_action.setShortcut("Ctrl+E")
+        self.export_action.triggered.connect(lambda: self.export([self.ctx.document.chat_id or ""]))
+        file_menu = window.menuBar().actions()[0].menu()
+        first = file_menu.actions()[1] if len(file_menu.actions()) > 1 else None
+        file_menu.insertAction(first, self.open_folder_action)
+        file_menu.insertAction(first, self.export_action)
+
+        self.setup_panel.setup_edited.connect(self.edit_setup)
+        self.setup_panel.persona_edited.connect(self.edit_persona)
+        self.entry_editor.entry_applied.connect(window.edit_lorebook_entry)
+        self.entry_editor.new_requested.connect(lambda book: self.add_entry(book))
+        self.entry_editor.duplicate_requested.connect(lambda book, uid: self.add_entry(book, uid))
+        self.entry_editor.delete_requested.connect(self.delete_entry)
+        window.lorebook_tab.table.selectionModel().currentRowChanged.connect(lambda *_: self._load_entry())
+        window.preview_applied.connect(self._on_preview_applied)
+        doc = self.ctx.document
+        doc.request_changed.connect(self.refresh_setup)
+        for panel in self.tabs.panels.values():
+            panel.current_changed.connect(self._on_current_changed)
+            panel.rename_requested.connect(self.rename)
+            panel.delete_requested.connect(self.delete)
+            panel.export_requested.connect(lambda _k, obj_id: self.export([obj_id]))
+            panel.action_requested.connect(self._on_action)
+        self.refresh_library()
+
+    # ================================================================ library panels
+    @property
+    def store(self) -> Any:
+        return self.ctx.store
+
+    def refresh_library(self) -> None:
+        """Re-read characters, lorebooks and personas from the store."""
+        if self.store is None:
+            return
+        try:
+            chars = self.store.list_characters()
+            books = self.store.list_lorebooks()
+            personas = self.store.list_personas()
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Library")
+            return
+        owner = {c.id: c.name for c in chars}
+        self.tabs.panels["character"].set_items(
+            [(c.id, c.name, "card book" if c.lorebook_id else "") for c in chars])
+        self.tabs.panels["lorebook"].set_items(
+            [(b.id, b.name, f"{b.entries} entr{'y' if b.entries == 1 else 'ies'}" + (f" · in {owner.get(b.character_id, 'a')} card"
+                                                      if b.character_id else "")) for b in books])
+        self.tabs.panels["persona"].set_items([(p.id, p.name, "") for p in personas])
+
+    def usage_text(self, kind: str, obj_id: str) -> str:
+        """"Used by …" for the library panel (chat titles with how each uses the object)."""
+        try:
+            uses = self.store.where_used(kind, obj_id)
+        except LoomscopeError as exc:
+            return f"Used by: ? ({exc.code})"
+        if not uses:
+            return "Used by no chat."
+        shown = ", ".join(f"“{u.title}” ({u.how})" for u in uses[:6])
+        more = f" and {len(uses) - 6} more" if len(uses) > 6 else ""
+        return f"Used by {len(uses)} chat{'s' if len(uses) != 1 else ''}: {shown}{more}"
+
+    def _on_current_changed(self, kind: str, obj_id: str) -> None:
+        self.tabs.panels[kind].set_usage(self.usage_text(kind, obj_id))
+
+    def _name(self, kind: str, obj_id: str) -> str:
+        try:
+            if kind == "character":
+                return self.store.get_character(obj_id).name
+            if kind == "lorebook":
+                return self.store.get_lorebook(obj_id).name
+            if kind == "persona":
+                return self.store.get_persona(obj_id).name
+        except LoomscopeError:
+            pass
+        return obj_id
+
+    def rename(self, kind: str, obj_id: str, name: str | None = None) -> bool:
+        """Rename a library object (asks for the name when ``name`` is ``None``)."""
+        old = self._name(kind, obj_id)
+        if name is None:
+            name = self.ask_text(f"Rename {kind}", f"New name for “{old}”:", old)
+        if not name or not name.strip() or name.strip() == old:
+            return False
+        fn = {"character": self.store.rename_character, "lorebook": self.store.rename_lorebook,
+              "persona": self.store.rename_persona}[kind]
+        try:
+            fn(obj_id, name.strip())
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), f"Rename {kind}")
+            return False
+        self._after_library_change(kind, obj_id)
+        return True
+
+    def delete(self, kind: str, obj_id: str) -> bool:
+        """Delete a library object after confirmation naming the chats that use it."""
+        name = self._name(kind, obj_id)
+        usage = self.usage_text(kind, obj_id)
+        effect = {"character": "Its chats stay, without a character; its card book goes with it.",
+                  "lorebook": "It is detached from every chat.",
+                  "persona": "Its chats stay, without a persona."}[kind]
+        if not self.window.confirm(f"Delete {kind}", f"Delete {kind} “{name}”? {usage}\n{effect}\n"
+                                   "This cannot be undone."):
+            return False
+        fn = {"character": self.store.delete_character, "lorebook": self.store.delete_lorebook,
+              "persona": self.store.delete_persona}[kind]
+        try:
+            fn(obj_id)
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), f"Delete {kind}")
+            return False
+        self.ctx.undo_stack.clear()  # setup commands may name the deleted object
+        self.window._commands.clear()
+        self._after_library_change(kind, None)
+        self.window.statusBar().showMessage(f"Deleted {kind} “{name}”", 8000)
+        return True
+
+    def _after_library_change(self, kind: str, obj_id: str | None) -> None:
+        self.refresh_library()
+        self.window.refresh_library()
+        if obj_id:
+            self.tabs.panels[kind].select(obj_id)
+        self.ctx.document.reload()
+        self.refresh_setup()
+
+    def _on_action(self, kind: str, obj_id: str) -> None:
+        if kind == "character":
+            self.new_chat(obj_id)
+        elif kind == "lorebook":
+            self.setup_panel.attach(obj_id, "chat")
+        elif kind == "persona":
+            self.setup_panel.pick_persona(obj_id)
+
+    def new_chat(self, character_id: str) -> str | None:
+        """Start a chat with the character (its first message, the open chat's persona) and open it."""
+        state = self.setup_panel.state
+        try:
+            chat_id = self.store.new_chat_for_character(
+                character_id, persona_id=state.persona_id if state is not None else None)
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "New chat")
+            return None
+        self.window.refresh_library()
+        self.window.open_chat(chat_id)
+        self.tabs.show_kind("chat")
+        self.window.statusBar().showMessage(f"New chat with “{self._name('character', character_id)}”", 8000)
+        return chat_id
+
+    # ================================================================ setup editor
+    def current_state(self) -> SetupState | None:
+        """The open chat's setup as stored (``None`` without a library chat)."""
+        doc = self.ctx.document
+        if self.store is None or not doc.chat_id or doc.chat_id == "memory":
+            return None
+        return SetupState.load(self.store, doc.chat_id)
+
+    def refresh_setup(self) -> None:
+        """Show the open chat's setup in the Setup tab and its books in the entry editor."""
+        try:
+            state = self.current_state()
+            if state is None:
+                self.setup_panel.set_state(None)
+                self.entry_editor.set_books([])
+                return
+            persona = self.store.get_persona(state.persona_id) if state.persona_id else None
+            card_book = None
+            if state.sillytavern is None:
+                stored = self.store.get_chat(state.chat_id)
+                if stored.character is not None and stored.character.character_book is not None:
+                    card_book = stored.character.character_book.name or "card book"
+            self.setup_panel.set_state(state, self.store.list_lorebooks(), self.store.list_personas(),
+                                       persona, card_book)
+            books = self.store.list_lorebooks(self.ctx.document.chat_id)
+            ids = set(self.ctx.document.lorebook_ids)
+            self.entry_editor.set_books([(b.id, b.name) for b in books if b.id in ids])
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Setup")
+
+    def edit_setup(self, new: SetupState, label: str) -> bool:
+        """Push the setup change (undoable; saved at once)."""
+        old = self.current_state()
+        if old is None or old.chat_id != new.chat_id or old == new:
+            return False
+        try:
+            self.window._push(SetChatSetupCommand(self.ctx.document, self.store, old, new, label))
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Setup")
+            self.refresh_setup()
+            return False
+        self.window.statusBar().showMessage(f"{label} (Ctrl+Z undoes it)", 6000)
+        return True
+
+    def edit_persona(self, persona_id: str, new: Any) -> bool:
+        """Change the library persona's name / description (undoable)."""
+        try:
+            old = self.store.get_persona(persona_id)
+            self.window._push(EditPersonaCommand(self.ctx.document, self.store, persona_id, old, new))
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Persona")
+            return False
+        self.refresh_library()
+        return True
+
+    # ================================================================ entries
+    def add_entry(self, lorebook_id: str, source_uid: Any = None) -> Any:
+        """A new (or duplicated) entry in ``lorebook_id`` (undoable); it is selected once shown."""
+        try:
+            cmd = AddLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, source_uid)
+            self.window._push(cmd)
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Lorebook")
+            return None
+        if cmd.entry is not None:
+            self._select_after = (lorebook_id, cmd.entry.uid)
+        return cmd.entry
+
+    def delete_entry(self, lorebook_id: str, uid: Any) -> bool:
+        """Delete entry ``uid`` (undoable: Ctrl+Z puts it back)."""
+        try:
+            self.window._push(DeleteLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, uid))
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Lorebook")
+            return False
+        self.window.statusBar().showMessage("Entry deleted (Ctrl+Z restores it)", 6000)
+        return True
+
+    def _load_entry(self) -> None:
+        tab = self.window.lorebook_tab
+        idx = tab.table.currentIndex()
+        if not idx.isValid():
+            self.entry_editor.load(None, None)
+            return
+        row = tab.model.row_at(tab.proxy.mapToSource(idx).row())
+        self.entry_editor.load(row.lorebook_id, row.entry, editable=row.editable,
+                               where=f"<b>{row.book_name}</b> · entry {row.entry.uid}"
+                               + ("" if row.editable else " (read-only here)"))
+
+    def _on_preview_applied(self, _preview: Any) -> None:
+        if self._select_after is not None:
+            book_id, uid = self._select_after
+            ids = list(self.ctx.document.lorebook_ids)
+            if book_id in ids:
+                self.window.lorebook_tab.select_entry(ids.index(book_id), uid)
+            self._select_after = None
+        self._load_entry()
+
+    # ================================================================ import / export
+    def _on_open_folder(self) -> None:
+        folder = self.ask_directory("Open SillyTavern folder (data/<user> or data/)")
+        if folder:
+            self.import_folder(folder)
+
+    def import_folder(self, folder: str | Path, *, st_user: str | None = None) -> Any:
+        """Import a SillyTavern folder with a progress dialog, then show what was added / changed /
+        unchanged / skipped. Returns the ``FolderImportReport`` (``None`` on error: nothing imported)."""
+        if self.store is None:
+            return None
+        from engine.importers.st_folder import read_st_folder
+
+        progress = QProgressDialog("Reading the SillyTavern folder…", "", 0, 0, self.window)
+        progress.setWindowTitle("Import")
+        progress.setCancelButton(None)
+        progress.setWindowModality(Qt.WindowModality.WindowModal)
+        progress.setMinimumDuration(300)
+        result: dict[str, Any] = {}
+        warnings: list[str] = []
+
+        def work() -> None:
+            try:
+                plan = read_st_folder(folder, st_user=st_user, skip_bad=True,
+                                      on_warning=lambda f, m: warnings.append(f"{f}: {m}"))
+                result["report"] = self.store.import_st_folder(plan)
+            except LoomscopeError as exc:
+                result["error"] = exc
+            except Exception as exc:  # noqa: BLE001 - shown to the user, the app keeps running
+                result["error"] = exc
+
+        thread = threading.Thread(target=work, name="st-folder-import", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            QApplication.processEvents()
+            thread.join(0.03)
+        progress.close()
+        progress.deleteLater()
+        error = result.get("error")
+        if error is not None:
+            err = user_error(error) if isinstance(error, LoomscopeError) else UserError("INTERNAL_ERROR", str(error))
+            self.window.show_error(UserError(err.code, f"Could not import {Path(folder).name}: {err.text}\n"
+                                             "Nothing was imported.", err.file, err.place), "Import failed")
+            return None
+        report = result["report"]
+        self.last_report = report
+        self.window.refresh_library()
+        self.refresh_library()
+        self.ctx.document.reload()
+        text = self.report_text(report)
+        box = QMessageBox(QMessageBox.Icon.Information, "Import finished", text.split("\n", 1)[0],
+                          QMessageBox.StandardButton.Ok, self.window)
+        box.setInformativeText(text.split("\n", 1)[1] if "\n" in text else "")
+        box.setObjectName("importSummary")
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setWindowModality(Qt.WindowModality.NonModal)  # the library stays usable while it is up
+        box.show()
+        self.summary_box = box
+        self.window.statusBar().showMessage(text.split("\n", 1)[0], 10000)
+        chats = [r for r in report.added if r.kind == "chat"]
+        if chats and not self.ctx.document.chat_id:
+            self.window.open_chat(chats[0].id)
+        return report
+
+    @staticmethod
+    def report_text(report: Any) -> str:
+        """The import summary: one headline, then what went where, by kind."""
+        def count(refs: list[Any]) -> str:
+            by: dict[str, int] = {}
+            for r in refs:
+                by[r.kind] = by.get(r.kind, 0) + 1
+            return ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(by.items())) or "nothing"
+
+        lines = [f"Imported {report.folder}: {len(report.added)} added, {len(report.changed)} changed, "
+                 f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped.",
+                 f"Added: {count(report.added)} (Library → Chats, Characters, Lorebooks, Personas)",
+                 f"Changed: {count(report.changed)}", f"Unchanged: {count(report.unchanged)}"]
+        for s in report.skipped[:10]:
+            lines.append(f"Skipped {s.get('file')}: {s.get('message') or s.get('code')}")
+        for w in report.warnings[:10]:
+            lines.append(f"Warning {w.get('file')}: {w.get('message')}")
+        return "\n".join(lines)
+
+    def import_dropped(self, paths: list[str]) -> None:
+        """A drop: folders import as SillyTavern folders, files as cards / worlds / chats."""
+        folders = [p for p in paths if Path(p).is_dir()]
+        files = [p for p in paths if not Path(p).is_dir()]
+        for folder in folders:
+            self.import_folder(folder)
+        if files:
+            self.window.import_files(files)
+
+    def after_import(self, refs: list[Any]) -> None:
+        """Say where an imported card / world / persona went when no chat came with it."""
+        self.refresh_library()
+        if not refs or any(r.kind == "chat" for r in refs):
+            return
+        last = refs[-1]
+        if last.kind in self.tabs.panels:
+            self.tabs.show_kind(last.kind)
+            self.tabs.panels[last.kind].select(last.id)
+            self.window.statusBar().showMessage(
+                f"{KIND_WORDS[last.kind]} “{last.name}” is in Library → {TITLES[last.kind]}"
+                + (" — attach it to a chat from there or the Setup tab" if last.kind == "lorebook" else ""), 12000)
+
+    def export(self, ids: list[str], folder: str | None = None) -> list[str]:
+        """Export chats / lorebooks / characters (library ids) into a SillyTavern-shaped folder;
+        asks before overwriting. Returns the files written."""
+        ids = [i for i in ids if i and i != "memory"]
+        if self.store is None or not ids:
+            return []
+        from engine.commands.exporting import plan_export, write_export
+
+        folder = folder or self.ask_directory("Export into folder")
+        if not folder:
+            return []
+        try:
+            items = plan_export(self.store, ids)
+            try:
+                write_export(items, folder)
+            except LoomscopeError as exc:
+                if exc.code != "EXPORT_TARGET_EXISTS" or not self.window.confirm(
+                        "Export", f"{exc}\nOverwrite the existing files?"):
+                    raise
+                write_export(items, folder, force=True)
+        except LoomscopeError as exc:
+            self.window.show_error(user_error(exc), "Export")
+            return []
+        files = [str(Path(folder) / it["file"]) for it in items]
+        self.window.statusBar().showMessage(f"Exported {len(files)} file(s) to {folder}", 10000)
+        return files
+
+    # ================================================================ dialogs
+    def _ask_text(self, title: str, label: str, default: str) -> str | None:
+        text, ok = QInputDialog.getText(self.window, title, label, text=default)
+        return text if ok else None
+
+    def _ask_directory(self, title: str) -> str | None:
+        return QFileDialog.getExistingDirectory(self.window, title) or None
