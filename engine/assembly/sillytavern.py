@@ -413,6 +413,9 @@ class _Assembler:
         kept_ids = {(a.book, str(a.uid)) for a, _ in kept}
         for rec in act.trace:
             d = rec.model_dump(mode="json")
+            bi = d.get("book_index")
+            if isinstance(bi, int) and 0 <= bi < len(order):
+                d["book_index"] = order[bi]  # an index into request.lorebooks, as the stage pipeline gives
             if d.get("activated") and (d.get("book"), str(d.get("uid"))) not in kept_ids:
                 d["activated"], d["code"] = False, "LOREBOOK_BUDGET"
             self.lorebook_trace.append(d)
