@@ -15,7 +15,8 @@ from engine.errors import ERROR_CODES, LoomscopeError
 USER_MESSAGES: dict[str, str] = {
     "TOKEN_BUDGET_EXCEEDED": (
         "The protected blocks alone do not fit the prompt budget. Unpin messages, shorten the "
-        "system prompt, character or persona, lower the reply reserve or raise the context limit."
+        "system prompt, character or persona (the Setup tab edits the prompts and the persona), "
+        "lower the reply reserve or raise the context limit (Setup → Model and budget)."
     ),
     "EMPTY_PROMPT": "There is nothing to send: the chat is empty or every message is excluded. "
                     "Write a message or include some history first.",

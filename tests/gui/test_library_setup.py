@@ -383,3 +383,112 @@ def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data
             assert app_view["strategy"] == "sillytavern" and app_view["messages"]
     finally:
         _close(win)
+
+
+def test_export_character_lorebook_and_chat(qtbot, st_window, tmp_path: Path) -> None:  # noqa: ANN001
+    win = st_window["win"]
+    setup = win.library_setup
+    out = tmp_path / "export"
+    setup.ask_directory = lambda *_a: str(out)
+    char_id = setup.tabs.panels["character"].ids()[0]
+    setup.tabs.panels["character"].select(char_id)
+    setup.tabs.panels["character"].export_button.click()
+    setup.tabs.panels["lorebook"].select(_book_id(win, "Realm"))
+    setup.tabs.panels["lorebook"].export_button.click()
+    win.library_setup.export_action.trigger()  # File → Export chat…
+    names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert "characters/hero.png" in names and "worlds/Realm.json" in names
+    assert any(n.startswith("chats/") and n.endswith(".jsonl") for n in names)
+    # a second export asks before overwriting; refusing writes nothing
+    before = (out / "worlds" / "Realm.json").stat().st_mtime_ns
+    win.confirm = lambda *_a: False
+    assert setup.export([_book_id(win, "Realm")], str(out)) == []
+    assert (out / "worlds" / "Realm.json").stat().st_mtime_ns == before
+
+
+def test_dropping_a_folder_imports_it(qtbot, st_window) -> None:  # noqa: ANN001
+    win = st_window["win"]
+    folder = Path(win.library_setup.last_report.folder)
+    win.library_setup.import_dropped([str(folder)])
+    assert len(win.library_setup.last_report.unchanged) == 7
+    win.library_setup.summary_box.close()
+
+
+def test_reorder_and_detach_lorebooks(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+    win = st_window["win"]
+    panel = win.library_setup.setup_panel
+    names = [panel.books_table.item(r, 0).text() for r in range(panel.books_table.rowCount())]
+    assert names == ["Realm", "Voyage", "HeroLore"]
+    panel.books_table.selectRow(0)
+    rerun(qtbot, win, panel.book_down.click)
+    assert [panel.books_table.item(r, 0).text() for r in range(3)] == ["Voyage", "Realm", "HeroLore"]
+    panel.books_table.selectRow(1)
+    preview = rerun(qtbot, win, panel.detach_button.click)
+    assert "Realm:" not in text_of(preview)
+    preview = ctrl_z(qtbot, win)
+    assert "Realm: the harbor city" in text_of(preview)
+    ctrl_z(qtbot, win)
+    assert [panel.books_table.item(r, 0).text() for r in range(3)] == ["Realm", "Voyage", "HeroLore"]
+
+
+def test_entry_editor_saves_every_field(qtbot, st_window) -> None:  # noqa: ANN001
+    from engine.schema.lorebook import InsertionPosition
+
+    win = st_window["win"]
+    editor = win.library_setup.entry_editor
+    realm = _book_id(win, "Realm")
+    win.lorebook_tab.select_entry([*win.ctx.document.lorebook_ids].index(realm), 1)
+    assert editor.entry is not None and int(editor.entry.uid) == 1
+    editor.secondary.setText("rain, wind")
+    editor.logic.setCurrentIndex(editor.logic.findData(3))
+    editor.position.setCurrentIndex(editor.position.findData(int(InsertionPosition.AT_DEPTH)))
+    editor.depth.setValue(3)
+    editor.role.setCurrentIndex(editor.role.findData(1))
+    editor.probability.setValue(40)
+    editor.scan_depth.setValue(5)
+    editor.case_sensitive.setCurrentIndex(editor.case_sensitive.findData(True))
+    editor.whole_words.setCurrentIndex(editor.whole_words.findData(False))
+    editor.group.setText("weather")
+    editor.group_weight.setValue(250)
+    editor.group_override.setChecked(True)
+    editor.group_scoring.setCurrentIndex(editor.group_scoring.findData(True))
+    editor.sticky.setValue(3)
+    editor.cooldown.setValue(4)
+    editor.delay.setValue(5)
+    editor.exclude_recursion.setChecked(True)
+    editor.prevent_recursion.setChecked(False)
+    editor.delay_until_recursion.setValue(2)
+    editor.ignore_budget.setChecked(True)
+    editor.filter_names.setText("Kael, Sam")
+    editor.filter_exclude.setChecked(True)
+    rerun(qtbot, win, editor.apply_button.click)
+    e = next(x for x in win.ctx.store.get_lorebook(realm).entries if int(x.uid) == 1)
+    assert e.secondary_keys == ["rain", "wind"] and int(e.selective_logic) == 3
+    assert e.position == InsertionPosition.AT_DEPTH and e.depth == 3 and e.role == 1
+    assert e.probability == 40 and e.scan_depth == 5
+    assert e.case_sensitive is True and e.match_whole_words is False
+    assert e.group == "weather" and e.group_weight == 250 and e.group_override and e.use_group_scoring is True
+    assert (e.sticky, e.cooldown, e.delay) == (3, 4, 5)
+    assert e.exclude_recursion and not e.prevent_recursion and e.delay_until_recursion == 2 and e.ignore_budget
+    assert e.model_extra["characterFilter"]["names"] == ["Kael", "Sam"]
+    assert e.model_extra["characterFilter"]["isExclude"] is True
+    # the character filter decides alone once the other conditions hold again (SillyTavern
+    # checkWorldInfo: characterFilter names, isExclude)
+    def fired(preview) -> bool:  # noqa: ANN001
+        return any(r.get("book") == "Realm" and str(r.get("uid")) == "1" and r.get("activated")
+                   for r in preview.lorebook_trace)
+
+    editor.secondary.setText("")
+    editor.probability.setValue(100)
+    editor.sticky.setValue(0)
+    editor.cooldown.setValue(0)
+    editor.delay.setValue(0)
+    editor.delay_until_recursion.setValue(0)
+    editor.scan_depth.setValue(-1)
+    editor.case_sensitive.setCurrentIndex(editor.case_sensitive.findData(None))
+    editor.whole_words.setCurrentIndex(editor.whole_words.findData(None))
+    preview = rerun(qtbot, win, editor.apply_button.click)
+    assert not fired(preview)  # excluded for Kael
+    editor.filter_exclude.setChecked(False)
+    preview = rerun(qtbot, win, editor.apply_button.click)
+    assert fired(preview)  # only for Kael and Sam: Kael is the character
