@@ -41,6 +41,10 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+#: Flags that, first on the command line, mean ``loomscope gui ...``.
+_GUI_FIRST_FLAGS = ("--screenshot", "--size", "--tab", "--chat")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with SPEC §10's one-line usage errors (exit 2)."""
 
@@ -89,7 +93,7 @@ def exit_code_for(exc: LoomscopeError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if not args_list or (args_list[0].startswith("--screenshot")):
+    if not args_list or args_list[0].split("=")[0] in _GUI_FIRST_FLAGS:
         args_list = ["gui", *args_list]
     parser = build_parser()
     args = parser.parse_args(args_list)

@@ -63,6 +63,7 @@ ERROR_CODES: dict[str, str] = {
     "INTERNAL_ERROR": "an unexpected error inside Loomscope (a bug; see the server log)",
     "REMOTE_HOST_REFUSED": "serve was asked to listen on a non-loopback address without --allow-remote",
     "ADDRESS_UNAVAILABLE": "the API server could not listen on that host and port",
+    "NO_DISPLAY": "the desktop app found no display to open its window on (use --screenshot instead)",
 }
 
 

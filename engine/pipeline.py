@@ -411,6 +411,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
     count = _counter(profile, tokens)
+    shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
     options = {**settings.strategy_options,
                **strategy_host_options(request, context_limit=limit, prompt_overhead=priming)}
     result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
@@ -512,6 +513,20 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
             lorebook_trace.append(d)
             if d["code"] != "LOREBOOK_DUPLICATE_BOOK":
                 trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
+    # specific reasons and the fit map (additive details; see engine.shifting.explain / fitmap)
+    from .shifting.explain import explain_blocks
+    from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
+
+    shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
+                    for b in ordered}
+    explained = explain_blocks(ordered, status, shown_tokens, shift_budget, group_of, trace_by_source)
+    fits = fit_windows(
+        sendable, shift_tokens, group_of,
+        pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
+                              profile.approximate, priming),
+        never_sent=frozenset(sendable[i].id for i in groups.orphans),
+        honor_manual=settings.strategy == "manual")
+    fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
     preview_blocks = []
     for pos, b in enumerate(ordered):
         st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))
@@ -529,6 +544,9 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
             original_tokens=t.original_tokens if t else None,
             summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
             message_index=b.message_index, trace=trace, template_tokens=template_tokens.get(b.id),
+            reason_detail=explained[b.id].text if b.id in explained else None,
+            reason_data=explained[b.id].data if b.id in explained else None,
+            fit_window=fits.get(b.message_index) if b.message_index is not None else None,
         ))
     preview_blocks = _PREVIEW_BLOCKS.validate_python(preview_blocks)
     pv = ContextPreview(
@@ -538,7 +556,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens, overhead_tokens=final.overhead,
         strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
         lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
-        diagnostics=diagnostics, strategy_info=dict(result.info),
+        diagnostics=diagnostics, strategy_info=dict(result.info), fit_method=fit_method,
     )
     timed = dict(activation.timed_effects) if activation is not None else None
     return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags,  # type: ignore[arg-type]

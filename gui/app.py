@@ -8,6 +8,8 @@ waits for the preview, writes a PNG and returns 0 — for docs and tests.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -25,15 +27,71 @@ from engine.schema import ContextPreview, PreviewRequest
 
 from .context import AppContext
 from .document import ChatDocument
-from .main_window import MainWindow
+from .main_window import TAB_NAMES, MainWindow
 from .preview import PreviewController
 
 log = logging.getLogger(__name__)
 
 ORGANIZATION = "Loomscope"
 APPLICATION = "Loomscope"
-#: Screenshot size in pixels (the issue asks for at least 1280×800).
+#: Default screenshot size in pixels (``--size WxH`` changes it).
 SCREENSHOT_SIZE = (1440, 900)
+#: How often the event loop hands control back to Python so Ctrl+C is seen (ms).
+SIGNAL_POLL_MS = 200
+#: Exit code after Ctrl+C (SPEC §10: cancelled).
+EXIT_INTERRUPTED = 130
+
+
+def display_problem(env: dict[str, str] | None = None, platform: str | None = None) -> str | None:
+    """Why the desktop app cannot open a window here, or ``None`` when it can (as far as we can tell).
+
+    Checked before ``QApplication`` exists, because Qt aborts the process (no exception) when
+    its platform plugin cannot start. An explicit ``QT_QPA_PLATFORM`` (``offscreen``,
+    ``wayland``, ...) is the user's choice and is trusted. On Linux and the BSDs a window needs
+    ``DISPLAY`` (X11) or ``WAYLAND_DISPLAY``; Qt's X11 plugin also needs ``libxcb-cursor0``.
+    """
+    env = dict(os.environ if env is None else env)
+    platform = sys.platform if platform is None else platform
+    if env.get("QT_QPA_PLATFORM"):
+        return None
+    if not (platform.startswith("linux") or "bsd" in platform):
+        return None  # macOS and Windows always have their native platform plugin
+    if env.get("WAYLAND_DISPLAY"):
+        return None
+    if not env.get("DISPLAY"):
+        return "no display found (neither DISPLAY nor WAYLAND_DISPLAY is set)"
+    import ctypes.util
+
+    if ctypes.util.find_library("xcb-cursor") is None:
+        return "the X11 display needs the libxcb-cursor0 library, which is not installed"
+    return None
+
+
+def no_display_message(problem: str) -> str:
+    """The one line printed when the app cannot open a window: the problem and what to do instead."""
+    return (f"loomscope: gui: NO_DISPLAY: {problem}; to render the window to a PNG instead run "
+            f"'loomscope --screenshot out.png [--size 1440x900] [--tab blocks]'\n")
+
+
+def install_interrupt_handler(app: QApplication, window: MainWindow | None = None) -> QTimer:
+    """Make Ctrl+C (SIGINT) close the window like the Quit action, instead of tracebacks.
+
+    Qt's event loop runs in C++, where Python never sees the signal; a timer hands control back
+    to Python every :data:`SIGNAL_POLL_MS` so the handler runs. The handler closes the window
+    (saving its state, waiting for a running generation) and quits with exit code 130. Returns
+    the timer (keep a reference).
+    """
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        app.setProperty("loomscope_interrupted", True)
+        if window is not None and window.isVisible():
+            window.close()
+        app.quit()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(SIGNAL_POLL_MS)
+    return timer
 #: Longest wait for the preview before a screenshot is written anyway (seconds).
 SCREENSHOT_TIMEOUT_S = 60.0
 
@@ -90,13 +148,23 @@ def wait_for_preview(window: MainWindow, timeout_s: float = SCREENSHOT_TIMEOUT_S
     return done["ok"]
 
 
-def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = None, tab: str | None = None) -> int:
-    """Render ``window`` on ``chat`` (default: the most recently updated) with ``tab`` shown; write a PNG."""
-    w, h = SCREENSHOT_SIZE
+def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = None, tab: str | None = None,
+                    size: tuple[int, int] | None = None) -> int:
+    """Render ``window`` on ``chat`` (default: the most recently updated) with ``tab`` shown; write a PNG.
+
+    ``size`` is ``(width, height)`` in pixels (default :data:`SCREENSHOT_SIZE`). The layout is the
+    app's default for that width; when the Lorebook or Audit tab is the subject, the inspector
+    is widened as a writer would drag it.
+    """
+    w, h = size or SCREENSHOT_SIZE
     window.resize(w, h)
-    # the inspector tabs get more room when they are the subject of the shot
-    wide = tab is not None and tab.strip().lower() in ("lorebook", "audit", "setup", "entry")
-    window.splitter.setSizes([200, 600, 640] if wide else [200, 840, 400])
+    sizes = window.default_splitter_sizes(w)
+    if tab is not None and tab.strip().lower() in ("lorebook", "audit", "setup", "entry"):
+        # as a writer would drag it: the inspector wider, the blocks keeping a readable 620 px
+        extra = max(0, min(int(w * 0.42), w - sizes[0] - 620) - sizes[2])
+        sizes = [sizes[0], sizes[1] - extra, sizes[2] + extra]
+    window.splitter.setSizes(sizes)
+    window._splitter_restored = True  # keep these sizes when the window is shown
     if chat is not None:
         try:
             window.ctx.store.get_chat(chat)
@@ -106,14 +174,18 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     window.show()
     window.start(chat)
     if tab and not window.select_tab(tab):
-        sys.stderr.write(f"loomscope: --tab: USAGE: unknown tab {tab!r} "
-                         f"(blocks, chat, block, lorebook, audit, settings, setup, entry, chats, characters, "
-                         "lorebooks, personas)\n")
+        sys.stderr.write(f"loomscope: --tab: USAGE: unknown tab {tab!r} ({', '.join(TAB_NAMES)})\n")
         return 2
     if not wait_for_preview(window):
         log.warning("preview did not finish in %.0f s; writing the screenshot anyway", SCREENSHOT_TIMEOUT_S)
     if tab == "chat":
         window.chat_view.scroll_to_marker()
+    if tab in (None, "blocks") and window.preview is not None:
+        # the shot shows the cut: the newest chat message that is not sent, with its reason
+        cut = [b for b in window.preview.blocks if b.message_index is not None and b.status != "kept"
+               and not b.protected]
+        if cut:
+            window.blocks_panel.select_message(max(cut, key=lambda b: b.message_index).message_index)
     if tab in ("characters", "lorebooks", "personas"):  # a selected row shows where it is used
         panel = window.library_setup.tabs.panels[tab[:-1]]
         if panel.ids():
@@ -158,8 +230,12 @@ def install_excepthook(window: MainWindow) -> None:
 
 
 def run_app(db: str | None = None, screenshot: str | None = None, chat: str | None = None,
-            tab: str | None = None) -> int:
+            tab: str | None = None, size: tuple[int, int] | None = None) -> int:
     """Open the desktop app (or write a screenshot and exit). Returns the exit code.
+
+    Without a display (see :func:`display_problem`) the app prints one line saying so and how
+    to get a screenshot instead, and returns 2 before Qt starts; a screenshot then renders
+    offscreen by itself. Ctrl+C in the terminal closes the window and returns 130.
 
     Raises
     ------
@@ -168,6 +244,13 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
     """
     from engine.storage import open_store
 
+    if QApplication.instance() is None:
+        problem = display_problem()
+        if problem is not None:
+            if not screenshot:
+                sys.stderr.write(no_display_message(problem))
+                return 2
+            os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no screen
     app = ensure_app()
     store = open_store(db)
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -181,17 +264,23 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
         ctx = build_context(store, settings=settings)
         window = MainWindow(ctx)
         if screenshot:
-            rc = take_screenshot(window, screenshot, chat, tab)
+            rc = take_screenshot(window, screenshot, chat, tab, size)
             window.close()
             return rc
         install_excepthook(window)
-        window.resize(1440, 900)
+        interrupt_timer = install_interrupt_handler(app, window)
+        window.resize(*(size or (1440, 900)))
         window.restore_state()
+        if size:
+            window.resize(*size)
         window.show()
         window.start(chat)
         if tab:
             window.select_tab(tab)
-        return int(app.exec())
+        rc = int(app.exec())
+        interrupt_timer.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        return EXIT_INTERRUPTED if app.property("loomscope_interrupted") else rc
     finally:
         store.close()
         if tmp is not None:

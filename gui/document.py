@@ -63,6 +63,16 @@ class ChatDocument(QObject):
         ids = [f"{MEMORY_BOOK_PREFIX}{i}" for i in range(len(request.lorebooks))]
         self._set(chat_id, request, ids, title if title is not None else request.chat.title)
 
+    def ensure_open(self, chat_id: str | None) -> bool:
+        """Open ``chat_id`` unless it is open already (an undo of an edit made in another chat
+        brings that chat back); ``False`` when it cannot be (an in-memory chat that was left)."""
+        if chat_id == self.chat_id:
+            return True
+        if chat_id is None or chat_id == "memory" or self.store is None:
+            return False
+        self.load_chat(chat_id)
+        return True
+
     def reload(self) -> None:
         """Re-read the open chat from the store (after a generation, branch or import)."""
         if self.store is not None and self.chat_id is not None and self.chat_id != "memory":
@@ -108,13 +118,20 @@ class ChatDocument(QObject):
         meta = self.messages()[index].meta
         return bool(meta.pinned), bool(meta.manualExcluded)
 
+    def message_flag(self, index: int, flag: str) -> bool:
+        """One flag of message ``index``: ``pinned``, ``manual_excluded`` or ``hidden``."""
+        meta = self.messages()[index].meta
+        return bool({"pinned": meta.pinned, "manual_excluded": meta.manualExcluded,
+                     "hidden": meta.hidden}[flag])
+
     def set_message_flags(self, index: int, *, pinned: bool | None = None,
-                          manual_excluded: bool | None = None) -> None:
-        """Set a message's pin / manual-exclude flags, saved to the library first."""
+                          manual_excluded: bool | None = None, hidden: bool | None = None) -> None:
+        """Set a message's pin / manual-exclude / hidden flags, saved to the library first."""
         if self.request is None:
             return
         if self._persisted:
-            self.store.set_message_flags(self.chat_id, index, pinned=pinned, manual_excluded=manual_excluded)
+            self.store.set_message_flags(self.chat_id, index, pinned=pinned, manual_excluded=manual_excluded,
+                                         hidden=hidden)
         msgs = list(self.request.chat.messages)
         msg = msgs[index]
         update: dict[str, bool] = {}
@@ -122,6 +139,8 @@ class ChatDocument(QObject):
             update["pinned"] = pinned
         if manual_excluded is not None:
             update["manualExcluded"] = manual_excluded
+        if hidden is not None:
+            update["hidden"] = hidden
         msgs[index] = msg.model_copy(update={"meta": msg.meta.model_copy(update=update)})
         self._replace_chat(messages=msgs)
         self.messages_changed.emit()
@@ -139,6 +158,42 @@ class ChatDocument(QObject):
         self.messages_changed.emit()
         self.request_changed.emit()
         return index
+
+    def replace_message(self, index: int, message: ChatMessage) -> None:
+        """Replace message ``index`` (an edit of its text), saved to the library first."""
+        if self.request is None:
+            return
+        if self._persisted:
+            self.store.update_message(self.chat_id, index, message)
+        msgs = list(self.request.chat.messages)
+        msgs[index] = message
+        self._replace_chat(messages=msgs)
+        self.messages_changed.emit()
+        self.request_changed.emit()
+
+    def delete_message(self, index: int) -> None:
+        """Delete message ``index`` (later ones move up), saved to the library first."""
+        if self.request is None:
+            return
+        if self._persisted:
+            self.store.delete_message(self.chat_id, index)
+        msgs = list(self.request.chat.messages)
+        del msgs[index]
+        self._replace_chat(messages=msgs)
+        self.messages_changed.emit()
+        self.request_changed.emit()
+
+    def insert_message(self, index: int, message: ChatMessage) -> None:
+        """Insert ``message`` at ``index`` (undo of a delete), saved to the library first."""
+        if self.request is None:
+            return
+        if self._persisted:
+            self.store.insert_message(self.chat_id, index, message)
+        msgs = list(self.request.chat.messages)
+        msgs.insert(index, message)
+        self._replace_chat(messages=msgs)
+        self.messages_changed.emit()
+        self.request_changed.emit()
 
     def _replace_chat(self, **update: Any) -> None:
         assert self.request is not None

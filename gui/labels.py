@@ -94,6 +94,79 @@ def reason_words(code: str) -> str:
     return REASON_WORDS.get(code, code.replace("_", " ").lower())
 
 
+#: Reason code → a few words for the blocks table's Reason column (the full words, from
+#: ``engine.reasons``, are in its tooltip and the Block inspector).
+REASON_SHORT: dict[str, str] = {
+    "SYSTEM_PROMPT": "protected: system prompt",
+    "TOOL_SCHEMAS": "protected: tool schemas",
+    "CHARACTER": "protected: character",
+    "PERSONA": "protected: persona",
+    "LOREBOOK_CONSTANT": "protected: constant entry",
+    "PINNED": "pinned by you",
+    "CURRENT_INPUT": "protected: your input",
+    "INSTRUCTION": "protected: instruction",
+    "LOREBOOK_MATCHED": "lorebook key matched",
+    "MEMORY": "memory fits",
+    "SUMMARY": "summary fits",
+    "EXAMPLE_DIALOGUE": "example fits",
+    "FITS_BUDGET": "fits the budget",
+    "INTERCEPTOR_ADDED": "added by a plugin",
+    "MANUAL_EXCLUDED": "excluded by you",
+    "HIDDEN": "hidden message",
+    "HISTORY_OLDEST_FIRST": "oldest history first",
+    "TOOL_GROUP_DROPPED": "with its tool group",
+    "TOOL_RESULT_ORPHANED": "result without its call",
+    "TOO_LARGE_FOR_BUDGET": "too large to ever fit",
+    "EXAMPLES_PUSHED_OUT": "examples go first",
+    "LOREBOOK_BUDGET": "over the lorebook budget",
+    "LOW_RELEVANCE": "least relevant",
+    "PRIORITY_LOWEST_FIRST": "lowest priority first",
+    "INTERCEPTOR_REMOVED": "removed by a plugin",
+    "OVER_BUDGET_PROTECTED": "protected blocks overflow",
+    "SUMMARIZED": "folded into the summary",
+    "COMPACTED": "compacted into a summary",
+    "CUT": "shortened to fit",
+}
+
+
+def reason_cell(code: str, data: dict | None = None) -> str:
+    """The blocks table's Reason cell: a few words, made specific by the block's ``reason_data``.
+
+    ``newer message 55 did not fit`` (history kept contiguous), ``kept for pinned message 7``
+    (tool group), ``over lorebook budget: 480 + 60 > 512``; else :data:`REASON_SHORT`'s words.
+    """
+    if data:
+        if data.get("blocked_by_tokens") is not None:
+            who = (f"message {data['blocked_by_message']}" if data.get("blocked_by_message") is not None
+                   else str(data.get("blocked_by")))
+            return f"newer {who} did not fit"
+        if data.get("held_by") is not None:
+            who = (f"message {data['held_by_message']}" if data.get("held_by_message") is not None
+                   else str(data["held_by"]))
+            return f"kept for {data.get('held_because', 'pinned')} {who}"
+        if code == "LOREBOOK_BUDGET" and {"budget", "used", "tokens"} <= set(data):
+            return f"over lorebook budget: {data['used']:,} + {data['tokens']:,} > {data['budget']:,}"
+    return REASON_SHORT.get(code) or reason_words(code)
+
+
+def plain(value: object) -> str:
+    """A value as a writer reads it: lists as ``a, b``, strings as they are, dicts as ``k: v``
+    (never a Python repr like ``['meadowlark']``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(plain(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{str(k).replace('_', ' ')}: {plain(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10000 else str(value)
+    return "" if value is None else str(value)
+
+
 def kind_label(kind: str) -> str:
     """``"✉ Message"``-style label for a block kind (glyphs that common fonts carry)."""
     label, glyph = KIND_LABELS.get(kind, (kind.title(), "•"))

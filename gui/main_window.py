@@ -33,7 +33,14 @@ from .context import AppContext
 from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
-from .undo import CompactionSummaryCommand, EditLorebookEntryCommand, SetMessageFlagCommand, SetSettingsCommand
+from .undo import (
+    CompactionSummaryCommand,
+    DeleteMessageCommand,
+    EditLorebookEntryCommand,
+    EditMessageCommand,
+    SetMessageFlagCommand,
+    SetSettingsCommand,
+)
 from .widgets.audit_inspector import AuditTab
 from .widgets.block_inspector import BlockInspector
 from .widgets.blocks_panel import BlocksPanel
@@ -52,11 +59,23 @@ log = logging.getLogger(__name__)
 #: ``--tab`` names → (which tab widget, index).
 CENTRE_TABS = ("blocks", "chat")
 INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
+#: Every name ``--tab`` / :meth:`MainWindow.select_tab` accepts.
+TAB_NAMES = CENTRE_TABS + INSPECTOR_TABS + ("setup", "entry", "chats", "characters", "lorebooks", "personas")
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
-#: The inspector column's default and smallest width (px).
-INSPECTOR_WIDTH, INSPECTOR_MIN_W = 460, 320
-IMPORT_FILTER = "Cards, worlds and chats (*.png *.json *.jsonl);;All files (*)"
+#: The inspector column's default (widest) and smallest width (px); it yields first when the
+#: window is narrow, so the prompt blocks keep :data:`CENTRE_PREFERRED_W`.
+INSPECTOR_WIDTH, INSPECTOR_MIN_W = 460, 300
+#: The width (px) the centre column (prompt blocks, chat) should get before the inspector grows.
+CENTRE_PREFERRED_W = 780
+#: The library column on narrow windows (px; :data:`LIBRARY_WIDTH` from 1400 px on).
+LIBRARY_NARROW_W = 210
+#: Every format the importer reads (engine.importers.detect sniffs the content): cards (PNG, JSON),
+#: worlds and NovelAI lorebooks, SillyTavern JSONL chats, OpenAI message arrays and agent
+#: transcripts (tau-bench JSON, SWE-agent ``.traj``).
+IMPORT_FILTER = ("Cards, worlds and chats (*.png *.json *.jsonl *.lorebook *.traj);;"
+                 "Character cards (*.png *.json);;Worlds and lorebooks (*.json *.lorebook);;"
+                 "Chats and transcripts (*.jsonl *.json *.traj);;All files (*)")
 
 
 def token_summary(preview: ContextPreview, elapsed_s: float = 0.0) -> str:
@@ -69,6 +88,19 @@ def token_summary(preview: ContextPreview, elapsed_s: float = 0.0) -> str:
     return (f"prompt {preview.prompt_tokens:,} / budget {preview.budget:,} tokens · "
             f"headroom {preview.headroom:,} · context window {preview.context_limit:,} · "
             f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
+
+
+def dedupe_lines(text: str) -> str:
+    """``text`` without repeated lines or sentences (a banner says each thing once)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for line in text.splitlines():
+        key = " ".join(line.split()).rstrip(".").lower()
+        if key and key in seen:
+            continue
+        seen.add(key)
+        out.append(line)
+    return "\n".join(out)
 
 
 class MainWindow(QMainWindow):
@@ -93,10 +125,13 @@ class MainWindow(QMainWindow):
         self.audit: Any | None = None
         self.last_error: UserError | None = None
         self._select_on_next_preview = False
+        self._scroll_chat_on_messages = False
         self._commands: list[Any] = []
         self._preview_chat: str | None = None
         #: Asks the user yes/no; replaced in tests.
         self.confirm = self._confirm_dialog
+        #: Asks for a text (title, current text) → new text or ``None``; replaced in tests.
+        self.ask_text = self._ask_text_dialog
 
         # -- panels ----------------------------------------------------------------------
         self.library = LibraryPanel(self)
@@ -178,15 +213,32 @@ class MainWindow(QMainWindow):
     # ================================================================ setup
     def _build_actions(self) -> None:
         stack = self.ctx.undo_stack
-        self.undo_action = stack.createUndoAction(self, "Undo")
+        # fixed texts: the toolbar must not jump as the command names change; the tooltip and
+        # the status tip name what Ctrl+Z would undo
+        self.undo_action = QAction("Undo", self)
+        self.undo_action.setObjectName("undoAction")
         self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
-        self.redo_action = stack.createRedoAction(self, "Redo")
+        self.undo_action.triggered.connect(stack.undo)
+        self.redo_action = QAction("Redo", self)
+        self.redo_action.setObjectName("redoAction")
         self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        self.redo_action.triggered.connect(stack.redo)
+        stack.canUndoChanged.connect(self.undo_action.setEnabled)
+        stack.canRedoChanged.connect(self.redo_action.setEnabled)
+        stack.undoTextChanged.connect(self._on_undo_stack_undo_text_changed)
+        stack.redoTextChanged.connect(self._on_undo_stack_redo_text_changed)
+        self._describe_undo(self.undo_action, "Undo", stack.undoText(), "Ctrl+Z")
+        self._describe_undo(self.redo_action, "Redo", stack.redoText(), "Ctrl+Shift+Z")
+        self.undo_action.setEnabled(stack.canUndo())
+        self.redo_action.setEnabled(stack.canRedo())
         self.import_action = QAction("&Import…", self)
+        self.import_action.setToolTip("Import character cards, worlds / lorebooks and chats (Ctrl+O); "
+                                      "you can also drop files on the window")
         self.import_action.setShortcut(QKeySequence("Ctrl+O"))
         self.import_action.triggered.connect(self._on_import_action_triggered)
         self.delete_action = QAction("&Delete chat…", self)
-        self.delete_action.triggered.connect(lambda: self.delete_chat(self.ctx.document.chat_id))
+        self.delete_action.setEnabled(False)  # nothing selected yet
+        self.delete_action.triggered.connect(lambda: self.delete_chat(self.library.current_chat_id()))
         self.quit_action = QAction("&Quit", self)
         self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
         self.quit_action.triggered.connect(self.close)
@@ -231,6 +283,18 @@ class MainWindow(QMainWindow):
             bar.addAction(a)
         self.addToolBar(bar)
 
+    def _on_undo_stack_undo_text_changed(self, text: str) -> None:
+        self._describe_undo(self.undo_action, "Undo", text, "Ctrl+Z")
+
+    def _on_undo_stack_redo_text_changed(self, text: str) -> None:
+        self._describe_undo(self.redo_action, "Redo", text, "Ctrl+Shift+Z")
+
+    @staticmethod
+    def _describe_undo(action: QAction, verb: str, text: str, keys: str) -> None:
+        tip = f"{verb} {text[:1].lower() + text[1:]} ({keys})" if text else f"Nothing to {verb.lower()}"
+        action.setToolTip(tip)
+        action.setStatusTip(tip)
+
     def _wire(self) -> None:
         ctx = self.ctx
         doc = ctx.document
@@ -252,12 +316,16 @@ class MainWindow(QMainWindow):
         self.chat_view.summary_remove_requested.connect(self.remove_compaction_summary)
         self.chat_view.compaction_reset_requested.connect(self.ctx.document.reset_compaction_failures)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
+        self.chat_view.edit_requested.connect(self.edit_message)
+        self.chat_view.delete_requested.connect(self.delete_message)
+        self.chat_view.hide_toggled.connect(self.set_hidden)
         self.tokens_chart.message_clicked.connect(self._on_tokens_chart_message_clicked)
         self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)
         self.settings_panel.settings_edited.connect(self._on_settings_panel_settings_edited)
         self.library.chat_selected.connect(self.open_chat)
         self.library.import_requested.connect(self._on_import_action_triggered)
         self.library.delete_requested.connect(self.delete_chat)
+        self.library.selection_changed.connect(lambda cid: self.delete_action.setEnabled(bool(cid)))
         self.generation.progress.connect(self._on_generation_progress)
         self.generation.finished.connect(self._on_generation_finished)
         self.generation.failed.connect(self._on_generation_failed)
@@ -281,8 +349,7 @@ class MainWindow(QMainWindow):
         """Open ``chat_id`` (from the store); the preview follows."""
         if chat_id == self.ctx.document.chat_id and chat_id is not None:
             return
-        self.ctx.undo_stack.clear()  # commands belong to the chat they were made in
-        self._commands.clear()
+        # the undo stack survives: its commands reopen their own chat when undone (gui/undo.py)
         try:
             self.ctx.document.load_chat(chat_id)
         except LoomscopeError as exc:
@@ -331,9 +398,10 @@ class MainWindow(QMainWindow):
         except LoomscopeError as exc:
             self.show_error(user_error(exc), "Delete chat")
             return False
+        # a deleted chat cannot come back (the dialog said so): its commands go with it
+        self.ctx.undo_stack.clear()
+        self._commands.clear()
         if self.ctx.document.chat_id == chat_id:
-            self.ctx.undo_stack.clear()
-            self._commands.clear()
             self.ctx.document.load_chat(None)
         self.refresh_library()
         ids = self.library.chat_ids()
@@ -405,6 +473,50 @@ class MainWindow(QMainWindow):
         except LoomscopeError as exc:
             self.show_error(user_error(exc), "Save")
 
+    def set_hidden(self, message_index: int, value: bool) -> None:
+        """Hide / unhide a message (never sent while hidden, SillyTavern ``is_system``; undoable)."""
+        self._push_flag(message_index, "hidden", value)
+
+    def edit_message(self, message_index: int, text: str | None = None) -> bool:
+        """Replace a message's text (undoable, saved). ``text`` ``None`` asks in a dialog."""
+        doc = self.ctx.document
+        if doc.request is None or not 0 <= message_index < len(doc.messages()):
+            return False
+        old = doc.messages()[message_index]
+        if text is None:
+            text = self.ask_text(f"Edit message {message_index}", old.text())
+            if text is None:
+                return False
+        if text == old.text():
+            return False
+        new = old.model_copy(update={"content": text})
+        try:
+            self._push(EditMessageCommand(doc, message_index, new))
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Edit message")
+            return False
+        return True
+
+    def delete_message(self, message_index: int) -> bool:
+        """Delete one message (undoable with Ctrl+Z, saved)."""
+        doc = self.ctx.document
+        if doc.request is None or not 0 <= message_index < len(doc.messages()):
+            return False
+        try:
+            self._push(DeleteMessageCommand(doc, message_index))
+        except LoomscopeError as exc:
+            self.show_error(user_error(exc), "Delete message")
+            return False
+        self.refresh_library()
+        self.statusBar().showMessage(f"Deleted message {message_index} (Ctrl+Z brings it back)", 8000)
+        return True
+
+    def _ask_text_dialog(self, title: str, text: str) -> str | None:
+        from PySide6.QtWidgets import QInputDialog
+
+        value, ok = QInputDialog.getMultiLineText(self, title, "Message text:", text)
+        return value if ok else None
+
     def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
         """A lorebook entry edit from the Lorebook tab (undoable, saved)."""
         try:
@@ -425,14 +537,26 @@ class MainWindow(QMainWindow):
         self.chat_view.list.scrollToBottom()
 
     def _on_settings_panel_settings_edited(self, settings: ContextSettings) -> None:
-        try:
-            self.ctx.document.set_settings(settings)
+        doc = self.ctx.document
+        if doc.request is None or settings == doc.request.settings:
+            return
+        try:  # undoable; a burst of edits (a spin box's steps) is one undo step
+            self._push(SetSettingsCommand(doc, settings, "Change settings", merge=True))
         except LoomscopeError as exc:
             self.show_error(user_error(exc), "Settings")
 
     # ================================================================ document → views
     def _on_document_chat_loaded(self, chat_id: str) -> None:
         doc = self.ctx.document
+        if self.preview is not None and self._preview_chat != (chat_id or None):
+            # never show one chat's title over another chat's blocks while the preview computes
+            self.apply_preview(None, emit=False)
+            self.status_label.setText("computing preview…")
+        if chat_id:
+            self.library.select_chat(chat_id, emit=False)
+        self.blocks_panel.table.clearSelection()
+        self.blocks_panel.table.setCurrentIndex(self.blocks_panel.proxy.index(-1, -1))
+        self._scroll_chat_on_messages = True
         self.title_label.setText(doc.title or "(no chat)")
         self.setWindowTitle(f"Loomscope — {doc.title}" if doc.title else "Loomscope")
         self.audit = None
@@ -461,6 +585,11 @@ class MainWindow(QMainWindow):
         char = req.chat.character_name or (req.character.name if req.character else "") or "Assistant"
         user = (req.persona.name if req.persona else "") or req.chat.user_name or "User"
         self.chat_view.set_messages(list(req.chat.messages), user, char)
+        if self._scroll_chat_on_messages:
+            # a chat opens at its end, where the next message goes
+            self._scroll_chat_on_messages = False
+            self.chat_view.list.scrollToBottom()
+            QTimer.singleShot(0, self.chat_view.list.scrollToBottom)
 
     def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
         if outcome.request is not self.ctx.document.request:
@@ -508,8 +637,8 @@ class MainWindow(QMainWindow):
             self.status_label.setText(token_summary(preview, elapsed_s))
         if self._select_on_next_preview and preview is not None:
             self._select_on_next_preview = False
-            if self.blocks_panel.current_block() is None and self.ctx.document.messages():
-                # a fresh chat opens on its newest message, the one the reply answers
+            if self.ctx.document.messages():
+                # a freshly opened chat selects its newest message, the one the reply answers
                 self.blocks_panel.select_message(len(self.ctx.document.messages()) - 1)
         block = self.blocks_panel.current_block()
         self._on_blocks_panel_block_selected(block)
@@ -534,7 +663,7 @@ class MainWindow(QMainWindow):
         return f"{text} ({preview.error.code})"
 
     def _show_banner(self, text: str) -> None:
-        self.banner.setText(text)
+        self.banner.setText(dedupe_lines(text))
         self.banner.show()
 
     def _hide_banner(self) -> None:
@@ -577,6 +706,8 @@ class MainWindow(QMainWindow):
     def generate(self) -> bool:
         """Generate a reply for the open chat; returns ``False`` when nothing was started."""
         doc = self.ctx.document
+        if self.generation.running:
+            return False  # one at a time; Generate is disabled meanwhile
         if self.ctx.store is None or doc.chat_id is None or doc.request is None:
             self.show_error(UserError("CHAT_NOT_FOUND", "Open a chat from the library to generate."), "Generate")
             return False
@@ -605,6 +736,7 @@ class MainWindow(QMainWindow):
 
     def _on_generation_running_changed(self, running: bool) -> None:
         self.generate_action.setEnabled(not running)
+        self.chat_view.set_generating(running)
         self.cancel_action.setEnabled(running)
         self.statusBar().showMessage("Generating…" if running else "Ready")
 
@@ -635,7 +767,9 @@ class MainWindow(QMainWindow):
                 self._push(CompactionSummaryCommand(self.ctx.document, after, present=True))
             self.audit_tab.set_state(self.audit, self.preview)
         self.refresh_library()
-        if audit.error_code:
+        if audit.error_code == "CANCELLED":  # the writer's own Cancel: no warning, just say so
+            self.statusBar().showMessage("Generation cancelled; nothing was appended", 8000)
+        elif audit.error_code:
             if audit.error_code == "TOKEN_BUDGET_EXCEEDED" and self.preview is not None \
                     and self.preview.error is not None:
                 err = UserError(audit.error_code, self.budget_message(self.preview))
@@ -646,6 +780,9 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Reply appended · audit {audit.generation_id[:8]} stored", 8000)
 
     def _on_generation_failed(self, error: UserError) -> None:
+        if error.code == "CANCELLED":
+            self.statusBar().showMessage("Generation cancelled; nothing was appended", 8000)
+            return
         self.show_error(error, "Generation failed")
 
     # ================================================================ errors & dialogs
@@ -722,10 +859,29 @@ class MainWindow(QMainWindow):
             except (TypeError, ValueError):
                 pass
 
+    def default_splitter_sizes(self, width: int | None = None) -> list[int]:
+        """``[library, centre, inspector]`` for a splitter ``width`` px wide.
+
+        The centre gets :data:`CENTRE_PREFERRED_W` first; the inspector yields first (down to
+        :data:`INSPECTOR_MIN_W`), then the library (down to :data:`LIBRARY_NARROW_W`).
+        """
+        width = int(width if width is not None else self.splitter.width()) - 2 * self.splitter.handleWidth()
+        library = LIBRARY_WIDTH if width >= 1400 else LIBRARY_NARROW_W
+        inspector = max(INSPECTOR_MIN_W, min(INSPECTOR_WIDTH, width - library - CENTRE_PREFERRED_W))
+        centre = max(200, width - library - inspector)
+        return [library, centre, inspector]
+
     def _default_splitter_sizes(self) -> None:
         """Library and inspector at their default widths, the centre gets the rest."""
-        width = max(self.splitter.width(), LIBRARY_WIDTH + INSPECTOR_WIDTH + 400)
-        self.splitter.setSizes([LIBRARY_WIDTH, width - LIBRARY_WIDTH - INSPECTOR_WIDTH, INSPECTOR_WIDTH])
+        self.splitter.setSizes(self.default_splitter_sizes())
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+        super().resizeEvent(event)
+        # a narrower window takes from the inspector first, then the library, not from the blocks
+        sizes = self.splitter.sizes()
+        if len(sizes) == 3 and self.isVisible() and sizes[1] < CENTRE_PREFERRED_W and sizes[2] > INSPECTOR_MIN_W:
+            give = min(CENTRE_PREFERRED_W - sizes[1], sizes[2] - INSPECTOR_MIN_W)
+            self.splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)

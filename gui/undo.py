@@ -1,29 +1,41 @@
-"""Undoable edits (STYLE.md 6): pin, manual exclude, lorebook entry edits, compaction summaries.
+"""Undoable edits (STYLE.md 6): pin, exclude, hide, message text, delete, settings, lorebook entries,
+compaction summaries.
 
 Each command applies its change through :class:`~gui.document.ChatDocument`, which saves to the
 library and triggers the debounced preview. Redo/undo are symmetric: they set an explicit
 value, never toggle, so replaying a stack is idempotent.
+
+The undo stack outlives a chat switch: a command made in another chat first reopens that chat
+(``ChatDocument.ensure_open``), so the writer sees what is undone. Lorebook entries belong to
+the library (shared by chats), so their edits undo in whichever chat is open.
 """
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtGui import QUndoCommand
 
-from engine.schema import ContextSettings, LorebookEntry
+from engine.schema import ChatMessage, ContextSettings, LorebookEntry
 
 from .document import ChatDocument
 
 
+#: Settings edits closer together than this (seconds) undo as one step (a spin box's steps).
+SETTINGS_MERGE_S = 1.5
+_SETTINGS_COMMAND_ID = 16
+
+
 class SetMessageFlagCommand(QUndoCommand):
-    """Set ``pinned`` or ``manual_excluded`` of one message (``flag`` is the keyword name)."""
+    """Set ``pinned``, ``manual_excluded`` or ``hidden`` of one message (``flag`` is the keyword name)."""
 
     def __init__(self, document: ChatDocument, index: int, flag: str, value: bool) -> None:
-        if flag not in ("pinned", "manual_excluded"):
+        if flag not in ("pinned", "manual_excluded", "hidden"):
             raise ValueError(f"unknown message flag {flag!r}")
-        pinned, excluded = document.message_flags(index)
-        self._old = pinned if flag == "pinned" else excluded
+        self._old = document.message_flag(index, flag)
         verb = {("pinned", True): "Pin", ("pinned", False): "Unpin",
-                ("manual_excluded", True): "Exclude", ("manual_excluded", False): "Include"}[(flag, value)]
+                ("manual_excluded", True): "Exclude", ("manual_excluded", False): "Include",
+                ("hidden", True): "Hide", ("hidden", False): "Unhide"}[(flag, value)]
         super().__init__(f"{verb} message {index}")
         self._document = document
         self._chat_id = document.chat_id
@@ -32,8 +44,8 @@ class SetMessageFlagCommand(QUndoCommand):
         self._value = value
 
     def _apply(self, value: bool) -> None:
-        if self._document.chat_id != self._chat_id:
-            return  # another chat is open now; its library state is not ours to touch
+        if not self._document.ensure_open(self._chat_id):
+            return  # an in-memory chat that is gone: nothing to change
         self._document.set_message_flags(self._index, **{self._flag: value})
 
     def redo(self) -> None:  # noqa: D102 - Qt override
@@ -63,23 +75,80 @@ class EditLorebookEntryCommand(QUndoCommand):
 
 
 class SetSettingsCommand(QUndoCommand):
-    """Replace the chat's context settings (used with exclusions: switching to ``manual``)."""
+    """Replace the chat's context settings (the Settings tab; exclusions switching to ``manual``).
 
-    def __init__(self, document: ChatDocument, new: ContextSettings, label: str = "Change settings") -> None:
+    With ``merge``, consecutive edits of the same chat less than :data:`SETTINGS_MERGE_S` apart
+    become one undo step (every step of a spin box is an edit).
+    """
+
+    def __init__(self, document: ChatDocument, new: ContextSettings, label: str = "Change settings",
+                 *, merge: bool = False) -> None:
         super().__init__(label)
         assert document.request is not None
         self._document = document
         self._chat_id = document.chat_id
         self._old = document.request.settings
         self._new = new
+        self._merge = merge
+        self._at = time.monotonic()
+
+    def id(self) -> int:  # noqa: D102 - Qt override
+        return _SETTINGS_COMMAND_ID if self._merge else -1
+
+    def mergeWith(self, other: QUndoCommand) -> bool:  # noqa: D102, N802 - Qt override
+        if not isinstance(other, SetSettingsCommand) or not other._merge or other._chat_id != self._chat_id \
+                or other._at - self._at > SETTINGS_MERGE_S:
+            return False
+        self._new = other._new
+        self._at = other._at
+        return True
 
     def redo(self) -> None:  # noqa: D102 - Qt override
-        if self._document.chat_id == self._chat_id:
+        if self._document.ensure_open(self._chat_id):
             self._document.set_settings(self._new)
 
     def undo(self) -> None:  # noqa: D102 - Qt override
-        if self._document.chat_id == self._chat_id:
+        if self._document.ensure_open(self._chat_id):
             self._document.set_settings(self._old)
+
+
+class EditMessageCommand(QUndoCommand):
+    """Replace one message (its text edited in the chat view)."""
+
+    def __init__(self, document: ChatDocument, index: int, new: ChatMessage) -> None:
+        super().__init__(f"Edit message {index}")
+        self._document = document
+        self._chat_id = document.chat_id
+        self._index = index
+        self._old = document.messages()[index]
+        self._new = new
+
+    def redo(self) -> None:  # noqa: D102 - Qt override
+        if self._document.ensure_open(self._chat_id):
+            self._document.replace_message(self._index, self._new)
+
+    def undo(self) -> None:  # noqa: D102 - Qt override
+        if self._document.ensure_open(self._chat_id):
+            self._document.replace_message(self._index, self._old)
+
+
+class DeleteMessageCommand(QUndoCommand):
+    """Delete one message; undo puts it back in its place with its flags."""
+
+    def __init__(self, document: ChatDocument, index: int) -> None:
+        super().__init__(f"Delete message {index}")
+        self._document = document
+        self._chat_id = document.chat_id
+        self._index = index
+        self._message = document.messages()[index]
+
+    def redo(self) -> None:  # noqa: D102 - Qt override
+        if self._document.ensure_open(self._chat_id):
+            self._document.delete_message(self._index)
+
+    def undo(self) -> None:  # noqa: D102 - Qt override
+        if self._document.ensure_open(self._chat_id):
+            self._document.insert_message(self._index, self._message)
 
 
 class CompactionSummaryCommand(QUndoCommand):
@@ -100,8 +169,8 @@ class CompactionSummaryCommand(QUndoCommand):
         self._present = present
 
     def _set(self, present: bool) -> None:
-        if self._document.chat_id != self._chat_id:
-            return  # another chat is open now
+        if not self._document.ensure_open(self._chat_id):
+            return  # an in-memory chat that is gone
         current = self._document.compaction_summary()
         if present and (current is None or current.id != self._summary.id):  # type: ignore[attr-defined]
             self._document.restore_compaction_summary(self._summary)

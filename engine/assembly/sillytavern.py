@@ -471,11 +471,14 @@ class _Assembler:
         if st_chat and st_chat[0][1] is not None:
             i0, m0 = st_chat[0]
             first_sub[i0] = self.sub(m0.text(), "message 0")  # type: ignore[union-attr,index]
-        core = [(i, m) for i, m in st_chat if m is None or not m.meta.hidden]
+        # A message the writer excluded in Loomscope is never sent (issue 9): SillyTavern's own
+        # way to keep a message out is hiding it, so an excluded message is treated the same.
+        core = [(i, m) for i, m in st_chat if m is None or not (m.meta.hidden or m.meta.manualExcluded)]
         for i, m in st_chat:
-            if m is not None and m.meta.hidden:
+            if m is not None and (m.meta.hidden or m.meta.manualExcluded):
                 self.excluded.append(dict(kind=BlockKind.MESSAGE.value, role=m.role, source=f"message:{i}",
-                                          text=m.text(), tokens=self.count(m.role, m.text()), reason="HIDDEN",
+                                          text=m.text(), tokens=self.count(m.role, m.text()),
+                                          reason="HIDDEN" if m.meta.hidden else "MANUAL_EXCLUDED",
                                           protected=False, message_index=i))
         # Author's Note (setFloatingPrompt)
         an = setup.author_note

@@ -93,17 +93,19 @@ def run(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
-    from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"imported {len(refs)} item(s)")
-    table.add_column("kind")
-    table.add_column("id", no_wrap=True, min_width=32)
-    table.add_column("name")
-    table.add_column("file")
+    from ._tables import console as make_console
+    from ._tables import is_narrow, key_column, table, text_column
+
+    console = make_console()
+    t = table(f"imported {len(refs)} item(s)", narrow=is_narrow(console))
+    key_column(t, "kind")
+    key_column(t, "id", min_width=32)  # ids are copied into other commands: never cut
+    text_column(t, "name", ratio=1)
+    text_column(t, "file", ratio=1)
     for ref, path in zip(refs, sources):
-        table.add_row(ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
-    Console().print(table)
+        t.add_row(ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
+    console.print(t)
     return 0
 
 

@@ -74,19 +74,27 @@ def run_chats(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([c.model_dump(mode="json") for c in chats])
         return 0
-    from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"{len(chats)} chats")
-    table.add_column("id", no_wrap=True, min_width=32)
-    for col in ("title", "character", "messages", "audit", "updated (UTC)"):
-        table.add_column(col, justify="right" if col == "messages" else "left")
+    from ._tables import console as make_console
+    from ._tables import is_narrow, key_column, table, text_column
+
+    console = make_console()
+    narrow = is_narrow(console)
+    t = table(f"{len(chats)} chats", narrow=narrow)
+    key_column(t, "id", min_width=32)  # ids are copied into other commands: never cut
+    text_column(t, "title", ratio=3)
+    text_column(t, "character", ratio=1)
+    key_column(t, "msgs" if narrow else "messages", justify="right")
+    key_column(t, "audit")
+    if not narrow:  # under 100 columns the title gets the room (chats are listed newest first)
+        key_column(t, "updated (UTC)")
     for c in chats:
         # user text is shown as written: markup_safe() keeps "[sigh]" and "[/b]" from being read as markup
-        table.add_row(c.id, markup_safe(c.title), markup_safe(c.character or ""), str(c.messages),
-                      "yes" if c.has_audit else "",
-                      c.updated_at.strftime("%Y-%m-%d %H:%M"))
-    Console().print(table)
+        row = [c.id, markup_safe(c.title), markup_safe(c.character or ""), str(c.messages), "yes" if c.has_audit else ""]
+        if not narrow:
+            row.append(c.updated_at.strftime("%Y-%m-%d %H:%M"))
+        t.add_row(*row)
+    console.print(t)
     return 0
 
 

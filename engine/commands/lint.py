@@ -20,8 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "character card (PNG/JSON) with an embedded lorebook")
     p.add_argument("--format", choices=("table", "json"), default=None,
                    help="output format (default: table on a terminal, json when piped)")
-    p.add_argument("--context-limit", type=int, default=8192, metavar="N",
-                   help="context tokens the budget percentage applies to (default 8192)")
+    p.add_argument("--model", default="gpt-4o",
+                   help="model whose context window the budget percentage applies to (default gpt-4o, "
+                        "as for preview)")
+    p.add_argument("--context-limit", type=int, default=None, metavar="N",
+                   help="context tokens the budget percentage applies to (default: the model's context "
+                        "window, the same default as preview)")
     p.add_argument("--budget-percent", type=float, default=25.0, metavar="P",
                    help="lorebook budget in percent of the context (default 25)")
     p.add_argument("--budget-cap", type=int, default=0, metavar="N", help="absolute budget cap in tokens (0 = none)")
@@ -41,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from ..schema.settings import WorldInfoSettings
     from ..tokenizers import default_tokenizer_registry
 
+    if args.context_limit is None:
+        from ..tokenizers import lookup_model
+
+        args.context_limit = lookup_model(args.model).context_limit  # preview's default too
     if args.context_limit <= 0:
         raise SettingsError("INVALID_SETTINGS", "--context-limit must be a positive number of tokens",
                             file="--context-limit")
@@ -75,23 +83,36 @@ def _read_book(path: str):  # -> Lorebook
 
     return load_lorebook_or_card_book(path)
 
-def _print_table(report: object) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def entry_label(finding: object) -> str:
+    """How a finding names its entry: the entry's title (SillyTavern ``comment``) with its uid,
+    ``“Dragons” #1``; the uid alone when the entry has no title; ``(book)`` for the whole book."""
+    uid = getattr(finding, "uid", None)
+    title = " ".join(str(getattr(finding, "comment", "") or "").split())
+    if uid is None:
+        return "(book)"
+    if len(title) > 60:
+        title = title[:59] + "…"
+    return f"“{title}” #{uid}" if title else f"#{uid}"
 
+
+def _print_table(report: object) -> None:
     from ..lorebook.models import LintReport
     from ..terminal import markup_safe
+    from ._tables import console as make_console
+    from ._tables import is_narrow, key_column, table, text_column
 
     assert isinstance(report, LintReport)
-    console = Console()
-    table = Table(title=f"{markup_safe(report.book)}: {report.entries} entries, budget {report.budget} tokens")
-    for col in ("severity", "uid", "comment", "code", "message"):
-        table.add_column(col, overflow="fold")
+    console = make_console()
+    t = table(f"{markup_safe(report.book)}: {report.entries} entries, budget {report.budget} tokens",
+              narrow=is_narrow(console))
+    key_column(t, "severity")
+    text_column(t, "entry", ratio=1, min_width=10)
+    key_column(t, "code")
+    text_column(t, "message", ratio=2, min_width=16)
     styles = {"error": "bold red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
-        table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", "" if f.uid is None else str(f.uid),
-                      markup_safe(f.comment[:40]), f.code, markup_safe(f.message))
-    console.print(table)
+        t.add_row(f"[{styles[f.severity]}]{f.severity}[/]", markup_safe(entry_label(f)), f.code, markup_safe(f.message))
+    console.print(t)
     c = report.counts()
     def n(count: int, word: str) -> str:
         return f"{count} {word}{'' if count == 1 else 's'}"

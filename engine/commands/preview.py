@@ -139,6 +139,27 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
     return request.model_copy(update=update)
 
 
+def short_detail(data: dict | None) -> str:
+    """The figures of a block's specific reason in a few words (``reason_data``, see
+    :func:`engine.shifting.explain.explain_blocks`); the full sentence is ``reason_detail``."""
+    if not data:
+        return ""
+    if data.get("blocked_by_tokens") is not None:  # history is kept contiguous behind this one
+        who = f"msg {data['blocked_by_message']}" if data.get("blocked_by_message") is not None \
+            else str(data.get("blocked_by"))
+        return f"{who}: {data['blocked_by_tokens']:,} > {data['free']:,} free"
+    if data.get("held_by") is not None:
+        who = f"msg {data['held_by_message']}" if data.get("held_by_message") is not None else str(data["held_by"])
+        return f"tool group held by {data['held_because']} {who}"
+    if {"budget", "used", "tokens"} <= set(data) and "room" not in data:
+        return f"WI budget {data['budget']:,}, used {data['used']:,}, costs {data['tokens']:,}"
+    if data.get("room") is not None:
+        return f"needs {data['tokens']:,}, room {data['room']:,}"
+    if data.get("free") is not None:
+        return f"needs {data['tokens']:,} > {data['free']:,} free"
+    return ""
+
+
 #: ``strategy_info["reason"]`` of ``compact`` in words.
 _COMPACTION_WORDS = {
     "below_trigger": "below the trigger",
@@ -150,19 +171,32 @@ _COMPACTION_WORDS = {
 
 
 def render_table(pv: ContextPreview) -> None:
-    """Print the preview as a rich table with totals and a budget line."""
-    from rich.console import Console
-    from rich.table import Table
+    """Print the preview as a table that fits the terminal, with totals and a budget line.
 
-    console = Console(width=max(Console().width, 160))
-    table = Table(title=markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
-                               f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
-                  show_lines=False, expand=False)
-    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {"no_wrap": True}),
-                    ("tokens", {"justify": "right"}), ("status", {}), ("reason", {"no_wrap": True}),
-                    ("", {}), ("text", {"max_width": 40, "no_wrap": True, "overflow": "ellipsis"})):
-        table.add_column(col, **kw)
+    Key columns (``#``, tokens, status, reason code) are never wrapped; source, the specific
+    reason (``reason_detail``) and text shrink and wrap inside their cells. Under 100 columns
+    the role column is left out (the kind says it for messages) and the text is shortened.
+    """
+    from ._tables import console as make_console
+    from ._tables import is_narrow, key_column, table, text_column
+
+    console = make_console()
+    narrow = is_narrow(console)
+    t = table(markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
+                          f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
+              narrow=narrow)
+    key_column(t, "#", justify="right")
+    key_column(t, "kind")
+    if not narrow:
+        key_column(t, "role")
+        text_column(t, "source", min_width=8)
+    key_column(t, "tokens", justify="right")
+    key_column(t, "status")
+    text_column(t, "reason", min_width=20)
+    key_column(t, "")
+    text_column(t, "text", min_width=8, max_width=60)
     colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
+    text_chars = 24 if narrow else 80
     kept = excluded = 0
     for b in pv.blocks:
         marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
@@ -170,17 +204,25 @@ def render_table(pv: ContextPreview) -> None:
             kept += b.tokens
         else:
             excluded += b.tokens
-        why = b.reason
+        why = markup_safe(b.reason)
         if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
-            why += f" (key {b.trace['detail']['key']!r})"
+            why += markup_safe(f" (key {b.trace['detail']['key']!r})")
         other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
         if isinstance(other, dict) and other.get("message"):
-            why += f" [{other['message']}]"
-        # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]" and "[/b]" from being read as markup
-        table.add_row(str(b.position), b.kind, b.role, markup_safe(b.source), str(b.tokens),
-                      f"[{colors[b.status]}]{b.status}[/]", markup_safe(why), markup_safe(marks),
-                      markup_safe(b.text.replace("\n", " ")[:80]))
-    console.print(table)
+            why += markup_safe(f" [{other['message']}]")
+        detail = short_detail(b.reason_data)
+        if detail:
+            why += f"\n[dim]{markup_safe(detail)}[/]"
+        text = " ".join(b.text.split())
+        if len(text) > text_chars:
+            text = text[: text_chars - 1] + "…"
+        # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]"
+        # and "[/b]" from being read as markup
+        kind = b.role if narrow and b.kind == "message" else b.kind
+        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(b.source)]) + [
+            str(b.tokens), f"[{colors[b.status]}]{b.status}[/]", why, markup_safe(marks), markup_safe(text)]
+        t.add_row(*row)
+    console.print(t)
     pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
     console.print(
         f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "

@@ -231,9 +231,11 @@ def lint_lorebook(
         if len(uniq) > 1:
             uids = [o.uid for o in uniq.values()]
             for o in uniq.values():
+                # other entries named by title (SillyTavern ``comment``) and uid, as writers know them
+                others = ", ".join(f"“{x.comment}” #{x.uid}" if x.comment else f"#{x.uid}"
+                                   for x in uniq.values() if x.uid != o.uid)
                 out.append(_finding("LINT_DUPLICATE_KEY", "warning", o,
-                                    f"key {key!r} also in entries {', '.join(str(u) for u in uids if u != o.uid)}",
-                                    key=key, uids=uids))
+                                    f"key {key!r} also in {others}", key=key, uids=uids))
     if constants and constants_total > budget:
         out.append(_finding("LINT_CONSTANTS_EXCEED_BUDGET", "error", None,
                             f"{len(constants)} constant entries take {constants_total} tokens, over the "

@@ -36,6 +36,13 @@ class PreviewBlock(BaseModel):
     exact share of the final prompt and ``template_tokens`` how many of them the template
     added (headers, control tokens, separators); ``None`` for OpenAI accounting.
     ``position`` is the 0-based index in prompt order (all blocks, kept or not).
+    ``reason_detail`` is the specific reason in words where the code alone would mislead (a
+    small message out while tokens are free, a tool call kept for its pinned result, a lorebook
+    entry over the World Info budget); ``reason_data`` holds its figures (tokens, message
+    indices; see :func:`engine.shifting.explain.explain_blocks`). Both are ``None`` otherwise.
+    ``fit_window`` (chat messages) is the smallest context window in tokens that would send
+    this message under the same settings and strategy (``None``: none would; see
+    :func:`engine.shifting.fitmap.fit_windows`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,6 +66,9 @@ class PreviewBlock(BaseModel):
     template_tokens: int | None = None
     message_index: int | None = None
     trace: dict[str, Any] | None = None
+    reason_detail: str | None = None
+    reason_data: dict[str, Any] | None = None
+    fit_window: int | None = None
 
 
 class ContextPreview(BaseModel):
@@ -91,6 +101,9 @@ class ContextPreview(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     diagnostics: list[str] = Field(default_factory=list)
+    #: How ``blocks[*].fit_window`` was computed: ``exact`` (``truncate``/``manual``) or
+    #: ``truncate-order`` (another strategy, read by truncate's removal order).
+    fit_method: str = "exact"
     #: The strategy's own report (``ShiftResult.info``): for ``compact`` the trigger, target and
     #: summary in use; for ``vector-recall`` the relevance scores. Empty for other strategies.
     strategy_info: dict[str, Any] = Field(default_factory=dict)

@@ -26,6 +26,8 @@ class ChatSummary(BaseModel):
     messages: int = 0
     has_audit: bool = False
     parent_id: str | None = None
+    #: For a branch: the last message index copied from its parent (``None`` otherwise).
+    branch_point: int | None = None
     updated_at: datetime
 
 

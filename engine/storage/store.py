@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -467,7 +467,7 @@ class Store:
             return [
                 ChatSummary(id=row.id, title=row.title, character=char_name, messages=int(n or 0),
                             has_audit=audit_id is not None, parent_id=row.parent_id,
-                            updated_at=_utc(row.updated_at))
+                            branch_point=row.branch_point, updated_at=_utc(row.updated_at))
                 for row, char_name, n, audit_id in session.execute(stmt).all()
             ]
 
@@ -729,6 +729,46 @@ class Store:
             if hidden is not None:
                 row.hidden = bool(hidden)
             self._touch(self._chat_row(session, chat_id))
+
+    def _shift_indices(self, session: Session, chat_id: str, start: int, step: int) -> None:
+        """Add ``step`` (±1) to the index of every message at ``start`` or later.
+
+        Two statements through negative indices, so the unique ``(chat_id, idx)`` constraint
+        holds after every row on every backend (SQLite and PostgreSQL check it per row).
+        """
+        rows = (orm.MessageRow.chat_id == chat_id)
+        session.execute(update(orm.MessageRow).where(rows, orm.MessageRow.idx >= start)
+                        .values(idx=-orm.MessageRow.idx - 1))
+        session.execute(update(orm.MessageRow).where(rows, orm.MessageRow.idx < 0)
+                        .values(idx=-orm.MessageRow.idx - 1 + step))
+
+    def delete_message(self, chat_id: str, index: int) -> None:
+        """Delete message ``index``; later messages move up one place (undone by :meth:`insert_message`).
+
+        Raises ``CHAT_NOT_FOUND``/``MESSAGE_NOT_FOUND``.
+        """
+        with self._unit() as session:
+            row = self._message_at(session, chat_id, index)
+            session.delete(row)
+            session.flush()
+            self._shift_indices(session, chat_id, index + 1, -1)
+            self._touch(self._chat_row(session, chat_id))
+
+    def insert_message(self, chat_id: str, index: int, message: ChatMessage) -> None:
+        """Insert ``message`` at ``index`` (0 … number of messages); later messages move down one.
+
+        Raises ``CHAT_NOT_FOUND``, ``MESSAGE_NOT_FOUND`` (index past the end).
+        """
+        with self._unit() as session:
+            chat = self._chat_row(session, chat_id, lock=True)
+            count = session.scalar(select(func.count()).select_from(orm.MessageRow)
+                                   .where(orm.MessageRow.chat_id == chat_id)) or 0
+            if not 0 <= index <= count:
+                raise NotFoundError("MESSAGE_NOT_FOUND", f"cannot insert at message {index}: the chat has "
+                                    f"{count} messages", file=chat_id, place=f"message {index}")
+            self._shift_indices(session, chat_id, index, +1)
+            session.add(_message_row(chat_id, index, message))
+            self._touch(chat)
 
     def delete_messages_from(self, chat_id: str, index: int) -> None:
         """Delete message ``index`` and every later one (SillyTavern "delete up to here").

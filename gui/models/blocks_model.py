@@ -23,6 +23,7 @@ from ..labels import (
     STATUS_COLORS,
     display_status,
     kind_label,
+    reason_cell,
     reason_words,
 )
 
@@ -138,6 +139,10 @@ class BlocksTableModel(QAbstractTableModel):
             self._row_by_source = {b.source: row for row, b in enumerate(self._blocks)}
         return self._row_by_source.get(source)
 
+    def display_text(self, row: int, column: int) -> Any:
+        """The display value of ``row`` / ``column`` (what ``data`` shows), without a model index."""
+        return self._display(self._blocks[row], row, BlockColumn(column))
+
     def group_size(self, group: str | None) -> int:
         """Members of tool group ``group`` in this preview."""
         return self._group_sizes.get(group or "", 0)
@@ -252,7 +257,7 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.STATUS:
             return display_status(b.status, b.reason)
         if col == BlockColumn.REASON:
-            return reason_words(b.reason)
+            return reason_cell(b.reason, b.reason_data)
         if col == BlockColumn.MARKERS:
             marks = (PROTECTED_MARK if b.protected else "") + (PINNED_MARK if b.pinned else "")
             if b.group:
@@ -276,8 +281,9 @@ class BlocksTableModel(QAbstractTableModel):
         return str(self._display(b, b.position, col) or "")
 
     def _tooltip(self, b: PreviewBlock, col: BlockColumn) -> str | None:
-        if col == BlockColumn.REASON:
-            return f"{b.reason}: {reason_words(b.reason)}"
+        if col in (BlockColumn.REASON, BlockColumn.STATUS):
+            why = f"{reason_words(b.reason)} ({b.reason})"
+            return f"{why}\n{b.reason_detail}" if b.reason_detail else why
         if col == BlockColumn.TOKENS and b.original_tokens is not None:
             return f"{b.tokens} tokens kept of {b.original_tokens}"
         if col in (BlockColumn.EXCLUDE, BlockColumn.MARKERS) and b.group:

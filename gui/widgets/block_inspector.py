@@ -202,10 +202,14 @@ def describe_detail(detail: Any) -> str:
             parts.append(f"in {source}")
     if rpass:
         parts.append(f"recursion pass {rpass}")
+    from gui.labels import plain
+
     for name, value in rest.items():
         if value in (None, "", [], {}):
             continue
-        parts.append(f"{name.replace('_', ' ')} {value}")
+        if isinstance(value, dict):
+            value = describe_detail(value) or plain(value)
+        parts.append(f"{name.replace('_', ' ')} {plain(value)}")  # never a Python repr
     if isinstance(other_rules, dict) and other_rules.get("message"):
         parts.append(str(other_rules["message"]))
     return ", ".join(parts)
@@ -398,8 +402,11 @@ class BlockInspector(QWidget):
         self._labels["role"].setText(str(_field(block, "role", "")))
         self._labels["source"].setText(source)
         self._labels["status"].setText(f'<span style="color:{colour}; font-weight:bold">{status}</span>')
-        self._labels["reason"].setText(f"{reason_in_words(reason)} <span style='color:gray'>({reason})</span>"
-                                       if reason else "")
+        detail = _field(block, "reason_detail")
+        why = f"{reason_in_words(reason)} <span style='color:gray'>({reason})</span>" if reason else ""
+        if detail:  # the specific reason the engine gives (figures: tokens free, the newer message, ...)
+            why += f"<br>{_escape(str(detail))}"
+        self._labels["reason"].setText(why)
 
         spans, error = self._token_spans(text, self._profile_name)
         self._spans = spans
@@ -557,13 +564,15 @@ class BlockInspector(QWidget):
             rows.append(_escape(" · ".join(where)))
         known = {"code", "detail", "book", "book_index", "uid", "comment", "tokens", "activated",
                  "key", "message_index", "depth", "pass", "source"}
+        from gui.labels import plain
+
         for key, value in trace.items():
             if key in known or value in (None, "", [], {}):
                 continue
             if isinstance(value, dict) and isinstance(value.get("note"), str):  # placement, send order
                 rows.append(_escape(f"{key.replace('_', ' ')}: {value['note']}"))
                 continue
-            rows.append(_escape(f"{key.replace('_', ' ')}: {value}"))
+            rows.append(_escape(f"{key.replace('_', ' ')}: {plain(value)}"))
         return "<br>".join(rows)
 
     def _set_rows_visible(self, visible: bool) -> None:

@@ -1,7 +1,8 @@
 """The prompt blocks panel: filterable, sortable table over the latest preview.
 
 Keyboard: arrows / Page keys move, ``Space`` toggles manual exclude, ``P`` toggles pin on the
-current chat message (both emit the model's intent signals, hence undoable).
+current chat message when the row was clicked or reached with those keys (both emit the model's
+intent signals, hence undoable); other typing goes to the filter box.
 """
 
 from __future__ import annotations
@@ -22,42 +23,115 @@ from PySide6.QtWidgets import (
 
 from engine.schema import ContextPreview, PreviewBlock
 
-from ..labels import KIND_LABELS, kind_label
-from ..models.blocks_model import BLOCK_ROLE, BlockColumn, BlocksFilterProxy, BlocksTableModel
+from ..labels import KIND_LABELS, REASON_SHORT, kind_label, reason_cell
+from ..models.blocks_model import BLOCK_ROLE, HEADERS, BlockColumn, BlocksFilterProxy, BlocksTableModel
 
 STATUS_FILTERS = ("kept", "excluded", "truncated", "summarized")
 
 
-#: The Reason column's width range (px); the Text column stretches over the rest.
-REASON_MIN_W, REASON_MAX_W = 80, 260
+#: The Reason column's width range (px): never under the minimum (readable), at most what its
+#: longest cell needs; the Text column takes what is left, and Source the least.
+REASON_MIN_W, REASON_MAX_W = 150, 330
+#: Text never narrower than this (px) while the other columns can still give.
+TEXT_MIN_W = 160
+#: Source's range (px): it gives up width first.
+SOURCE_MIN_W, SOURCE_MAX_W = 110, 180
+#: Horizontal padding added to measured text (px): cell margins and the sort arrow.
+CELL_PAD = 18
+#: Keys that move the current row: a row reached with them (or clicked) is focused on purpose.
+NAVIGATION_KEYS = frozenset({Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown,
+                             Qt.Key.Key_Home, Qt.Key.Key_End})
 
 
 class BlocksTable(QTableView):
-    """Table with Space / P shortcuts on chat messages; the Reason column keeps a readable width."""
+    """The blocks table: columns sized to their content, Space / P on a row chosen on purpose.
+
+    Column widths: ``#``, Kind, Tokens, Status and the check columns fit their content (``#`` its
+    digits); Source, Reason and Text share the rest: Reason up to what its cells need (at least
+    :data:`REASON_MIN_W`), Text at least :data:`TEXT_MIN_W`, Source the leftovers (hidden when
+    even its minimum does not fit: the inspector and tooltips name the source); nothing scrolls
+    sideways.
+
+    Keyboard: ``Space`` toggles exclude and ``P`` pin only on a row the user clicked or moved to
+    with the arrow / page keys (:attr:`armed`); other typing goes to the filter box
+    (``typed(str)``), so stray keystrokes never toggle a row.
+    """
+
+    typed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        #: Whether the current row was chosen by the user (click or navigation key).
+        self.armed = False
+        self._wants: dict[int, int] = {}
+
+    def set_content_widths(self, wants: dict[int, int]) -> None:
+        """Preferred widths (px) measured from the content, per column; then refit."""
+        self._wants = dict(wants)
+        self.fit_columns()
 
     def fit_columns(self) -> None:
-        """Share the free width: Reason gets 45 % of it (within its range), Text stretches over the rest."""
+        """Size the columns to the viewport (see the class docstring)."""
         header = self.horizontalHeader()
-        fixed = sum(header.sectionSize(c) for c in range(header.count())
-                    if c not in (BlockColumn.TEXT, BlockColumn.REASON) and not header.isSectionHidden(c))
-        free = self.viewport().width() - fixed
-        self.setColumnWidth(BlockColumn.REASON, max(REASON_MIN_W, min(REASON_MAX_W, int(free * 0.45))))
+        shared = (BlockColumn.SOURCE, BlockColumn.REASON, BlockColumn.TEXT)
+        fixed = 0
+        for c in range(header.count()):
+            if c in shared or header.isSectionHidden(c):
+                continue
+            want = self._wants.get(c)
+            if want is not None and header.sectionSize(c) != want:
+                self.setColumnWidth(c, want)
+            fixed += header.sectionSize(c)
+        room = max(0, self.viewport().width() - fixed)
+        # Source repeats what the inspector and the tooltips say: it goes first when room is short
+        hide_source = room < REASON_MIN_W + TEXT_MIN_W + SOURCE_MIN_W
+        if header.isSectionHidden(BlockColumn.SOURCE) != hide_source:
+            self.setColumnHidden(BlockColumn.SOURCE, hide_source)
+        reason_want = max(REASON_MIN_W, min(REASON_MAX_W, self._wants.get(BlockColumn.REASON, REASON_MIN_W)))
+        source_want = max(SOURCE_MIN_W, min(SOURCE_MAX_W, self._wants.get(BlockColumn.SOURCE, SOURCE_MAX_W)))
+        # Reason first (up to what it needs), then Text's minimum, then Source; Text gets the rest
+        reason = max(REASON_MIN_W, min(reason_want, room - TEXT_MIN_W - (0 if hide_source else SOURCE_MIN_W)))
+        source = 0 if hide_source else max(SOURCE_MIN_W, min(source_want, room - reason - TEXT_MIN_W))
+        text = room - reason - source
+        if text < 60:  # a very narrow centre: Text gives way before Reason does
+            text = 60 if room >= 60 + 110 else max(30, room // 3)
+            reason = max(60, room - text)
+        self.setColumnWidth(BlockColumn.REASON, reason)
+        if not hide_source:
+            self.setColumnWidth(BlockColumn.SOURCE, source)
+        self.setColumnWidth(BlockColumn.TEXT, text)
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
         super().resizeEvent(event)
         self.fit_columns()
 
+    def mousePressEvent(self, event) -> None:  # noqa: ANN001, N802
+        self.armed = self.indexAt(event.position().toPoint()).isValid()
+        super().mousePressEvent(event)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         index = self.currentIndex()
-        if index.isValid() and event.key() in (Qt.Key.Key_Space, Qt.Key.Key_P) and not event.modifiers():
-            column = BlockColumn.EXCLUDE if event.key() == Qt.Key.Key_Space else BlockColumn.PIN
+        key = event.key()
+        plain = not (event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier)
+        if index.isValid() and plain and key in (Qt.Key.Key_Space, Qt.Key.Key_P) and self.armed:
+            column = BlockColumn.EXCLUDE if key == Qt.Key.Key_Space else BlockColumn.PIN
             target = index.sibling(index.row(), column)
             if target.flags() & Qt.ItemFlag.ItemIsUserCheckable:
                 state = target.data(Qt.ItemDataRole.CheckStateRole)
                 checked = state in (Qt.CheckState.Checked, Qt.CheckState.Checked.value)
                 self.model().setData(target, Qt.CheckState.Unchecked if checked else Qt.CheckState.Checked,
                                      Qt.ItemDataRole.CheckStateRole)
-                return
+            return  # Space / P never fall through to Qt's own toggling or keyboard search
+        if key in NAVIGATION_KEYS:
+            self.armed = True
+            super().keyPressEvent(event)
+            return
+        text = event.text()
+        if text and text.isprintable() and not (event.modifiers() & Qt.KeyboardModifier.ControlModifier):
+            # typing that was meant for the filter box (or nowhere): never a toggle
+            self.armed = False
+            self.typed.emit(text)
+            return
         super().keyPressEvent(event)
 
 
@@ -93,6 +167,8 @@ class BlocksPanel(QWidget):
 
         self.table = BlocksTable(self)
         self.table.setObjectName("blocksTable")
+        self.table.typed.connect(self._on_table_typed)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # prompt order until the user sorts
@@ -112,7 +188,6 @@ class BlocksPanel(QWidget):
                   BlockColumn.PIN: 30, BlockColumn.EXCLUDE: 40}
         for col, w in widths.items():
             self.table.setColumnWidth(col, w)
-        header.setSectionResizeMode(BlockColumn.TEXT, QHeaderView.ResizeMode.Stretch)
         header.setMinimumSectionSize(24)
         self.table.setColumnHidden(BlockColumn.ROLE, True)  # the Kind column shows a message's role
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
@@ -135,6 +210,53 @@ class BlocksPanel(QWidget):
         """Show ``preview``'s blocks (model reset; the selection follows the block's source)."""
         self.model.set_preview(preview)
         self._update_count()
+        self.table.set_content_widths(self.content_widths())
+
+    def content_widths(self) -> dict[int, int]:
+        """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
+        widest cell, Source and Reason their widest cell (capped later by ``fit_columns``)."""
+        from PySide6.QtGui import QFont, QFontMetrics
+
+        fm = QFontMetrics(self.table.font())
+        bold = QFont(self.table.font())
+        bold.setBold(True)
+        fmb = QFontMetrics(bold)
+        header = self.table.horizontalHeader()
+        hfm = QFontMetrics(header.font())
+
+        def head(col: BlockColumn) -> int:
+            return hfm.horizontalAdvance(HEADERS[col]) + CELL_PAD
+
+        rows = self.model.rowCount()
+        if rows == 0:
+            return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
+        m = self.model
+        kinds, statuses, reasons, tokens = set(), set(), set(), set()
+        longest_source = ""
+        seen_kinds: set[tuple[str, str]] = set()
+        for r in range(rows):
+            b = m.block(r)
+            if (b.kind, b.role) not in seen_kinds:
+                seen_kinds.add((b.kind, b.role))
+                kinds.add(m.display_text(r, BlockColumn.KIND))
+            statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
+            reasons.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
+            tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
+            src = b.source
+            if len(src) > len(longest_source):
+                longest_source = src
+        digits = len(str(rows - 1))
+        return {
+            BlockColumn.POSITION: max(fm.horizontalAdvance("8" * digits) + CELL_PAD, 28),
+            BlockColumn.KIND: max(head(BlockColumn.KIND), max(fm.horizontalAdvance(str(k)) for k in kinds) + CELL_PAD),
+            BlockColumn.TOKENS: max(head(BlockColumn.TOKENS),
+                                    max(fm.horizontalAdvance(str(t)) for t in tokens) + CELL_PAD),
+            BlockColumn.STATUS: max(head(BlockColumn.STATUS),
+                                    max(fmb.horizontalAdvance(str(s)) for s in statuses) + CELL_PAD),
+            BlockColumn.REASON: max(fm.horizontalAdvance(reason_cell(x) if x in REASON_SHORT else str(x))
+                                    for x in reasons) + CELL_PAD,
+            BlockColumn.SOURCE: fm.horizontalAdvance(longest_source) + CELL_PAD,
+        }
 
     def _update_count(self) -> None:
         p = self.model.preview()
@@ -157,6 +279,7 @@ class BlocksPanel(QWidget):
         idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.POSITION))
         if idx.isValid():
             self.table.setCurrentIndex(idx)
+            self.table.armed = False  # chosen for the user, not by them: Space does not toggle it
             self.table.scrollTo(idx, QAbstractItemView.ScrollHint.PositionAtCenter)
 
     def _remember_selection(self) -> None:
@@ -172,11 +295,17 @@ class BlocksPanel(QWidget):
         else:
             row = self.model.row_of_source(self._selected_source)
         if row is None:
+            self.table.armed = False
             return
         idx = self.proxy.mapFromSource(self.model.index(row, BlockColumn.POSITION))
         if idx.isValid():
             self.table.selectionModel().setCurrentIndex(
                 idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+
+    def _on_table_typed(self, text: str) -> None:
+        """Typing in the table filters it (like a list's type-to-search), never toggles a row."""
+        self.search.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.search.insert(text)
 
     def _on_current_row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         block = current.data(BLOCK_ROLE) if current.isValid() else None

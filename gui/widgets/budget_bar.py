@@ -1,7 +1,10 @@
 """The budget bar: the context limit as a stacked bar by kind, reserve, free space and the cut.
 
 Painted with ``QPainter`` (no extra dependency). Marks: the compaction trigger
-(``limit × (1 − 0.08) × 0.80``, SPEC §4) and the compaction target (65 % of the limit).
+(``limit × (1 − 0.08) × 0.80``, SPEC §4) and the compaction target (65 % of the limit), drawn on
+the window the prompt actually has: when a large reply reserve puts a mark at or beyond the
+prompt budget (where the prompt can never reach it), the mark is drawn at the same share of the
+prompt budget instead, and its tooltip says so.
 """
 
 from __future__ import annotations
@@ -63,12 +66,43 @@ def budget_segments(preview: ContextPreview) -> list[Segment]:
     return segs
 
 
-def compaction_marks(context_limit: int) -> dict[str, int]:
-    """``{"trigger": tokens, "target": tokens}`` for ``context_limit`` (SPEC §4: 128,000 → 94,208 / 83,200)."""
-    return {
-        "trigger": int(context_limit * (1 - COMPACTION_OVERHEAD) * COMPACTION_TRIGGER),
-        "target": int(context_limit * COMPACTION_TARGET),
-    }
+def compaction_marks(context_limit: int, budget: int | None = None) -> dict[str, int]:
+    """``{"trigger": tokens, "target": tokens}`` (SPEC §4: 128,000 → 94,208 / 83,200).
+
+    With ``budget`` (the prompt budget: context window − reply reserve), a mark the prompt can
+    never reach (at or past the budget, e.g. a 64,000 reserve on 128,000) is placed at the same
+    share of the budget instead (trigger 80 %, target 65 %), so both sit inside the window that
+    applies and the target stays below the trigger.
+    """
+    trigger = int(context_limit * (1 - COMPACTION_OVERHEAD) * COMPACTION_TRIGGER)
+    target = int(context_limit * COMPACTION_TARGET)
+    if budget is not None and budget > 0:
+        if trigger >= budget:
+            trigger = int(budget * COMPACTION_TRIGGER)
+        if target >= trigger:
+            target = int(budget * COMPACTION_TARGET)
+    return {"trigger": trigger, "target": target}
+
+
+def compaction_mark_tooltip(key: str, preview: ContextPreview) -> str:
+    """What a compaction mark means, in tokens, and which window it is drawn on."""
+    limit, budget = preview.context_limit, preview.context_limit - preview.reply_reserve
+    marks = compaction_marks(limit, budget)
+    spec = compaction_marks(limit)
+    if key == "trigger":
+        text = (f"Compaction trigger: {marks['trigger']:,} tokens. With the compact strategy, a prompt this "
+                f"large is summarized down to the target.")
+    else:
+        text = f"Compaction target: {marks['target']:,} tokens, where compaction stops."
+    if marks[key] != spec[key]:
+        text += (f" SPEC §4 puts it at {spec[key]:,} tokens of the {limit:,}-token context window, beyond "
+                 f"the {budget:,}-token prompt budget (context window − reply reserve {preview.reply_reserve:,}), "
+                 f"so it is drawn at {100 * (COMPACTION_TRIGGER if key == 'trigger' else COMPACTION_TARGET):.0f} % "
+                 f"of the prompt budget.")
+    else:
+        text += (f" ({100 * (1 - COMPACTION_OVERHEAD) * COMPACTION_TRIGGER:.1f} % of the context window)"
+                 if key == "trigger" else f" ({100 * COMPACTION_TARGET:.0f} % of the context window)")
+    return text
 
 
 class BudgetBar(QWidget):
@@ -157,8 +191,10 @@ class BudgetBar(QWidget):
         bar_top = self._rects[0][0].top() if self._rects else 16.0
         bar_h = self._rects[0][0].height() if self._rects else 20.0
         p.drawRect(QRectF(1.0, bar_top, limit * self._scale, bar_h))
-        for key, tokens in compaction_marks(limit).items():
+        self._mark_x: dict[str, float] = {}
+        for key, tokens in compaction_marks(limit, limit - self._preview.reply_reserve).items():
             x = 1.0 + tokens * self._scale
+            self._mark_x[key] = x
             color = QColor("#c0392b") if key == "trigger" else QColor("#1f6fb2")
             p.setPen(QPen(color, 2, Qt.PenStyle.DashLine))
             p.drawLine(int(x), int(bar_top - 3), int(x), int(bar_top + bar_h + 3))
@@ -220,7 +256,25 @@ class BudgetBar(QWidget):
         p.setPen(QColor("#5c1512"))
         p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
 
+    def mark_at(self, x: float, y: float | None = None) -> str | None:
+        """The compaction mark (``trigger``/``target``) under ``x`` (its label or line, ±4 px)."""
+        if self._preview is None:
+            return None
+        limit = self._preview.context_limit
+        self._layout()
+        for key, tokens in compaction_marks(limit, limit - self._preview.reply_reserve).items():
+            mx = 1.0 + tokens * self._scale
+            on_label = y is not None and y < 15 and (mx <= x <= mx + 140 if key == "trigger" else mx - 143 <= x <= mx)
+            if abs(x - mx) <= 4 or on_label:
+                return key
+        return None
+
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        mark = self.mark_at(event.position().x(), event.position().y())
+        if mark is not None and self._preview is not None:
+            QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8),
+                              compaction_mark_tooltip(mark, self._preview), self)
+            return
         seg = self.segment_at(event.position().x())
         if seg is None:
             QToolTip.hideText()

@@ -317,6 +317,8 @@ class ChatView(QWidget):
     Signals
     -------
     pin_toggled(int message_index, bool) / exclude_toggled(int message_index, bool)
+    hide_toggled(int message_index, bool)  # hidden messages are never sent (SillyTavern is_system)
+    edit_requested(int message_index) / delete_requested(int message_index)
     branch_requested(int message_index)
     message_selected(int message_index)
     message_submitted(str text)         # the composer's Send
@@ -327,6 +329,9 @@ class ChatView(QWidget):
     pin_toggled = Signal(int, bool)
     exclude_toggled = Signal(int, bool)
     branch_requested = Signal(int)
+    hide_toggled = Signal(int, bool)
+    edit_requested = Signal(int)
+    delete_requested = Signal(int)
     message_selected = Signal(int)
     message_submitted = Signal(str)
     generate_requested = Signal()
@@ -436,6 +441,11 @@ class ChatView(QWidget):
             menu.addAction("Include again" if msg.meta.manualExcluded else "Exclude from the prompt",
                            lambda: self.exclude_toggled.emit(row, not msg.meta.manualExcluded))
             menu.addSeparator()
+        menu.addAction("Edit text…", lambda: self.edit_requested.emit(row))
+        menu.addAction("Unhide (send again)" if msg.meta.hidden else "Hide (never send)",
+                       lambda: self.hide_toggled.emit(row, not msg.meta.hidden))
+        menu.addAction("Delete message", lambda: self.delete_requested.emit(row))
+        menu.addSeparator()
         menu.addAction("Branch from here", lambda: self.branch_requested.emit(row))
         summary = index.data(SUMMARY_ROLE)
         if summary is not None:
@@ -448,3 +458,10 @@ class ChatView(QWidget):
             menu.addAction("Retry auto-compaction (it stopped after 3 failures in a row)",
                            self.compaction_reset_requested.emit)
         menu.exec(self.list.viewport().mapToGlobal(pos))
+
+    def set_generating(self, running: bool) -> None:
+        """While a generation runs, Generate is off (one at a time)."""
+        self.generate_button.setEnabled(not running)
+        self.generate_button.setToolTip(
+            "A generation is running; cancel it with ■ Cancel" if running
+            else "Send the previewed prompt (with your message, if any) and append the reply")

@@ -83,12 +83,29 @@ class ChatRowDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+#: Shown instead of the list when the library has no chat yet.
+EMPTY_TEXT = ("<b>No chats yet.</b><br><br>Import a chat (SillyTavern .jsonl, an OpenAI message list "
+              "or an agent transcript) with <b>Import…</b> below or Ctrl+O, or drop it on this window."
+              "<br><br>Import its character card (.png / .json) and world (.json) in the same go and "
+              "they are attached to it.")
+#: Shown when the search matches no chat.
+NO_MATCH_TEXT = "No chat matches “{}”."
+#: The branch mark before a branch's title (U+21B3, in DejaVu Sans and the common UI fonts).
+BRANCH_MARK = "↳"
+
+
 class LibraryPanel(QWidget):
-    """Signals: ``chat_selected(str)``, ``import_requested()``, ``delete_requested(str)``."""
+    """Signals: ``chat_selected(str)`` (the user picked a chat), ``import_requested()``,
+    ``delete_requested(str)``, ``selection_changed(str)`` (``""`` when nothing is selected).
+
+    Typing in the search box only filters the list: the open chat stays open (and selected when
+    it is listed); only a click or the arrow keys open another chat.
+    """
 
     chat_selected = Signal(str)
     import_requested = Signal()
     delete_requested = Signal(str)
+    selection_changed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -102,7 +119,7 @@ class LibraryPanel(QWidget):
         self.search.setObjectName("chatSearch")
         self.search.setPlaceholderText("Search chats…")
         self.search.setClearButtonEnabled(True)
-        self.search.textChanged.connect(self.proxy.setFilterFixedString)
+        self.search.textChanged.connect(self._on_search_text_changed)
         self.list = QListView(self)
         self.list.setObjectName("chatList")
         self.list.setModel(self.proxy)
@@ -119,7 +136,15 @@ class LibraryPanel(QWidget):
                                       "you can also drop files on the window")
         self.import_button.clicked.connect(self.import_requested)
         self.delete_button = QPushButton("Delete", self)
+        self.delete_button.setToolTip("Delete the selected chat and its audit")
+        self.delete_button.setEnabled(False)
         self.delete_button.clicked.connect(self._on_delete_clicked)
+        self.empty_label = QLabel(EMPTY_TEXT, self)
+        self.empty_label.setObjectName("libraryEmpty")
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.empty_label.setStyleSheet("QLabel#libraryEmpty { color: #555; padding: 8px; }")
+        self.empty_label.hide()
         buttons = QHBoxLayout()
         buttons.addWidget(self.import_button)
         buttons.addWidget(self.delete_button)
@@ -128,20 +153,32 @@ class LibraryPanel(QWidget):
         lay.addWidget(title)
         lay.addWidget(self.search)
         lay.addWidget(self.list, 1)
+        lay.addWidget(self.empty_label, 1)
         lay.addLayout(buttons)
         self._suppress = False
+        #: The chat the window has open (kept selected while the search filters the list).
+        self._open_id: str | None = None
+        self._update_empty()
 
     def set_chats(self, chats: list[Any], current: str | None = None) -> None:
         """Fill the list from ``ChatSummary`` rows; keep ``current`` selected (no signal)."""
         self._suppress = True
+        titles = {c.id: c.title for c in chats}
         try:
             self.model.clear()
             for c in chats:
                 character = f" · {c.character}" if getattr(c, "character", None) else ""
                 audit = " · audit ✓" if getattr(c, "has_audit", False) else ""
-                branch = "⑂ " if getattr(c, "parent_id", None) else ""
+                branch = f"{BRANCH_MARK} " if getattr(c, "parent_id", None) else ""
                 item = QStandardItem(f"{branch}{c.title or c.id}")
-                item.setData(f"{c.messages} messages{character}{audit}", SUBTITLE_ROLE)
+                count = f"{c.messages} message{'' if c.messages == 1 else 's'}"
+                point = getattr(c, "branch_point", None)
+                parent = titles.get(getattr(c, "parent_id", None) or "")
+                if branch:  # told apart from its parent: where it branched, and from what
+                    where = f"branch at message {point}" if point is not None else "branch"
+                    item.setData(f"{where}{f' of {parent}' if parent else ''} · {count}{audit}", SUBTITLE_ROLE)
+                else:
+                    item.setData(f"{count}{character}{audit}", SUBTITLE_ROLE)
                 item.setData(c.id, CHAT_ID_ROLE)
                 item.setData(f"{c.title} {c.character or ''} {c.id}", SEARCH_ROLE)
                 updated = getattr(c, "updated_at", None)
@@ -151,6 +188,7 @@ class LibraryPanel(QWidget):
                 self.select_chat(current, emit=False)
         finally:
             self._suppress = False
+        self._update_empty()
 
     def chat_ids(self) -> list[str]:
         """Ids in list order (unfiltered)."""
@@ -158,6 +196,8 @@ class LibraryPanel(QWidget):
 
     def select_chat(self, chat_id: str, emit: bool = True) -> bool:
         """Select ``chat_id``; returns ``False`` when it is not in the list."""
+        if not emit:
+            self._open_id = chat_id
         for r in range(self.model.rowCount()):
             if self.model.item(r).data(CHAT_ID_ROLE) == chat_id:
                 idx = self.proxy.mapFromSource(self.model.index(r, 0))
@@ -175,9 +215,46 @@ class LibraryPanel(QWidget):
         return idx.data(CHAT_ID_ROLE) if idx.isValid() else None
 
     def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        chat_id = current.data(CHAT_ID_ROLE) if current.isValid() else None
+        self.delete_button.setEnabled(bool(chat_id))
+        self.selection_changed.emit(chat_id or "")
         if self._suppress or not current.isValid():
             return
-        self.chat_selected.emit(current.data(CHAT_ID_ROLE))
+        self._open_id = chat_id
+        self.chat_selected.emit(chat_id)
+
+    def _on_search_text_changed(self, text: str) -> None:
+        """Filter only: the open chat stays open, and selected again once it is listed."""
+        self._suppress = True
+        try:
+            self.proxy.setFilterFixedString(text)
+            if self._open_id is not None:
+                for r in range(self.model.rowCount()):
+                    if self.model.item(r).data(CHAT_ID_ROLE) == self._open_id:
+                        idx = self.proxy.mapFromSource(self.model.index(r, 0))
+                        if idx.isValid():
+                            self.list.setCurrentIndex(idx)
+                        else:
+                            self.list.selectionModel().clearCurrentIndex()
+                            self.list.clearSelection()
+                        break
+        finally:
+            self._suppress = False
+        self._update_empty()
+
+    def _update_empty(self) -> None:
+        """The empty library says how to start; a search without matches says so."""
+        empty = self.model.rowCount() == 0
+        no_match = not empty and self.proxy.rowCount() == 0
+        if empty:
+            self.empty_label.setText(EMPTY_TEXT)
+        elif no_match:
+            from html import escape
+
+            self.empty_label.setText(NO_MATCH_TEXT.format(escape(self.search.text())))
+        self.empty_label.setVisible(empty or no_match)
+        self.list.setVisible(not (empty or no_match))
+        self.search.setEnabled(not empty)
 
     def _on_delete_clicked(self) -> None:
         chat_id = self.current_chat_id()

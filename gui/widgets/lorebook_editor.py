@@ -275,7 +275,16 @@ class LorebookEntriesModel(QAbstractTableModel):
         self._dark = False
 
     def set_rows(self, rows: list[EntryRow], *, dark: bool = False) -> None:
-        """Replace all rows (model reset)."""
+        """Replace all rows.
+
+        When the same entries come back (a new preview, another budget, an edit), the rows are
+        updated in place (``dataChanged``, no reset): the table keeps its order, selection and
+        scroll position, so rows keep their place. A different set of entries resets the model.
+        """
+        if [r.key for r in rows] == [r.key for r in self._rows] and dark == self._dark and rows:
+            self._rows = list(rows)
+            self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, self.columnCount() - 1))
+            return
         self.beginResetModel()
         self._rows = list(rows)
         self._dark = dark
@@ -540,6 +549,9 @@ class _EntriesProxy(QSortFilterProxyModel):
         self.setSortRole(SORT_ROLE)
         self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.setFilterKeyColumn(-1)
+        # rows keep their place when a preview updates them in place (a budget change must not
+        # re-sort the table under the reader); the user's own sort click still sorts
+        self.setDynamicSortFilter(False)
         self.fired_only = False
 
     def set_fired_only(self, value: bool) -> None:
@@ -555,8 +567,7 @@ class _EntriesProxy(QSortFilterProxyModel):
         model = self.sourceModel()
         if self.fired_only:
             row = model.row_at(source_row)
-            fired = (row.trace or {}).get("activated") or (row.test or {}).get("activated")
-            if not fired:
+            if not (row.trace or {}).get("activated"):  # fired in the preview; test text is not the preview
                 return False
         return super().filterAcceptsRow(source_row, source_parent)
 
@@ -900,7 +911,8 @@ class LorebookTab(QWidget):
         self.filter_edit.setPlaceholderText("Filter entries (title, keys, book)…")
         self.filter_edit.setClearButtonEnabled(True)
         self.fired_only = QCheckBox("Fired only")
-        self.fired_only.setToolTip("Show only entries that fired in the preview or in the test text")
+        self.fired_only.setToolTip("Show only the entries that fired in the preview (test-text hits are "
+                                   "marked in the Test column)")
         bar.addWidget(self.filter_edit, 1)
         bar.addWidget(self.fired_only)
         layout.addLayout(bar)

@@ -78,7 +78,16 @@ class SettingsPanel(QWidget):
         self.wi_percent = QDoubleSpinBox(self)
         self.wi_percent.setObjectName("lorebookBudget")
         self.wi_percent.setRange(0, 100)
-        self.wi_percent.setSuffix(" % of limit")
+        # SillyTavern's World Info budget is a share of the tokens the prompt may use: the
+        # pipeline passes the prompt budget (context window − reply reserve) as its max context
+        self.wi_percent.setSuffix(" % of prompt budget")
+        self.wi_percent.setDecimals(1)
+        self.wi_percent.setToolTip("World Info budget: this percentage of the prompt budget (the context "
+                                   "window minus the reply reserve); keyword entries past it are dropped")
+        self.wi_tokens = QLabel(self)
+        self.wi_tokens.setObjectName("lorebookBudgetTokens")
+        self.wi_tokens.setStyleSheet("color: #666;")
+        self.wi_tokens.setWordWrap(True)
         self.wi_cap = QSpinBox(self)
         self.wi_cap.setRange(0, 10_000_000)
         self.wi_cap.setSpecialValueText("no cap")
@@ -109,6 +118,7 @@ class SettingsPanel(QWidget):
         form.addRow("", self.strategy_desc)
         form.addRow("Strategy options", self.options_edit)
         form.addRow("Lorebook budget", self.wi_percent)
+        form.addRow("", self.wi_tokens)
         form.addRow("Lorebook cap", self.wi_cap)
         form.addRow("Lorebook scan depth", self.wi_depth)
         lay = QVBoxLayout(self)
@@ -195,6 +205,23 @@ class SettingsPanel(QWidget):
             self.badge.hide()
         warnings = list(preview.warnings) if preview is not None else []
         self.warnings_label.setText("\n".join(f"⚠ {w}" for w in warnings))
+        self._preview_budget = preview.budget if preview is not None else None
+        self._update_wi_tokens()
+
+    def _update_wi_tokens(self) -> None:
+        """``= 1,792 tokens of the 7,168-token prompt budget`` under the lorebook percentage."""
+        budget = getattr(self, "_preview_budget", None)
+        if budget is None:
+            self.wi_tokens.setText("")
+            return
+        from engine.lorebook import compute_budget
+
+        tokens = compute_budget(self._settings.world_info, budget)
+        cap = " (capped)" if self._settings.world_info.budget_cap and \
+            tokens == self._settings.world_info.budget_cap else ""
+        self.wi_tokens.setText(f"= {tokens:,}{cap} of the {budget:,}-token prompt budget")
+        self.wi_tokens.setToolTip("The prompt budget is the context window minus the reply reserve; "
+                                  "World Info entries past this many tokens are dropped")
 
     def settings(self) -> ContextSettings:
         """The settings last shown or emitted."""

@@ -1,14 +1,20 @@
-"""A small chart of tokens per chat message (QPainter), to find what eats the budget.
+"""A small chart of tokens per chat message (QPainter), to find what eats the budget, with the fit map.
 
 Messages are bucketed per pixel column (the tallest message of a bucket is drawn), so a
 10,000-message chat paints as fast as a short one. Bars are coloured by the message's status
 in the current preview; clicking selects that message.
+
+The fit map (issue 16 item 7): each message carries the smallest context window from which it is
+sent under the chat's settings and strategy (``PreviewBlock.fit_window``, computed by
+``engine.shifting.fitmap``). Dashed marks show where the story would start at common window
+sizes and at the current one ("8k → message 340, 32k → message 120"); hovering a bar says the
+message's own window.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from engine.schema import ContextPreview
@@ -18,7 +24,37 @@ from ..labels import STATUS_COLORS, display_status
 
 #: Height of the caption strip over the bars (px).
 CAPTION_H = 14
-CAPTION = "tokens per message, oldest → newest · green = sent, red = not sent"
+CAPTION = "tokens per message, oldest → newest · green = sent, red = not sent · ┆ where the story starts at a window"
+#: Window sizes (tokens) the fit map marks when they fall inside the chat's range.
+FIT_WINDOWS = (4096, 8192, 16384, 32768, 65536, 131072, 200000, 1048576)
+#: At most this many fit marks (the current window always among them).
+MAX_FIT_MARKS = 5
+
+
+def window_label(tokens: int) -> str:
+    """``8192`` → ``"8k"``, ``131072`` → ``"128k"``, ``200000`` → ``"200k"``, ``1048576`` → ``"1M"``."""
+    if tokens >= 1_000_000 and tokens % 1_048_576 == 0:
+        return f"{tokens // 1_048_576}M"
+    if tokens % 1024 == 0:
+        return f"{tokens // 1024}k"
+    if tokens % 1000 == 0:
+        return f"{tokens // 1000}k"
+    return f"{tokens:,}"
+
+
+def story_start(items: list[tuple[int, int, str, int | None]], window: int) -> int | None:
+    """The position (in ``items``) of the oldest message of the contiguous stretch of history that
+    a ``window``-token context sends, from the newest message back; ``None`` when not even the
+    newest is sent. Messages no window sends (hidden, excluded by hand) are skipped over."""
+    start = None
+    for pos in range(len(items) - 1, -1, -1):
+        fit = items[pos][3]
+        if fit is None:
+            continue
+        if fit > window:
+            break
+        start = pos
+    return start
 
 
 class TokensChart(QWidget):
@@ -28,34 +64,87 @@ class TokensChart(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._items: list[tuple[int, int, str]] = []  # (message_index, tokens, status)
+        self._items: list[tuple[int, int, str, int | None]] = []  # (message_index, tokens, status, fit)
         self._max = 1
+        self._limit = 0
+        self._marks: list[tuple[int, int]] = []
         self.setMouseTracking(True)
-        self.setMinimumHeight(CAPTION_H + 30)
+        self.setMinimumHeight(CAPTION_H + 40)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setToolTip("Tokens per message (hover for details, click to select)")
+        self.setToolTip("Tokens per message and the context window each needs (hover for details, "
+                        "click to select)")
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(600, CAPTION_H + 40)
+        return QSize(600, CAPTION_H + 52)
 
     def set_preview(self, preview: ContextPreview | None) -> None:
         """Take the per-message tokens of ``preview``."""
-        items: list[tuple[int, int, str]] = [] if preview is None else [
+        items: list[tuple[int, int, str, int | None]] = [] if preview is None else [
             (b.message_index,
              b.original_tokens if b.original_tokens is not None else b.tokens,
-             b.status if b.status != "truncated" else display_status(b.status, b.reason))
+             b.status if b.status != "truncated" else display_status(b.status, b.reason),
+             b.fit_window)
             for b in preview.blocks if b.message_index is not None]
         if any(items[i][0] > items[i + 1][0] for i in range(len(items) - 1)):
-            items.sort()  # prompt order is chat order unless a stage moved a message
+            items.sort(key=lambda it: it[0])  # prompt order is chat order unless a stage moved a message
         self._items = items
-        self._max = max((t for _, t, _ in items), default=1) or 1
+        self._max = max((t for _, t, _, _ in items), default=1) or 1
+        self._limit = preview.context_limit if preview is not None else 0
+        self._marks = self._fit_marks()
         self.update()
 
     def items(self) -> list[tuple[int, int, str]]:
         """``[(message_index, tokens, status), ...]`` in chat order."""
-        return list(self._items)
+        return [(i, t, s) for i, t, s, _ in self._items]
 
-    def _item_at(self, x: float) -> tuple[int, int, str] | None:
+    def fit_windows(self) -> dict[int, int | None]:
+        """``message index → smallest context window (tokens) from which it is sent``."""
+        return {i: f for i, _, _, f in self._items}
+
+    def fit_marks(self) -> list[tuple[int, int]]:
+        """``[(window tokens, message index where the story starts), ...]``, oldest start first.
+
+        Common window sizes inside the chat's range plus the current window; a mark is kept only
+        where it moves the start, at most :data:`MAX_FIT_MARKS` (the current window always).
+        """
+        return list(self._marks)
+
+    def _fit_marks(self) -> list[tuple[int, int]]:
+        fits = [f for _, _, _, f in self._items if f is not None]
+        if not fits:
+            return []
+        lo, hi = min(fits), max(fits)
+        windows = sorted({w for w in FIT_WINDOWS if lo <= w < hi * 2} | ({self._limit} if self._limit else set()))
+        by_start: dict[int, int] = {}
+        for w in windows:
+            pos = story_start(self._items, w)
+            if pos is None:
+                continue
+            if pos not in by_start or w == self._limit:  # the smallest window reaching a start; the
+                by_start[pos] = w                        # current window names its own start
+        marks = sorted(((w, pos) for pos, w in by_start.items()), key=lambda m: m[1])
+        if len(marks) > MAX_FIT_MARKS:  # keep the current window and the ones spread furthest apart
+            current = [m for m in marks if m[0] == self._limit]
+            others = [m for m in marks if m[0] != self._limit]
+            step = len(others) / (MAX_FIT_MARKS - len(current))
+            others = [others[int(k * step)] for k in range(MAX_FIT_MARKS - len(current))]
+            marks = sorted(current + others, key=lambda m: m[1])
+        return [(w, self._items[pos][0]) for w, pos in marks]
+
+    def tooltip_for(self, item: tuple[int, int, str, int | None] | tuple[int, int, str]) -> str:
+        """``message 12: 340 tokens (excluded) · sent from a context window of 9,812 tokens``."""
+        idx, tokens, status = item[0], item[1], item[2]
+        fit = item[3] if len(item) > 3 else self.fit_windows().get(idx)
+        text = f"message {idx}: {tokens:,} tokens ({status})"
+        if fit is None:
+            return text + " · no context window sends it (hidden or excluded by you)"
+        text += f" · sent from a context window of {fit:,} tokens"
+        if self._limit:
+            text += " (this one)" if fit <= self._limit and status != "excluded" else \
+                f" ({fit - self._limit:+,} vs the current {self._limit:,})"
+        return text
+
+    def _item_at(self, x: float) -> tuple[int, int, str, int | None] | None:
         if not self._items:
             return None
         n = len(self._items)
@@ -92,23 +181,52 @@ class TokensChart(QWidget):
         per_px = n / w
         if per_px <= 1:  # wide bars (at most 16 px, so a short chat still reads as a chart)
             bw = min(16.0, w / n)
-            for i, (_, tokens, status) in enumerate(self._items):
+            for i, (_, tokens, status, _fit) in enumerate(self._items):
                 bh = max(1.0, h * tokens / self._max)
                 p.fillRect(QRectF(i * bw, h - bh + 1, max(1.0, bw - 1), bh), QColor(STATUS_COLORS[status][0]))
         else:  # one column per pixel: the tallest message of the bucket
             for x in range(w):
                 lo, hi = int(x * per_px), max(int(x * per_px) + 1, int((x + 1) * per_px))
                 bucket = self._items[lo:hi]
-                _, tokens, status = max(bucket, key=lambda it: it[1])
+                _, tokens, status, _fit = max(bucket, key=lambda it: it[1])
                 bh = max(1.0, h * tokens / self._max)
                 p.fillRect(QRectF(x, h - bh + 1, 1, bh), QColor(STATUS_COLORS[status][0]))
+        self._paint_fit_marks(p, w, h)
+
+    def mark_x(self, message_index: int) -> float:
+        """The x (px) of the left edge of message ``message_index``'s bar."""
+        n = len(self._items)
+        w = max(1, self.width())
+        pos = next((k for k, it in enumerate(self._items) if it[0] == message_index), 0)
+        return pos * min(16.0, w / n) if n <= w else pos * w / n
+
+    def _paint_fit_marks(self, p: QPainter, w: int, h: float) -> None:
+        fm = p.fontMetrics()
+        last_right = -1e9
+        for window, message_index in self._marks:
+            x = self.mark_x(message_index)
+            current = window == self._limit
+            color = QColor("#1f6fb2") if current else QColor("#5b6470")
+            p.setPen(QPen(color, 1, Qt.PenStyle.DashLine))
+            p.drawLine(QPointF(x, 0), QPointF(x, h))
+            label = window_label(window) + (" (now)" if current else "")
+            lw = fm.horizontalAdvance(label) + 4
+            lx = min(max(0.0, x + 2), w - lw)
+            if lx < last_right:  # labels never overlap: a crowded one is left to the tooltip
+                continue
+            p.fillRect(QRectF(lx, 0, lw, fm.height()), QColor(250, 251, 252, 220))
+            p.setPen(color)
+            p.drawText(QRectF(lx + 2, 0, lw, fm.height()), int(Qt.AlignmentFlag.AlignLeft), label)
+            last_right = lx + lw + 2
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         item = self._item_at(event.position().x())
         if item is not None:
-            idx, tokens, status = item
-            QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8),
-                              f"message {idx}: {tokens:,} tokens ({status})", self)
+            text = self.tooltip_for(item)
+            starts = [f"{window_label(w)} from message {i}" for w, i in self._marks]
+            if starts:
+                text += "\nthe story starts at: " + ", ".join(starts)
+            QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8), text, self)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         item = self._item_at(event.position().x())

@@ -290,6 +290,13 @@ def test_cli_library_commands(tmp_path, capsys, monkeypatch) -> None:
     assert code == 0 and json.loads(out) == [] and other.exists()
 
 
+def _default_sigint() -> None:
+    """Give the child a terminal-like SIGINT: a shell running the suite in the background (cmd &
+    without job control) starts it with SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler, so the Ctrl+C under test would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
 def test_cli_ctrl_c_cancels_with_130(library, server) -> None:
     store, chat_id, db = library
@@ -297,7 +304,7 @@ def test_cli_ctrl_c_cancels_with_130(library, server) -> None:
     env = {**os.environ, "LOOMSCOPE_DB": str(db), "LOOMSCOPE_API_KEY": KEY, "LOOMSCOPE_NO_KEYRING": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "generate", chat_id, "--base-url", server.base_url,
                              "--format", "json"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 20
     while not server.requests and time.monotonic() < deadline:
         time.sleep(0.05)

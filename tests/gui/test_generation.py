@@ -44,15 +44,23 @@ def test_generate_appends_reply_stores_audit_and_shows_progress(qtbot, window, l
 
 def test_cancel_while_running(qtbot, window, library) -> None:  # noqa: ANN001
     store, chat_id, _ = library
+    shown: list = []
+    window.error_shown.connect(shown.append)
     with FakeProviderServer("stall_stream", stall_s=20) as server:
         _configure(window, server)
-        with qtbot.waitSignal(window.error_shown, timeout=30000) as err:
-            with qtbot.waitSignal(window.generation.finished, timeout=30000) as blocker:
-                assert window.generate()
-                qtbot.waitUntil(lambda: len(server.requests) == 1, timeout=10000)
-                window.cancel_action.trigger()
+        with qtbot.waitSignal(window.generation.finished, timeout=30000) as blocker:
+            assert window.generate()
+            qtbot.waitUntil(lambda: len(server.requests) == 1, timeout=10000)
+            # one generation at a time: Generate is off everywhere while it runs
+            assert not window.generate_action.isEnabled()
+            assert not window.chat_view.generate_button.isEnabled()
+            assert window.generate() is False
+            window.cancel_action.trigger()
     assert blocker.args[0].audit.status == "cancelled"
-    assert err.args[0].code == "CANCELLED"
+    # the writer's own Cancel is not an error: no warning dialog, a status line instead
+    assert shown == []
+    assert "cancelled" in window.statusBar().currentMessage().lower()
+    assert window.generate_action.isEnabled() and window.chat_view.generate_button.isEnabled()
     assert store.get_chat(chat_id).chat.messages[-1].role == "assistant"
     assert len(store.get_chat(chat_id).chat.messages) == 20  # nothing appended
 

@@ -392,3 +392,17 @@ def test_card_overrides_notes_and_examples(tmp_path: Path) -> None:
         ("system", "Stay in character as Kael. (card jb)"),
     ]
     assert _pairs(preview(store.build_request(_chat_id(report)))) == expected
+
+
+def test_a_message_the_writer_excluded_is_never_sent(tmp_path: Path) -> None:
+    # issue 9: "a manual exclusion is never sent", in the SillyTavern-exact assembly too
+    store, report = _import(build_st_user(tmp_path).parent, tmp_path)
+    chat_id = _chat_id(report)
+    pv = preview(store.build_request(chat_id))
+    target = next(b for b in pv.blocks if b.status == "kept" and b.source.startswith("message:")
+                  and b.message_index and b.text.strip())
+    store.set_message_flags(chat_id, target.message_index, manual_excluded=True)
+    pv = preview(store.build_request(chat_id))
+    block = next(b for b in pv.blocks if b.source == target.source)
+    assert (block.status, block.reason) == ("excluded", "MANUAL_EXCLUDED")
+    assert all(target.text.strip() not in str(m.get("content")) for m in pv.messages)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QStyleOptionViewItem
 
-from gui.widgets.library_panel import CHAT_ID_ROLE, SUBTITLE_ROLE, LibraryPanel
+from gui.widgets.library_panel import BRANCH_MARK, CHAT_ID_ROLE, SUBTITLE_ROLE, LibraryPanel
 
 LONG = "Seraphina - 2023-5-12 @21h 32m 29s 224ms and a much longer tail that never fits a sidebar"
 
@@ -31,8 +31,9 @@ def test_rows_have_title_counts_and_tooltip(qtbot) -> None:  # noqa: ANN001
     assert first.data(SUBTITLE_ROLE) == "5 messages · Seraphina · audit ✓"
     assert LONG in first.data(Qt.ItemDataRole.ToolTipRole)
     second = panel.proxy.index(1, 0)
-    assert second.data(Qt.ItemDataRole.DisplayRole) == "⑂ Short"
-    assert second.data(SUBTITLE_ROLE) == "1 messages"
+    # a branch is marked with a glyph the UI fonts carry and says whose branch it is
+    assert second.data(Qt.ItemDataRole.DisplayRole) == f"{BRANCH_MARK} Short"
+    assert second.data(SUBTITLE_ROLE) == f"branch of {LONG} · 1 message"
     assert second.data(CHAT_ID_ROLE) == "c2"
     panel.search.setText("seraphina")
     assert panel.proxy.rowCount() == 1

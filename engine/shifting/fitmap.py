@@ -1,0 +1,234 @@
+"""The fit map: for each chat message, the smallest context window that would send it.
+
+"At 8k the story starts at message 340, at 32k at 120": the per-message token chart shows,
+for every message, the smallest context window (in tokens) at which the message would be sent
+under the chat's current settings and strategy, with the prompt as assembled now.
+
+What "fits" means: the smallest window ``W`` such that this window *and every larger one*
+send the message ("from 8k on the story starts at message 340"). Shifting is not monotone in
+rare cases (a newer message too large for a small window is removed first and lets older small
+ones in), so a smaller window may send the message too; the fit window is where it stays sent.
+
+How it is computed (cumulative counts, SPEC §3 removal order of ``shift_context``)
+-------------------------------------------------------------------------------------
+Shifting removes, while over the budget: units larger than all the room the protected blocks
+leave (``TOO_LARGE_FOR_BUDGET``), then interceptor blocks and example dialogue, then history
+units oldest first, then lorebook/memory blocks. A history unit ``u`` (a message, or a whole
+tool group) is therefore sent at shifting budget ``B`` exactly when, with ``P`` the protected
+tokens and room ``R = B − P``::
+
+    u ≤ R   and   F(R) = Σ { v ∈ S(u) : v ≤ R } ≤ R
+
+where ``S(u)`` holds ``u``, every newer removable history unit and every removable
+lorebook/memory unit (those go after history; units larger than ``R`` are removed first and
+do not count). ``F`` is a nondecreasing step function with steps at the unit sizes ``v``; it
+violates ``F(R) ≤ R`` on ``[v, F(v))`` for each size with ``F(v) > v``. So the room from which
+on the unit is always sent is ``max(u, F(v*))`` with ``v*`` the largest size where
+``F(v*) > v*``. Messages are processed newest first, so ``S`` grows by one unit per step;
+``F`` is a prefix-sum query on a Fenwick tree over the distinct sizes, and the scan for
+``v*`` starts at the largest size present (in a chat it almost always stops there):
+``O(n log n)`` for ``n`` blocks in practice.
+
+The shifting budget is turned back into a context window by inverting the pipeline's budget
+(``window − reply reserve − safety margin − reply priming``; the reserve may be a percentage of
+the window, the margin a percentage of the budget), see :func:`window_for_budget`.
+
+Protected and pinned messages need the window that fits the protected blocks alone. Hidden,
+hand-excluded (``manual`` strategy) and orphaned messages are never sent: ``None``.
+
+Limits (documented, not hidden): lorebook activation is held as it is now (a different window
+gives World Info a different budget); strategies other than ``truncate``/``manual`` are read
+by the same removal order (``summarize`` sends a message verbatim from the same window; what it
+folds below that is summarized, not sent verbatim). ``method`` in :func:`fit_windows`' result
+says which.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import insort
+from collections.abc import Callable, Mapping, Sequence
+
+from ..schema.blocks import Block, BlockKind
+
+#: Strategies whose removal order is exactly ``shift_context``'s (the fit map is exact for them).
+TRUNCATE_LIKE = frozenset({"truncate", "manual"})
+
+
+class _Fenwick:
+    """Prefix sums over value slots (1-based internally)."""
+
+    def __init__(self, n: int) -> None:
+        self.tree = [0] * (n + 1)
+
+    def add(self, i: int, value: int) -> None:
+        i += 1
+        while i < len(self.tree):
+            self.tree[i] += value
+            i += i & -i
+
+    def prefix(self, i: int) -> int:
+        """Sum of slots ``0..i-1``."""
+        s = 0
+        while i > 0:
+            s += self.tree[i]
+            i -= i & -i
+        return s
+
+
+def window_for_budget(need: int, shift_budget_of: Callable[[int], int], lo: int = 1) -> int:
+    """The smallest context window ``W ≥ lo`` whose shifting budget is at least ``need`` tokens.
+
+    ``shift_budget_of(W)`` must be nondecreasing in ``W`` (the pipeline's budget is:
+    ``W − reserve(W) − safety − priming``). Exponential then binary search: ``O(log W)`` calls.
+    """
+    hi = max(lo, need)
+    while shift_budget_of(hi) < need:
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if shift_budget_of(mid) >= need:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def fit_windows(
+    blocks: Sequence[Block],
+    tokens: Mapping[str, int],
+    group_of: Mapping[str, str],
+    shift_budget_of: Callable[[int], int],
+    *,
+    never_sent: frozenset[str] | set[str] = frozenset(),
+    honor_manual: bool = False,
+) -> dict[int, int | None]:
+    """``message index → smallest context window (tokens) that sends it`` (``None``: never).
+
+    Parameters
+    ----------
+    blocks:
+        The sendable blocks in prompt order (as the strategy received them).
+    tokens:
+        ``block id → tokens`` with chat-format overhead (the counts shifting used).
+    group_of:
+        ``block id → tool group id``; a group is one unit (all or nothing).
+    shift_budget_of:
+        ``window → shifting budget`` in tokens, nondecreasing (see :func:`window_for_budget`).
+    never_sent:
+        Block ids that no window sends (orphaned tool results).
+    honor_manual:
+        The ``manual`` strategy: hand-excluded messages are never sent.
+
+    Returns
+    -------
+    dict
+        One entry per chat message among ``blocks`` (by ``message_index``).
+    """
+    # units: tool groups merged, as shift_context builds them
+    units: list[list[Block]] = []
+    unit_of_group: dict[str, int] = {}
+    for b in blocks:
+        g = group_of.get(b.id)
+        if g is not None and g in unit_of_group:
+            units[unit_of_group[g]].append(b)
+            continue
+        if g is not None:
+            unit_of_group[g] = len(units)
+        units.append([b])
+
+    dead: list[bool] = []
+    protected: list[bool] = []
+    size: list[int] = []
+    tier: list[int] = []
+    for members in units:
+        dead.append(any(b.hidden or b.id in never_sent for b in members)
+                    or (honor_manual and any(b.manual_excluded for b in members)
+                        and not any(b.protected or b.pinned for b in members)))
+        protected.append(any(b.protected or b.pinned for b in members))
+        size.append(sum(int(tokens.get(b.id, 0)) for b in members))
+        t = 3
+        for b in members:
+            if b.source.startswith("interceptor:"):
+                t = min(t, 0)
+            elif b.kind == BlockKind.EXAMPLE:
+                t = min(t, 1)
+            elif b.history:
+                t = min(t, 2)
+        tier.append(t)
+
+    live = [k for k in range(len(units)) if not dead[k]]
+    p_tokens = sum(size[k] for k in live if protected[k])
+    values = sorted({size[k] for k in live if not protected[k]})
+    slot = {v: i for i, v in enumerate(values)}
+    tree = _Fenwick(len(values))
+
+    present: list[int] = []  # distinct sizes in S, ascending
+
+    def add(k: int) -> None:
+        v = size[k]
+        if v not in seen:
+            seen.add(v)
+            insort(present, v)
+        tree.add(slot[v], v)
+
+    def least_room(own: int) -> int:
+        """max(own, F(v*)) for the largest present size v* with F(v*) > v*."""
+        for v in reversed(present):
+            fv = tree.prefix(slot[v] + 1)
+            if fv > v:
+                return max(own, fv)
+        return own
+
+    seen: set[int] = set()
+
+    # lorebook / memory units are removed after history: always in S
+    for k in live:
+        if not protected[k] and tier[k] == 3:
+            add(k)
+
+    cache: dict[int, int] = {}
+
+    def window(need: int) -> int:
+        w = cache.get(need)
+        if w is None:
+            w = cache[need] = window_for_budget(need, shift_budget_of)
+        return w
+
+    total_removable = sum(size[k] for k in live if not protected[k])
+    out: dict[int, int | None] = {}
+    protected_window = window(p_tokens)
+    for k in reversed(range(len(units))):  # newest first: S grows by one unit per step
+        members = units[k]
+        indices = [b.message_index for b in members if b.message_index is not None]
+        if not indices:
+            continue
+        if dead[k]:
+            value: int | None = None
+        elif protected[k]:
+            value = protected_window
+        elif tier[k] == 2:
+            add(k)
+            value = window(p_tokens + least_room(size[k]))
+        else:
+            # a message outside history (rare): sent for certain once everything fits
+            value = window(p_tokens + total_removable)
+        for i in indices:
+            out[i] = value
+    return out
+
+
+def pipeline_shift_budget(reserve_of: Callable[[int], int], safety_percent: float, approximate: bool,
+                          priming: int) -> Callable[[int], int]:
+    """The pipeline's ``window → shifting budget``: ``W − reserve(W) − safety − priming``.
+
+    ``safety = ceil(budget × safety_percent / 100)`` for approximate tokenizers, else 0
+    (``engine.pipeline`` step 2).
+    """
+
+    def shift_budget(window: int) -> int:
+        budget = window - reserve_of(window)
+        safety = math.ceil(budget * safety_percent / 100) if approximate else 0
+        return budget - safety - priming
+
+    return shift_budget
