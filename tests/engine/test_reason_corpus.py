@@ -132,6 +132,10 @@ def test_the_corpus_reaches_the_codes_that_leaked(corpus_codes):
                 "MANUAL_EXCLUDED", "PINNED", "CURRENT_INPUT", "SUMMARIZED", "SUMMARY", "MEMORY",
                 "EXAMPLES_PUSHED_OUT", "HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "OVER_BUDGET_PROTECTED",
                 "INTERCEPTOR_ADDED", "INTERCEPTOR_REMOVED", "INSTRUCTION", "CHARACTER", "SYSTEM_PROMPT"}
+    from tests.conftest import shared_data_path
+
+    if shared_data_path() is None:  # a clone without ../shared/data: only the real tool chats drop a whole group
+        expected.discard("TOOL_GROUP_DROPPED")
     assert expected <= set(corpus_codes), sorted(expected - set(corpus_codes))
 
 
