@@ -113,23 +113,9 @@ class TokenizerProfile:
 
 
 def _tiktoken_spans(encoding_name: str, text: str) -> list[tuple[int, int]]:
-    enc = get_encoding(encoding_name)
-    tokens = enc.encode(text, disallowed_special=())
-    spans: list[tuple[int, int]] = []
-    buf = b""
-    pos = 0
-    for tok in tokens:
-        buf += enc.decode_single_token_bytes(tok)
-        try:
-            piece = buf.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        spans.append((pos, pos + len(piece)))
-        pos += len(piece)
-        buf = b""
-    if buf:
-        spans.append((pos, len(text)))
-    return spans
+    from .backends import _tiktoken_spans as spans  # one decoder of token pieces into char spans
+
+    return spans(get_encoding(encoding_name), text, set())
 
 
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
