@@ -95,6 +95,18 @@ QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object w
                    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n")
 
 
+def _tool_response(i: int, text: str, roles: Sequence[str]) -> list[Fragment]:
+    """Qwen's (2.5 and 3) ``tool`` turn: consecutive results share one ``user`` turn of
+    ``<tool_response>`` blocks (the same branch in both vendor chat templates)."""
+    frags: list[Fragment] = []
+    if i == 0 or roles[i - 1] != "tool":
+        frags.append((i, "<|im_start|>user", True))
+    frags += [(i, "\n<tool_response>\n", True), (i, text, False), (i, "\n</tool_response>", True)]
+    if i == len(roles) - 1 or roles[i + 1] != "tool":
+        frags.append((i, "<|im_end|>\n", True))
+    return frags
+
+
 class QwenChatML:
     """Token accounting of the Qwen2.5 chat template (see the module notes)."""
 
@@ -142,11 +154,7 @@ class QwenChatML:
                               (i, "}\n</tool_call>", True)]
                 frags.append((i, "<|im_end|>\n", True))
             elif role == "tool":
-                if i == 0 or roles[i - 1] != "tool":
-                    frags.append((i, "<|im_start|>user", True))
-                frags += [(i, "\n<tool_response>\n", True), (i, text, False), (i, "\n</tool_response>", True)]
-                if i == len(messages) - 1 or roles[i + 1] != "tool":
-                    frags.append((i, "<|im_end|>\n", True))
+                frags += _tool_response(i, text, roles)
         frags.append((OVERHEAD, "<|im_start|>assistant\n", True))
         return frags
 
@@ -221,11 +229,7 @@ class Qwen3ChatML(QwenChatML):
                               (i, "}\n</tool_call>", True)]
                 frags.append((i, "<|im_end|>\n", True))
             elif role == "tool":
-                if i == 0 or roles[i - 1] != "tool":
-                    frags.append((i, "<|im_start|>user", True))
-                frags += [(i, "\n<tool_response>\n", True), (i, text, False), (i, "\n</tool_response>", True)]
-                if i == len(messages) - 1 or roles[i + 1] != "tool":
-                    frags.append((i, "<|im_end|>\n", True))
+                frags += _tool_response(i, text, roles)
         frags.append((OVERHEAD, "<|im_start|>assistant\n", True))
         return frags
 
