@@ -47,6 +47,15 @@ def text_column(t: Any, name: str, **kw: Any) -> None:
     t.add_column(name, overflow="fold", **kw)
 
 
+def fits(con: Any, t: Any) -> bool:
+    """Whether table ``t`` fits ``con``'s width at its minimum (rich's own measurement, in cells):
+    when it does not, rich crops the right edge instead of wrapping."""
+    from rich.measure import Measurement
+
+    # measured at an unbounded width: rich clamps a measurement to the width it is given
+    return Measurement.get(con, con.options.update_width(100_000), t).minimum <= int(con.width)
+
+
 def is_narrow(con: Any) -> bool:
     """Whether ``con`` is under 100 columns wide."""
     return int(con.width) < 100

@@ -109,3 +109,15 @@ def test_wide_terminals_keep_the_full_table(files, capsys, monkeypatch):
                "--format", "table", columns=200)
     _assert_fits(out, 200)
     assert "role" in out and "source" in out and "message:3" in out
+
+
+@pytest.mark.parametrize("columns", [100, 110, 119])
+def test_preview_table_fits_between_the_narrow_and_the_wide_layout(files, capsys, monkeypatch, columns):
+    # the wide layout (role and source columns) needs about 105 cells at its minimum; below that the
+    # narrow layout is used, so the right border is never cropped at 100-119 columns
+    out = _run(capsys, monkeypatch, "preview", "--chat", str(files["chat"]), "--lorebook", str(files["book"]),
+               "--card", str(files["card"]), "--context-limit", "2500", "--strategy", "truncate",
+               "--format", "table", columns=columns)
+    _assert_fits(out, columns)
+    assert all(line.rstrip().endswith(("│", "┃", "┓", "┩", "┘", "┐", "┤", "┫", "┛", "╇", "┷", "─", "━"))
+               for line in out.splitlines() if line.startswith(("│", "┃", "┏", "┡", "└")))
