@@ -188,11 +188,20 @@ def fit_windows(
             add(k)
 
     cache: dict[int, int] = {}
+    offset = [0]  # window − shift budget at the last answer: exact for an absolute reply reserve
 
     def window(need: int) -> int:
         w = cache.get(need)
         if w is None:
-            w = cache[need] = window_for_budget(need, shift_budget_of)
+            # guess from the last answer's offset and verify with two calls (the search is the
+            # fallback); the verified guess is the same smallest window the search would return
+            guess = need + offset[0]
+            if guess > 1 and shift_budget_of(guess) >= need > shift_budget_of(guess - 1):
+                w = guess
+            else:
+                w = window_for_budget(need, shift_budget_of)
+            cache[need] = w
+            offset[0] = w - need
         return w
 
     total_removable = sum(size[k] for k in live if not protected[k])
