@@ -279,7 +279,11 @@ class _Buffer:
         hay = text if x.cs else lower
         k = needle if x.cs else needle.lower()
         if x.ww and len(_SPLIT.split(k)) <= 1:
-            m2 = _whole_word_pattern(k).search(hay)
+            # a whole-word match holds the key itself, so it starts no earlier than one character
+            # before the key's first occurrence: str.find skips the slow search of the whole window
+            # (``^`` still means the start of the text with a search position)
+            first = hay.find(k)
+            m2 = _whole_word_pattern(k).search(hay, max(0, first - 1)) if first >= 0 else None
             pos = m2.start(1) if m2 is not None else -1
         else:
             pos = hay.find(k)
