@@ -48,7 +48,7 @@ _GUI_FIRST_FLAGS = ("--screenshot", "--size", "--tab", "--chat")
 class _Parser(argparse.ArgumentParser):
     """argparse with SPEC §10's one-line usage errors (exit 2)."""
 
-    def error(self, message: str) -> None:  # noqa: D401 - argparse override
+    def error(self, message: str) -> None:
         sys.stderr.write(f"loomscope: {visible(self.prog)}: USAGE: {visible(message)}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 

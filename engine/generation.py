@@ -18,14 +18,13 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from .errors import ProviderError
-from .providers import (REPLY_LIMIT_PARAMS, ChatCompletionsClient, public_endpoint, reply_limit_fields,
-                        resolve_api_key)
+from .providers import REPLY_LIMIT_PARAMS, ChatCompletionsClient, public_endpoint, reply_limit_fields, resolve_api_key
 from .providers.openai_compat import check_api_key
 from .schema import ChatMessage, ContextSettings, PreviewRequest, ProgressEvent
 from .schema.audit import PromptContextAudit
@@ -99,7 +98,7 @@ class GenerationResult:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _close(audit: PromptContextAudit, status: str, code: str | None = None,

@@ -25,8 +25,8 @@ import copy
 import gc
 import json
 import math
-from contextlib import contextmanager
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
+from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
 from .plugins import InterceptorContext, InterceptorRegistry, load_entry_point_plugins
 from .schema.blocks import Block, BlockKind, ShiftResult
@@ -41,7 +42,6 @@ from .schema.lorebook import Lorebook
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
-from .compaction.options import strategy_host_options
 from .shifting import (
     ContextStrategyRegistry,
     ToolGroups,
@@ -62,7 +62,6 @@ from .tokenizers import (
     lookup_model,
     prompt_count,
 )
-
 
 _PREVIEW_BLOCKS = TypeAdapter(list[PreviewBlock])
 
@@ -166,7 +165,8 @@ def _books_for(request: PreviewRequest) -> tuple[list[Lorebook], list[Lorebook],
 
 def _remap_trace(activation: Any, candidates: list[Lorebook], duplicate_of: list[int]) -> list[dict[str, Any]]:
     """Trace records as dicts whose ``book_index`` refers to ``candidates``; a duplicate book's
-    entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them."""
+    entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them.
+    """
     distinct = [i for i, d in enumerate(duplicate_of) if d == i]  # activation index → candidate index
     out: list[dict[str, Any]] = []
     for rec in activation.trace:
@@ -228,7 +228,8 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
 
 def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Block], int]:
     """Token count of a block: precomputed for assembled blocks, counted on the fly for blocks a
-    strategy creates (summaries), whose text may change between calls."""
+    strategy creates (summaries), whose text may change between calls.
+    """
 
     def count(block: Block) -> int:
         known = tokens.get(block.id)

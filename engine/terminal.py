@@ -1,4 +1,4 @@
-"""Text that is safe to print on a terminal: control and escape characters made visible.
+r"""Text that is safe to print on a terminal: control and escape characters made visible.
 
 Card names, chat titles, file names, JSON keys and message text come from files a user
 downloaded. Printed raw, an ESC sequence retitles or clears the terminal, a carriage return
@@ -36,7 +36,7 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def visible(text: object) -> str:
-    """``str(text)`` on one line with control, escape and bidi characters written as escapes.
+    r"""``str(text)`` on one line with control, escape and bidi characters written as escapes.
 
     ``"Mira\\x1b]0;owned\\x07"`` → ``"Mira\\\\x1b]0;owned\\\\x07"``; ``"a\\nb"`` → ``"a\\\\nb"``.
     """

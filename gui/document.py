@@ -274,7 +274,7 @@ class ChatDocument(QObject):
                 return entry
         return None
 
-    def _book(self, lorebook_id: str):  # noqa: ANN202 - Lorebook | None
+    def _book(self, lorebook_id: str):
         if self.request is None:
             return None
         if lorebook_id.startswith(MEMORY_BOOK_PREFIX):

@@ -41,7 +41,7 @@ class _GenerateJob(QRunnable):
         try:
             result = generate(request, provider, chat_id=chat_id, registries=registries,
                               on_progress=self._relay.progress.emit, cancel=self._cancel)
-        except Exception as exc:  # noqa: BLE001 - mapped by code
+        except Exception as exc:
             if not hasattr(exc, "code"):
                 log.exception("generation failed")
             self._relay.failed.emit(user_error(exc))

@@ -340,7 +340,7 @@ class LibrarySetup(QObject):
                 result["report"] = self.store.import_st_folder(plan)
             except LoomscopeError as exc:
                 result["error"] = exc
-            except Exception as exc:  # noqa: BLE001 - shown to the user, the app keeps running
+            except Exception as exc:
                 result["error"] = exc
 
         thread = threading.Thread(target=work, name="st-folder-import", daemon=True)

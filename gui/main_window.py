@@ -7,6 +7,7 @@ asks for a debounced preview; the frozen result resets the views.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -809,11 +810,11 @@ class MainWindow(QMainWindow):
         if paths:
             self.import_files(paths)
 
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
-    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+    def dropEvent(self, event: QDropEvent) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
@@ -854,10 +855,8 @@ class MainWindow(QMainWindow):
         if isinstance(splitter, QByteArray | bytes):
             self._splitter_restored = self.splitter.restoreState(splitter)
         for key, tabs in (("window/centre_tab", self.centre_tabs), ("window/inspector_tab", self.inspector_tabs)):
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 tabs.setCurrentIndex(int(s.value(key, 0)))
-            except (TypeError, ValueError):
-                pass
 
     def default_splitter_sizes(self, width: int | None = None) -> list[int]:
         """``[library, centre, inspector]`` for a splitter ``width`` px wide.
@@ -875,7 +874,7 @@ class MainWindow(QMainWindow):
         """Library and inspector at their default widths, the centre gets the rest."""
         self.splitter.setSizes(self.default_splitter_sizes())
 
-    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         # a narrower window takes from the inspector first, then the library, not from the blocks
         sizes = self.splitter.sizes()
@@ -883,7 +882,7 @@ class MainWindow(QMainWindow):
             give = min(CENTRE_PREFERRED_W - sizes[1], sizes[2] - INSPECTOR_MIN_W)
             self.splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
 
-    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+    def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
         if not self._splitter_restored and not self._splitter_shown:
             # the first show is the first time the real width is known (no saved layout)
@@ -914,7 +913,7 @@ class MainWindow(QMainWindow):
         elif ids:
             self.open_chat(ids[0])
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.save_state()
         self.generation.wait(3000)
         self.ctx.preview.shutdown()

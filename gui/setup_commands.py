@@ -80,10 +80,10 @@ class SetChatSetupCommand(QUndoCommand):
         save_setup(self._store, before, after)
         _reload(self._document, after.chat_id)
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         self._apply(self._old, self._new)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         self._apply(self._new, self._old)
 
 
@@ -94,11 +94,11 @@ class EditPersonaCommand(QUndoCommand):
         super().__init__(f"Edit persona {new.name!r}")
         self._document, self._store, self._id, self._old, self._new = document, store, persona_id, old, new
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         self._store.update_persona(self._id, self._new)
         _reload(self._document, None)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         self._store.update_persona(self._id, self._old)
         _reload(self._document, None)
 
@@ -118,7 +118,7 @@ class AddLorebookEntryCommand(QUndoCommand):
         self.entry: LorebookEntry | None = None
         self._index = 0
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         if self.entry is None:
             if self._source is not None:
                 self.entry = self._store.duplicate_lorebook_entry(self._book, self._source)
@@ -130,7 +130,7 @@ class AddLorebookEntryCommand(QUndoCommand):
             self._store.insert_lorebook_entry(self._book, self.entry, self._index)
         _reload(self._document, None)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         if self.entry is not None:
             self._store.delete_lorebook_entry(self._book, self.entry.uid)
         _reload(self._document, None)
@@ -154,10 +154,10 @@ class DeleteLorebookEntryCommand(QUndoCommand):
         self.entry: LorebookEntry = entry
         self._index = int(index)  # type: ignore[arg-type]
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         self._store.delete_lorebook_entry(self._book, self.entry.uid)
         _reload(self._document, None)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         self._store.insert_lorebook_entry(self._book, self.entry, self._index)
         _reload(self._document, None)

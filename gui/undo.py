@@ -20,7 +20,6 @@ from engine.schema import ChatMessage, ContextSettings, LorebookEntry
 
 from .document import ChatDocument
 
-
 #: Settings edits closer together than this (seconds) undo as one step (a spin box's steps).
 SETTINGS_MERGE_S = 1.5
 _SETTINGS_COMMAND_ID = 16
@@ -48,10 +47,10 @@ class SetMessageFlagCommand(QUndoCommand):
             return  # an in-memory chat that is gone: nothing to change
         self._document.set_message_flags(self._index, **{self._flag: value})
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         self._apply(self._value)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         self._apply(self._old)
 
 
@@ -67,10 +66,10 @@ class EditLorebookEntryCommand(QUndoCommand):
         self._old = old
         self._new = new
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         self._document.update_lorebook_entry(self._lorebook_id, self._new)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         self._document.update_lorebook_entry(self._lorebook_id, self._old)
 
 
@@ -92,10 +91,10 @@ class SetSettingsCommand(QUndoCommand):
         self._merge = merge
         self._at = time.monotonic()
 
-    def id(self) -> int:  # noqa: D102 - Qt override
+    def id(self) -> int:
         return _SETTINGS_COMMAND_ID if self._merge else -1
 
-    def mergeWith(self, other: QUndoCommand) -> bool:  # noqa: D102, N802 - Qt override
+    def mergeWith(self, other: QUndoCommand) -> bool:
         if not isinstance(other, SetSettingsCommand) or not other._merge or other._chat_id != self._chat_id \
                 or other._at - self._at > SETTINGS_MERGE_S:
             return False
@@ -103,11 +102,11 @@ class SetSettingsCommand(QUndoCommand):
         self._at = other._at
         return True
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         if self._document.ensure_open(self._chat_id):
             self._document.set_settings(self._new)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         if self._document.ensure_open(self._chat_id):
             self._document.set_settings(self._old)
 
@@ -123,11 +122,11 @@ class EditMessageCommand(QUndoCommand):
         self._old = document.messages()[index]
         self._new = new
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         if self._document.ensure_open(self._chat_id):
             self._document.replace_message(self._index, self._new)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         if self._document.ensure_open(self._chat_id):
             self._document.replace_message(self._index, self._old)
 
@@ -142,11 +141,11 @@ class DeleteMessageCommand(QUndoCommand):
         self._index = index
         self._message = document.messages()[index]
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         if self._document.ensure_open(self._chat_id):
             self._document.delete_message(self._index)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         if self._document.ensure_open(self._chat_id):
             self._document.insert_message(self._index, self._message)
 
@@ -177,8 +176,8 @@ class CompactionSummaryCommand(QUndoCommand):
         elif not present and current is not None and current.id == self._summary.id:  # type: ignore[attr-defined]
             self._document.remove_compaction_summary()
 
-    def redo(self) -> None:  # noqa: D102 - Qt override
+    def redo(self) -> None:
         self._set(self._present)
 
-    def undo(self) -> None:  # noqa: D102 - Qt override
+    def undo(self) -> None:
         self._set(not self._present)

@@ -28,6 +28,7 @@ Run it by hand: ``python -m tests.fake_provider --mode stream`` prints its base 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import socket
@@ -96,23 +97,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drop(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.connection.close()
 
     def _stall(self) -> None:
         self.server.release.wait(self.server.stall_s)
 
     # ------------------------------------------------------------ protocol
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [{"id": self.server.model_name, "object": "model"}]})
         else:
             self._send_json(404, {"error": {"message": "not found"}})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:

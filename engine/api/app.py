@@ -200,7 +200,7 @@ def create_app(
                                       file="Content-Type")
         try:
             return await call_next(request)
-        except Exception as exc:  # noqa: BLE001 - a bug inside a route (or a plugin it called)
+        except Exception as exc:
             # Answered here rather than by an ``Exception`` handler: Starlette's
             # ServerErrorMiddleware re-raises after sending its 500, and uvicorn then drops the
             # keep-alive connection, so a client's next request on it failed with a reset.

@@ -1,4 +1,4 @@
-"""Request bodies the local API accepts: size, read time and strict JSON (issue 15).
+r"""Request bodies the local API accepts: size, read time and strict JSON (issue 15).
 
 :class:`BodyGuard` is a plain ASGI middleware in front of the FastAPI app. For requests with a
 body (``POST``/``PUT``/``PATCH``) it
@@ -41,7 +41,8 @@ _NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+]?[0-9]{3,}")
 
 def _first_unusable(value: Any) -> tuple[list[Any], str] | None:
     """``(JSON path parts, why)`` of the first value the API cannot carry: a non-finite number
-    (``NaN``, ``Infinity``, ``1e999``) or a string or key holding a lone UTF-16 surrogate."""
+    (``NaN``, ``Infinity``, ``1e999``) or a string or key holding a lone UTF-16 surrogate.
+    """
     stack: list[tuple[Any, list[Any]]] = [(value, [])]
     while stack:
         v, path = stack.pop()
@@ -134,7 +135,7 @@ class BodyGuard:
                 if remaining <= 0:
                     raise TimeoutError
                 message = await asyncio.wait_for(receive(), remaining)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 await self._refuse(scope, receive, send, 408,
                                    f"the body did not arrive within {self.body_timeout_s:g} s", close=True)
                 return

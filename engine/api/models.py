@@ -9,7 +9,7 @@ preview body, the error envelope and the health answer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
@@ -46,7 +46,7 @@ def _preview_body_kind(value: Any) -> str:
 #: Body of ``POST /api/v2/context-preview``: a full :class:`PreviewRequest`, or
 #: ``{"chat_id": ..., "settings": {...}}`` for a library chat (chosen by the ``chat_id`` key).
 PreviewBody = Annotated[
-    Union[Annotated[ChatPreviewBody, Tag("chat")], Annotated[PreviewRequest, Tag("request")]],
+    Annotated[ChatPreviewBody, Tag("chat")] | Annotated[PreviewRequest, Tag("request")],
     Discriminator(_preview_body_kind),
 ]
 

@@ -12,5 +12,13 @@ from .stages import (
     register_builtin_stages,
 )
 
-__all__ = ["MacroContext", "expand_macros", "BUILTIN_STAGES", "AssemblyContext", "DepthInsert",
-           "StageRegistry", "assemble", "register_builtin_stages"]
+__all__ = [
+    "BUILTIN_STAGES",
+    "AssemblyContext",
+    "DepthInsert",
+    "MacroContext",
+    "StageRegistry",
+    "assemble",
+    "expand_macros",
+    "register_builtin_stages",
+]

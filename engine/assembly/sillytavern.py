@@ -1,4 +1,4 @@
-"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a SillyTavern folder.
+r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a SillyTavern folder.
 
 :func:`prepare_sillytavern` builds the messages SillyTavern 1.12.6 sends for a chat
 (``request.sillytavern`` set), following its code step by step:
@@ -130,7 +130,8 @@ class _Coll:
 
 class _Completion:
     """SillyTavern ``ChatCompletion``: collections in slots (the prompt collection's indices)
-    and a token budget that every ``add``/``insert`` charges."""
+    and a token budget that every ``add``/``insert`` charges.
+    """
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -252,7 +253,7 @@ class _Assembler:
         return out
 
     def base_replace(self, text: str | None, where: str) -> str:
-        """``baseChatReplace``: macros, ``collapse_newlines``, ``\\r`` removed."""
+        r"""``baseChatReplace``: macros, ``collapse_newlines``, ``\\r`` removed."""
         if not text:
             return text or ""
         out = self.sub(text, where)
@@ -563,7 +564,7 @@ class _Assembler:
                              lore_parts(wi["after_parts"]), ext, oai, examples)
 
     def parse_mes_examples(self, text: str) -> list[str]:
-        """``Generate``'s ``parseMesExamples`` (Chat Completion block heading ``<START>\\n``)."""
+        r"""``Generate``'s ``parseMesExamples`` (Chat Completion block heading ``<START>\\n``)."""
         if not text or text == "<START>":
             return []
         if not text.startswith("<START>"):
@@ -753,7 +754,8 @@ class _Assembler:
                oai: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``populationInjectionPrompts``: per depth, one message per role (system, user,
         assistant) joining the Prompt Manager's absolute prompts and the extension prompts of
-        that depth and role (sorted by key); returns the chat in chronological order."""
+        that depth and role (sorted by key); returns the chat in chronological order.
+        """
         messages = list(oai)  # newest first
         inserted = 0
         # prompt.injection_depth === i: a prompt without a numeric depth is never injected
@@ -886,7 +888,8 @@ class _Assembler:
 
 def _object_keys_order(book: Lorebook) -> list[Any]:
     """Entries in JavaScript ``Object.keys`` order of a world's ``entries`` object: keys that are
-    array indices (canonical non-negative integers) ascending, then the others as written."""
+    array indices (canonical non-negative integers) ascending, then the others as written.
+    """
     ints: list[tuple[int, int, Any]] = []
     rest: list[Any] = []
     for k, e in enumerate(book.entries):
@@ -999,7 +1002,8 @@ def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
     """``ChatCompletion.squashSystemMessages``: consecutive unnamed system messages joined by a
-    newline (not the new-chat markers)."""
+    newline (not the new-chat markers).
+    """
     exclude = {"newMainChat", "newChat", "groupNudge"}
     out: list[_Msg] = []
 

@@ -49,7 +49,8 @@ def text_column(t: Any, name: str, **kw: Any) -> None:
 
 def fits(con: Any, t: Any) -> bool:
     """Whether table ``t`` fits ``con``'s width at its minimum (rich's own measurement, in cells):
-    when it does not, rich crops the right edge instead of wrapping."""
+    when it does not, rich crops the right edge instead of wrapping.
+    """
     from rich.measure import Measurement
 
     # measured at an unbounded width: rich clamps a measurement to the width it is given

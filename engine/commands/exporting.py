@@ -229,8 +229,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     from rich.console import Console
-    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
     from rich.table import Table
+
+    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
 
     table = Table(title=f"exported {len(rows)} item(s)")
     for col in ("kind", "id", "name", "file"):

@@ -85,7 +85,8 @@ def _read_book(path: str):  # -> Lorebook
 
 def entry_label(finding: object) -> str:
     """How a finding names its entry: the entry's title (SillyTavern ``comment``) with its uid,
-    ``“Dragons” #1``; the uid alone when the entry has no title; ``(book)`` for the whole book."""
+    ``“Dragons” #1``; the uid alone when the entry has no title; ``(book)`` for the whole book.
+    """
     uid = getattr(finding, "uid", None)
     title = " ".join(str(getattr(finding, "comment", "") or "").split())
     if uid is None:

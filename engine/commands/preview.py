@@ -15,9 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import LoomscopeError, SettingsError
-from ..terminal import markup_safe, visible
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
-
+from ..terminal import markup_safe, visible
 
 #: Settings fields → the flag that sets them, for error messages.
 _FLAG_OF_FIELD = {"budget_percent": "--lorebook-budget", "scan_depth": "--scan-depth"}
@@ -142,7 +141,8 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
 
 def short_detail(data: dict | None) -> str:
     """The figures of a block's specific reason in a few words (``reason_data``, see
-    :func:`engine.shifting.explain.explain_blocks`); the full sentence is ``reason_detail``."""
+    :func:`engine.shifting.explain.explain_blocks`); the full sentence is ``reason_detail``.
+    """
     if not data:
         return ""
     if data.get("blocked_by_tokens") is not None:  # history is kept contiguous behind this one

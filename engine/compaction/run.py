@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from ..schema.progress import ProgressEvent
 from ..schema.request import PreviewRequest
 from .options import CHAT_KEY, MAX_FAILURES, CompactionOptions
-from .strategy import JUST_COMPACTED
 from .state import CompactionState, make_summary
+from .strategy import JUST_COMPACTED
 from .summarizer import Summarizer, provider_summarizer, summarize_history
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,7 +55,8 @@ _STATUS_OF_REASON = {"below_trigger": "not_needed", "disabled": "disabled", "no_
 class CompactionOutcome:
     """``request`` to prepare next (with the new state in the chat), the ``state`` to store with
     the chat (``None``: unchanged), the audit ``record``, and the prompt already ``prepared``
-    from ``request`` when the run had to prepare it anyway (``None`` otherwise)."""
+    from ``request`` when the run had to prepare it anyway (``None`` otherwise).
+    """
 
     request: PreviewRequest
     state: CompactionState | None
@@ -65,7 +66,8 @@ class CompactionOutcome:
 
 def with_state(request: PreviewRequest, state: CompactionState, *, just_compacted: bool = False) -> PreviewRequest:
     """``request`` whose chat carries ``state`` (as the stored chat would); ``just_compacted``
-    asks the strategy to end at the target (the prepares right after a new summary)."""
+    asks the strategy to end at the target (the prepares right after a new summary).
+    """
     update: dict[str, Any] = {"chat": request.chat.model_copy(update={CHAT_KEY: state.dump()})}
     if just_compacted:
         options = {**request.settings.strategy_options, JUST_COMPACTED: True}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -71,7 +71,7 @@ class CompactionSummary(BaseModel):
     model: str = ""
     attempts: int = 1
     reappended: list[str] = Field(default_factory=list)
-    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def first(self) -> int:
@@ -115,7 +115,7 @@ class CompactionState(BaseModel):
             return cls()
         try:
             return cls.model_validate(raw)
-        except Exception:  # noqa: BLE001 - a hand-edited value must not break previews
+        except Exception:
             return cls()
 
     @classmethod
@@ -139,7 +139,8 @@ def make_summary(text: str, covered: dict[int, ChatMessage], *, previous: Compac
                  tokens: int = 0, replaced_tokens: int = 0, profile: str = "", model: str = "",
                  attempts: int = 1, reappended: list[str] | None = None) -> CompactionSummary:
     """A new summary standing for the messages ``covered`` (index → message) and, when given,
-    everything the ``previous`` summary stood for (its fingerprints carried over)."""
+    everything the ``previous`` summary stood for (its fingerprints carried over).
+    """
     import uuid
 
     fingerprints = dict(previous.fingerprints) if previous is not None else {}

@@ -41,7 +41,8 @@ Summarizer = Callable[[list[dict[str, Any]]], str]
 @dataclass
 class Attempt:
     """One summary request: ``outcome`` is ``ok``, ``over_cap``, ``empty`` or ``error``;
-    ``tokens`` the answer's size (tokens of the generation profile), ``error_code`` when failed."""
+    ``tokens`` the answer's size (tokens of the generation profile), ``error_code`` when failed.
+    """
 
     outcome: str
     tokens: int = 0
@@ -260,7 +261,8 @@ def provider_summarizer(base_url: str, api_key: str | None, model: str, *, cap: 
                         cancel: threading.Event | None = None) -> Summarizer:
     """A :data:`Summarizer` that asks an OpenAI-compatible endpoint (one JSON answer, no stream;
     the reply limited to ``cap`` tokens as ``max_tokens``, or ``max_completion_tokens`` for the
-    models that reject ``max_tokens``: ``engine.providers.params``)."""
+    models that reject ``max_tokens``: ``engine.providers.params``).
+    """
     from ..providers import ChatCompletionsClient, reply_limit_fields
 
     client = ChatCompletionsClient(base_url, api_key, timeout_s=timeout_s)

@@ -21,20 +21,35 @@ from __future__ import annotations
 
 from ._io import MAX_ENTRIES, MAX_FILE_BYTES, MAX_JSON_DEPTH, MAX_MESSAGES
 from .cards import load_character, load_character_with_info, parse_card_data
-from .chats import (export_chat_jsonl, load_chat, load_chats, load_chats_with_info,
-                    parse_chat_text, write_chat_jsonl)
+from .chats import export_chat_jsonl, load_chat, load_chats, load_chats_with_info, parse_chat_text, write_chat_jsonl
 from .dates import parse_send_date
-from .detect import (ImportedItem, InspectReport, chat_counts, inspect_file, load_any,
-                     load_lorebook_or_card_book)
-from .lorebooks import (export_world_json, load_lorebook, load_lorebook_with_info,
-                        parse_lorebook_data, write_world_json)
+from .detect import ImportedItem, InspectReport, chat_counts, inspect_file, load_any, load_lorebook_or_card_book
+from .lorebooks import export_world_json, load_lorebook, load_lorebook_with_info, parse_lorebook_data, write_world_json
 
 __all__ = [
-    "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_JSON_DEPTH", "MAX_MESSAGES",
-    "ImportedItem", "InspectReport",
-    "chat_counts", "export_chat_jsonl", "export_world_json", "inspect_file",
-    "load_any", "load_lorebook_or_card_book", "load_character", "load_character_with_info", "load_chat", "load_chats",
-    "load_chats_with_info", "load_lorebook", "load_lorebook_with_info",
-    "parse_card_data", "parse_chat_text", "parse_lorebook_data", "parse_send_date",
-    "write_chat_jsonl", "write_world_json",
+                    "MAX_ENTRIES",
+                    "MAX_FILE_BYTES",
+                    "MAX_JSON_DEPTH",
+                    "MAX_MESSAGES",
+                    "ImportedItem",
+                    "InspectReport",
+                    "chat_counts",
+                    "export_chat_jsonl",
+                    "export_world_json",
+                    "inspect_file",
+                    "load_any",
+                    "load_character",
+                    "load_character_with_info",
+                    "load_chat",
+                    "load_chats",
+                    "load_chats_with_info",
+                    "load_lorebook",
+                    "load_lorebook_or_card_book",
+                    "load_lorebook_with_info",
+                    "parse_card_data",
+                    "parse_chat_text",
+                    "parse_lorebook_data",
+                    "parse_send_date",
+                    "write_chat_jsonl",
+                    "write_world_json",
 ]

@@ -6,6 +6,7 @@ file name; nothing else escapes. The helpers are shared by the card, lorebook an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -113,7 +114,7 @@ def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def parse_json(text: str, file: str | None, *, line_offset: int = 0, what: str = "") -> Any:
-    """Parse JSON text, mapping every failure to a stable code.
+    r"""Parse JSON text, mapping every failure to a stable code.
 
     Parameters
     ----------
@@ -292,8 +293,6 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise

@@ -329,7 +329,7 @@ def load_character_with_info(path: str | Path) -> tuple[Character, str, list[str
     name, raw = read_bytes(path)
     r = FieldReader(name)
     if raw.startswith(PNG_SIGNATURE):
-        data, keyword = card_json_from_png(raw, name, r)
+        data, _keyword = card_json_from_png(raw, name, r)
     elif Path(name).suffix.lower() in (".png", ".apng"):
         fail("IMPORT_INVALID_PNG", "not a PNG file (bad signature)", name, "byte 0")
     elif raw[:4] == b"PK\x03\x04":

@@ -37,8 +37,7 @@ from typing import Any
 
 from ..schema import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction
 from ._fields import FieldReader
-from ._io import (MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json,
-                  read_bytes, reject_binary)
+from ._io import MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json, read_bytes, reject_binary
 
 ROLES = ("system", "user", "assistant", "tool", "function", "developer")
 ST_HEADER_KEYS = ("user_name", "character_name", "chat_metadata")
@@ -398,7 +397,7 @@ def parse_st_jsonl(text: str, file: str, *, title: str, reader: FieldReader | No
     char_name = r.string(header, "character_name", hp, "") if header else ""
     chat_metadata = dict(r.dict_field(header, "chat_metadata", hp)) if header else {}
     lms_header = r.dict_field(header, "loomscope", hp) if header else {}
-    st_header = {k: v for k, v in header.items() if k not in ST_HEADER_KEYS + ("loomscope",)}
+    st_header = {k: v for k, v in header.items() if k not in (*ST_HEADER_KEYS, "loomscope")}
     # newer SillyTavern writes "unused" placeholders here (the names come from elsewhere); keep
     # the placeholder for the export but do not let {{user}}/{{char}} become "unused"
     if user_name == "unused":
@@ -495,7 +494,8 @@ def load_chats_with_info(path: str | Path) -> tuple[list[Chat], str, list[str]]:
 
 def load_chats(path: str | Path) -> list[Chat]:
     """Every chat in a file: one for most shapes, one per transcript for tau-bench results and
-    ToolBench answers (same errors as :func:`load_chat`)."""
+    ToolBench answers (same errors as :func:`load_chat`).
+    """
     from ._guard import guarded
 
     return guarded(path, lambda: load_chats_with_info(path)[0])
@@ -616,7 +616,7 @@ def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
 
 
 def export_chat_jsonl(chat: Chat) -> str:
-    """The chat as SillyTavern chat JSONL text (header line, then one line per message).
+    r"""The chat as SillyTavern chat JSONL text (header line, then one line per message).
 
     Messages read from SillyTavern are written back with their original keys and key order
     (``send_date``, ``swipes``, ``extra``, ...); ``is_user`` / ``is_system`` follow the current

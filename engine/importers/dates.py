@@ -10,7 +10,7 @@ round trips); this helper is for code that needs a time (sorting, display, stora
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -41,7 +41,7 @@ def parse_send_date(value: Any) -> datetime | None:
             ms = float(value)
             if ms < 0 or ms != ms or ms > 1e15:
                 return None
-            return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+            return datetime.fromtimestamp(ms / 1000, tz=UTC)
         if not isinstance(value, str):
             return None
         text = value.strip()

@@ -54,7 +54,7 @@ class ImportedItem(BaseModel):
 def _from_json(data: Any, name: str, stem: str, r: FieldReader) -> ImportedItem:
     if isinstance(data, dict):
         spec = data.get("spec")
-        if isinstance(spec, str) and spec.startswith("chara_card") or "char_name" in data or (
+        if (isinstance(spec, str) and spec.startswith("chara_card")) or "char_name" in data or (
                 "name" in data and ("first_mes" in data or "description" in data)
                 and "entries" not in data):
             char, cspec = parse_card_data(data, name, r)

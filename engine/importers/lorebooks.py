@@ -23,8 +23,7 @@ from typing import Any
 
 from ..schema import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from ._fields import FieldReader
-from ._io import (MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json_document, read_bytes,
-                  reject_binary)
+from ._io import MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json_document, read_bytes, reject_binary
 
 #: SillyTavern world entry key → (LorebookEntry field, reader kind, default).
 WORLD_FIELDS: dict[str, tuple[str, str, Any]] = {
@@ -287,10 +286,9 @@ def parse_world(r: FieldReader, d: dict[str, Any], *, name: str) -> Lorebook:
               if k not in {"entries", "name", "description", "scan_depth", "token_budget",
                            "recursive_scanning", "extensions"}}
     orig = d.get("originalData")
-    if isinstance(orig, dict) and isinstance(orig.get("entries"), list):
-        if len(orig["entries"]) != len(entries):
-            r.warn(f"originalData holds {len(orig['entries'])} entries but entries holds "
-                   f"{len(entries)}; entries is used (as SillyTavern does)")
+    if isinstance(orig, dict) and isinstance(orig.get("entries"), list) and len(orig["entries"]) != len(entries):
+        r.warn(f"originalData holds {len(orig['entries'])} entries but entries holds "
+               f"{len(entries)}; entries is used (as SillyTavern does)")
     book_name = d.get("name") if isinstance(d.get("name"), str) and d.get("name") else name
     return Lorebook(
         name=book_name,

@@ -108,7 +108,8 @@ class SkippedFile:
 class FolderPlan:
     """What :func:`read_st_folder` found: the user folder, its items (characters, worlds,
     personas, chats, in that order) and the files skipped (group chats; bad files under
-    ``skip_bad``)."""
+    ``skip_bad``).
+    """
 
     folder: Path
     user: str
@@ -209,7 +210,8 @@ def _prompts_and_order(oai: dict[str, Any]) -> tuple[list[PromptDefinition], lis
     """The Prompt Manager's prompts and active order, as ``PromptManager.sanitizeServiceSettings``
     leaves them: missing default prompts added (``checkForMissingPrompts``); the order of the
     global dummy character (id 100001), or SillyTavern's default order when there is none; order
-    entries naming no prompt removed."""
+    entries naming no prompt removed.
+    """
     raw_prompts = oai.get("prompts")
     if isinstance(raw_prompts, list) and raw_prompts:
         prompts = [PromptDefinition.model_validate(p) for p in raw_prompts
@@ -234,7 +236,8 @@ def _prompts_and_order(oai: dict[str, Any]) -> tuple[list[PromptDefinition], lis
 
 def _persona_for(settings: dict[str, Any], chat_metadata: dict[str, Any]) -> str:
     """The avatar file of the persona a chat uses: the chat's locked persona, else the default
-    persona, else the current ``user_avatar`` (``personas.js``)."""
+    persona, else the current ``user_avatar`` (``personas.js``).
+    """
     pu = _obj(settings.get("power_user"))
     personas = _obj(pu.get("personas"))
     locked = chat_metadata.get("persona")
@@ -248,7 +251,8 @@ def _persona_for(settings: dict[str, Any], chat_metadata: dict[str, Any]) -> str
 
 def _persona_item(settings: dict[str, Any], avatar: str) -> FolderItem:
     """The persona of ``avatar`` (``selectCurrentPersona``): its name and description, or the
-    settings' ``username`` and ``persona_description`` when the avatar is not a saved persona."""
+    settings' ``username`` and ``persona_description`` when the avatar is not a saved persona.
+    """
     pu = _obj(settings.get("power_user"))
     personas = _obj(pu.get("personas"))
     descs = _obj(pu.get("persona_descriptions"))

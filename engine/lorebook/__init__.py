@@ -19,7 +19,18 @@ from .lint import LINT_CODES, lint_lorebook
 from .models import ActivatedEntry, ActivationResult, LintFinding, LintReport, TraceRecord
 
 __all__ = [
-    "activate", "clear_cache", "compute_budget", "test_text", "lint_lorebook",
-    "ACTIVATED_CODES", "BLOCK_REASONS", "TRACE_CODES", "LINT_CODES",
-    "ActivatedEntry", "ActivationResult", "LintFinding", "LintReport", "TraceRecord",
+    "ACTIVATED_CODES",
+    "BLOCK_REASONS",
+    "LINT_CODES",
+    "TRACE_CODES",
+    "ActivatedEntry",
+    "ActivationResult",
+    "LintFinding",
+    "LintReport",
+    "TraceRecord",
+    "activate",
+    "clear_cache",
+    "compute_budget",
+    "lint_lorebook",
+    "test_text",
 ]

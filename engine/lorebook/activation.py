@@ -44,7 +44,7 @@ from .prepare import _Entry, _Key, _Prepared, _prepared_for, clear_cache
 from .scan import _Scanner, _Table
 from .timed import _Timed, next_timed_state
 
-__all__ = ["activate", "clear_cache", "compute_budget", "test_text", "MAX_PASSES"]
+__all__ = ["MAX_PASSES", "activate", "clear_cache", "compute_budget", "test_text"]
 
 _ROLES = {0: "system", 1: "user", 2: "assistant"}
 #: Upper bound on scan passes (recursion, min-activation widening, delay levels): a safety net.
@@ -61,7 +61,7 @@ def compute_budget(settings: WorldInfoSettings, context_limit: int) -> int:
     context_limit:
         The context the percentage applies to, in tokens.
     """
-    budget = max(1, int(math.floor(settings.budget_percent * max(0, context_limit) / 100 + 0.5)))
+    budget = max(1, math.floor(settings.budget_percent * max(0, context_limit) / 100 + 0.5))
     if settings.budget_cap > 0:
         budget = min(budget, settings.budget_cap)
     return budget
@@ -193,8 +193,8 @@ class _Run:
                 d = whole_map.get(k.norm, d_any) if x.ww else d_any
                 out.append({"key": k.text, "why": "found beyond the scan depth", "depth": d,
                             "scan_depth": depth})
-            elif d_any is None and k.cs and depth > 0 and self.s.window:
-                if k.text.lower() in self.s.joined(depth)[0].lower():
+            elif (d_any is None and k.cs and depth > 0 and self.s.window
+                  and k.text.lower() in self.s.joined(depth)[0].lower()):
                     out.append({"key": k.text, "why": "case-sensitive key; the text has it in another case"})
         return out
 
@@ -328,7 +328,8 @@ def activate(
 
 def _shared_clock(clock: RegexClock) -> RegexClock:
     """The comparison run's clock: the same total and exhausted searches as the main run (one
-    time budget per preview), its own list of timeouts (it reports none)."""
+    time budget per preview), its own list of timeouts (it reports none).
+    """
     return RegexClock(clock.per_search, clock.total, spent=clock.spent, exhausted=clock.exhausted)
 
 
@@ -582,11 +583,10 @@ def _activate_loomscope(
                         reasons[gid] = ("LOREBOOK_EXCLUDED_FROM_RECURSION",
                                         {"key": hit[0].text, **hit[1], "pass": pass_no})
                     continue
-            if x.decorators:
-                if "dont_activate" in x.decorators:
-                    reasons[gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
-                    final.add(gid)
-                    continue
+            if x.decorators and "dont_activate" in x.decorators:
+                reasons[gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
+                final.add(gid)
+                continue
             cand: _Cand | None = None
             if "activate" in x.decorators:
                 cand = _Cand(x, "LOREBOOK_DECORATOR_ACTIVATE", {"pass": pass_no})
@@ -840,7 +840,8 @@ def _entry_model(c: _Cand, tokens: int, reason: str) -> ActivatedEntry:
 
 def _placement(c: _Cand) -> tuple[Any, ...]:
     """SillyTavern placement: bucket by position (depth/role for AT_DEPTH), lower order first;
-    equal orders in reverse priority (SillyTavern ``unshift``s entries sorted by priority)."""
+    equal orders in reverse priority (SillyTavern ``unshift``s entries sorted by priority).
+    """
     e = c.x.entry
     at_depth = e.position == InsertionPosition.AT_DEPTH
     return (int(e.position), int(e.depth) if at_depth else 0,

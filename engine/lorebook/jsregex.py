@@ -1,4 +1,4 @@
-"""JavaScript regular expressions for World Info keys, run under a time limit.
+r"""JavaScript regular expressions for World Info keys, run under a time limit.
 
 SillyTavern keys written ``/pattern/flags`` are JavaScript ``RegExp`` objects
 (``world-info.js`` ``parseRegexFromString``, lines 2231–2256; used by ``matchKeys``, lines
@@ -257,7 +257,7 @@ def _quantifier_at(pattern: str, i: int) -> tuple[bool, int]:
 
 
 def catastrophic_reason(source: str) -> str | None:
-    """Why the JavaScript pattern ``source`` can backtrack exponentially, or ``None``.
+    r"""Why the JavaScript pattern ``source`` can backtrack exponentially, or ``None``.
 
     Flags two shapes (the classic ReDoS patterns): a repeated group that itself contains a
     repeat (``(a+)+``, ``(\\w+\\s?)*``, ``(.*)*``), and a repeated alternation whose branches can
@@ -336,5 +336,5 @@ _OVERLAP = [{"\\w", "\\d"}, {"\\w", "[a-z]"}, {"\\w", "[A-Za-z]"}, {".", "\\w"},
 
 
 def _classy(a: str, b: str) -> bool:
-    """Two single-class branches that overlap (``\\w|\\d``, ``.|\\s``, ...)."""
+    r"""Two single-class branches that overlap (``\\w|\\d``, ``.|\\s``, ...)."""
     return {a, b} in _OVERLAP

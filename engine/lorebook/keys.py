@@ -69,7 +69,7 @@ def is_regex_key(key: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def compile_regex_key(key: str) -> JsRegex:
-    """Compile a ``/pattern/flags`` key (JavaScript syntax) with the ``regex`` package.
+    r"""Compile a ``/pattern/flags`` key (JavaScript syntax) with the ``regex`` package.
 
     SillyTavern ``parseRegexFromString`` (``world-info.js`` lines 2231–2256): the form
     ``/pattern/flags`` with flags from ``gimsuy`` and no unescaped ``/`` inside; the first
@@ -122,7 +122,7 @@ UNSEGMENTED = 2
 
 @lru_cache(maxsize=65536)
 def word_kind(ch: str) -> int:
-    """0 for non-word characters, ``UNSEGMENTED`` for CJK-like scripts, ``SPACED`` otherwise.
+    r"""0 for non-word characters, ``UNSEGMENTED`` for CJK-like scripts, ``SPACED`` otherwise.
 
     Word characters are letters, digits, ``_`` and combining marks (Unicode categories
     L*, N*, M*, Pc) — the Unicode reading of ``\\w``.
@@ -141,9 +141,7 @@ def whole_word_at(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (a key occurrence) stands as a whole word (module rules)."""
     if start > 0 and word_kind(text[start]) == SPACED and word_kind(text[start - 1]) == SPACED:
         return False
-    if end < len(text) and word_kind(text[end - 1]) == SPACED and word_kind(text[end]) == SPACED:
-        return False
-    return True
+    return not (end < len(text) and word_kind(text[end - 1]) == SPACED and word_kind(text[end]) == SPACED)
 
 
 # --------------------------------------------------------------------------- multi-key scan

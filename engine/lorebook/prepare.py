@@ -301,7 +301,7 @@ def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: 
     with _CACHE_LOCK:
         hit = _PREPARED_CACHE.get(key)
     if hit is not None:
-        refs, snaps, prepared = hit
+        _refs, snaps, prepared = hit
         if all(_unchanged(b, snap) for b, snap in zip(books, snaps)):
             with _CACHE_LOCK:
                 if key in _PREPARED_CACHE:

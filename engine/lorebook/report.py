@@ -27,8 +27,16 @@ from .activation import activate, compute_budget
 from .jsregex import RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
 
-__all__ = ["EntryStats", "BookStats", "TurnStats", "LorebookReport", "build_report",
-           "report_for_request", "report_csv", "NEVER_FIRED_REASONS"]
+__all__ = [
+    "NEVER_FIRED_REASONS",
+    "BookStats",
+    "EntryStats",
+    "LorebookReport",
+    "TurnStats",
+    "build_report",
+    "report_csv",
+    "report_for_request",
+]
 
 #: Why an entry never fired, as the report says it.
 NEVER_FIRED_REASONS: dict[str, str] = {
@@ -265,7 +273,8 @@ def _never_reason(reasons: Counter, appears: bool) -> str:
 def _key_presence(books: Sequence[Lorebook], messages: Sequence[ChatMessage], settings: WorldInfoSettings,
                   user: str, char: str) -> dict[tuple[int, int], bool]:
     """Whether any primary key of each entry appears anywhere in the chat (substring; regex
-    keys searched under the usual time limits). One pass per key over the joined chat."""
+    keys searched under the usual time limits). One pass per key over the joined chat.
+    """
     text = "\n".join(m.text() for m in messages)
     lower = text.lower()
     clock = RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000)

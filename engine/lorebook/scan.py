@@ -1,4 +1,4 @@
-"""Scanning texts for lorebook keys: the chat window, extra texts and the recursion buffer.
+r"""Scanning texts for lorebook keys: the chat window, extra texts and the recursion buffer.
 
 Internal to :mod:`engine.lorebook`. Plain keys are found with one multi-key pass per text
 (:class:`engine.lorebook.keys.MultiKeyMatcher`), cached per prepared book set and text;
@@ -15,6 +15,7 @@ from typing import Any
 from .jsregex import JsRegex, RegexClock
 from .keys import KeyHits, matcher_for
 from .prepare import _Key, _Prepared
+
 
 @dataclass
 class _Text:
@@ -146,7 +147,7 @@ class _Scanner:
         return found
 
     def joined(self, depth: int) -> tuple[str, list[int]]:
-        """SillyTavern's scan buffer for ``depth``: ``\\x01`` + messages joined by ``\\n\\x01``."""
+        r"""SillyTavern's scan buffer for ``depth``: ``\\x01`` + messages joined by ``\\n\\x01``."""
         depth = min(depth, len(self.window))
         hit = self._joined.get(depth)
         if hit is None:

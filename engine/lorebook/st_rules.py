@@ -1,4 +1,4 @@
-"""World Info activation under the ``sillytavern`` rules: SillyTavern 1.12.x, quirks included.
+r"""World Info activation under the ``sillytavern`` rules: SillyTavern 1.12.x, quirks included.
 
 A literal reading of SillyTavern 1.12.6 ``public/scripts/world-info.js``; each rule below names
 the function and lines it comes from. :func:`engine.lorebook.activate` calls
@@ -63,7 +63,7 @@ from .prepare import _Entry, _Prepared
 from .scan import _Scanner, _Table
 from .timed import _Timed, next_timed_state
 
-__all__ = ["activate_sillytavern", "book_scope", "SCOPES"]
+__all__ = ["SCOPES", "activate_sillytavern", "book_scope"]
 
 #: Book scopes, SillyTavern's lore sources (``getChatLore``, ``getCharacterLore``, ``getGlobalLore``).
 SCOPES = ("chat", "persona", "character", "global")
@@ -677,7 +677,8 @@ def activate_sillytavern(
 def _indexes(prepared: _Prepared, st_all: list[_StEntry]
              ) -> tuple[dict[str, list[int]], dict[str, list[int]], list[int]]:
     """Primary plain key -> gids (case-insensitive, case-sensitive) and the always-visited gids,
-    cached on ``prepared`` for this ``st_all``."""
+    cached on ``prepared`` for this ``st_all``.
+    """
     cached = prepared.__dict__.get("_st_indexes")
     if cached is not None and cached[0] is st_all:
         return cached[1]
@@ -722,7 +723,7 @@ def _filter_groups(new: list[_C], activated: dict[int, _C], buf: _Buffer, state:
                    settings: WorldInfoSettings, reasons: dict[int, tuple[str, dict[str, Any]]],
                    depth_of: Callable[[_Entry], int], pass_no: int, chat_len: int,
                    has_timed: bool, timed: _Timed) -> None:
-    """``filterByInclusionGroups`` (world-info.js 4299–4386), in place on ``new``.
+    r"""``filterByInclusionGroups`` (world-info.js 4299–4386), in place on ``new``.
 
     Kept quirks: groups split on ``/,\\s*/`` without trimming; ``removeEntry`` of an entry no
     longer in the list removes the *last* entry (``splice(-1, 1)``); "already activated"

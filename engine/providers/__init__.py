@@ -8,7 +8,16 @@ from .openai_compat import ChatCompletionsClient, ProviderReply, completions_url
 from .params import REPLY_LIMIT_PARAMS, default_reply_limit_param, reply_limit_fields
 
 __all__ = [
-    "KEYRING_SERVICE", "KEYRING_USERNAME", "ChatCompletionsClient", "ProviderReply", "completions_url",
-    "error_for_exception", "error_for_status", "public_endpoint", "resolve_api_key",
-    "REPLY_LIMIT_PARAMS", "default_reply_limit_param", "reply_limit_fields",
+    "KEYRING_SERVICE",
+    "KEYRING_USERNAME",
+    "REPLY_LIMIT_PARAMS",
+    "ChatCompletionsClient",
+    "ProviderReply",
+    "completions_url",
+    "default_reply_limit_param",
+    "error_for_exception",
+    "error_for_status",
+    "public_endpoint",
+    "reply_limit_fields",
+    "resolve_api_key",
 ]

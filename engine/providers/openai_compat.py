@@ -16,6 +16,7 @@ always called on the calling thread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import re
@@ -81,7 +82,8 @@ def mask_path(path: str, api_key: str | None = None) -> str:
 def public_endpoint(base_url: str, api_key: str | None = None) -> str:
     """``base_url`` without credentials, query or fragment, and with key-like path segments
     masked (``http://host/sk-…/v1`` → ``http://host/***/v1``; any segment holding ``api_key``
-    too): safe to store in an audit and to show."""
+    too): safe to store in an audit and to show.
+    """
     try:
         parts = urlsplit(base_url.strip())
         port = parts.port  # ValueError for a port out of range or not a number
@@ -396,10 +398,9 @@ class ChatCompletionsClient:
         for key in ("response", "client"):
             obj = holder.get(key)
             if obj is not None:
-                try:
+                # closing from another thread may race; the worker ends anyway
+                with contextlib.suppress(Exception):
                     obj.close()
-                except Exception:  # closing from another thread may race; the worker ends anyway
-                    pass
 
     def _exchange(self, body: dict[str, Any], stream: bool, events: queue.Queue,
                   holder: dict[str, Any], aborted: threading.Event) -> ProviderReply:

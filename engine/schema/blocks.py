@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .messages import ChatMessage
 
 
-class BlockKind(str, Enum):
+class BlockKind(StrEnum):
     """What a block is. The GUI groups the budget bar by these."""
 
     SYSTEM = "system"
@@ -27,7 +27,7 @@ class BlockKind(str, Enum):
     TOOL_RESULT = "tool_result"
 
 
-class BlockStatus(str, Enum):
+class BlockStatus(StrEnum):
     """Outcome of shifting for one block."""
 
     KEPT = "kept"

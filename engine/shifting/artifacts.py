@@ -1,4 +1,4 @@
-"""Verbatim artifacts in message text: code blocks, file paths, error lines and stack traces.
+r"""Verbatim artifacts in message text: code blocks, file paths, error lines and stack traces.
 
 SPEC §4 (and seed 003): a summary of old history must keep these verbatim; ``summarize``
 prefers sentences holding them, ``compact`` checks the model's summary for each and re-appends
@@ -47,7 +47,8 @@ _PATH = re.compile(
 @dataclass(frozen=True)
 class Artifact:
     """One verbatim artifact: ``kind`` (``code``, ``trace``, ``error``, ``path``), its exact
-    ``text`` and its ``start`` offset (characters) in the text it came from."""
+    ``text`` and its ``start`` offset (characters) in the text it came from.
+    """
 
     kind: str
     text: str

@@ -143,7 +143,7 @@ def explain_blocks(
 
     # lorebook entries over the World Info budget
     for b in blocks:
-        st, reason = status.get(b.id, ("", ""))
+        _st, reason = status.get(b.id, ("", ""))
         if reason == "LOREBOOK_BUDGET" and lorebook_traces:
             rec = lorebook_traces.get(b.source) or {}
             detail = rec.get("detail") or {}

@@ -114,7 +114,7 @@ def vector_recall_strategy(blocks: Sequence[Block], count_tokens: Callable[[Bloc
             try:
                 scores = embedding_scores(texts, query, str(path))
                 backend = "embedding"
-            except Exception as exc:  # noqa: BLE001 - optional backend: any failure falls back to BM25
+            except Exception as exc:
                 diagnostics.append(f"vector-recall: embedding model {path!r} not used "
                                    f"({type(exc).__name__}: {exc}); ranked with BM25")
         if backend == "bm25":

@@ -68,7 +68,8 @@ def manual_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int
 
 def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Callable[[], None]]:
     """Register ``truncate``, ``manual``, ``summarize``, ``vector-recall`` and ``compact``; returns
-    their cleanup callables."""
+    their cleanup callables.
+    """
     from ..compaction.strategy import compact_strategy  # the compaction package imports shifting
 
     return [

@@ -246,7 +246,7 @@ def summarize_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], 
         else:
             lo = mid + 1
     folded_units = units[:lo]
-    rest, rest_result = rest_after(lo)
+    _rest, rest_result = rest_after(lo)
     room = min(cap, budget - rest_result.total_tokens)
     summary, lined = _build_summary(blocks, folded_units, count_tokens, room)
     folded = [m for u in folded_units for m in u.members]

@@ -139,7 +139,8 @@ _CHECKED: set[tuple] = set()
 
 def _identity(path: Path) -> tuple | None:
     """What identifies the file's current content cheaply: device, inode, size and mtime of the
-    file and of its ``-wal`` sibling (a commit changes one of them)."""
+    file and of its ``-wal`` sibling (a commit changes one of them).
+    """
     try:
         st = path.stat()
     except OSError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,8 @@ from ..schema import (
     PreviewRequest,
 )
 from ..schema.audit import PromptContextAudit
-from . import _orm as orm
 from ..schema.sillytavern import SillyTavernSetup
+from . import _orm as orm
 from .database import WRITE_OPTION, describe_failure
 from .models import (
     CharacterSummary,
@@ -57,7 +57,8 @@ _FLAG_KEYS = ("pinned", "manualExcluded", "hidden")
 
 def _raised_while_reading_rows(exc: BaseException) -> bool:
     """Whether ``exc`` came out of SQLAlchemy turning stored values into Python ones (a JSON
-    text that does not parse, a malformed date), not out of our own code."""
+    text that does not parse, a malformed date), not out of our own code.
+    """
     tb = exc.__traceback__
     last_module = ""
     while tb is not None:
@@ -67,12 +68,12 @@ def _raised_while_reading_rows(exc: BaseException) -> bool:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _utc(value: datetime) -> datetime:
     """SQLite returns naive datetimes; everything we store is UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _new_id() -> str:
@@ -637,7 +638,8 @@ class Store:
 
     def source_key(self, kind: str, object_id: str) -> str | None:
         """The SillyTavern identity (path relative to the user folder) an object was imported
-        under (``kind``: ``character``, ``lorebook``, ``persona``, ``chat``), or ``None``."""
+        under (``kind``: ``character``, ``lorebook``, ``persona``, ``chat``), or ``None``.
+        """
         with self._unit(write=False) as session:
             return session.scalars(select(orm.ImportSourceRow.key).where(
                 orm.ImportSourceRow.kind == kind, orm.ImportSourceRow.object_id == object_id)).first()
@@ -906,7 +908,8 @@ class Store:
     def delete_character(self, character_id: str) -> None:
         """Delete a character and its embedded book; chats that used it keep their messages and
         are left without a character. Its SillyTavern import identity is forgotten (a re-import
-        adds it again). Raises ``CHARACTER_NOT_FOUND``."""
+        adds it again). Raises ``CHARACTER_NOT_FOUND``.
+        """
         with self._unit() as session:
             if session.get(orm.CharacterRow, character_id) is None:
                 raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library",
@@ -1014,7 +1017,8 @@ class Store:
     def add_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry | None = None) -> LorebookEntry:
         """Append a new entry (``entry`` or a blank one) under the next free numeric ``uid``
         (one more than the largest, as SillyTavern's ``getFreeWorldEntryUid`` picks a free one);
-        returns the stored entry. Raises ``LOREBOOK_NOT_FOUND``."""
+        returns the stored entry. Raises ``LOREBOOK_NOT_FOUND``.
+        """
         with self._unit() as session:
             self._lorebook_row(session, lorebook_id)
             new = (entry or LorebookEntry()).model_copy(update={"uid": self._next_uid(session, lorebook_id)})
@@ -1041,7 +1045,8 @@ class Store:
 
     def insert_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry, index: int) -> None:
         """Put ``entry`` at book position ``index`` (clamped), replacing an entry with the same
-        uid (undo of a delete puts an entry back where it was). Raises ``LOREBOOK_NOT_FOUND``."""
+        uid (undo of a delete puts an entry back where it was). Raises ``LOREBOOK_NOT_FOUND``.
+        """
         with self._unit() as session:
             self._lorebook_row(session, lorebook_id)
             rows = session.scalars(select(orm.LorebookEntryRow).where(
@@ -1370,7 +1375,8 @@ class Store:
     def _branch_compaction(chat: Chat, at_index: int) -> Chat:
         """A branch keeps the compaction summary only when it covers nothing after ``at_index``
         (a summary of messages the branch lacks would be stale); removed ones and the failure
-        count stay behind."""
+        count stay behind.
+        """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
 
@@ -1387,7 +1393,8 @@ class Store:
 
     def get_compaction(self, chat_id: str) -> Any:
         """The chat's :class:`~engine.compaction.state.CompactionState` (empty when none; an
-        unreadable stored value reads as empty). Raises ``CHAT_NOT_FOUND``."""
+        unreadable stored value reads as empty). Raises ``CHAT_NOT_FOUND``.
+        """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
 
@@ -1397,14 +1404,16 @@ class Store:
 
     def put_compaction(self, chat_id: str, state: Any) -> None:
         """Replace the chat's compaction state (stored in ``chats.data``; an empty state removes
-        the key). Raises ``CHAT_NOT_FOUND``."""
+        the key). Raises ``CHAT_NOT_FOUND``.
+        """
         with self._unit() as session:
             self._write_compaction(session, chat_id, state)
 
     def remove_compaction_summary(self, chat_id: str) -> Any:
         """Remove the chat's active compaction summary (its messages are sent verbatim again) and
         reset the failure count; returns the removed ``CompactionSummary`` (``None`` when there
-        was none). It is kept for :meth:`restore_compaction_summary`. Raises ``CHAT_NOT_FOUND``."""
+        was none). It is kept for :meth:`restore_compaction_summary`. Raises ``CHAT_NOT_FOUND``.
+        """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
 
@@ -1419,7 +1428,8 @@ class Store:
 
     def restore_compaction_summary(self, chat_id: str, summary: Any) -> None:
         """Make ``summary`` the chat's active compaction summary again (undo of a removal, or redo
-        of a compaction). Raises ``CHAT_NOT_FOUND``."""
+        of a compaction). Raises ``CHAT_NOT_FOUND``.
+        """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
 
@@ -1432,7 +1442,8 @@ class Store:
 
     def reset_compaction_failures(self, chat_id: str) -> None:
         """Clear the failure count and the stall mark, so auto-compaction runs again.
-        Raises ``CHAT_NOT_FOUND``."""
+        Raises ``CHAT_NOT_FOUND``.
+        """
         state = self.get_compaction(chat_id)
         self.put_compaction(chat_id, state.model_copy(update={"failures": 0, "stall": None}))
 

@@ -6,8 +6,8 @@ from .accounting import (
     REPLY_PRIMING_TOKENS,
     content_part_warnings,
     count_messages_tokens,
-    estimated_parts,
     count_tools_tokens,
+    estimated_parts,
     num_tokens_from_messages,
 )
 from .chat import prompt_count, reply_priming_tokens
@@ -16,8 +16,21 @@ from .profiles import TokenizerProfile, TokenizerRegistry, builtin_profiles, def
 from .tiktoken_offline import get_encoding
 
 __all__ = [
-    "REPLY_PRIMING_TOKENS", "content_part_warnings", "estimated_parts", "count_messages_tokens", "count_tools_tokens", "num_tokens_from_messages",
-    "MODEL_TABLE", "ModelInfo", "known_models", "lookup_model",
-    "TokenizerProfile", "TokenizerRegistry", "builtin_profiles", "default_tokenizer_registry",
-    "get_encoding", "prompt_count", "reply_priming_tokens",
+    "MODEL_TABLE",
+    "REPLY_PRIMING_TOKENS",
+    "ModelInfo",
+    "TokenizerProfile",
+    "TokenizerRegistry",
+    "builtin_profiles",
+    "content_part_warnings",
+    "count_messages_tokens",
+    "count_tools_tokens",
+    "default_tokenizer_registry",
+    "estimated_parts",
+    "get_encoding",
+    "known_models",
+    "lookup_model",
+    "num_tokens_from_messages",
+    "prompt_count",
+    "reply_priming_tokens",
 ]

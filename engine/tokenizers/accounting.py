@@ -312,7 +312,8 @@ def count_messages_tokens(
 def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[str, Any]],
                              tools: Sequence[dict[str, Any]] | None = None) -> int:
     """Total prompt tokens of a chat-completions request: messages + tools + reply priming
-    (for a profile with a chat template: the template's exact prompt length)."""
+    (for a profile with a chat template: the template's exact prompt length).
+    """
     if profile.chat is not None:
         return profile.chat.count_prompt(profile.count_many, list(messages), list(tools) if tools else None).total
     total = sum(count_messages_tokens(profile, messages)) + REPLY_PRIMING_TOKENS
@@ -323,7 +324,8 @@ def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[
 
 def count_tools_tokens(profile: TokenizerProfile, tools: Sequence[dict[str, Any]]) -> int:
     """Tokens of tool/function definitions sent with a request (cookbook ``num_tokens_for_tools``;
-    for a profile with a chat template, the template's tool section)."""
+    for a profile with a chat template, the template's tool section).
+    """
     if not tools:
         return 0
     if profile.chat is not None:

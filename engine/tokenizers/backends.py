@@ -25,7 +25,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from ..errors import SettingsError
 from .vocab import read_vocab
@@ -66,7 +66,8 @@ def _parse_tiktoken_ranks(raw: bytes) -> dict[bytes, int]:
 
 def split_llama_runs(s: str, max_run: int = LLAMA_MAX_RUN_CHARS) -> list[str]:
     """Split ``s`` like Llama's ``Tokenizer._split_whitespaces_or_nonwhitespaces``: no piece holds
-    more than ``max_run`` consecutive whitespace or non-whitespace characters."""
+    more than ``max_run`` consecutive whitespace or non-whitespace characters.
+    """
     if len(s) <= max_run:
         return [s]
     out: list[str] = []
@@ -134,7 +135,7 @@ def _tiktoken_spans(enc, text: str, allowed: set[str] | str) -> list[tuple[int, 
 _build_lock = threading.Lock()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _llama_encoding(key: str):  # type: ignore[no-untyped-def]
     import tiktoken
 
@@ -169,12 +170,12 @@ def _llama_encoder(key: str) -> Encoder:
 QWEN25_SPECIAL_COUNT = 22
 
 
-@lru_cache(maxsize=None)
+@cache
 def _qwen_ranks() -> dict[bytes, int]:
     return _parse_tiktoken_ranks(read_vocab("qwen"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _qwen_encoding(n_specials: int):  # type: ignore[no-untyped-def]
     import tiktoken
 
@@ -198,7 +199,7 @@ def _qwen_encoder(n_specials: int) -> Encoder:
     return Encoder("qwen", count_batch, spans, QWEN_SPECIALS[:n_specials])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tekken_encoding():  # type: ignore[no-untyped-def]
     import tiktoken
 
@@ -220,7 +221,7 @@ def _tekken_encoder() -> Encoder:
     return Encoder("mistral-tekken", count_batch, lambda text: _tiktoken_spans(_tekken_encoding(), text, set()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sentencepiece(key: str):  # type: ignore[no-untyped-def]
     import sentencepiece
 
@@ -264,7 +265,7 @@ def _sentencepiece_encoder(key: str) -> Encoder:
     return Encoder(key, count_batch, spans)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hf_tokenizer(key: str):  # type: ignore[no-untyped-def]
     from tokenizers import Tokenizer
 
@@ -298,7 +299,7 @@ _FACTORIES: dict[str, Callable[[], Encoder]] = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoder(key: str) -> Encoder:
     """The encoder ``key``: a vocabulary of :data:`.vocab.VOCAB_FILES` (``qwen3`` is the ``qwen``
     file with Qwen3's added tokens).

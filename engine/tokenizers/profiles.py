@@ -182,7 +182,8 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
 
 def default_tokenizer_registry() -> TokenizerRegistry:
     """A fresh registry holding the built-in profiles: the OpenAI and approximate ones, then the
-    exact open-weight ones (:func:`.open_profiles.open_profiles`)."""
+    exact open-weight ones (:func:`.open_profiles.open_profiles`).
+    """
     from .open_profiles import open_profiles
 
     reg = TokenizerRegistry()

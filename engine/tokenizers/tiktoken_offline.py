@@ -14,7 +14,7 @@ import base64
 import gzip
 import hashlib
 import threading
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 import tiktoken
@@ -32,7 +32,7 @@ def _bundled_bytes(name: str) -> bytes:
     return gzip.decompress(data)
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoding(name: str) -> tiktoken.Encoding:
     """Return the exact tiktoken ``Encoding`` ``name`` (``o200k_base`` or ``cl100k_base``).
 

@@ -15,7 +15,7 @@ import hashlib
 import importlib.util
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from ..errors import SettingsError
@@ -107,7 +107,7 @@ def vocab_path(vf: VocabFile) -> Path:
         f"(pip install {vf.distribution})")
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_vocab(key: str) -> bytes:
     """The bytes of vocabulary ``key`` after checking their SHA-256 against :data:`VOCAB_FILES`.
 

@@ -157,13 +157,13 @@ class BlocksTableModel(QAbstractTableModel):
                                   [Qt.ItemDataRole.BackgroundRole])
 
     # -- Qt model API --------------------------------------------------------------------
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._blocks)
 
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(BlockColumn)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation,
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return HEADERS.get(BlockColumn(section), "")
@@ -187,7 +187,7 @@ class BlocksTableModel(QAbstractTableModel):
     def _is_toggleable(self, row: int) -> bool:
         return offers_toggles(self._blocks[row])
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: C901, PLR0911
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         row, col = index.row(), BlockColumn(index.column())
@@ -297,7 +297,7 @@ class BlocksTableModel(QAbstractTableModel):
             return text if len(text) <= 1200 else text[:1200] + "…"
         return None
 
-    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
+    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """Check-column edits become intents; the model itself never changes here."""
         if not index.isValid() or role != Qt.ItemDataRole.CheckStateRole:
             return False
@@ -339,7 +339,7 @@ class BlocksFilterProxy(QSortFilterProxyModel):
         """Only blocks whose text or source contains ``text`` (case-insensitive)."""
         self._refilter(lambda: setattr(self, "_text", text.strip().lower()))
 
-    def _refilter(self, change) -> None:  # noqa: ANN001
+    def _refilter(self, change) -> None:
         # Qt ≥ 6.10 wants begin/endFilterChange around the change; older Qt has invalidateFilter
         if hasattr(self, "beginFilterChange"):
             self.beginFilterChange()
@@ -349,7 +349,7 @@ class BlocksFilterProxy(QSortFilterProxyModel):
             change()
             self.invalidateFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:  # noqa: N802
+    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
         if self._kinds is None and self._statuses is None and not self._text:
             return True  # the common case, called once per row on every reset: keep it cheap
         model = self.sourceModel()
@@ -361,6 +361,4 @@ class BlocksFilterProxy(QSortFilterProxyModel):
         if self._statuses is not None and display_status(b.status, b.reason) not in self._statuses \
                 and b.status not in self._statuses:
             return False
-        if self._text and self._text not in b.text.lower() and self._text not in b.source.lower():
-            return False
-        return True
+        return not (self._text and self._text not in b.text.lower() and self._text not in b.source.lower())

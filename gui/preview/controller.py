@@ -10,6 +10,7 @@ its generation is still the latest; older ones are dropped (and counted, for tes
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -72,7 +73,7 @@ class _Job(QRunnable):
         error: UserError | None = None
         try:
             preview = self._compute(self._request)
-        except Exception as exc:  # noqa: BLE001 - mapped by code, never shown raw
+        except Exception as exc:
             if not hasattr(exc, "code"):
                 log.exception("preview computation failed")
             error = user_error(exc)
@@ -81,10 +82,8 @@ class _Job(QRunnable):
         self._emit(outcome)
 
     def _emit(self, outcome: PreviewOutcome) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
             self._relay.finished.emit(outcome)
-        except RuntimeError:  # relay deleted at shutdown
-            pass
 
 
 class PreviewController(QObject):

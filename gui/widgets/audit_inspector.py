@@ -61,7 +61,7 @@ def _status_colours(status: str, dark: bool) -> tuple[QColor, QColor] | None:
     try:
         from gui.labels import STATUS_COLORS
     except ImportError:  # shared colours are optional
-        STATUS_COLORS = {}  # noqa: N806
+        STATUS_COLORS = {}
     pair = STATUS_COLORS.get(status)
     if pair is None:
         return None
@@ -257,13 +257,13 @@ class _ReadOnlyTableModel(QAbstractTableModel):
             return None
         return self._items[index.row()], self.COLUMNS[index.column()][0]
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._items)
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation,
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return self.COLUMNS[section][1]
@@ -421,7 +421,7 @@ def _format_time(value: Any) -> str:
 def _duration(start: Any, end: Any) -> str:
     try:
         seconds = (end - start).total_seconds()
-    except Exception:  # noqa: BLE001 - strings or None: no duration
+    except Exception:
         return ""
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
@@ -634,7 +634,7 @@ class AuditTab(QWidget):
             grid.setColumnStretch(col, 1 if col % 2 == 1 and col < 2 * columns else 0)
         self._fact_columns = columns
 
-    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         # two pairs per row only when both values get room; else one pair per row (no clipped ids)
         self._layout_facts(2 if event.size().width() >= FACTS_TWO_COLUMN_W else 1)

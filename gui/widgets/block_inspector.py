@@ -495,7 +495,7 @@ class BlockInspector(QWidget):
     def _profile(self, name: str) -> Any:
         try:
             return self._tokenizers().get(name)
-        except Exception:  # noqa: BLE001 - unknown profile is shown, not raised
+        except Exception:
             return None
 
     def _token_spans(self, text: str, profile_name: str) -> tuple[list[tuple[int, int]], str | None]:
@@ -512,7 +512,7 @@ class BlockInspector(QWidget):
             return [], f"unknown tokenizer profile {profile_name!r}"
         try:
             spans = list(profile.token_spans(text))
-        except Exception as exc:  # noqa: BLE001 - a tokenizer failure must not crash the inspector
+        except Exception as exc:
             code = getattr(exc, "code", type(exc).__name__)
             return [], f"token boundaries unavailable ({code})"
         if len(self._span_cache) > 64:

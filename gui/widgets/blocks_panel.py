@@ -101,15 +101,15 @@ class BlocksTable(QTableView):
             self.setColumnWidth(BlockColumn.SOURCE, source)
         self.setColumnWidth(BlockColumn.TEXT, text)
 
-    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.fit_columns()
 
-    def mousePressEvent(self, event) -> None:  # noqa: ANN001, N802
+    def mousePressEvent(self, event) -> None:
         self.armed = self.indexAt(event.position().toPoint()).isValid()
         super().mousePressEvent(event)
 
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         index = self.currentIndex()
         key = event.key()
         plain = not (event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier)

@@ -117,7 +117,7 @@ class BudgetBar(QWidget):
         self.setMinimumHeight(46)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(600, 50)
 
     def set_preview(self, preview: ContextPreview | None) -> None:
@@ -172,7 +172,7 @@ class BudgetBar(QWidget):
         self._scale = scale
         return out
 
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+    def paintEvent(self, event: QPaintEvent) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         self._rects = self._layout()
@@ -269,7 +269,7 @@ class BudgetBar(QWidget):
                 return key
         return None
 
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
         mark = self.mark_at(event.position().x(), event.position().y())
         if mark is not None and self._preview is not None:
             QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8),

@@ -107,7 +107,7 @@ class ChatDelegate(QStyledItemDelegate):
         pin = QRect(excl.left() - BUTTON_W - 2, body.top(), BUTTON_W, h)
         return pin, excl
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
         width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
         key = (index.row(), width, int(bool(index.data(MARKER_ROLE))) + 2 * int(index.data(SUMMARY_ROLE) is not None))
         cached = self._size_cache.get(key)
@@ -291,7 +291,7 @@ class ChatDelegate(QStyledItemDelegate):
                        int(Qt.AlignmentFlag.AlignLeft), fm.elidedText(tail, Qt.TextElideMode.ElideLeft,
                                                                       rect.width() - 12))
 
-    def editorEvent(self, event: QEvent, model: Any, option: QStyleOptionViewItem,  # noqa: N802
+    def editorEvent(self, event: QEvent, model: Any, option: QStyleOptionViewItem,
                     index: QModelIndex) -> bool:
         if event.type() == QEvent.Type.MouseButtonRelease and index.data(PROGRESS_ROLE) is None:
             msg: ChatMessage | None = index.data(MESSAGE_ROLE)

@@ -23,11 +23,11 @@ class ElidedLabel(QLabel):
         self.setMinimumWidth(24)
         self._sync_tooltip()
 
-    def setText(self, text: str) -> None:  # noqa: N802
+    def setText(self, text: str) -> None:
         super().setText(text)
         self._sync_tooltip()
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         return QSize(24, super().minimumSizeHint().height())
 
     def is_elided(self) -> bool:
@@ -42,11 +42,11 @@ class ElidedLabel(QLabel):
         show = self._always_tooltip or self.is_elided()
         self.setToolTip(self.text() if show and self.text() else "")
 
-    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._sync_tooltip()
 
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+    def paintEvent(self, event: QPaintEvent) -> None:
         p = QPainter(self)
         p.setFont(self.font())
         p.setPen(self.palette().color(self.foregroundRole()))

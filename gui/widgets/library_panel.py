@@ -38,7 +38,7 @@ class ChatRowDelegate(QStyledItemDelegate):
 
     PADDING = 4
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:  # noqa: N802
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         fm = option.fontMetrics
         return QSize(120, 2 * fm.height() + 2 * self.PADDING + 2)
 

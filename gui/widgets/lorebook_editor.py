@@ -185,7 +185,7 @@ def lorebook_budget(settings: Any, context_limit: int) -> int:
         return int(compute_budget(wi, context_limit))
     percent = float(_field(wi, "budget_percent", 25) or 0)
     cap = int(_field(wi, "budget_cap", 0) or 0)
-    budget = max(1, int(math.floor(percent * max(0, context_limit) / 100 + 0.5)))
+    budget = max(1, math.floor(percent * max(0, context_limit) / 100 + 0.5))
     if cap > 0:
         budget = min(budget, cap)
     return budget
@@ -296,13 +296,13 @@ class LorebookEntriesModel(QAbstractTableModel):
     def row_at(self, row: int) -> EntryRow:
         return self._rows[row]
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation,
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section][1]
@@ -350,7 +350,7 @@ class LorebookEntriesModel(QAbstractTableModel):
                 return QColor(_status_colour(rec, self._dark)[1])
         return None
 
-    def setData(self, index: QModelIndex | QPersistentModelIndex, value: Any,  # noqa: N802
+    def setData(self, index: QModelIndex | QPersistentModelIndex, value: Any,
                 role: int = Qt.ItemDataRole.EditRole) -> bool:
         if not index.isValid() or role != Qt.ItemDataRole.CheckStateRole:
             return False
@@ -563,7 +563,7 @@ class _EntriesProxy(QSortFilterProxyModel):
             self.fired_only = value
             self.invalidateFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:  # noqa: N802
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         model = self.sourceModel()
         if self.fired_only:
             row = model.row_at(source_row)
@@ -718,9 +718,9 @@ class EntryForm(QGroupBox):
                 g.addWidget(lab2, 2 * r + 1, 0)
                 g.addWidget(w2, 2 * r + 1, 1)
         for c in range(4):
-            g.setColumnStretch(c, 1 if c in (1, 3) and two_columns or (c == 1 and not two_columns) else 0)
+            g.setColumnStretch(c, 1 if (c in (1, 3) and two_columns) or (c == 1 and not two_columns) else 0)
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt override)
+    def resizeEvent(self, event: Any) -> None:
         self._arrange_pairs(event.size().width() >= self.NARROW_WIDTH)
         super().resizeEvent(event)
 
@@ -1070,7 +1070,7 @@ class LorebookTab(QWidget):
         limit = int(settings.context_limit or info.context_limit)
         try:
             reserve = settings.resolve_reply_reserve(limit)
-        except Exception:  # noqa: BLE001 - a bad reserve only affects the shown share
+        except Exception:
             reserve = 0
         return settings.tokenizer or info.profile, max(1, limit - reserve)
 
@@ -1096,7 +1096,7 @@ class LorebookTab(QWidget):
             result = test_text(books_for(request), text, request.settings.world_info,
                                count_tokens=self._count_tokens(), context_limit=limit,
                                **_optional_kwargs(test_text, _macro_names(request)))
-        except Exception as exc:  # noqa: BLE001 - shown by stable code, never raised into Qt
+        except Exception as exc:
             from gui.errors import user_error
 
             err = user_error(exc)

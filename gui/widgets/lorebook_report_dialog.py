@@ -12,8 +12,18 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QRectF, QRunnable, QSize, QSortFilterProxyModel, Qt, QThreadPool, Signal
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QLabel, QSizePolicy,
-                               QTableView, QToolTip, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QTableView,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
 
@@ -50,7 +60,7 @@ class _Job(QRunnable):
 
         try:
             report = report_for_request(self.request)
-        except Exception as exc:  # noqa: BLE001 - shown in the dialog, never lost
+        except Exception as exc:
             code = getattr(exc, "code", type(exc).__name__)
             self.signals.failed.emit(f"{code}: {exc}")
             return
@@ -69,7 +79,7 @@ class TurnsChart(QWidget):
         self.setMouseTracking(True)
         self.setToolTip("Lorebook tokens per turn (hover a bar)")
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(640, 100)
 
     def set_values(self, values: list[int], budget: int) -> None:
@@ -92,7 +102,7 @@ class TurnsChart(QWidget):
         i = int(x / self._step())
         return i + 1 if 0 <= i < len(self.values) else None
 
-    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802
+    def paintEvent(self, _event: QPaintEvent) -> None:
         p = QPainter(self)
         try:
             p.fillRect(self.rect(), self.palette().base())
@@ -115,7 +125,7 @@ class TurnsChart(QWidget):
         finally:
             p.end()
 
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
         t = self.turn_at(event.position().x())
         if t is not None:
             QToolTip.showText(event.globalPosition().toPoint(), f"turn {t}: {self.values[t - 1]} tokens", self)

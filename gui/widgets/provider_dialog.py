@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.generation import resolve_api_key
-from engine.providers.keys import KEYRING_SERVICE, KEYRING_USERNAME as KEYRING_USER
+from engine.providers.keys import KEYRING_SERVICE
+from engine.providers.keys import KEYRING_USERNAME as KEYRING_USER
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
@@ -75,7 +76,7 @@ def key_source() -> str:
 
         if keyring.get_password(KEYRING_SERVICE, KEYRING_USER):
             return "OS keyring"
-    except Exception:  # noqa: BLE001 - no keyring backend is a normal state
+    except Exception:
         pass
     return "none found (a local server may not need one)"
 
@@ -141,7 +142,7 @@ class ProviderDialog(QDialog):
                 import keyring
 
                 keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
-            except Exception:  # noqa: BLE001 - no backend: say so, keep the dialog open
+            except Exception:
                 self.error.setText("No OS keyring is available; set LOOMSCOPE_API_KEY instead.")
                 return
         save_provider_settings(self._settings, value)

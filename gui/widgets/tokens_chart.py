@@ -21,7 +21,6 @@ from engine.schema import ContextPreview
 
 from ..labels import STATUS_COLORS, display_status
 
-
 #: Height of the caption strip over the bars (px).
 CAPTION_H = 14
 CAPTION = "tokens per message, oldest → newest · green = sent, red = not sent · ┆ where the story starts at a window"
@@ -74,7 +73,7 @@ class TokensChart(QWidget):
         self.setToolTip("Tokens per message and the context window each needs (hover for details, "
                         "click to select)")
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(600, CAPTION_H + 52)
 
     def set_preview(self, preview: ContextPreview | None) -> None:
@@ -163,7 +162,7 @@ class TokensChart(QWidget):
             return CAPTION
         return f"{CAPTION} · tallest {self._max:,} tokens"
 
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+    def paintEvent(self, event: QPaintEvent) -> None:
         p = QPainter(self)
         p.fillRect(self.rect(), QColor("#fafbfc"))
         small = QFont(self.font())
@@ -219,7 +218,7 @@ class TokensChart(QWidget):
             p.drawText(QRectF(lx + 2, 0, lw, fm.height()), int(Qt.AlignmentFlag.AlignLeft), label)
             last_right = lx + lw + 2
 
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
         item = self._item_at(event.position().x())
         if item is not None:
             text = self.tooltip_for(item)
@@ -228,7 +227,7 @@ class TokensChart(QWidget):
                 text += "\nthe story starts at: " + ", ".join(starts)
             QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8), text, self)
 
-    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+    def mousePressEvent(self, event: QMouseEvent) -> None:
         item = self._item_at(event.position().x())
         if item is not None:
             self.message_clicked.emit(item[0])

@@ -45,8 +45,7 @@ def kinds() -> dict[str, list[str]]:
                 continue
             if isinstance(mes, str) and len(mes) > 80:
                 out["prose (shared chats)"].append(mes)
-    words = ("the quick brown fox jumps over a lazy dog while ancient lanterns whisper along the river; "
-             "merchants argued, storms gathered, and the castle's bells rang twice").split()
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "ancient", "lanterns", "whisper", "along", "the", "river;", "merchants", "argued,", "storms", "gathered,", "and", "the", "castle's", "bells", "rang", "twice"]
     out["English (generated)"] = [" ".join(rng.choices(words, k=rng.randint(30, 300))).capitalize() + "."
                                   for _ in range(300)]
     snippets = [

@@ -23,19 +23,19 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer
 
-from engine.schema import Chat, ChatMessage, ContextSettings  # noqa: E402
-from engine.storage import open_store  # noqa: E402
-from gui.app import build_context, ensure_app  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
-from gui.models.blocks_model import BlockColumn  # noqa: E402
-from gui.preview import PREVIEW_DEBOUNCE_MS  # noqa: E402
+from engine.schema import Chat, ChatMessage, ContextSettings
+from engine.storage import open_store
+from gui.app import build_context, ensure_app
+from gui.main_window import MainWindow
+from gui.models.blocks_model import BlockColumn
+from gui.preview import PREVIEW_DEBOUNCE_MS
 
 
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def main() -> int:

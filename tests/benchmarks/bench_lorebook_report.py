@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_lorebook import make_book, make_chat  # noqa: E402
+from bench_lorebook import make_book, make_chat
 
-from engine.lorebook.report import build_report  # noqa: E402
-from engine.schema import WorldInfoSettings  # noqa: E402
-from engine.tokenizers import default_tokenizer_registry  # noqa: E402
+from engine.lorebook.report import build_report
+from engine.schema import WorldInfoSettings
+from engine.tokenizers import default_tokenizer_registry
 
 
 def main() -> None:

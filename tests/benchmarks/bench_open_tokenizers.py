@@ -42,8 +42,7 @@ def corpus() -> list[str]:
             if isinstance(mes, str) and mes:
                 texts.append(mes)
     rng = random.Random(3)
-    words = ("the quick brown fox jumps over lazy dog sword castle dragon whisper lantern river forest "
-             "ancient ruin glimmer storm harbor merchant spell naïve café Straße").split()
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "sword", "castle", "dragon", "whisper", "lantern", "river", "forest", "ancient", "ruin", "glimmer", "storm", "harbor", "merchant", "spell", "naïve", "café", "Straße"]
     code = "def f(x):\n    return {k: v for k, v in x.items() if v is not None}  # comment\n"
     cjk = "风起云涌，月光如水。東京の夜は静かです。한국어 문장입니다。"
     for _ in range(1500):

@@ -15,12 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine.pipeline import default_registries, preview  # noqa: E402
-from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest, ToolCall, ToolFunction  # noqa: E402
-from engine.tokenizers import get_encoding  # noqa: E402
+from engine.pipeline import default_registries, preview
+from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest, ToolCall, ToolFunction
+from engine.tokenizers import get_encoding
 
-WORDS = ("the quick brown fox jumps over lazy dog sword castle dragon whisper lantern river "
-         "forest ancient ruin glimmer storm harbor merchant spell").split()
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "sword", "castle", "dragon", "whisper", "lantern", "river", "forest", "ancient", "ruin", "glimmer", "storm", "harbor", "merchant", "spell"]
 
 
 def make_chat(n: int, seed: int = 7) -> Chat:

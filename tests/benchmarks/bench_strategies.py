@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench_preview import make_chat  # noqa: E402
+from bench_preview import make_chat
 
-from engine.compaction.state import CompactionState, make_summary  # noqa: E402
-from engine.pipeline import default_registries, preview  # noqa: E402
-from engine.schema import ContextSettings, PreviewRequest  # noqa: E402
+from engine.compaction.state import CompactionState, make_summary
+from engine.pipeline import default_registries, preview
+from engine.schema import ContextSettings, PreviewRequest
 
 
 def timed(req: PreviewRequest, regs) -> tuple[float, object]:

@@ -322,7 +322,7 @@ def run_one(path: Path, store) -> tuple[str, str]:
     except LoomscopeError as exc:
         why = check_line(exc)
         return ("failed", why) if why else ("clean error", exc.code)
-    except Exception as exc:  # noqa: BLE001 - exactly what this corpus looks for
+    except Exception as exc:
         return "failed", f"{type(exc).__name__}: {exc}"[:200] + "\n" + traceback.format_exc(limit=-3)
 
 

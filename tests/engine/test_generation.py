@@ -219,7 +219,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_cli_generate_exit_codes_and_audit(library, server, capsys, monkeypatch) -> None:
-    store, chat_id, db = library
+    _store, chat_id, db = library
     monkeypatch.setenv("LOOMSCOPE_API_KEY", KEY)
     monkeypatch.setenv("LOOMSCOPE_DB", str(db))
     server.reply_text = "A plain reply."  # it becomes chat history; the marker must only come from error bodies
@@ -299,7 +299,7 @@ def _default_sigint() -> None:
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
 def test_cli_ctrl_c_cancels_with_130(library, server) -> None:
-    store, chat_id, db = library
+    _store, chat_id, db = library
     server.mode = "stall"
     env = {**os.environ, "LOOMSCOPE_DB": str(db), "LOOMSCOPE_API_KEY": KEY, "LOOMSCOPE_NO_KEYRING": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "generate", chat_id, "--base-url", server.base_url,
@@ -310,7 +310,7 @@ def test_cli_ctrl_c_cancels_with_130(library, server) -> None:
         time.sleep(0.05)
     assert server.requests, "the CLI never reached the server"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err
     assert "CANCELLED" in err
     assert [r[1:3] for r in audit_rows(db)] == [("cancelled", "CANCELLED")]

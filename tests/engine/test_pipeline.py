@@ -111,7 +111,7 @@ def _with_interceptor(fn, **kw):
 
 def test_interceptor_adding_a_long_message_cannot_break_the_budget():
     def add_long(messages, ctx):
-        return messages[:-1] + [{"role": "system", "content": "lore " * 2000}] + messages[-1:], ["added lore"]
+        return [*messages[:-1], {"role": "system", "content": "lore " * 2000}, *messages[-1:]], ["added lore"]
 
     p = _with_interceptor(add_long)
     pv = p.preview
@@ -123,7 +123,7 @@ def test_interceptor_adding_a_long_message_cannot_break_the_budget():
 
 def test_interceptor_adding_a_small_message_is_sent():
     def add(messages, ctx):
-        return messages[:-1] + [{"role": "system", "content": "Remember the storm."}] + messages[-1:], []
+        return [*messages[:-1], {"role": "system", "content": "Remember the storm."}, *messages[-1:]], []
 
     pv = _with_interceptor(add, limit=4000).preview
     assert any(m["content"] == "Remember the storm." for m in pv.messages)

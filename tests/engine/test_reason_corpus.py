@@ -18,8 +18,17 @@ import pytest
 from engine.lorebook.codes import BLOCK_REASONS
 from engine.pipeline import default_registries, preview
 from engine.reasons import REASON_CODES
-from engine.schema import (Character, Chat, ChatMessage, ContextSettings, MemoryItem, MessageMeta, PreviewRequest,
-                           ToolCall, ToolFunction)
+from engine.schema import (
+    Character,
+    Chat,
+    ChatMessage,
+    ContextSettings,
+    MemoryItem,
+    MessageMeta,
+    PreviewRequest,
+    ToolCall,
+    ToolFunction,
+)
 from engine.schema.lorebook import Lorebook
 
 STRATEGIES = ("manual", "truncate", "summarize")

@@ -25,10 +25,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.pipeline import default_registries, prepare
-from engine.schema import (Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest, ToolCall,
-                           ToolFunction)
+from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest, ToolCall, ToolFunction
 from engine.schema.lorebook import Lorebook
-
 from tests.request_validator import request_problems
 
 EXAMPLES = int(__import__('os').environ.get('LOOMSCOPE_VALIDITY_EXAMPLES', '1000'))

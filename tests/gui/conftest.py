@@ -48,7 +48,7 @@ def library(tmp_path: Path):
 
 
 @pytest.fixture
-def window(qtbot, library, qsettings):  # noqa: ANN001
+def window(qtbot, library, qsettings):
     """A main window on :func:`library`'s chat, with the first preview applied."""
     from gui.app import build_context
     from gui.main_window import MainWindow

@@ -7,7 +7,7 @@ from PySide6.QtGui import QImage
 from gui.app import run_app
 
 
-def test_screenshot_writes_png_of_the_chat(tmp_path, library) -> None:  # noqa: ANN001
+def test_screenshot_writes_png_of_the_chat(tmp_path, library) -> None:
     store, chat_id, _ = library
     url = str(store.url) if not callable(store.url) else store.url()
     out = tmp_path / "shots" / "window.png"
@@ -17,7 +17,7 @@ def test_screenshot_writes_png_of_the_chat(tmp_path, library) -> None:  # noqa: 
     assert image.width() >= 1280 and image.height() >= 800
 
 
-def test_screenshot_unknown_tab_is_a_usage_error(tmp_path, library, capsys) -> None:  # noqa: ANN001
+def test_screenshot_unknown_tab_is_a_usage_error(tmp_path, library, capsys) -> None:
     store, chat_id, _ = library
     url = str(store.url) if not callable(store.url) else store.url()
     assert run_app(db=url, screenshot=str(tmp_path / "x.png"), chat=chat_id, tab="nope") == 2

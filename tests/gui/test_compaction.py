@@ -15,13 +15,13 @@ from tests.fake_provider import DEFAULT_SUMMARY, FakeProviderServer
 
 
 @pytest.fixture(autouse=True)
-def _no_keys(monkeypatch) -> None:  # noqa: ANN001
+def _no_keys(monkeypatch) -> None:
     monkeypatch.delenv("LOOMSCOPE_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
 
 
-def _compact(window, qtbot, **opts) -> None:  # noqa: ANN001
+def _compact(window, qtbot, **opts) -> None:
     doc = window.ctx.document
     settings = doc.request.settings.model_copy(update={
         "context_limit": 1000, "reply_reserve": 100, "strategy": "compact",
@@ -31,13 +31,13 @@ def _compact(window, qtbot, **opts) -> None:  # noqa: ANN001
     assert window.preview.strategy_info["fire"]
 
 
-def _shot(window, name: str) -> None:  # noqa: ANN001
+def _shot(window, name: str) -> None:
     folder = os.environ.get("LOOMSCOPE_SCREENSHOT_DIR")
     if folder:
         window.grab().save(os.path.join(folder, name))
 
 
-def test_compaction_row_summary_band_undo_and_remove(qtbot, window, library) -> None:  # noqa: ANN001
+def test_compaction_row_summary_band_undo_and_remove(qtbot, window, library) -> None:
     store, chat_id, _ = library
     _compact(window, qtbot)
     seen = []
@@ -87,7 +87,7 @@ def test_compaction_row_summary_band_undo_and_remove(qtbot, window, library) -> 
     assert store.get_compaction(chat_id).summary.id == summary.id
 
 
-def test_fallback_row_and_the_window_stays_usable_while_compacting(qtbot, window, library) -> None:  # noqa: ANN001
+def test_fallback_row_and_the_window_stays_usable_while_compacting(qtbot, window, library) -> None:
     store, chat_id, _ = library
     _compact(window, qtbot)
     with FakeProviderServer("answer", reply_text="Fine.", stall_s=20) as server:
@@ -113,7 +113,7 @@ def test_fallback_row_and_the_window_stays_usable_while_compacting(qtbot, window
     _shot(window, "compaction-fell-back.png")
 
 
-def test_after_three_failures_the_chat_view_offers_a_retry(qtbot, window, library) -> None:  # noqa: ANN001
+def test_after_three_failures_the_chat_view_offers_a_retry(qtbot, window, library) -> None:
     from engine.compaction.state import CompactionState
 
     store, chat_id, _ = library

@@ -9,17 +9,17 @@ from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
 
 
 @pytest.fixture(autouse=True)
-def _no_keys(monkeypatch) -> None:  # noqa: ANN001
+def _no_keys(monkeypatch) -> None:
     monkeypatch.delenv("LOOMSCOPE_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
 
 
-def _configure(window, server) -> None:  # noqa: ANN001
+def _configure(window, server) -> None:
     save_provider_settings(window.ctx.settings, ProviderSettings(server.base_url, "fake-model", 10.0, True))
 
 
-def test_generate_appends_reply_stores_audit_and_shows_progress(qtbot, window, library) -> None:  # noqa: ANN001
+def test_generate_appends_reply_stores_audit_and_shows_progress(qtbot, window, library) -> None:
     store, chat_id, _ = library
     seen = []
     window.generation.progress.connect(seen.append)
@@ -42,7 +42,7 @@ def test_generate_appends_reply_stores_audit_and_shows_progress(qtbot, window, l
     assert not window.cancel_action.isEnabled()
 
 
-def test_cancel_while_running(qtbot, window, library) -> None:  # noqa: ANN001
+def test_cancel_while_running(qtbot, window, library) -> None:
     store, chat_id, _ = library
     shown: list = []
     window.error_shown.connect(shown.append)
@@ -65,7 +65,7 @@ def test_cancel_while_running(qtbot, window, library) -> None:  # noqa: ANN001
     assert len(store.get_chat(chat_id).chat.messages) == 20  # nothing appended
 
 
-def test_provider_error_is_mapped_never_the_body(qtbot, window) -> None:  # noqa: ANN001
+def test_provider_error_is_mapped_never_the_body(qtbot, window) -> None:
     with FakeProviderServer("500") as server:
         _configure(window, server)
         with qtbot.waitSignal(window.error_shown, timeout=30000) as err:

@@ -13,7 +13,7 @@ from gui.preview import PreviewOutcome
 from tests.gui.test_main_window import block_of, rerun
 
 
-def test_space_on_a_message_row_toggles_exclude_and_ctrl_z_undoes(qtbot, window) -> None:  # noqa: ANN001
+def test_space_on_a_message_row_toggles_exclude_and_ctrl_z_undoes(qtbot, window) -> None:
     panel = window.blocks_panel
     panel.select_message(3)
     panel.table.setFocus()
@@ -32,7 +32,7 @@ def test_space_on_a_message_row_toggles_exclude_and_ctrl_z_undoes(qtbot, window)
     assert "Ctrl+Shift+Z" in [s.toString() for s in window.redo_action.shortcuts()]
 
 
-def test_drop_files_imports_them(qtbot, window, library, tmp_path) -> None:  # noqa: ANN001
+def test_drop_files_imports_them(qtbot, window, library, tmp_path) -> None:
     store, _, _ = library
     path = tmp_path / "dropped.jsonl"
     lines = [{"user_name": "Wren", "character_name": "Marisol"}, {"name": "Wren", "is_user": True, "mes": "Hi"}]
@@ -48,7 +48,7 @@ def test_drop_files_imports_them(qtbot, window, library, tmp_path) -> None:  # n
     assert window.chat_view.model.message_count() == 1
 
 
-def test_chat_search_filters_the_library(qtbot, window, library) -> None:  # noqa: ANN001
+def test_chat_search_filters_the_library(qtbot, window, library) -> None:
     store, _, _ = library
     store.add_chat(Chat(title="Harbour night", messages=[ChatMessage(role="user", content="x")]), title="Harbour night")
     window.refresh_library()
@@ -61,7 +61,7 @@ def test_chat_search_filters_the_library(qtbot, window, library) -> None:  # noq
     assert lib.proxy.rowCount() == 2
 
 
-def test_kind_and_status_filters(qtbot, window) -> None:  # noqa: ANN001
+def test_kind_and_status_filters(qtbot, window) -> None:
     panel = window.blocks_panel
     total = panel.proxy.rowCount()
     panel.kind_filter.setCurrentIndex(panel.kind_filter.findData("message"))
@@ -77,7 +77,7 @@ def test_kind_and_status_filters(qtbot, window) -> None:  # noqa: ANN001
     assert first == max(b.tokens for b in window.preview.blocks)
 
 
-def test_result_for_a_state_the_document_left_is_not_applied(qtbot, window) -> None:  # noqa: ANN001
+def test_result_for_a_state_the_document_left_is_not_applied(qtbot, window) -> None:
     old = window.preview
     stale_request = window.ctx.document.request.model_copy()
     applied = []

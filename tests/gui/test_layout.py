@@ -10,7 +10,7 @@ from gui.widgets.blocks_panel import REASON_MAX_W, REASON_MIN_W
 from gui.widgets.library_panel import DEFAULT_WIDTH
 
 
-def _show(qtbot, window) -> None:  # noqa: ANN001
+def _show(qtbot, window) -> None:
     window.resize(1440, 900)
     window.show()
     qtbot.waitExposed(window)
@@ -18,7 +18,7 @@ def _show(qtbot, window) -> None:  # noqa: ANN001
         QCoreApplication.processEvents()
 
 
-def test_header_labels_prompt_budget_and_context_window(qtbot, window) -> None:  # noqa: ANN001
+def test_header_labels_prompt_budget_and_context_window(qtbot, window) -> None:
     p = window.preview
     text = window.status_label.text()
     expected = token_summary(p, 0.0)
@@ -28,7 +28,7 @@ def test_header_labels_prompt_budget_and_context_window(qtbot, window) -> None: 
     assert window.budget_bar.caption() == f"context window {p.context_limit:,} tokens"
 
 
-def test_long_title_elides_with_tooltip_and_summary_stays_whole(qtbot, window) -> None:  # noqa: ANN001
+def test_long_title_elides_with_tooltip_and_summary_stays_whole(qtbot, window) -> None:
     _show(qtbot, window)
     long_title = "Seraphina - 2023-5-12 @21h 32m 29s 224ms " * 4
     window.title_label.setText(long_title)
@@ -40,7 +40,7 @@ def test_long_title_elides_with_tooltip_and_summary_stays_whole(qtbot, window) -
     assert window.title_label.width() <= window.centre_tabs.width() + 10
 
 
-def test_default_widths_and_stable_splitter_across_tabs(qtbot, window) -> None:  # noqa: ANN001
+def test_default_widths_and_stable_splitter_across_tabs(qtbot, window) -> None:
     _show(qtbot, window)
     sizes = window.splitter.sizes()
     # 1440 px: the library at its default width, the centre at its preferred width first, the
@@ -61,7 +61,7 @@ def test_default_widths_and_stable_splitter_across_tabs(qtbot, window) -> None: 
     assert right <= table.viewport().width() + 1
 
 
-def test_current_input_row_has_no_toggles(qtbot, window) -> None:  # noqa: ANN001
+def test_current_input_row_has_no_toggles(qtbot, window) -> None:
     from PySide6.QtCore import Qt
 
     window.chat_view.composer.setPlainText("Where is the parcel?")
@@ -78,7 +78,7 @@ def test_current_input_row_has_no_toggles(qtbot, window) -> None:  # noqa: ANN00
     assert other.flags() & Qt.ItemFlag.ItemIsUserCheckable
 
 
-def test_chat_view_offers_no_pin_exclude_on_the_current_input(qtbot, window) -> None:  # noqa: ANN001
+def test_chat_view_offers_no_pin_exclude_on_the_current_input(qtbot, window) -> None:
     from PySide6.QtCore import QEvent, QPointF, Qt
     from PySide6.QtGui import QMouseEvent
     from PySide6.QtWidgets import QStyleOptionViewItem
@@ -102,7 +102,7 @@ def test_chat_view_offers_no_pin_exclude_on_the_current_input(qtbot, window) -> 
     delegate.pin_clicked.connect(lambda i, on: clicked.append((i, on)))
     delegate.exclude_clicked.connect(lambda i, on: clicked.append((i, on)))
 
-    def click(index, which: int) -> None:  # noqa: ANN001
+    def click(index, which: int) -> None:
         option = QStyleOptionViewItem()
         option.rect = view.list.visualRect(index)
         rect = delegate.button_rects(option.rect, False)[which]

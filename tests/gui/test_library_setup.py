@@ -20,7 +20,7 @@ from tests.engine.importers.st_fixture import build_st_user
 UNUSED = "Unused: never linked."
 
 
-def _open_window(qtbot, db: str, settings: QSettings, chat_id: str | None = None):  # noqa: ANN001, ANN202
+def _open_window(qtbot, db: str, settings: QSettings, chat_id: str | None = None):
     from gui.app import build_context
     from gui.main_window import MainWindow
 
@@ -39,34 +39,34 @@ def _open_window(qtbot, db: str, settings: QSettings, chat_id: str | None = None
     return win
 
 
-def _close(win) -> None:  # noqa: ANN001
+def _close(win) -> None:
     win.generation.wait(5000)
     win.ctx.preview.shutdown()
     win.close()
     win.ctx.store.close()
 
 
-def rerun(qtbot, win, action):  # noqa: ANN001, ANN201
+def rerun(qtbot, win, action):
     """Run ``action`` and wait for the preview it causes; returns the preview."""
     with qtbot.waitSignal(win.preview_applied, timeout=20000) as blocker:
         action()
     return blocker.args[0]
 
 
-def ctrl_z(qtbot, win):  # noqa: ANN001, ANN201
+def ctrl_z(qtbot, win):
     """Ctrl+Z on the window (the Edit → Undo shortcut); returns the preview that follows."""
     assert win.undo_action.shortcut().toString() == "Ctrl+Z"
     return rerun(qtbot, win, lambda: _key(qtbot, win, Qt.KeyboardModifier.ControlModifier))
 
 
-def ctrl_shift_z(qtbot, win):  # noqa: ANN001, ANN201
+def ctrl_shift_z(qtbot, win):
     """Ctrl+Shift+Z (Edit → Redo)."""
     assert "Ctrl+Shift+Z" in [k.toString() for k in win.redo_action.shortcuts()]
     return rerun(qtbot, win, lambda: _key(
         qtbot, win, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier))
 
 
-def _key(qtbot, win, modifiers) -> None:  # noqa: ANN001
+def _key(qtbot, win, modifiers) -> None:
     """Press Z with ``modifiers`` in the active window, so the window's shortcut map handles it."""
     from PySide6.QtWidgets import QApplication
 
@@ -79,11 +79,11 @@ def _key(qtbot, win, modifiers) -> None:  # noqa: ANN001
     assert win.ctx.undo_stack.index() != before, "the shortcut did not reach the undo stack"
 
 
-def text_of(preview) -> str:  # noqa: ANN001
+def text_of(preview) -> str:
     return "\n".join(str(m.get("content") or "") for m in preview.messages)
 
 
-def restart(qtbot, win, settings):  # noqa: ANN001, ANN202
+def restart(qtbot, win, settings):
     """Close ``win`` and open a new window (new AppContext, new Store) on the same SQLite file."""
     db, chat_id = win.ctx.store.url, win.ctx.document.chat_id
     _close(win)
@@ -91,7 +91,7 @@ def restart(qtbot, win, settings):  # noqa: ANN001, ANN202
 
 
 @pytest.fixture
-def st_window(qtbot, tmp_path: Path, qsettings):  # noqa: ANN001
+def st_window(qtbot, tmp_path: Path, qsettings):
     """A window on the SillyTavern fixture folder, imported through File → Open SillyTavern folder."""
     user = build_st_user(tmp_path)
     db = f"sqlite:///{tmp_path / 'library.sqlite3'}"
@@ -107,11 +107,11 @@ def st_window(qtbot, tmp_path: Path, qsettings):  # noqa: ANN001
     _close(holder["win"])
 
 
-def _book_id(win, name: str) -> str:  # noqa: ANN001
+def _book_id(win, name: str) -> str:
     return next(b.id for b in win.ctx.store.list_lorebooks() if b.name == name)
 
 
-def test_import_folder_summary_and_library_panels(st_window) -> None:  # noqa: ANN001
+def test_import_folder_summary_and_library_panels(st_window) -> None:
     win = st_window["win"]
     setup = win.library_setup
     text = setup.report_text(setup.last_report)
@@ -134,7 +134,7 @@ def test_import_folder_summary_and_library_panels(st_window) -> None:  # noqa: A
     assert len(win.ctx.store.list_lorebooks()) == 5
 
 
-def test_rename_delete_and_new_chat(qtbot, st_window) -> None:  # noqa: ANN001
+def test_rename_delete_and_new_chat(qtbot, st_window) -> None:
     win = st_window["win"]
     setup = win.library_setup
     store = win.ctx.store
@@ -162,7 +162,7 @@ def test_rename_delete_and_new_chat(qtbot, st_window) -> None:  # noqa: ANN001
     assert unused not in setup.tabs.panels["lorebook"].ids()
 
 
-def test_import_of_a_world_says_where_it_went(qtbot, st_window, tmp_path: Path) -> None:  # noqa: ANN001
+def test_import_of_a_world_says_where_it_went(qtbot, st_window, tmp_path: Path) -> None:
     win = st_window["win"]
     world = tmp_path / "Extra.json"
     world.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["x"], "content": "extra"}}}), encoding="utf-8")
@@ -174,7 +174,7 @@ def test_import_of_a_world_says_where_it_went(qtbot, st_window, tmp_path: Path) 
     assert "Library → Lorebooks" in win.statusBar().currentMessage()
 
 
-def test_attach_standalone_lorebook_undo_and_restart(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_attach_standalone_lorebook_undo_and_restart(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     assert UNUSED not in text_of(win.preview)
     unused = _book_id(win, "Unused")
@@ -191,7 +191,7 @@ def test_attach_standalone_lorebook_undo_and_restart(qtbot, st_window, qsettings
     assert text_of(win.preview).count(UNUSED) == 1
 
 
-def test_moving_a_lorebook_from_chat_to_global_scope_keeps_it_once(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_moving_a_lorebook_from_chat_to_global_scope_keeps_it_once(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     panel = win.library_setup.setup_panel
     unused = _book_id(win, "Unused")
@@ -213,7 +213,7 @@ def test_moving_a_lorebook_from_chat_to_global_scope_keeps_it_once(qtbot, st_win
     assert text_of(win.preview).count(UNUSED) == 1
 
 
-def test_persona_and_authors_note_edits(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_persona_and_authors_note_edits(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     panel = win.library_setup.setup_panel
     old_desc = "Alex is a young cartographer from Kael's past."
@@ -242,11 +242,11 @@ def test_persona_and_authors_note_edits(qtbot, st_window, qsettings) -> None:  #
     assert win.library_setup.setup_panel.note_depth.value() == 1
 
 
-def test_prompt_order_reorder_and_toggle(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_prompt_order_reorder_and_toggle(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     panel = win.library_setup.setup_panel
 
-    def sources(preview):  # noqa: ANN001, ANN202
+    def sources(preview):
         return [b.source for b in preview.blocks]
 
     before = sources(win.preview)
@@ -272,11 +272,11 @@ def test_prompt_order_reorder_and_toggle(qtbot, st_window, qsettings) -> None:  
     assert "prompt:jailbreak" in after
 
 
-def _activated(preview) -> int:  # noqa: ANN001
+def _activated(preview) -> int:
     return sum(1 for r in preview.lorebook_trace if r.get("activated"))
 
 
-def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     setup = win.library_setup
     editor = setup.entry_editor
@@ -319,7 +319,7 @@ def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) 
     assert "cloaks here are oiled" in text_of(win.preview)
 
 
-def test_world_info_and_model_settings_undoable(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_world_info_and_model_settings_undoable(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     panel = win.library_setup.setup_panel
     panel.reply_reserve.setValue(1000)
@@ -336,7 +336,7 @@ def test_world_info_and_model_settings_undoable(qtbot, st_window, qsettings) -> 
     assert win.preview.context_limit == 3000
 
 
-def test_stage_template_chat_gets_sillytavern_setup(qtbot, window) -> None:  # noqa: ANN001
+def test_stage_template_chat_gets_sillytavern_setup(qtbot, window) -> None:
     """A chat made in the app (no SillyTavern setup): the prompt sections wait for the switch."""
     window.show()
     qtbot.waitExposed(window)
@@ -352,7 +352,7 @@ def test_stage_template_chat_gets_sillytavern_setup(qtbot, window) -> None:  # n
 
 
 def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data: Path, tmp_path: Path,
-                                                              qsettings, capsys) -> None:  # noqa: ANN001
+                                                              qsettings, capsys) -> None:
     """The app's preview of every chat of the imported pristine SillyTavern folder is exactly what
     ``loomscope preview --chat-id ID --db URL --format json`` prints (the whole ContextPreview)."""
     from engine.cli import main
@@ -371,7 +371,7 @@ def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data
             if win.ctx.document.chat_id != chat.id:
                 with qtbot.waitSignal(win.preview_applied, timeout=20000):
                     win.open_chat(chat.id)
-            qtbot.waitUntil(lambda: win.preview is not None and win._preview_chat == chat.id,  # noqa: B023
+            qtbot.waitUntil(lambda: win.preview is not None and win._preview_chat == chat.id,
                             timeout=20000)
             app_view = win.preview.model_dump(mode="json")
             capsys.readouterr()
@@ -385,7 +385,7 @@ def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data
         _close(win)
 
 
-def test_export_character_lorebook_and_chat(qtbot, st_window, tmp_path: Path) -> None:  # noqa: ANN001
+def test_export_character_lorebook_and_chat(qtbot, st_window, tmp_path: Path) -> None:
     win = st_window["win"]
     setup = win.library_setup
     out = tmp_path / "export"
@@ -406,7 +406,7 @@ def test_export_character_lorebook_and_chat(qtbot, st_window, tmp_path: Path) ->
     assert (out / "worlds" / "Realm.json").stat().st_mtime_ns == before
 
 
-def test_dropping_a_folder_imports_it(qtbot, st_window) -> None:  # noqa: ANN001
+def test_dropping_a_folder_imports_it(qtbot, st_window) -> None:
     win = st_window["win"]
     folder = Path(win.library_setup.last_report.folder)
     win.library_setup.import_dropped([str(folder)])
@@ -414,7 +414,7 @@ def test_dropping_a_folder_imports_it(qtbot, st_window) -> None:  # noqa: ANN001
     win.library_setup.summary_box.close()
 
 
-def test_reorder_and_detach_lorebooks(qtbot, st_window, qsettings) -> None:  # noqa: ANN001
+def test_reorder_and_detach_lorebooks(qtbot, st_window, qsettings) -> None:
     win = st_window["win"]
     panel = win.library_setup.setup_panel
     names = [panel.books_table.item(r, 0).text() for r in range(panel.books_table.rowCount())]
@@ -431,7 +431,7 @@ def test_reorder_and_detach_lorebooks(qtbot, st_window, qsettings) -> None:  # n
     assert [panel.books_table.item(r, 0).text() for r in range(3)] == ["Realm", "Voyage", "HeroLore"]
 
 
-def test_entry_editor_saves_every_field(qtbot, st_window) -> None:  # noqa: ANN001
+def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     from engine.schema.lorebook import InsertionPosition
 
     win = st_window["win"]
@@ -474,7 +474,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:  # noqa: ANN0
     assert e.model_extra["characterFilter"]["isExclude"] is True
     # the character filter decides alone once the other conditions hold again (SillyTavern
     # checkWorldInfo: characterFilter names, isExclude)
-    def fired(preview) -> bool:  # noqa: ANN001
+    def fired(preview) -> bool:
         return any(r.get("book") == "Realm" and str(r.get("uid")) == "1" and r.get("activated")
                    for r in preview.lorebook_trace)
 
@@ -494,7 +494,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:  # noqa: ANN0
     assert fired(preview)  # only for Kael and Sam: Kael is the character
 
 
-def test_pick_persona_none_and_back(qtbot, st_window) -> None:  # noqa: ANN001
+def test_pick_persona_none_and_back(qtbot, st_window) -> None:
     win = st_window["win"]
     panel = win.library_setup.setup_panel
     desc = "Alex is a young cartographer from Kael's past."

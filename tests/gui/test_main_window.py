@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTextBrowser, QTextEdit
@@ -13,18 +13,18 @@ from engine.schema.audit import PromptContextAudit
 from gui.models.blocks_model import BlockColumn
 
 
-def block_of(preview, message_index: int):  # noqa: ANN001, ANN201
+def block_of(preview, message_index: int):
     return next(b for b in preview.blocks if b.message_index == message_index)
 
 
-def rerun(qtbot, win, action):  # noqa: ANN001, ANN201
+def rerun(qtbot, win, action):
     """Run ``action`` and wait for the debounced preview it causes."""
     with qtbot.waitSignal(win.preview_applied, timeout=20000) as blocker:
         action()
     return blocker.args[0]
 
 
-def test_window_opens_on_the_chat(window) -> None:  # noqa: ANN001
+def test_window_opens_on_the_chat(window) -> None:
     assert window.ctx.document.chat_id is not None
     assert window.preview is not None and window.preview.error is None
     assert window.blocks_panel.model.rowCount() == len(window.preview.blocks)
@@ -32,7 +32,7 @@ def test_window_opens_on_the_chat(window) -> None:  # noqa: ANN001
     assert window.budget_bar.segments()
 
 
-def test_exclude_toggle_reruns_preview_and_undo_restores(qtbot, window, library) -> None:  # noqa: ANN001
+def test_exclude_toggle_reruns_preview_and_undo_restores(qtbot, window, library) -> None:
     store, chat_id, _ = library
     model = window.blocks_panel.model
     row = model.row_of_message(5)
@@ -55,7 +55,7 @@ def test_exclude_toggle_reruns_preview_and_undo_restores(qtbot, window, library)
     assert block_of(preview, 5).reason == "MANUAL_EXCLUDED"
 
 
-def test_exclude_under_truncate_switches_to_manual_in_one_undo_step(qtbot, window, library) -> None:  # noqa: ANN001
+def test_exclude_under_truncate_switches_to_manual_in_one_undo_step(qtbot, window, library) -> None:
     store, chat_id, _ = library
     doc = window.ctx.document
     truncate = doc.request.settings.model_copy(update={"strategy": "truncate"})
@@ -72,7 +72,7 @@ def test_exclude_under_truncate_switches_to_manual_in_one_undo_step(qtbot, windo
     assert window.settings_panel.strategy_box.currentData() == "truncate"
 
 
-def test_pinning_protects_under_a_tight_budget(qtbot, window, library) -> None:  # noqa: ANN001
+def test_pinning_protects_under_a_tight_budget(qtbot, window, library) -> None:
     store, chat_id, _ = library
     doc = window.ctx.document
     tight = doc.request.settings.model_copy(update={"context_limit": 900, "reply_reserve": 100})
@@ -93,10 +93,10 @@ def test_pinning_protects_under_a_tight_budget(qtbot, window, library) -> None: 
     assert block_of(preview, 1).status == "excluded"
 
 
-def test_editing_a_lorebook_key_changes_activation(qtbot, window, library) -> None:  # noqa: ANN001
-    store, chat_id, book_id = library
+def test_editing_a_lorebook_key_changes_activation(qtbot, window, library) -> None:
+    store, _chat_id, book_id = library
 
-    def lore_blocks(preview):  # noqa: ANN001, ANN202
+    def lore_blocks(preview):
         return [b for b in preview.blocks if b.kind == "lorebook" and b.status == "kept"]
 
     assert lore_blocks(window.preview) == []
@@ -112,7 +112,7 @@ def test_editing_a_lorebook_key_changes_activation(qtbot, window, library) -> No
     assert store.get_lorebook(book_id).entries[0].keys == ["dragon"]
 
 
-def _texts(widget) -> str:  # noqa: ANN001
+def _texts(widget) -> str:
     parts = []
     for cls in (QLabel,):
         parts += [w.text() for w in widget.findChildren(cls)]
@@ -134,13 +134,13 @@ def _texts(widget) -> str:  # noqa: ANN001
     return "\n".join(parts)
 
 
-def test_audit_tab_shows_the_stored_audit(qtbot, window, library) -> None:  # noqa: ANN001
+def test_audit_tab_shows_the_stored_audit(qtbot, window, library) -> None:
     store, chat_id, _ = library
     p = window.preview
     audit = PromptContextAudit(
         generation_id="feedc0ffee1234567890", chat_id=chat_id, provider="http://127.0.0.1:9/v1",
-        model="gpt-4o", status="completed", created_at=datetime.now(timezone.utc),
-        finished_at=datetime.now(timezone.utc), context_limit=p.context_limit, reply_reserve=p.reply_reserve,
+        model="gpt-4o", status="completed", created_at=datetime.now(UTC),
+        finished_at=datetime.now(UTC), context_limit=p.context_limit, reply_reserve=p.reply_reserve,
         budget=p.budget, prompt_tokens=p.prompt_tokens, strategy=p.strategy, tokenizer=p.tokenizer,
         blocks=list(p.blocks), provider_messages=list(p.messages))
     store.put_audit(audit)
@@ -152,7 +152,7 @@ def test_audit_tab_shows_the_stored_audit(qtbot, window, library) -> None:  # no
     assert "feedc0ffee" in _texts(window.audit_tab)
 
 
-def test_malformed_import_shows_error_and_leaves_library_unchanged(qtbot, window, library, tmp_path) -> None:  # noqa: ANN001
+def test_malformed_import_shows_error_and_leaves_library_unchanged(qtbot, window, library, tmp_path) -> None:
     store, _, _ = library
     chats_before = [c.id for c in store.list_chats()]
     books_before = [b.id for b in store.list_lorebooks()]
@@ -171,7 +171,7 @@ def test_malformed_import_shows_error_and_leaves_library_unchanged(qtbot, window
     assert [b.id for b in store.list_lorebooks()] == books_before
 
 
-def test_import_good_file_opens_chat(qtbot, window, library, tmp_path) -> None:  # noqa: ANN001
+def test_import_good_file_opens_chat(qtbot, window, library, tmp_path) -> None:
     store, _, _ = library
     path = tmp_path / "quay.jsonl"
     lines = [{"user_name": "Wren", "character_name": "Marisol", "chat_metadata": {}},
@@ -184,7 +184,7 @@ def test_import_good_file_opens_chat(qtbot, window, library, tmp_path) -> None: 
     assert refs is not None
 
 
-def test_delete_chat_asks_first(qtbot, window, library) -> None:  # noqa: ANN001
+def test_delete_chat_asks_first(qtbot, window, library) -> None:
     store, chat_id, _ = library
     window.confirm = lambda title, text: False
     assert not window.delete_chat(chat_id)
@@ -195,7 +195,7 @@ def test_delete_chat_asks_first(qtbot, window, library) -> None:  # noqa: ANN001
     assert window.ctx.document.chat_id is None
 
 
-def test_branch_from_here(qtbot, window, library) -> None:  # noqa: ANN001
+def test_branch_from_here(qtbot, window, library) -> None:
     store, chat_id, _ = library
     rerun(qtbot, window, lambda: window.chat_view.branch_requested.emit(7))
     new_id = window.ctx.document.chat_id
@@ -204,7 +204,7 @@ def test_branch_from_here(qtbot, window, library) -> None:  # noqa: ANN001
     assert window.chat_view.model.message_count() == 8
 
 
-def test_composer_appends_user_message(qtbot, window, library) -> None:  # noqa: ANN001
+def test_composer_appends_user_message(qtbot, window, library) -> None:
     store, chat_id, _ = library
     window.chat_view.composer.setPlainText("Where is the parcel?")
     preview = rerun(qtbot, window, window.chat_view.send_button.click)
@@ -213,7 +213,7 @@ def test_composer_appends_user_message(qtbot, window, library) -> None:  # noqa:
     assert last.reason == "CURRENT_INPUT"
 
 
-def test_settings_strategy_list_follows_the_registry(qtbot, window) -> None:  # noqa: ANN001
+def test_settings_strategy_list_follows_the_registry(qtbot, window) -> None:
     from engine.shifting.registry import truncate_strategy
 
     names = [window.settings_panel.strategy_box.itemData(i) for i in range(window.settings_panel.strategy_box.count())]
@@ -230,7 +230,7 @@ def test_settings_strategy_list_follows_the_registry(qtbot, window) -> None:  # 
         cleanup()
 
 
-def test_budget_exceeded_points_at_protected_blocks(qtbot, window) -> None:  # noqa: ANN001
+def test_budget_exceeded_points_at_protected_blocks(qtbot, window) -> None:
     doc = window.ctx.document
     tiny = doc.request.settings.model_copy(update={"context_limit": 40, "reply_reserve": 5})
     preview = rerun(qtbot, window, lambda: window.settings_panel.settings_edited.emit(tiny))
@@ -243,7 +243,7 @@ def test_budget_exceeded_points_at_protected_blocks(qtbot, window) -> None:  # n
     assert blocker.args[0].code == "TOKEN_BUDGET_EXCEEDED"
 
 
-def test_layout_and_last_chat_persist(qtbot, window, library, qsettings) -> None:  # noqa: ANN001
+def test_layout_and_last_chat_persist(qtbot, window, library, qsettings) -> None:
     from gui.app import build_context
     from gui.main_window import MainWindow
 
@@ -265,7 +265,7 @@ def test_layout_and_last_chat_persist(qtbot, window, library, qsettings) -> None
     ctx.preview.shutdown()
 
 
-def test_invalid_settings_input_is_refused(qtbot, window) -> None:  # noqa: ANN001
+def test_invalid_settings_input_is_refused(qtbot, window) -> None:
     panel = window.settings_panel
     emitted = []
     panel.settings_edited.connect(emitted.append)
@@ -276,7 +276,7 @@ def test_invalid_settings_input_is_refused(qtbot, window) -> None:  # noqa: ANN0
     assert isinstance(window.ctx.document.request.settings, ContextSettings)
 
 
-def test_approximate_profile_shows_badges_and_safety_margin(qtbot, window) -> None:  # noqa: ANN001
+def test_approximate_profile_shows_badges_and_safety_margin(qtbot, window) -> None:
     doc = window.ctx.document
     claude = doc.request.settings.model_copy(update={"model": "claude-3-5-sonnet"})
     preview = rerun(qtbot, window, lambda: window.settings_panel.settings_edited.emit(claude))
@@ -287,10 +287,10 @@ def test_approximate_profile_shows_badges_and_safety_margin(qtbot, window) -> No
     assert safety.tokens == preview.safety_margin
 
 
-def test_failed_preview_shows_a_banner_and_keeps_the_lorebook_editable(qtbot, window) -> None:  # noqa: ANN001
+def test_failed_preview_shows_a_banner_and_keeps_the_lorebook_editable(qtbot, window) -> None:
     from engine.errors import SettingsError
 
-    def broken(request):  # noqa: ANN001, ANN202
+    def broken(request):
         raise SettingsError("UNKNOWN_STRATEGY", "internal words")
 
     window.ctx.preview.set_compute(broken)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -16,13 +17,12 @@ from engine.pipeline import preview as engine_preview
 from engine.schema import Chat, ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
 from gui.models.blocks_model import BlockColumn
 from gui.widgets.blocks_panel import REASON_MIN_W, TEXT_MIN_W
-
 from tests.gui.test_main_window import block_of, rerun
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _show(qtbot, window, w: int, h: int) -> None:  # noqa: ANN001
+def _show(qtbot, window, w: int, h: int) -> None:
     window.resize(w, h)
     window._splitter_shown = False
     window.show()
@@ -32,14 +32,14 @@ def _show(qtbot, window, w: int, h: int) -> None:  # noqa: ANN001
         QCoreApplication.processEvents()
 
 
-def _long_preview(n: int, limit: int = 6000):  # noqa: ANN202
+def _long_preview(n: int, limit: int = 6000):
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant",
                         content=f"Message {i}: the courier counts lanterns. " * (1 + i % 4)) for i in range(n)]
     return engine_preview(PreviewRequest(chat=Chat(messages=msgs), settings=ContextSettings(
         model="gpt-4o", context_limit=limit, reply_reserve=500, strategy="truncate")))
 
 
-def _cell_fits(table, row: int, col: int) -> bool:  # noqa: ANN001
+def _cell_fits(table, row: int, col: int) -> bool:
     index = table.model().index(row, col)
     text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
     font = index.data(Qt.ItemDataRole.FontRole) or table.font()
@@ -49,7 +49,7 @@ def _cell_fits(table, row: int, col: int) -> bool:  # noqa: ANN001
 
 # ---------------------------------------------------------------------------- item 1
 @pytest.mark.parametrize("size", [(1280, 800), (1440, 900)])
-def test_status_reason_and_digits_are_readable_at_writer_screen_sizes(qtbot, window, size) -> None:  # noqa: ANN001
+def test_status_reason_and_digits_are_readable_at_writer_screen_sizes(qtbot, window, size) -> None:
     _show(qtbot, window, *size)
     pv = _long_preview(1200)  # four-digit positions, history cut: long reasons
     window.apply_preview(pv)
@@ -60,7 +60,7 @@ def test_status_reason_and_digits_are_readable_at_writer_screen_sizes(qtbot, win
     sizes = window.splitter.sizes()
     assert sizes[1] >= 700, sizes
     rows = table.model().rowCount()
-    sample = list(range(0, rows, max(1, rows // 60))) + [rows - 1]
+    sample = [*list(range(0, rows, max(1, rows // 60))), rows - 1]
     for r in sample:
         for col in (BlockColumn.POSITION, BlockColumn.STATUS, BlockColumn.REASON, BlockColumn.TOKENS):
             assert _cell_fits(table, r, col), (size, r, col, table.model().index(r, col).data())
@@ -75,7 +75,7 @@ def test_status_reason_and_digits_are_readable_at_writer_screen_sizes(qtbot, win
 
 
 # ---------------------------------------------------------------------------- item 2
-def test_specific_reasons_reach_the_table_and_the_inspector(qtbot, window) -> None:  # noqa: ANN001
+def test_specific_reasons_reach_the_table_and_the_inspector(qtbot, window) -> None:
     _show(qtbot, window, 1440, 900)
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=("word " * (285 if i == 8 else 5)))
             for i in range(12)]
@@ -99,7 +99,7 @@ def test_specific_reasons_reach_the_table_and_the_inspector(qtbot, window) -> No
 
 
 # ---------------------------------------------------------------------------- item 3
-def test_library_search_filters_without_opening_another_chat(qtbot, window, library) -> None:  # noqa: ANN001
+def test_library_search_filters_without_opening_another_chat(qtbot, window, library) -> None:
     store, chat_id, _ = library
     other = store.add_chat(Chat(title="Harbour night", messages=[ChatMessage(role="user", content="hi")]),
                            title="Harbour night")
@@ -120,7 +120,7 @@ def test_library_search_filters_without_opening_another_chat(qtbot, window, libr
     assert other in window.library.chat_ids()
 
 
-def test_undo_survives_switching_chats_and_reopens_the_chat(qtbot, window, library) -> None:  # noqa: ANN001
+def test_undo_survives_switching_chats_and_reopens_the_chat(qtbot, window, library) -> None:
     store, chat_id, book_id = library
     other = store.add_chat(Chat(title="Other", messages=[ChatMessage(role="user", content=f"m{i}") for i in range(4)]),
                            title="Other", lorebook_ids=[book_id])
@@ -141,7 +141,7 @@ def test_undo_survives_switching_chats_and_reopens_the_chat(qtbot, window, libra
     assert window.library.current_chat_id() == chat_id
 
 
-def test_settings_edits_are_undoable_as_one_step(qtbot, window, library) -> None:  # noqa: ANN001
+def test_settings_edits_are_undoable_as_one_step(qtbot, window, library) -> None:
     store, chat_id, _ = library
     old = window.ctx.document.request.settings
     panel = window.settings_panel
@@ -153,7 +153,7 @@ def test_settings_edits_are_undoable_as_one_step(qtbot, window, library) -> None
     assert panel.wi_percent.value() == old.world_info.budget_percent
 
 
-def test_messages_edit_delete_and_hide_undoably(qtbot, window, library) -> None:  # noqa: ANN001
+def test_messages_edit_delete_and_hide_undoably(qtbot, window, library) -> None:
     store, chat_id, _ = library
     original = [m.text() for m in store.get_chat(chat_id).chat.messages]
     window.ask_text = lambda _title, _text: "Rewritten by the writer."
@@ -172,7 +172,7 @@ def test_messages_edit_delete_and_hide_undoably(qtbot, window, library) -> None:
     assert block_of(pv, 3).status == "kept"
 
 
-def test_stray_typing_in_the_table_never_toggles_a_row(qtbot, window) -> None:  # noqa: ANN001
+def test_stray_typing_in_the_table_never_toggles_a_row(qtbot, window) -> None:
     _show(qtbot, window, 1440, 900)
     panel = window.blocks_panel
     panel.select_message(3)  # chosen for the user (a fresh chat, a click in the chart)
@@ -193,8 +193,8 @@ def test_stray_typing_in_the_table_never_toggles_a_row(qtbot, window) -> None:  
 
 
 def test_a_newly_opened_chat_selects_its_newest_message_and_the_chat_opens_at_the_bottom(
-        qtbot, window, library) -> None:  # noqa: ANN001
-    store, chat_id, _ = library
+        qtbot, window, library) -> None:
+    store, _chat_id, _ = library
     other = store.add_chat(Chat(title="Long", messages=[ChatMessage(role="user", content=f"line {i} " * 30)
                                                         for i in range(60)]), title="Long")
     window.refresh_library()
@@ -209,8 +209,8 @@ def test_a_newly_opened_chat_selects_its_newest_message_and_the_chat_opens_at_th
     assert bar.maximum() > 0 and bar.value() == bar.maximum()
 
 
-def test_no_other_chats_blocks_under_a_new_title(qtbot, window, library) -> None:  # noqa: ANN001
-    store, chat_id, _ = library
+def test_no_other_chats_blocks_under_a_new_title(qtbot, window, library) -> None:
+    store, _chat_id, _ = library
     other = store.add_chat(Chat(title="Second", messages=[ChatMessage(role="user", content="x")]), title="Second")
     window.refresh_library()
     window.open_chat(other)  # the preview for "Second" is not computed yet
@@ -220,7 +220,7 @@ def test_no_other_chats_blocks_under_a_new_title(qtbot, window, library) -> None
 
 
 # ---------------------------------------------------------------------------- item 4
-def test_honest_chrome(qtbot, window, library) -> None:  # noqa: ANN001
+def test_honest_chrome(qtbot, window, library) -> None:
     from gui.labels import plain
     from gui.main_window import IMPORT_FILTER, dedupe_lines
     from gui.widgets.block_inspector import describe_detail
@@ -262,7 +262,7 @@ def test_honest_chrome(qtbot, window, library) -> None:  # noqa: ANN001
     assert QFontMetrics(window.library.list.font()).inFontUcs4(ord(BRANCH_MARK))
 
 
-def test_toolbar_does_not_jump_as_the_undo_text_changes(qtbot, window) -> None:  # noqa: ANN001
+def test_toolbar_does_not_jump_as_the_undo_text_changes(qtbot, window) -> None:
     _show(qtbot, window, 1440, 900)
     bar = window.findChild(type(window.addToolBar("x")), "mainToolbar")
     generate = bar.widgetForAction(window.generate_action)
@@ -274,7 +274,7 @@ def test_toolbar_does_not_jump_as_the_undo_text_changes(qtbot, window) -> None: 
     assert generate.geometry().x() == before
 
 
-def test_fired_only_is_the_preview_and_rows_keep_their_place(qtbot, window, library) -> None:  # noqa: ANN001
+def test_fired_only_is_the_preview_and_rows_keep_their_place(qtbot, window, library) -> None:
     from engine.schema import Lorebook
 
     store, chat_id, _ = library
@@ -351,7 +351,7 @@ def test_tab_names_agree_between_the_cli_and_the_window() -> None:
     assert CLI_TABS == TAB_NAMES
 
 
-def test_ctrl_c_closes_the_window_cleanly(qtbot, window) -> None:  # noqa: ANN001
+def test_ctrl_c_closes_the_window_cleanly(qtbot, window) -> None:
     from PySide6.QtWidgets import QApplication
 
     from gui.app import install_interrupt_handler
@@ -372,7 +372,7 @@ def test_ctrl_c_closes_the_window_cleanly(qtbot, window) -> None:  # noqa: ANN00
 
 
 # ---------------------------------------------------------------------------- item 7
-def test_the_fit_map_marks_where_the_story_starts_and_hovers_say_it(qtbot, window) -> None:  # noqa: ANN001
+def test_the_fit_map_marks_where_the_story_starts_and_hovers_say_it(qtbot, window) -> None:
     _show(qtbot, window, 1440, 900)
     pv = _long_preview(400, limit=8192)
     window.apply_preview(pv)
@@ -382,7 +382,7 @@ def test_the_fit_map_marks_where_the_story_starts_and_hovers_say_it(qtbot, windo
     assert fits == {i: b.fit_window for i, b in by_msg.items()}
     # older messages need a window at least as large (truncate keeps history contiguous)
     history = [fits[i] for i in sorted(fits)]
-    assert all(a >= b for a, b in zip(history, history[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(history))
     marks = dict(chart.fit_marks())
     assert 8192 in marks  # the current window is marked
     start = marks[8192]

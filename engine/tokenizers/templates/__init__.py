@@ -7,5 +7,16 @@ from .llama import LlamaChatFormat
 from .mistral import MistralInstruct
 from .rendered import DeepSeekTemplate, Qwen3ChatML, QwenChatML, tally_rendered
 
-__all__ = ["OVERHEAD", "TOOLS", "ChatTemplate", "PromptCount", "Tally", "LlamaChatFormat", "MistralInstruct",
-           "DeepSeekTemplate", "QwenChatML", "Qwen3ChatML", "tally_rendered"]
+__all__ = [
+           "OVERHEAD",
+           "TOOLS",
+           "ChatTemplate",
+           "DeepSeekTemplate",
+           "LlamaChatFormat",
+           "MistralInstruct",
+           "PromptCount",
+           "Qwen3ChatML",
+           "QwenChatML",
+           "Tally",
+           "tally_rendered",
+]

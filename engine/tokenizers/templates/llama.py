@@ -1,4 +1,4 @@
-"""Llama 3 and Llama 4 chat formats, after Meta's ``llama-models``.
+r"""Llama 3 and Llama 4 chat formats, after Meta's ``llama-models``.
 
 ``llama_models/llama3/chat_format.py`` ``ChatFormat.encode_dialog_prompt`` (Llama 4:
 ``llama_models/llama4/chat_format.py``): ``<|begin_of_text|>``, then per message a header

@@ -1,4 +1,4 @@
-"""Mistral instruct formats v1, v3 and v7 (SentencePiece or Tekken), after ``mistral-common``.
+r"""Mistral instruct formats v1, v3 and v7 (SentencePiece or Tekken), after ``mistral-common``.
 
 ``MistralTokenizer.encode_chat_completion`` first normalises the request
 (``protocol/instruct/normalize.py`` ``InstructRequestNormalizer``; v7: ``...NormalizerV7``) and
@@ -66,7 +66,7 @@ class _Turn:
 
 
 def _joined(items: list[tuple[Owner, str]]) -> list[Part]:
-    """Texts joined by "\\n\\n" (empty ones skipped); each separator belongs to the text before it."""
+    r"""Texts joined by "\\n\\n" (empty ones skipped); each separator belongs to the text before it."""
     out: list[Part] = []
     for owner, text in items:
         if not text:

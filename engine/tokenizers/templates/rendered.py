@@ -1,4 +1,4 @@
-"""Chat templates that render one prompt string (Qwen's ChatML, DeepSeek), counted exactly.
+r"""Chat templates that render one prompt string (Qwen's ChatML, DeepSeek), counted exactly.
 
 The template is rendered as fragments ``(owner, text, is_template)``. Tokenizing the rendered
 string (tiktoken with special tokens allowed, or Hugging Face ``tokenizers``) first splits it at
@@ -28,7 +28,18 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .base import OVERHEAD, TOOLS, CountMany, Owner, PromptCount, Tally, content_text, parse_json, role_of, tool_calls_of
+from .base import (
+    OVERHEAD,
+    TOOLS,
+    CountMany,
+    Owner,
+    PromptCount,
+    Tally,
+    content_text,
+    parse_json,
+    role_of,
+    tool_calls_of,
+)
 
 Fragment = tuple[Owner, str, bool]
 
@@ -36,7 +47,8 @@ Fragment = tuple[Owner, str, bool]
 def tally_rendered(fragments: Sequence[Fragment], special: re.Pattern[str] | None, n_messages: int) -> Tally:
     """A :class:`Tally` of the rendered prompt ``fragments``: special-token strings (matched on the
     whole rendered text) count one token for the fragment they start in; the text between two of
-    them is one joint piece."""
+    them is one joint piece.
+    """
     tally = Tally(n_messages)
     full = "".join(f[1] for f in fragments)
     starts: list[int] = []
@@ -83,7 +95,7 @@ def tally_rendered(fragments: Sequence[Fragment], special: re.Pattern[str] | Non
 
 
 def _tojson(value: Any) -> str:
-    """transformers' ``tojson`` filter: ``json.dumps(value, ensure_ascii=False)``."""
+    """Transformers' ``tojson`` filter: ``json.dumps(value, ensure_ascii=False)``."""
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -97,7 +109,8 @@ QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object w
 
 def _tool_response(i: int, text: str, roles: Sequence[str]) -> list[Fragment]:
     """Qwen's (2.5 and 3) ``tool`` turn: consecutive results share one ``user`` turn of
-    ``<tool_response>`` blocks (the same branch in both vendor chat templates)."""
+    ``<tool_response>`` blocks (the same branch in both vendor chat templates).
+    """
     frags: list[Fragment] = []
     if i == 0 or roles[i - 1] != "tool":
         frags.append((i, "<|im_start|>user", True))

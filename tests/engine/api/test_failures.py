@@ -13,7 +13,6 @@ from engine.pipeline import default_registries
 from engine.schema import Chat, ChatMessage
 from engine.storage import open_store
 from engine.tokenizers.profiles import TokenizerProfile
-
 from tests.dbtest import BACKENDS, library_url
 
 from .conftest import start_server, stop_server

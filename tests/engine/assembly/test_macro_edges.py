@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from engine.assembly.macros import expand_macros
 from engine.assembly import MacroContext
+from engine.assembly.macros import expand_macros
 
 
 @pytest.mark.parametrize(("now", "time_text", "date_text"), [

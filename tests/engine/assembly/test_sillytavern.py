@@ -278,10 +278,10 @@ VARIANTS = {
     # Author's Note IN_PROMPT (0): authorsNote inserted at the end of the main prompt's collection;
     # the World Info at depth 2 stays alone in the chat
     "note_in_prompt": (lambda c: c[0]["chat_metadata"].update(note_position=0), None,
-                       _replace(_BASE[:1] + [("system", "[Keep the tone tense.]")] + _BASE[1:], _NOTE, _STORM)),
+                       _replace([*_BASE[:1], ("system", "[Keep the tone tense.]"), *_BASE[1:]], _NOTE, _STORM)),
     # BEFORE_PROMPT (2), user role: at the start of the main prompt's collection
     "note_before_prompt": (lambda c: c[0]["chat_metadata"].update(note_position=2, note_role=1), None,
-                           _replace([("user", "[Keep the tone tense.]")] + _BASE, _NOTE, _STORM)),
+                           _replace([("user", "[Keep the tone tense.]"), *_BASE], _NOTE, _STORM)),
     # an absolute Prompt Manager prompt at depth 2: joined before the extension prompts of that
     # depth and role (populationInjectionPrompts)
     "absolute_prompt": (None, lambda s: next(p for p in s["oai_settings"]["prompts"]

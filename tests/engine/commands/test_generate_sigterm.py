@@ -41,7 +41,7 @@ def test_sigterm_cancels_keeps_the_message_and_exits_143(tmp_path: Path) -> None
             time.sleep(0.05)
         assert server.requests, "the CLI never reached the server"
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, (proc.returncode, err)
     assert "CANCELLED" in err and err.count("\n") == 1
     with open_store(str(db), seed=False) as store:

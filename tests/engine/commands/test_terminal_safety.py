@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -79,7 +79,7 @@ def test_newline_in_a_json_key_cannot_forge_a_second_error_line(tmp_path: Path, 
     for argv in (("inspect", str(book)), ("lint-lorebook", str(book)),
                  ("import", str(book), "--db", str(tmp_path / "lib.sqlite3")),
                  ("preview", "--lorebook", str(book))):
-        code, out, err = _run(capsys, monkeypatch, *argv)
+        code, _out, err = _run(capsys, monkeypatch, *argv)
         assert code == 2, (argv, err)
         assert err.count("\n") == 1 and err.startswith("loomscope: ") and "IMPORT_WRONG_TYPE" in err, (argv, err)
         _assert_clean(err)
@@ -168,7 +168,7 @@ def test_import_chats_audit_and_preview_tables_make_escapes_visible(tmp_path: Pa
         store.put_audit(PromptContextAudit(
             generation_id="g1", chat_id=chat_id, provider="http://127.0.0.1:1/v1\x1b[2J", model="m\x1b[5m",
             status="failed", error_code="PROVIDER_BAD_RESPONSE", error_message="odd \x1b[2J answer\nsecond",
-            created_at=datetime.now(timezone.utc), finished_at=datetime.now(timezone.utc),
+            created_at=datetime.now(UTC), finished_at=datetime.now(UTC),
             context_limit=100, reply_reserve=10, prompt_tokens=5, strategy="manual",
             tokenizer=TokenizerInfo(profile="o200k_base", approximate=False),
             warnings=["macro in \x1b[2J text"], interceptor_diagnostics=["diag \x1b[31m"]))

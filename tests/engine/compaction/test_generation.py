@@ -276,7 +276,7 @@ def test_cli_generate_compact_fails_twice_then_answers(shared_data, store, serve
     server.script.extend(["429", "429"])
     code = cli_main(["generate", chat_id, "--strategy", "compact", "--context-limit", "6000", "--reply-reserve", "500",
                      "--base-url", server.base_url, "--format", "table"])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert code == 0, err
     assert len(server.requests) == 3
     assert "compaction: fell back to truncation" in err and "PROVIDER_RATE_LIMITED" in err
@@ -293,14 +293,14 @@ def test_summary_model_and_the_summarizers_own_budget(store, server):
     summary_req, chat_req = server.requests
     assert summary_req["body"]["model"] == "gpt-3.5-turbo-0301" and chat_req["body"]["model"] == "gpt-4o"
     assert summary_req["body"]["max_tokens"] == 100 and summary_req["body"]["stream"] is False
-    from engine.tokenizers import num_tokens_from_messages, default_tokenizer_registry
+    from engine.tokenizers import default_tokenizer_registry, num_tokens_from_messages
 
     profile = default_tokenizer_registry().get("cl100k_base")
     assert num_tokens_from_messages(profile, summary_req["body"]["messages"]) + 100 <= 600
     rec = res.audit.compaction
     assert rec["input_cut"] > 0 and rec["model"] == "gpt-3.5-turbo-0301"
     # messages the summarizer never saw are not claimed as summarized: they stay history
-    lo, hi = rec["range"]
+    lo, _hi = rec["range"]
     assert lo > 1 and res.audit.compaction["status"] in ("compacted", "compacted_then_truncated")
     assert all(b.status != "truncated" for b in res.audit.blocks if b.message_index is not None
                and b.message_index < lo)
@@ -331,7 +331,7 @@ def test_compaction_ends_at_the_target_even_when_the_summary_gets_below_the_trig
     chat_id = store.add_chat(long_chat(n=40, size=60), settings=settings(2000, 200, keep_recent=20))
     res = generate_and_store(store, chat_id, provider(server))
     rec = res.audit.compaction
-    trigger, target = thresholds(2000)
+    _trigger, target = thresholds(2000)
     assert rec["status"] == "compacted" and rec["truncated_to_target"]
     assert res.audit.prompt_tokens <= target
     assert any(b.status == "excluded" and b.reason == "HISTORY_OLDEST_FIRST" for b in res.audit.blocks)

@@ -77,7 +77,7 @@ def test_dropped_path_and_error_line_are_re_appended_verbatim():
 
 def test_tight_cap_keeps_the_path_and_error_line_and_cuts_prose():
     prose = "First the user asked for a fix. Then the tests ran. Then a lot more happened in detail. " * 3
-    text, items, cut = compose(prose, find_artifacts(TRACE), 45, COUNT)
+    text, _items, cut = compose(prose, find_artifacts(TRACE), 45, COUNT)
     assert COUNT(text) <= 45
     assert "/home/u/proj-fix-123/apps/api/mapper.py" in text and "KeyError: 'id'" in text
     assert cut
@@ -129,6 +129,6 @@ from hypothesis import strategies as st  # noqa: E402
 def test_fit_transcript_always_ends_fits_or_cannot_cut_further(sizes, budget):
     count = len  # one "token" per character keeps the property exact
     lines = [(i, "x" * n) for i, n in enumerate(sizes)]
-    out, cut = fit_transcript(lines, budget, count)
+    out, _cut = fit_transcript(lines, budget, count)
     assert sum(len(t) for _, t in out) <= budget or not out
     assert [i for i, _ in out] == [i for i, _ in lines][len(lines) - len(out):]  # only the oldest left out

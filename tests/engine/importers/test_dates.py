@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,9 +13,9 @@ from engine.importers import load_chat, parse_send_date
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (1729284721000, datetime(2024, 10, 18, 20, 52, 1, tzinfo=timezone.utc)),
-    ("1729284721000", datetime(2024, 10, 18, 20, 52, 1, tzinfo=timezone.utc)),
-    ("2024-08-07T12:30:37.813Z", datetime(2024, 8, 7, 12, 30, 37, 813000, tzinfo=timezone.utc)),
+    (1729284721000, datetime(2024, 10, 18, 20, 52, 1, tzinfo=UTC)),
+    ("1729284721000", datetime(2024, 10, 18, 20, 52, 1, tzinfo=UTC)),
+    ("2024-08-07T12:30:37.813Z", datetime(2024, 8, 7, 12, 30, 37, 813000, tzinfo=UTC)),
     ("June 19, 2023 2:20pm", datetime(2023, 6, 19, 14, 20)),
     ("August 7, 2024 12:05am", datetime(2024, 8, 7, 0, 5)),
     ("2024-10-18@20h52m01s", datetime(2024, 10, 18, 20, 52, 1)),

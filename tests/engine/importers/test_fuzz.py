@@ -110,10 +110,10 @@ def _nodes(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [path]
     if isinstance(value, dict):
         for k, v in list(value.items())[:40]:
-            out += _nodes(v, path + (k,))
+            out += _nodes(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value[:40]):
-            out += _nodes(v, path + (i,))
+            out += _nodes(v, (*path, i))
     return out
 
 

@@ -56,7 +56,7 @@ def test_ccv3_preferred_and_keyword_case_insensitive(tmp_path: Path) -> None:
 
 def test_card_fields_and_book_mapping(tmp_path: Path) -> None:
     p = write(tmp_path / "card.png", png_bytes([("tEXt", "chara", b64(V2_CARD))]))
-    c, spec, warnings = load_character_with_info(p)
+    c, _spec, warnings = load_character_with_info(p)
     dp = c.depth_prompt()
     assert dp is not None and (dp.prompt, dp.depth, dp.role) == ("Mira is tired.", 2, "user")
     assert c.extensions["custom"] == {"x": 1}

@@ -7,8 +7,9 @@ recursion on, include names), context limit 10,000 (budget 2,500), user ``User``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -6,10 +6,19 @@ import re
 
 import pytest
 
-from engine.lorebook import (BLOCK_REASONS, TRACE_CODES, activate, clear_cache, compute_budget,
-                             test_text as run_test_text)
-from engine.lorebook.keys import (InvalidRegexKey, MultiKeyMatcher, compile_regex_key, is_regex_key,
-                                  substitute_names, whole_word_at, word_kind, SPACED, UNSEGMENTED)
+from engine.lorebook import BLOCK_REASONS, TRACE_CODES, activate, clear_cache, compute_budget
+from engine.lorebook import test_text as run_test_text
+from engine.lorebook.keys import (
+    SPACED,
+    UNSEGMENTED,
+    InvalidRegexKey,
+    MultiKeyMatcher,
+    compile_regex_key,
+    is_regex_key,
+    substitute_names,
+    whole_word_at,
+    word_kind,
+)
 from engine.schema import ChatMessage, WorldInfoSettings
 
 from ._helpers import book, entry, words

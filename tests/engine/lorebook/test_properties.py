@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.lorebook import activate, compute_budget
 from engine.lorebook.keys import whole_word_at
@@ -92,7 +93,7 @@ def reference(entries: list[LorebookEntry], messages: list[str], s: WorldInfoSet
 text_st = st.lists(st.tuples(st.sampled_from(VOCAB), st.sampled_from(SEPARATORS)), max_size=6).map(
     lambda parts: "".join(w + sep for w, sep in parts))
 entry_st = st.fixed_dictionaries({
-    "keys": st.lists(st.sampled_from(VOCAB + [" ", ""]), max_size=3),
+    "keys": st.lists(st.sampled_from([*VOCAB, " ", ""]), max_size=3),
     "secondary_keys": st.lists(st.sampled_from(VOCAB), max_size=2),
     "selective_logic": st.sampled_from(list(SelectiveLogic)),
     "selective": st.booleans(),

@@ -77,8 +77,7 @@ def test_turns_and_entry_stats(rules: str) -> None:
 @pytest.mark.parametrize("rules", ["sillytavern", "loomscope"])
 def test_replay_matches_full_activations(rules: str) -> None:
     """Scanning only the tail gives what activating the whole prefix gives, turn by turn."""
-    msgs = MSGS + [ChatMessage.model_validate({"role": "user", "content": "a sword", "meta": {"hidden": True}}),
-                   ChatMessage(role="assistant", content="weather and dragon")]
+    msgs = [*MSGS, ChatMessage.model_validate({"role": "user", "content": "a sword", "meta": {"hidden": True}}), ChatMessage(role="assistant", content="weather and dragon")]
     s = WorldInfoSettings(rules=rules, scan_depth=2)
     r = build_report([BOOK], msgs, s, count_tokens=words, context_limit=10_000, char_name="Bot")
     state: dict[str, Any] = {}

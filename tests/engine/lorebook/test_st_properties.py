@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.lorebook import activate
 from engine.schema import ChatMessage, Lorebook, LorebookEntry, SelectiveLogic, WorldInfoSettings

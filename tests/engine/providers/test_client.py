@@ -212,7 +212,7 @@ class _RawServer:
             def log_message(self, *_a) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.send_response(200)
                 self.send_header("Content-Type", outer.content_type)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from engine.shifting import check_shift_result, shift_context
-
 from tests.engine.shifting.helpers import Builder
 
 

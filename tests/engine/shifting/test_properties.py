@@ -64,7 +64,7 @@ def chats(draw):
 
 
 def _run(data, manual=False):
-    blocks, sizes, truth, budget = data
+    blocks, sizes, _truth, budget = data
     return shift_context(blocks, lambda b: sizes[b.id], budget, honor_manual=manual)
 
 
@@ -98,7 +98,7 @@ def test_partition_and_order(data, manual):
 @SETTINGS
 @given(chats(), st.booleans())
 def test_protected_never_removed(data, manual):
-    blocks, sizes, truth, budget = data
+    blocks, _sizes, truth, _budget = data
     res = _run(data, manual)
     gone = {e.block_id for e in res.excluded}
     assert not (_protected_ids(blocks, truth, manual) & gone)
@@ -107,7 +107,7 @@ def test_protected_never_removed(data, manual):
 @SETTINGS
 @given(chats(), st.booleans())
 def test_tool_groups_all_or_nothing(data, manual):
-    blocks, sizes, truth, budget = data
+    _blocks, _sizes, truth, _budget = data
     res = _run(data, manual)
     kept = set(res.kept)
     by_group: dict[str, set[bool]] = {}
@@ -133,7 +133,7 @@ def test_budget_or_error(data, manual):
 @SETTINGS
 @given(chats())
 def test_truncate_drops_oldest_history_first(data):
-    blocks, sizes, truth, budget = data
+    blocks, _sizes, truth, _budget = data
     res = _run(data, manual=False)
     if res.error:
         return

@@ -17,8 +17,17 @@ from hypothesis import strategies as st
 
 from engine.compaction.state import CompactionState, make_summary
 from engine.pipeline import default_registries, preview
-from engine.schema import Block, BlockKind, Chat, ChatMessage, ContextSettings, PreviewRequest, ShiftResult
-from engine.schema import ToolCall, ToolFunction
+from engine.schema import (
+    Block,
+    BlockKind,
+    Chat,
+    ChatMessage,
+    ContextSettings,
+    PreviewRequest,
+    ShiftResult,
+    ToolCall,
+    ToolFunction,
+)
 from engine.schema.blocks import ExcludedBlock
 
 from .test_properties import _protected_ids, chats

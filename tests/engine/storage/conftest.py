@@ -20,6 +20,7 @@ import pytest
 from engine.storage import Store, open_store
 from tests.dbtest import BACKENDS, library_url
 
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path, monkeypatch) -> Iterator[str]:
     """A fresh, empty library URL for each backend (PostgreSQL: a new database per test)."""

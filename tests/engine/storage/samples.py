@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engine.schema import Character, Chat, ChatMessage, Lorebook, LorebookEntry
 from engine.schema.audit import PromptContextAudit
@@ -59,7 +59,7 @@ def card(name: str = "Marisol Quill", with_book: bool = True) -> Character:
 
 def audit(chat_id: str, generation_id: str, status: str = "completed", code: str | None = None) -> PromptContextAudit:
     """A closed audit with two blocks."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return PromptContextAudit(
         generation_id=generation_id, chat_id=chat_id, provider="http://127.0.0.1:1/v1", model="gpt-4o",
         status=status, error_code=code, created_at=now, finished_at=now, context_limit=4096,

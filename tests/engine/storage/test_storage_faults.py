@@ -24,8 +24,8 @@ from sqlalchemy import event
 from engine.cli import main as cli_main
 from engine.errors import StorageError
 from engine.schema import Chat, ChatMessage, Lorebook, LorebookEntry
-from engine.storage import open_store
 from engine.storage import database as dbmod
+from engine.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[3]
 

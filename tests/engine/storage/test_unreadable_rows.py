@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ def _library(tmp_path: Path) -> tuple[Path, str]:
         chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t")
         store.put_audit(PromptContextAudit(
             generation_id="g1", chat_id=chat_id, provider="http://127.0.0.1:1/v1", model="m",
-            status="completed", created_at=datetime.now(timezone.utc), context_limit=100, reply_reserve=10,
+            status="completed", created_at=datetime.now(UTC), context_limit=100, reply_reserve=10,
             prompt_tokens=5, strategy="manual", tokenizer=TokenizerInfo(profile="o200k_base", approximate=False)))
     return db, chat_id
 

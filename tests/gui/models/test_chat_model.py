@@ -19,7 +19,7 @@ def test_marker_skips_user_exclusions_and_stops_at_budget_cuts() -> None:
     assert oldest_fitting_index({i: _fate("kept") for i in range(4)}, 4) is None  # everything fits
 
 
-def test_model_rows_fates_and_greying(qtbot) -> None:  # noqa: ANN001
+def test_model_rows_fates_and_greying(qtbot) -> None:
     model = ChatMessagesModel()
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"m{i}") for i in range(5)]
     model.set_messages(msgs, "Wren", "Marisol")
@@ -39,7 +39,7 @@ def test_model_rows_fates_and_greying(qtbot) -> None:  # noqa: ANN001
     assert model.rowCount() == 5
 
 
-def test_progress_rows_keyed_by_step_id(qtbot) -> None:  # noqa: ANN001
+def test_progress_rows_keyed_by_step_id(qtbot) -> None:
     model = ChatMessagesModel()
     model.set_messages([ChatMessage(role="user", content="hi")])
     model.update_progress(ProgressEvent(step_id="s1", step="stream", label="Streaming reply…"))

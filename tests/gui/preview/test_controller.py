@@ -26,7 +26,7 @@ class GatedCompute:
         with self.lock:
             return self.gates.setdefault(tag, threading.Event())
 
-    def __call__(self, request: PreviewRequest):  # noqa: ANN204
+    def __call__(self, request: PreviewRequest):
         tag = request.chat.title
         with self.lock:
             self.started.append(tag)
@@ -64,7 +64,7 @@ def test_stale_result_is_dropped(qtbot) -> None:
 def test_debounce_coalesces_edits(qtbot) -> None:
     calls: list[str] = []
 
-    def compute(request: PreviewRequest):  # noqa: ANN202
+    def compute(request: PreviewRequest):
         calls.append(request.chat.title)
         return make_preview([make_block(0)])
 
@@ -81,7 +81,7 @@ def test_debounce_coalesces_edits(qtbot) -> None:
 
 
 def test_engine_error_is_mapped_by_code(qtbot) -> None:
-    def compute(request: PreviewRequest):  # noqa: ANN202
+    def compute(request: PreviewRequest):
         raise LoomscopeError("UNKNOWN_STRATEGY", "raw text that must not be shown")
 
     ctl = PreviewController(compute, lambda: _request("x"))
@@ -94,7 +94,7 @@ def test_engine_error_is_mapped_by_code(qtbot) -> None:
 
 
 def test_unexpected_error_is_not_shown_raw(qtbot) -> None:
-    def compute(request: PreviewRequest):  # noqa: ANN202
+    def compute(request: PreviewRequest):
         raise RuntimeError("secret internals")
 
     ctl = PreviewController(compute, lambda: _request("x"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -22,7 +22,7 @@ from gui.widgets.audit_inspector import (
 )
 from gui.widgets.block_inspector import marks, reason_in_words
 
-T0 = datetime(2026, 11, 29, 22, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
 
 
 def pb(i: int, source: str, tokens: int, status: str = "kept", reason: str = "FITS_BUDGET",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -49,7 +50,7 @@ def test_shading_runs_alternate_and_cover_text(inspector):
     ranges = block.layout().formats()
     assert sum(r.length for r in ranges) == len(TEXT)
     colours = [r.format.background().color().name() for r in ranges]
-    assert all(a != b for a, b in zip(colours, colours[1:]))
+    assert all(a != b for a, b in itertools.pairwise(colours))
 
 
 def test_shading_toggle_clears_and_restores(inspector):

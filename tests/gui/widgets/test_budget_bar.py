@@ -7,7 +7,7 @@ from gui.widgets.tokens_chart import TokensChart
 from tests.gui.helpers import make_block, make_preview
 
 
-def _preview():  # noqa: ANN202
+def _preview():
     return make_preview([
         make_block(0, kind="system", tokens=50, protected=True, reason="SYSTEM_PROMPT"),
         make_block(1, kind="character", tokens=100, protected=True, reason="CHARACTER"),
@@ -35,7 +35,7 @@ def test_compaction_marks_follow_spec() -> None:
     assert compaction_marks(128_000) == {"trigger": 94_208, "target": 83_200}
 
 
-def test_tooltip_and_hit_testing(qtbot) -> None:  # noqa: ANN001
+def test_tooltip_and_hit_testing(qtbot) -> None:
     bar = BudgetBar()
     qtbot.addWidget(bar)
     bar.resize(800, 50)
@@ -48,7 +48,7 @@ def test_tooltip_and_hit_testing(qtbot) -> None:  # noqa: ANN001
     assert {"system", "character", "history", "reserve", "free", "cut"} <= keys
 
 
-def test_tokens_chart_items(qtbot) -> None:  # noqa: ANN001
+def test_tokens_chart_items(qtbot) -> None:
     chart = TokensChart()
     qtbot.addWidget(chart)
     chart.set_preview(_preview())
@@ -62,7 +62,7 @@ def test_tokens_chart_items(qtbot) -> None:  # noqa: ANN001
     assert blocker.args == [1]
 
 
-def test_caption_names_the_context_window_and_cut_label_fits(qtbot) -> None:  # noqa: ANN001
+def test_caption_names_the_context_window_and_cut_label_fits(qtbot) -> None:
     bar = BudgetBar()
     qtbot.addWidget(bar)
     assert bar.caption() == "" and bar.cut_label(500) == ""
@@ -77,7 +77,7 @@ def test_caption_names_the_context_window_and_cut_label_fits(qtbot) -> None:  # 
     bar.repaint()  # paints the label on its backdrop without error
 
 
-def test_tokens_chart_caption_is_a_legend(qtbot) -> None:  # noqa: ANN001
+def test_tokens_chart_caption_is_a_legend(qtbot) -> None:
     chart = TokensChart()
     qtbot.addWidget(chart)
     assert "oldest → newest" in chart.caption() and "red = not sent" in chart.caption()

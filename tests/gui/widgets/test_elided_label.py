@@ -7,7 +7,7 @@ from gui.widgets.elided_label import ElidedLabel
 TEXT = "Seraphina - 2023-5-12 @21h 32m 29s 224ms"
 
 
-def test_elides_when_narrow_and_shows_full_text_as_tooltip(qtbot) -> None:  # noqa: ANN001
+def test_elides_when_narrow_and_shows_full_text_as_tooltip(qtbot) -> None:
     label = ElidedLabel(TEXT)
     qtbot.addWidget(label)
     label.resize(80, 20)
@@ -23,7 +23,7 @@ def test_elides_when_narrow_and_shows_full_text_as_tooltip(qtbot) -> None:  # no
     assert label.toolTip() == ""
 
 
-def test_always_tooltip(qtbot) -> None:  # noqa: ANN001
+def test_always_tooltip(qtbot) -> None:
     label = ElidedLabel("short", always_tooltip=True)
     qtbot.addWidget(label)
     label.resize(400, 20)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from PySide6.QtCore import Qt
@@ -13,15 +13,15 @@ from gui.widgets.library_panel import BRANCH_MARK, CHAT_ID_ROLE, SUBTITLE_ROLE, 
 LONG = "Seraphina - 2023-5-12 @21h 32m 29s 224ms and a much longer tail that never fits a sidebar"
 
 
-def _chats():  # noqa: ANN202
-    when = datetime(2026, 11, 29, 23, 0, tzinfo=timezone.utc)
+def _chats():
+    when = datetime(2026, 11, 29, 23, 0, tzinfo=UTC)
     return [SimpleNamespace(id="c1", title=LONG, character="Seraphina", messages=5, has_audit=True,
                             parent_id=None, updated_at=when),
             SimpleNamespace(id="c2", title="Short", character=None, messages=1, has_audit=False,
                             parent_id="c1", updated_at=None)]
 
 
-def test_rows_have_title_counts_and_tooltip(qtbot) -> None:  # noqa: ANN001
+def test_rows_have_title_counts_and_tooltip(qtbot) -> None:
     panel = LibraryPanel()
     qtbot.addWidget(panel)
     panel.set_chats(_chats())
@@ -39,7 +39,7 @@ def test_rows_have_title_counts_and_tooltip(qtbot) -> None:  # noqa: ANN001
     assert panel.proxy.rowCount() == 1
 
 
-def test_long_titles_elide_on_one_line_without_a_horizontal_scrollbar(qtbot) -> None:  # noqa: ANN001
+def test_long_titles_elide_on_one_line_without_a_horizontal_scrollbar(qtbot) -> None:
     panel = LibraryPanel()
     qtbot.addWidget(panel)
     panel.resize(250, 400)

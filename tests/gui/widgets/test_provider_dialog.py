@@ -5,7 +5,7 @@ from __future__ import annotations
 from gui.widgets.provider_dialog import ProviderDialog, load_provider_settings
 
 
-def test_save_persists_settings_without_the_key(qtbot, qsettings, monkeypatch) -> None:  # noqa: ANN001
+def test_save_persists_settings_without_the_key(qtbot, qsettings, monkeypatch) -> None:
     monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
     dialog = ProviderDialog(qsettings, "gpt-4o")
     qtbot.addWidget(dialog)

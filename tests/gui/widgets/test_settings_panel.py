@@ -8,7 +8,7 @@ from gui.widgets.settings_panel import SettingsPanel
 from tests.gui.helpers import make_block, make_preview
 
 
-def test_choices_come_from_the_registries(qtbot) -> None:  # noqa: ANN001
+def test_choices_come_from_the_registries(qtbot) -> None:
     reg = default_registries()
     panel = SettingsPanel(reg)
     qtbot.addWidget(panel)
@@ -17,7 +17,7 @@ def test_choices_come_from_the_registries(qtbot) -> None:  # noqa: ANN001
     assert profiles == reg.tokenizers.names()
 
 
-def test_custom_model_with_limit_and_profile_emits_settings(qtbot) -> None:  # noqa: ANN001
+def test_custom_model_with_limit_and_profile_emits_settings(qtbot) -> None:
     panel = SettingsPanel(default_registries())
     qtbot.addWidget(panel)
     panel.set_settings(ContextSettings(model="gpt-4o"))
@@ -41,7 +41,7 @@ def test_custom_model_with_limit_and_profile_emits_settings(qtbot) -> None:  # n
     assert len(got) == n and panel.error_label.text().startswith("Not applied")
 
 
-def test_approximate_badge(qtbot) -> None:  # noqa: ANN001
+def test_approximate_badge(qtbot) -> None:
     panel = SettingsPanel(default_registries())
     qtbot.addWidget(panel)
     panel.set_preview(make_preview([make_block(0)], approximate=True))

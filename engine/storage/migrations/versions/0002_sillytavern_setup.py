@@ -1,4 +1,4 @@
-"""SillyTavern folder import: per-chat setup, lorebook link scopes, card images, import identities
+"""SillyTavern folder import: per-chat setup, lorebook link scopes, card images, import identities.
 
 Revision ID: 0002
 Revises: 0001
@@ -14,16 +14,15 @@ Create Date: 2026-12-01 06:45:00
   to the SillyTavern user folder) → ``object_id`` and the ``digest`` of what it became, so that a
   re-import updates in place and reports added / changed / unchanged.
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision: str = '0002'
-down_revision: Union[str, Sequence[str], None] = '0001'
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = '0001'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
