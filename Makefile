@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres venv bench lint clean
+.PHONY: run test test-postgres venv bench bench-extra lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -32,9 +32,20 @@ lint: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet ruff
 	$(VENV)/bin/ruff check engine gui tests
 
-bench: $(STAMP)
+# `make bench`: issue 12's figures in one table (targets beside them) and bench-results.json, all measured in
+# this run (tests/benchmarks/run_bench.py; about 4 minutes on 2 cores). `make bench-extra`: the older
+# single-topic benchmarks (lorebook, large inputs, tokenizers, importers, ...), each printing its own figures.
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
-	for f in tests/benchmarks/bench_*.py; do $(VENV)/bin/python $$f || exit 1; done
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python tests/benchmarks/run_bench.py
+
+bench-extra: $(BENCH_STAMP)
+	for f in tests/benchmarks/bench_*.py; do QT_QPA_PLATFORM=offscreen $(VENV)/bin/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
