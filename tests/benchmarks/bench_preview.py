@@ -38,7 +38,7 @@ def main() -> int:
           f"({100 * e['warm_s'] / e['floor_s']:.1f} % of the floor); runs: {runs}")
     if "trim_s" in e:
         print(f"trim_messages (strategy last, warm per-text cache, same counter and budget): median "
-              f"{fmt_s(e['trim_s'])}; kept {e['trim_kept']:,} messages; ours is {e['trim_s'] / e['warm_s']:.2f} × faster")
+              f"{fmt_s(e['trim_s'])}; kept {e['trim_kept']:,} messages; trim ÷ warm (our speed-up): {e['trim_s'] / e['warm_s']:.2f} ×")
     return 0
 
 
