@@ -34,6 +34,7 @@ from .context import AppContext
 from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
+from .tabs import CENTRE_TABS, INSPECTOR_TABS
 from .undo import (
     CompactionSummaryCommand,
     DeleteMessageCommand,
@@ -57,11 +58,6 @@ from .widgets.tokens_chart import TokensChart
 
 log = logging.getLogger(__name__)
 
-#: ``--tab`` names → (which tab widget, index).
-CENTRE_TABS = ("blocks", "chat")
-INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
-#: Every name ``--tab`` / :meth:`MainWindow.select_tab` accepts.
-TAB_NAMES = CENTRE_TABS + INSPECTOR_TABS + ("setup", "entry", "chats", "characters", "lorebooks", "personas")
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
 #: The inspector column's default (widest) and smallest width (px); it yields first when the
