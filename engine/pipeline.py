@@ -36,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
+from .incremental import frozen_blocks
 from .plugins import InterceptorContext, InterceptorRegistry, load_entry_point_plugins
 from .schema.blocks import Block, BlockKind, ShiftResult
 from .schema.lorebook import Lorebook
@@ -164,8 +165,9 @@ def _books_for(request: PreviewRequest) -> tuple[list[Lorebook], list[Lorebook],
 
 
 def _remap_trace(activation: Any, candidates: list[Lorebook], duplicate_of: list[int]) -> list[dict[str, Any]]:
-    """Trace records as dicts whose ``book_index`` refers to ``candidates``; a duplicate book's
-    entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them.
+    """Trace records as dicts whose ``book_index`` refers to ``candidates``.
+
+    A duplicate book's entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them.
     """
     distinct = [i for i, d in enumerate(duplicate_of) if d == i]  # activation index → candidate index
     out: list[dict[str, Any]] = []
@@ -227,8 +229,10 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
 
 
 def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Block], int]:
-    """Token count of a block: precomputed for assembled blocks, counted on the fly for blocks a
-    strategy creates (summaries), whose text may change between calls.
+    """Token count of a block.
+
+    Precomputed for assembled blocks, counted on the fly for blocks a strategy creates (summaries), whose text may
+    change between calls.
     """
 
     def count(block: Block) -> int:
@@ -299,7 +303,7 @@ def _gc_paused() -> Iterator[None]:
 
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
     """Run pipeline steps 1–9 for ``request`` (see :func:`_prepare`)."""
-    with _gc_paused():
+    with _gc_paused(), frozen_blocks():
         return _prepare(request, registries)
 
 
@@ -524,7 +528,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     fits = fit_windows(
         sendable, shift_tokens, group_of,
         pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                              profile.approximate, priming),
+                              profile.approximate, priming,
+                              fixed_reserve=settings.reply_reserve if isinstance(settings.reply_reserve, int) else None),
         never_sent=frozenset(sendable[i].id for i in groups.orphans),
         honor_manual=settings.strategy == "manual")
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
