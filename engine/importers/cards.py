@@ -126,7 +126,7 @@ def parse_card_data(data: Any, file: str | None, reader: FieldReader | None = No
         extras = _extras(d, _MAPPED_DATA, "v1_")
         return Character(**values, **extras), "chara_card_v1"
     if "char_name" in d:
-        mapped = {field: r.string(d, key, "$") for key, field in PYGMALION_FIELDS.items()}
+        mapped: dict[str, Any] = {field: r.string(d, key, "$") for key, field in PYGMALION_FIELDS.items()}
         extras = _extras(d, set(PYGMALION_FIELDS), "pyg_")
         return Character(**mapped, **extras), "pygmalion"
     r.fail("IMPORT_UNSUPPORTED_FORMAT",

@@ -86,7 +86,7 @@ def image_part_tokens(part: dict[str, Any]) -> int:
     size = _image_size(str(spec.get("url") or ""))
     if size is None or size[0] <= 0 or size[1] <= 0:
         return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * IMAGE_MAX_TILES
-    w, h = size
+    w, h = float(size[0]), float(size[1])
     scale = min(1.0, 2048 / max(w, h))
     w, h = w * scale, h * scale
     scale = min(1.0, 768 / min(w, h))
