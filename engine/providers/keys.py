@@ -26,7 +26,7 @@ def resolve_api_key(*, use_keyring: bool = True) -> str | None:
     try:
         import keyring
 
-        stored = keyring.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
+        value = keyring.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
     except Exception:  # no backend, locked keychain, D-Bus absent
         return None
-    return stored.strip() if stored and stored.strip() else None
+    return value.strip() if value and value.strip() else None

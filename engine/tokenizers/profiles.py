@@ -24,7 +24,6 @@ ratios are badly off) stay reasonable.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import threading
@@ -165,7 +164,7 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
             name=enc, approximate=False, version=f"tiktoken-{enc}",
             description=f"exact: OpenAI {enc} via tiktoken (offline ranks)",
             _count_batch=_exact_batch(enc),
-            _encode=functools.partial(_tiktoken_spans, enc),
+            _encode=lambda text, _e=enc: _tiktoken_spans(_e, text),
         )
     yield TokenizerProfile("claude-approx", True, "1",
                            "estimate: ceil(cl100k tokens × 1.10) for Anthropic Claude", _scaled(1.10))
