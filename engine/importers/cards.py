@@ -216,17 +216,6 @@ def _decode_text_chunk(ctype: str, body: bytes, file: str, index: int, limit: in
     return ctype, keyword, decode_utf8(text, file, f"chunk {keyword}")
 
 
-def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
-    """PNG text chunks as ``{keyword: text}``; when a keyword repeats, the FIRST chunk wins.
-
-    See :func:`read_png_text_chunk_list` (same errors).
-    """
-    out: dict[str, str] = {}
-    for _ctype, keyword, text in read_png_text_chunk_list(data, file):
-        out.setdefault(keyword, text)
-    return out
-
-
 def _pick_card_chunk(chunks: list[PngText], reader: FieldReader | None) -> PngText | None:
     """The chunk SillyTavern reads: ``ccv3`` before ``chara``, and of several, the first.
 

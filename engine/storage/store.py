@@ -563,10 +563,6 @@ class Store:
             setattr(row, column, item_id)
             self._touch(row)
 
-    def set_chat_character(self, chat_id: str, character_id: str | None) -> None:
-        """Attach a character (or none). Raises ``CHAT_NOT_FOUND``/``CHARACTER_NOT_FOUND``."""
-        self._attach(chat_id, "character_id", orm.CharacterRow, character_id, "CHARACTER_NOT_FOUND", "character")
-
     def set_chat_persona(self, chat_id: str, persona_id: str | None) -> None:
         """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``/``PERSONA_NOT_FOUND``."""
         self._attach(chat_id, "persona_id", orm.PersonaRow, persona_id, "PERSONA_NOT_FOUND", "persona")
@@ -1087,10 +1083,6 @@ class Store:
         session.execute(delete(orm.LorebookRow).where(orm.LorebookRow.id == lorebook_id))
 
     # ================================================================ import
-    def import_file(self, path: str | Path) -> list[ImportRef]:
-        """Import one file (card, world, chat); see :meth:`import_files`."""
-        return self.import_files([path])
-
     def import_files(
         self,
         paths: Iterable[str | Path],
@@ -1461,15 +1453,3 @@ class Store:
         """Clear the failure count and the stall mark, so auto-compaction runs again. Raises ``CHAT_NOT_FOUND``."""
         state = self.get_compaction(chat_id)
         self.put_compaction(chat_id, state.model_copy(update={"failures": 0, "stall": None}))
-
-    # ================================================================ library meta
-    def get_meta(self, key: str) -> str | None:
-        """A library fact (``seeded``, ...), or ``None``."""
-        with self._unit(write=False) as session:
-            row = session.get(orm.LibraryMetaRow, key)
-            return row.value if row is not None else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a library fact."""
-        with self._unit() as session:
-            session.merge(orm.LibraryMetaRow(key=key, value=value))

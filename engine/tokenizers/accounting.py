@@ -287,9 +287,7 @@ def message_overhead(message: dict[str, Any]) -> int:
     return n
 
 
-def count_messages_tokens(
-    profile: TokenizerProfile, messages: Sequence[dict[str, Any]], *, prime_reply: bool = True
-) -> list[int]:
+def count_messages_tokens(profile: TokenizerProfile, messages: Sequence[dict[str, Any]]) -> list[int]:
     """Per-message token counts (framing included), in one batched tokenizer call.
 
     Returns a list parallel to ``messages``; the reply priming (3 tokens) is not included
