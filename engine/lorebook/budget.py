@@ -50,7 +50,9 @@ class BudgetFill(Generic[T]):
     Attributes
     ----------
     kept:
-        ``(item, running total in tokens after it)`` for each item that fit, in order.
+        ``(item, its text)`` for each item that fit, in order.
+    used:
+        The running total (tokens) after the last kept item; ``None`` when none fit.
     overflow_at:
         Index in ``items`` of the item whose running total reached the budget (it and every
         later item are out), or ``None`` when the loop ran to the end.
@@ -58,7 +60,8 @@ class BudgetFill(Generic[T]):
         The running total (tokens) that reached the budget; 0 without an overflow.
     """
 
-    kept: list[tuple[T, int]] = field(default_factory=list)
+    kept: list[tuple[T, str]] = field(default_factory=list)
+    used: int | None = None
     overflow_at: int | None = None
     overflow_total: int = 0
 
@@ -95,7 +98,7 @@ def fill_budget(
     Returns
     -------
     BudgetFill
-        The items that fit with their running totals, and where the loop stopped.
+        The items that fit with their texts, the running total, and where the loop stopped.
     """
     fill: BudgetFill[T] = BudgetFill()
     new_content = ""
@@ -108,5 +111,6 @@ def fill_budget(
         if total >= budget:
             fill.overflow_at, fill.overflow_total = i, total
             break
-        fill.kept.append((item, total))
+        fill.kept.append((item, text))
+        fill.used = total
     return fill

@@ -587,8 +587,9 @@ class _LoomscopeScan:
         return feeding
 
     def next_pass(self, feeding: list[_Cand]) -> None:
-        """The next scan state (world-info.js 4062–4099): recursion, a wider min-activations
-        pass, the next delay-until-recursion level, or none.
+        """The next scan state (world-info.js 4062–4099).
+
+        Recursion, a wider min-activations pass, the next delay-until-recursion level, or none.
         """
         settings, state = self.settings, self.state
         next_state = ""

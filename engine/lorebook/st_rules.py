@@ -619,8 +619,9 @@ class _StScan:
         """Probability and budget (world-info.js 3996–4043, :func:`engine.lorebook.budget.fill_budget`)."""
         fill = fill_budget(new, content=self.roll_probability, scanned_tokens=text_tokens,
                            budget=self.budget, count=self.count_tokens)
-        for c, total in fill.kept:
-            self.used = total
+        if fill.used is not None:
+            self.used = fill.used
+        for c, _text in fill.kept:
             self.activated[c.x.gid] = c
             self.tokens_of[c.x.gid] = int(self.count_tokens(c.x.content)) if c.x.content else 0
             self.reasons.pop(c.x.gid, None)
