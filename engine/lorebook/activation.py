@@ -126,8 +126,9 @@ def activate(
 
 
 def _shared_clock(clock: RegexClock) -> RegexClock:
-    """The comparison run's clock: the same total and exhausted searches as the main run (one
-    time budget per preview), its own list of timeouts (it reports none).
+    """The comparison run's clock (one time budget per preview).
+
+    It shares the main run's total and exhausted searches, with its own list of timeouts (it reports none).
     """
     return RegexClock(clock.per_search, clock.total, spent=clock.spent, exhausted=clock.exhausted)
 
