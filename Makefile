@@ -28,9 +28,11 @@ test-postgres: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python tests/throwaway_postgres.py -- \
 		$(VENV)/bin/python -m pytest -p no:cacheprovider -k postgresql $(PG_TESTS)
 
+# ruff (rules and ignores in pyproject.toml) and import-linter's layering contracts
+# ([tool.importlinter] in pyproject.toml); the tools come with the `test` extra.
 lint: $(STAMP)
-	$(VENV)/bin/python -m pip install --quiet ruff
 	$(VENV)/bin/ruff check engine gui tests
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'

@@ -2,8 +2,11 @@
 
 One entry point with subcommands. Each subcommand lives in ``engine/commands/<name>.py`` and
 exposes ``register(subparsers) -> None``, which adds its parser with ``set_defaults(func=...)``;
-``func(args) -> int`` returns the exit code. ``loomscope`` alone (or ``loomscope gui``) opens the
-app.
+``func(args) -> int`` returns the exit code. Other packages contribute subcommands with the same
+contract through the ``loomscope.commands`` entry point group: the desktop app's ``gui`` comes
+from :mod:`gui.cli`, so the engine never imports the GUI. A contributed module may set
+``DEFAULT_COMMAND = True`` (``loomscope`` alone runs it: the app opens) and ``LEADING_FLAGS``
+(flags that, first on the command line, select it: ``loomscope --screenshot out.png``).
 
 Exit codes: 0 success; 2 bad input or usage (one line on stderr:
 ``loomscope: <file or argument>: <CODE>: <message>``, no traceback); 3
@@ -15,7 +18,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from .errors import LoomscopeError
 from .terminal import visible
@@ -37,12 +41,34 @@ COMMAND_MODULES: tuple[str, ...] = (
     "library",
     "generate",
     "serve",
-    "gui",
 )
+#: The entry point group through which other packages contribute subcommands (name → module).
+COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"
 
 
-#: Flags that, first on the command line, mean ``loomscope gui ...``.
-_GUI_FIRST_FLAGS = ("--screenshot", "--size", "--tab", "--chat")
+class CommandModule(Protocol):
+    """What a subcommand module provides: ``register(subparsers)`` adds its parser."""
+
+    def register(self, sub: argparse._SubParsersAction) -> None:
+        """Add the subcommand's parser to ``sub`` with ``set_defaults(func=...)``."""
+
+
+def contributed_commands() -> dict[str, CommandModule]:
+    """The subcommand modules of the ``loomscope.commands`` entry point group, by entry point name.
+
+    One that fails to load is reported on stderr (one line) and left out: a broken extension
+    must not take the engine's own commands down with it.
+    """
+    from importlib.metadata import entry_points
+
+    found: dict[str, CommandModule] = {}
+    for ep in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
+        try:
+            found[ep.name] = ep.load()
+        except Exception as exc:
+            sys.stderr.write(f"loomscope: {visible(ep.value)}: COMMAND_LOAD_FAILED: "
+                             f"{type(exc).__name__}: {visible(str(exc))}\n")
+    return found
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,19 +79,38 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every available subcommand registered."""
+def build_parser(contributed: Mapping[str, CommandModule] | None = None) -> argparse.ArgumentParser:
+    """The parser with the engine's subcommands and the ``contributed`` ones registered.
+
+    ``contributed`` defaults to :func:`contributed_commands` (every installed one).
+    """
+    parser, sub = _engine_parser()
+    for module in (contributed_commands() if contributed is None else contributed).values():
+        module.register(sub)
+    return parser
+
+
+def _engine_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The parser with the engine's own subcommands, and its subparsers (to add more to)."""
     parser = _Parser(prog="loomscope", description="See exactly what an LLM will see.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"engine.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"engine.commands.{name}":
-                continue  # that command is not part of this build yet
-            raise
-        module.register(sub)
-    return parser
+        importlib.import_module(f"engine.commands.{name}").register(sub)
+    return parser, sub
+
+
+def _with_command(args_list: list[str], contributed: Mapping[str, CommandModule]) -> list[str]:
+    """``args_list`` with the contributed command's name put first when no command is named.
+
+    No arguments select the contributed ``DEFAULT_COMMAND``; a first argument among a contributed
+    module's ``LEADING_FLAGS`` (``--flag`` or ``--flag=value``) selects that module.
+    """
+    for name, module in contributed.items():
+        if not args_list and getattr(module, "DEFAULT_COMMAND", False):
+            return [name]
+        if args_list and args_list[0].split("=")[0] in getattr(module, "LEADING_FLAGS", ()):
+            return [name, *args_list]
+    return args_list
 
 
 def report_error(exc: LoomscopeError, fallback: str = "loomscope") -> None:
@@ -93,9 +138,12 @@ def exit_code_for(exc: LoomscopeError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if not args_list or args_list[0].split("=")[0] in _GUI_FIRST_FLAGS:
-        args_list = ["gui", *args_list]
-    parser = build_parser()
+    parser, sub = _engine_parser()
+    if not (args_list and args_list[0] in sub.choices):  # an engine command needs no entry point lookup
+        contributed = contributed_commands()
+        args_list = _with_command(args_list, contributed)
+        for module in contributed.values():
+            module.register(sub)
     args = parser.parse_args(args_list)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -310,6 +310,7 @@ def generate_and_store(
     registries: Registries | None = None,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    request: PreviewRequest | None = None,
 ) -> GenerationResult:
     """Generate for a stored chat and store the outcome.
 
@@ -317,7 +318,9 @@ def generate_and_store(
     even if the provider fails or the run is cancelled, as chat front-ends do; not stored when
     the settings are invalid and nothing ran). ``settings`` overrides the chat's stored settings
     for this run only. The closed audit replaces the chat's previous one and the reply (when
-    completed) is appended, in one transaction.
+    completed) is appended, in one transaction. ``request`` is what to send when the caller
+    already holds the chat's request (the GUI's open document); by default it is built from the
+    store (``Store.build_request``). The GUI and the CLI store a generation only here.
 
     Raises
     ------
@@ -326,7 +329,8 @@ def generate_and_store(
     SettingsError
         Invalid settings (see :func:`generate`).
     """
-    request = store.build_request(chat_id)
+    if request is None:
+        request = store.build_request(chat_id)
     user_message = (ChatMessage(role="user", content=message, name=speaker_name(request, "user"))
                     if message is not None else None)
     if user_message is not None:

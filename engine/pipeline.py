@@ -164,8 +164,9 @@ def _books_for(request: PreviewRequest) -> tuple[list[Lorebook], list[Lorebook],
 
 
 def _remap_trace(activation: Any, candidates: list[Lorebook], duplicate_of: list[int]) -> list[dict[str, Any]]:
-    """Trace records as dicts whose ``book_index`` refers to ``candidates``; a duplicate book's
-    entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them.
+    """Trace records as dicts whose ``book_index`` refers to ``candidates``.
+
+    A duplicate book's entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them.
     """
     distinct = [i for i, d in enumerate(duplicate_of) if d == i]  # activation index → candidate index
     out: list[dict[str, Any]] = []
@@ -227,8 +228,10 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
 
 
 def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Block], int]:
-    """Token count of a block: precomputed for assembled blocks, counted on the fly for blocks a
-    strategy creates (summaries), whose text may change between calls.
+    """Token count of a block.
+
+    Precomputed for assembled blocks, counted on the fly for blocks a strategy creates (summaries), whose text may
+    change between calls.
     """
 
     def count(block: Block) -> int:

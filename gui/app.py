@@ -1,6 +1,6 @@
 """QApplication bootstrap: builds one :class:`AppContext` and the main window.
 
-``run_app`` is what ``loomscope`` / ``loomscope gui`` calls (``engine/commands/gui.py``).
+``run_app`` is what ``loomscope`` / ``loomscope gui`` calls (:mod:`gui.cli`).
 With ``screenshot`` it renders the window offscreen-ready at 1440×900 on the chosen chat,
 waits for the preview, writes a PNG and returns 0 — for docs and tests.
 """
@@ -27,8 +27,9 @@ from engine.schema import ContextPreview, PreviewRequest
 
 from .context import AppContext
 from .document import ChatDocument
-from .main_window import TAB_NAMES, MainWindow
+from .main_window import MainWindow
 from .preview import PreviewController
+from .tabs import TAB_NAMES
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,9 @@
 """Running a generation off the main thread, with progress and cancel.
 
-``engine.generation.generate`` never raises for provider failures: the returned audit carries
-the terminal status and a normalized ``error_code``. Progress events from the pipeline's
+The worker calls ``engine.generation.generate_and_store`` (the one function that generates and
+stores the audit, the reply, World Info timers and compaction state in one transaction). It never
+raises for provider failures: the returned audit carries the terminal status and a normalized
+``error_code``; a storage failure arrives as ``failed``. Progress events from the pipeline's
 ``on_progress`` callback are relayed to the main thread and shown inline in the chat view.
 """
 
@@ -27,20 +29,20 @@ class _Relay(QObject):
 
 
 class _GenerateJob(QRunnable):
-    def __init__(self, request: PreviewRequest, provider: Any, chat_id: str, registries: Any,
+    def __init__(self, store: Any, request: PreviewRequest, provider: Any, chat_id: str, registries: Any,
                  cancel: threading.Event, relay: _Relay) -> None:
         super().__init__()
-        self._args = (request, provider, chat_id, registries)
+        self._args = (store, request, provider, chat_id, registries)
         self._cancel = cancel
         self._relay = relay
 
     def run(self) -> None:  # worker thread
-        from engine.generation import generate
+        from engine.generation import generate_and_store
 
-        request, provider, chat_id, registries = self._args
+        store, request, provider, chat_id, registries = self._args
         try:
-            result = generate(request, provider, chat_id=chat_id, registries=registries,
-                              on_progress=self._relay.progress.emit, cancel=self._cancel)
+            result = generate_and_store(store, chat_id, provider, request=request, registries=registries,
+                                        on_progress=self._relay.progress.emit, cancel=self._cancel)
         except Exception as exc:
             if not hasattr(exc, "code"):
                 log.exception("generation failed")
@@ -74,14 +76,17 @@ class GenerationRunner(QObject):
         self._cancel: threading.Event | None = None
         self.running = False
 
-    def start(self, request: PreviewRequest, provider: Any, chat_id: str, registries: Any) -> bool:
-        """Start generating; returns ``False`` when one is already running."""
+    def start(self, store: Any, request: PreviewRequest, provider: Any, chat_id: str, registries: Any) -> bool:
+        """Generate for ``chat_id`` from ``request`` and store the outcome in ``store``.
+
+        Returns ``False`` when one is already running.
+        """
         if self.running:
             return False
         self._cancel = threading.Event()
         self.running = True
         self.running_changed.emit(True)
-        self._pool.start(_GenerateJob(request, provider, chat_id, registries, self._cancel, self._relay))
+        self._pool.start(_GenerateJob(store, request, provider, chat_id, registries, self._cancel, self._relay))
         return True
 
     def cancel(self) -> None:

@@ -101,13 +101,11 @@ class LibrarySetup(QObject):
         """Re-read characters, lorebooks and personas from the store."""
         if self.store is None:
             return
-        try:
-            chars = self.store.list_characters()
-            books = self.store.list_lorebooks()
-            personas = self.store.list_personas()
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Library")
+        listed = self.window.commands.do(
+            "Library", lambda: (self.store.list_characters(), self.store.list_lorebooks(), self.store.list_personas()))
+        if listed.value is None:
             return
+        chars, books, personas = listed.value
         owner = {c.id: c.name for c in chars}
         self.tabs.panels["character"].set_items(
             [(c.id, c.name, "card book" if c.lorebook_id else "") for c in chars])
@@ -152,10 +150,7 @@ class LibrarySetup(QObject):
             return False
         fn = {"character": self.store.rename_character, "lorebook": self.store.rename_lorebook,
               "persona": self.store.rename_persona}[kind]
-        try:
-            fn(obj_id, name.strip())
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), f"Rename {kind}")
+        if not self.window.commands.do(f"Rename {kind}", fn, obj_id, name.strip()).ok:
             return False
         self._after_library_change(kind, obj_id)
         return True
@@ -172,13 +167,9 @@ class LibrarySetup(QObject):
             return False
         fn = {"character": self.store.delete_character, "lorebook": self.store.delete_lorebook,
               "persona": self.store.delete_persona}[kind]
-        try:
-            fn(obj_id)
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), f"Delete {kind}")
+        if not self.window.commands.do(f"Delete {kind}", fn, obj_id).ok:
             return False
-        self.ctx.undo_stack.clear()  # setup commands may name the deleted object
-        self.window._commands.clear()
+        self.window.commands.forget_history()  # setup commands may name the deleted object
         self._after_library_change(kind, None)
         self.window.statusBar().showMessage(f"Deleted {kind} “{name}”", 8000)
         return True
@@ -202,11 +193,11 @@ class LibrarySetup(QObject):
     def new_chat(self, character_id: str) -> str | None:
         """Start a chat with the character (its first message, the open chat's persona) and open it."""
         state = self.setup_panel.state
-        try:
-            chat_id = self.store.new_chat_for_character(
-                character_id, persona_id=state.persona_id if state is not None else None)
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "New chat")
+        created = self.window.commands.do(
+            "New chat", lambda: self.store.new_chat_for_character(
+                character_id, persona_id=state.persona_id if state is not None else None))
+        chat_id = created.value
+        if chat_id is None:
             return None
         self.window.refresh_library()
         self.window.open_chat(chat_id)
@@ -224,32 +215,29 @@ class LibrarySetup(QObject):
 
     def refresh_setup(self) -> None:
         """Show the open chat's setup in the Setup tab and its books in the entry editor."""
-        try:
-            state = self.current_state()
-            if state is None:
-                self.setup_panel.set_state(None)
-                self.entry_editor.set_books([])
-                return
-            persona = self.store.get_persona(state.persona_id) if state.persona_id else None
-            # read with the chat (gui.document.read_chat): no second load of its messages here
-            card_book = self.ctx.document.card_book_name if state.sillytavern is None else None
-            self.setup_panel.set_state(state, self.store.list_lorebooks(), self.store.list_personas(),
-                                       persona, card_book)
-            books = self.store.list_lorebooks(self.ctx.document.chat_id)
-            ids = set(self.ctx.document.lorebook_ids)
-            self.entry_editor.set_books([(b.id, b.name) for b in books if b.id in ids])
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Setup")
+        self.window.commands.do("Setup", self._show_setup)
+
+    def _show_setup(self) -> None:
+        state = self.current_state()
+        if state is None:
+            self.setup_panel.set_state(None)
+            self.entry_editor.set_books([])
+            return
+        persona = self.store.get_persona(state.persona_id) if state.persona_id else None
+        # read with the chat (gui.document.read_chat): no second load of its messages here
+        card_book = self.ctx.document.card_book_name if state.sillytavern is None else None
+        self.setup_panel.set_state(state, self.store.list_lorebooks(), self.store.list_personas(),
+                                   persona, card_book)
+        books = self.store.list_lorebooks(self.ctx.document.chat_id)
+        ids = set(self.ctx.document.lorebook_ids)
+        self.entry_editor.set_books([(b.id, b.name) for b in books if b.id in ids])
 
     def edit_setup(self, new: SetupState, label: str) -> bool:
         """Push the setup change (undoable; saved at once)."""
         old = self.current_state()
         if old is None or old.chat_id != new.chat_id or old == new:
             return False
-        try:
-            self.window._push(SetChatSetupCommand(self.ctx.document, self.store, old, new, label))
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Setup")
+        if not self.window.commands.push("Setup", SetChatSetupCommand(self.ctx.document, self.store, old, new, label)).ok:
             self.refresh_setup()
             return False
         self.window.statusBar().showMessage(f"{label} (Ctrl+Z undoes it)", 6000)
@@ -257,11 +245,8 @@ class LibrarySetup(QObject):
 
     def edit_persona(self, persona_id: str, new: Any) -> bool:
         """Change the library persona's name / description (undoable)."""
-        try:
-            old = self.store.get_persona(persona_id)
-            self.window._push(EditPersonaCommand(self.ctx.document, self.store, persona_id, old, new))
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Persona")
+        if not self.window.commands.push("Persona", lambda: EditPersonaCommand(
+                self.ctx.document, self.store, persona_id, self.store.get_persona(persona_id), new)).ok:
             return False
         self.refresh_library()
         return True
@@ -269,22 +254,20 @@ class LibrarySetup(QObject):
     # ================================================================ entries
     def add_entry(self, lorebook_id: str, source_uid: Any = None) -> Any:
         """A new (or duplicated) entry in ``lorebook_id`` (undoable); it is selected once shown."""
-        try:
-            cmd = AddLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, source_uid)
-            self.window._push(cmd)
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Lorebook")
+        pushed = self.window.commands.push(
+            "Lorebook", lambda: AddLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, source_uid))
+        if pushed.value is None:
             return None
+        cmd = pushed.value[0]
+        assert isinstance(cmd, AddLorebookEntryCommand)
         if cmd.entry is not None:
             self._select_after = (lorebook_id, cmd.entry.uid)
         return cmd.entry
 
     def delete_entry(self, lorebook_id: str, uid: Any) -> bool:
         """Delete entry ``uid`` (undoable: Ctrl+Z puts it back)."""
-        try:
-            self.window._push(DeleteLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, uid))
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Lorebook")
+        if not self.window.commands.push(
+                "Lorebook", DeleteLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, uid)).ok:
             return False
         self.window.statusBar().showMessage("Entry deleted (Ctrl+Z restores it)", 6000)
         return True
@@ -425,7 +408,7 @@ class LibrarySetup(QObject):
         folder = folder or self.ask_directory("Export into folder")
         if not folder:
             return []
-        try:
+        def run() -> list[Any]:
             items = plan_export(self.store, ids)
             try:
                 write_export(items, folder)
@@ -434,9 +417,12 @@ class LibrarySetup(QObject):
                         "Export", f"{exc}\nOverwrite the existing files?"):
                     raise
                 write_export(items, folder, force=True)
-        except LoomscopeError as exc:
-            self.window.show_error(user_error(exc), "Export")
+            return items
+
+        exported = self.window.commands.do("Export", run)
+        if exported.value is None:
             return []
+        items = exported.value
         files = [str(Path(folder) / it["file"]) for it in items]
         self.window.statusBar().showMessage(f"Exported {len(files)} file(s) to {folder}", 10000)
         return files

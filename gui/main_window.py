@@ -30,12 +30,14 @@ from PySide6.QtWidgets import (
 from engine.errors import LoomscopeError
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, ProgressEvent
 
+from .commands import CommandRunner
 from .context import AppContext
 from .document import LoadedChat
 from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
+from .tabs import CENTRE_TABS, INSPECTOR_TABS
 from .undo import (
     CompactionSummaryCommand,
     DeleteMessageCommand,
@@ -59,11 +61,6 @@ from .widgets.tokens_chart import TokensChart
 
 log = logging.getLogger(__name__)
 
-#: ``--tab`` names → (which tab widget, index).
-CENTRE_TABS = ("blocks", "chat")
-INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
-#: Every name ``--tab`` / :meth:`MainWindow.select_tab` accepts.
-TAB_NAMES = CENTRE_TABS + INSPECTOR_TABS + ("setup", "entry", "chats", "characters", "lorebooks", "personas")
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
 #: The inspector column's default (widest) and smallest width (px); it yields first when the
@@ -129,7 +126,6 @@ class MainWindow(QMainWindow):
         self.last_error: UserError | None = None
         self._select_on_next_preview = False
         self._scroll_chat_on_messages = False
-        self._commands: list[Any] = []
         self._preview_chat: str | None = None
         #: Chat titles by id from the library list (a chat being opened shows its title at once).
         self._chat_titles: dict[str, str] = {}
@@ -212,6 +208,8 @@ class MainWindow(QMainWindow):
         self._splitter_shown = False
         self.setCentralWidget(self.splitter)
 
+        #: Every user action that can fail runs through it (one error handler, git-cola ``cmds.do``).
+        self.commands = CommandRunner(ctx.undo_stack, self.show_error)
         self.generation = GenerationRunner(self)
         self._build_actions()
         self._wire()
@@ -351,14 +349,12 @@ class MainWindow(QMainWindow):
         """Re-read the chat list from the store."""
         if self.ctx.store is None:
             return
-        try:
-            chats = self.ctx.store.list_chats()
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Library")
+        chats = self.commands.do("Library", self.ctx.store.list_chats)
+        if not chats.ok:
             return
-        self._chat_titles = {c.id: c.title for c in chats}
+        self._chat_titles = {c.id: c.title for c in chats.value}
         opening = self.chat_loader.pending_chat() if self.chat_loader is not None else None
-        self.library.set_chats(chats, current=opening or self.ctx.document.chat_id)
+        self.library.set_chats(chats.value, current=opening or self.ctx.document.chat_id)
         if getattr(self, "library_setup", None) is not None:
             self.library_setup.refresh_library()
 
@@ -378,10 +374,7 @@ class MainWindow(QMainWindow):
         if chat_id is None or self.chat_loader is None:
             if self.chat_loader is not None:
                 self.chat_loader.cancel()
-            try:
-                doc.load_chat(chat_id)
-            except LoomscopeError as exc:
-                self.show_error(user_error(exc), "Open chat")
+            self.commands.do("Open chat", doc.load_chat, chat_id)
             return
         if doc.chat_id is not None:
             doc.load_chat(None)  # nothing can be edited in the old chat while the new one loads
@@ -415,22 +408,23 @@ class MainWindow(QMainWindow):
 
     def open_request(self, request: Any, title: str | None = None) -> None:
         """Open an in-memory request (no store)."""
-        self.ctx.undo_stack.clear()
-        self._commands.clear()
+        self.commands.forget_history()
         self.ctx.document.load_request(request, title=title)
 
     def import_files(self, paths: list[str]) -> list[Any]:
         """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
         if self.ctx.store is None or not paths:
             return []
-        try:
-            refs = self.ctx.store.import_files(paths)
-        except LoomscopeError as exc:
+        def describe(exc: LoomscopeError) -> UserError:
             err = user_error(exc)
             name = Path(exc.file).name if exc.file else ", ".join(Path(p).name for p in paths)
-            self.show_error(UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
-                                      exc.file, exc.place), "Import failed")
+            return UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
+                             exc.file, exc.place)
+
+        imported = self.commands.do("Import failed", self.ctx.store.import_files, paths, describe=describe)
+        if not imported.ok or imported.value is None:
             return []
+        refs = imported.value
         self.refresh_library()
         chats = [r for r in refs if r.kind == "chat"]
         self.statusBar().showMessage(
@@ -447,14 +441,10 @@ class MainWindow(QMainWindow):
         title = next((c.title for c in self.ctx.store.list_chats() if c.id == chat_id), chat_id)
         if not self.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
             return False
-        try:
-            self.ctx.store.delete_chat(chat_id)
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Delete chat")
+        if not self.commands.do("Delete chat", self.ctx.store.delete_chat, chat_id).ok:
             return False
         # a deleted chat cannot come back (the dialog said so): its commands go with it
-        self.ctx.undo_stack.clear()
-        self._commands.clear()
+        self.commands.forget_history()
         if self.ctx.document.chat_id == chat_id:
             self.ctx.document.load_chat(None)
         self.refresh_library()
@@ -468,23 +458,16 @@ class MainWindow(QMainWindow):
         doc = self.ctx.document
         if self.ctx.store is None or doc.chat_id is None:
             return None
-        try:
-            new_id = self.ctx.store.branch_chat(doc.chat_id, message_index)
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Branch")
+        branched = self.commands.do("Branch", self.ctx.store.branch_chat, doc.chat_id, message_index)
+        if not branched.ok or branched.value is None:
             return None
+        new_id = branched.value
         self.refresh_library()
         self.open_chat(new_id)
         self.statusBar().showMessage(f"Branched at message {message_index}", 6000)
         return new_id
 
     # ================================================================ edits
-    def _push(self, command: Any) -> None:
-        # PySide drops the Python half of a command pushed inside a macro, and with it the
-        # undo()/redo() overrides: keep every live command referenced until the stack is cleared.
-        self._commands.append(command)
-        self.ctx.undo_stack.push(command)
-
     def set_pinned(self, message_index: int, value: bool) -> None:
         """Pin / unpin a message (undoable, saved)."""
         self._push_flag(message_index, "pinned", value)
@@ -504,16 +487,14 @@ class MainWindow(QMainWindow):
             self._push_flag(message_index, "manual_excluded", value)
             return
         assert req is not None
-        stack = self.ctx.undo_stack
-        stack.beginMacro(f"Exclude message {message_index}")
-        try:
-            self._push(SetSettingsCommand(doc, req.settings.model_copy(update={"strategy": MANUAL_STRATEGY}),
-                                          "Switch to the manual strategy"))
-            self._push_flag(message_index, "manual_excluded", value)
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Save")
-        finally:
-            stack.endMacro()
+        if not 0 <= message_index < len(doc.messages()):
+            return
+        self.commands.push(
+            "Save",
+            SetSettingsCommand(doc, req.settings.model_copy(update={"strategy": MANUAL_STRATEGY}),
+                               "Switch to the manual strategy"),
+            lambda: SetMessageFlagCommand(doc, message_index, "manual_excluded", value),
+            macro=f"Exclude message {message_index}")
         self.settings_panel.set_settings(doc.request.settings)
         self.statusBar().showMessage(
             f"Strategy switched to “{MANUAL_STRATEGY}” so hand exclusions apply (Ctrl+Z undoes both)", 8000)
@@ -522,10 +503,7 @@ class MainWindow(QMainWindow):
         doc = self.ctx.document
         if doc.request is None or not 0 <= message_index < len(doc.messages()):
             return
-        try:
-            self._push(SetMessageFlagCommand(doc, message_index, flag, value))
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Save")
+        self.commands.push("Save", SetMessageFlagCommand(doc, message_index, flag, value))
 
     def set_hidden(self, message_index: int, value: bool) -> None:
         """Hide / unhide a message (never sent while hidden, SillyTavern ``is_system``; undoable)."""
@@ -544,22 +522,14 @@ class MainWindow(QMainWindow):
         if text == old.text():
             return False
         new = old.model_copy(update={"content": text})
-        try:
-            self._push(EditMessageCommand(doc, message_index, new))
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Edit message")
-            return False
-        return True
+        return self.commands.push("Edit message", EditMessageCommand(doc, message_index, new)).ok
 
     def delete_message(self, message_index: int) -> bool:
         """Delete one message (undoable with Ctrl+Z, saved)."""
         doc = self.ctx.document
         if doc.request is None or not 0 <= message_index < len(doc.messages()):
             return False
-        try:
-            self._push(DeleteMessageCommand(doc, message_index))
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Delete message")
+        if not self.commands.push("Delete message", DeleteMessageCommand(doc, message_index)).ok:
             return False
         self.refresh_library()
         self.statusBar().showMessage(f"Deleted message {message_index} (Ctrl+Z brings it back)", 8000)
@@ -573,19 +543,13 @@ class MainWindow(QMainWindow):
 
     def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
         """A lorebook entry edit from the Lorebook tab (undoable, saved)."""
-        try:
-            self._push(EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Lorebook")
+        self.commands.push("Lorebook", EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
 
     def append_user_message(self, text: str) -> None:
         """The composer's Send: append a user message."""
         if self.ctx.document.request is None:
             return
-        try:
-            self.ctx.document.append_message(ChatMessage(role="user", content=text))
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Send")
+        if not self.commands.do("Send", self.ctx.document.append_message, ChatMessage(role="user", content=text)).ok:
             return
         self.refresh_library()
         self.chat_view.list.scrollToBottom()
@@ -594,10 +558,8 @@ class MainWindow(QMainWindow):
         doc = self.ctx.document
         if doc.request is None or settings == doc.request.settings:
             return
-        try:  # undoable; a burst of edits (a spin box's steps) is one undo step
-            self._push(SetSettingsCommand(doc, settings, "Change settings", merge=True))
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Settings")
+        # undoable; a burst of edits (a spin box's steps) is one undo step
+        self.commands.push("Settings", SetSettingsCommand(doc, settings, "Change settings", merge=True))
 
     # ================================================================ document → views
     def _on_document_chat_loaded(self, chat_id: str) -> None:
@@ -619,10 +581,7 @@ class MainWindow(QMainWindow):
         if self._loaded_audit is not None and self._loaded_audit[0] == chat_id:
             self.audit = self._loaded_audit[1]  # read with the chat, on the loader's worker
         elif self.ctx.store is not None and chat_id and chat_id != "memory":
-            try:
-                self.audit = self.ctx.store.get_audit(chat_id)
-            except LoomscopeError as exc:
-                self.show_error(user_error(exc), "Audit")
+            self.audit = self.commands.do("Audit", self.ctx.store.get_audit, chat_id).value
         self.chat_view.model.clear_finished_progress()
         self.audit_tab.set_state(self.audit, self.preview)
         self._select_on_next_preview = True
@@ -789,14 +748,15 @@ class MainWindow(QMainWindow):
         if not self.ctx.settings.contains("provider/base_url") and not self.edit_provider():
             return False  # first generation: ask where to send it
         self.chat_view.model.clear_finished_progress()  # the last run's compaction row
-        return self.generation.start(doc.snapshot(), self.provider_config(), doc.chat_id, self.ctx.registries)
+        return self.generation.start(self.ctx.store, doc.snapshot(), self.provider_config(), doc.chat_id,
+                                     self.ctx.registries)
 
     def remove_compaction_summary(self) -> bool:
         """Remove the open chat's compaction summary (undoable); returns ``False`` when it has none."""
         summary = self.ctx.document.compaction_summary()
         if summary is None:
             return False
-        self._push(CompactionSummaryCommand(self.ctx.document, summary, present=False))
+        self.commands.push("Compaction summary", CompactionSummaryCommand(self.ctx.document, summary, present=False))
         self.statusBar().showMessage(
             f"Compaction summary removed: messages #{summary.first}–#{summary.last} are sent verbatim again "
             "(Ctrl+Z restores it)", 8000)
@@ -812,21 +772,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Generating…" if running else "Ready")
 
     def _on_generation_finished(self, result: Any) -> None:
-        audit = result.audit
-        store = self.ctx.store
-        try:
-            compaction = getattr(result, "compaction_state", None)
-            if hasattr(store, "record_generation"):
-                extra = {"compaction": compaction} if compaction is not None else {}
-                store.record_generation(audit, result.reply,
-                                        timed_effects=getattr(result, "timed_effects", None), **extra)
-            else:  # pragma: no cover - older store
-                store.put_audit(audit)
-                if result.reply is not None:
-                    store.append_message(audit.chat_id, result.reply)
-        except LoomscopeError as exc:
-            self.show_error(user_error(exc), "Save generation")
-            return
+        audit = result.audit  # stored with the reply by engine.generation.generate_and_store
         if self.ctx.document.chat_id == audit.chat_id:
             before = self.ctx.document.compaction_summary()
             self.audit = audit
@@ -835,7 +781,7 @@ class MainWindow(QMainWindow):
             self.chat_view.model.clear_finished_progress(keep_steps=("compaction",))
             after = self.ctx.document.compaction_summary()
             if after is not None and (before is None or before.id != after.id):
-                self._push(CompactionSummaryCommand(self.ctx.document, after, present=True))
+                self.commands.push("Compaction summary", CompactionSummaryCommand(self.ctx.document, after, present=True))
             self.audit_tab.set_state(self.audit, self.preview)
         self.refresh_library()
         if audit.error_code == "CANCELLED":  # the writer's own Cancel: no warning, just say so

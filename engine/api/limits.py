@@ -40,8 +40,10 @@ _NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+]?[0-9]{3,}")
 
 
 def _first_unusable(value: Any) -> tuple[list[Any], str] | None:
-    """``(JSON path parts, why)`` of the first value the API cannot carry: a non-finite number
-    (``NaN``, ``Infinity``, ``1e999``) or a string or key holding a lone UTF-16 surrogate.
+    """``(JSON path parts, why)`` of the first value the API cannot carry, or ``None``.
+
+    Such a value is a non-finite number (``NaN``, ``Infinity``, ``1e999``) or a string or key holding a lone UTF-16
+    surrogate.
     """
     stack: list[tuple[Any, list[Any]]] = [(value, [])]
     while stack:
@@ -111,6 +113,7 @@ class BodyGuard:
         await response(scope, receive, send)
 
     async def __call__(self, scope, receive, send) -> None:
+        """The ASGI entry point: refuse a write whose body is larger than :attr:`max_body_bytes`."""
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return

@@ -96,14 +96,17 @@ class ApiServer:
 
     @property
     def host(self) -> str:
+        """The address the socket is bound to."""
         return str(self.sock.getsockname()[0])
 
     @property
     def port(self) -> int:
+        """The port the socket is bound to (the real one when 0 was asked for)."""
         return int(self.sock.getsockname()[1])
 
     @property
     def url(self) -> str:
+        """``http://host:port`` (an IPv6 host in brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 

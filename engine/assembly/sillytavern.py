@@ -129,8 +129,9 @@ class _Coll:
 
 
 class _Completion:
-    """SillyTavern ``ChatCompletion``: collections in slots (the prompt collection's indices)
-    and a token budget that every ``add``/``insert`` charges.
+    """SillyTavern ``ChatCompletion``: collections in slots and a token budget.
+
+    The slots are the prompt collection's indices; every ``add``/``insert`` charges the budget.
     """
 
     def __init__(self, budget: int) -> None:
@@ -752,9 +753,10 @@ class _Assembler:
 
     def inject(self, absolute: list[dict[str, Any]], ext: dict[str, dict[str, Any]],
                oai: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``populationInjectionPrompts``: per depth, one message per role (system, user,
-        assistant) joining the Prompt Manager's absolute prompts and the extension prompts of
-        that depth and role (sorted by key); returns the chat in chronological order.
+        """``populationInjectionPrompts``: the chat with the depth prompts injected, in chronological order.
+
+        Per depth, one message per role (system, user, assistant) joins the Prompt Manager's absolute prompts and the
+        extension prompts of that depth and role (sorted by key).
         """
         messages = list(oai)  # newest first
         inserted = 0
@@ -887,8 +889,9 @@ class _Assembler:
 
 
 def _object_keys_order(book: Lorebook) -> list[Any]:
-    """Entries in JavaScript ``Object.keys`` order of a world's ``entries`` object: keys that are
-    array indices (canonical non-negative integers) ascending, then the others as written.
+    """Entries of a world's ``entries`` object in JavaScript ``Object.keys`` order.
+
+    Keys that are array indices (canonical non-negative integers) come first, ascending, then the others as written.
     """
     ints: list[tuple[int, int, Any]] = []
     rest: list[Any] = []
@@ -1001,8 +1004,9 @@ def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
 
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
-    """``ChatCompletion.squashSystemMessages``: consecutive unnamed system messages joined by a
-    newline (not the new-chat markers).
+    """``ChatCompletion.squashSystemMessages``: consecutive unnamed system messages joined.
+
+    They are joined by a newline; the new-chat markers are never squashed.
     """
     exclude = {"newMainChat", "newChat", "groupNudge"}
     out: list[_Msg] = []

@@ -48,8 +48,9 @@ def text_column(t: Any, name: str, **kw: Any) -> None:
 
 
 def fits(con: Any, t: Any) -> bool:
-    """Whether table ``t`` fits ``con``'s width at its minimum (rich's own measurement, in cells):
-    when it does not, rich crops the right edge instead of wrapping.
+    """Whether table ``t`` fits ``con``'s width at its minimum (rich's own measurement, in cells).
+
+    When it does not, rich crops the right edge instead of wrapping.
     """
     from rich.measure import Measurement
 

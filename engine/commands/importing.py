@@ -40,8 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def terminal_progress():  # -> (callback or None, context manager)
-    """Progress for people: on a terminal (stderr is a TTY), a rich display with a spinner while
-    files are read and a bar of stored messages per chat; otherwise nothing (``(None, nullcontext())``).
+    """Progress for people: a rich display on a terminal, otherwise nothing.
+
+    On a terminal (stderr is a TTY): a spinner while files are read and a bar of stored messages per chat; otherwise
+    ``(None, nullcontext())``.
 
     The callback has :meth:`engine.storage.Store.import_files`' ``on_progress`` shape
     ``(stage, file, done, total)``.

@@ -84,8 +84,10 @@ def _read_book(path: str):  # -> Lorebook
     return load_lorebook_or_card_book(path)
 
 def entry_label(finding: object) -> str:
-    """How a finding names its entry: the entry's title (SillyTavern ``comment``) with its uid,
-    ``“Dragons” #1``; the uid alone when the entry has no title; ``(book)`` for the whole book.
+    """How a finding names its entry: ``“Dragons” #1``, ``#1`` or ``(book)``.
+
+    The entry's title (SillyTavern ``comment``) with its uid; the uid alone when the entry has no title; ``(book)`` for
+    the whole book.
     """
     uid = getattr(finding, "uid", None)
     title = " ".join(str(getattr(finding, "comment", "") or "").split())

@@ -1,5 +1,7 @@
-"""``loomscope preview``: assemble and budget a prompt from files, no database needed, or a
-library chat with its stored setup (``--chat-id ID [--db URL]``; flags still override).
+"""``loomscope preview``: assemble and budget a prompt from files or from a library chat.
+
+From files no database is needed; a library chat comes with its stored setup (``--chat-id ID [--db URL]``; flags still
+override).
 
 Output: a table for people (``--format table``, the default on a terminal) or the
 ``ContextPreview`` model as JSON (``--format json``). Exit 0, 3 on
@@ -140,8 +142,10 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
 
 
 def short_detail(data: dict | None) -> str:
-    """The figures of a block's specific reason in a few words (``reason_data``, see
-    :func:`engine.shifting.explain.explain_blocks`); the full sentence is ``reason_detail``.
+    """The figures of a block's specific reason in a few words.
+
+    They come from ``reason_data`` (see :func:`engine.shifting.explain.explain_blocks`); the full sentence is
+    ``reason_detail``.
     """
     if not data:
         return ""

@@ -53,9 +53,11 @@ _STATUS_OF_REASON = {"below_trigger": "not_needed", "disabled": "disabled", "no_
 
 @dataclass
 class CompactionOutcome:
-    """``request`` to prepare next (with the new state in the chat), the ``state`` to store with
-    the chat (``None``: unchanged), the audit ``record``, and the prompt already ``prepared``
-    from ``request`` when the run had to prepare it anyway (``None`` otherwise).
+    """What one compaction run gives the caller.
+
+    The ``request`` to prepare next (with the new state in the chat), the ``state`` to store with the chat (``None``:
+    unchanged), the audit ``record``, and the prompt already ``prepared`` from ``request`` when the run had to prepare
+    it anyway (``None`` otherwise).
     """
 
     request: PreviewRequest
@@ -65,8 +67,9 @@ class CompactionOutcome:
 
 
 def with_state(request: PreviewRequest, state: CompactionState, *, just_compacted: bool = False) -> PreviewRequest:
-    """``request`` whose chat carries ``state`` (as the stored chat would); ``just_compacted``
-    asks the strategy to end at the target (the prepares right after a new summary).
+    """``request`` whose chat carries ``state`` (as the stored chat would).
+
+    ``just_compacted`` asks the strategy to end at the target (the prepares right after a new summary).
     """
     update: dict[str, Any] = {"chat": request.chat.model_copy(update={CHAT_KEY: state.dump()})}
     if just_compacted:

@@ -138,8 +138,9 @@ class CompactionState(BaseModel):
 def make_summary(text: str, covered: dict[int, ChatMessage], *, previous: CompactionSummary | None = None,
                  tokens: int = 0, replaced_tokens: int = 0, profile: str = "", model: str = "",
                  attempts: int = 1, reappended: list[str] | None = None) -> CompactionSummary:
-    """A new summary standing for the messages ``covered`` (index → message) and, when given,
-    everything the ``previous`` summary stood for (its fingerprints carried over).
+    """A new summary standing for the messages ``covered`` (index → message).
+
+    When ``previous`` is given, the new summary also stands for everything it stood for (its fingerprints carried over).
     """
     import uuid
 

@@ -40,8 +40,10 @@ Summarizer = Callable[[list[dict[str, Any]]], str]
 
 @dataclass
 class Attempt:
-    """One summary request: ``outcome`` is ``ok``, ``over_cap``, ``empty`` or ``error``;
-    ``tokens`` the answer's size (tokens of the generation profile), ``error_code`` when failed.
+    """One summary request: its outcome, size and error code.
+
+    ``outcome`` is ``ok``, ``over_cap``, ``empty`` or ``error``; ``tokens`` the answer's size (tokens of the generation
+    profile), ``error_code`` when failed.
     """
 
     outcome: str
@@ -259,9 +261,10 @@ def summarize_history(
 def provider_summarizer(base_url: str, api_key: str | None, model: str, *, cap: int, timeout_s: float = 60.0,
                         extra_body: dict[str, Any] | None = None,
                         cancel: threading.Event | None = None) -> Summarizer:
-    """A :data:`Summarizer` that asks an OpenAI-compatible endpoint (one JSON answer, no stream;
-    the reply limited to ``cap`` tokens as ``max_tokens``, or ``max_completion_tokens`` for the
-    models that reject ``max_tokens``: ``engine.providers.params``).
+    """A :data:`Summarizer` that asks an OpenAI-compatible endpoint (one JSON answer, no stream).
+
+    The reply is limited to ``cap`` tokens as ``max_tokens``, or ``max_completion_tokens`` for the models that reject
+    ``max_tokens`` (``engine.providers.params``).
     """
     from ..providers import ChatCompletionsClient, reply_limit_fields
 

@@ -53,8 +53,9 @@ def _book_to_v2(book: Lorebook) -> dict[str, Any]:
 
 
 def card_json(character: Character, original: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The card as V2/V3 JSON: ``original`` (the card JSON it was read from) with every field that
-    differs from the character written over it, or a fresh V2 card.
+    """The card as V2/V3 JSON: ``original`` updated from the character, or a fresh V2 card.
+
+    ``original`` is the card JSON it was read from; every field that differs from the character is written over it.
 
     Unknown fields (``data`` extras, top-level fields, ``extensions``) are kept.
     """

@@ -208,8 +208,9 @@ def _functions_as_tools(r: FieldReader, raw: Any, path: str) -> list[dict[str, A
 
 def parse_chat_document(data: Any, file: str, *, title: str, reader: FieldReader | None = None
                         ) -> tuple[list[Chat], str]:
-    """Read a parsed JSON chat document. Returns ``(chats, shape)``; several chats for files that
-    hold several transcripts (tau-bench, ToolBench), otherwise one.
+    """Read a parsed JSON chat document; returns ``(chats, shape)``.
+
+    Several chats for files that hold several transcripts (tau-bench, ToolBench), otherwise one.
 
     Raises ``IMPORT_UNSUPPORTED_FORMAT`` when the document is not a chat shape Loomscope reads.
     """
@@ -493,8 +494,9 @@ def load_chats_with_info(path: str | Path) -> tuple[list[Chat], str, list[str]]:
 
 
 def load_chats(path: str | Path) -> list[Chat]:
-    """Every chat in a file: one for most shapes, one per transcript for tau-bench results and
-    ToolBench answers (same errors as :func:`load_chat`).
+    """Every chat in a file (same errors as :func:`load_chat`).
+
+    One for most shapes, one per transcript for tau-bench results and ToolBench answers.
     """
     from ._guard import guarded
 

@@ -106,9 +106,10 @@ class SkippedFile:
 
 @dataclass
 class FolderPlan:
-    """What :func:`read_st_folder` found: the user folder, its items (characters, worlds,
-    personas, chats, in that order) and the files skipped (group chats; bad files under
-    ``skip_bad``).
+    """What :func:`read_st_folder` found: the user folder, its items and the files skipped.
+
+    The items are characters, worlds, personas and chats, in that order; the files skipped are group chats and, under
+    ``skip_bad``, bad files.
     """
 
     folder: Path
@@ -207,10 +208,10 @@ def _wi_settings(wis: dict[str, Any]) -> dict[str, Any]:
 
 
 def _prompts_and_order(oai: dict[str, Any]) -> tuple[list[PromptDefinition], list[PromptOrderItem]]:
-    """The Prompt Manager's prompts and active order, as ``PromptManager.sanitizeServiceSettings``
-    leaves them: missing default prompts added (``checkForMissingPrompts``); the order of the
-    global dummy character (id 100001), or SillyTavern's default order when there is none; order
-    entries naming no prompt removed.
+    """The Prompt Manager's prompts and active order, as ``PromptManager.sanitizeServiceSettings`` leaves them.
+
+    Missing default prompts are added (``checkForMissingPrompts``); the order is the global dummy character's (id
+    100001), or SillyTavern's default order when there is none; order entries naming no prompt are removed.
     """
     raw_prompts = oai.get("prompts")
     if isinstance(raw_prompts, list) and raw_prompts:
@@ -235,8 +236,9 @@ def _prompts_and_order(oai: dict[str, Any]) -> tuple[list[PromptDefinition], lis
 
 
 def _persona_for(settings: dict[str, Any], chat_metadata: dict[str, Any]) -> str:
-    """The avatar file of the persona a chat uses: the chat's locked persona, else the default
-    persona, else the current ``user_avatar`` (``personas.js``).
+    """The avatar file of the persona a chat uses (``personas.js``).
+
+    The chat's locked persona, else the default persona, else the current ``user_avatar``.
     """
     pu = _obj(settings.get("power_user"))
     personas = _obj(pu.get("personas"))
@@ -250,8 +252,9 @@ def _persona_for(settings: dict[str, Any], chat_metadata: dict[str, Any]) -> str
 
 
 def _persona_item(settings: dict[str, Any], avatar: str) -> FolderItem:
-    """The persona of ``avatar`` (``selectCurrentPersona``): its name and description, or the
-    settings' ``username`` and ``persona_description`` when the avatar is not a saved persona.
+    """The persona of ``avatar`` (``selectCurrentPersona``): its name and description.
+
+    When the avatar is not a saved persona: the settings' ``username`` and ``persona_description``.
     """
     pu = _obj(settings.get("power_user"))
     personas = _obj(pu.get("personas"))

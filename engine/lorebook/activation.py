@@ -327,8 +327,9 @@ def activate(
 
 
 def _shared_clock(clock: RegexClock) -> RegexClock:
-    """The comparison run's clock: the same total and exhausted searches as the main run (one
-    time budget per preview), its own list of timeouts (it reports none).
+    """The comparison run's clock (one time budget per preview).
+
+    It shares the main run's total and exhausted searches, with its own list of timeouts (it reports none).
     """
     return RegexClock(clock.per_search, clock.total, spent=clock.spent, exhausted=clock.exhausted)
 
@@ -839,8 +840,9 @@ def _entry_model(c: _Cand, tokens: int, reason: str) -> ActivatedEntry:
 
 
 def _placement(c: _Cand) -> tuple[Any, ...]:
-    """SillyTavern placement: bucket by position (depth/role for AT_DEPTH), lower order first;
-    equal orders in reverse priority (SillyTavern ``unshift``s entries sorted by priority).
+    """SillyTavern placement: bucket by position (depth/role for AT_DEPTH), lower order first.
+
+    Equal orders come in reverse priority (SillyTavern ``unshift``s entries sorted by priority).
     """
     e = c.x.entry
     at_depth = e.position == InsertionPosition.AT_DEPTH

@@ -178,6 +178,7 @@ class JsRegex:
 
     @property
     def ignore_case(self) -> bool:
+        """Whether the key has the ``i`` flag."""
         return "i" in self.flags
 
     def search(self, text: str, pos: int = 0, *, clock: RegexClock | None = None,

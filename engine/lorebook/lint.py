@@ -47,8 +47,10 @@ def _fmt(value: float) -> str:
 
 
 def number_findings(book: Lorebook) -> list[LintFinding]:
-    """Numbers out of range in ``book`` and its entries (book order; codes ``LINT_NEGATIVE_SCAN_DEPTH``,
-    ``LINT_PROBABILITY_RANGE``, ``LINT_NEGATIVE_NUMBER``; the message gives the number as written).
+    """Numbers out of range in ``book`` and its entries, in book order.
+
+    Codes ``LINT_NEGATIVE_SCAN_DEPTH``, ``LINT_PROBABILITY_RANGE``, ``LINT_NEGATIVE_NUMBER``; the message gives the
+    number as written.
 
     - a negative ``scan_depth`` (book or entry): SillyTavern's buffer then scans no message (error);
     - ``probability`` below 0 or above 100 (percent; SillyTavern rolls ``Math.random() * 100``):

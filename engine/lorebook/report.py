@@ -272,8 +272,10 @@ def _never_reason(reasons: Counter, appears: bool) -> str:
 
 def _key_presence(books: Sequence[Lorebook], messages: Sequence[ChatMessage], settings: WorldInfoSettings,
                   user: str, char: str) -> dict[tuple[int, int], bool]:
-    """Whether any primary key of each entry appears anywhere in the chat (substring; regex
-    keys searched under the usual time limits). One pass per key over the joined chat.
+    """Whether any primary key of each entry appears anywhere in the chat.
+
+    Keys match as substrings; regex keys are searched under the usual time limits. One pass per key over the joined
+    chat.
     """
     text = "\n".join(m.text() for m in messages)
     lower = text.lower()
@@ -303,9 +305,10 @@ def _key_presence(books: Sequence[Lorebook], messages: Sequence[ChatMessage], se
 
 
 def report_for_request(request: Any, *, registries: Any = None) -> LorebookReport:
-    """The report for a :class:`engine.schema.PreviewRequest`: its books (the card's embedded
-    book included once, as the preview does), names, tokenizer and budget (context limit minus
-    reply reserve, as :func:`engine.pipeline.preview`).
+    """The report for a :class:`engine.schema.PreviewRequest`.
+
+    Its books (the card's embedded book included once, as the preview does), names, tokenizer and budget (context limit
+    minus reply reserve, as :func:`engine.pipeline.preview`).
 
     Raises
     ------

@@ -676,8 +676,9 @@ def activate_sillytavern(
 
 def _indexes(prepared: _Prepared, st_all: list[_StEntry]
              ) -> tuple[dict[str, list[int]], dict[str, list[int]], list[int]]:
-    """Primary plain key -> gids (case-insensitive, case-sensitive) and the always-visited gids,
-    cached on ``prepared`` for this ``st_all``.
+    """Primary plain key -> gids (case-insensitive, case-sensitive) and the always-visited gids.
+
+    Cached on ``prepared`` for this ``st_all``.
     """
     cached = prepared.__dict__.get("_st_indexes")
     if cached is not None and cached[0] is st_all:

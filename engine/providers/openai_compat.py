@@ -80,9 +80,10 @@ def mask_path(path: str, api_key: str | None = None) -> str:
 
 
 def public_endpoint(base_url: str, api_key: str | None = None) -> str:
-    """``base_url`` without credentials, query or fragment, and with key-like path segments
-    masked (``http://host/sk-…/v1`` → ``http://host/***/v1``; any segment holding ``api_key``
-    too): safe to store in an audit and to show.
+    """``base_url`` safe to store in an audit and to show.
+
+    Without credentials, query or fragment, and with key-like path segments masked (``http://host/sk-…/v1`` →
+    ``http://host/***/v1``; any segment holding ``api_key`` too).
     """
     try:
         parts = urlsplit(base_url.strip())

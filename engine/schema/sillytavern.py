@@ -1,5 +1,6 @@
-"""A chat's SillyTavern setup: what SillyTavern 1.12.x reads, besides the card, the persona and
-the worlds, to build a Chat Completion request.
+"""A chat's SillyTavern setup: what SillyTavern 1.12.x reads to build a Chat Completion request.
+
+That is, what it reads besides the card, the persona and the worlds.
 
 Stored per chat (``chats.setup``, migration 0002) by ``loomscope import DIR`` and read back by
 :meth:`engine.storage.Store.build_request`; a :class:`~engine.schema.request.PreviewRequest`

@@ -46,8 +46,10 @@ _PATH = re.compile(
 
 @dataclass(frozen=True)
 class Artifact:
-    """One verbatim artifact: ``kind`` (``code``, ``trace``, ``error``, ``path``), its exact
-    ``text`` and its ``start`` offset (characters) in the text it came from.
+    """One verbatim artifact: its kind, exact text and start offset.
+
+    ``kind`` is ``code``, ``trace``, ``error`` or ``path``; ``start`` is the offset (characters) in the text it came
+    from.
     """
 
     kind: str

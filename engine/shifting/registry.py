@@ -21,7 +21,9 @@ class Strategy(Protocol):
     """A context strategy: fits blocks into ``budget`` tokens and says why for each block."""
 
     def __call__(self, blocks: Sequence[Block], count_tokens: Callable[[Block], int],
-                 budget: int, options: dict[str, Any]) -> ShiftResult: ...
+                 budget: int, options: dict[str, Any]) -> ShiftResult:
+        """Fit ``blocks`` into ``budget`` tokens (each block counted by ``count_tokens``) under ``options``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ def manual_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int
 
 
 def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Callable[[], None]]:
-    """Register ``truncate``, ``manual``, ``summarize``, ``vector-recall`` and ``compact``; returns
-    their cleanup callables.
+    """Register ``truncate``, ``manual``, ``summarize``, ``vector-recall`` and ``compact``.
+
+    Returns their cleanup callables.
     """
     from ..compaction.strategy import compact_strategy  # the compaction package imports shifting
 

@@ -138,8 +138,9 @@ _CHECKED: set[tuple] = set()
 
 
 def _identity(path: Path) -> tuple | None:
-    """What identifies the file's current content cheaply: device, inode, size and mtime of the
-    file and of its ``-wal`` sibling (a commit changes one of them).
+    """What identifies the file's current content cheaply.
+
+    Device, inode, size and mtime of the file and of its ``-wal`` sibling (a commit changes one of them).
     """
     try:
         st = path.stat()

@@ -93,9 +93,10 @@ class PersonaSummary(BaseModel):
 
 
 class ImportRef(BaseModel):
-    """What one imported file became: ``{"kind", "id", "name"}`` (``loomscope import`` output);
-    ``key`` is the identity of an object imported from a SillyTavern folder (its path relative to
-    the user folder), ``None`` otherwise.
+    """What one imported file became: ``{"kind", "id", "name"}`` (``loomscope import`` output).
+
+    ``key`` is the identity of an object imported from a SillyTavern folder (its path relative to the user folder),
+    ``None`` otherwise.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -56,8 +56,9 @@ _FLAG_KEYS = ("pinned", "manualExcluded", "hidden")
 
 
 def _raised_while_reading_rows(exc: BaseException) -> bool:
-    """Whether ``exc`` came out of SQLAlchemy turning stored values into Python ones (a JSON
-    text that does not parse, a malformed date), not out of our own code.
+    """Whether ``exc`` came out of SQLAlchemy turning stored values into Python ones.
+
+    Such as a JSON text that does not parse or a malformed date, as opposed to an error of our own code.
     """
     tb = exc.__traceback__
     last_module = ""
@@ -601,8 +602,9 @@ class Store:
                 sillytavern=SillyTavernSetup.model_validate(row.setup) if row.setup is not None else None)
 
     def save_chat_setup(self, chat_id: str, setup: SillyTavernSetup | None) -> None:
-        """Replace the chat's SillyTavern setup (``None``: the chat is assembled by the stage
-        template again). ``setup.lorebook_scopes`` is not stored (see :meth:`set_chat_lorebook_links`).
+        """Replace the chat's SillyTavern setup (``None``: the chat is assembled by the stage template again).
+
+        ``setup.lorebook_scopes`` is not stored (see :meth:`set_chat_lorebook_links`).
 
         Raises ``CHAT_NOT_FOUND``.
         """
@@ -612,8 +614,9 @@ class Store:
             self._touch(row)
 
     def set_chat_lorebook_links(self, chat_id: str, links: Sequence[LorebookLink | tuple[str, str]]) -> None:
-        """Replace the chat's linked lorebooks with ``(lorebook_id, scope)`` pairs (order kept,
-        a repeated book dropped; scope ``chat``, ``character`` or ``global``).
+        """Replace the chat's linked lorebooks with ``(lorebook_id, scope)`` pairs.
+
+        The order is kept and a repeated book dropped; scope is ``chat``, ``character`` or ``global``.
 
         Raises ``CHAT_NOT_FOUND``/``LOREBOOK_NOT_FOUND``; ``INVALID_SETTINGS`` for an unknown scope.
         """
@@ -637,8 +640,10 @@ class Store:
             self._touch(row)
 
     def source_key(self, kind: str, object_id: str) -> str | None:
-        """The SillyTavern identity (path relative to the user folder) an object was imported
-        under (``kind``: ``character``, ``lorebook``, ``persona``, ``chat``), or ``None``.
+        """The SillyTavern identity an object was imported under, or ``None``.
+
+        The identity is its path relative to the user folder; ``kind`` is ``character``, ``lorebook``, ``persona`` or
+        ``chat``.
         """
         with self._unit(write=False) as session:
             return session.scalars(select(orm.ImportSourceRow.key).where(
@@ -906,9 +911,10 @@ class Store:
             row.data = {**(row.data or {}), "name": name}
 
     def delete_character(self, character_id: str) -> None:
-        """Delete a character and its embedded book; chats that used it keep their messages and
-        are left without a character. Its SillyTavern import identity is forgotten (a re-import
-        adds it again). Raises ``CHARACTER_NOT_FOUND``.
+        """Delete a character and its embedded book.
+
+        Chats that used it keep their messages and are left without a character. Its SillyTavern import identity is
+        forgotten (a re-import adds it again). Raises ``CHARACTER_NOT_FOUND``.
         """
         with self._unit() as session:
             if session.get(orm.CharacterRow, character_id) is None:
@@ -994,9 +1000,10 @@ class Store:
             return sorted(out, key=lambda u: (u.title.lower(), u.chat_id))
 
     def new_chat_for_character(self, character_id: str, *, persona_id: str | None = None) -> str:
-        """Start a chat with the character: its first message (``first_mes``) as the opening
-        assistant message, titled after the character, its embedded book active (the card
-        book). Returns the chat id. Raises ``CHARACTER_NOT_FOUND``/``PERSONA_NOT_FOUND``.
+        """Start a chat with the character; returns the chat id.
+
+        Its first message (``first_mes``) is the opening assistant message, the chat is titled after the character and
+        its embedded book is active (the card book). Raises ``CHARACTER_NOT_FOUND``/``PERSONA_NOT_FOUND``.
         """
         with self._unit() as session:
             character, _ = self._load_character(session, character_id)
@@ -1015,9 +1022,10 @@ class Store:
         return max(numbers, default=-1) + 1
 
     def add_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry | None = None) -> LorebookEntry:
-        """Append a new entry (``entry`` or a blank one) under the next free numeric ``uid``
-        (one more than the largest, as SillyTavern's ``getFreeWorldEntryUid`` picks a free one);
-        returns the stored entry. Raises ``LOREBOOK_NOT_FOUND``.
+        """Append a new entry (``entry`` or a blank one); returns the stored entry.
+
+        The entry gets the next free numeric ``uid`` (one more than the largest, as SillyTavern's
+        ``getFreeWorldEntryUid`` picks a free one). Raises ``LOREBOOK_NOT_FOUND``.
         """
         with self._unit() as session:
             self._lorebook_row(session, lorebook_id)
@@ -1044,8 +1052,10 @@ class Store:
                             file=lorebook_id, place=f"entry {uid}")
 
     def insert_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry, index: int) -> None:
-        """Put ``entry`` at book position ``index`` (clamped), replacing an entry with the same
-        uid (undo of a delete puts an entry back where it was). Raises ``LOREBOOK_NOT_FOUND``.
+        """Put ``entry`` at book position ``index`` (clamped).
+
+        An entry with the same uid is replaced (undo of a delete puts an entry back where it was). Raises
+        ``LOREBOOK_NOT_FOUND``.
         """
         with self._unit() as session:
             self._lorebook_row(session, lorebook_id)
@@ -1309,8 +1319,9 @@ class Store:
                           user_message: ChatMessage | None = None,
                           timed_effects: dict[str, Any] | None = None,
                           compaction: Any = None) -> int | None:
-        """Store the audit, then append ``user_message`` and the reply (each if given), in ONE
-        transaction; returns the reply's index. Raises ``CHAT_NOT_FOUND``.
+        """Store the audit, then append ``user_message`` and the reply (each if given), in ONE transaction.
+
+        Returns the reply's index. Raises ``CHAT_NOT_FOUND``.
 
         ``timed_effects`` (World Info sticky/cooldown state after a completed generation) is
         written to the chat's ``metadata["timedWorldInfo"]``, as SillyTavern keeps it in
@@ -1373,9 +1384,9 @@ class Store:
 
     @staticmethod
     def _branch_compaction(chat: Chat, at_index: int) -> Chat:
-        """A branch keeps the compaction summary only when it covers nothing after ``at_index``
-        (a summary of messages the branch lacks would be stale); removed ones and the failure
-        count stay behind.
+        """A branch keeps the compaction summary only when it covers nothing after ``at_index``.
+
+        A summary of messages the branch lacks would be stale; removed ones and the failure count stay behind.
         """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
@@ -1392,8 +1403,9 @@ class Store:
         return Chat.model_validate({**data, "messages": chat.messages})
 
     def get_compaction(self, chat_id: str) -> Any:
-        """The chat's :class:`~engine.compaction.state.CompactionState` (empty when none; an
-        unreadable stored value reads as empty). Raises ``CHAT_NOT_FOUND``.
+        """The chat's :class:`~engine.compaction.state.CompactionState`.
+
+        Empty when none; an unreadable stored value reads as empty. Raises ``CHAT_NOT_FOUND``.
         """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
@@ -1403,16 +1415,18 @@ class Store:
             return CompactionState.from_raw((row.data or {}).get(CHAT_KEY))
 
     def put_compaction(self, chat_id: str, state: Any) -> None:
-        """Replace the chat's compaction state (stored in ``chats.data``; an empty state removes
-        the key). Raises ``CHAT_NOT_FOUND``.
+        """Replace the chat's compaction state (stored in ``chats.data``).
+
+        An empty state removes the key. Raises ``CHAT_NOT_FOUND``.
         """
         with self._unit() as session:
             self._write_compaction(session, chat_id, state)
 
     def remove_compaction_summary(self, chat_id: str) -> Any:
-        """Remove the chat's active compaction summary (its messages are sent verbatim again) and
-        reset the failure count; returns the removed ``CompactionSummary`` (``None`` when there
-        was none). It is kept for :meth:`restore_compaction_summary`. Raises ``CHAT_NOT_FOUND``.
+        """Remove the chat's active compaction summary and reset the failure count.
+
+        Its messages are sent verbatim again. Returns the removed ``CompactionSummary`` (``None`` when there was none);
+        it is kept for :meth:`restore_compaction_summary`. Raises ``CHAT_NOT_FOUND``.
         """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
@@ -1427,8 +1441,9 @@ class Store:
             return removed
 
     def restore_compaction_summary(self, chat_id: str, summary: Any) -> None:
-        """Make ``summary`` the chat's active compaction summary again (undo of a removal, or redo
-        of a compaction). Raises ``CHAT_NOT_FOUND``.
+        """Make ``summary`` the chat's active compaction summary again.
+
+        Undo of a removal, or redo of a compaction. Raises ``CHAT_NOT_FOUND``.
         """
         from ..compaction.options import CHAT_KEY
         from ..compaction.state import CompactionState
@@ -1441,9 +1456,7 @@ class Store:
                 update={"summary": summary, "removed": removed, "stall": None}))
 
     def reset_compaction_failures(self, chat_id: str) -> None:
-        """Clear the failure count and the stall mark, so auto-compaction runs again.
-        Raises ``CHAT_NOT_FOUND``.
-        """
+        """Clear the failure count and the stall mark, so auto-compaction runs again. Raises ``CHAT_NOT_FOUND``."""
         state = self.get_compaction(chat_id)
         self.put_compaction(chat_id, state.model_copy(update={"failures": 0, "stall": None}))
 

@@ -311,8 +311,9 @@ def count_messages_tokens(
 
 def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[str, Any]],
                              tools: Sequence[dict[str, Any]] | None = None) -> int:
-    """Total prompt tokens of a chat-completions request: messages + tools + reply priming
-    (for a profile with a chat template: the template's exact prompt length).
+    """Total prompt tokens of a chat-completions request: messages + tools + reply priming.
+
+    For a profile with a chat template: the template's exact prompt length.
     """
     if profile.chat is not None:
         return profile.chat.count_prompt(profile.count_many, list(messages), list(tools) if tools else None).total
@@ -323,8 +324,9 @@ def num_tokens_from_messages(profile: TokenizerProfile, messages: Sequence[dict[
 
 
 def count_tools_tokens(profile: TokenizerProfile, tools: Sequence[dict[str, Any]]) -> int:
-    """Tokens of tool/function definitions sent with a request (cookbook ``num_tokens_for_tools``;
-    for a profile with a chat template, the template's tool section).
+    """Tokens of tool/function definitions sent with a request (cookbook ``num_tokens_for_tools``).
+
+    For a profile with a chat template: the template's tool section.
     """
     if not tools:
         return 0

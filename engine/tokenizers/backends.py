@@ -65,8 +65,9 @@ def _parse_tiktoken_ranks(raw: bytes) -> dict[bytes, int]:
 
 
 def split_llama_runs(s: str, max_run: int = LLAMA_MAX_RUN_CHARS) -> list[str]:
-    """Split ``s`` like Llama's ``Tokenizer._split_whitespaces_or_nonwhitespaces``: no piece holds
-    more than ``max_run`` consecutive whitespace or non-whitespace characters.
+    """Split ``s`` like Llama's ``Tokenizer._split_whitespaces_or_nonwhitespaces``.
+
+    No piece holds more than ``max_run`` consecutive whitespace or non-whitespace characters.
     """
     if len(s) <= max_run:
         return [s]
@@ -301,8 +302,9 @@ _FACTORIES: dict[str, Callable[[], Encoder]] = {
 
 @cache
 def get_encoder(key: str) -> Encoder:
-    """The encoder ``key``: a vocabulary of :data:`.vocab.VOCAB_FILES` (``qwen3`` is the ``qwen``
-    file with Qwen3's added tokens).
+    """The encoder ``key``: a vocabulary of :data:`.vocab.VOCAB_FILES`.
+
+    ``qwen3`` is the ``qwen`` file with Qwen3's added tokens.
 
     The file is read and hash-checked lazily, on the first count. Raises ``SettingsError``
     (``UNKNOWN_TOKENIZER``) for an unknown key; loading errors surface on first use.

@@ -35,8 +35,9 @@ def prompt_count(profile: TokenizerProfile, messages: Sequence[dict[str, Any]],
 
 
 def reply_priming_tokens(profile: TokenizerProfile, messages: Sequence[dict[str, Any]] = ()) -> int:
-    """Tokens of a prompt that no block owns (OpenAI: the 3 reply-priming tokens; templates: BOS,
-    the reply header, turns the template inserts), for ``messages`` (default: an empty chat).
+    """Tokens of a prompt that no block owns, for ``messages`` (default: an empty chat).
+
+    OpenAI: the 3 reply-priming tokens; templates: BOS, the reply header, turns the template inserts.
     """
     if profile.chat is None:
         return REPLY_PRIMING_TOKENS

@@ -181,8 +181,9 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
 
 
 def default_tokenizer_registry() -> TokenizerRegistry:
-    """A fresh registry holding the built-in profiles: the OpenAI and approximate ones, then the
-    exact open-weight ones (:func:`.open_profiles.open_profiles`).
+    """A fresh registry holding the built-in profiles.
+
+    The OpenAI and approximate ones, then the exact open-weight ones (:func:`.open_profiles.open_profiles`).
     """
     from .open_profiles import open_profiles
 

@@ -98,7 +98,7 @@ def test_a_pin_the_engine_does_not_apply_is_rolled_back_with_a_note(qtbot, windo
 
 
 def test_opening_a_chat_reads_it_on_a_worker(qtbot, window, library) -> None:
-    store, first, _ = library
+    store, _first, _ = library
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}") for i in range(2000)]
     big = store.add_chat(Chat(title="Big", messages=msgs), title="Big")
     window.refresh_library()
@@ -121,7 +121,7 @@ def test_opening_a_chat_reads_it_on_a_worker(qtbot, window, library) -> None:
 
 
 def test_clicking_through_the_library_opens_the_last_chat_clicked(qtbot, window, library) -> None:
-    store, first, _ = library
+    store, _first, _ = library
     a = store.add_chat(Chat(title="A", messages=[ChatMessage(role="user", content="a")]), title="A")
     b = store.add_chat(Chat(title="B", messages=[ChatMessage(role="user", content="b")]), title="B")
     window.refresh_library()

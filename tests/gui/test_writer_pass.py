@@ -344,11 +344,16 @@ def test_screenshot_renders_at_the_given_size_without_a_display(tmp_path) -> Non
         assert name in helptext
 
 
-def test_tab_names_agree_between_the_cli_and_the_window() -> None:
-    from engine.commands.gui import TAB_NAMES as CLI_TABS
-    from gui.main_window import TAB_NAMES
+def test_tab_names_agree_between_the_cli_and_the_window(window) -> None:
+    from engine.cli import build_parser
+    from gui.tabs import TAB_NAMES
 
-    assert CLI_TABS == TAB_NAMES
+    gui_parser = build_parser()._subparsers._group_actions[0].choices["gui"]
+    tab_action = next(a for a in gui_parser._actions if "--tab" in a.option_strings)
+    assert tuple(tab_action.choices) == TAB_NAMES
+    for name in TAB_NAMES:  # every name the CLI offers, the window shows
+        assert window.select_tab(name), name
+    assert not window.select_tab("no-such-tab")
 
 
 def test_ctrl_c_closes_the_window_cleanly(qtbot, window) -> None:

@@ -15,6 +15,7 @@ target_metadata = Base.metadata
 
 
 def run_migrations_online() -> None:
+    """Run the migrations on ``config.attributes["engine"]`` under the library's write lock."""
     from sqlalchemy import text
 
     from engine.storage.database import WRITE_OPTION

@@ -161,8 +161,9 @@ def content_text(content: Any, joiner: str = "\n\n") -> str:
 
 
 def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """The message's tool calls as ``{"id", "type", "name", "arguments"}`` (arguments a string);
-    a legacy ``function_call`` counts as one call.
+    """The message's tool calls as ``{"id", "type", "name", "arguments"}`` (arguments a string).
+
+    A legacy ``function_call`` counts as one call.
     """
     calls: list[dict[str, Any]] = []
     for call in message.get("tool_calls") or []:

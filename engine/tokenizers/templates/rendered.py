@@ -45,9 +45,10 @@ Fragment = tuple[Owner, str, bool]
 
 
 def tally_rendered(fragments: Sequence[Fragment], special: re.Pattern[str] | None, n_messages: int) -> Tally:
-    """A :class:`Tally` of the rendered prompt ``fragments``: special-token strings (matched on the
-    whole rendered text) count one token for the fragment they start in; the text between two of
-    them is one joint piece.
+    """A :class:`Tally` of the rendered prompt ``fragments``.
+
+    Special-token strings (matched on the whole rendered text) count one token for the fragment they start in; the text
+    between two of them is one joint piece.
     """
     tally = Tally(n_messages)
     full = "".join(f[1] for f in fragments)
@@ -108,8 +109,9 @@ QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object w
 
 
 def _tool_response(i: int, text: str, roles: Sequence[str]) -> list[Fragment]:
-    """Qwen's (2.5 and 3) ``tool`` turn: consecutive results share one ``user`` turn of
-    ``<tool_response>`` blocks (the same branch in both vendor chat templates).
+    """Qwen's (2.5 and 3) ``tool`` turn: consecutive results share one ``user`` turn.
+
+    That turn holds ``<tool_response>`` blocks (the same branch in both vendor chat templates).
     """
     frags: list[Fragment] = []
     if i == 0 or roles[i - 1] != "tool":

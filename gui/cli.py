@@ -1,8 +1,23 @@
-"""``loomscope gui``: open the desktop app (also what ``loomscope`` alone does)."""
+"""``loomscope gui``: open the desktop app (also what ``loomscope`` alone does).
+
+The engine's CLI knows nothing of the GUI: this module is contributed to its command registry
+through the ``loomscope.commands`` entry point group (pyproject.toml), with the same
+``register(subparsers)`` contract as the engine's own subcommands. :data:`DEFAULT_COMMAND` makes
+it what ``loomscope`` without arguments runs, and :data:`LEADING_FLAGS` lets ``loomscope
+--screenshot out.png`` mean ``loomscope gui --screenshot out.png``. Qt is imported only when the
+command runs, so ``--help`` works without it.
+"""
 
 from __future__ import annotations
 
 import argparse
+
+from .tabs import TAB_NAMES
+
+#: ``loomscope`` with no arguments runs this command.
+DEFAULT_COMMAND = True
+#: Flags that, first on the command line, mean ``loomscope gui ...``.
+LEADING_FLAGS = ("--screenshot", "--size", "--tab", "--chat")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,16 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-#: ``--tab`` names (kept here so ``--help`` works without importing Qt; gui.main_window.TAB_NAMES
-#: is the same tuple, checked by a test).
-TAB_NAMES = ("blocks", "chat", "block", "lorebook", "audit", "settings", "setup", "entry", "chats", "characters",
-             "lorebooks", "personas")
-
-
 def _run(args: argparse.Namespace) -> int:
     size = None
     if args.size:
-        from ..errors import SettingsError
+        from engine.errors import SettingsError
 
         parts = args.size.lower().replace("×", "x").split("x")
         if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) \
@@ -38,6 +47,6 @@ def _run(args: argparse.Namespace) -> int:
             raise SettingsError("INVALID_SETTINGS", f"expected WIDTHxHEIGHT in pixels (200-10000 each), "
                                 f"such as 1440x900; got {args.size!r}", file="--size")
         size = (int(parts[0]), int(parts[1]))
-    from gui.app import run_app  # imported lazily: the engine never imports Qt at module load
+    from .app import run_app  # imported lazily: `loomscope gui --help` needs no Qt
 
     return run_app(db=args.db, screenshot=args.screenshot, chat=args.chat, tab=args.tab, size=size)
