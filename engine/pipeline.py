@@ -36,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
+from .incremental import frozen_blocks
 from .plugins import InterceptorContext, InterceptorRegistry, load_entry_point_plugins
 from .schema.blocks import Block, BlockKind, ShiftResult
 from .schema.lorebook import Lorebook
@@ -302,7 +303,7 @@ def _gc_paused() -> Iterator[None]:
 
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
     """Run pipeline steps 1–9 for ``request`` (see :func:`_prepare`)."""
-    with _gc_paused():
+    with _gc_paused(), frozen_blocks():
         return _prepare(request, registries)
 
 
@@ -527,7 +528,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     fits = fit_windows(
         sendable, shift_tokens, group_of,
         pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                              profile.approximate, priming),
+                              profile.approximate, priming,
+                              fixed_reserve=settings.reply_reserve if isinstance(settings.reply_reserve, int) else None),
         never_sent=frozenset(sendable[i].id for i in groups.orphans),
         honor_manual=settings.strategy == "manual")
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"

@@ -46,8 +46,10 @@ says which.
 from __future__ import annotations
 
 import math
-from bisect import insort
+from bisect import bisect_right, insort
 from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
+from operator import gt
 
 from ..schema.blocks import Block, BlockKind
 
@@ -115,6 +117,9 @@ def fit_windows(
         ``block id → tool group id``; a group is one unit (all or nothing).
     shift_budget_of:
         ``window → shifting budget`` in tokens, nondecreasing (see :func:`window_for_budget`).
+        A callable with an integer ``linear_offset`` attribute promises
+        ``shift_budget_of(W) == W - linear_offset`` for every ``W`` (see
+        :func:`pipeline_shift_budget`): windows are then read off without a search.
     never_sent:
         Block ids that no window sends (orphaned tool results).
     honor_manual:
@@ -125,68 +130,164 @@ def fit_windows(
     dict
         One entry per chat message among ``blocks`` (by ``message_index``).
     """
-    # units: tool groups merged, as shift_context builds them
-    units: list[list[Block]] = []
+    units = _fit_units(blocks, tokens, group_of, never_sent, honor_manual)
+    return _windows(units, _rooms(units), shift_budget_of)
+
+
+class _Units:
+    """Shifting units (tool groups merged, as ``shift_context`` builds them) as parallel lists."""
+
+    def __init__(self) -> None:
+        self.indices: list[list[int]] = []  # message indices of each unit's members
+        self.dead: list[bool] = []
+        self.protected: list[bool] = []
+        self.size: list[int] = []
+        self.tier: list[int] = []
+
+    def live(self) -> list[int]:
+        return [k for k, d in enumerate(self.dead) if not d]
+
+
+def _fit_units(blocks: Sequence[Block], tokens: Mapping[str, int], group_of: Mapping[str, str],
+               never_sent: frozenset[str] | set[str], honor_manual: bool) -> _Units:
+    members: list[list[Block]] = []
     unit_of_group: dict[str, int] = {}
     for b in blocks:
         g = group_of.get(b.id)
         if g is not None and g in unit_of_group:
-            units[unit_of_group[g]].append(b)
+            members[unit_of_group[g]].append(b)
             continue
         if g is not None:
-            unit_of_group[g] = len(units)
-        units.append([b])
-
-    dead: list[bool] = []
-    protected: list[bool] = []
-    size: list[int] = []
-    tier: list[int] = []
-    for members in units:
-        dead.append(any(b.hidden or b.id in never_sent for b in members)
-                    or (honor_manual and any(b.manual_excluded for b in members)
-                        and not any(b.protected or b.pinned for b in members)))
-        protected.append(any(b.protected or b.pinned for b in members))
-        size.append(sum(int(tokens.get(b.id, 0)) for b in members))
+            unit_of_group[g] = len(members)
+        members.append([b])
+    u = _Units()
+    for ms in members:
+        protected = any(b.protected or b.pinned for b in ms)
+        u.dead.append(any(b.hidden or b.id in never_sent for b in ms)
+                      or (honor_manual and not protected and any(b.manual_excluded for b in ms)))
+        u.protected.append(protected)
+        u.size.append(sum(int(tokens.get(b.id, 0)) for b in ms))
         t = 3
-        for b in members:
+        for b in ms:
             if b.source.startswith("interceptor:"):
                 t = min(t, 0)
             elif b.kind == BlockKind.EXAMPLE:
                 t = min(t, 1)
             elif b.history:
                 t = min(t, 2)
-        tier.append(t)
+        u.tier.append(t)
+        u.indices.append([b.message_index for b in ms if b.message_index is not None])
+    return u
 
-    live = [k for k in range(len(units)) if not dead[k]]
-    p_tokens = sum(size[k] for k in live if protected[k])
-    values = sorted({size[k] for k in live if not protected[k]})
+
+def _rooms(u: _Units) -> dict[int, int]:
+    """``unit → least room`` (``max(own, F(v*))``, module docstring) for removable history units.
+
+    Newest first, ``S`` grows by one unit per step. While the running sum of ``S`` exceeds its
+    largest size, ``v*`` is that largest size and ``F(v*)`` the whole sum: the room is read off
+    running sums (``itertools.accumulate``, no tree). Units where it does not (a unit at least
+    as large as all the others together) are scanned exactly; past a few of them the Fenwick
+    scan (:func:`_rooms_fenwick`) answers for all.
+    """
+    live = u.live()
+    lore = [u.size[k] for k in live if not u.protected[k] and u.tier[k] == 3]
+    hist = [k for k in reversed(live) if not u.protected[k] and u.tier[k] == 2]
+    sizes = [u.size[k] for k in hist]
+    sums = list(accumulate(sizes, initial=sum(lore)))[1:]
+    tops = list(accumulate(sizes, max, initial=max(lore, default=0)))[1:]
+    slow = [j for j, ok in enumerate(map(gt, sums, tops)) if not ok]
+    if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
+        return _rooms_fenwick(u)
+    rooms = dict(zip(hist, sums))
+    for j in slow:
+        rooms[hist[j]] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
+    return rooms
+
+
+#: Units scanned exactly before the Fenwick scan takes over, and how deep (newest first) they may lie.
+_EXACT_SCANS = 16
+_EXACT_SCAN_DEPTH = 256
+
+
+def _least_room(values: list[int], own: int) -> int:
+    """``max(own, F(v*))`` for the ascending multiset ``values`` (``F(v)``: sum of values ≤ v)."""
+    prefix = list(accumulate(values))
+    k = len(values) - 1
+    while k >= 0:
+        v = values[k]
+        while k > 0 and values[k - 1] == v:
+            k -= 1
+        hi = bisect_right(values, v) - 1
+        if prefix[hi] > v:
+            return max(own, prefix[hi])
+        k -= 1
+    return own
+
+
+def _rooms_fenwick(u: _Units) -> dict[int, int]:
+    """The rooms of :func:`_rooms`, by a Fenwick tree over the distinct sizes (any input)."""
+    live = u.live()
+    values = sorted({u.size[k] for k in live if not u.protected[k]})
     slot = {v: i for i, v in enumerate(values)}
     tree = _Fenwick(len(values))
-
     present: list[int] = []  # distinct sizes in S, ascending
+    seen: set[int] = set()
 
     def add(k: int) -> None:
-        v = size[k]
+        v = u.size[k]
         if v not in seen:
             seen.add(v)
             insort(present, v)
         tree.add(slot[v], v)
 
     def least_room(own: int) -> int:
-        """max(own, F(v*)) for the largest present size v* with F(v*) > v*."""
         for v in reversed(present):
             fv = tree.prefix(slot[v] + 1)
             if fv > v:
                 return max(own, fv)
         return own
 
-    seen: set[int] = set()
-
-    # lorebook / memory units are removed after history: always in S
-    for k in live:
-        if not protected[k] and tier[k] == 3:
+    for k in live:  # lorebook / memory units are removed after history: always in S
+        if not u.protected[k] and u.tier[k] == 3:
             add(k)
+    rooms: dict[int, int] = {}
+    for k in reversed(live):
+        if not u.protected[k] and u.tier[k] == 2:
+            add(k)
+            rooms[k] = least_room(u.size[k])
+    return rooms
 
+
+def _windows(u: _Units, rooms: Mapping[int, int], shift_budget_of: Callable[[int], int]) -> dict[int, int | None]:
+    live = u.live()
+    p_tokens = sum(u.size[k] for k in live if u.protected[k])
+    total_removable = sum(u.size[k] for k in live if not u.protected[k])
+    window = _inverse(shift_budget_of)
+    protected_window = window(p_tokens)
+    out: dict[int, int | None] = {}
+    for k in reversed(range(len(u.size))):  # newest first
+        indices = u.indices[k]
+        if not indices:
+            continue
+        if u.dead[k]:
+            value: int | None = None
+        elif u.protected[k]:
+            value = protected_window
+        elif u.tier[k] == 2:
+            value = window(p_tokens + rooms[k])
+        else:
+            # a message outside history (rare): sent for certain once everything fits
+            value = window(p_tokens + total_removable)
+        for i in indices:
+            out[i] = value
+    return out
+
+
+def _inverse(shift_budget_of: Callable[[int], int]) -> Callable[[int], int]:
+    """``need → smallest window whose shifting budget is at least need`` (remembered per need)."""
+    linear = getattr(shift_budget_of, "linear_offset", None)
+    if isinstance(linear, int):
+        return lambda need: max(1, need + linear)
     cache: dict[int, int] = {}
     offset = [0]  # window − shift budget at the last answer: exact for an absolute reply reserve
 
@@ -204,40 +305,34 @@ def fit_windows(
             offset[0] = w - need
         return w
 
-    total_removable = sum(size[k] for k in live if not protected[k])
-    out: dict[int, int | None] = {}
-    protected_window = window(p_tokens)
-    for k in reversed(range(len(units))):  # newest first: S grows by one unit per step
-        members = units[k]
-        indices = [b.message_index for b in members if b.message_index is not None]
-        if not indices:
-            continue
-        if dead[k]:
-            value: int | None = None
-        elif protected[k]:
-            value = protected_window
-        elif tier[k] == 2:
-            add(k)
-            value = window(p_tokens + least_room(size[k]))
-        else:
-            # a message outside history (rare): sent for certain once everything fits
-            value = window(p_tokens + total_removable)
-        for i in indices:
-            out[i] = value
-    return out
+    return window
+
+
+class _ShiftBudget:
+    """The pipeline's ``window → shifting budget``; ``linear_offset`` when it is ``W − constant``."""
+
+    def __init__(self, reserve_of: Callable[[int], int], safety_percent: float, approximate: bool,
+                 priming: int, fixed_reserve: int | None) -> None:
+        self.reserve_of = reserve_of
+        self.safety_percent = safety_percent
+        self.approximate = approximate
+        self.priming = priming
+        no_safety = not approximate or safety_percent == 0
+        self.linear_offset = fixed_reserve + priming if fixed_reserve is not None and no_safety else None
+
+    def __call__(self, window: int) -> int:
+        budget = window - self.reserve_of(window)
+        safety = math.ceil(budget * self.safety_percent / 100) if self.approximate else 0
+        return budget - safety - self.priming
 
 
 def pipeline_shift_budget(reserve_of: Callable[[int], int], safety_percent: float, approximate: bool,
-                          priming: int) -> Callable[[int], int]:
+                          priming: int, *, fixed_reserve: int | None = None) -> Callable[[int], int]:
     """The pipeline's ``window → shifting budget``: ``W − reserve(W) − safety − priming``.
 
     ``safety = ceil(budget × safety_percent / 100)`` for approximate tokenizers, else 0
-    (``engine.pipeline`` step 2).
+    (``engine.pipeline`` step 2). ``fixed_reserve``: the reserve in tokens when it does not
+    depend on the window (then, without a safety margin, the budget is ``W − constant`` and the
+    returned callable says so in ``linear_offset``, which :func:`fit_windows` reads).
     """
-
-    def shift_budget(window: int) -> int:
-        budget = window - reserve_of(window)
-        safety = math.ceil(budget * safety_percent / 100) if approximate else 0
-        return budget - safety - priming
-
-    return shift_budget
+    return _ShiftBudget(reserve_of, safety_percent, approximate, priming, fixed_reserve)

@@ -71,80 +71,138 @@ def _is_result(block: Block) -> bool:
 def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     """Compute tool groups over ``blocks`` (any order of kinds; only message blocks link).
 
+    Inside a pipeline run (:func:`engine.incremental.blocks_frozen`) the result is remembered
+    per list of block objects, and reused when only blocks with the same tool shape changed
+    (a pin or exclude toggle): a 10,000-message chat is not re-linked on every click.
+
     Returns
     -------
     ToolGroups
         One group id per block position; components are numbered by first member.
     """
-    n = len(blocks)
-    parent = list(range(n))
+    from ..incremental import blocks_frozen, remembered_groups
 
-    def find(x: int) -> int:
+    if not blocks_frozen():
+        return _compute_tool_groups(blocks)
+    return remembered_groups(blocks, _tool_shape, _compute_tool_groups)
+
+
+def _tool_shape(block: Block) -> tuple[Any, ...]:
+    """What of a block decides its tool group: role, call ids, id-less calls, the result id."""
+    msg = block.message
+    if msg is None:
+        return ()
+    ids, anon = _calls(block)
+    return (msg.role, tuple(ids), anon, msg.result_id() if _is_result(block) else None)
+
+
+class _Links:
+    """Union-find over block positions, with the bookkeeping of the linking pass."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+        self.member = [False] * n
+        self.id_owner: dict[str, int] = {}  # call id → the latest call block that issued it so far
+        self.reused: set[str] = set()
+        self.pending_anon: list[int] = []  # assistant blocks with unanswered id-less calls (queue)
+        self.anon_left: dict[int, int] = {}
+        self.anon_total: dict[int, int] = {}
+        self.orphans: set[int] = set()
+        self.answered: dict[int, set[str]] = {}  # call block → ids its linked results answer
+
+    def find(self, x: int) -> int:
+        parent = self.parent
         while parent[x] != x:
             parent[x] = parent[parent[x]]
             x = parent[x]
         return x
 
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
         if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
+            self.parent[max(ra, rb)] = min(ra, rb)
 
-    member = [False] * n
-    id_owner: dict[str, int] = {}  # call id → the latest call block that issued it so far
-    reused: set[str] = set()
-    pending_anon: list[int] = []  # positions of assistant blocks with unanswered id-less calls (queue)
-    anon_left: dict[int, int] = {}
-    orphans: set[int] = set()
-    answered: dict[int, set[str]] = {}  # call block → ids its linked results answer
-    anon_total: dict[int, int] = {}
+    def call(self, i: int, ids: list[str], anon: int) -> None:
+        self.member[i] = True
+        for cid in ids:
+            owner = self.id_owner.get(cid)
+            if owner is not None and owner != i:
+                self.reused.add(cid)  # another turn reuses the id: later results pair with this turn
+            self.id_owner[cid] = i
+        if anon:
+            self.pending_anon = [i]  # a new call turn supersedes unanswered older id-less calls
+            self.anon_left[i] = anon
+            self.anon_total[i] = anon
 
+    def result(self, i: int, rid: str | None) -> None:
+        self.member[i] = True
+        if rid:
+            owner = self.id_owner.get(rid)
+            if owner is None:
+                self.orphans.add(i)  # no earlier call carries this id
+            else:
+                self.union(owner, i)  # the nearest earlier call with this id
+                self.answered.setdefault(owner, set()).add(rid)
+        elif self.pending_anon:
+            owner = self.pending_anon[0]
+            self.union(owner, i)
+            self.anon_left[owner] -= 1
+            if self.anon_left[owner] <= 0:
+                self.pending_anon.pop(0)
+        else:
+            self.orphans.add(i)
+
+
+def _compute_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
+    n = len(blocks)
+    links = _Links(n)
     for i, block in enumerate(blocks):
+        if block.message is None:
+            continue
         ids, anon = _calls(block)
         if ids or anon:
-            member[i] = True
-            for cid in ids:
-                owner = id_owner.get(cid)
-                if owner is not None and owner != i:
-                    reused.add(cid)  # another turn reuses the id: later results pair with this turn
-                id_owner[cid] = i
-            if anon:
-                pending_anon = [i]  # a new call turn supersedes unanswered older id-less calls
-                anon_left[i] = anon
-                anon_total[i] = anon
-            continue
-        if _is_result(block):
-            member[i] = True
-            rid = block.message.result_id() if block.message else None
-            if rid:
-                owner = id_owner.get(rid)
-                if owner is None:
-                    orphans.add(i)  # no earlier call carries this id
-                else:
-                    union(owner, i)  # the nearest earlier call with this id
-                    answered.setdefault(owner, set()).add(rid)
-            elif pending_anon:
-                owner = pending_anon[0]
-                union(owner, i)
-                anon_left[owner] -= 1
-                if anon_left[owner] <= 0:
-                    pending_anon.pop(0)
-            else:
-                orphans.add(i)
+            links.call(i, ids, anon)
+        elif _is_result(block):
+            links.result(i, block.message.result_id())
+    problems = _incomplete_calls(blocks, links)
+    labels: dict[int, str] = {}
+    group_of: list[str | None] = [None] * n
+    for i in range(n):
+        if links.member[i]:
+            root = links.find(i)
+            if root not in labels:
+                labels[root] = f"g{len(labels)}"
+            group_of[i] = labels[root]
+    # a result linked (by id or position) to a real call is not an orphan
+    with_calls = {group_of[j] for j in range(n) if links.member[j] and not _is_result(blocks[j])}
+    orphans = {i for i in links.orphans if group_of[i] not in with_calls}
+    incomplete: dict[str, tuple[str, ...]] = {}
+    for call, what in problems.items():
+        gid = group_of[call]
+        if gid is not None:
+            incomplete[gid] = (*incomplete.get(gid, ()), *what)
+    return ToolGroups(group_of, frozenset(orphans), frozenset(links.reused), incomplete)
 
-    # What makes a call incomplete: an id no later result answers (a result placed before the
-    # call is linked to it, so both leave together), or id-less calls left unanswered.
+
+def _incomplete_calls(blocks: Sequence[Block], links: _Links) -> dict[int, list[str]]:
+    """What makes each call incomplete; links results placed before their call to it.
+
+    A call is incomplete when one of its ids has no later result (a result placed before the
+    call is linked to it, so that both leave together), or id-less calls are left unanswered.
+    """
     problems: dict[int, list[str]] = {}
     early: dict[int, list[int]] = {}  # call block → orphan results that came before it
     orphan_by_id: dict[str, list[int]] = {}
-    for j in sorted(orphans):
-        rid = blocks[j].message.result_id() if blocks[j].message else None
+    for j in sorted(links.orphans):
+        msg = blocks[j].message
+        rid = msg.result_id() if msg is not None else None
         if rid:
             orphan_by_id.setdefault(rid, []).append(j)
-    for i, block in enumerate(blocks):
-        ids, _ = _calls(block)
+    call_positions = sorted({i for i in range(len(blocks)) if links.member[i] and not _is_result(blocks[i])})
+    for i in call_positions:
+        ids, _ = _calls(blocks[i])
         for cid in dict.fromkeys(ids):
-            if cid in answered.get(i, set()):
+            if cid in links.answered.get(i, set()):
                 continue
             waiting = orphan_by_id.get(cid, [])
             before = [j for j in waiting if j < i]
@@ -154,32 +212,15 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
                 problems.setdefault(i, []).append(f"{cid}: result before its call")
             else:
                 problems.setdefault(i, []).append(f"{cid}: no result")
-        left = anon_left.get(i, 0)
+        left = links.anon_left.get(i, 0)
         if left > 0:
-            first = anon_total[i] - left + 1
-            problems.setdefault(i, []).extend(f"#{k}: no result" for k in range(first, anon_total[i] + 1))
+            first = links.anon_total[i] - left + 1
+            problems.setdefault(i, []).extend(f"#{k}: no result" for k in range(first, links.anon_total[i] + 1))
     for call, results in early.items():
         for j in results:
-            union(call, j)
-            orphans.discard(j)
-
-    labels: dict[int, str] = {}
-    group_of: list[str | None] = [None] * n
-    for i in range(n):
-        if member[i]:
-            root = find(i)
-            if root not in labels:
-                labels[root] = f"g{len(labels)}"
-            group_of[i] = labels[root]
-    # a result linked (by id or position) to a real call is not an orphan
-    with_calls = {group_of[j] for j in range(n) if member[j] and not _is_result(blocks[j])}
-    orphans = {i for i in orphans if group_of[i] not in with_calls}
-    incomplete: dict[str, tuple[str, ...]] = {}
-    for call, what in problems.items():
-        gid = group_of[call]
-        if gid is not None:
-            incomplete[gid] = (*incomplete.get(gid, ()), *what)
-    return ToolGroups(group_of, frozenset(orphans), frozenset(reused), incomplete)
+            links.union(call, j)
+            links.orphans.discard(j)
+    return problems
 
 
 def tool_sequence_problems(messages: Sequence[dict[str, Any]]) -> list[str]:

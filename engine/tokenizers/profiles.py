@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,8 @@ from .tiktoken_offline import get_encoding
 
 #: Entries kept in each profile's count cache.
 COUNT_CACHE_SIZE = 200_000
+#: Texts up to this length key the count cache themselves; longer ones by a 16-byte digest.
+_TEXT_KEY_MAX_CHARS = 2048
 
 
 @dataclass
@@ -65,40 +66,48 @@ class TokenizerProfile:
     _count_batch: Callable[[Sequence[str]], list[int]] = field(repr=False)
     _encode: Callable[[str], list[tuple[int, int]]] | None = field(default=None, repr=False)
     chat: Any = field(default=None, repr=False)
-    _cache: OrderedDict[bytes, int] = field(default_factory=OrderedDict, repr=False)
+    _cache: dict[str | bytes, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @staticmethod
-    def _key(text: str) -> bytes:
+    def _key(text: str) -> str | bytes:
+        # Short texts are their own key (a str caches its hash: a lookup costs no hashing of the
+        # text again); long ones are keyed by a digest, so the cache does not keep them alive.
+        if len(text) <= _TEXT_KEY_MAX_CHARS:
+            return text
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def count(self, text: str) -> int:
-        """Tokens in ``text`` (no chat overhead). Cached by content hash."""
+        """Tokens in ``text`` (no chat overhead). Cached by content."""
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Token counts for many texts; uncached texts are encoded in one batch."""
-        keys = [self._key(t) for t in texts]
-        out: list[int | None] = [None] * len(texts)
-        missing: dict[bytes, list[int]] = {}
+        """Token counts for many texts; uncached texts are encoded in one batch.
+
+        The cache is keyed by the text itself (or its BLAKE2b digest for texts over
+        ``_TEXT_KEY_MAX_CHARS`` characters) and bounded to ``COUNT_CACHE_SIZE`` entries
+        (oldest first out).
+        """
+        keys = list(map(self._key, texts))
+        out: list[int | None] = list(map(self._cache.get, keys))
+        if None not in out:
+            return out  # type: ignore[return-value]
+        missing: dict[str | bytes, list[int]] = {}
+        for i, hit in enumerate(out):
+            if hit is None:
+                missing.setdefault(keys[i], []).append(i)
+        todo_keys = list(missing)
+        counts = self._count_batch([texts[missing[k][0]] for k in todo_keys])
         with self._lock:
-            for i, k in enumerate(keys):
-                hit = self._cache.get(k)
-                if hit is None:
-                    missing.setdefault(k, []).append(i)
-                else:
-                    out[i] = hit
-        if missing:
-            todo_keys = list(missing)
-            counts = self._count_batch([texts[missing[k][0]] for k in todo_keys])
-            with self._lock:
-                for k, c in zip(todo_keys, counts):
-                    self._cache[k] = c
-                    for i in missing[k]:
-                        out[i] = c
-                while len(self._cache) > COUNT_CACHE_SIZE:
-                    self._cache.popitem(last=False)
-        return [int(c) for c in out]  # type: ignore[arg-type]
+            for k, c in zip(todo_keys, counts):
+                c = int(c)
+                self._cache[k] = c
+                for i in missing[k]:
+                    out[i] = c
+            if len(self._cache) > COUNT_CACHE_SIZE:
+                for k in list(self._cache)[: len(self._cache) - COUNT_CACHE_SIZE]:
+                    self._cache.pop(k, None)
+        return out  # type: ignore[return-value]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans ``[(start, end), ...]`` of each token, for showing token boundaries.
