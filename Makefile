@@ -28,10 +28,11 @@ test-postgres: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python tests/throwaway_postgres.py -- \
 		$(VENV)/bin/python -m pytest -p no:cacheprovider -k postgresql $(PG_TESTS)
 
-# ruff (rules and ignores in pyproject.toml) and import-linter's layering contracts
-# ([tool.importlinter] in pyproject.toml); the tools come with the `test` extra.
+# ruff (rules and ignores in pyproject.toml), mypy on the engine ([tool.mypy], pydantic plugin) and
+# import-linter's layering contracts ([tool.importlinter]); the tools come with the `test` extra.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check engine gui tests
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 # `make bench`: issue 12's figures in one table (targets beside them) and bench-results.json, all measured in

@@ -5,7 +5,7 @@ Public surface: schema models, tokenizer profiles, shifting, assembly and the pi
 
 from __future__ import annotations
 
-from .errors import ERROR_CODES, BudgetExceededError, LoomscopeError, LoomscopeImportError
+from .errors import ERROR_CODES, LoomscopeError, LoomscopeImportError
 from .schema import (
     Block,
     BlockKind,
@@ -48,7 +48,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "ERROR_CODES", "BudgetExceededError", "LoomscopeError", "LoomscopeImportError",
+    "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
     "Block", "BlockKind", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
     "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "PromptContextAudit", "ShiftResult",
     "WorldInfoSettings", *_LAZY,

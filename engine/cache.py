@@ -37,14 +37,14 @@ def _register(cache: Any) -> None:
         _REGISTERED.append(weakref.ref(cache))
 
 
-def lru(maxsize: int) -> LRUCache:  # type: ignore[type-arg]
+def lru(maxsize: int) -> LRUCache[Any, Any]:
     """A new least-recently-used cache of at most ``maxsize`` entries, cleared by :func:`clear_caches`.
 
     Not thread-safe by itself: callers that share one across threads hold their own lock
     around a get-compute-put (the engine's caches hold immutable values, so a lost race only
     costs a recomputation).
     """
-    cache: LRUCache = LRUCache(maxsize=maxsize)  # type: ignore[type-arg]
+    cache: LRUCache[Any, Any] = LRUCache(maxsize=maxsize)
     _register(cache)
     return cache
 

@@ -19,7 +19,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from .errors import LoomscopeError
 from .terminal import visible
@@ -74,7 +74,7 @@ def contributed_commands() -> dict[str, CommandModule]:
 class _Parser(argparse.ArgumentParser):
     """argparse with SPEC §10's one-line usage errors (exit 2)."""
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"loomscope: {visible(self.prog)}: USAGE: {visible(message)}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 

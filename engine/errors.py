@@ -119,13 +119,6 @@ class LoomscopeError(Exception):
         }
 
 
-class BudgetExceededError(LoomscopeError):
-    """The protected blocks alone exceed the budget (code ``TOKEN_BUDGET_EXCEEDED``)."""
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__("TOKEN_BUDGET_EXCEEDED", message, details=details)
-
-
 class ImportError_(LoomscopeError):
     """Malformed or unsupported input file; ``code`` starts with ``IMPORT_``."""
 

@@ -72,7 +72,7 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
     key = tuple(map(id, blocks))
     hit = _GROUPS.get(key)
     if hit is not None:
-        return hit[1]  # type: ignore[no-any-return]
+        return hit[1]
     result: Any = None
     prev = _GROUPS_BY_LENGTH.get(len(blocks))
     if prev is not None:
@@ -85,7 +85,7 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
     with _GROUPS_LOCK:
         _GROUPS[key] = entry
         _GROUPS_BY_LENGTH[len(blocks)] = entry
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 __all__ = ["blocks_frozen", "changed_positions", "frozen_blocks", "remembered_groups"]

@@ -130,9 +130,16 @@ def build_context(store: Any | None, *, settings: QSettings | None = None, regis
 def wait_for_preview(window: MainWindow, timeout_s: float = SCREENSHOT_TIMEOUT_S) -> bool:
     """Process events until the window shows a preview for the open chat; ``False`` on timeout."""
     ctx = window.ctx
+    loop = QEventLoop()
+    if window.is_loading():  # the chat is read on a worker first (gui/preview/loader.py)
+        window.chat_loader.loaded.connect(loop.quit)
+        window.chat_loader.failed.connect(loop.quit)
+        QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+        loop.exec()
+        window.chat_loader.loaded.disconnect(loop.quit)
+        window.chat_loader.failed.disconnect(loop.quit)
     if ctx.document.request is None:
         return True
-    loop = QEventLoop()
     done = {"ok": False}
 
     def check(*_a: Any) -> None:

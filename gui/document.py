@@ -9,14 +9,64 @@ write leaves both unchanged.
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.errors import LoomscopeError
 from engine.schema import ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
 
 #: Lorebook ids used when the document runs without a store (``mem:<index>`` into ``request.lorebooks``).
 MEMORY_BOOK_PREFIX = "mem:"
+
+
+@dataclass(frozen=True)
+class LoadedChat:
+    """A chat read from the library, ready to become the document (built by :func:`read_chat`).
+
+    ``lorebook_ids`` is parallel to ``request.lorebooks``; ``card_book_name`` names the
+    character card's own book when the request carries one (``None`` otherwise). ``audit`` is
+    the chat's stored audit when ``audit_read`` (read along, so the window need not).
+    """
+
+    chat_id: str
+    request: PreviewRequest
+    title: str
+    parent_id: str | None
+    lorebook_ids: tuple[str, ...]
+    card_book_name: str | None
+    audit: Any = None
+    audit_read: bool = False
+
+
+def read_chat(store: Any, chat_id: str, *, audit: bool = False) -> LoadedChat:
+    """Read chat ``chat_id`` and everything its preview needs from ``store`` (with ``audit``,
+    its stored audit too; a failure there leaves ``audit_read`` false instead of raising).
+
+    Touches no Qt object, so it runs on a worker thread (``gui.preview.loader``); the store
+    opens its own session per call (STYLE.md 10). Raises the store's ``CHAT_NOT_FOUND``.
+    """
+    request = store.build_request(chat_id)
+    stored = store.get_chat(chat_id)
+    if getattr(request, "sillytavern", None) is not None:
+        # a SillyTavern chat has only its linked worlds (no card book)
+        ids = list(stored.lorebook_ids)
+    else:  # the card's own book first, then attached ones: the order of request.lorebooks
+        ids = list(store.lorebook_ids_for_chat(chat_id))
+    character = stored.character
+    card_book = None
+    if request.sillytavern is None and character is not None and character.character_book is not None:
+        card_book = character.character_book.name or "card book"
+    stored_audit, audit_read = None, False
+    if audit:
+        with contextlib.suppress(LoomscopeError):  # the window reads it again and shows the error
+            stored_audit, audit_read = store.get_audit(chat_id), True
+    return LoadedChat(chat_id=chat_id, request=request,
+                      title=getattr(stored, "title", "") or request.chat.title,
+                      parent_id=getattr(stored, "parent_id", None), lorebook_ids=tuple(ids),
+                      card_book_name=card_book, audit=stored_audit, audit_read=audit_read)
 
 
 class ChatDocument(QObject):
@@ -26,13 +76,17 @@ class ChatDocument(QObject):
     -------
     chat_loaded(str chat_id)   # a different chat (or none: ``""``) is open
     request_changed()          # anything the preview depends on changed
-    messages_changed()         # the message list or a message's flags changed
+    setup_changed()            # anything but the messages changed: settings, lorebooks, setup, chat
+    messages_changed()         # the message list changed (rows came, went or were all replaced)
+    message_changed(int index) # one message changed in place (its flags or text); no row moved
     lorebooks_changed()        # a lorebook entry changed
     """
 
     chat_loaded = Signal(str)
     request_changed = Signal()
+    setup_changed = Signal()
     messages_changed = Signal()
+    message_changed = Signal(int)
     lorebooks_changed = Signal()
 
     def __init__(self, store: Any | None = None, parent: QObject | None = None) -> None:
@@ -43,24 +97,29 @@ class ChatDocument(QObject):
         self.request: PreviewRequest | None = None
         self.lorebook_ids: list[str] = []
         self.parent_id: str | None = None
+        #: The character card's own book's name when the chat uses it (the Setup tab shows it).
+        self.card_book_name: str | None = None
 
     # -- loading -------------------------------------------------------------------------
     def load_chat(self, chat_id: str | None) -> None:
         """Open ``chat_id`` from the store (``None`` closes the document)."""
         if chat_id is None or self.store is None:
+            self.parent_id = self.card_book_name = None
             self._set(None, None, [], "")
             return
-        request = self.store.build_request(chat_id)
-        stored = self.store.get_chat(chat_id)
-        self.parent_id = getattr(stored, "parent_id", None)
-        # the card's own book first, then attached ones: the order of request.lorebooks
-        ids = self._lorebook_ids(chat_id, request)
-        self._set(chat_id, request, ids, getattr(stored, "title", "") or request.chat.title)
+        self.apply_loaded(read_chat(self.store, chat_id))
+
+    def apply_loaded(self, loaded: LoadedChat) -> None:
+        """Make ``loaded`` (read by :func:`read_chat`, possibly on a worker) the open chat."""
+        self.parent_id = loaded.parent_id
+        self.card_book_name = loaded.card_book_name
+        self._set(loaded.chat_id, loaded.request, list(loaded.lorebook_ids), loaded.title)
 
     def load_request(self, request: PreviewRequest, chat_id: str = "memory",
                      title: str | None = None) -> None:
         """Open an in-memory request (no store): edits stay in memory."""
         ids = [f"{MEMORY_BOOK_PREFIX}{i}" for i in range(len(request.lorebooks))]
+        self.parent_id = self.card_book_name = None
         self._set(chat_id, request, ids, title if title is not None else request.chat.title)
 
     def ensure_open(self, chat_id: str | None) -> bool:
@@ -76,19 +135,14 @@ class ChatDocument(QObject):
     def reload(self) -> None:
         """Re-read the open chat from the store (after a generation, branch or import)."""
         if self.store is not None and self.chat_id is not None and self.chat_id != "memory":
-            self.request = self.store.build_request(self.chat_id)
-            self.lorebook_ids = self._lorebook_ids(self.chat_id, self.request)
+            loaded = read_chat(self.store, self.chat_id)
+            self.request = loaded.request
+            self.lorebook_ids = list(loaded.lorebook_ids)
+            self.card_book_name = loaded.card_book_name
             self.messages_changed.emit()
             self.lorebooks_changed.emit()
+            self.setup_changed.emit()
             self.request_changed.emit()
-
-    def _lorebook_ids(self, chat_id: str, request: PreviewRequest) -> list[str]:
-        """Library ids parallel to ``request.lorebooks``: a SillyTavern chat has only its linked
-        worlds (no card book), the others the card's own book first, then attached ones."""
-        assert self.store is not None
-        if getattr(request, "sillytavern", None) is not None:
-            return list(self.store.get_chat(chat_id).lorebook_ids)
-        return list(self.store.lorebook_ids_for_chat(chat_id))
 
     def _set(self, chat_id: str | None, request: PreviewRequest | None, ids: list[str], title: str) -> None:
         self.chat_id = chat_id
@@ -98,6 +152,7 @@ class ChatDocument(QObject):
         self.chat_loaded.emit(chat_id or "")
         self.messages_changed.emit()
         self.lorebooks_changed.emit()
+        self.setup_changed.emit()
         self.request_changed.emit()
 
     def snapshot(self) -> PreviewRequest | None:
@@ -143,7 +198,7 @@ class ChatDocument(QObject):
             update["hidden"] = hidden
         msgs[index] = msg.model_copy(update={"meta": msg.meta.model_copy(update=update)})
         self._replace_chat(messages=msgs)
-        self.messages_changed.emit()
+        self.message_changed.emit(index)
         self.request_changed.emit()
 
     def append_message(self, message: ChatMessage) -> int:
@@ -168,7 +223,7 @@ class ChatDocument(QObject):
         msgs = list(self.request.chat.messages)
         msgs[index] = message
         self._replace_chat(messages=msgs)
-        self.messages_changed.emit()
+        self.message_changed.emit(index)
         self.request_changed.emit()
 
     def delete_message(self, index: int) -> None:
@@ -261,6 +316,7 @@ class ChatDocument(QObject):
         if self._persisted:
             self.store.save_chat_settings(self.chat_id, settings)
         self.request = self.request.model_copy(update={"settings": settings})
+        self.setup_changed.emit()
         self.request_changed.emit()
 
     # -- lorebooks -----------------------------------------------------------------------
@@ -303,4 +359,5 @@ class ChatDocument(QObject):
                 # lorebooks are shared between chats and the card's book: rebuild from the library
                 self.request = self.store.build_request(self.chat_id)
         self.lorebooks_changed.emit()
+        self.setup_changed.emit()
         self.request_changed.emit()

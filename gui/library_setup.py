@@ -83,7 +83,7 @@ class LibrarySetup(QObject):
         window.lorebook_tab.table.selectionModel().currentRowChanged.connect(lambda *_: self._load_entry())
         window.preview_applied.connect(self._on_preview_applied)
         doc = self.ctx.document
-        doc.request_changed.connect(self.refresh_setup)
+        doc.setup_changed.connect(self.refresh_setup)  # not on message edits: a toggle stays cheap
         for panel in self.tabs.panels.values():
             panel.current_changed.connect(self._on_current_changed)
             panel.rename_requested.connect(self.rename)
@@ -224,11 +224,8 @@ class LibrarySetup(QObject):
             self.entry_editor.set_books([])
             return
         persona = self.store.get_persona(state.persona_id) if state.persona_id else None
-        card_book = None
-        if state.sillytavern is None:
-            stored = self.store.get_chat(state.chat_id)
-            if stored.character is not None and stored.character.character_book is not None:
-                card_book = stored.character.character_book.name or "card book"
+        # read with the chat (gui.document.read_chat): no second load of its messages here
+        card_book = self.ctx.document.card_book_name if state.sillytavern is None else None
         self.setup_panel.set_state(state, self.store.list_lorebooks(), self.store.list_personas(),
                                    persona, card_book)
         books = self.store.list_lorebooks(self.ctx.document.chat_id)

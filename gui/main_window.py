@@ -32,9 +32,11 @@ from engine.schema import ChatMessage, ContextPreview, ContextSettings, Lorebook
 
 from .commands import CommandRunner
 from .context import AppContext
+from .document import LoadedChat
 from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
 from .preview import PreviewOutcome
+from .preview.loader import ChatLoader
 from .tabs import CENTRE_TABS, INSPECTOR_TABS
 from .undo import (
     CompactionSummaryCommand,
@@ -125,6 +127,13 @@ class MainWindow(QMainWindow):
         self._select_on_next_preview = False
         self._scroll_chat_on_messages = False
         self._preview_chat: str | None = None
+        #: Chat titles by id from the library list (a chat being opened shows its title at once).
+        self._chat_titles: dict[str, str] = {}
+        #: Reads chats on a worker so that opening a big chat never blocks the window.
+        self.chat_loader = ChatLoader(ctx.store, parent=self) if ctx.store is not None else None
+        self._loaded_audit: tuple[str, Any] | None = None
+        #: The last "the preview did not confirm your click" note (also in the status bar).
+        self.rollback_note = ""
         #: Asks the user yes/no; replaced in tests.
         self.confirm = self._confirm_dialog
         #: Asks for a text (title, current text) → new text or ``None``; replaced in tests.
@@ -303,9 +312,14 @@ class MainWindow(QMainWindow):
         doc.request_changed.connect(ctx.preview.schedule)
         doc.request_changed.connect(self._on_document_request_changed)
         doc.messages_changed.connect(self._on_document_messages_changed)
+        doc.message_changed.connect(self._on_document_message_changed)
         doc.chat_loaded.connect(self._on_document_chat_loaded)
+        if self.chat_loader is not None:
+            self.chat_loader.loaded.connect(self._on_chat_loader_loaded)
+            self.chat_loader.failed.connect(self._on_chat_loader_failed)
         self.blocks_panel.model.pin_toggled.connect(self.set_pinned)
         self.blocks_panel.model.exclude_toggled.connect(self.set_excluded)
+        self.blocks_panel.model.flags_rolled_back.connect(self._on_blocks_model_flags_rolled_back)
         self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
         self.chat_view.pin_toggled.connect(self.set_pinned)
         self.chat_view.exclude_toggled.connect(self.set_excluded)
@@ -338,20 +352,59 @@ class MainWindow(QMainWindow):
         chats = self.commands.do("Library", self.ctx.store.list_chats)
         if not chats.ok:
             return
-        self.library.set_chats(chats.value, current=self.ctx.document.chat_id)
+        self._chat_titles = {c.id: c.title for c in chats.value}
+        opening = self.chat_loader.pending_chat() if self.chat_loader is not None else None
+        self.library.set_chats(chats.value, current=opening or self.ctx.document.chat_id)
         if getattr(self, "library_setup", None) is not None:
             self.library_setup.refresh_library()
 
     def open_chat(self, chat_id: str | None) -> None:
-        """Open ``chat_id`` (from the store); the preview follows."""
-        if chat_id == self.ctx.document.chat_id and chat_id is not None:
+        """Open ``chat_id`` (from the store); the preview follows.
+
+        The chat is read on a worker (:class:`~gui.preview.loader.ChatLoader`): the window
+        closes the current chat at once, shows the new title, and stays responsive while the
+        messages load; the document takes the chat when it arrives (only the latest request
+        counts). ``None`` closes the chat.
+        """
+        doc = self.ctx.document
+        opening = self.chat_loader.pending_chat() if self.chat_loader is not None else None
+        if chat_id is not None and chat_id == (opening or doc.chat_id):
             return
         # the undo stack survives: its commands reopen their own chat when undone (gui/undo.py)
-        if not self.commands.do("Open chat", self.ctx.document.load_chat, chat_id).ok:
+        if chat_id is None or self.chat_loader is None:
+            if self.chat_loader is not None:
+                self.chat_loader.cancel()
+            self.commands.do("Open chat", doc.load_chat, chat_id)
             return
-        if chat_id:
-            self.library.select_chat(chat_id, emit=False)
-            self.ctx.settings.setValue("library/last_chat", chat_id)
+        if doc.chat_id is not None:
+            doc.load_chat(None)  # nothing can be edited in the old chat while the new one loads
+        self.chat_loader.load(chat_id)
+        title = self._chat_titles.get(chat_id, "")
+        self.title_label.setText(title or "(opening…)")
+        self.setWindowTitle(f"Loomscope — {title}" if title else "Loomscope")
+        self.status_label.setText("opening chat…")
+        self.library.select_chat(chat_id, emit=False)
+
+    def is_loading(self) -> bool:
+        """``True`` while a chat is being read on the worker."""
+        return self.chat_loader is not None and self.chat_loader.is_busy()
+
+    def _on_chat_loader_loaded(self, loaded: LoadedChat) -> None:
+        if loaded.audit_read:
+            self._loaded_audit = (loaded.chat_id, loaded.audit)
+        try:
+            self.ctx.document.apply_loaded(loaded)
+        finally:
+            self._loaded_audit = None
+        self.library.select_chat(loaded.chat_id, emit=False)
+        self.ctx.settings.setValue("library/last_chat", loaded.chat_id)
+
+    def _on_chat_loader_failed(self, chat_id: str, error: UserError) -> None:
+        if self.ctx.document.chat_id is None:
+            self.title_label.setText("(no chat)")
+            self.setWindowTitle("Loomscope")
+            self.status_label.clear()
+        self.show_error(error, "Open chat")
 
     def open_request(self, request: Any, title: str | None = None) -> None:
         """Open an in-memory request (no store)."""
@@ -525,7 +578,9 @@ class MainWindow(QMainWindow):
         self.audit = None
         if doc.request is not None:
             self.settings_panel.set_settings(doc.request.settings)
-        if self.ctx.store is not None and chat_id and chat_id != "memory":
+        if self._loaded_audit is not None and self._loaded_audit[0] == chat_id:
+            self.audit = self._loaded_audit[1]  # read with the chat, on the loader's worker
+        elif self.ctx.store is not None and chat_id and chat_id != "memory":
             self.audit = self.commands.do("Audit", self.ctx.store.get_audit, chat_id).value
         self.chat_view.model.clear_finished_progress()
         self.audit_tab.set_state(self.audit, self.preview)
@@ -550,6 +605,21 @@ class MainWindow(QMainWindow):
             self._scroll_chat_on_messages = False
             self.chat_view.list.scrollToBottom()
             QTimer.singleShot(0, self.chat_view.list.scrollToBottom)
+
+    def _on_document_message_changed(self, index: int) -> None:
+        """One message's flags or text changed: repaint its rows now, ahead of the preview."""
+        msg = self.ctx.document.messages()[index]
+        self.chat_view.update_message(index, msg)
+        self.blocks_panel.model.expect_flags(index, pinned=bool(msg.meta.pinned),
+                                             manual_excluded=bool(msg.meta.manualExcluded))
+
+    def _on_blocks_model_flags_rolled_back(self, rollbacks: list[Any]) -> None:
+        strategy = self.preview.strategy if self.preview is not None else ""
+        note = "; ".join(r.describe(strategy) for r in rollbacks[:3])
+        if len(rollbacks) > 3:
+            note += f" (and {len(rollbacks) - 3} more)"
+        self.rollback_note = note
+        self.statusBar().showMessage(note, 12000)
 
     def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
         if outcome.request is not self.ctx.document.request:
@@ -862,5 +932,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_state()
         self.generation.wait(3000)
+        if self.chat_loader is not None:
+            self.chat_loader.shutdown()
         self.ctx.preview.shutdown()
         super().closeEvent(event)

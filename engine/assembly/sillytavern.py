@@ -46,6 +46,7 @@ blocks.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,42 +297,22 @@ class _Assembler:
 
     # ------------------------------------------------------------------ world info
     def world_info(self, scan: list[ChatMessage], ext_prompts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """``getWorldInfoPrompt``: before/after text, example entries, depth entries, AN top/bottom."""
+        """``getWorldInfoPrompt``: before/after text, example entries, depth entries, AN top/bottom.
+
+        ``checkWorldInfo`` in three steps: activation without a budget (:func:`engine.lorebook.activate`
+        over the books in ``getSortedEntries`` order), the budget loop pass by pass
+        (:meth:`wi_budget`), the output buckets (:func:`_wi_output`).
+        """
         from ..lorebook import activate, compute_budget
 
-        out: dict[str, Any] = {"before": [], "after": [], "em": [], "an_top": [], "an_bottom": [],
-                               "depth": [], "before_parts": [], "after_parts": []}
         books = list(self.req.lorebooks)
         if not books:
-            return out
-        scopes = list(self.setup.lorebook_scopes) + ["global"] * (len(books) - len(self.setup.lorebook_scopes))
+            return _wi_output([])
         wi = self.req.settings.world_info
-        chat_b = [i for i, s in enumerate(scopes) if s == "chat"]
-        char_b = [i for i, s in enumerate(scopes) if s == "character"]
-        glob_b = [i for i, s in enumerate(scopes) if s not in ("chat", "character")]
-        if wi.character_strategy == "global_first":
-            groups = [chat_b, glob_b, char_b]
-        elif wi.character_strategy == "evenly":
-            groups = [chat_b, glob_b + char_b]
-        else:
-            groups = [chat_b, char_b, glob_b]
+        scopes = list(self.setup.lorebook_scopes) + ["global"] * (len(books) - len(self.setup.lorebook_scopes))
+        groups = _book_groups(scopes, wi.character_strategy)
         order = [i for g in groups for i in g]
         ordered = [books[i] for i in order]
-        # getSortedEntries: entries in Object.keys order (integer keys ascending), each group
-        # stably sorted by `order`, highest first
-        st_rank: dict[tuple[int, str], int] = {}
-        rank = 0
-        pos = 0
-        for g in groups:
-            items: list[tuple[float, int, int, str]] = []
-            for _ in g:
-                book = ordered[pos]
-                for e in _object_keys_order(book):
-                    items.append((-float(e.order), len(items), pos, str(e.uid)))
-                pos += 1
-            for _o, _k, bi, uid in sorted(items):
-                st_rank[(bi, uid)] = rank
-                rank += 1
         extra_scan = [p["value"] for k, p in sorted(ext_prompts.items()) if p.get("scan") and p.get("value")]
         unlimited = wi.model_copy(update={"budget_percent": 100, "budget_cap": 0})
         act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
@@ -340,80 +321,59 @@ class _Assembler:
                        extra_scan_text=extra_scan)
         self.diagnostics.extend(act.diagnostics)
         self.timed_effects = dict(act.timed_effects)
+        kept = self.wi_budget(list(act.activated), ordered, _sorted_entry_ranks(groups, ordered),
+                              compute_budget(wi, self.budget))
+        out = _wi_output(kept)
+        self.wi_trace(act.trace, order, kept)
+        return out
+
+    def wi_budget(self, activated: list[Any], ordered: list[Lorebook], st_rank: dict[tuple[int, str], int],
+                  wi_budget: int) -> list[tuple[Any, str]]:
+        """``checkWorldInfo``'s budget loop, pass by pass, over the entries activated without a budget.
+
+        Each pass's entries (sticky first, then ``getSortedEntries`` order) go through
+        :func:`engine.lorebook.budget.fill_budget`, counted as SillyTavern's Chat Completion path
+        counts them (:meth:`wi_count`); the first entry that reaches the budget stops the scan, so
+        it, the rest of its pass and every later pass are dropped (listed as excluded blocks).
+        Returns the kept ``(entry, content after macros)`` pairs in activation order.
+        """
+        from ..lorebook.budget import fill_budget
+
         entries = {(i, str(e.uid)): e for i, b in enumerate(ordered) for e in b.entries}
-        activated = list(act.activated)
-
-        def pass_of(a: Any) -> int:
-            return int((a.trace or {}).get("pass", 0) or 0)
-
-        def sticky(a: Any) -> bool:
-            return a.reason == "LOREBOOK_STICKY"
-
-        # checkWorldInfo's budget loop, pass by pass
-        wi_budget = compute_budget(wi, self.budget)
-        kept: list[Any] = []
+        kept: list[tuple[Any, str]] = []
         dropped: list[tuple[Any, dict[str, Any]]] = []
         all_text = ""
-        passes = sorted({pass_of(a) for a in activated})
+        passes = sorted({_pass_of(a) for a in activated})
         overflow = False
         for n, p in enumerate(passes):
-            now = sorted((a for a in activated if pass_of(a) == p),
-                         key=lambda a: (0 if sticky(a) else 1, st_rank.get((a.book_index, str(a.uid)), 0)))
+            now = sorted((a for a in activated if _pass_of(a) == p),
+                         key=lambda a: (0 if a.reason == "LOREBOOK_STICKY" else 1,
+                                        st_rank.get((a.book_index, str(a.uid)), 0)))
             if overflow:
                 dropped.extend((a, {"budget": wi_budget, "note": "scan stopped at the budget"}) for a in now)
                 continue
-            scanned = self.wi_count(all_text)
-            new = ""
-            for k, a in enumerate(now):
-                content = self.sub(a.content, f"lorebook {a.book!r} entry {a.uid}")
-                new += content + "\n"
-                used = scanned + self.wi_count(new)
-                if used >= wi_budget:
-                    overflow = True
-                    dropped.extend((b, {"budget": wi_budget, "used": used}) for b in now[k:])
-                    break
-                kept.append((a, content))
-            if not overflow and n + 1 < len(passes):
-                rec = [c for a, c in kept if pass_of(a) == p
-                       and not bool(getattr(entries.get((a.book_index, str(a.uid))), "prevent_recursion", False))]
+            fill = fill_budget(now, content=lambda a: self.sub(a.content, f"lorebook {a.book!r} entry {a.uid}"),
+                               scanned_tokens=self.wi_count(all_text), budget=wi_budget, count=self.wi_count)
+            kept.extend(fill.kept)
+            if fill.overflow_at is not None:
+                overflow = True
+                dropped.extend((b, {"budget": wi_budget, "used": fill.overflow_total})
+                               for b in now[fill.overflow_at:])
+            elif n + 1 < len(passes):
+                rec = [c for a, c in fill.kept
+                       if not bool(getattr(entries.get((a.book_index, str(a.uid))), "prevent_recursion", False))]
                 all_text = "\n".join(rec) + "\n" + all_text
         for a, detail in dropped:
             self.excluded.append(dict(
                 kind=BlockKind.LOREBOOK.value, role="system", source=f"lorebook:{a.book}:{a.uid}",
                 text=a.content, tokens=self.count("system", a.content), reason="LOREBOOK_BUDGET",
                 protected=False, trace={**(a.trace or {}), **detail}))
-        # output: sorted by order (highest first, stable), each unshifted into its bucket
-        placed = sorted(kept, key=lambda ac: -float(ac[0].order))
-        depth: dict[tuple[int, int], list[tuple[Any, str]]] = {}
-        depth_order: list[tuple[int, int]] = []
-        for a, content in placed:
-            if not content:
-                continue
-            part = (a, content)
-            if a.position == InsertionPosition.BEFORE_CHAR:
-                out["before_parts"].insert(0, part)
-            elif a.position == InsertionPosition.AFTER_CHAR:
-                out["after_parts"].insert(0, part)
-            elif a.position == InsertionPosition.BEFORE_EXAMPLES:
-                out["em"].insert(0, ("before", content))
-            elif a.position == InsertionPosition.AFTER_EXAMPLES:
-                out["em"].insert(0, ("after", content))
-            elif a.position == InsertionPosition.AN_TOP:
-                out["an_top"].insert(0, part)
-            elif a.position == InsertionPosition.AN_BOTTOM:
-                out["an_bottom"].insert(0, part)
-            elif a.position == InsertionPosition.AT_DEPTH:
-                role = _ROLE_OF_NAME.get(a.role, 0)
-                key = (int(a.depth), role)
-                if key not in depth:
-                    depth[key] = []
-                    depth_order.append(key)
-                depth[key].insert(0, part)
-        out["depth"] = [(k, depth[k]) for k in depth_order]
-        out["before"] = [c for _, c in out["before_parts"]]
-        out["after"] = [c for _, c in out["after_parts"]]
+        return kept
+
+    def wi_trace(self, trace: list[Any], order: list[int], kept: list[tuple[Any, str]]) -> None:
+        """The preview's lorebook trace: book indexes into ``request.lorebooks``, budget drops marked."""
         kept_ids = {(a.book, str(a.uid)) for a, _ in kept}
-        for rec in act.trace:
+        for rec in trace:
             d = rec.model_dump(mode="json")
             bi = d.get("book_index")
             if isinstance(bi, int) and 0 <= bi < len(order):
@@ -421,60 +381,90 @@ class _Assembler:
             if d.get("activated") and (d.get("book"), str(d.get("uid"))) not in kept_ids:
                 d["activated"], d["code"] = False, "LOREBOOK_BUDGET"
             self.lorebook_trace.append(d)
-        return out
 
     # ------------------------------------------------------------------ the assembly
     def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
-        """Returns (messages to send, overflowing identifier or None, overflow details)."""
-        setup, card, chat = self.setup, self.card, self.req.chat
-        meta = chat.metadata or {}
+        """``Generate`` (Chat Completion path), step by step.
+
+        Returns the messages to send, the overflowing identifier or ``None``, and the overflow details.
+        """
         persona_desc = self.req.persona.description if self.req.persona is not None else ""
+        fields = self.card_fields(persona_desc or "")
+        ext: dict[str, dict[str, Any]] = {}
+        self.character_note(ext)
+        st_chat = self.st_chat()
+        first_sub = self.first_message_macros(st_chat)
+        core = self.core_chat(st_chat)
+        should_add = self.authors_note(ext)
+        self.persona_prompt(ext, persona_desc or "", should_add)
+        # World Info, scanned over the chat without hidden messages (first message substituted)
+        scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
+                for i, m in core if m is not None and i is not None]
+        wi = self.world_info(scan, ext)
+        examples = self.mes_examples(fields["mesExamples"], wi["em"])
+        self.wi_injections(ext, wi, should_add)
+        oai = self.openai_messages(core, first_sub)
+        return self.complete(fields, "\n".join(wi["before"]), "\n".join(wi["after"]),
+                             self.lore_parts(wi["before_parts"]), self.lore_parts(wi["after_parts"]),
+                             ext, oai, examples)
+
+    def card_fields(self, persona_desc: str) -> dict[str, str]:
+        """``getCharacterCardFields`` with ``baseChatReplace``; sets the macro values they feed."""
+        setup, card = self.setup, self.card
+        meta = self.req.chat.metadata or {}
         fields = {"description": "", "personality": "", "scenario": "", "mesExamples": "", "system": "",
-                  "jailbreak": "", "persona": self.base_replace((persona_desc or "").strip(), "persona")}
+                  "jailbreak": "", "persona": self.base_replace(persona_desc.strip(), "persona")}
         self.values = {"persona": fields["persona"], "charifnotgroup": self.name2, "group": self.name2,
                        "model": self.req.settings.model, "maxprompt": str(self.budget)}
-        if card is not None:
-            scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
-            fields.update(
-                description=self.base_replace((card.description or "").strip(), "card description"),
-                personality=self.base_replace((card.personality or "").strip(), "card personality"),
-                scenario=self.base_replace((scen or "").strip(), "card scenario"),
-                mesExamples=self.base_replace((card.mes_example or "").strip(), "card mes_example"),
-                system=(self.base_replace((card.system_prompt or "").strip(), "card system_prompt")
-                        if setup.prefer_character_prompt else ""),
-                jailbreak=(self.base_replace((card.post_history_instructions or "").strip(),
-                                             "card post_history_instructions")
-                           if setup.prefer_character_jailbreak else ""),
-            )
-            self.values.update(description=fields["description"], personality=fields["personality"],
-                               scenario=fields["scenario"], mesexamples=fields["mesExamples"],
-                               charprompt=fields["system"], charjailbreak=fields["jailbreak"],
-                               charversion=card.character_version or "", char_version=card.character_version or "")
-        ext: dict[str, dict[str, Any]] = {}
+        if card is None:
+            return fields
+        scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
+        fields.update(
+            description=self.base_replace((card.description or "").strip(), "card description"),
+            personality=self.base_replace((card.personality or "").strip(), "card personality"),
+            scenario=self.base_replace((scen or "").strip(), "card scenario"),
+            mesExamples=self.base_replace((card.mes_example or "").strip(), "card mes_example"),
+            system=(self.base_replace((card.system_prompt or "").strip(), "card system_prompt")
+                    if setup.prefer_character_prompt else ""),
+            jailbreak=(self.base_replace((card.post_history_instructions or "").strip(),
+                                         "card post_history_instructions")
+                       if setup.prefer_character_jailbreak else ""),
+        )
+        self.values.update(description=fields["description"], personality=fields["personality"],
+                           scenario=fields["scenario"], mesexamples=fields["mesExamples"],
+                           charprompt=fields["system"], charjailbreak=fields["jailbreak"],
+                           charversion=card.character_version or "", char_version=card.character_version or "")
+        return fields
 
-        def set_ext(key: str, value: str, position: int, depth: int, scan: bool, role: int,
-                    parts: list[dict[str, Any]] | None = None) -> None:
-            ext[key] = {"value": str(value), "position": int(position), "depth": int(depth), "scan": bool(scan),
-                        "role": int(role), "parts": parts or []}
+    def character_note(self, ext: dict[str, dict[str, Any]]) -> None:
+        """The Character's Note (``Generate``: ``DEPTH_PROMPT``), an extension prompt at its depth."""
+        card = self.card
+        if card is None:
+            return
+        dp = card.extensions.get("depth_prompt") if isinstance(card.extensions.get("depth_prompt"), dict) else {}
+        text = self.base_replace(str(dp.get("prompt") or "").strip(), "card depth_prompt")
+        d = dp.get("depth")
+        role = dp.get("role")
+        role_num = role if isinstance(role, int) and role in _ROLE_NUM else _ROLE_OF_NAME.get(str(role or "system"), 0)
+        ext["DEPTH_PROMPT"] = _ext_prompt(
+            text, 1, int(d) if isinstance(d, (int, float)) else 4, self.setup.author_note.allow_wi_scan, role_num,
+            [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}] if text else [])
 
-        # Character's Note (script.js Generate: DEPTH_PROMPT)
-        if card is not None:
-            dp = card.extensions.get("depth_prompt") if isinstance(card.extensions.get("depth_prompt"), dict) else {}
-            text = self.base_replace(str(dp.get("prompt") or "").strip(), "card depth_prompt")
-            d = dp.get("depth")
-            role = dp.get("role")
-            role_num = role if isinstance(role, int) and role in _ROLE_NUM else _ROLE_OF_NAME.get(str(role or "system"), 0)
-            set_ext("DEPTH_PROMPT", text, 1, int(d) if isinstance(d, (int, float)) else 4,
-                    setup.author_note.allow_wi_scan, role_num,
-                    [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}] if text else [])
-        st_chat = self.st_chat()
-        # first message's macros (Generate: chat[0].mes = substituteParams(chat[0].mes))
+    def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
+        """``Generate``: ``chat[0].mes = substituteParams(chat[0].mes)``; message index → its text."""
         first_sub: dict[int, str] = {}
         if st_chat and st_chat[0][1] is not None:
             i0, m0 = st_chat[0]
             first_sub[i0] = self.sub(m0.text(), "message 0")  # type: ignore[union-attr,index]
-        # A message the writer excluded in Loomscope is never sent (issue 9): SillyTavern's own
-        # way to keep a message out is hiding it, so an excluded message is treated the same.
+        return first_sub
+
+    def core_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]]
+                  ) -> list[tuple[int | None, ChatMessage | None]]:
+        """``coreChat``: the chat without hidden messages (each listed as an excluded block).
+
+        A message the writer excluded in Loomscope is never sent (issue 9): SillyTavern's own
+        way to keep a message out is hiding it, so an excluded message is treated the same.
+        """
         core = [(i, m) for i, m in st_chat if m is None or not (m.meta.hidden or m.meta.manualExcluded)]
         for i, m in st_chat:
             if m is not None and (m.meta.hidden or m.meta.manualExcluded):
@@ -482,9 +472,15 @@ class _Assembler:
                                           text=m.text(), tokens=self.count(m.role, m.text()),
                                           reason="HIDDEN" if m.meta.hidden else "MANUAL_EXCLUDED",
                                           protected=False, message_index=i))
-        # Author's Note (setFloatingPrompt)
-        an = setup.author_note
-        user_count = sum(1 for m in chat.messages if m.role == "user")
+        return core
+
+    def authors_note(self, ext: dict[str, dict[str, Any]]) -> bool:
+        """``setFloatingPrompt`` (authors-note.js): the note every ``interval`` user messages.
+
+        Returns whether the note is added this generation.
+        """
+        an = self.setup.author_note
+        user_count = sum(1 for m in self.req.chat.messages if m.role == "user")
         last = 1 if an.interval == 1 else user_count
         should_add = False
         if last > 0 and an.interval > 0:
@@ -492,46 +488,49 @@ class _Assembler:
             should_add = till == 0
         an_text = an.prompt if should_add else ""
         an_parts = [{"source": "author_note", "reason": "INSTRUCTION", "text": an_text}] if an_text else []
-        set_ext("2_floating_prompt", an_text, an.position, an.depth, an.allow_wi_scan, an.role, an_parts)
-        # persona (addPersonaDescriptionExtensionPrompt)
-        pd = persona_desc or ""
-        set_ext("PERSONA_DESCRIPTION", "", 0, 0, False, 0)
-        if pd and setup.persona_position != PERSONA_NONE:
-            if setup.persona_position in (PERSONA_TOP_AN, PERSONA_BOTTOM_AN) and should_add:
-                cur = ext["2_floating_prompt"]
-                part = {"source": "persona", "reason": "PERSONA", "text": pd}
-                if setup.persona_position == PERSONA_TOP_AN:
-                    cur["value"], cur["parts"] = f"{pd}\n{cur['value']}", [part, *cur["parts"]]
-                else:
-                    cur["value"], cur["parts"] = f"{cur['value']}\n{pd}", [*cur["parts"], part]
-            if setup.persona_position == PERSONA_AT_DEPTH:
-                set_ext("PERSONA_DESCRIPTION", pd, 1, setup.persona_depth, True, setup.persona_role,
-                        [{"source": "persona", "reason": "PERSONA", "text": pd}])
-        # World Info, scanned over the chat without hidden messages (first message substituted)
-        scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
-                for i, m in core if m is not None and i is not None]
-        wi = self.world_info(scan, ext)
-        wi_before = "\n".join(wi["before"])
-        wi_after = "\n".join(wi["after"])
+        ext["2_floating_prompt"] = _ext_prompt(an_text, an.position, an.depth, an.allow_wi_scan, an.role, an_parts)
+        return should_add
 
-        def lore_parts(pairs: list[tuple[Any, str]]) -> list[dict[str, Any]]:
-            return [{"source": f"lorebook:{a.book}:{a.uid}", "reason": a.reason, "text": c,
-                     "tokens": self.count("system", c), "trace": dict(a.trace or {})} for a, c in pairs]
+    def persona_prompt(self, ext: dict[str, dict[str, Any]], pd: str, should_add: bool) -> None:
+        """``addPersonaDescriptionExtensionPrompt``: persona at the top/bottom of the note or at a depth."""
+        setup = self.setup
+        ext["PERSONA_DESCRIPTION"] = _ext_prompt("", 0, 0, False, 0)
+        if not pd or setup.persona_position == PERSONA_NONE:
+            return
+        if setup.persona_position in (PERSONA_TOP_AN, PERSONA_BOTTOM_AN) and should_add:
+            cur = ext["2_floating_prompt"]
+            part = {"source": "persona", "reason": "PERSONA", "text": pd}
+            if setup.persona_position == PERSONA_TOP_AN:
+                cur["value"], cur["parts"] = f"{pd}\n{cur['value']}", [part, *cur["parts"]]
+            else:
+                cur["value"], cur["parts"] = f"{cur['value']}\n{pd}", [*cur["parts"], part]
+        if setup.persona_position == PERSONA_AT_DEPTH:
+            ext["PERSONA_DESCRIPTION"] = _ext_prompt(pd, 1, setup.persona_depth, True, setup.persona_role,
+                                                     [{"source": "persona", "reason": "PERSONA", "text": pd}])
 
-        # examples (parseMesExamples, WI example positions)
-        examples = self.parse_mes_examples(fields["mesExamples"])
-        for where, content in wi["em"]:
+    def lore_parts(self, pairs: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+        """``trace["parts"]`` of a message joined from World Info entries."""
+        return [{"source": f"lorebook:{a.book}:{a.uid}", "reason": a.reason, "text": c,
+                 "tokens": self.count("system", c), "trace": dict(a.trace or {})} for a, c in pairs]
+
+    def mes_examples(self, mes_examples: str, em: list[tuple[str, str]]) -> list[str]:
+        """``parseMesExamples`` with World Info's example-message entries before/after."""
+        examples = self.parse_mes_examples(mes_examples)
+        for where, content in em:
             cleaned = self.parse_mes_examples(self.base_replace(content, "lorebook example entry"))
             if where == "before":
                 examples[0:0] = cleaned
             else:
                 examples.extend(cleaned)
-        if setup.strip_examples:
+        if self.setup.strip_examples:
             examples = []
-        # WI at depth and the Author's Note's WI (checkWorldInfo's output)
+        return examples
+
+    def wi_injections(self, ext: dict[str, dict[str, Any]], wi: dict[str, Any], should_add: bool) -> None:
+        """World Info at depth (``customDepthWI-*`` extension prompts) and in the Author's Note."""
         for (d, role), pairs in wi["depth"]:
-            set_ext(f"customDepthWI-{d}-{role}", "\n".join(c for _, c in pairs), 1, d, False, role,
-                    lore_parts(pairs))
+            ext[f"customDepthWI-{d}-{role}"] = _ext_prompt("\n".join(c for _, c in pairs), 1, d, False, role,
+                                                          self.lore_parts(pairs))
         if should_add:
             cur = ext["2_floating_prompt"]
             top, bottom = wi["an_top"], wi["an_bottom"]
@@ -539,8 +538,12 @@ class _Assembler:
             value = re.sub(r"^\n", "", value)
             value = re.sub(r"\n$", "", value)
             cur["value"] = value
-            cur["parts"] = [*lore_parts(top), *cur["parts"], *lore_parts(bottom)]
-        # setOpenAIMessages (newest first)
+            cur["parts"] = [*self.lore_parts(top), *cur["parts"], *self.lore_parts(bottom)]
+
+    def openai_messages(self, core: list[tuple[int | None, ChatMessage | None]],
+                        first_sub: dict[int, str]) -> list[dict[str, Any]]:
+        """``setOpenAIMessages`` (openai.js): the chat newest first, names behaviour applied."""
+        setup = self.setup
         oai: list[dict[str, Any]] = []
         for i, m in reversed(core):
             if m is None:
@@ -561,8 +564,7 @@ class _Assembler:
             if role == "user" and setup.wrap_in_quotes:
                 content = f'"{content}"'
             oai.append({"role": role, "content": content, "name": name, "index": i})
-        return self.complete(fields, wi_before, wi_after, lore_parts(wi["before_parts"]),
-                             lore_parts(wi["after_parts"]), ext, oai, examples)
+        return oai
 
     def parse_mes_examples(self, text: str) -> list[str]:
         r"""``Generate``'s ``parseMesExamples`` (Chat Completion block heading ``<START>\\n``)."""
@@ -612,8 +614,37 @@ class _Assembler:
                  after_parts: list[dict[str, Any]], ext: dict[str, dict[str, Any]], oai: list[dict[str, Any]],
                  examples: list[str]) -> tuple[list[_Msg], str | None, dict[str, Any]]:
         """``prepareOpenAIMessages``: the prompt collection, then ``populateChatCompletion``."""
+        prompts, enabled = self.prompt_collection()
+
+        def index(identifier: str) -> int:
+            return next((k for k, p in enumerate(prompts) if p["identifier"] == identifier), -1)
+
+        system_prompts = self.system_prompts(fields, wi_before, wi_after, before_parts, after_parts, ext)
+        for sp in system_prompts:
+            cp = next((p for p in prompts if p["identifier"] == sp["identifier"]), None)
+            if cp is not None:
+                for k in ("injection_position", "injection_depth", "role"):
+                    if cp.get(k) is not None:
+                        sp[k] = cp[k]
+            new = self.prepare(sp)
+            at = index(sp["identifier"])
+            if at != -1:
+                prompts[at] = new
+            else:
+                prompts.append(new)
+        self.card_overrides(prompts, fields, index)
+        cc = _Completion(self.budget)
+        try:
+            return self.populate(cc, prompts, enabled, index, ext, oai, examples), None, {}
+        except _BudgetExceeded as exc:
+            return cc.messages(), exc.identifier, {"tokens": exc.tokens, "left": exc.left}
+
+    def prompt_collection(self) -> tuple[list[dict[str, Any]], dict[str, bool]]:
+        """``getPromptCollection``: enabled prompts in order (a disabled main stays, emptied), prepared.
+
+        Returns the prompts and whether each identifier of the order is enabled.
+        """
         setup = self.setup
-        # getPromptCollection: enabled prompts in order (a disabled main stays, emptied)
         by_id = {p.identifier: p for p in setup.prompts}
         if self.req.system_prompt is not None and "main" in by_id:  # `preview --system` overrides the main prompt
             by_id["main"] = by_id["main"].model_copy(update={"content": self.req.system_prompt})
@@ -628,9 +659,13 @@ class _Assembler:
                 prompts.append(self.prepare(p.model_dump()))
             elif o.identifier == "main":
                 prompts.append(self.prepare({**p.model_dump(), "content": ""}))
+        return prompts, enabled
 
-        def index(identifier: str) -> int:
-            return next((k for k, p in enumerate(prompts) if p["identifier"] == identifier), -1)
+    def system_prompts(self, fields: dict[str, str], wi_before: str, wi_after: str,
+                       before_parts: list[dict[str, Any]], after_parts: list[dict[str, Any]],
+                       ext: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """``prepareOpenAIMessages``' ``systemPrompts``: World Info, card fields, the note, the persona."""
+        setup = self.setup
 
         def fmt_wi(value: str) -> str:
             if not value:
@@ -661,18 +696,14 @@ class _Assembler:
         persona = self.req.persona.description if self.req.persona is not None else ""
         if persona and setup.persona_position == PERSONA_IN_PROMPT:
             system_prompts.append({"role": "system", "content": persona, "identifier": "personaDescription"})
-        for sp in system_prompts:
-            cp = next((p for p in prompts if p["identifier"] == sp["identifier"]), None)
-            if cp is not None:
-                for k in ("injection_position", "injection_depth", "role"):
-                    if cp.get(k) is not None:
-                        sp[k] = cp[k]
-            new = self.prepare(sp)
-            at = index(sp["identifier"])
-            if at != -1:
-                prompts[at] = new
-            else:
-                prompts.append(new)
+        return system_prompts
+
+    def card_overrides(self, prompts: list[dict[str, Any]], fields: dict[str, str],
+                       index: Callable[[str], int]) -> None:
+        """The card's system prompt and post-history instructions replace ``main``/``jailbreak``.
+
+        ``{{original}}`` is the replaced text; a prompt with ``forbid_overrides`` keeps its own.
+        """
         for ident, override, field_name in (("main", fields["system"], "system_prompt"),
                                             ("jailbreak", fields["jailbreak"], "post_history_instructions")):
             at = index(ident)
@@ -682,12 +713,6 @@ class _Assembler:
                 replaced["parts"] = [{"source": f"character:{field_name}", "reason": "SYSTEM_PROMPT"
                                       if ident == "main" else "INSTRUCTION", "text": override}]
                 prompts[at] = replaced
-
-        cc = _Completion(self.budget)
-        try:
-            return self.populate(cc, prompts, enabled, index, ext, oai, examples), None, {}
-        except _BudgetExceeded as exc:
-            return cc.messages(), exc.identifier, {"tokens": exc.tokens, "left": exc.left}
 
     def prepare(self, prompt: dict[str, Any], original: str | None = None) -> dict[str, Any]:
         """``PromptManager.preparePrompt``: a copy with macros expanded in ``content``."""
@@ -888,6 +913,83 @@ class _Assembler:
                 cc.remove_last_from("dialogueExamples")
 
 
+def _ext_prompt(value: str, position: int, depth: int, scan: bool, role: int,
+                parts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An extension prompt (``setExtensionPrompt``): value, position, depth, scan flag, role, and its parts."""
+    return {"value": str(value), "position": int(position), "depth": int(depth), "scan": bool(scan),
+            "role": int(role), "parts": parts or []}
+
+
+def _book_groups(scopes: Sequence[str], strategy: str) -> list[list[int]]:
+    """Book indexes in ``getSortedEntries``'s groups (world-info.js 3593–3640).
+
+    Chat lore, then character and global lore as ``world_info_character_strategy`` ranks them.
+    """
+    chat_b = [i for i, s in enumerate(scopes) if s == "chat"]
+    char_b = [i for i, s in enumerate(scopes) if s == "character"]
+    glob_b = [i for i, s in enumerate(scopes) if s not in ("chat", "character")]
+    if strategy == "global_first":
+        return [chat_b, glob_b, char_b]
+    if strategy == "evenly":
+        return [chat_b, glob_b + char_b]
+    return [chat_b, char_b, glob_b]
+
+
+def _sorted_entry_ranks(groups: list[list[int]], ordered: list[Lorebook]) -> dict[tuple[int, str], int]:
+    """``getSortedEntries``: (index in ``ordered``, uid) → rank.
+
+    Entries in ``Object.keys`` order (integer keys ascending), each group stably sorted by
+    ``order``, highest first.
+    """
+    st_rank: dict[tuple[int, str], int] = {}
+    rank = 0
+    pos = 0
+    for g in groups:
+        items: list[tuple[float, int, int, str]] = []
+        for _ in g:
+            book = ordered[pos]
+            for e in _object_keys_order(book):
+                items.append((-float(e.order), len(items), pos, str(e.uid)))
+            pos += 1
+        for _o, _k, bi, uid in sorted(items):
+            st_rank[(bi, uid)] = rank
+            rank += 1
+    return st_rank
+
+
+def _pass_of(a: Any) -> int:
+    """The scan pass an activated entry came from (its trace's ``pass``)."""
+    return int((a.trace or {}).get("pass", 0) or 0)
+
+
+def _wi_output(kept: list[tuple[Any, str]]) -> dict[str, Any]:
+    """``checkWorldInfo``'s output (world-info.js 4113–4145): each kept entry ``unshift``-ed into its bucket.
+
+    Entries sorted by ``order`` (highest first, stable), so lower order comes first; at-depth
+    entries grouped per (depth, role) in first-seen order; entries with empty content insert nothing.
+    """
+    out: dict[str, Any] = {"before": [], "after": [], "em": [], "an_top": [], "an_bottom": [],
+                           "depth": [], "before_parts": [], "after_parts": []}
+    buckets = {InsertionPosition.BEFORE_CHAR: out["before_parts"], InsertionPosition.AFTER_CHAR: out["after_parts"],
+               InsertionPosition.AN_TOP: out["an_top"], InsertionPosition.AN_BOTTOM: out["an_bottom"]}
+    depth: dict[tuple[int, int], list[tuple[Any, str]]] = {}
+    for a, content in sorted(kept, key=lambda ac: -float(ac[0].order)):
+        if not content:
+            continue
+        if a.position in buckets:
+            buckets[a.position].insert(0, (a, content))
+        elif a.position == InsertionPosition.BEFORE_EXAMPLES:
+            out["em"].insert(0, ("before", content))
+        elif a.position == InsertionPosition.AFTER_EXAMPLES:
+            out["em"].insert(0, ("after", content))
+        elif a.position == InsertionPosition.AT_DEPTH:
+            depth.setdefault((int(a.depth), _ROLE_OF_NAME.get(a.role, 0)), []).insert(0, (a, content))
+    out["depth"] = list(depth.items())
+    out["before"] = [c for _, c in out["before_parts"]]
+    out["after"] = [c for _, c in out["after_parts"]]
+    return out
+
+
 def _object_keys_order(book: Lorebook) -> list[Any]:
     """Entries of a world's ``entries`` object in JavaScript ``Object.keys`` order.
 
@@ -922,73 +1024,24 @@ def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
         ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_TOKENIZER``.
     """
     from ..pipeline import PreparedPrompt
-    from ..tokenizers import lookup_model, num_tokens_from_messages
+    from ..tokenizers import num_tokens_from_messages
 
     setup = request.sillytavern
     assert setup is not None
     settings = request.settings
     warnings: list[str] = []
-    info = lookup_model(settings.model)
-    if not info.known:
-        warnings.append(
-            f"unknown model {settings.model!r}: counting with the approximate profile {info.profile!r}; "
-            "set the tokenizer for exact figures")
-    profile = registries.tokenizers.get(settings.tokenizer or info.profile)
-    limit = settings.context_limit or info.context_limit
-    if profile.approximate:
-        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
-    reserve = settings.resolve_reply_reserve(limit)
-    if reserve >= limit:
-        raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
+    profile, limit, reserve = _profile_and_limits(request, registries, warnings)
     budget = limit - reserve
     asm = _Assembler(request, setup, profile, budget)
-    card = request.character
-    if card is not None and card.character_book is not None and card.character_book.entries:
-        linked = {b.name for b in request.lorebooks}
-        world = card.extensions.get("world")
-        if not (isinstance(world, str) and world in linked):
-            asm.diagnostics.append(
-                f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
-                "world (extensions.world); SillyTavern does not use it, so it is not activated")
-    names = registries.interceptors.names() if getattr(registries, "interceptors", None) is not None else []
-    if names:
-        asm.diagnostics.append(f"interceptors ({', '.join(names)}) are not applied: this chat is assembled "
-                               "exactly as SillyTavern sends it")
+    asm.diagnostics.extend(_setup_diagnostics(request, registries))
     sent, overflow, details = asm.run()
     warnings.extend(asm.warnings)
     if setup.squash_system_messages:
         sent = _squash(asm, sent)
-    messages: list[dict[str, Any]] = []
-    for m in sent:
-        d: dict[str, Any] = {"role": m.role, "content": m.content}
-        if m.name:
-            d["name"] = m.name
-        messages.append(d)
+    messages = [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})} for m in sent]
     prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
-    error = None
-    if overflow is not None:
-        error = PreviewError(
-            code="TOKEN_BUDGET_EXCEEDED",
-            message=(f"SillyTavern's required prompt {overflow!r} needs {details['tokens']} tokens but only "
-                     f"{max(0, details['left'])} are left of the budget {budget - REPLY_PRIMER_TOKENS} "
-                     f"(context {limit} − reply reserve {reserve} − {REPLY_PRIMER_TOKENS} for the reply primer); "
-                     "SillyTavern would send a partial prompt, Loomscope sends nothing"),
-            details={"prompt": overflow, **details, "budget": budget})
-    blocks: list[dict[str, Any]] = []
-    for m in sent:
-        trace: dict[str, Any] = {"st_identifier": m.identifier}
-        if m.parts:
-            trace["parts"] = m.parts
-        if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
-            trace.update(m.parts[0]["trace"])
-        status = "excluded" if error is not None else "kept"
-        reason = "OVER_BUDGET_PROTECTED" if error is not None else m.reason
-        blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
-                           reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
-                           message_index=m.message_index, trace=trace))
-    for x in asm.excluded:
-        blocks.append(dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x}))
-    pv_blocks = [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+    error = None if overflow is None else _budget_error(overflow, details, budget, limit, reserve)
+    pv_blocks = _preview_blocks(sent, asm.excluded, error)
     if error is not None:
         messages = []
         prompt_tokens = 0
@@ -1001,6 +1054,86 @@ def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
         tools=[], diagnostics=asm.diagnostics,
     )
     return PreparedPrompt(pv, messages, [], profile, error is None, [], asm.timed_effects)
+
+
+def _profile_and_limits(request: PreviewRequest, registries: Any, warnings: list[str]) -> tuple[Any, int, int]:
+    """The tokenizer profile, context limit and reply reserve (tokens).
+
+    Unknown models and approximate profiles are added to ``warnings``.
+
+    Raises
+    ------
+    SettingsError
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_TOKENIZER``.
+    """
+    from ..tokenizers import lookup_model
+
+    settings = request.settings
+    info = lookup_model(settings.model)
+    if not info.known:
+        warnings.append(
+            f"unknown model {settings.model!r}: counting with the approximate profile {info.profile!r}; "
+            "set the tokenizer for exact figures")
+    profile = registries.tokenizers.get(settings.tokenizer or info.profile)
+    limit = settings.context_limit or info.context_limit
+    if profile.approximate:
+        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    reserve = settings.resolve_reply_reserve(limit)
+    if reserve >= limit:
+        raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
+    return profile, limit, reserve
+
+
+def _setup_diagnostics(request: PreviewRequest, registries: Any) -> list[str]:
+    """What SillyTavern's setup leaves out: an unlinked embedded lorebook, interceptors."""
+    out: list[str] = []
+    card = request.character
+    if card is not None and card.character_book is not None and card.character_book.entries:
+        linked = {b.name for b in request.lorebooks}
+        world = card.extensions.get("world")
+        if not (isinstance(world, str) and world in linked):
+            out.append(
+                f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
+                "world (extensions.world); SillyTavern does not use it, so it is not activated")
+    names = registries.interceptors.names() if getattr(registries, "interceptors", None) is not None else []
+    if names:
+        out.append(f"interceptors ({', '.join(names)}) are not applied: this chat is assembled "
+                   "exactly as SillyTavern sends it")
+    return out
+
+
+def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: int, reserve: int) -> PreviewError:
+    """``TOKEN_BUDGET_EXCEEDED`` for a required prompt that does not fit.
+
+    SillyTavern's ``TokenBudgetExceededError``, which it only logs before sending a partial prompt.
+    """
+    return PreviewError(
+        code="TOKEN_BUDGET_EXCEEDED",
+        message=(f"SillyTavern's required prompt {overflow!r} needs {details['tokens']} tokens but only "
+                 f"{max(0, details['left'])} are left of the budget {budget - REPLY_PRIMER_TOKENS} "
+                 f"(context {limit} − reply reserve {reserve} − {REPLY_PRIMER_TOKENS} for the reply primer); "
+                 "SillyTavern would send a partial prompt, Loomscope sends nothing"),
+        details={"prompt": overflow, **details, "budget": budget})
+
+
+def _preview_blocks(sent: list[_Msg], excluded: list[PreviewBlock | dict[str, Any]],
+                    error: PreviewError | None) -> list[PreviewBlock]:
+    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones."""
+    blocks: list[dict[str, Any]] = []
+    for m in sent:
+        trace: dict[str, Any] = {"st_identifier": m.identifier}
+        if m.parts:
+            trace["parts"] = m.parts
+        if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
+            trace.update(m.parts[0]["trace"])
+        status = "excluded" if error is not None else "kept"
+        reason = "OVER_BUDGET_PROTECTED" if error is not None else m.reason
+        blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
+                           reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
+                           message_index=m.message_index, trace=trace))
+    for x in excluded:
+        blocks.append(dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x}))
+    return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
 
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:

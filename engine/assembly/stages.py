@@ -403,7 +403,7 @@ def _gather_tool_batches(ctx: AssemblyContext, blocks: list[Block]) -> tuple[lis
             members.setdefault(g, []).append(k)
     # the call of a group is its first member (results before their call make it incomplete)
     call_of = {g: ks[0] for g, ks in members.items()
-               if msgs[ks[0]].message is not None and msgs[ks[0]].message.role == "assistant"}
+               if (first := msgs[ks[0]].message) is not None and first.role == "assistant"}
     order: list[int] = []
     taken: set[int] = set()
     for k in range(len(msgs)):

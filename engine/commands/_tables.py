@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The narrowest table we lay out for (characters); below it rich folds whatever it must.
-MIN_WIDTH = 40
-
 
 def console() -> Any:
     """A rich ``Console`` on stdout at the terminal's width (``COLUMNS`` wins; 80 when unknown)."""

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from ..errors import SettingsError
 from ..terminal import markup_safe, visible
@@ -39,7 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def terminal_progress():  # -> (callback or None, context manager)
+#: ``on_progress(stage, file, done, total)`` of :meth:`engine.storage.Store.import_files`.
+ProgressCallback = Callable[[str, str, int, int], None]
+
+
+def terminal_progress() -> tuple[ProgressCallback | None, AbstractContextManager[Any]]:
     """Progress for people: a rich display on a terminal, otherwise nothing.
 
     On a terminal (stderr is a TTY): a spinner while files are read and a bar of stored messages per chat; otherwise
@@ -53,11 +60,19 @@ def terminal_progress():  # -> (callback or None, context manager)
     if not sys.stderr.isatty():
         return None, contextlib.nullcontext()
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=Console(stderr=True), transient=False)
-    tasks: dict[object, object] = {}
+    tasks: dict[object, TaskID] = {}
 
     def on_progress(stage: str, file: str, done: int, total: int) -> None:
         name = markup_safe(Path(file).name)
@@ -65,12 +80,12 @@ def terminal_progress():  # -> (callback or None, context manager)
             if "read" not in tasks:
                 tasks["read"] = progress.add_task("reading", total=total)
             what = f"read {total} file(s)" if done >= total else f"reading {name}"
-            progress.update(tasks["read"], completed=done, description=what)  # type: ignore[arg-type]
+            progress.update(tasks["read"], completed=done, description=what)
         else:
             key = ("store", file)
             if key not in tasks:
                 tasks[key] = progress.add_task(f"storing {total:,} messages of {name}", total=total)
-            progress.update(tasks[key], completed=done)  # type: ignore[arg-type]
+            progress.update(tasks[key], completed=done)
 
     return on_progress, progress
 
@@ -111,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_folder(args: argparse.Namespace, folder: str, warn) -> int:  # type: ignore[no-untyped-def]
+def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str], None]) -> int:
     from ..importers.st_folder import read_st_folder
 
     plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn)

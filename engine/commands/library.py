@@ -137,9 +137,8 @@ def render_audit(audit) -> None:
     console.print(f"created {audit.created_at.isoformat()} · finished "
                   f"{audit.finished_at.isoformat() if audit.finished_at else '-'}")
     table = Table(show_lines=False)
-    for col, kw in (("#", {"justify": "right"}), ("kind", {}), ("role", {}), ("source", {}),
-                    ("tokens", {"justify": "right"}), ("status", {}), ("reason", {}), ("", {})):
-        table.add_column(col, **kw)
+    for col in ("#", "kind", "role", "source", "tokens", "status", "reason", ""):
+        table.add_column(col, justify="right" if col in ("#", "tokens") else "left")
     status_colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
     for b in audit.blocks:
         marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")

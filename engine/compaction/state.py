@@ -83,14 +83,6 @@ class CompactionSummary(BaseModel):
         """The newest covered message index (-1 when none)."""
         return max(self.covered) if self.covered else -1
 
-    def stale_indices(self, messages: list[ChatMessage]) -> list[int]:
-        """Covered indices whose message is gone or no longer matches its fingerprint."""
-        out = []
-        for i in self.covered:
-            if i >= len(messages) or message_fingerprint(messages[i]) != self.fingerprints.get(str(i)):
-                out.append(i)
-        return out
-
 
 class CompactionState(BaseModel):
     """Everything compaction keeps with a chat (see the module docstring)."""

@@ -7,9 +7,9 @@ the fuzz tests in ``tests/engine/importers`` exist to find those.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -32,7 +32,7 @@ def guarded(path: str | Path, fn: Callable[[], T]) -> T:
     except LoomscopeImportError:
         raise
     except ValidationError as exc:
-        err = exc.errors()[0] if exc.errors() else {}
+        err: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
         raise LoomscopeImportError(
             "IMPORT_WRONG_TYPE", f"invalid value: {err.get('msg', exc)}", file=str(path),
             place=_loc(tuple(err.get("loc", ()))),

@@ -126,6 +126,7 @@ def export_card_png(character: Character, original_png: bytes | None = None) -> 
     doc = card_json(character, original)
     v2 = {**doc, "spec": "chara_card_v2", "spec_version": "2.0"}
     info = PngInfo()
+    image: Image.Image
     if original_png is not None and original_png.startswith(PNG_SIGNATURE):
         image = Image.open(io.BytesIO(original_png))
         image.load()

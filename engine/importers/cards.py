@@ -126,7 +126,7 @@ def parse_card_data(data: Any, file: str | None, reader: FieldReader | None = No
         extras = _extras(d, _MAPPED_DATA, "v1_")
         return Character(**values, **extras), "chara_card_v1"
     if "char_name" in d:
-        mapped = {field: r.string(d, key, "$") for key, field in PYGMALION_FIELDS.items()}
+        mapped: dict[str, Any] = {field: r.string(d, key, "$") for key, field in PYGMALION_FIELDS.items()}
         extras = _extras(d, set(PYGMALION_FIELDS), "pyg_")
         return Character(**mapped, **extras), "pygmalion"
     r.fail("IMPORT_UNSUPPORTED_FORMAT",
@@ -214,17 +214,6 @@ def _decode_text_chunk(ctype: str, body: bytes, file: str, index: int, limit: in
     if flag:
         text = _inflate(text, file, where, limit)
     return ctype, keyword, decode_utf8(text, file, f"chunk {keyword}")
-
-
-def read_png_text_chunks(data: bytes, file: str) -> dict[str, str]:
-    """PNG text chunks as ``{keyword: text}``; when a keyword repeats, the FIRST chunk wins.
-
-    See :func:`read_png_text_chunk_list` (same errors).
-    """
-    out: dict[str, str] = {}
-    for _ctype, keyword, text in read_png_text_chunk_list(data, file):
-        out.setdefault(keyword, text)
-    return out
 
 
 def _pick_card_chunk(chunks: list[PngText], reader: FieldReader | None) -> PngText | None:

@@ -599,7 +599,8 @@ def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
     if values.get("name") is None:
         values.pop("name", None)
     line.update(values)
-    extra = line.get("extra") if isinstance(line.get("extra"), dict) else {}
+    given_extra = line.get("extra")
+    extra = given_extra if isinstance(given_extra, dict) else {}
     derived = _st_role(bool(line.get("is_user")), bool(line.get("is_system")), extra)
     if m.role != derived:
         lms["role"] = m.role

@@ -61,8 +61,9 @@ def parse_send_date(value: Any) -> datetime | None:
             m = pattern.search(text)
             if m:
                 parts = [int(g) for g in m.groups()]
+                year, month, day, hour, minute, second = parts[:6]
                 ms = parts[6] if len(parts) > 6 else 0
-                return datetime(*parts[:6], ms * 1000)
+                return datetime(year, month, day, hour, minute, second, ms * 1000)
     except (ValueError, OverflowError, OSError):
         return None
     return None

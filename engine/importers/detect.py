@@ -135,7 +135,8 @@ def _sized(item: ImportedItem, file: str) -> ImportedItem:
     if item.kind == "chat":
         from .chats import check_message_sizes
 
-        check_message_sizes(list(item.chats or [item.value]), file)
+        chats = item.chats or ([item.value] if isinstance(item.value, Chat) else [])
+        check_message_sizes(chats, file)
     return item
 
 

@@ -289,7 +289,8 @@ def parse_world(r: FieldReader, d: dict[str, Any], *, name: str) -> Lorebook:
     if isinstance(orig, dict) and isinstance(orig.get("entries"), list) and len(orig["entries"]) != len(entries):
         r.warn(f"originalData holds {len(orig['entries'])} entries but entries holds "
                f"{len(entries)}; entries is used (as SillyTavern does)")
-    book_name = d.get("name") if isinstance(d.get("name"), str) and d.get("name") else name
+    given = d.get("name")
+    book_name = given if isinstance(given, str) and given else name
     return Lorebook(
         name=book_name,
         description=r.string(d, "description", "$"),

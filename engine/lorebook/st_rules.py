@@ -55,11 +55,15 @@ from ..schema.character import Character, Persona
 from ..schema.lorebook import Lorebook, SelectiveLogic
 from ..schema.messages import ChatMessage
 from ..schema.settings import WorldInfoSettings
+from .budget import fill_budget
+from .checks import _message_name, _static_reason
 from .codes import BLOCK_REASONS
 from .jsregex import JsRegex, RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
+from .loomscope import _Run
 from .models import ActivationResult, TraceRecord
 from .prepare import _Entry, _Prepared
+from .records import _default_trace, _entry_model, _fast, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
 from .timed import _Timed, next_timed_state
 
@@ -342,20 +346,38 @@ def activate_sillytavern(
     book (``chat``/``persona``/``character``/``global``; ``None`` = the book's ``scope`` field or
     ``global``), ``clock`` the regex time limits. Never raises for bad lorebook content.
     """
-    from .activation import _default_trace, _entry_model, _fast, _message_name, _Run, _static_reason
-
     scopes = [book_scope(b, (book_scopes[i] if book_scopes is not None and i < len(book_scopes)
                              else None)) for i, b in enumerate(books)]
     st_all = _st_entries(prepared, user_name, char_name)
     order = sorted_entries(prepared, books, scopes, settings.character_strategy)
+    window = _core_chat(messages, settings, user_name, char_name, history_offset)
+    chat_len = len(window) + history_offset - hidden_before
+    inject = [substitute_names(t, user=user_name, char=char_name) for t in extra_scan_text if t]
+    scan = _StScan(prepared, settings, st_all, _sort_index(prepared, order), window, inject, clock,
+                   count_tokens=count_tokens, budget=budget, timed=_Timed(chat_metadata, chat_len),
+                   chat_len=chat_len)
+    scan.apply_static_checks(char_name, character, generation_type)
+    scan.run_passes()
+    return scan.result()
+
+
+def _sort_index(prepared: _Prepared, order: list[_Entry]) -> dict[int, int]:
+    """The position of each gid in ``order`` (``sortedEntries.indexOf``), cached on ``prepared``."""
     sidx_cache = prepared.__dict__.setdefault("_st_sidx", {})
     sidx = sidx_cache.get(id(order))
     if sidx is None or sidx[0] is not order:
         sidx_cache.clear()
         sidx = sidx_cache[id(order)] = (order, {x.gid: i for i, x in enumerate(order)})
-    sidx = sidx[1]
+    return sidx[1]
 
-    # coreChat: hidden messages left out; chat[0] gets its macros substituted (script.js 3557).
+
+def _core_chat(messages: Sequence[ChatMessage], settings: WorldInfoSettings, user_name: str,
+               char_name: str, history_offset: int) -> list[tuple[int, str]]:
+    """The scanned chat, newest first (``WorldInfoBuffer``'s chat, world-info.js 131–160).
+
+    ``coreChat``: hidden messages left out; chat[0] gets its macros substituted (script.js
+    3557); with ``include_names`` each message reads ``Name: text`` (script.js 3662).
+    """
     window: list[tuple[int, str]] = []
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
@@ -369,309 +391,381 @@ def activate_sillytavern(
             if name:
                 text = f"{name}: {text}"  # `${x.name}: ${x.mes}` (script.js 3662)
         window.append((i + history_offset, text.strip()))
-    chat_len = len(window) + history_offset - hidden_before
-    inject = [substitute_names(t, user=user_name, char=char_name) for t in extra_scan_text if t]
+    return window
 
-    scanner = _Scanner(prepared, window, clock)
-    extra = _Table(clock)
-    for i, t in enumerate(inject):
-        extra.add(scanner.text("extra", t, extra_index=i))
-    recursion = _Table(clock)
-    buf = _Buffer(window, inject, clock)
-    timed = _Timed(chat_metadata, chat_len)
-    has_timed = bool(timed.sticky or timed.cooldown)
 
-    ci_index, cs_index, always = _indexes(prepared, st_all)
-    timed_gids = {x.gid for x in prepared.delayed}
-    if has_timed:
-        labels = set(timed.sticky) | set(timed.cooldown)
-        timed_gids.update(x.gid for x in prepared.entries if x.label in labels)
+class _StScan:
+    """One ``checkWorldInfo`` call: its buffer, the pass loop's state and its steps.
 
-    reasons: dict[int, tuple[str, dict[str, Any]]] = {}
-    static: set[int] = set()
-    for x in prepared.special:
-        st = _static_reason(x, char_name, character, generation_type)
-        if st is not None:
-            reasons[x.gid] = st
-            static.add(x.gid)
+    ``activated`` is ``allActivatedEntries`` (insertion order), ``failed_prob``
+    ``failedProbabilityChecks``, ``all_text`` ``allActivatedText``; ``reasons`` holds each
+    entry's latest reason for not activating, ``static`` the entries filtered before the scan,
+    ``dropped`` the budget-dropped entries with their tokens.
+    """
 
-    levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
-    current_level = levels.pop(0) if levels else 0
-    state = _INITIAL
-    overflowed = False
-    count = 0
-    activated: dict[int, _C] = {}          # allActivatedEntries, in insertion order
-    tokens_of: dict[int, int] = {}
-    failed_prob: set[int] = set()
-    dropped: dict[int, tuple[_C, int]] = {}
-    all_text = ""                          # allActivatedText
-    used = 0
+    def __init__(self, prepared: _Prepared, settings: WorldInfoSettings, st_all: list[_StEntry],
+                 sidx: dict[int, int], window: list[tuple[int, str]], inject: list[str], clock: RegexClock,
+                 *, count_tokens: Callable[[str], int], budget: int, timed: _Timed, chat_len: int) -> None:
+        self.prepared = prepared
+        self.settings = settings
+        self.st_all = st_all
+        self.sidx = sidx
+        self.clock = clock
+        self.count_tokens = count_tokens
+        self.budget = budget
+        self.chat_len = chat_len
+        self.scanner = _Scanner(prepared, window, clock)
+        self.extra = _Table(clock)
+        for i, t in enumerate(inject):
+            self.extra.add(self.scanner.text("extra", t, extra_index=i))
+        self.recursion = _Table(clock)
+        self.buf = _Buffer(window, inject, clock)
+        self.timed = timed
+        self.has_timed = bool(timed.sticky or timed.cooldown)
+        self.ci_index, self.cs_index, self.always = _indexes(prepared, st_all)
+        self.timed_gids = {x.gid for x in prepared.delayed}
+        if self.has_timed:
+            labels = set(timed.sticky) | set(timed.cooldown)
+            self.timed_gids.update(x.gid for x in prepared.entries if x.label in labels)
+        self.reasons: dict[int, tuple[str, dict[str, Any]]] = {}
+        self.static: set[int] = set()
+        self.levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
+        self.current_level = self.levels.pop(0) if self.levels else 0
+        self.state = _INITIAL
+        self.overflowed = False
+        self.count = 0
+        self.activated: dict[int, _C] = {}          # allActivatedEntries, in insertion order
+        self.tokens_of: dict[int, int] = {}
+        self.failed_prob: set[int] = set()
+        self.dropped: dict[int, tuple[_C, int]] = {}
+        self.all_text = ""                          # allActivatedText
+        self.used = 0
 
-    def depth_of(x: _Entry) -> int:
+    def depth_of(self, x: _Entry) -> int:
+        """The entry's scan depth (its own, else the global one widened by min activations)."""
         sd = x.entry.scan_depth
-        return int(sd) if sd is not None else settings.scan_depth + buf.skew
+        return int(sd) if sd is not None else self.settings.scan_depth + self.buf.skew
 
-    while state:
-        if settings.max_recursion_steps and settings.max_recursion_steps <= count:
-            break
-        count += 1
-        pass_no = count - 1
-        next_state = 0
-        scanner.scan_to(max(settings.scan_depth + buf.skew, prepared.max_entry_depth))
-        visit: set[int] = set(always) | timed_gids
-        tables = [extra] + ([recursion] if state != _MIN else [])
-        for any_map, index in ((scanner.ci_any, ci_index), (scanner.cs_any, cs_index)):
+    def apply_static_checks(self, char_name: str, character: Character | None, generation_type: str) -> None:
+        """Disabled and filtered entries (world-info.js 3796–3829): never visited."""
+        for x in self.prepared.special:
+            st = _static_reason(x, char_name, character, generation_type)
+            if st is not None:
+                self.reasons[x.gid] = st
+                self.static.add(x.gid)
+
+    # ---------------------------------------------------------------- the pass loop
+    def run_passes(self) -> None:
+        """``while (scanState)`` (world-info.js 3761–4111): scan → groups → budget → next state."""
+        settings = self.settings
+        while self.state:
+            if settings.max_recursion_steps and settings.max_recursion_steps <= self.count:
+                break
+            self.count += 1
+            pass_no = self.count - 1
+            now = self.scan_entries(pass_no)
+            # Sticky first, then sorted order (world-info.js 3985–3990).
+            new = sorted(now, key=lambda c: (0 if c.sticky else 1, self.sidx[c.x.gid]))
+            text_tokens = int(self.count_tokens(self.all_text)) if self.all_text else 0
+            _filter_groups(self, new, pass_no)
+            self.take_budget(new, text_tokens, pass_no)
+            self.next_state(new, pass_no)
+            if self.count >= 10_000:
+                break
+
+    def visit(self) -> set[int]:
+        """The entries whose keys can match this pass's text, plus always-visited and timed ones."""
+        visit: set[int] = set(self.always) | self.timed_gids
+        tables = [self.extra] + ([self.recursion] if self.state != _MIN else [])
+        for any_map, index in ((self.scanner.ci_any, self.ci_index), (self.scanner.cs_any, self.cs_index)):
             for k in any_map:
                 visit.update(index.get(k, ()))
         for t in tables:
-            for any_map, index in ((t.ci_any, ci_index), (t.cs_any, cs_index)):
-                for k in any_map:
+            for hits, index in ((t.ci_any, self.ci_index), (t.cs_any, self.cs_index)):
+                for k in hits:
                     visit.update(index.get(k, ()))
+        return visit
+
+    def scan_entries(self, pass_no: int) -> list[_C]:
+        """``for (let entry of sortedEntries)`` (world-info.js 3780–3983): ``activatedNow``."""
+        self.scanner.scan_to(max(self.settings.scan_depth + self.buf.skew, self.prepared.max_entry_depth))
         now: list[_C] = []
-        for gid in sorted(visit, key=sidx.__getitem__):
-            if gid in failed_prob or gid in activated or gid in static:
+        for gid in sorted(self.visit(), key=self.sidx.__getitem__):
+            if gid in self.failed_prob or gid in self.activated or gid in self.static:
                 continue
-            s = st_all[gid]
-            x = s.x
-            e = x.entry
-            sticky = timed.sticky_of(x) if has_timed else None
-            cool = timed.cooldown_of(x) if has_timed else None
-            if timed.delayed(x):
-                reasons[gid] = ("LOREBOOK_DELAY", {"delay": e.delay, "chat_length": chat_len})
-                continue
-            if cool is not None and sticky is None:
-                reasons[gid] = ("LOREBOOK_COOLDOWN", {"until": cool.get("end"), "chat_length": chat_len})
-                continue
-            if sticky is None and x.delay_level:
-                if state != _RECURSION:
-                    reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION", {"level": x.delay_level, "pass": pass_no})
-                    continue
-                if x.delay_level > current_level:
-                    reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION", {
-                        "level": x.delay_level, "current_level": current_level, "pass": pass_no})
-                    continue
-            if state == _RECURSION and settings.recursive and e.exclude_recursion and sticky is None:
-                prev = reasons.get(gid)
-                if s.keys and (prev is None or prev[0] == "LOREBOOK_NOT_MATCHED"):
-                    depth = depth_of(x)
-                    hit = next((h for k in s.keys if (h := buf.match(k, x, depth, state)) is not None), None)
-                    if hit is not None and hit.get("source") == "recursion":
-                        reasons[gid] = ("LOREBOOK_EXCLUDED_FROM_RECURSION", {
-                            "key": next(k.text for k in s.keys), **hit, "pass": pass_no})
-                continue
-            if "activate" in x.decorators:
-                now.append(_C(s, "LOREBOOK_DECORATOR_ACTIVATE", {"pass": pass_no}, sticky is not None))
-                continue
-            if "dont_activate" in x.decorators:
-                reasons[gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
-                continue
-            if e.constant:
-                now.append(_C(s, "LOREBOOK_CONSTANT", {"pass": pass_no}, sticky is not None))
-                continue
-            if sticky is not None:
-                now.append(_C(s, "LOREBOOK_STICKY", {"until": sticky.get("end"), "pass": pass_no}, True))
-                continue
-            if not e.keys:
-                reasons[gid] = ("LOREBOOK_NO_KEYS", {})
-                continue
-            depth = depth_of(x)
-            key = None
-            where: dict[str, Any] | None = None
-            for k in s.keys:
-                where = buf.match(k, x, depth, state)
-                if where is not None:
-                    key = k
-                    break
-            if key is None or where is None:
-                reasons[gid] = ("LOREBOOK_NOT_MATCHED", {
-                    "keys": [k.text for k in s.keys], "scan_depth": depth, "pass": pass_no})
-                continue
-            detail: dict[str, Any] = {"key": key.text, **where, "pass": pass_no}
-            if key.regex is not None:
-                detail["regex"] = True
-            if e.selective and e.secondary_keys:
-                logic = SelectiveLogic(e.selective_logic)
-                matched: list[str] = []
-                missing: list[str] = []
-                ok = False
-                for k2 in s.secondary:
-                    hit2 = buf.match(k2, x, depth, state) if k2.text != "\0never" else None
-                    (matched if hit2 is not None else missing).append(k2.raw if k2.text == "\0never" else k2.text)
-                    if logic == SelectiveLogic.AND_ANY and hit2 is not None:
-                        ok = True
-                        break
-                    if logic == SelectiveLogic.NOT_ALL and hit2 is None:
-                        ok = True
-                        break
-                if not ok:
-                    ok = ((logic == SelectiveLogic.NOT_ANY and not matched)
-                          or (logic == SelectiveLogic.AND_ALL and not missing))
-                if not ok:
-                    reasons[gid] = ("LOREBOOK_SECONDARY_FAILED", {
-                        "key": key.text, **where, "logic": logic.name, "secondary_matched": matched,
-                        "secondary_missing": missing, "pass": pass_no})
-                    continue
-                detail["logic"] = logic.name
-                detail["secondary_matched"] = matched
-            now.append(_C(s, "LOREBOOK_KEY_MATCH", detail))
+            c = self.check_entry(self.st_all[gid], pass_no)
+            if c is not None:
+                now.append(c)
+        return now
 
-        # Sticky first, then sorted order (world-info.js 3985–3990).
-        new = sorted(now, key=lambda c: (0 if c.sticky else 1, sidx[c.x.gid]))
-        text_tokens = int(count_tokens(all_text)) if all_text else 0
-        _filter_groups(new, activated, buf, state, settings, reasons, depth_of, pass_no, chat_len,
-                       has_timed, timed)
+    def check_entry(self, s: _StEntry, pass_no: int) -> _C | None:
+        """One entry of the scan: timed effects, recursion flags, decorators, constant, sticky, keys."""
+        x = s.x
+        e = x.entry
+        sticky = self.timed.sticky_of(x) if self.has_timed else None
+        if self.held_back(s, sticky, pass_no):
+            return None
+        if "activate" in x.decorators:
+            return _C(s, "LOREBOOK_DECORATOR_ACTIVATE", {"pass": pass_no}, sticky is not None)
+        if "dont_activate" in x.decorators:
+            self.reasons[x.gid] = ("LOREBOOK_DECORATOR_SUPPRESS", {})
+            return None
+        if e.constant:
+            return _C(s, "LOREBOOK_CONSTANT", {"pass": pass_no}, sticky is not None)
+        if sticky is not None:
+            return _C(s, "LOREBOOK_STICKY", {"until": sticky.get("end"), "pass": pass_no}, True)
+        if not e.keys:
+            self.reasons[x.gid] = ("LOREBOOK_NO_KEYS", {})
+            return None
+        return self.match_keys(s, pass_no)
 
-        new_content = ""
-        reached = len(new)
-        for n_i, c in enumerate(new):
-            e = c.x.entry
-            if e.use_probability and e.probability != 100 and not c.sticky:
-                seed_text = f"{settings.seed}:{c.x.book}:{e.uid}:{chat_len}"
-                roll = random.Random(seed_text).random() * 100
-                if not roll <= e.probability:
-                    failed_prob.add(c.x.gid)
-                    reasons[c.x.gid] = ("LOREBOOK_PROBABILITY", {
-                        "probability": e.probability, "roll": round(roll, 4), "seed": seed_text})
-                    continue
-                c.detail["probability"] = {"probability": e.probability, "roll": round(roll, 4),
-                                           "seed": seed_text}
-            new_content += c.x.content + "\n"
-            total = text_tokens + int(count_tokens(new_content))
-            if total >= budget:
-                overflowed = True
-                reached = n_i
+    def held_back(self, s: _StEntry, sticky: dict[str, Any] | None, pass_no: int) -> bool:
+        """Delay, cooldown, delay until recursion, exclude recursion (world-info.js 3831–3859).
+
+        Records the reason; ``True`` when the entry sits this pass out.
+        """
+        x, timed, state = s.x, self.timed, self.state
+        gid = x.gid
+        cool = timed.cooldown_of(x) if self.has_timed else None
+        if timed.delayed(x):
+            self.reasons[gid] = ("LOREBOOK_DELAY", {"delay": x.entry.delay, "chat_length": self.chat_len})
+            return True
+        if cool is not None and sticky is None:
+            self.reasons[gid] = ("LOREBOOK_COOLDOWN", {"until": cool.get("end"), "chat_length": self.chat_len})
+            return True
+        if sticky is None and x.delay_level:
+            if state != _RECURSION:
+                self.reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION", {"level": x.delay_level, "pass": pass_no})
+                return True
+            if x.delay_level > self.current_level:
+                self.reasons[gid] = ("LOREBOOK_DELAY_UNTIL_RECURSION", {
+                    "level": x.delay_level, "current_level": self.current_level, "pass": pass_no})
+                return True
+        if state == _RECURSION and self.settings.recursive and x.entry.exclude_recursion and sticky is None:
+            prev = self.reasons.get(gid)
+            if s.keys and (prev is None or prev[0] == "LOREBOOK_NOT_MATCHED"):
+                depth = self.depth_of(x)
+                hit = next((h for k in s.keys if (h := self.buf.match(k, x, depth, state)) is not None), None)
+                if hit is not None and hit.get("source") == "recursion":
+                    self.reasons[gid] = ("LOREBOOK_EXCLUDED_FROM_RECURSION", {
+                        "key": next(k.text for k in s.keys), **hit, "pass": pass_no})
+            return True
+        return False
+
+    def match_keys(self, s: _StEntry, pass_no: int) -> _C | None:
+        """Primary keys, then secondary keys by selective logic (world-info.js 3891–3975)."""
+        x, gid = s.x, s.x.gid
+        depth = self.depth_of(x)
+        key = None
+        where: dict[str, Any] | None = None
+        for k in s.keys:
+            where = self.buf.match(k, x, depth, self.state)
+            if where is not None:
+                key = k
                 break
-            used = total
-            activated[c.x.gid] = c
-            tokens_of[c.x.gid] = int(count_tokens(c.x.content)) if c.x.content else 0
-            reasons.pop(c.x.gid, None)
-            dropped.pop(c.x.gid, None)
-        if overflowed and reached < len(new):
-            first = True
-            for c in new[reached:]:
-                if c.x.gid in failed_prob or c.x.gid in activated:
-                    continue
-                tokens = int(count_tokens(c.x.content)) if c.x.content else 0
-                dropped[c.x.gid] = (c, tokens)
-                detail = {"budget": budget, "used": used, "tokens": tokens, "would_activate": c.code,
-                          "match": dict(c.detail), "pass": pass_no}
-                if not first:
-                    detail["note"] = "not reached: SillyTavern stops at the first entry that overflows"
-                reasons[c.x.gid] = ("LOREBOOK_BUDGET", detail)
-                first = False
+        if key is None or where is None:
+            self.reasons[gid] = ("LOREBOOK_NOT_MATCHED", {
+                "keys": [k.text for k in s.keys], "scan_depth": depth, "pass": pass_no})
+            return None
+        detail: dict[str, Any] = {"key": key.text, **where, "pass": pass_no}
+        if key.regex is not None:
+            detail["regex"] = True
+        e = x.entry
+        if e.selective and e.secondary_keys:
+            logic = SelectiveLogic(e.selective_logic)
+            ok, matched, missing = self.match_secondary(s, depth, logic)
+            if not ok:
+                self.reasons[gid] = ("LOREBOOK_SECONDARY_FAILED", {
+                    "key": key.text, **where, "logic": logic.name, "secondary_matched": matched,
+                    "secondary_missing": missing, "pass": pass_no})
+                return None
+            detail["logic"] = logic.name
+            detail["secondary_matched"] = matched
+        return _C(s, "LOREBOOK_KEY_MATCH", detail)
 
-        successful = [c for c in new if c.x.gid not in failed_prob]
+    def match_secondary(self, s: _StEntry, depth: int, logic: SelectiveLogic) -> tuple[bool, list[str], list[str]]:
+        """``matchSecondaryKeys`` (world-info.js 3925–3962): (passes, matched keys, missing keys).
+
+        AND_ANY stops at the first match and NOT_ALL at the first miss, as SillyTavern does.
+        """
+        matched: list[str] = []
+        missing: list[str] = []
+        for k2 in s.secondary:
+            hit2 = self.buf.match(k2, s.x, depth, self.state) if k2.text != "\0never" else None
+            (matched if hit2 is not None else missing).append(k2.raw if k2.text == "\0never" else k2.text)
+            if logic == SelectiveLogic.AND_ANY and hit2 is not None:
+                return True, matched, missing
+            if logic == SelectiveLogic.NOT_ALL and hit2 is None:
+                return True, matched, missing
+        ok = ((logic == SelectiveLogic.NOT_ANY and not matched)
+              or (logic == SelectiveLogic.AND_ALL and not missing))
+        return ok, matched, missing
+
+    def roll_probability(self, c: _C) -> str | None:
+        """``verifyProbability`` (world-info.js 3997–4019), seeded: the content, or ``None`` on a failed roll."""
+        e = c.x.entry
+        if e.use_probability and e.probability != 100 and not c.sticky:
+            seed_text = f"{self.settings.seed}:{c.x.book}:{e.uid}:{self.chat_len}"
+            roll = random.Random(seed_text).random() * 100
+            if not roll <= e.probability:
+                self.failed_prob.add(c.x.gid)
+                self.reasons[c.x.gid] = ("LOREBOOK_PROBABILITY", {
+                    "probability": e.probability, "roll": round(roll, 4), "seed": seed_text})
+                return None
+            c.detail["probability"] = {"probability": e.probability, "roll": round(roll, 4), "seed": seed_text}
+        return c.x.content
+
+    def take_budget(self, new: list[_C], text_tokens: int, pass_no: int) -> None:
+        """Probability and budget (world-info.js 3996–4043, :func:`engine.lorebook.budget.fill_budget`)."""
+        fill = fill_budget(new, content=self.roll_probability, scanned_tokens=text_tokens,
+                           budget=self.budget, count=self.count_tokens)
+        if fill.used is not None:
+            self.used = fill.used
+        for c, _text in fill.kept:
+            self.activated[c.x.gid] = c
+            self.tokens_of[c.x.gid] = int(self.count_tokens(c.x.content)) if c.x.content else 0
+            self.reasons.pop(c.x.gid, None)
+            self.dropped.pop(c.x.gid, None)
+        if fill.overflow_at is not None:
+            self.overflowed = True
+            self.record_overflow(new[fill.overflow_at:], pass_no)
+
+    def record_overflow(self, rest: list[_C], pass_no: int) -> None:
+        """``LOREBOOK_BUDGET`` for the entry that reached the budget and every later one of the pass."""
+        first = True
+        for c in rest:
+            if c.x.gid in self.failed_prob or c.x.gid in self.activated:
+                continue
+            tokens = int(self.count_tokens(c.x.content)) if c.x.content else 0
+            self.dropped[c.x.gid] = (c, tokens)
+            detail = {"budget": self.budget, "used": self.used, "tokens": tokens, "would_activate": c.code,
+                      "match": dict(c.detail), "pass": pass_no}
+            if not first:
+                detail["note"] = "not reached: SillyTavern stops at the first entry that overflows"
+            self.reasons[c.x.gid] = ("LOREBOOK_BUDGET", detail)
+            first = False
+
+    def next_state(self, new: list[_C], pass_no: int) -> None:
+        """The next scan state and the recursion buffer (world-info.js 4045–4111)."""
+        settings = self.settings
+        next_state = 0
+        successful = [c for c in new if c.x.gid not in self.failed_prob]
         for_recursion = [c for c in successful if not c.x.entry.prevent_recursion]
-        if settings.recursive and not overflowed and for_recursion:
+        if settings.recursive and not self.overflowed and for_recursion:
             next_state = _RECURSION
-        if settings.recursive and not overflowed and state == _MIN and buf.recurse:
+        if settings.recursive and not self.overflowed and self.state == _MIN and self.buf.recurse:
             next_state = _RECURSION
-        if (not next_state and not overflowed and settings.min_activations > 0
-                and len(activated) < settings.min_activations):
-            depth_now = settings.scan_depth + buf.skew
+        if (not next_state and not self.overflowed and settings.min_activations > 0
+                and len(self.activated) < settings.min_activations):
+            depth_now = settings.scan_depth + self.buf.skew
             over_max = ((settings.min_activations_depth_max > 0 and depth_now > settings.min_activations_depth_max)
-                        or depth_now > chat_len)
+                        or depth_now > self.chat_len)
             if not over_max:
                 next_state = _MIN
-                buf.skew += 1
-        if not next_state and levels:
+                self.buf.skew += 1
+        if not next_state and self.levels:
             next_state = _RECURSION
-            current_level = levels.pop(0)
-        state = next_state
-        if state:
-            text = "\n".join(c.x.content for c in for_recursion)
-            offsets: list[tuple[int, _Entry]] = []
-            off = 0
-            for c in for_recursion:
-                offsets.append((off, c.x))
-                off += len(c.x.content) + 1
-            buf.recurse.append(text)
-            buf.recurse_from.append(offsets)
-            recursion.add(scanner.text("recursion", text, added_in_pass=pass_no))
-            all_text = text + "\n" + all_text
-        if count >= 10_000:
-            break
+            self.current_level = self.levels.pop(0)
+        self.state = next_state
+        if self.state:
+            self.add_recursion(for_recursion, pass_no)
+
+    def add_recursion(self, for_recursion: list[_C], pass_no: int) -> None:
+        """``buffer.addRecurse`` and ``allActivatedText`` (world-info.js 4102–4108)."""
+        text = "\n".join(c.x.content for c in for_recursion)
+        offsets: list[tuple[int, _Entry]] = []
+        off = 0
+        for c in for_recursion:
+            offsets.append((off, c.x))
+            off += len(c.x.content) + 1
+        self.buf.recurse.append(text)
+        self.buf.recurse_from.append(offsets)
+        self.recursion.add(self.scanner.text("recursion", text, added_in_pass=pass_no))
+        self.all_text = text + "\n" + self.all_text
 
     # ---------------------------------------------------------------- outputs
-    ins = {gid: i for i, gid in enumerate(activated)}
+    def result(self) -> ActivationResult:
+        """The :class:`ActivationResult`: entries in placement order (world-info.js 4113–4145), the trace."""
+        ins = {gid: i for i, gid in enumerate(self.activated)}
 
-    def placement(c: _C) -> tuple[Any, ...]:
-        e = c.x.entry
-        at_depth = int(e.position) == 4
-        return (int(e.position), int(e.depth) if at_depth else 0,
-                _role(e.role) if at_depth else "", float(e.order), -ins[c.x.gid])
+        def placement(c: _C) -> tuple[Any, ...]:
+            e = c.x.entry
+            at_depth = int(e.position) == 4
+            return (int(e.position), int(e.depth) if at_depth else 0,
+                    _role_name(e.role) if at_depth else "", float(e.order), -ins[c.x.gid])
 
-    kept = sorted(activated.values(), key=placement)
-    out_activated = [_entry_model(c, tokens_of[c.x.gid], BLOCK_REASONS[c.code])  # type: ignore[arg-type]
-                     for c in kept if c.x.content]
-    budget_dropped = [_entry_model(c, t, "LOREBOOK_BUDGET")  # type: ignore[arg-type]
-                      for c, t in sorted(dropped.values(), key=lambda ct: sidx[ct[0].x.gid])]
+        kept = sorted(self.activated.values(), key=placement)
+        out_activated = [_entry_model(c, self.tokens_of[c.x.gid], BLOCK_REASONS[c.code])
+                         for c in kept if c.x.content]
+        budget_dropped = [_entry_model(c, t, "LOREBOOK_BUDGET")
+                          for c, t in sorted(self.dropped.values(), key=lambda ct: self.sidx[ct[0].x.gid])]
+        trace = self.trace(ins)
+        self.add_near_misses(trace)
+        return _fast(ActivationResult, {
+            "activated": out_activated, "budget_dropped": budget_dropped, "trace": trace,
+            "budget": self.budget, "used_tokens": self.used, "diagnostics": self.diagnostics(),
+            "timed_effects": next_timed_state(self.timed, self.activated, self.prepared, self.chat_len),
+            "rules": "sillytavern", "rule_differences": [],
+        })
 
-    timeouts = {t["key"] for t in clock.timeouts}
-    trace: list[TraceRecord] = list(_default_trace(prepared, settings.scan_depth + buf.skew))
-    for gid in sorted(set(activated) | set(reasons) | _regex_gids(st_all, timeouts)):
-        x = prepared.entries[gid]
-        e = x.entry
-        if gid in activated:
-            c = activated[gid]
-            detail = dict(c.detail)
-            if not x.content:
-                detail["empty_content"] = True
-            detail["order_of_activation"] = ins[gid]
-            trace[gid] = _fast(TraceRecord, {
-                "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
-                "activated": True, "code": c.code, "detail": detail, "tokens": tokens_of[gid]})
-            continue
-        code, detail = reasons.get(gid) or (trace[gid].code, trace[gid].detail)
-        if code in ("LOREBOOK_NOT_MATCHED", "LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY"):
-            slow = [k.text for k in st_all[gid].keys if k.regex is not None and k.text in timeouts]
-            if slow:
-                code, detail = "LOREBOOK_REGEX_TIMEOUT", {
-                    "keys": slow, "timeout_ms": settings.regex_timeout_ms,
-                    "scan_depth": depth_of(x)}
-        if code == "LOREBOOK_INVALID_KEY":  # SillyTavern matches invalid regex keys as text
-            code, detail = "LOREBOOK_NOT_MATCHED", {"keys": [k.text for k in st_all[gid].keys],
-                                                    "scan_depth": depth_of(x)}
-        trace[gid] = _fast(TraceRecord, {
-            "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
-            "activated": False, "code": code, "detail": detail,
-            "tokens": dropped[gid][1] if gid in dropped else None})
-    # Entries with only invalid regex keys are plain-text keys here, never "no keys".
-    for s in _patchable(prepared, st_all):
-        rec = trace[s.x.gid]
-        if rec.code in ("LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY") and s.keys and not rec.activated:
-            trace[s.x.gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_NOT_MATCHED",
-                                                 "detail": {"keys": [k.text for k in s.keys],
-                                                            "scan_depth": depth_of(s.x)}})
+    def trace(self, ins: dict[int, int]) -> list[TraceRecord]:
+        """One record per entry: the cached defaults with the entries that moved replaced."""
+        prepared, st_all, settings = self.prepared, self.st_all, self.settings
+        timeouts = {t["key"] for t in self.clock.timeouts}
+        trace: list[TraceRecord] = list(_default_trace(prepared, settings.scan_depth + self.buf.skew))
+        for gid in sorted(set(self.activated) | set(self.reasons) | _regex_gids(st_all, timeouts)):
+            x = prepared.entries[gid]
+            if gid in self.activated:
+                c = self.activated[gid]
+                detail = dict(c.detail)
+                if not x.content:
+                    detail["empty_content"] = True
+                detail["order_of_activation"] = ins[gid]
+                trace[gid] = _record(x, activated=True, code=c.code, detail=detail, tokens=self.tokens_of[gid])
+                continue
+            code, detail = self.reasons.get(gid) or (trace[gid].code, trace[gid].detail)
+            if code in ("LOREBOOK_NOT_MATCHED", "LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY"):
+                slow = [k.text for k in st_all[gid].keys if k.regex is not None and k.text in timeouts]
+                if slow:
+                    code, detail = "LOREBOOK_REGEX_TIMEOUT", {
+                        "keys": slow, "timeout_ms": settings.regex_timeout_ms, "scan_depth": self.depth_of(x)}
+            if code == "LOREBOOK_INVALID_KEY":  # SillyTavern matches invalid regex keys as text
+                code, detail = "LOREBOOK_NOT_MATCHED", {"keys": [k.text for k in st_all[gid].keys],
+                                                        "scan_depth": self.depth_of(x)}
+            trace[gid] = _record(x, activated=False, code=code, detail=detail,
+                                 tokens=self.dropped[gid][1] if gid in self.dropped else None)
+        # Entries with only invalid regex keys are plain-text keys here, never "no keys".
+        for s in _patchable(prepared, st_all):
+            rec = trace[s.x.gid]
+            if rec.code in ("LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY") and s.keys and not rec.activated:
+                trace[s.x.gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_NOT_MATCHED",
+                                                     "detail": {"keys": [k.text for k in s.keys],
+                                                                "scan_depth": self.depth_of(s.x)}})
+        return trace
 
-    # Near-miss hints (why a key present in the text did not count), as under the loomscope rules.
-    run = _Run(prepared, scanner, settings, extra, {})
-    run.global_depth = settings.scan_depth + buf.skew
-    near: set[int] = set(prepared.regex_gids) | prepared.cs_gids
-    for key_map, index in ((scanner.ci_any, prepared.ci_index), (scanner.cs_any, prepared.cs_index)):
-        for k in key_map:
-            near.update(index.get(k, ()))
-    for gid in near:
-        rec = trace[gid]
-        if rec.code == "LOREBOOK_NOT_MATCHED" and not rec.activated:
-            misses = run.near_misses(prepared.entries[gid])
-            if misses:
-                trace[gid] = _fast(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "near_misses": misses}})
+    def add_near_misses(self, trace: list[TraceRecord]) -> None:
+        """Near-miss hints (why a key present in the text did not count), as under the loomscope rules."""
+        prepared, scanner = self.prepared, self.scanner
+        run = _Run(prepared, scanner, self.settings, self.extra, {})
+        run.global_depth = self.settings.scan_depth + self.buf.skew
+        near: set[int] = set(prepared.regex_gids) | prepared.cs_gids
+        for key_map, index in ((scanner.ci_any, prepared.ci_index), (scanner.cs_any, prepared.cs_index)):
+            for k in key_map:
+                near.update(index.get(k, ()))
+        for gid in near:
+            rec = trace[gid]
+            if rec.code == "LOREBOOK_NOT_MATCHED" and not rec.activated:
+                misses = run.near_misses(prepared.entries[gid])
+                if misses:
+                    trace[gid] = _fast(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "near_misses": misses}})
 
-    diagnostics = list(prepared.diagnostics)
-    for t in clock.timeouts:
-        owners = [s.x for s in st_all if any(k.regex is not None and k.text == t["key"] for k in s.keys)]
-        for x in owners[:5]:
-            diagnostics.append(f"{x.book}: uid {x.entry.uid}: LOREBOOK_REGEX_TIMEOUT: regex key {t['key']!r} "
-                               f"ran out of its {t['timeout_ms']:g} ms on the {t['where'] or 'text'}; "
-                               "it does not match")
-    accepted_like: dict[int, Any] = {gid: c for gid, c in activated.items()}
-    return _fast(ActivationResult, {
-        "activated": out_activated, "budget_dropped": budget_dropped, "trace": trace,
-        "budget": budget, "used_tokens": used, "diagnostics": _dedupe(diagnostics),
-        "timed_effects": next_timed_state(timed, accepted_like, prepared, chat_len),
-        "rules": "sillytavern", "rule_differences": [],
-    })
+    def diagnostics(self) -> list[str]:
+        """The prepared books' diagnostics, then one per entry (at most 5) whose regex key ran out of time."""
+        diagnostics = list(self.prepared.diagnostics)
+        for t in self.clock.timeouts:
+            owners = [s.x for s in self.st_all if any(k.regex is not None and k.text == t["key"] for k in s.keys)]
+            diagnostics.extend(_regex_timeout_diagnostic(x, t["key"], t) for x in owners[:5])
+        return _dedupe(diagnostics)
 
 
 def _indexes(prepared: _Prepared, st_all: list[_StEntry]
@@ -715,15 +809,7 @@ def _regex_gids(st_all: list[_StEntry], timeouts: set[str]) -> set[int]:
     return {s.x.gid for s in st_all if any(k.regex is not None and k.text in timeouts for k in s.keys)}
 
 
-def _role(role: Any) -> str:
-    from .activation import _role_name
-    return _role_name(role)
-
-
-def _filter_groups(new: list[_C], activated: dict[int, _C], buf: _Buffer, state: int,
-                   settings: WorldInfoSettings, reasons: dict[int, tuple[str, dict[str, Any]]],
-                   depth_of: Callable[[_Entry], int], pass_no: int, chat_len: int,
-                   has_timed: bool, timed: _Timed) -> None:
+def _filter_groups(scan: _StScan, new: list[_C], pass_no: int) -> None:
     r"""``filterByInclusionGroups`` (world-info.js 4299–4386), in place on ``new``.
 
     Kept quirks: groups split on ``/,\\s*/`` without trimming; ``removeEntry`` of an entry no
@@ -738,8 +824,32 @@ def _filter_groups(new: list[_C], activated: dict[int, _C], buf: _Buffer, state:
                     grouped.setdefault(g, []).append(c)
     if not grouped:
         return
+    groups = _StGroups(scan, new, grouped, pass_no)
+    groups.by_timed_effects()
+    groups.by_scoring()
+    for g, group in grouped.items():
+        if not groups.has_sticky[g]:
+            groups.pick_winner(g, group)
 
-    def remove(c: _C, code: str, detail: dict[str, Any]) -> None:
+
+def _winner_info(c: _C) -> dict[str, Any]:
+    return {"book": c.x.book, "uid": c.x.entry.uid, "comment": c.x.entry.comment}
+
+
+class _StGroups:
+    """One pass's inclusion groups (``filterByInclusionGroups``'s closure state)."""
+
+    def __init__(self, scan: _StScan, new: list[_C], grouped: dict[str, list[_C]], pass_no: int) -> None:
+        self.scan = scan
+        self.new = new
+        self.grouped = grouped
+        self.pass_no = pass_no
+        self.reasons = scan.reasons
+        self.has_sticky: dict[str, bool] = {}
+
+    def remove(self, c: _C, code: str, detail: dict[str, Any]) -> None:
+        """``removeEntry`` (world-info.js 4305–4312), with its ``splice(-1, 1)`` quirk."""
+        new, reasons = self.new, self.reasons
         if c in new:
             new.remove(c)
             prev = reasons.get(c.x.gid)
@@ -753,84 +863,89 @@ def _filter_groups(new: list[_C], activated: dict[int, _C], buf: _Buffer, state:
                 **detail, "quirk": "removed by SillyTavern's splice(-1, 1) while removing "
                                    f"{c.x.book} uid {c.x.entry.uid} a second time"})
 
-    def info(c: _C) -> dict[str, Any]:
-        return {"book": c.x.book, "uid": c.x.entry.uid, "comment": c.x.entry.comment}
+    def by_timed_effects(self) -> None:
+        """``filterGroupsByTimedEffects`` (world-info.js 4248–4297): sticky members win; cooldown/delay lose."""
+        scan, pass_no = self.scan, self.pass_no
+        for g, group in self.grouped.items():
+            self.has_sticky[g] = False
+            stickies = [c for c in group if c.sticky]
+            if stickies:
+                for c in group:
+                    if c not in stickies:
+                        self.remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "sticky", "pass": pass_no,
+                                                               "winner": _winner_info(stickies[0])})
+                self.has_sticky[g] = True
+            if scan.has_timed:
+                for c in group:
+                    if scan.timed.cooldown_of(c.x) is not None or scan.timed.delayed(c.x):
+                        self.remove(c, "LOREBOOK_COOLDOWN", {"group": g, "pass": pass_no})
 
-    # filterGroupsByTimedEffects (4248–4297)
-    has_sticky: dict[str, bool] = {}
-    for g, group in grouped.items():
-        has_sticky[g] = False
-        stickies = [c for c in group if c.sticky]
-        if stickies:
-            for c in group:
-                if c not in stickies:
-                    remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "sticky", "pass": pass_no,
-                                                      "winner": info(stickies[0])})
-            has_sticky[g] = True
-        if has_timed:
-            for c in group:
-                if timed.cooldown_of(c.x) is not None or timed.delayed(c.x):
-                    remove(c, "LOREBOOK_COOLDOWN", {"group": g, "pass": pass_no})
-
-    # filterGroupsByScoring (4203–4246)
-    for g, group in grouped.items():
-        if not settings.use_group_scoring and not any(c.x.entry.use_group_scoring for c in group):
-            continue
-        if has_sticky[g]:
-            continue
-        scores = [_score(c, buf, state, depth_of) for c in group]
-        best = max(scores) if scores else 0
-        top = next((c for c, sc in zip(group, scores) if sc == best), None)
-        i = 0
-        while i < len(group):
-            c = group[i]
-            scored = c.x.entry.use_group_scoring if c.x.entry.use_group_scoring is not None \
-                else settings.use_group_scoring
-            if scored and scores[i] < best:
-                remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "score", "score": scores[i],
-                                                  "best_score": best, "pass": pass_no,
-                                                  "winner": info(top) if top is not None else None})
-                del group[i]
-                del scores[i]
+    def by_scoring(self) -> None:
+        """``filterGroupsByScoring`` (world-info.js 4203–4246): members below the best score lose."""
+        scan, settings, pass_no = self.scan, self.scan.settings, self.pass_no
+        for g, group in self.grouped.items():
+            if not settings.use_group_scoring and not any(c.x.entry.use_group_scoring for c in group):
                 continue
-            i += 1
+            if self.has_sticky[g]:
+                continue
+            scores = [_score(c, scan.buf, scan.state, scan.depth_of) for c in group]
+            best = max(scores) if scores else 0
+            top = next((c for c, sc in zip(group, scores, strict=True) if sc == best), None)
+            i = 0
+            while i < len(group):
+                c = group[i]
+                scored = c.x.entry.use_group_scoring if c.x.entry.use_group_scoring is not None \
+                    else settings.use_group_scoring
+                if scored and scores[i] < best:
+                    self.remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "score", "score": scores[i],
+                                                           "best_score": best, "pass": pass_no,
+                                                           "winner": _winner_info(top) if top is not None else None})
+                    del group[i]
+                    del scores[i]
+                    continue
+                i += 1
 
-    for g, group in grouped.items():
-        if has_sticky[g]:
-            continue
-        already = next((a for a in activated.values() if a.x.entry.group == g), None)
+    def pick_winner(self, g: str, group: list[_C]) -> None:
+        """Already activated, ``group_override``, or a weighted roll (world-info.js 4340–4384)."""
+        pass_no = self.pass_no
+        already = next((a for a in self.scan.activated.values() if a.x.entry.group == g), None)
         if already is not None:
             for c in group:
-                remove(c, "LOREBOOK_GROUP_ALREADY_SATISFIED", {"group": g, "mode": "already_active",
-                                                                "pass": pass_no, "winner": info(already)})
-            continue
+                self.remove(c, "LOREBOOK_GROUP_ALREADY_SATISFIED", {"group": g, "mode": "already_active",
+                                                                     "pass": pass_no, "winner": _winner_info(already)})
+            return
         if len(group) <= 1:
-            continue
+            return
         prios = sorted((c for c in group if c.x.entry.group_override), key=lambda c: -float(c.x.entry.order))
         if prios:
             for c in group:
                 if c is not prios[0]:
-                    remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "override", "pass": pass_no,
-                                                      "winner": info(prios[0])})
-            continue
+                    self.remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "override", "pass": pass_no,
+                                                           "winner": _winner_info(prios[0])})
+            return
+        self.weighted_roll(g, group)
+
+    def weighted_roll(self, g: str, group: list[_C]) -> None:
+        """The weighted choice by ``group_weight``, seeded (SillyTavern rolls ``Math.random``)."""
+        pass_no = self.pass_no
         weights = [float(c.x.entry.group_weight) for c in group]
         total = sum(weights)
-        seed_text = f"{settings.seed}:group:{g}:{chat_len}:{pass_no}"
+        seed_text = f"{self.scan.settings.seed}:group:{g}:{self.scan.chat_len}:{pass_no}"
         roll = random.Random(seed_text).random() * total
         acc = 0.0
         winner = None
-        for c, w in zip(group, weights):
+        for c, w in zip(group, weights, strict=True):
             acc += w
             if roll <= acc:
                 winner = c
                 break
         if winner is None:
-            continue
+            return
         for c in group:
             if c is not winner:
-                remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "weight", "pass": pass_no,
-                                                  "roll": round(roll, 4), "total_weight": total,
-                                                  "seed": seed_text, "winner": info(winner)})
+                self.remove(c, "LOREBOOK_GROUP_LOST", {"group": g, "mode": "weight", "pass": pass_no,
+                                                       "roll": round(roll, 4), "total_weight": total,
+                                                       "seed": seed_text, "winner": _winner_info(winner)})
 
 
 def _score(c: _C, buf: _Buffer, state: int, depth_of: Callable[[_Entry], int]) -> int:

@@ -10,13 +10,13 @@ Activation never writes the state: :func:`next_timed_state` returns the new one.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from ..schema.lorebook import LorebookEntry
 from .prepare import _Entry, _Prepared
+from .records import _Activation
 
-if TYPE_CHECKING:
-    from .activation import _Cand
 
 class _Timed:
     """Sticky / cooldown / delay state (SillyTavern ``WorldInfoTimedEffects``), read-only."""
@@ -70,7 +70,7 @@ def _entry_hash(e: LorebookEntry) -> str:
     return hashlib.blake2b(e.model_dump_json().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def next_timed_state(timed: _Timed, accepted: dict[int, _Cand], prepared: _Prepared,
+def next_timed_state(timed: _Timed, accepted: Mapping[int, _Activation], prepared: _Prepared,
                       chat_len: int) -> dict[str, Any]:
     """``timedWorldInfo`` after this activation: live effects kept, new ones for activated entries."""
     if not timed.sticky and not timed.cooldown and not any(

@@ -18,9 +18,6 @@ from .preview import PreviewBlock, TokenizerInfo
 
 AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
 
-#: Statuses that close an audit.
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
-
 
 class PromptContextAudit(BaseModel):
     """The record of one generation.
@@ -109,8 +106,3 @@ class PromptContextAudit(BaseModel):
     #: ``engine.compaction.run``): ``status``, the summary id and the message ``range`` it
     #: replaced, ``attempts``, ``error_code``, ``fallback``; ``None`` for other strategies.
     compaction: dict[str, Any] | None = None
-
-    @property
-    def terminal(self) -> bool:
-        """``True`` once the audit is closed (completed, failed or cancelled)."""
-        return self.status in TERMINAL_STATUSES

@@ -104,11 +104,6 @@ def find_artifacts(text: str, *, nested: bool = False) -> list[Artifact]:
     return out
 
 
-def has_artifact(text: str) -> bool:
-    """Whether ``text`` holds any artifact (cheaper callers may use it as a score boost)."""
-    return bool(find_artifacts(text))
-
-
 def _squash(text: str) -> str:
     return " ".join(text.split())
 

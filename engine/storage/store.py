@@ -9,14 +9,14 @@ threads at once (the GUI's preview worker and a generation thread).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Engine, delete, func, insert, select, update
+from sqlalchemy import Engine, Table, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -220,7 +220,7 @@ class Store:
         except ValidationError as exc:
             # a row this version cannot read (written by hand, or by another version sharing the
             # database): an error with a stable code, never a traceback
-            first = exc.errors(include_url=False, include_input=False)[0] if exc.errors() else {}
+            first: Mapping[str, Any] = exc.errors(include_url=False, include_input=False)[0] if exc.errors() else {}
             where = ".".join(str(x) for x in first.get("loc", ())) or None
             raise StorageError(
                 "STORAGE_ERROR", f"the library holds a {exc.title} this version cannot read",
@@ -228,13 +228,13 @@ class Store:
             ) from None
         except SQLAlchemyError as exc:
             plain = describe_failure(exc)
+            orig = getattr(exc, "orig", None)  # the DBAPI error, when the driver raised one
             if plain.startswith(("the library is read-only", "disk full")):
                 raise StorageError("STORAGE_ERROR", plain, file=self.url,
-                                   details={"error": str(exc.orig if getattr(exc, "orig", None) else exc)[:300]}
-                                   ) from None
+                                   details={"error": str(orig if orig else exc)[:300]}) from None
             raise StorageError(
                 "STORAGE_ERROR", f"the library could not be read or written ({type(exc).__name__})",
-                file=self.url, details={"error": str(exc.orig if getattr(exc, "orig", None) else exc)[:300]},
+                file=self.url, details={"error": str(orig if orig else exc)[:300]},
             ) from None
         except ValueError as exc:
             # a JSON column holding text that is not JSON (a row written by hand or by another tool):
@@ -369,7 +369,7 @@ class Store:
         for start in range(0, total, MESSAGE_BATCH):
             batch = chat.messages[start:start + MESSAGE_BATCH]
             # Core INSERT on the session's connection (same transaction), not the ORM bulk path
-            session.connection().execute(insert(orm.MessageRow.__table__),
+            session.connection().execute(insert(cast(Table, orm.MessageRow.__table__)),
                                          [_message_values(chat_id, start + k, m) for k, m in enumerate(batch)])
             if on_progress is not None:
                 on_progress(start + len(batch), total)
@@ -562,10 +562,6 @@ class Store:
                 raise NotFoundError(code, f"no {what} with that id in the library", file=item_id)
             setattr(row, column, item_id)
             self._touch(row)
-
-    def set_chat_character(self, chat_id: str, character_id: str | None) -> None:
-        """Attach a character (or none). Raises ``CHAT_NOT_FOUND``/``CHARACTER_NOT_FOUND``."""
-        self._attach(chat_id, "character_id", orm.CharacterRow, character_id, "CHARACTER_NOT_FOUND", "character")
 
     def set_chat_persona(self, chat_id: str, persona_id: str | None) -> None:
         """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``/``PERSONA_NOT_FOUND``."""
@@ -834,6 +830,7 @@ class Store:
         stmt = (select(orm.LorebookRow, counts.c.n)
                 .outerjoin(counts, counts.c.lorebook_id == orm.LorebookRow.id))
         with self._unit(write=False) as session:
+            rows: Sequence[Any]  # (LorebookRow, entry count) pairs
             if chat_id is None:
                 rows = session.execute(stmt.order_by(orm.LorebookRow.name, orm.LorebookRow.id)).all()
             else:
@@ -1086,10 +1083,6 @@ class Store:
         session.execute(delete(orm.LorebookRow).where(orm.LorebookRow.id == lorebook_id))
 
     # ================================================================ import
-    def import_file(self, path: str | Path) -> list[ImportRef]:
-        """Import one file (card, world, chat); see :meth:`import_files`."""
-        return self.import_files([path])
-
     def import_files(
         self,
         paths: Iterable[str | Path],
@@ -1151,11 +1144,11 @@ class Store:
             for i in order:
                 path, item = items[i]
                 kind, value = item.kind, item.value
-                if kind == "character":
+                if kind == "character" and isinstance(value, Character):
                     char_id = self._insert_character(session, value)
                     by_name[value.name] = char_id
                     refs[i] = ImportRef(kind="character", id=char_id, name=value.name or path.stem)
-                elif kind == "lorebook":
+                elif kind == "lorebook" and isinstance(value, Lorebook):
                     book = value if value.name else value.model_copy(update={"name": path.stem})
                     refs[i] = ImportRef(kind="lorebook", id=self._insert_lorebook(session, book), name=book.name)
                 elif kind == "chat":
@@ -1177,7 +1170,7 @@ class Store:
                                                     on_progress=progress)
                         chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
                     refs[i] = chat_refs
-                else:  # pragma: no cover - load_any only returns the three kinds
+                else:  # pragma: no cover - load_any only returns the three kinds, each with its value type
                     raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
                                        file=str(path))
         out: list[ImportRef] = []
@@ -1254,11 +1247,12 @@ class Store:
                                  settings=item.settings, setup=item.setup)
 
     def _st_update(self, session: Session, item: Any, obj_id: str, ids: dict[str, str]) -> None:
+        # the rows exist: import_st_folder looked them up by their import identity just before
         if item.kind == "character":
-            row = session.get(orm.CharacterRow, obj_id)
+            char_row = session.get_one(orm.CharacterRow, obj_id)
             char: Character = item.value
-            row.name, row.avatar = char.name, item.avatar
-            row.data = char.model_dump(mode="json", exclude={"character_book"})
+            char_row.name, char_row.avatar = char.name, item.avatar
+            char_row.data = char.model_dump(mode="json", exclude={"character_book"})
             old_books = list(session.scalars(select(orm.LorebookRow.id).where(
                 orm.LorebookRow.character_id == obj_id)).all())
             for book_id in old_books:
@@ -1271,18 +1265,18 @@ class Store:
                     book = book.model_copy(update={"name": f"{char.name or 'Character'} (card)"})
                 self._insert_lorebook(session, book, character_id=obj_id)
         elif item.kind == "lorebook":
-            row = session.get(orm.LorebookRow, obj_id)
-            book: Lorebook = item.value
-            row.name = book.name
-            row.data = book.model_dump(mode="json", exclude={"entries"})
+            book_row = session.get_one(orm.LorebookRow, obj_id)
+            lorebook: Lorebook = item.value
+            book_row.name = lorebook.name
+            book_row.data = lorebook.model_dump(mode="json", exclude={"entries"})
             session.execute(delete(orm.LorebookEntryRow).where(orm.LorebookEntryRow.lorebook_id == obj_id))
             session.flush()
-            session.add_all(_entry_row(obj_id, i, e) for i, e in enumerate(book.entries))
+            session.add_all(_entry_row(obj_id, i, e) for i, e in enumerate(lorebook.entries))
         elif item.kind == "persona":
-            row = session.get(orm.PersonaRow, obj_id)
-            row.name, row.data = item.value.name, item.value.model_dump(mode="json")
+            persona_row = session.get_one(orm.PersonaRow, obj_id)
+            persona_row.name, persona_row.data = item.value.name, item.value.model_dump(mode="json")
         else:
-            row = session.get(orm.ChatRow, obj_id)
+            row = session.get_one(orm.ChatRow, obj_id)
             chat: Chat = item.value
             character_id, persona_id, books, scopes = self._st_chat_refs(item, ids)
             row.title, row.character_id, row.persona_id = item.name, character_id, persona_id
@@ -1459,15 +1453,3 @@ class Store:
         """Clear the failure count and the stall mark, so auto-compaction runs again. Raises ``CHAT_NOT_FOUND``."""
         state = self.get_compaction(chat_id)
         self.put_compaction(chat_id, state.model_copy(update={"failures": 0, "stall": None}))
-
-    # ================================================================ library meta
-    def get_meta(self, key: str) -> str | None:
-        """A library fact (``seeded``, ...), or ``None``."""
-        with self._unit(write=False) as session:
-            row = session.get(orm.LibraryMetaRow, key)
-            return row.value if row is not None else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a library fact."""
-        with self._unit() as session:
-            session.merge(orm.LibraryMetaRow(key=key, value=value))

@@ -86,7 +86,7 @@ def image_part_tokens(part: dict[str, Any]) -> int:
     size = _image_size(str(spec.get("url") or ""))
     if size is None or size[0] <= 0 or size[1] <= 0:
         return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * IMAGE_MAX_TILES
-    w, h = size
+    w, h = float(size[0]), float(size[1])
     scale = min(1.0, 2048 / max(w, h))
     w, h = w * scale, h * scale
     scale = min(1.0, 768 / min(w, h))
@@ -287,9 +287,7 @@ def message_overhead(message: dict[str, Any]) -> int:
     return n
 
 
-def count_messages_tokens(
-    profile: TokenizerProfile, messages: Sequence[dict[str, Any]], *, prime_reply: bool = True
-) -> list[int]:
+def count_messages_tokens(profile: TokenizerProfile, messages: Sequence[dict[str, Any]]) -> list[int]:
     """Per-message token counts (framing included), in one batched tokenizer call.
 
     Returns a list parallel to ``messages``; the reply priming (3 tokens) is not included

@@ -114,7 +114,7 @@ class Encoder:
         return self._special_re
 
 
-def _tiktoken_spans(enc, text: str, allowed: set[str] | str) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+def _tiktoken_spans(enc, text: str, allowed: set[str] | str) -> list[tuple[int, int]]:
     tokens = enc.encode(text, allowed_special=allowed, disallowed_special=())
     spans: list[tuple[int, int]] = []
     buf = b""
@@ -137,7 +137,7 @@ _build_lock = threading.Lock()
 
 
 @cache
-def _llama_encoding(key: str):  # type: ignore[no-untyped-def]
+def _llama_encoding(key: str):
     import tiktoken
 
     ranks = _parse_tiktoken_ranks(read_vocab(key))
@@ -177,7 +177,7 @@ def _qwen_ranks() -> dict[bytes, int]:
 
 
 @cache
-def _qwen_encoding(n_specials: int):  # type: ignore[no-untyped-def]
+def _qwen_encoding(n_specials: int):
     import tiktoken
 
     ranks = _qwen_ranks()
@@ -201,7 +201,7 @@ def _qwen_encoder(n_specials: int) -> Encoder:
 
 
 @cache
-def _tekken_encoding():  # type: ignore[no-untyped-def]
+def _tekken_encoding():
     import tiktoken
 
     model = json.loads(read_vocab("mistral-tekken"))
@@ -223,7 +223,7 @@ def _tekken_encoder() -> Encoder:
 
 
 @cache
-def _sentencepiece(key: str):  # type: ignore[no-untyped-def]
+def _sentencepiece(key: str):
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor()
@@ -267,7 +267,7 @@ def _sentencepiece_encoder(key: str) -> Encoder:
 
 
 @cache
-def _hf_tokenizer(key: str):  # type: ignore[no-untyped-def]
+def _hf_tokenizer(key: str):
     from tokenizers import Tokenizer
 
     return Tokenizer.from_str(read_vocab(key).decode("utf-8"))

@@ -2,8 +2,12 @@
 
 ``setData`` on the pin / exclude check columns never edits engine objects: it emits an intent
 signal (``pin_toggled`` / ``exclude_toggled`` with the chat message index) that the window
-turns into an undoable command (STYLE.md 4, like napari's ``features_table.py``). The new
-state shows up when the next preview arrives and the model is reset.
+turns into an undoable command (STYLE.md 4, like napari's ``features_table.py``). Once the
+document holds the new flag the window calls :meth:`BlocksTableModel.expect_flags` and the box
+ticks at once (:class:`~gui.models.pending.PendingFlags`); the next preview confirms it or rolls
+it back (``flags_rolled_back``). A preview with the same rows as the one shown updates the
+table in place (``dataChanged`` for the rows that differ; selection and scroll stay); only a
+different row set resets the model.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ..labels import (
     reason_cell,
     reason_words,
 )
+from .pending import FlagRollback, PendingFlags
 
 #: The :class:`PreviewBlock` of a row (any column).
 BLOCK_ROLE = int(Qt.ItemDataRole.UserRole) + 1
@@ -60,6 +65,35 @@ HEADERS = {
 }
 
 _STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
+#: More separate runs of changed rows than this are sent as one ``dataChanged`` span.
+MAX_CHANGED_RUNS = 64
+
+
+def changed_runs(changed: list[int], max_runs: int = MAX_CHANGED_RUNS) -> list[tuple[int, int]]:
+    """``[(first, last), ...]`` runs of consecutive rows in ``changed`` (sorted); when there
+    are more than ``max_runs``, one run from the first to the last changed row."""
+    if not changed:
+        return []
+    runs: list[tuple[int, int]] = []
+    start = prev = changed[0]
+    for row in changed[1:]:
+        if row != prev + 1:
+            runs.append((start, prev))
+            start = row
+        prev = row
+    runs.append((start, prev))
+    return runs if len(runs) <= max_runs else [(changed[0], changed[-1])]
+
+
+def same_rows(old: list[PreviewBlock], new: list[PreviewBlock]) -> bool:
+    """Whether ``new`` has the rows of ``old`` in the same order (same source and message)."""
+    return len(old) == len(new) and all(
+        a is b or (a.source == b.source and a.message_index == b.message_index) for a, b in zip(old, new, strict=True))
+
+
+def changed_rows(old: list[PreviewBlock], new: list[PreviewBlock]) -> list[int]:
+    """Rows whose block differs between two previews with :func:`same_rows`."""
+    return [row for row, (a, b) in enumerate(zip(old, new, strict=True)) if a is not b and a != b]
 
 
 def offers_toggles(b: PreviewBlock) -> bool:
@@ -91,6 +125,8 @@ class BlocksTableModel(QAbstractTableModel):
 
     pin_toggled = Signal(int, bool)
     exclude_toggled = Signal(int, bool)
+    #: ``list[FlagRollback]``: optimistic ticks the new preview did not confirm.
+    flags_rolled_back = Signal(object)
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -101,25 +137,86 @@ class BlocksTableModel(QAbstractTableModel):
         self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
         self._highlight_group: str | None = None
+        self._pending = PendingFlags()
 
     # -- data source ---------------------------------------------------------------------
-    def set_preview(self, preview: ContextPreview | None) -> None:
-        """Show ``preview`` (a full model reset: the preview is a new frozen object)."""
-        self.beginResetModel()
-        self._preview = preview
-        self._blocks = list(preview.blocks) if preview is not None else []
+    def set_preview(self, preview: ContextPreview | None) -> list[int] | None:
+        """Show ``preview``.
+
+        With the same rows as the preview shown (same sources in the same order) the model
+        updates in place: ``dataChanged`` for the rows whose block differs, and the list of
+        those rows is returned. Otherwise the model is reset and ``None`` is returned. Pending
+        optimistic flags are settled against ``preview`` (``flags_rolled_back`` when it
+        disagrees).
+        """
+        blocks = list(preview.blocks) if preview is not None else []
+        rollbacks: list[FlagRollback] = []
+        pending_rows: list[int] = []  # rows showing a pending flag: repainted even if their block is equal
+        if preview is None:
+            self._pending.clear()
+        elif self._pending:
+            by_message = {b.message_index: b for b in blocks if b.message_index is not None}
+            pending_rows = [r for i in self._pending.indices() if (r := self._row_by_message.get(i)) is not None]
+            rollbacks = self._pending.settle(by_message.get)
+        changed: list[int] | None = None
+        if preview is not None and self._preview is not None and same_rows(self._blocks, blocks):
+            changed = changed_rows(self._blocks, blocks)
+            changed = sorted(set(changed).union(pending_rows))
+            self._preview = preview
+            self._blocks = blocks
+            self._group_sizes = self._count_groups(blocks)
+            for row in changed:
+                self._text_cache.pop(row, None)
+            last = len(BlockColumn) - 1
+            for first, end in changed_runs(changed):
+                self.dataChanged.emit(self.index(first, 0), self.index(end, last))
+        else:
+            self.beginResetModel()
+            self._preview = preview
+            self._blocks = blocks
+            self._group_sizes = self._count_groups(blocks)
+            self._row_by_message = {b.message_index: row for row, b in enumerate(self._blocks)
+                                    if b.message_index is not None}
+            self._row_by_source = {}  # built on first use
+            self._text_cache = {}
+            self.endResetModel()
+        if self._highlight_group not in self._group_sizes:
+            self._highlight_group = None
+        if rollbacks:
+            self.flags_rolled_back.emit(rollbacks)
+        return changed
+
+    @staticmethod
+    def _count_groups(blocks: list[PreviewBlock]) -> dict[str, int]:
         sizes: dict[str, int] = {}
-        for b in self._blocks:
+        for b in blocks:
             if b.group:
                 sizes[b.group] = sizes.get(b.group, 0) + 1
-        self._group_sizes = sizes
-        self._row_by_message = {b.message_index: row for row, b in enumerate(self._blocks)
-                                if b.message_index is not None}
-        self._row_by_source = {}  # built on first use
-        self._text_cache = {}
-        if self._highlight_group not in sizes:
-            self._highlight_group = None
-        self.endResetModel()
+        return sizes
+
+    def expect_flags(self, message_index: int, *, pinned: bool, manual_excluded: bool) -> bool:
+        """The document now holds these flags for chat message ``message_index``: show them at
+        once (the check boxes tick before the preview runs). Returns whether the row changed."""
+        row = self._row_by_message.get(message_index)
+        if row is None:
+            return False
+        b = self._blocks[row]
+        if not self._pending.expect(message_index, {"pinned": b.pinned, "manual_excluded": b.manual_excluded},
+                                    {"pinned": pinned, "manual_excluded": manual_excluded}):
+            return False
+        self.dataChanged.emit(self.index(row, BlockColumn.MARKERS), self.index(row, BlockColumn.EXCLUDE))
+        return True
+
+    def shown_flag(self, row: int, flag: str) -> bool:
+        """``pinned`` / ``manual_excluded`` of ``row`` as shown: a pending click's value, else the preview's."""
+        b = self._blocks[row]
+        shown = bool(getattr(b, flag))
+        return shown if b.message_index is None else self._pending.value(b.message_index, flag, shown)
+
+    def is_pending(self, row: int) -> bool:
+        """Whether ``row`` shows a flag the preview has not confirmed yet."""
+        b = self._blocks[row]
+        return b.message_index is not None and self._pending.is_pending(b.message_index)
 
     def preview(self) -> ContextPreview | None:
         """The preview shown."""
@@ -202,9 +299,9 @@ class BlocksTableModel(QAbstractTableModel):
             if not offers_toggles(b):
                 return None
             if col == BlockColumn.PIN:
-                return Qt.CheckState.Checked if b.pinned else Qt.CheckState.Unchecked
+                return Qt.CheckState.Checked if self.shown_flag(row, "pinned") else Qt.CheckState.Unchecked
             if col == BlockColumn.EXCLUDE:
-                return Qt.CheckState.Checked if b.manual_excluded else Qt.CheckState.Unchecked
+                return Qt.CheckState.Checked if self.shown_flag(row, "manual_excluded") else Qt.CheckState.Unchecked
             return None
         if role == Qt.ItemDataRole.ForegroundRole:
             if col in (BlockColumn.STATUS, BlockColumn.REASON):
@@ -231,6 +328,8 @@ class BlocksTableModel(QAbstractTableModel):
                 return int(Qt.AlignmentFlag.AlignCenter)
             return None
         if role == Qt.ItemDataRole.ToolTipRole:
+            if col in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self.is_pending(row):
+                return "Saved; the preview is being recomputed"
             return self._tooltip(b, col)
         return None
 
@@ -259,7 +358,8 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.REASON:
             return reason_cell(b.reason, b.reason_data)
         if col == BlockColumn.MARKERS:
-            marks = (PROTECTED_MARK if b.protected else "") + (PINNED_MARK if b.pinned else "")
+            pinned = self.shown_flag(row, "pinned")
+            marks = (PROTECTED_MARK if b.protected else "") + (PINNED_MARK if pinned else "")
             if b.group:
                 marks += GROUP_MARK
             return marks
@@ -301,16 +401,17 @@ class BlocksTableModel(QAbstractTableModel):
         """Check-column edits become intents; the model itself never changes here."""
         if not index.isValid() or role != Qt.ItemDataRole.CheckStateRole:
             return False
-        b = self._blocks[index.row()]
+        row = index.row()
+        b = self._blocks[row]
         if not offers_toggles(b):
             return False
         checked = value in (Qt.CheckState.Checked, Qt.CheckState.Checked.value, 2, True)
         if index.column() == BlockColumn.PIN:
-            if checked != b.pinned:
+            if checked != self.shown_flag(row, "pinned"):
                 self.pin_toggled.emit(b.message_index, checked)
             return True
         if index.column() == BlockColumn.EXCLUDE:
-            if checked != b.manual_excluded:
+            if checked != self.shown_flag(row, "manual_excluded"):
                 self.exclude_toggled.emit(b.message_index, checked)
             return True
         return False

@@ -1,7 +1,11 @@
 """The chat as a list: one row per message, then one row per running progress step.
 
 A read-only adapter over the document's messages plus the latest preview's per-message
-fate. Progress rows are keyed by :attr:`ProgressEvent.step_id`, so any pipeline step
+fate. A flag edit replaces one message in place (:meth:`ChatMessagesModel.update_message`, one
+``dataChanged``); a new preview repaints only the rows whose fate changed, and re-lays out rows
+only when the fit marker or the compaction summary moved. The pin / exclude buttons show the
+preview's flags, or a click's pending value until the preview confirms it
+(:class:`~gui.models.pending.PendingFlags`). Progress rows are keyed by :attr:`ProgressEvent.step_id`, so any pipeline step
 (streaming, compaction, steps added later) shows inline without GUI changes.
 """
 
@@ -15,6 +19,8 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 from engine.schema import ChatMessage, ContextPreview, ProgressEvent
 
 from ..labels import display_status
+from .blocks_model import changed_runs
+from .pending import PendingFlags
 
 MESSAGE_ROLE = int(Qt.ItemDataRole.UserRole) + 10
 FATE_ROLE = int(Qt.ItemDataRole.UserRole) + 11
@@ -24,6 +30,8 @@ GREYED_ROLE = int(Qt.ItemDataRole.UserRole) + 14
 SPEAKER_ROLE = int(Qt.ItemDataRole.UserRole) + 15
 #: On the message row the compaction summary is sent before: the summary's preview block.
 SUMMARY_ROLE = int(Qt.ItemDataRole.UserRole) + 16
+#: ``(pinned, manual_excluded)`` as the buttons show them (a pending click, else the preview, else the message).
+FLAGS_ROLE = int(Qt.ItemDataRole.UserRole) + 17
 #: Source of the compaction summary block (``engine.compaction.strategy.SUMMARY_SOURCE``).
 COMPACTION_SOURCE = "summary:compaction"
 
@@ -99,6 +107,9 @@ class ChatMessagesModel(QAbstractListModel):
         self.compaction_stopped = False
         self._user_name = "User"
         self._char_name = "Assistant"
+        self._pending = PendingFlags()
+        #: Whether the last :meth:`set_preview` changed row heights (marker or summary moved).
+        self.layout_changed = False
 
     # -- sources -------------------------------------------------------------------------
     def set_messages(self, messages: list[ChatMessage], user_name: str = "User",
@@ -108,14 +119,45 @@ class ChatMessagesModel(QAbstractListModel):
         self._messages = list(messages)
         self._user_name = user_name or "User"
         self._char_name = char_name or "Assistant"
+        self._pending.clear()
         self._recompute_marker()
         self.endResetModel()
 
+    def update_message(self, index: int, message: ChatMessage) -> bool:
+        """Message ``index`` changed in place (its flags or text): repaint that row only.
+
+        Returns whether its displayed text changed (the row's height may have: re-lay it out).
+        """
+        if not 0 <= index < len(self._messages):
+            return False
+        old = self._messages[index]
+        self._messages[index] = message
+        b = self._blocks.get(index)
+        shown = {"pinned": bool(b.pinned), "manual_excluded": bool(b.manual_excluded)} if b is not None else \
+            {"pinned": bool(old.meta.pinned), "manual_excluded": bool(old.meta.manualExcluded)}
+        self._pending.expect(index, shown, {"pinned": bool(message.meta.pinned),
+                                            "manual_excluded": bool(message.meta.manualExcluded)})
+        self.dataChanged.emit(self.index(index), self.index(index))
+        return message_display_text(old) != message_display_text(message)
+
+    def shown_flags(self, index: int) -> tuple[bool, bool]:
+        """``(pinned, manual_excluded)`` of message ``index`` as its buttons show them."""
+        msg = self._messages[index]
+        b = self._blocks.get(index)
+        pinned = bool(b.pinned) if b is not None else bool(msg.meta.pinned)
+        excluded = bool(b.manual_excluded) if b is not None else bool(msg.meta.manualExcluded)
+        return (self._pending.value(index, "pinned", pinned),
+                self._pending.value(index, "manual_excluded", excluded))
+
     def set_preview(self, preview: ContextPreview | None) -> None:
-        """Take each message's fate from ``preview`` (by ``message_index``)."""
+        """Take each message's fate from ``preview`` (by ``message_index``); repaint the rows
+        whose fate (or greying) changed. :attr:`layout_changed` says whether row heights did."""
         # 10,000-message chats: keep the frozen blocks, build MessageFate only for painted rows
+        old_blocks, old_marker, old_summary = self._blocks, self._marker, self.summary_row()
         self._blocks = {} if preview is None else \
             {b.message_index: b for b in preview.blocks if b.message_index is not None}
+        pending = list(self._pending.indices())
+        self._pending.settle(self._blocks.get)
         self._fates = {}
         self._summary = None
         self.compaction_stopped = bool(preview is not None and (preview.strategy_info or {}).get("reason") == "disabled")
@@ -130,8 +172,26 @@ class ChatMessagesModel(QAbstractListModel):
                         self._summary = (row, b)
                     break
         self._recompute_marker()
-        if self._messages:
-            self.dataChanged.emit(self.index(0), self.index(len(self._messages) - 1))
+        self.layout_changed = self._marker != old_marker or self.summary_row() != old_summary
+        if not self._messages:
+            return
+        n = len(self._messages)
+        if not old_blocks or not self._blocks:
+            self.dataChanged.emit(self.index(0), self.index(n - 1))
+            return
+        changed = {i for i, b in self._blocks.items() if i < n and old_blocks.get(i) is not b
+                   and old_blocks.get(i) != b}
+        changed.update(i for i in old_blocks if i not in self._blocks and i < n)
+        changed.update(i for i in pending if i < n)
+        if self._marker != old_marker:  # greying depends on the marker: rows between the two moved
+            ends = [m for m in (self._marker, old_marker) if m is not None]
+            low = min(ends) if len(ends) == 2 else 0
+            changed.update(range(low, max(ends) + 1))
+        for row in (old_summary, self.summary_row()):
+            if row is not None:
+                changed.add(row)
+        for first, last in changed_runs(sorted(changed)):
+            self.dataChanged.emit(self.index(first), self.index(last))
 
     def _recompute_marker(self) -> None:
         self._marker = oldest_fitting_index(self._blocks, len(self._messages))
@@ -245,6 +305,8 @@ class ChatMessagesModel(QAbstractListModel):
             return self.is_greyed(row)
         if role == SUMMARY_ROLE:
             return self._summary[1] if self._summary is not None and self._summary[0] == row else None
+        if role == FLAGS_ROLE:
+            return self.shown_flags(row)
         if role == Qt.ItemDataRole.ToolTipRole:
             fate = self.fate(row)
             if fate is None:

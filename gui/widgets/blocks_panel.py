@@ -195,6 +195,7 @@ class BlocksPanel(QWidget):
         self.model.modelReset.connect(self._restore_selection)
         self._selected_source: str | None = None
         self._selected_message: int | None = None
+        self._widths: dict[int, int] = {}
 
         bar = QHBoxLayout()
         bar.addWidget(self.kind_filter)
@@ -207,14 +208,25 @@ class BlocksPanel(QWidget):
         lay.addWidget(self.table, 1)
 
     def set_preview(self, preview: ContextPreview | None) -> None:
-        """Show ``preview``'s blocks (model reset; the selection follows the block's source)."""
-        self.model.set_preview(preview)
+        """Show ``preview``'s blocks: in place when the rows are the same (selection and scroll
+        stay), else a model reset (the selection follows the block's source)."""
+        changed = self.model.set_preview(preview)
         self._update_count()
-        self.table.set_content_widths(self.content_widths())
+        if changed is None:
+            self._widths = self.content_widths()
+            self.table.set_content_widths(self._widths)
+        elif changed:  # only the changed rows can need more room; a column never shrinks in place
+            grown = self.content_widths(changed)
+            wants = {c: max(w, self._widths.get(c, 0)) for c, w in grown.items()}
+            wants[BlockColumn.POSITION] = self._widths.get(BlockColumn.POSITION, wants[BlockColumn.POSITION])
+            if wants != self._widths:
+                self._widths = wants
+                self.table.set_content_widths(wants)
 
-    def content_widths(self) -> dict[int, int]:
+    def content_widths(self, rows: list[int] | None = None) -> dict[int, int]:
         """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
-        widest cell, Source and Reason their widest cell (capped later by ``fit_columns``)."""
+        widest cell, Source and Reason their widest cell (capped later by ``fit_columns``).
+        ``rows`` limits the measure to those rows (default: all)."""
         from PySide6.QtGui import QFont, QFontMetrics
 
         fm = QFontMetrics(self.table.font())
@@ -227,14 +239,14 @@ class BlocksPanel(QWidget):
         def head(col: BlockColumn) -> int:
             return hfm.horizontalAdvance(HEADERS[col]) + CELL_PAD
 
-        rows = self.model.rowCount()
-        if rows == 0:
+        count = self.model.rowCount()
+        if count == 0 or rows == []:
             return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
         m = self.model
         kinds, statuses, reasons, tokens = set(), set(), set(), set()
         longest_source = ""
         seen_kinds: set[tuple[str, str]] = set()
-        for r in range(rows):
+        for r in (range(count) if rows is None else rows):
             b = m.block(r)
             if (b.kind, b.role) not in seen_kinds:
                 seen_kinds.add((b.kind, b.role))
@@ -245,7 +257,7 @@ class BlocksPanel(QWidget):
             src = b.source
             if len(src) > len(longest_source):
                 longest_source = src
-        digits = len(str(rows - 1))
+        digits = len(str(count - 1))
         return {
             BlockColumn.POSITION: max(fm.horizontalAdvance("8" * digits) + CELL_PAD, 28),
             BlockColumn.KIND: max(head(BlockColumn.KIND), max(fm.horizontalAdvance(str(k)) for k in kinds) + CELL_PAD),

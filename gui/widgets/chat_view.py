@@ -32,6 +32,7 @@ from engine.schema import ChatMessage, ProgressEvent
 from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK, STATUS_COLORS, reason_words
 from ..models.chat_model import (
     FATE_ROLE,
+    FLAGS_ROLE,
     GREYED_ROLE,
     MARKER_ROLE,
     MESSAGE_ROLE,
@@ -87,6 +88,11 @@ class ChatDelegate(QStyledItemDelegate):
     def clear_cache(self) -> None:
         """Forget row sizes (after the messages change)."""
         self._size_cache.clear()
+
+    def forget_row(self, row: int) -> None:
+        """Forget the sizes of ``row`` (its text changed)."""
+        for key in [k for k in self._size_cache if k[0] == row]:
+            del self._size_cache[key]
 
     # geometry --------------------------------------------------------------------------
     @staticmethod
@@ -212,7 +218,7 @@ class ChatDelegate(QStyledItemDelegate):
         p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
                    int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
         # buttons
-        pinned, excluded = bool(msg.meta.pinned), bool(msg.meta.manualExcluded)
+        pinned, excluded = index.data(FLAGS_ROLE)  # a click shows at once, the preview may roll it back
         buttons = ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")) \
             if offers_toggles(msg, fate) else ()
         for r, on, glyph, color in buttons:
@@ -302,11 +308,12 @@ class ChatDelegate(QStyledItemDelegate):
             pin_r, excl_r = self.button_rects(option.rect, bool(index.data(MARKER_ROLE)), extra)
             if not offers_toggles(msg, index.data(FATE_ROLE)):
                 return super().editorEvent(event, model, option, index)
+            pinned, excluded = index.data(FLAGS_ROLE)
             if pin_r.contains(pos):
-                self.pin_clicked.emit(index.row(), not msg.meta.pinned)
+                self.pin_clicked.emit(index.row(), not pinned)
                 return True
             if excl_r.contains(pos):
-                self.exclude_clicked.emit(index.row(), not msg.meta.manualExcluded)
+                self.exclude_clicked.emit(index.row(), not excluded)
                 return True
         return super().editorEvent(event, model, option, index)
 
@@ -387,12 +394,19 @@ class ChatView(QWidget):
         """Show the chat's messages."""
         self.model.set_messages(messages, user_name, char_name)
 
+    def update_message(self, index: int, message: ChatMessage) -> None:
+        """Message ``index`` changed in place (a flag or its text): repaint, re-lay out only if its text changed."""
+        if self.model.update_message(index, message):
+            self.delegate.forget_row(index)
+            self.list.doItemsLayout()
+
     def set_preview(self, preview: Any) -> None:
         """Apply the latest preview's per-message fates and the fit marker."""
-        # row heights depend on text, width and whether the row carries the marker (all in the
-        # size cache key), not on the fates: keep the cache, re-layout for the moved marker
+        # row heights depend on text, width and whether the row carries the marker or the summary
+        # (all in the size cache key), not on the fates: re-layout only when those moved
         self.model.set_preview(preview)
-        self.list.doItemsLayout()
+        if self.model.layout_changed:
+            self.list.doItemsLayout()
 
     def update_progress(self, event: ProgressEvent) -> None:
         """Show or update the inline indicator of ``event.step_id``."""
@@ -436,10 +450,11 @@ class ChatView(QWidget):
         row = index.row()
         menu = QMenu(self)
         if offers_toggles(msg, index.data(FATE_ROLE)):
-            menu.addAction("Unpin" if msg.meta.pinned else "Pin (always keep)",
-                           lambda: self.pin_toggled.emit(row, not msg.meta.pinned))
-            menu.addAction("Include again" if msg.meta.manualExcluded else "Exclude from the prompt",
-                           lambda: self.exclude_toggled.emit(row, not msg.meta.manualExcluded))
+            pinned, excluded = index.data(FLAGS_ROLE)
+            menu.addAction("Unpin" if pinned else "Pin (always keep)",
+                           lambda: self.pin_toggled.emit(row, not pinned))
+            menu.addAction("Include again" if excluded else "Exclude from the prompt",
+                           lambda: self.exclude_toggled.emit(row, not excluded))
             menu.addSeparator()
         menu.addAction("Edit text…", lambda: self.edit_requested.emit(row))
         menu.addAction("Unhide (send again)" if msg.meta.hidden else "Hide (never send)",

@@ -1,0 +1,142 @@
+"""Issue 12 item 3 on the real window: optimistic pin / exclude, in-place table updates, chats
+opened on a worker. Behaviour only: the timings are measured by tests/benchmarks/gui_timing.py."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QCoreApplication, Qt, QTimer
+
+from engine.schema import Chat, ChatMessage, ContextSettings
+from engine.schema.sillytavern import SillyTavernSetup
+from gui.models.blocks_model import BlockColumn
+from gui.models.chat_model import FLAGS_ROLE
+
+CHECK = Qt.ItemDataRole.CheckStateRole
+
+
+def _wait_preview(qtbot, win, action):
+    with qtbot.waitSignal(win.preview_applied, timeout=30000) as blocker:
+        action()
+    return blocker.args[0]
+
+
+def _exclude_cell(win, message_index: int):
+    model, proxy = win.blocks_panel.model, win.blocks_panel.proxy
+    return proxy.mapFromSource(model.index(model.row_of_message(message_index), BlockColumn.EXCLUDE))
+
+
+def test_an_exclude_click_ticks_before_the_preview_runs(qtbot, window) -> None:
+    model = window.blocks_panel.model
+    resets: list = []
+    model.modelReset.connect(lambda: resets.append(1))
+    cell = _exclude_cell(window, 4)
+    assert cell.data(CHECK) == Qt.CheckState.Unchecked
+    started = window.ctx.preview.generation
+    # the click, as the table's delegate makes it: no event is processed afterwards
+    window.blocks_panel.proxy.setData(cell, Qt.CheckState.Checked, CHECK)
+    assert cell.data(CHECK) == Qt.CheckState.Checked
+    assert window.chat_view.model.index(4).data(FLAGS_ROLE) == (False, True)
+    assert window.ctx.preview.generation == started  # nothing computed yet: the tick did not wait
+    assert window.ctx.undo_stack.count() == 1
+    preview = _wait_preview(qtbot, window, lambda: None)
+    assert next(b for b in preview.blocks if b.message_index == 4).manual_excluded
+    assert _exclude_cell(window, 4).data(CHECK) == Qt.CheckState.Checked
+    assert resets == []  # same rows: updated in place
+    assert window.rollback_note == ""
+    # undo goes through the same path and unticks at once
+    window.undo_action.trigger()
+    assert _exclude_cell(window, 4).data(CHECK) == Qt.CheckState.Unchecked
+    _wait_preview(qtbot, window, lambda: None)
+    assert _exclude_cell(window, 4).data(CHECK) == Qt.CheckState.Unchecked
+
+
+def test_in_place_update_keeps_the_selection_and_the_scroll(qtbot, library, qsettings) -> None:
+    from gui.app import build_context
+    from gui.main_window import MainWindow
+
+    store, _, _ = library
+    msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"line {i} about the harbour")
+            for i in range(300)]
+    chat_id = store.add_chat(Chat(title="Long", messages=msgs), title="Long",
+                             settings=ContextSettings(model="gpt-4o", strategy="manual"))
+    win = MainWindow(build_context(store, settings=qsettings))
+    qtbot.addWidget(win)
+    win.resize(1280, 800)
+    win.show()
+    _wait_preview(qtbot, win, lambda: win.start(chat_id))
+    panel = win.blocks_panel
+    panel.select_message(150)
+    table = panel.table
+    table.verticalScrollBar().setValue(table.verticalScrollBar().maximum() // 3)
+    QCoreApplication.processEvents()
+    scroll = table.verticalScrollBar().value()
+    resets: list = []
+    panel.model.modelReset.connect(lambda: resets.append(1))
+    _wait_preview(qtbot, win, lambda: win.set_excluded(120, True))
+    assert resets == []
+    assert panel.current_block().message_index == 150
+    assert table.verticalScrollBar().value() == scroll
+    win.ctx.preview.shutdown()
+    win.close()
+
+
+def test_a_pin_the_engine_does_not_apply_is_rolled_back_with_a_note(qtbot, window, library) -> None:
+    store, chat_id, _ = library
+    # SillyTavern's rules keep no pins: the preview shows every message unpinned
+    store.save_chat_setup(chat_id, SillyTavernSetup())
+    _wait_preview(qtbot, window, window.ctx.document.reload)
+    model = window.blocks_panel.model
+    row = model.row_of_message(5)
+    pin = window.blocks_panel.proxy.mapFromSource(model.index(row, BlockColumn.PIN))
+    window.blocks_panel.proxy.setData(pin, Qt.CheckState.Checked, CHECK)
+    assert pin.data(CHECK) == Qt.CheckState.Checked  # optimistic
+    with qtbot.waitSignal(model.flags_rolled_back, timeout=30000):
+        pass
+    assert pin.data(CHECK) == Qt.CheckState.Unchecked  # what the engine did
+    assert "#5" in window.rollback_note and "pinned" in window.rollback_note
+    assert window.statusBar().currentMessage() == window.rollback_note
+    assert window.chat_view.model.index(5).data(FLAGS_ROLE) == (False, False)
+
+
+def test_opening_a_chat_reads_it_on_a_worker(qtbot, window, library) -> None:
+    store, _first, _ = library
+    msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}") for i in range(2000)]
+    big = store.add_chat(Chat(title="Big", messages=msgs), title="Big")
+    window.refresh_library()
+    beats: list[int] = []
+    heart = QTimer()
+    heart.setInterval(1)
+    heart.timeout.connect(lambda: beats.append(window.ctx.document.chat_id is None))
+    heart.start()
+    window.open_chat(big)
+    # open_chat returned before the chat was read: the old chat is closed, the new title shows
+    assert window.is_loading()
+    assert window.ctx.document.chat_id is None and window.title_label.text() == "Big"
+    assert window.blocks_panel.model.rowCount() == 0
+    qtbot.waitUntil(lambda: window.ctx.document.chat_id == big, timeout=30000)
+    heart.stop()
+    assert any(beats)  # the event loop ran while the chat was being read
+    qtbot.waitUntil(lambda: window.preview is not None and window._preview_chat == big, timeout=30000)
+    assert window.chat_view.model.message_count() == 2000
+    assert window.library.current_chat_id() == big
+
+
+def test_clicking_through_the_library_opens_the_last_chat_clicked(qtbot, window, library) -> None:
+    store, _first, _ = library
+    a = store.add_chat(Chat(title="A", messages=[ChatMessage(role="user", content="a")]), title="A")
+    b = store.add_chat(Chat(title="B", messages=[ChatMessage(role="user", content="b")]), title="B")
+    window.refresh_library()
+    opened: list[str] = []
+    window.ctx.document.chat_loaded.connect(opened.append)
+    window.open_chat(a)
+    window.open_chat(b)
+    qtbot.waitUntil(lambda: window.ctx.document.chat_id == b and not window.is_loading(), timeout=30000)
+    assert a not in opened
+
+
+def test_a_chat_that_cannot_be_read_shows_the_error(qtbot, window, library) -> None:
+    errors: list = []
+    window.error_shown.connect(errors.append)
+    window.open_chat("no-such-chat")
+    qtbot.waitUntil(lambda: bool(errors), timeout=30000)
+    assert errors[0].code == "CHAT_NOT_FOUND"
+    assert not window.is_loading()
