@@ -36,7 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
-from .incremental import frozen_blocks
+from .incremental import finish_run, frozen_blocks, warm_run
 from .plugins import InterceptorContext, InterceptorRegistry, load_entry_point_plugins
 from .schema.blocks import Block, BlockKind, ShiftResult
 from .schema.lorebook import Lorebook
@@ -206,6 +206,19 @@ def _activate(request: PreviewRequest, books: list[Lorebook], profile: Tokenizer
     )
 
 
+def _lorebook_traces(activation: Any, candidates: list[Lorebook],
+                     duplicate_of: list[int]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The preview's lorebook trace, and its records by block source (``lorebook:<book>:<uid>``)."""
+    trace_by_source: dict[str, dict[str, Any]] = {}
+    lorebook_trace: list[dict[str, Any]] = []
+    if activation is not None:
+        for d in _remap_trace(activation, candidates, duplicate_of):
+            lorebook_trace.append(d)
+            if d["code"] != "LOREBOOK_DUPLICATE_BOOK":
+                trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
+    return lorebook_trace, trace_by_source
+
+
 def _provider_dict(block: Block) -> dict[str, Any] | None:
     return block.message.to_provider() if block.message is not None else None
 
@@ -323,6 +336,9 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         from .assembly.sillytavern import prepare_sillytavern
 
         return prepare_sillytavern(request, reg)
+    warm = warm_run(request, reg)  # a pin / exclude toggle: answered from the remembered run
+    if warm is not None:
+        return warm
     settings = request.settings
     warnings: list[str] = []
     diagnostics: list[str] = []
@@ -393,6 +409,15 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 4. count once per block
     tokens = _count_blocks(profile, blocks)
+    lorebook_trace, trace_by_source = _lorebook_traces(activation, candidates, duplicate_of)
+    fast = finish_run(request, reg, {
+        "settings": settings, "profile": profile, "limit": limit, "reserve": reserve, "budget": budget,
+        "warnings": list(warnings), "diagnostics": list(diagnostics), "tools": tools,
+        "lorebook_trace": lorebook_trace, "trace_by_source": trace_by_source,
+        "timed": dict(activation.timed_effects) if activation is not None else None,
+    }, blocks, ctx.pre_excluded, tokens)
+    if fast is not None:  # built-in truncate / manual: finished over per-block lists
+        return fast  # type: ignore[no-any-return]
     # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
     approximate = profile.approximate or any(
         b.message is not None and isinstance(b.message.content, list) and any(
@@ -511,13 +536,6 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     elif prompt_tokens > budget - safety:  # pragma: no cover - would be a bug in shifting
         raise AssertionError(f"final prompt {prompt_tokens} tokens exceeds budget {budget - safety}")
 
-    trace_by_source: dict[str, dict[str, Any]] = {}
-    lorebook_trace: list[dict[str, Any]] = []
-    if activation is not None:
-        for d in _remap_trace(activation, candidates, duplicate_of):
-            lorebook_trace.append(d)
-            if d["code"] != "LOREBOOK_DUPLICATE_BOOK":
-                trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
     # specific reasons and the fit map (additive details; see engine.shifting.explain / fitmap)
     from .shifting.explain import explain_blocks
     from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
