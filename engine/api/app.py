@@ -56,7 +56,7 @@ from .limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyGuard
 from .models import ChatPreviewBody, ErrorBody, Health, PreviewBody
 
 if TYPE_CHECKING:
-    from ..pipeline import Registries
+    from ..registries import Registries
 
 log = logging.getLogger("loomscope.api")
 
@@ -155,7 +155,7 @@ def create_app(
     store:
         The library every route reads (the app never closes it; the caller owns it).
     registries:
-        :class:`engine.pipeline.Registries` for previews; ``None`` uses the pipeline's shared
+        :class:`engine.registries.Registries` for previews; ``None`` uses the pipeline's shared
         default (built-ins plus installed plugins, as the CLI does).
     allowed_hosts:
         Accepted ``Host`` header names (without port); ``None`` accepts any (``serve

@@ -20,7 +20,7 @@ from ..storage import Store
 from .app import LOOPBACK_HOSTS, create_app
 
 if TYPE_CHECKING:
-    from ..pipeline import Registries
+    from ..registries import Registries
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

@@ -53,14 +53,13 @@ from PySide6.QtWidgets import (
 
 from engine.schema import InsertionPosition, LorebookEntry, SelectiveLogic
 
+from ..roles import ROW_ROLE, SORT_ROLE
 from .block_inspector import describe_detail, is_dark, reason_in_words
 
 #: Delay between the last keystroke in the test box and the test run (ms).
 TEST_TEXT_DEBOUNCE_MS = 300
 
 #: Custom item roles.
-ROW_ROLE = Qt.ItemDataRole.UserRole + 1  #: the :class:`EntryRow` of the row
-SORT_ROLE = Qt.ItemDataRole.UserRole + 2  #: a sortable value (numbers as numbers)
 
 LOGIC_WORDS: dict[SelectiveLogic, str] = {
     SelectiveLogic.AND_ANY: "AND ANY",
