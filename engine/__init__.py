@@ -28,12 +28,16 @@ _LAZY = {
     "Store": "engine.storage", "open_store": "engine.storage",
     "generate": "engine.generation", "generate_and_store": "engine.generation",
     "ProviderConfig": "engine.generation", "GenerationResult": "engine.generation",
-    "preview": "engine.pipeline", "prepare": "engine.pipeline", "default_registries": "engine.pipeline",
+    "preview": "engine.pipeline", "prepare": "engine.pipeline", "default_registries": "engine.registries", "Registries": "engine.registries",
     "shift_context": "engine.shifting", "activate": "engine.lorebook",
     "ActivationResult": "engine.lorebook", "TraceRecord": "engine.lorebook", "TRACE_CODES": "engine.lorebook",
     "lint_lorebook": "engine.lorebook", "REASON_CODES": "engine.reasons",
     "load_any": "engine.importers", "load_chat": "engine.importers", "load_character": "engine.importers",
     "load_lorebook": "engine.importers",
+    "model_profile_and_limit": "engine.resolve", "ResolvedModel": "engine.resolve",
+    "speaker_names": "engine.resolve", "SpeakerNames": "engine.resolve",
+    "chat_lorebooks": "engine.resolve", "lorebook_plan": "engine.resolve", "LorebookPlan": "engine.resolve",
+    "lorebook_budget": "engine.resolve",
 }
 
 

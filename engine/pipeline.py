@@ -23,83 +23,46 @@ from __future__ import annotations
 
 import copy
 import gc
-import json
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .assembly import AssemblyContext, MacroContext, StageRegistry, assemble, register_builtin_stages
+from .assembly import AssemblyContext, MacroContext, assemble
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
 from .incremental import frozen_blocks
-from .plugins import InterceptorContext, InterceptorRegistry, load_entry_point_plugins
+from .plugins import InterceptorContext
+from .registries import Registries, default_registries, shared_registries
+from .resolve import LorebookPlan, SpeakerNames, lorebook_plan, model_profile_and_limit, speaker_names
 from .schema.blocks import Block, BlockKind, ShiftResult
-from .schema.lorebook import Lorebook
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
+from .schema.trace import TraceRecord
 from .shifting import (
-    ContextStrategyRegistry,
     ToolGroups,
     check_shift_result,
     find_tool_groups,
-    register_builtin_strategies,
     shift_context,
     tool_sequence_problems,
 )
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
-    TokenizerRegistry,
     content_part_warnings,
     count_messages_tokens,
     count_tools_tokens,
-    default_tokenizer_registry,
-    lookup_model,
     prompt_count,
 )
 
+if TYPE_CHECKING:
+    from .lorebook.models import ActivationResult
+
 _PREVIEW_BLOCKS = TypeAdapter(list[PreviewBlock])
-
-
-@dataclass(frozen=True)
-class Registries:
-    """Everything pluggable: tokenizer profiles, strategies, interceptors, assembly stages."""
-
-    tokenizers: TokenizerRegistry
-    strategies: ContextStrategyRegistry
-    interceptors: InterceptorRegistry
-    stages: StageRegistry
-    plugin_diagnostics: list[str] = field(default_factory=list)
-
-
-def default_registries(*, load_plugins: bool = False) -> Registries:
-    """Fresh registries holding the built-ins (each ``register`` returns a cleanup callable).
-
-    With ``load_plugins``, third-party plugins from the ``loomscope.plugins`` entry-point group
-    register too (the app and the CLI do this; tests usually do not); plugins that fail to load
-    are listed in ``Registries.plugin_diagnostics``.
-    """
-    strategies = ContextStrategyRegistry()
-    register_builtin_strategies(strategies)
-    stages = StageRegistry()
-    register_builtin_stages(stages)
-    regs = Registries(default_tokenizer_registry(), strategies, InterceptorRegistry(), stages)
-    if load_plugins:
-        _, diagnostics = load_entry_point_plugins(regs)
-        regs.plugin_diagnostics.extend(diagnostics)
-    return regs
-
-
-@lru_cache(maxsize=1)
-def _shared_registries() -> Registries:
-    # Built-ins and installed plugins, for callers that pass no registries (the CLI).
-    return default_registries(load_plugins=True)
 
 
 @dataclass(frozen=True)
@@ -127,82 +90,39 @@ def preview(request: PreviewRequest, *, registries: Registries | None = None) ->
     return prepare(request, registries=registries).preview
 
 
-def _books_for(request: PreviewRequest) -> tuple[list[Lorebook], list[Lorebook], list[int]]:
-    """The lorebooks to activate: the request's, plus the card's embedded book, each once.
-
-    A world imported from a card is the card's embedded book again (SillyTavern creates the world
-    file from ``character_book``), so a book equal to one already listed (same name, and the same
-    keys and content in its entries) is not activated twice.
-
-    Returns
-    -------
-    (candidates, books, duplicate_of):
-        ``candidates`` is every book in list order (``request.lorebooks``, then the embedded book
-        when no listed book has its name); the trace's ``book_index`` refers to it. ``books`` are
-        the distinct candidates to activate; ``duplicate_of[i]`` is the candidate index that
-        candidate ``i`` repeats (``i`` itself when it is distinct).
-    """
-    candidates = list(request.lorebooks)
-    card = request.character
-    if card is not None and card.character_book is not None and card.character_book.entries:
-        embedded = card.character_book
-        if not embedded.name:
-            embedded = embedded.model_copy(update={"name": f"{card.name or 'character'} (card)"})
-        if all(b.name != embedded.name for b in candidates):
-            candidates.append(embedded)
-    books: list[Lorebook] = []
-    first_of: dict[tuple[str, str], int] = {}
-    duplicate_of: list[int] = []
-    for i, book in enumerate(candidates):
-        key = (book.name, json.dumps(sorted([sorted(e.keys), e.content] for e in book.entries)))
-        if key in first_of:
-            duplicate_of.append(first_of[key])
-        else:
-            first_of[key] = i
-            duplicate_of.append(i)
-            books.append(book)
-    return candidates, books, duplicate_of
-
-
-def _remap_trace(activation: Any, candidates: list[Lorebook], duplicate_of: list[int]) -> list[dict[str, Any]]:
-    """Trace records as dicts whose ``book_index`` refers to ``candidates``.
+def _remap_trace(activation: ActivationResult, plan: LorebookPlan) -> list[TraceRecord]:
+    """The activation's trace with ``book_index`` pointing into ``plan.books``.
 
     A duplicate book's entries get ``LOREBOOK_DUPLICATE_BOOK`` records pointing at the book that activated them.
     """
-    distinct = [i for i, d in enumerate(duplicate_of) if d == i]  # activation index → candidate index
-    out: list[dict[str, Any]] = []
+    distinct = plan.order  # activation index → book index
+    out: list[TraceRecord] = []
     for rec in activation.trace:
-        d = rec.model_dump(mode="json") if hasattr(rec, "model_dump") else dict(rec)
-        idx = d.get("book_index")
-        if isinstance(idx, int) and 0 <= idx < len(distinct):
-            d["book_index"] = distinct[idx]
-        out.append(d)
-    for i, d in enumerate(duplicate_of):
+        idx = rec.book_index
+        if 0 <= idx < len(distinct) and distinct[idx] != idx:
+            rec = TraceRecord.model_construct(**{**rec.__dict__, "book_index": distinct[idx]})
+        out.append(rec)
+    for i, d in enumerate(plan.duplicate_of):
         if d != i:
-            for entry in candidates[i].entries:
-                out.append({"book": candidates[i].name, "book_index": i, "uid": entry.uid,
-                            "comment": entry.comment, "activated": False, "code": "LOREBOOK_DUPLICATE_BOOK",
-                            "detail": {"duplicate_of_book_index": d}, "tokens": None})
+            book = plan.books[i]
+            out.extend(TraceRecord(book=book.name, book_index=i, uid=entry.uid, comment=entry.comment,
+                                   activated=False, code="LOREBOOK_DUPLICATE_BOOK",
+                                   detail={"duplicate_of_book_index": d}, tokens=None)
+                       for entry in book.entries)
     return out
 
 
-def _activate(request: PreviewRequest, books: list[Lorebook], profile: TokenizerProfile,
-              budget: int, user: str, char: str) -> Any:
-    if not books:
+def _activate(request: PreviewRequest, plan: LorebookPlan, profile: TokenizerProfile,
+              budget: int, names: SpeakerNames) -> ActivationResult | None:
+    if not plan.order:
         return None
     from .lorebook import activate
 
-    card_book = request.character.character_book if request.character is not None else None
-    # The card's embedded book is character lore (SillyTavern getCharacterLore); listed books
-    # say their own scope (``scope`` field) and default to global lore.
-    scopes = [("character" if card_book is not None and b is not None and b.name in
-               {card_book.name, f"{request.character.name or 'character'} (card)"}
-               and b not in request.lorebooks else None) for b in books]
     return activate(
-        books, request.chat.messages, request.settings.world_info,
-        count_tokens=profile.count, context_limit=budget, user_name=user, char_name=char,
+        plan.activated, request.chat.messages, request.settings.world_info,
+        count_tokens=profile.count, context_limit=budget, user_name=names.user, char_name=names.char,
         character=request.character, persona=request.persona,
-        chat_metadata=request.chat.metadata, book_scopes=scopes,
+        chat_metadata=request.chat.metadata, book_scopes=[plan.scopes[i] for i in plan.order],
     )
 
 
@@ -317,7 +237,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         ``UNKNOWN_TOKENIZER``. A budget overflow is not raised: it is reported in
         ``preview.error`` with ``budget_ok=False``.
     """
-    reg = registries or _shared_registries()
+    reg = registries or shared_registries()
     if request.sillytavern is not None:
         # a chat from a SillyTavern folder: SillyTavern's own Chat Completion assembly
         from .assembly.sillytavern import prepare_sillytavern
@@ -328,24 +248,11 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     diagnostics: list[str] = []
 
     # 1. model → profile and limit
-    info = lookup_model(settings.model)
-    profile = reg.tokenizers.get(settings.tokenizer or info.profile)
-    limit = settings.context_limit or info.context_limit
-    if not info.known:
-        # Name what is actually used, after the user's overrides.
-        tok = (f"the tokenizer profile {profile.name!r} you set" if settings.tokenizer
-               else f"the {'approximate ' if profile.approximate else ''}profile {profile.name!r}")
-        lim = (f"the {limit}-token context limit you set" if settings.context_limit
-               else f"a default {limit}-token context limit")
-        missing = [w for w, given in (("the context limit", settings.context_limit),
-                                      ("the tokenizer", settings.tokenizer)) if not given]
-        warnings.append(f"unknown model {settings.model!r}: counting with {tok} and {lim}"
-                        + (f"; set {' and '.join(missing)} for exact figures" if missing else ""))
-    if settings.context_limit and info.known and settings.context_limit > info.context_limit:
-        warnings.append(f"context limit {settings.context_limit} is above {settings.model}'s known "
-                        f"limit of {info.context_limit} tokens")
-    if profile.approximate:
-        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    resolved = model_profile_and_limit(settings, reg.tokenizers)
+    profile = resolved.tokenizer
+    assert profile is not None
+    limit = resolved.context_limit
+    warnings.extend(resolved.warnings)
     reg.strategies.get(settings.strategy)  # fail early on an unknown strategy
 
     # 2. reply reserve and budget
@@ -359,11 +266,10 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     # 3. lorebook activation and assembly
     card = request.character
-    user = (request.persona.name if request.persona and request.persona.name else None) or request.chat.user_name or "User"
-    char = (card.nickname or card.name) if card is not None and (card.nickname or card.name) else (
-        request.chat.character_name or "")
-    candidates, books, duplicate_of = _books_for(request)
-    activation = _activate(request, books, profile, budget, user, char)
+    names = speaker_names(request)
+    user, char = names.user, names.char
+    plan = lorebook_plan(request)
+    activation = _activate(request, plan, profile, budget, names)
     if activation is not None:
         diagnostics.extend(getattr(activation, "diagnostics", []) or [])
     values = {
@@ -512,12 +418,14 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         raise AssertionError(f"final prompt {prompt_tokens} tokens exceeds budget {budget - safety}")
 
     trace_by_source: dict[str, dict[str, Any]] = {}
-    lorebook_trace: list[dict[str, Any]] = []
+    lorebook_trace: list[TraceRecord] = []
     if activation is not None:
-        for d in _remap_trace(activation, candidates, duplicate_of):
-            lorebook_trace.append(d)
-            if d["code"] != "LOREBOOK_DUPLICATE_BOOK":
-                trace_by_source[f"lorebook:{d.get('book')}:{d.get('uid')}"] = d
+        lorebook_trace = _remap_trace(activation, plan)
+        lorebook_sources = {b.source for b in blocks}
+        for rec in lorebook_trace:
+            source = f"lorebook:{rec.book}:{rec.uid}"
+            if rec.code != "LOREBOOK_DUPLICATE_BOOK" and source in lorebook_sources:
+                trace_by_source[source] = rec.model_dump(mode="json")
     # specific reasons and the fit map (additive details; see engine.shifting.explain / fitmap)
     from .shifting.explain import explain_blocks
     from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget

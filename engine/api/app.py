@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +52,9 @@ from .errors import (
 )
 from .limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyGuard
 from .models import ChatPreviewBody, ErrorBody, Health, PreviewBody
+
+if TYPE_CHECKING:
+    from ..registries import Registries
 
 log = logging.getLogger("loomscope.api")
 
@@ -138,7 +141,7 @@ def merge_settings(base: ContextSettings, overrides: dict[str, Any] | None) -> C
 def create_app(
     store: Store,
     *,
-    registries: Any | None = None,
+    registries: Registries | None = None,
     allowed_hosts: Iterable[str] | None = LOOPBACK_HOSTS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,

@@ -317,28 +317,24 @@ def report_for_request(request: Any, *, registries: Any = None) -> LorebookRepor
         ``UNKNOWN_TOKENIZER`` for an unknown tokenizer override.
     """
     from ..errors import SettingsError
-    from ..pipeline import _books_for, _shared_registries
-    from ..tokenizers import lookup_model
+    from ..registries import shared_registries
+    from ..resolve import lorebook_plan, model_profile_and_limit, speaker_names
 
-    reg = registries or _shared_registries()
-    settings = request.settings
-    info = lookup_model(settings.model)
-    profile = reg.tokenizers.get(settings.tokenizer or info.profile)
-    limit = settings.context_limit or info.context_limit
-    reserve = settings.resolve_reply_reserve(limit)
+    reg = registries or shared_registries()
+    resolved = model_profile_and_limit(request.settings, reg.tokenizers)
+    limit, reserve = resolved.context_limit, resolved.reply_reserve
     if reserve >= limit:
         raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
-    card = request.character
-    user = (request.persona.name if request.persona and request.persona.name else None) or \
-        request.chat.user_name or "User"
-    char = (card.nickname or card.name) if card is not None and (card.nickname or card.name) else (
-        request.chat.character_name or "")
-    _candidates, books, _dup = _books_for(request)
-    card_book = card.character_book if card is not None else None
-    scopes = [("character" if card_book is not None and b not in request.lorebooks else None) for b in books]
-    return build_report(books, request.chat.messages, settings.world_info, count_tokens=profile.count,
-                        context_limit=limit - reserve, user_name=user, char_name=char, character=card,
-                        persona=request.persona, book_scopes=scopes)
+    assert resolved.tokenizer is not None
+    # The stage pipeline's rules, also for a SillyTavern chat (as before issue 10; its preview
+    # uses SillyTavern's names and books).
+    stage_request = request.model_copy(update={"sillytavern": None}) if request.sillytavern is not None else request
+    names = speaker_names(stage_request)
+    plan = lorebook_plan(stage_request)
+    return build_report(plan.activated, request.chat.messages, request.settings.world_info,
+                        count_tokens=resolved.tokenizer.count, context_limit=resolved.budget,
+                        user_name=names.user, char_name=names.char, character=request.character,
+                        persona=request.persona, book_scopes=[plan.scopes[i] for i in plan.order])
 
 
 CSV_COLUMNS = ("book", "uid", "comment", "constant", "turns_fired", "turns", "first_turn", "last_turn",

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .trace import TraceRecord
+
 
 class TokenizerInfo(BaseModel):
     """The tokenizer profile used: its name, whether counts are estimates, and its version."""
@@ -97,7 +99,7 @@ class ContextPreview(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     error: PreviewError | None = None
     blocks: list[PreviewBlock] = Field(default_factory=list)
-    lorebook_trace: list[dict[str, Any]] = Field(default_factory=list)
+    lorebook_trace: list[TraceRecord] = Field(default_factory=list)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     diagnostics: list[str] = Field(default_factory=list)

@@ -18,20 +18,20 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from engine.schema import ChatMessage, ContextPreview, ProgressEvent
 
-from ..labels import display_status
+from ..roles import (
+    FATE_ROLE,
+    FLAGS_ROLE,
+    GREYED_ROLE,
+    MARKER_ROLE,
+    MESSAGE_ROLE,
+    PROGRESS_ROLE,
+    SPEAKER_ROLE,
+    SUMMARY_ROLE,
+)
+from ..words import display_status
 from .blocks_model import changed_runs
 from .pending import PendingFlags
 
-MESSAGE_ROLE = int(Qt.ItemDataRole.UserRole) + 10
-FATE_ROLE = int(Qt.ItemDataRole.UserRole) + 11
-PROGRESS_ROLE = int(Qt.ItemDataRole.UserRole) + 12
-MARKER_ROLE = int(Qt.ItemDataRole.UserRole) + 13
-GREYED_ROLE = int(Qt.ItemDataRole.UserRole) + 14
-SPEAKER_ROLE = int(Qt.ItemDataRole.UserRole) + 15
-#: On the message row the compaction summary is sent before: the summary's preview block.
-SUMMARY_ROLE = int(Qt.ItemDataRole.UserRole) + 16
-#: ``(pinned, manual_excluded)`` as the buttons show them (a pending click, else the preview, else the message).
-FLAGS_ROLE = int(Qt.ItemDataRole.UserRole) + 17
 #: Source of the compaction summary block (``engine.compaction.strategy.SUMMARY_SOURCE``).
 COMPACTION_SOURCE = "summary:compaction"
 

@@ -36,17 +36,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .block_inspector import is_dark, kind_words, marks, reason_in_words
+from engine.vocabulary import STATUS_COLOURS
 
-ROW_ROLE = Qt.ItemDataRole.UserRole + 1  #: the row object (block or :class:`CompareRow`)
-
-#: Audit status → (light, dark) colour.
-AUDIT_STATUS_COLOURS: dict[str, tuple[str, str]] = {
-    "completed": ("#1b7f3b", "#6fd38f"),
-    "failed": ("#b42318", "#ff8a80"),
-    "cancelled": ("#b54708", "#ffb366"),
-    "pending": ("#5d6470", "#b8bec8"),
-}
+from ..labels import MARKS, kind_label
+from ..roles import ROW_ROLE
+from ..theme import is_dark, status_hex, status_qcolors
+from ..words import reason_in_words
 
 EMPTY_TEXT = "No generation yet for this chat"
 
@@ -58,17 +53,8 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def _status_colours(status: str, dark: bool) -> tuple[QColor, QColor] | None:
-    try:
-        from gui.labels import STATUS_COLORS
-    except ImportError:  # shared colours are optional
-        STATUS_COLORS = {}
-    pair = STATUS_COLORS.get(status)
-    if pair is None:
-        return None
-    fg, bg = pair
-    if dark:
-        return QColor(bg), QColor(fg).darker(160)
-    return QColor(fg), QColor(bg)
+    """The block status's colours (``None`` for a status the vocabulary does not colour)."""
+    return status_qcolors(status, dark) if status in STATUS_COLOURS else None
 
 
 # ---------------------------------------------------------------------------- compare
@@ -302,13 +288,13 @@ class AuditBlocksModel(_ReadOnlyTableModel):
             if col == "reason":
                 return reason_in_words(_field(block, "reason"))
             if col == "flags":
-                m = marks()
+                m = MARKS
                 shown = [m[name] for name, on in (("protected", _field(block, "protected", False)),
                                                   ("pinned", _field(block, "pinned", False)),
                                                   ("group", bool(_field(block, "group")))) if on]
                 return " ".join(shown)
             if col == "kind":
-                return kind_words(str(_field(block, "kind", "")))
+                return kind_label(str(_field(block, "kind", "")))
             return str(_field(block, col, "") or "")
         if role == ROW_ROLE:
             return block
@@ -690,7 +676,7 @@ class AuditTab(QWidget):
         dark = is_dark(self)
         f = self.fields
         status = str(_field(audit, "status", ""))
-        colour = AUDIT_STATUS_COLOURS.get(status, ("#444", "#ccc"))[1 if dark else 0]
+        colour = status_hex(status, dark)[0]
         status_html = f"<span style='color:{colour}; font-weight:bold'>{_escape(status)}</span>"
         gen_id = str(_field(audit, "generation_id", ""))
         started = _field(audit, "created_at")
@@ -732,7 +718,7 @@ class AuditTab(QWidget):
         code = _field(audit, "error_code")
         message = _field(audit, "error_message")
         if code:
-            f["error_code"].setText(f"<span style='color:{AUDIT_STATUS_COLOURS['failed'][1 if dark else 0]}'>"
+            f["error_code"].setText(f"<span style='color:{status_hex('failed', dark)[0]}'>"
                                     f"{_escape(str(code))}</span>")
             text = f"<b>{_escape(str(code))}</b>: {_escape(error_text(str(code)))}"
             if message:

@@ -6,12 +6,9 @@ The header gives kind, role, source, status, the stable reason in words, the pro
 pinned markers, token and character counts, and the lorebook trace when the block is an
 activated World Info entry.
 
-Shading sets each paragraph's layout format ranges from precomputed token spans in one pass
-(bisect per paragraph, no per-token document edits), so a 32,000-character block formats in
-well under 100 ms.
-
-This module also holds :data:`REASON_WORDS`, the stable reason codes (SPEC §3 and the World
-Info trace codes) in words; the lorebook and audit inspectors reuse :func:`reason_in_words`.
+Shading is :func:`gui.token_shading.apply_token_shading` (one pass over precomputed token
+spans); codes are named through :mod:`gui.words` (the engine's one vocabulary), colours come
+from :mod:`gui.theme`.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import bisect
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette, QTextCharFormat, QTextLayout
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCharFormat
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -31,242 +28,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-#: Stable reason codes (blocks and lorebook trace) in words. Unknown codes are humanized.
-REASON_WORDS: dict[str, str] = {
-    # kept
-    "SYSTEM_PROMPT": "System prompt (always kept)",
-    "CHARACTER": "Character definition (always kept)",
-    "PERSONA": "User persona (always kept)",
-    "LOREBOOK_CONSTANT": "Constant lorebook entry (always kept)",
-    "PINNED": "Pinned by you (always kept)",
-    "CURRENT_INPUT": "Current user input (always kept)",
-    "INSTRUCTION": "Instruction or author's note (always kept)",
-    "TOOLS": "Tool schemas (always kept)",
-    "LOREBOOK_MATCHED": "Lorebook entry matched a key",
-    "MEMORY": "Memory block",
-    "SUMMARY": "Summary of older history",
-    "FITS_BUDGET": "Fits the budget",
-    "EXAMPLE": "Example dialogue",
-    # excluded
-    "MANUAL_EXCLUDED": "Excluded by you",
-    "HIDDEN": "Hidden message (not sent)",
-    "HISTORY_OLDEST_FIRST": "Dropped: oldest history goes first",
-    "TOOL_GROUP_DROPPED": "Dropped with its tool group",
-    "LOREBOOK_BUDGET": "Dropped: over the lorebook budget",
-    "LOW_RELEVANCE": "Dropped: least relevant to the conversation",
-    "PRIORITY_LOWEST_FIRST": "Dropped: lowest priority goes first",
-    "EXAMPLES_FIRST": "Dropped: example dialogue goes before history",
-    "TOKEN_BUDGET_EXCEEDED": "Protected blocks alone exceed the budget",
-    # truncated
-    "SUMMARIZED": "Folded into a summary",
-    "CUT": "Cut to fit the budget",
-    # lorebook trace
-    "LOREBOOK_KEY_MATCH": "A primary key matched",
-    "LOREBOOK_DECORATOR_ACTIVATE": "Activated by its @@activate decorator",
-    "LOREBOOK_DELAY_UNTIL_RECURSION": "Waits for a recursion pass that did not happen",
-    "LOREBOOK_EXCLUDED_FROM_RECURSION": "Key appeared only in other entries (recursion excluded)",
-    "LOREBOOK_GROUP_ALREADY_SATISFIED": "Its inclusion group already has an active entry",
-    "LOREBOOK_EMPTY": "Matched, but its content is empty",
-    "LOREBOOK_NOT_MATCHED": "No key matched",
-    "LOREBOOK_DISABLED": "Entry is disabled",
-    "LOREBOOK_PROBABILITY": "Lost the probability roll",
-    "LOREBOOK_COOLDOWN": "On cooldown",
-    "LOREBOOK_DELAY": "Delayed (not enough messages yet)",
-    "LOREBOOK_GROUP_LOST": "Another entry of its inclusion group won",
-    "LOREBOOK_INVALID_KEY": "Invalid key (bad regex)",
-    "LOREBOOK_SECONDARY_FAILED": "Primary key matched, secondary keys did not",
-    "LOREBOOK_STICKY": "Still active (sticky)",
-    "LOREBOOK_RECURSION": "Matched through another entry's text (recursion)",
-    "LOREBOOK_NO_KEYS": "Entry has no keys",
-}
+from ..labels import MARKS, kind_label, plain
+from ..theme import is_dark, status_hex
+from ..token_shading import apply_token_shading, utf16_offsets
+from ..words import describe_detail, reason_in_words
 
-
-def reason_in_words(code: str | None) -> str:
-    """The reason ``code`` in words (never empty for a non-empty code).
-
-    Looks in the engine's table (``engine.reasons.REASON_CODES``) and the app's shared table
-    (``gui.labels.REASON_WORDS``) first so the blocks table and the inspectors agree, then in
-    :data:`REASON_WORDS` (which adds the World Info trace codes), then in the engine's
-    ``TRACE_CODES`` meanings; unknown codes are humanized
-    (``SOME_NEW_CODE`` → ``"Some new code"``).
-
-    Parameters
-    ----------
-    code:
-        A stable UPPER_SNAKE reason or trace code (SPEC §3), or ``None``.
-    """
-    if not code:
-        return ""
-    words = (_engine_reason_words().get(code) or _app_reason_words().get(code) or REASON_WORDS.get(code)
-             or _trace_code_words().get(code))
-    if words:
-        return words[:1].upper() + words[1:]
-    return code.replace("_", " ").strip().capitalize()
-
-
-def _engine_reason_words() -> dict[str, str]:
-    try:
-        from engine.reasons import REASON_CODES
-    except ImportError:  # older engine without the reason table
-        return {}
-    return {code: words for code, (_category, words) in REASON_CODES.items()}
-
-
-def _app_reason_words() -> dict[str, str]:
-    try:
-        from gui.labels import REASON_WORDS as app_words
-    except ImportError:  # the shared table is optional
-        return {}
-    return app_words
-
-
-def _trace_code_words() -> dict[str, str]:
-    try:
-        from engine.lorebook.codes import TRACE_CODES
-    except ImportError:  # World Info engine not installed yet
-        return {}
-    return TRACE_CODES
-
-
-#: Status → (light-theme colour, dark-theme colour) for the status label.
-STATUS_COLOURS: dict[str, tuple[str, str]] = {
-    "kept": ("#1b7f3b", "#6fd38f"),
-    "excluded": ("#b42318", "#ff8a80"),
-    "truncated": ("#b54708", "#ffb366"),
-}
-
-
-def marks() -> dict[str, str]:
-    """Marker glyphs shared with the blocks table (``gui.labels``), emoji-free fallbacks."""
-    try:
-        from gui import labels
-    except ImportError:  # pragma: no cover - labels ship with the app
-        labels = None  # type: ignore[assignment]
-    return {
-        "protected": getattr(labels, "PROTECTED_MARK", "⚷"),
-        "pinned": getattr(labels, "PINNED_MARK", "⚑"),
-        "group": getattr(labels, "GROUP_MARK", "↔"),
-        "excluded": getattr(labels, "EXCLUDE_MARK", "⊘"),
-    }
-
-
-def kind_words(kind: str) -> str:
-    """``"✉ Message"``-style label for a block kind (``gui.labels.kind_label`` when present)."""
-    try:
-        from gui.labels import kind_label
-    except ImportError:  # pragma: no cover - labels ship with the app
-        return kind.replace("_", " ").capitalize()
-    return kind_label(kind)
-
-
-def is_dark(widget: QWidget) -> bool:
-    """``True`` when the widget's palette has a dark base (dark theme)."""
-    return widget.palette().color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def describe_detail(detail: Any) -> str:
-    """A trace record's ``detail`` (dict of evidence) in a short phrase.
-
-    ``{"key": "sword", "message_index": 12, "depth": 0, "pass": 1}`` →
-    ``'key "sword" in message 12 (depth 0), recursion pass 1'``.
-    """
-    if not detail:
-        return ""
-    if not isinstance(detail, dict):
-        return str(detail)
-    parts: list[str] = []
-    rest = dict(detail)
-    key = rest.pop("key", None)
-    msg = rest.pop("message_index", None)
-    depth = rest.pop("depth", None)
-    rpass = rest.pop("pass", None)
-    source = rest.pop("source", None)
-    # World Info under the sillytavern rules: where the loomscope rules differ, say it in words
-    other_rules = rest.pop("loomscope", None)
-    rest.pop("order_of_activation", None)
-    if key is not None:
-        phrase = f'key "{key}"'
-        if msg is not None:
-            phrase += f" in message {msg}"
-        elif source:
-            phrase += f" in {source}"
-        if depth is not None:
-            phrase += f" (depth {depth})"
-        parts.append(phrase)
-    else:
-        if msg is not None:
-            parts.append(f"message {msg}")
-        if depth is not None:
-            parts.append(f"depth {depth}")
-        if source:
-            parts.append(f"in {source}")
-    if rpass:
-        parts.append(f"recursion pass {rpass}")
-    from gui.labels import plain
-
-    for name, value in rest.items():
-        if value in (None, "", [], {}):
-            continue
-        if isinstance(value, dict):
-            value = describe_detail(value) or plain(value)
-        parts.append(f"{name.replace('_', ' ')} {plain(value)}")  # never a Python repr
-    if isinstance(other_rules, dict) and other_rules.get("message"):
-        parts.append(str(other_rules["message"]))
-    return ", ".join(parts)
-
-
-def utf16_offsets(text: str) -> list[int] | None:
-    """Map code-point offsets of ``text`` to UTF-16 offsets (Qt positions).
-
-    Returns ``None`` when the text has no character outside the BMP (offsets are equal);
-    otherwise a list of length ``len(text) + 1``.
-    """
-    if text.isascii() or all(ord(c) < 0x10000 for c in text):
-        return None
-    out = [0] * (len(text) + 1)
-    pos = 0
-    for i, c in enumerate(text):
-        out[i] = pos
-        pos += 2 if ord(c) >= 0x10000 else 1
-    out[len(text)] = pos
-    return out
-
-
-def apply_token_shading(document: Any, spans: list[tuple[int, int]], formats: list[QTextCharFormat]) -> int:
-    """Shade token ``spans`` (UTF-16 document positions, sorted) alternately in ``document``.
-
-    Sets each paragraph's layout format ranges once (no document edits, no highlighter: the
-    PySide6 ``QSyntaxHighlighter.setFormat`` binding leaks a reference to ``None`` per call and
-    aborts CPython 3.11 after a few thousand tokens). Returns the number of format ranges set.
-    Passing ``formats=[]`` clears the shading.
-    """
-    starts = [s for s, _ in spans]
-    ends = [e for _, e in spans]
-    n = len(spans)
-    total = 0
-    block = document.firstBlock()
-    while block.isValid():
-        ranges = []
-        if formats:
-            block_start = block.position()
-            block_end = block_start + block.length() - 1  # without the paragraph separator
-            i = bisect.bisect_right(ends, block_start)
-            while i < n and starts[i] < block_end:
-                start = max(starts[i], block_start)
-                end = min(ends[i], block_end)
-                if end > start:
-                    rng = QTextLayout.FormatRange()
-                    rng.start = start - block_start
-                    rng.length = end - start
-                    rng.format = formats[i % len(formats)]
-                    ranges.append(rng)
-                i += 1
-        block.layout().setFormats(ranges)
-        total += len(ranges)
-        block = block.next()
-    document.markContentsDirty(0, document.characterCount())
-    return total
-
+# Re-exported for gui/widgets/lorebook_editor.py until it imports gui.words / gui.theme itself.
+__all__ = ["BlockInspector", "describe_detail", "is_dark", "reason_in_words"]
 
 def _field(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
@@ -389,14 +157,14 @@ class BlockInspector(QWidget):
         kind = str(_field(block, "kind", ""))
         source = str(_field(block, "source", ""))
         name = _field(block, "name")
-        self._title.setText(f"{kind_words(kind)} — {source}" + (f" ({name})" if name else ""))
+        self._title.setText(f"{kind_label(kind)} — {source}" + (f" ({name})" if name else ""))
         badges = self._badges_html(block)
         self._badges.setText(badges)
         self._badges.setVisible(bool(badges))
 
         dark = is_dark(self)
         status = str(_field(block, "status", ""))
-        colour = STATUS_COLOURS.get(status, ("#444444", "#cccccc"))[1 if dark else 0]
+        colour = status_hex(status, dark)[0]
         reason = str(_field(block, "reason", "") or "")
         self._labels["kind"].setText(kind)
         self._labels["role"].setText(str(_field(block, "role", "")))
@@ -425,7 +193,7 @@ class BlockInspector(QWidget):
                 else:
                     parts.append(f"{len(spans):,} boundaries shown (tokens splitting a character merged)")
         else:
-            parts.append(f"<span style='color:{STATUS_COLOURS['excluded'][1 if dark else 0]}'>{error}</span>")
+            parts.append(f"<span style='color:{status_hex('excluded', dark)[0]}'>{error}</span>")
         self._labels["tokens"].setText(" · ".join(parts))
         lines = text.count("\n") + 1 if text else 0
         self._labels["chars"].setText(f"{len(text):,} characters · {lines:,} lines")
@@ -521,7 +289,7 @@ class BlockInspector(QWidget):
         return spans, None
 
     def _badges_html(self, block: Any) -> str:
-        m = marks()
+        m = MARKS
         badges = []
         if _field(block, "protected", False):
             badges.append((f"{m['protected']} protected", "#5b3cc4"))
@@ -564,8 +332,6 @@ class BlockInspector(QWidget):
             rows.append(_escape(" · ".join(where)))
         known = {"code", "detail", "book", "book_index", "uid", "comment", "tokens", "activated",
                  "key", "message_index", "depth", "pass", "source"}
-        from gui.labels import plain
-
         for key, value in trace.items():
             if key in known or value in (None, "", [], {}):
                 continue

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from engine.schema import ChatMessage, ProgressEvent
 
-from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK, STATUS_COLORS, reason_words
+from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK
 from ..models.chat_model import (
     FATE_ROLE,
     FLAGS_ROLE,
@@ -42,6 +42,8 @@ from ..models.chat_model import (
     ChatMessagesModel,
     MessageFate,
 )
+from ..theme import status_hex
+from ..words import reason_meaning
 
 PAD = 6
 MAX_TEXT_LINES = 8
@@ -187,7 +189,7 @@ class ChatDelegate(QStyledItemDelegate):
             bg = QColor("#d6e6ff")
         p.fillRect(card, bg)
         if fate is not None:
-            p.fillRect(QRect(card.left(), card.top(), 3, card.height()), QColor(STATUS_COLORS[fate.status][0]))
+            p.fillRect(QRect(card.left(), card.top(), 3, card.height()), QColor(status_hex(fate.status)[0]))
         fg = QColor("#9aa0a6") if greyed else QColor("#1d2126")
         # header
         bold = QFont(option.font)
@@ -205,7 +207,7 @@ class ChatDelegate(QStyledItemDelegate):
         parts = [f"#{index.row()}", msg.role]
         if fate is not None:
             parts.append(f"{fate.tokens:,} tok")
-            parts.append(fate.status if fate.status == "kept" else f"{fate.status}: {reason_words(fate.reason)}")
+            parts.append(fate.status if fate.status == "kept" else f"{fate.status}: {reason_meaning(fate.reason)}")
         swipes = swipe_info(msg)
         if swipes:
             parts.append(f"⇆ swipe {swipes[0]}/{swipes[1]}")
@@ -213,7 +215,7 @@ class ChatDelegate(QStyledItemDelegate):
             parts.append("calls " + ", ".join(c.function.name or "?" for c in msg.tool_calls))
         if fate is not None and fate.group:
             parts.append(f"{GROUP_MARK} tool group {fate.group}")
-        p.setPen(QColor(STATUS_COLORS[fate.status][0]) if fate is not None and not greyed else QColor("#7a8088"))
+        p.setPen(QColor(status_hex(fate.status)[0]) if fate is not None and not greyed else QColor("#7a8088"))
         pin_r, excl_r = self.button_rects(rect, marker, extra)
         p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
                    int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))

@@ -223,9 +223,9 @@ def test_no_other_chats_blocks_under_a_new_title(qtbot, window, library) -> None
 def test_honest_chrome(qtbot, window, library) -> None:
     from gui.labels import plain
     from gui.main_window import IMPORT_FILTER, dedupe_lines
-    from gui.widgets.block_inspector import describe_detail
     from gui.widgets.budget_bar import compaction_mark_tooltip, compaction_marks
     from gui.widgets.library_panel import BRANCH_MARK
+    from gui.words import describe_detail
     from tests.gui.helpers import make_block, make_preview
 
     # no Python reprs

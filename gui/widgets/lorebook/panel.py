@@ -14,7 +14,7 @@ again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -35,13 +35,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..block_inspector import is_dark
-from . import _rules
+from engine.errors import LoomscopeError
+from engine.lorebook import TraceRecord
+from engine.resolve import chat_lorebooks, lorebook_budget, model_profile_and_limit
+from engine.schema import ContextPreview, Lorebook, PreviewRequest
+from engine.tokenizers import TokenizerRegistry
+
+from ...roles import ROW_ROLE
+from ...theme import is_dark
 from .entry_form import EntryForm
 from .proxy import EntriesProxy
 from .rows import EntryRow, TraceKey, build_rows, index_trace, trace_key
-from .table_model import COLUMN_INDEX, ROW_ROLE, LorebookEntriesModel
+from .table_model import COLUMN_INDEX, LorebookEntriesModel
 from .test_text import TextTestOutcome, TextTestRunner, describe_result
+
+if TYPE_CHECKING:
+    from ...context import AppContext
 
 #: Delay between the last keystroke in the test box and the test run (ms).
 TEST_TEXT_DEBOUNCE_MS = 300
@@ -53,8 +62,8 @@ class LorebookTab(QWidget):
     Parameters
     ----------
     ctx:
-        The application context (may be ``None``). ``ctx.registries.tokenizers`` counts the
-        tokens of the test box; the built-in profiles without a context.
+        The application context (may be ``None``). ``ctx.registries.tokenizers`` resolves the
+        tokenizer profile (budget, test box); the built-in profiles without a context.
     parent:
         Qt parent.
 
@@ -71,13 +80,15 @@ class LorebookTab(QWidget):
     entry_edited = Signal(str, object, object)
     test_text_finished = Signal(object)
 
-    def __init__(self, ctx: Any = None, parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._ctx = ctx
-        self._request: Any = None
-        self._preview: Any = None
+        self._request: PreviewRequest | None = None
+        self._preview: ContextPreview | None = None
         self._ids: list[str] = []
-        self._test_trace: dict[TraceKey, Any] | None = None
+        self._books: list[Lorebook] = []
+        self._budget = 0
+        self._test_trace: dict[TraceKey, TraceRecord] | None = None
         self._selected_key: TraceKey | None = None
 
         layout = QVBoxLayout(self)
@@ -171,7 +182,8 @@ class LorebookTab(QWidget):
         QShortcut(QKeySequence("Ctrl+Return"), self.test_edit, activated=self.run_test_text)
 
     # ------------------------------------------------------------------ public API
-    def set_state(self, request: Any, preview: Any, lorebook_ids: list[str]) -> None:
+    def set_state(self, request: PreviewRequest | None, preview: ContextPreview | None,
+                  lorebook_ids: list[str]) -> None:
         """Show the lorebooks of ``request`` with the activation trace of ``preview``.
 
         A text in the test box is tested again on the worker; its marks stay until the new
@@ -190,6 +202,8 @@ class LorebookTab(QWidget):
         self._request = request
         self._preview = preview
         self._ids = list(lorebook_ids or [])
+        self._books = chat_lorebooks(request) if request is not None else []
+        self._budget = self._lorebook_budget(request, preview)
         if self.test_edit.toPlainText().strip() and request is not None:
             self._submit_test(self.test_edit.toPlainText())
         else:
@@ -238,17 +252,29 @@ class LorebookTab(QWidget):
         return self._submit_test(text)
 
     # ------------------------------------------------------------------ internals
-    def _tokenizers(self) -> Any:
-        return _rules.tokenizers(self._ctx)
+    def _tokenizers(self) -> TokenizerRegistry | None:
+        return self._ctx.registries.tokenizers if self._ctx is not None else None
+
+    def _lorebook_budget(self, request: PreviewRequest | None, preview: ContextPreview | None) -> int:
+        """The lorebook budget (tokens) of ``request``'s World Info; 0 when the settings do not resolve.
+
+        The percentage applies to the prompt budget: the preview's own (``preview.budget``, the
+        one its trace was computed with) when there is one, else what the engine resolves for
+        the settings.
+        """
+        if request is None:
+            return 0
+        if preview is not None:
+            return lorebook_budget(request.settings, preview.budget)
+        try:
+            resolved = model_profile_and_limit(request.settings, self._tokenizers())
+        except LoomscopeError:  # the preview reports the same error; no budget to show
+            return 0
+        return lorebook_budget(request.settings, resolved.budget)
 
     def _submit_test(self, text: str) -> int:
+        assert self._request is not None
         return self.test_runner.submit(self._request, text, self._tokenizers())
-
-    def _budget(self) -> int:
-        if self._request is None:
-            return 0
-        _, limit = _rules.profile_and_limit(self._request, self._preview)
-        return _rules.lorebook_budget(self._request.settings, limit)
 
     def _on_test_runner_finished(self, outcome: TextTestOutcome) -> None:
         if self._request is None:
@@ -268,9 +294,9 @@ class LorebookTab(QWidget):
         if request is None:
             return []
         preview = self._preview
-        trace = index_trace(_rules.trace_records(preview.lorebook_trace)) if preview is not None else None
-        return build_rows(_rules.books_for(request), listed=len(request.lorebooks), lorebook_ids=self._ids,
-                          trace=trace, test=self._test_trace, budget=self._budget())
+        trace = index_trace(preview.lorebook_trace) if preview is not None else None
+        return build_rows(self._books, listed=len(request.lorebooks), lorebook_ids=self._ids,
+                          trace=trace, test=self._test_trace, budget=self._budget)
 
     def _rebuild(self) -> None:
         keep_key = self._selected_key
@@ -310,7 +336,7 @@ class LorebookTab(QWidget):
         if request is None:
             self.summary.setText("No chat open.")
             return
-        books = len(_rules.books_for(request))
+        books = len(self._books)
         if not books:
             self.summary.setText("No lorebook is attached to this chat.")
             return
@@ -323,7 +349,7 @@ class LorebookTab(QWidget):
         fired = [r for r in rows if r.trace is not None and r.trace.activated]
         dropped = [r for r in rows if r.trace is not None and r.trace.code == "LOREBOOK_BUDGET"]
         used = sum(r.tokens or 0 for r in fired)
-        budget = self._budget()
+        budget = self._budget
         text += f" · <b>{len(fired)} fired</b> in the preview"
         if dropped:
             text += f" · {len(dropped)} over budget"

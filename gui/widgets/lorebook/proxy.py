@@ -6,11 +6,11 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 
-from .table_model import SORT_ROLE
+from ...roles import SORT_ROLE
 
 
 class EntriesProxy(QSortFilterProxyModel):
-    """Sorts by :data:`~.table_model.SORT_ROLE`; filters by text and by "fired only".
+    """Sorts by :data:`gui.roles.SORT_ROLE`; filters by text and by "fired only".
 
     The source model is a :class:`~.table_model.LorebookEntriesModel`. "Fired only" keeps the
     entries that fired in the preview; test-text hits are not the preview and do not count.

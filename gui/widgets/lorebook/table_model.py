@@ -15,13 +15,10 @@ from PySide6.QtGui import QColor
 
 from engine.schema import InsertionPosition
 
+from ...roles import ROW_ROLE, SORT_ROLE
 from .rows import EntryRow
-from .status import fired_rank, fired_text, status_colour, text_test_words, why_text
+from .status import fired_rank, fired_text, status_colour, text_test_words, why_text, why_tooltip
 from .words import LOGIC_WORDS, POSITION_WORDS, ROLE_WORDS, entry_title, join_keys
-
-#: Custom item roles.
-ROW_ROLE = Qt.ItemDataRole.UserRole + 1  #: the :class:`EntryRow` of the row
-SORT_ROLE = Qt.ItemDataRole.UserRole + 2  #: a sortable value (numbers as numbers)
 
 #: (column key, header). The order is the table's column order.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -254,12 +251,9 @@ def _tooltip(row: EntryRow, col: str) -> str | None:
         content = e.content if len(e.content) <= 400 else e.content[:400] + "…"
         return f"{entry_title(e)}\n\n{content}" if content else entry_title(e)
     if col in ("fired", "why"):
-        rec = row.trace
-        if rec is None:
-            return "No preview yet"
-        return f"{why_text(rec)}\n({rec.code})"
+        return "No preview yet" if row.trace is None else why_tooltip(row.trace)
     if col == "test" and row.test is not None:
-        return f"{why_text(row.test)}\n({row.test.code})"
+        return why_tooltip(row.test)
     if col == "share" and row.budget:
         return f"of the {row.budget:,}-token lorebook budget"
     if col in ("keys", "secondary"):

@@ -14,26 +14,33 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
+from engine import lorebook
 from engine.lorebook import ActivationResult, TraceRecord
+from engine.resolve import chat_lorebooks, model_profile_and_limit, speaker_names
 from engine.schema import PreviewRequest
+from engine.tokenizers import TokenizerRegistry
 
 from ...errors import UserError, user_error
-from . import _rules
 from .rows import TraceKey
 from .words import escape
 
 log = logging.getLogger(__name__)
 
 #: ``(request, text, tokenizers) -> ActivationResult``, run on the worker; must not touch Qt.
-TextTestFn = Callable[[PreviewRequest, str, Any], ActivationResult]
+TextTestFn = Callable[[PreviewRequest, str, "TokenizerRegistry | None"], ActivationResult]
 
 
-def run_text_test(request: PreviewRequest, text: str, tokenizers: Any = None) -> ActivationResult:
+def run_text_test(request: PreviewRequest, text: str,
+                  tokenizers: TokenizerRegistry | None = None) -> ActivationResult:
     """Activate the lorebooks of ``request``'s chat on ``text`` as one user message.
+
+    Every rule comes from the engine, as the preview applies it: the books and their
+    ``book_index`` order (``engine.resolve.chat_lorebooks``), the tokenizer profile and the
+    prompt budget the lorebook percentage applies to (``engine.resolve.model_profile_and_limit``),
+    the ``{{user}}``/``{{char}}`` names (``engine.resolve.speaker_names``).
 
     Parameters
     ----------
@@ -48,22 +55,21 @@ def run_text_test(request: PreviewRequest, text: str, tokenizers: Any = None) ->
     Returns
     -------
     ActivationResult
-        ``engine.lorebook.test_text``'s result; ``trace[*].book_index`` indexes the chat's
-        lorebooks as the preview's trace does.
+        ``engine.lorebook.test_text``'s result; ``trace[*].book_index`` indexes
+        ``chat_lorebooks(request)`` as the preview's trace does.
 
     Raises
     ------
     LoomscopeError
-        Whatever the engine raises (an unknown tokenizer profile, invalid settings).
+        What the engine raises (``UNKNOWN_TOKENIZER`` for a profile the registry lacks).
     """
-    from engine.lorebook import test_text
-
-    registry = _rules.tokenizers(None) if tokenizers is None else tokenizers
-    profile, limit = _rules.profile_and_limit(request, None)
-    user, char = _rules.macro_names(request)
-    return test_text(_rules.books_for(request), text, request.settings.world_info,
-                     count_tokens=registry.get(profile).count, context_limit=limit,
-                     user_name=user, char_name=char, character=request.character, persona=request.persona)
+    resolved = model_profile_and_limit(request.settings, tokenizers)
+    assert resolved.tokenizer is not None  # model_profile_and_limit always sets it
+    names = speaker_names(request)
+    return lorebook.test_text(chat_lorebooks(request), text, request.settings.world_info,
+                     count_tokens=resolved.tokenizer.count, context_limit=resolved.budget,
+                     user_name=names.user, char_name=names.char, character=request.character,
+                     persona=request.persona)
 
 
 def _record_title(rec: TraceRecord) -> str:
@@ -115,8 +121,9 @@ class _Relay(QObject):
 
 
 class _Job(QRunnable):
-    def __init__(self, generation: int, request: PreviewRequest, text: str, tokenizers: Any,
-                 compute: TextTestFn, latest: Callable[[], int], relay: _Relay) -> None:
+    def __init__(self, generation: int, request: PreviewRequest, text: str,
+                 tokenizers: TokenizerRegistry | None, compute: TextTestFn, latest: Callable[[], int],
+                 relay: _Relay) -> None:
         super().__init__()
         self.setAutoDelete(True)
         self._generation = generation
@@ -180,7 +187,7 @@ class TextTestRunner(QObject):
         with self._lock:
             return self._generation
 
-    def submit(self, request: PreviewRequest, text: str, tokenizers: Any = None) -> int:
+    def submit(self, request: PreviewRequest, text: str, tokenizers: TokenizerRegistry | None = None) -> int:
         """Test ``text`` against ``request``'s lorebooks on the worker; returns the generation number."""
         with self._lock:
             self._generation += 1

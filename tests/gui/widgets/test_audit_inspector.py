@@ -14,13 +14,14 @@ from PySide6.QtGui import QGuiApplication
 from engine.schema import ContextPreview, PreviewBlock, TokenizerInfo
 from engine.schema.audit import PromptContextAudit
 from gui.errors import message_for
+from gui.labels import MARKS
 from gui.widgets.audit_inspector import (
     EMPTY_TEXT,
     AuditTab,
     compare_audit_with_preview,
     summarize_comparison,
 )
-from gui.widgets.block_inspector import marks, reason_in_words
+from gui.words import reason_in_words
 
 T0 = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
 
@@ -123,7 +124,7 @@ def test_blocks_model_roles_and_flags(tab):
     assert m.data(idx(2, 5)) == "excluded"
     assert m.data(idx(2, 6)) == reason_in_words("HISTORY_OLDEST_FIRST")
     assert m.data(idx(2, 6), Qt.ItemDataRole.ToolTipRole) == "HISTORY_OLDEST_FIRST"
-    m_ = marks()
+    m_ = MARKS
     assert m.data(idx(3, 7)) == f"{m_['protected']} {m_['pinned']}"
     assert m.data(idx(2, 7)) == ""
     assert m.data(idx(2, 5), Qt.ItemDataRole.ForegroundRole) is not None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from gui.widgets.lorebook import COLUMN_INDEX, ROW_ROLE, SORT_ROLE, _rules
+from engine.resolve import lorebook_budget
+from gui.roles import ROW_ROLE, SORT_ROLE
+from gui.widgets.lorebook import COLUMN_INDEX
 from tests.gui.widgets.lorebook.lorebook_data import DRAGON, cell, make_request, make_tab
 
 
@@ -34,8 +36,9 @@ def test_rows_and_display_roles(tab):
 
 
 def test_trace_columns_fired_why_tokens_share(tab):
-    budget = _rules.lorebook_budget(make_request().settings, 2000)
-    assert budget == 500  # 25 % of the 2000-token budget (SillyTavern default)
+    budget = lorebook_budget(make_request().settings, 2000)
+    assert budget == 500  # 25 % of the preview's 2000-token budget (SillyTavern default)
+    assert {r.budget for r in tab.rows()} == {budget}
     assert cell(tab, 0, "fired") == "✓ fired"
     assert "dragon" in cell(tab, 0, "why") and "message 0" in cell(tab, 0, "why")
     assert cell(tab, 0, "tokens") == "50"

@@ -9,8 +9,9 @@ from PySide6.QtCore import QThreadPool
 
 from engine.errors import LoomscopeError
 from engine.lorebook import ActivationResult, TraceRecord
+from engine.resolve import lorebook_budget, model_profile_and_limit
 from engine.schema import ContextSettings
-from gui.widgets.lorebook import TextTestRunner, _rules, run_text_test
+from gui.widgets.lorebook import TextTestRunner, run_text_test
 from tests.gui.widgets.lorebook.lorebook_data import cell, make_request, make_tab, would_fire_uids
 
 
@@ -58,8 +59,14 @@ def test_run_text_test_asks_the_engine():
     assert all(isinstance(rec, TraceRecord) for rec in result.trace)
     assert {rec.uid for rec in result.trace if rec.activated} == {1, 3}
     # the budget the preview's World Info gets: a share of the prompt budget (context limit − reply reserve)
-    _, limit = _rules.profile_and_limit(request, None)
-    assert result.budget == _rules.lorebook_budget(request.settings, limit)
+    resolved = model_profile_and_limit(request.settings)
+    assert result.budget == lorebook_budget(request.settings, resolved.budget)
+    # the chat's own message as test text fires what the preview fired, with the same tokens
+    from engine.pipeline import preview
+
+    same = run_text_test(request, request.chat.messages[-1].content)
+    fired = {(r.book_index, r.uid, r.tokens) for r in same.trace if r.activated}
+    assert fired == {(r.book_index, r.uid, r.tokens) for r in preview(request).lorebook_trace if r.activated}
 
 
 def test_a_stale_tab_run_is_dropped_and_the_latest_shown(tab, qtbot):
