@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import LoomscopeError
+from engine.resolve import speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, ProgressEvent
 
 from .commands import CommandRunner
@@ -597,9 +598,8 @@ class MainWindow(QMainWindow):
         if req is None:
             self.chat_view.set_messages([], "User", "Assistant")
             return
-        char = req.chat.character_name or (req.character.name if req.character else "") or "Assistant"
-        user = (req.persona.name if req.persona else "") or req.chat.user_name or "User"
-        self.chat_view.set_messages(list(req.chat.messages), user, char)
+        names = speaker_names(req)  # the names the preview substitutes for {{user}} and {{char}}
+        self.chat_view.set_messages(list(req.chat.messages), names.user, names.char or "Assistant")
         if self._scroll_chat_on_messages:
             # a chat opens at its end, where the next message goes
             self._scroll_chat_on_messages = False
