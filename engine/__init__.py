@@ -6,6 +6,7 @@ Public surface: schema models, tokenizer profiles, shifting, assembly and the pi
 from __future__ import annotations
 
 from .errors import ERROR_CODES, LoomscopeError, LoomscopeImportError
+from .schema.blocks import BlockOrigin
 from .schema import (
     Block,
     BlockKind,
@@ -53,7 +54,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
-    "Block", "BlockKind", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
+    "Block", "BlockKind", "BlockOrigin", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
     "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "PromptContextAudit", "ShiftResult",
     "WorldInfoSettings", *_LAZY,
 ]
