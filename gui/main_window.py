@@ -55,7 +55,7 @@ from .widgets.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
 from .widgets.library_panel import DEFAULT_WIDTH as LIBRARY_WIDTH
 from .widgets.library_panel import LibraryPanel
-from .widgets.lorebook_editor import LorebookTab
+from .widgets.lorebook import LorebookTab
 from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart

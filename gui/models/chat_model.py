@@ -185,7 +185,7 @@ class ChatMessagesModel(QAbstractListModel):
         message), or ``None`` when the preview uses none."""
         return None if self._summary is None else self._summary[0]
 
-    def summary_block(self) -> Any:
+    def summary_block(self) -> PreviewBlock | None:
         """The compaction summary's preview block, or ``None``."""
         return None if self._summary is None else self._summary[1]
 
