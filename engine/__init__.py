@@ -6,7 +6,6 @@ Public surface: schema models, tokenizer profiles, shifting, assembly and the pi
 from __future__ import annotations
 
 from .errors import ERROR_CODES, LoomscopeError, LoomscopeImportError
-from .schema.blocks import BlockOrigin
 from .schema import (
     Block,
     BlockKind,
@@ -23,6 +22,7 @@ from .schema import (
     ShiftResult,
     WorldInfoSettings,
 )
+from .schema.blocks import BlockOrigin
 
 #: Heavier parts (storage pulls in SQLAlchemy and Alembic, generation httpx) load on first use.
 _LAZY = {
