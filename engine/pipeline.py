@@ -38,7 +38,7 @@ from .incremental import frozen_blocks
 from .plugins import InterceptorContext
 from .registries import Registries, default_registries, shared_registries
 from .resolve import LorebookPlan, SpeakerNames, lorebook_plan, model_profile_and_limit, speaker_names
-from .schema.blocks import Block, BlockKind, ShiftResult, TruncatedBlock
+from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
@@ -154,13 +154,13 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
 def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Block], int]:
     """Token count of a block.
 
-    Precomputed for assembled blocks, counted on the fly for blocks a strategy creates (summaries), whose text may
-    change between calls.
+    Precomputed for the blocks the pipeline counted (assembled, interceptor-added), counted on the fly for blocks
+    a strategy creates (``BlockOrigin.STRATEGY``: summaries), whose text may change between calls.
     """
 
     def count(block: Block) -> int:
         known = tokens.get(block.id)
-        if known is not None and not block.id.startswith("s"):
+        if known is not None and block.origin is not BlockOrigin.STRATEGY:
             return known
         return _count_blocks(profile, [block])[block.id]
 
@@ -464,6 +464,8 @@ def _record_shift(run: _Run, result: ShiftResult) -> None:
     final_blocks = [by_id[k] for k in result.kept]
     ordered = list(run.blocks)
     for added in result.added:  # strategy-made blocks (summaries) go before their anchor
+        if added.origin is not BlockOrigin.STRATEGY:
+            added = added.model_copy(update={"origin": BlockOrigin.STRATEGY})
         run.tokens[added.id] = run.count(added)
         status[added.id] = ("kept", added.reason)
         anchor = result.added_before.get(added.id)
@@ -701,8 +703,8 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
             else:
                 counter += 1
                 block = Block(id=f"i{counter}", kind=BlockKind.INSTRUCTION, role=msg.role,
-                              source=f"interceptor:{name}", message=msg, reason="INTERCEPTOR_ADDED",
-                              priority=float("-inf"))
+                              source=f"{INTERCEPTOR_SOURCE_PREFIX}{name}", message=msg, reason="INTERCEPTOR_ADDED",
+                              priority=float("-inf"), origin=BlockOrigin.INTERCEPTOR)
                 added.append(block)
                 nxt.append((prov, block))
         # restore protected blocks the interceptor dropped or changed, at their old place
