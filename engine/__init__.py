@@ -22,18 +22,23 @@ from .schema import (
     ShiftResult,
     WorldInfoSettings,
 )
+from .schema.blocks import BlockOrigin
 
 #: Heavier parts (storage pulls in SQLAlchemy and Alembic, generation httpx) load on first use.
 _LAZY = {
     "Store": "engine.storage", "open_store": "engine.storage",
     "generate": "engine.generation", "generate_and_store": "engine.generation",
     "ProviderConfig": "engine.generation", "GenerationResult": "engine.generation",
-    "preview": "engine.pipeline", "prepare": "engine.pipeline", "default_registries": "engine.pipeline",
+    "preview": "engine.pipeline", "prepare": "engine.pipeline", "default_registries": "engine.registries", "Registries": "engine.registries",
     "shift_context": "engine.shifting", "activate": "engine.lorebook",
     "ActivationResult": "engine.lorebook", "TraceRecord": "engine.lorebook", "TRACE_CODES": "engine.lorebook",
     "lint_lorebook": "engine.lorebook", "REASON_CODES": "engine.reasons",
     "load_any": "engine.importers", "load_chat": "engine.importers", "load_character": "engine.importers",
     "load_lorebook": "engine.importers",
+    "model_profile_and_limit": "engine.resolve", "ResolvedModel": "engine.resolve",
+    "speaker_names": "engine.resolve", "SpeakerNames": "engine.resolve",
+    "chat_lorebooks": "engine.resolve", "lorebook_plan": "engine.resolve", "LorebookPlan": "engine.resolve",
+    "lorebook_budget": "engine.resolve",
 }
 
 
@@ -49,7 +54,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
-    "Block", "BlockKind", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
+    "Block", "BlockKind", "BlockOrigin", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
     "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "PromptContextAudit", "ShiftResult",
     "WorldInfoSettings", *_LAZY,
 ]

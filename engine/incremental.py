@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import accumulate, chain, compress
 from operator import and_, eq, is_, is_not, not_
 from typing import Any, TypeVar
 
@@ -159,16 +159,6 @@ def _time_dependent(request: Any) -> bool:
     return _TIME_MACRO.search("\x00".join(texts)) is not None
 
 
-def _tier(block: Any) -> int:
-    if block.source.startswith("interceptor:"):
-        return 0
-    if block.kind == "example":
-        return 1
-    if block.history:
-        return 2
-    return 3
-
-
 @dataclass
 class _Run:
     """One finished run's inputs and per-block figures.
@@ -208,6 +198,8 @@ _FLAG_LISTS = ("pinned", "manual", "kept_reason")
 
 def _block_lists(blocks: Sequence[Any]) -> dict[str, list[Any]]:
     """The per-block lists of :class:`_Run` (one pass each)."""
+    from .shifting.core import _tier
+
     mindex = [b.message_index for b in blocks]
     return {
         "id": [b.id for b in blocks],
@@ -223,8 +215,16 @@ def _block_lists(blocks: Sequence[Any]) -> dict[str, list[Any]]:
         "tier": [_tier(b) for b in blocks],
         "priority": [b.priority for b in blocks],
         "kept_reason": [("PINNED" if b.pinned and not b.protected else b.reason) for b in blocks],
-        "text": [b.text() for b in blocks],
+        "text": [_text(b) for b in blocks],
     }
+
+
+def _text(block: Any) -> str:
+    """``block.text()``; a plain text message (no tool calls) is its content."""
+    m = block.message
+    if m is not None and type(m.content) is str and not m.tool_calls and not m.__pydantic_extra__:
+        return m.content
+    return block.text()  # type: ignore[no-any-return]
 
 
 def _sendable_lists(b: dict[str, list[Any]], tokens: list[int], sendable: list[int], n: int) -> dict[str, list[Any]]:
@@ -241,8 +241,7 @@ def or_bool(a: bool, b: bool) -> bool:
     return a or b
 
 
-def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], pre_excluded: dict[str, str],
-               tokens: dict[str, int]) -> Any:
+def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], pre_excluded: dict[str, str]) -> Any:
     """Finish a pipeline run over per-block lists, and remember it; ``None`` when it does not apply.
 
     Parameters
@@ -253,8 +252,9 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
         What steps 1-3 resolved: ``settings``, ``profile``, ``limit``, ``reserve``, ``budget``,
         ``warnings`` (up to and including assembly), ``diagnostics``, ``tools``,
         ``lorebook_trace``, ``trace_by_source``, ``timed``.
-    blocks, pre_excluded, tokens:
-        The assembled blocks, the ids shown but never sent, and each block's count.
+    blocks, pre_excluded:
+        The assembled blocks and the ids shown but never sent (step 4 counts them here: one
+        batched count of every text, as ``engine.pipeline._count_blocks`` does).
 
     Returns
     -------
@@ -262,10 +262,10 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
         ``None`` (the pipeline goes on in full) unless the strategy is the built-in ``truncate``
         or ``manual``, the profile uses OpenAI chat accounting and no interceptor is registered.
     """
-    from .pipeline import _incomplete_group_warnings, _provider_dict
+    from .pipeline import _incomplete_group_warnings
     from .shifting import find_tool_groups
     from .shifting.registry import manual_strategy, truncate_strategy
-    from .tokenizers.accounting import message_overhead, message_texts
+    from .tokenizers.accounting import count_tools_tokens, message_overhead, message_texts
 
     settings = request.settings
     profile = step["profile"]
@@ -285,12 +285,18 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
     for cid in sorted(groups.reused_ids):
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
-    provider = [_provider_dict(b) for b in blocks]
+    provider = [b.message.to_provider() if b.message is not None else None for b in blocks]
     pieces = [message_texts(p) if p is not None else [] for p in provider]
     overhead = [message_overhead(p) if p is not None else 0 for p in provider]
+    # 4. one batched count of every text (OpenAI accounting: texts + framing per message)
+    counts = profile.count_many(list(chain.from_iterable(pieces)))
+    ends = list(accumulate(map(len, pieces)))
+    prefix = [0, *accumulate(counts)]
+    tok = [prefix[e] - prefix[e - len(p)] + o for p, e, o in zip(pieces, ends, overhead)]
+    for i in compress(range(n), map(is_none, provider)):
+        tok[i] = count_tools_tokens(profile, blocks[i].tools or [])
     pos_of_message = {b.message_index: i for i, b in enumerate(blocks)
                       if b.message_index is not None and b.source.startswith("message:")}
-    tok = [tokens[b.id] for b in blocks]
     bl = _block_lists(blocks)
     bl["tokens"] = tok
     bl["listy"] = [p is not None and isinstance(p.get("content"), list) for p in provider]

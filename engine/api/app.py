@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Request
+from fastapi import APIRouter, Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 from ..errors import LoomscopeError, NotFoundError, SettingsError
 from ..schema import ContextPreview, ContextSettings, PreviewRequest
@@ -53,6 +55,9 @@ from .errors import (
 from .limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyGuard
 from .models import ChatPreviewBody, ErrorBody, Health, PreviewBody
 
+if TYPE_CHECKING:
+    from ..registries import Registries
+
 log = logging.getLogger("loomscope.api")
 
 API_PREFIX = "/api/v2"
@@ -60,8 +65,8 @@ API_PREFIX = "/api/v2"
 #: ``Host`` header names accepted by default (the server listens on loopback).
 LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
 
-_ERRORS_404 = {404: {"model": ErrorBody, "description": "CHAT_NOT_FOUND or AUDIT_NOT_FOUND"}}
-_ERRORS_BODY = {
+_ERRORS_404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "CHAT_NOT_FOUND or AUDIT_NOT_FOUND"}}
+_ERRORS_BODY: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "INVALID_REQUEST: the body is not JSON"},
     404: {"model": ErrorBody, "description": "CHAT_NOT_FOUND (library form)"},
     422: {"model": ErrorBody, "description": "INVALID_SETTINGS, INVALID_REQUEST, UNKNOWN_STRATEGY or "
@@ -138,7 +143,7 @@ def merge_settings(base: ContextSettings, overrides: dict[str, Any] | None) -> C
 def create_app(
     store: Store,
     *,
-    registries: Any | None = None,
+    registries: Registries | None = None,
     allowed_hosts: Iterable[str] | None = LOOPBACK_HOSTS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
@@ -150,7 +155,7 @@ def create_app(
     store:
         The library every route reads (the app never closes it; the caller owns it).
     registries:
-        :class:`engine.pipeline.Registries` for previews; ``None`` uses the pipeline's shared
+        :class:`engine.registries.Registries` for previews; ``None`` uses the pipeline's shared
         default (built-ins plus installed plugins, as the CLI does).
     allowed_hosts:
         Accepted ``Host`` header names (without port); ``None`` accepts any (``serve
@@ -166,10 +171,7 @@ def create_app(
     FastAPI
         The ASGI app; serve it with uvicorn (see :func:`engine.api.server.make_server`).
     """
-    from ..pipeline import preview as run_preview
-
     version = _version()
-
     app = FastAPI(
         title="Loomscope local API",
         version=version,
@@ -183,21 +185,42 @@ def create_app(
     # body size, read time and strict JSON, before any route or FastAPI's own parsing (engine.api.limits)
     app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     hosts = None if allowed_hosts is None else frozenset(h.lower().strip("[]") for h in allowed_hosts)
+    _install_request_guard(app, hosts)
+    _install_error_handlers(app)
+    # Plain ``def`` routes run in the threadpool: the pipeline is CPU-bound and the Store opens
+    # one session per call, so concurrent requests are safe.
+    app.include_router(_meta_routes(store, version))
+    app.include_router(_library_routes(store))
+    app.include_router(_preview_routes(store, registries))
+    return app
 
-    # ------------------------------------------------------------------ guards and errors
+
+# ---------------------------------------------------------------------- guards and errors
+
+def _refused_request(request: Request, hosts: frozenset[str] | None) -> JSONResponse | None:
+    """The error answer for a request with a foreign ``Host`` or a non-JSON body; ``None`` to go on."""
+    if hosts is not None and _host_name(request.headers.get("host")) not in hosts:
+        return error_response(400, "INVALID_REQUEST", "the Host header is not allowed for this "
+                              "local server (start it with --allow-remote to serve other names)",
+                              file="Host")
+    if request.method in ("POST", "PUT", "PATCH"):
+        ctype = request.headers.get("content-type")
+        mime = (ctype or "").split(";", 1)[0].strip().lower()
+        if ctype is not None and mime != "application/json" and not mime.endswith("+json"):
+            return error_response(415, "INVALID_REQUEST",
+                                  f"send the body as application/json, not {mime or ctype!r}",
+                                  file="Content-Type")
+    return None
+
+
+def _install_request_guard(app: FastAPI, hosts: frozenset[str] | None) -> None:
+    """Refuse foreign hosts and non-JSON bodies; answer an unexpected exception with a 500 envelope."""
+
     @app.middleware("http")
-    async def _check_request(request: Request, call_next):  # type: ignore[no-untyped-def]
-        if hosts is not None and _host_name(request.headers.get("host")) not in hosts:
-            return error_response(400, "INVALID_REQUEST", "the Host header is not allowed for this "
-                                  "local server (start it with --allow-remote to serve other names)",
-                                  file="Host")
-        if request.method in ("POST", "PUT", "PATCH"):
-            ctype = request.headers.get("content-type")
-            mime = (ctype or "").split(";", 1)[0].strip().lower()
-            if ctype is not None and mime != "application/json" and not mime.endswith("+json"):
-                return error_response(415, "INVALID_REQUEST",
-                                      f"send the body as application/json, not {mime or ctype!r}",
-                                      file="Content-Type")
+    async def _check_request(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        refused = _refused_request(request, hosts)
+        if refused is not None:
+            return refused
         try:
             return await call_next(request)
         except Exception as exc:
@@ -207,18 +230,22 @@ def create_app(
             log.error("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
             return error_response(500, "INTERNAL_ERROR", f"unexpected {type(exc).__name__} inside Loomscope")
 
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Every error as the JSON envelope with the status of its stable code (:mod:`engine.api.errors`)."""
+
     @app.exception_handler(LoomscopeError)
-    async def _on_loomscope_error(_request: Request, exc: LoomscopeError):  # type: ignore[no-untyped-def]
+    async def _on_loomscope_error(_request: Request, exc: LoomscopeError) -> JSONResponse:
         if exc.code not in ("CHAT_NOT_FOUND", "AUDIT_NOT_FOUND"):
             log.info("API error %s: %s", exc.code, exc.describe())
         return loomscope_error_response(_with_json_place(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _on_validation(_request: Request, exc: RequestValidationError):  # type: ignore[no-untyped-def]
+    async def _on_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return validation_error_response(exc.errors())
 
     @app.exception_handler(StarletteHTTPException)
-    async def _on_http(request: Request, exc: StarletteHTTPException):  # type: ignore[no-untyped-def]
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             return error_response(404, "ROUTE_NOT_FOUND", f"no API route at this path (see "
                                   f"{API_PREFIX}/openapi.json)", file=str(request.url.path))
@@ -229,26 +256,36 @@ def create_app(
         return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(Exception)
-    async def _on_bug(request: Request, exc: Exception):  # type: ignore[no-untyped-def]
+    async def _on_bug(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error in %s %s", request.method, request.url.path)
         return error_response(500, "INTERNAL_ERROR", f"unexpected {type(exc).__name__} inside Loomscope")
 
-    # ------------------------------------------------------------------ routes
-    # Plain ``def`` routes run in the threadpool: the pipeline is CPU-bound and the Store opens
-    # one session per call, so concurrent requests are safe.
 
-    @app.get(f"{API_PREFIX}/health", response_model=Health, tags=["meta"])
+# ---------------------------------------------------------------------- routes, one router per resource
+
+def _meta_routes(store: Store, version: str) -> APIRouter:
+    """``GET /health``."""
+    router = APIRouter()
+
+    @router.get(f"{API_PREFIX}/health", response_model=Health, tags=["meta"])
     def health() -> Health:
         """The server is up; the library answers (its dialect and chat count)."""
         return Health(version=version, database=store.dialect, chats=len(store.list_chats()))
 
-    @app.get(f"{API_PREFIX}/chats", response_model=list[ChatSummary], tags=["library"])
+    return router
+
+
+def _library_routes(store: Store) -> APIRouter:
+    """``GET /chats`` and ``GET /chats/{chat_id}/context-audit``."""
+    router = APIRouter()
+
+    @router.get(f"{API_PREFIX}/chats", response_model=list[ChatSummary], tags=["library"])
     def list_chats() -> list[ChatSummary]:
         """Every chat, most recently changed first (as ``loomscope chats --format json``)."""
         return store.list_chats()
 
-    @app.get(f"{API_PREFIX}/chats/{{chat_id}}/context-audit", response_model=PromptContextAudit,
-             responses=_ERRORS_404, tags=["audit"])
+    @router.get(f"{API_PREFIX}/chats/{{chat_id}}/context-audit", response_model=PromptContextAudit,
+                responses=_ERRORS_404, tags=["audit"])
     def context_audit(chat_id: str) -> PromptContextAudit:
         """The audit of the chat's last generation (as ``loomscope audit CHAT_ID --format json``).
 
@@ -261,8 +298,17 @@ def create_app(
                                 file=chat_id)
         return audit
 
-    @app.post(f"{API_PREFIX}/context-preview", response_model=ContextPreview, responses=_ERRORS_BODY,
-              tags=["preview"])
+    return router
+
+
+def _preview_routes(store: Store, registries: Registries | None) -> APIRouter:
+    """``POST /context-preview``."""
+    from ..pipeline import preview as run_preview
+
+    router = APIRouter()
+
+    @router.post(f"{API_PREFIX}/context-preview", response_model=ContextPreview, responses=_ERRORS_BODY,
+                 tags=["preview"])
     def context_preview(body: Annotated[PreviewBody, Body()]) -> ContextPreview:
         """Assemble and budget a prompt without sending or storing anything.
 
@@ -274,7 +320,7 @@ def create_app(
         request = body if isinstance(body, PreviewRequest) else _library_request(store, body)
         return run_preview(request, registries=registries)
 
-    return app
+    return router
 
 
 #: JSON path of the setting an error code is about, for 422 answers that carry no path of their own.

@@ -9,7 +9,7 @@ a preview whose protected blocks overflow the budget is a successful answer whos
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -45,7 +45,7 @@ def error_response(
     file: str | None = None,
     place: str | None = None,
     details: dict[str, Any] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """The JSON error envelope with ``status``."""
     body = {"error": {"code": code, "message": message, "file": file, "place": place,

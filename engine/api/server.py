@@ -11,12 +11,16 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from ..errors import LoomscopeError
 from ..storage import Store
 from .app import LOOPBACK_HOSTS, create_app
+
+if TYPE_CHECKING:
+    from ..registries import Registries
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -128,7 +132,7 @@ def make_server(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     allow_remote: bool = False,
-    registries: object | None = None,
+    registries: Registries | None = None,
     log_level: str = "warning",
     max_body_bytes: int | None = None,
 ) -> ApiServer:

@@ -46,11 +46,12 @@ blocks.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SettingsError
+from ..resolve import lorebook_plan, model_profile_and_limit, sillytavern_book_groups, speaker_names
 from ..schema.blocks import BlockKind
 from ..schema.lorebook import InsertionPosition, Lorebook
 from ..schema.messages import ChatMessage
@@ -67,7 +68,14 @@ from ..schema.sillytavern import (
     PERSONA_TOP_AN,
     SillyTavernSetup,
 )
+from ..schema.trace import TraceRecord
+from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros
+
+if TYPE_CHECKING:
+    from ..lorebook.models import ActivatedEntry
+    from ..pipeline import PreparedPrompt
+    from ..registries import Registries
 
 #: SillyTavern ``MAX_INJECTION_DEPTH`` (``script.js``).
 MAX_INJECTION_DEPTH = 1000
@@ -185,21 +193,23 @@ class _Completion:
 class _Assembler:
     """One SillyTavern Chat Completion assembly (see the module docstring)."""
 
-    def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, profile: Any, budget: int) -> None:
+    def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, profile: TokenizerProfile,
+                 budget: int) -> None:
         self.req = request
         self.setup = setup
         self.profile = profile
         self.budget = budget  # openai_max_context - openai_max_tokens
         self.card = request.character
-        self.name1 = setup.user_name or "User"
-        self.name2 = (self.card.name if self.card is not None else "") or request.chat.character_name or ""
+        names = speaker_names(request)
+        self.name1 = names.user
+        self.name2 = names.char
         self.warnings: list[str] = []
         self.diagnostics: list[str] = []
-        self.excluded: list[PreviewBlock | dict[str, Any]] = []
+        self.excluded: list[dict[str, Any]] = []  # PreviewBlock fields of the blocks left out
         self._counts: dict[tuple[str, str, str | None], int] = {}
         self.values: dict[str, str] = {}
         self.timed_effects: dict[str, Any] | None = None
-        self.lorebook_trace: list[dict[str, Any]] = []
+        self.lorebook_trace: list[TraceRecord] = []
 
     # ------------------------------------------------------------------ helpers
     def count(self, role: str, content: Any, name: str | None = None) -> int:
@@ -288,7 +298,8 @@ class _Assembler:
     def st_role(self, m: ChatMessage) -> str:
         """``setOpenAIMessages``: user, the narrator as system, everything else assistant."""
         meta = self._meta(m)
-        extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
+        raw = meta.get("extra")
+        extra = raw if isinstance(raw, dict) else {}
         if "st_keys" not in meta:
             return m.role if m.role in ("user", "assistant", "system") else "assistant"
         if m.role == "user":
@@ -305,14 +316,13 @@ class _Assembler:
         """
         from ..lorebook import activate, compute_budget
 
-        books = list(self.req.lorebooks)
-        if not books:
+        plan = lorebook_plan(self.req)
+        if not plan.books:
             return _wi_output([])
         wi = self.req.settings.world_info
-        scopes = list(self.setup.lorebook_scopes) + ["global"] * (len(books) - len(self.setup.lorebook_scopes))
-        groups = _book_groups(scopes, wi.character_strategy)
-        order = [i for g in groups for i in g]
-        ordered = [books[i] for i in order]
+        groups = sillytavern_book_groups([s or "global" for s in plan.scopes], wi.character_strategy)
+        order = list(plan.order)
+        ordered = plan.activated
         extra_scan = [p["value"] for k, p in sorted(ext_prompts.items()) if p.get("scan") and p.get("value")]
         unlimited = wi.model_copy(update={"budget_percent": 100, "budget_cap": 0})
         act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
@@ -370,17 +380,18 @@ class _Assembler:
                 protected=False, trace={**(a.trace or {}), **detail}))
         return kept
 
-    def wi_trace(self, trace: list[Any], order: list[int], kept: list[tuple[Any, str]]) -> None:
+    def wi_trace(self, trace: list[TraceRecord], order: list[int], kept: list[tuple[ActivatedEntry, str]]) -> None:
         """The preview's lorebook trace: book indexes into ``request.lorebooks``, budget drops marked."""
         kept_ids = {(a.book, str(a.uid)) for a, _ in kept}
         for rec in trace:
-            d = rec.model_dump(mode="json")
-            bi = d.get("book_index")
-            if isinstance(bi, int) and 0 <= bi < len(order):
-                d["book_index"] = order[bi]  # an index into request.lorebooks, as the stage pipeline gives
-            if d.get("activated") and (d.get("book"), str(d.get("uid"))) not in kept_ids:
-                d["activated"], d["code"] = False, "LOREBOOK_BUDGET"
-            self.lorebook_trace.append(d)
+            update: dict[str, Any] = {}
+            bi = rec.book_index
+            if 0 <= bi < len(order) and order[bi] != bi:
+                update["book_index"] = order[bi]  # an index into request.lorebooks, as the stage pipeline gives
+            if rec.activated and (rec.book, str(rec.uid)) not in kept_ids:
+                update["activated"], update["code"] = False, "LOREBOOK_BUDGET"
+            # (model_construct: the activation builds its records without validation, as valid)
+            self.lorebook_trace.append(TraceRecord.model_construct(**{**rec.__dict__, **update}) if update else rec)
 
     # ------------------------------------------------------------------ the assembly
     def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
@@ -441,7 +452,8 @@ class _Assembler:
         card = self.card
         if card is None:
             return
-        dp = card.extensions.get("depth_prompt") if isinstance(card.extensions.get("depth_prompt"), dict) else {}
+        raw = card.extensions.get("depth_prompt")
+        dp = raw if isinstance(raw, dict) else {}
         text = self.base_replace(str(dp.get("prompt") or "").strip(), "card depth_prompt")
         d = dp.get("depth")
         role = dp.get("role")
@@ -453,9 +465,9 @@ class _Assembler:
     def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
         """``Generate``: ``chat[0].mes = substituteParams(chat[0].mes)``; message index → its text."""
         first_sub: dict[int, str] = {}
-        if st_chat and st_chat[0][1] is not None:
-            i0, m0 = st_chat[0]
-            first_sub[i0] = self.sub(m0.text(), "message 0")  # type: ignore[union-attr,index]
+        i0, m0 = st_chat[0] if st_chat else (None, None)
+        if i0 is not None and m0 is not None:  # a message always has its index (st_chat)
+            first_sub[i0] = self.sub(m0.text(), "message 0")
         return first_sub
 
     def core_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]]
@@ -550,9 +562,10 @@ class _Assembler:
                 oai.append({"role": "assistant", "content": "", "name": None, "index": None})
                 continue
             role = self.st_role(m)
-            content = first_sub.get(i, m.text())  # type: ignore[arg-type]
+            content = first_sub.get(i, m.text()) if i is not None else m.text()
             meta_x = self._meta(m)
-            extra = meta_x.get("extra") if isinstance(meta_x.get("extra"), dict) else {}
+            raw = meta_x.get("extra")
+            extra = raw if isinstance(raw, dict) else {}
             narrator = extra.get("type") == "narrator"
             name = m.name or (self.name1 if m.role == "user" else self.name2)
             if setup.names_behavior == NAMES_DEFAULT:
@@ -823,9 +836,9 @@ class _Assembler:
         setup = self.setup
         at = index("chatHistory")
         if at == -1:
-            for m in messages:
-                if m.get("index") is not None:
-                    self.excluded.append(self.history_excluded(m, "HISTORY_OLDEST_FIRST"))
+            for cp in messages:
+                if cp.get("index") is not None:
+                    self.excluded.append(self.history_excluded(cp, "HISTORY_OLDEST_FIRST"))
             self.diagnostics.append("the Prompt Manager's Chat History is off: no chat message is sent")
             return
         cc.add(_Coll("chatHistory"), at)
@@ -920,21 +933,6 @@ def _ext_prompt(value: str, position: int, depth: int, scan: bool, role: int,
             "role": int(role), "parts": parts or []}
 
 
-def _book_groups(scopes: Sequence[str], strategy: str) -> list[list[int]]:
-    """Book indexes in ``getSortedEntries``'s groups (world-info.js 3593–3640).
-
-    Chat lore, then character and global lore as ``world_info_character_strategy`` ranks them.
-    """
-    chat_b = [i for i, s in enumerate(scopes) if s == "chat"]
-    char_b = [i for i, s in enumerate(scopes) if s == "character"]
-    glob_b = [i for i, s in enumerate(scopes) if s not in ("chat", "character")]
-    if strategy == "global_first":
-        return [chat_b, glob_b, char_b]
-    if strategy == "evenly":
-        return [chat_b, glob_b + char_b]
-    return [chat_b, char_b, glob_b]
-
-
 def _sorted_entry_ranks(groups: list[list[int]], ordered: list[Lorebook]) -> dict[tuple[int, str], int]:
     """``getSortedEntries``: (index in ``ordered``, uid) → rank.
 
@@ -1006,7 +1004,7 @@ def _object_keys_order(book: Lorebook) -> list[Any]:
     return [e for _, _, e in sorted(ints, key=lambda t: (t[0], t[1]))] + rest
 
 
-def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
+def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> PreparedPrompt:
     """Assemble ``request`` (``request.sillytavern`` set) as SillyTavern 1.12.6 would send it.
 
     Returns an :class:`engine.pipeline.PreparedPrompt`: the final provider messages, the preview
@@ -1056,7 +1054,8 @@ def prepare_sillytavern(request: PreviewRequest, registries: Any) -> Any:
     return PreparedPrompt(pv, messages, [], profile, error is None, [], asm.timed_effects)
 
 
-def _profile_and_limits(request: PreviewRequest, registries: Any, warnings: list[str]) -> tuple[Any, int, int]:
+def _profile_and_limits(request: PreviewRequest, registries: Registries,
+                        warnings: list[str]) -> tuple[TokenizerProfile, int, int]:
     """The tokenizer profile, context limit and reply reserve (tokens).
 
     Unknown models and approximate profiles are added to ``warnings``.
@@ -1066,25 +1065,19 @@ def _profile_and_limits(request: PreviewRequest, registries: Any, warnings: list
     SettingsError
         ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_TOKENIZER``.
     """
-    from ..tokenizers import lookup_model
-
     settings = request.settings
-    info = lookup_model(settings.model)
-    if not info.known:
-        warnings.append(
-            f"unknown model {settings.model!r}: counting with the approximate profile {info.profile!r}; "
-            "set the tokenizer for exact figures")
-    profile = registries.tokenizers.get(settings.tokenizer or info.profile)
-    limit = settings.context_limit or info.context_limit
-    if profile.approximate:
-        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    resolved = model_profile_and_limit(settings, registries.tokenizers, sillytavern=True)
+    warnings.extend(resolved.warnings)
+    profile = resolved.tokenizer
+    assert profile is not None
+    limit = resolved.context_limit
     reserve = settings.resolve_reply_reserve(limit)
     if reserve >= limit:
         raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
     return profile, limit, reserve
 
 
-def _setup_diagnostics(request: PreviewRequest, registries: Any) -> list[str]:
+def _setup_diagnostics(request: PreviewRequest, registries: Registries) -> list[str]:
     """What SillyTavern's setup leaves out: an unlinked embedded lorebook, interceptors."""
     out: list[str] = []
     card = request.character
@@ -1095,7 +1088,7 @@ def _setup_diagnostics(request: PreviewRequest, registries: Any) -> list[str]:
             out.append(
                 f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
                 "world (extensions.world); SillyTavern does not use it, so it is not activated")
-    names = registries.interceptors.names() if getattr(registries, "interceptors", None) is not None else []
+    names = registries.interceptors.names()
     if names:
         out.append(f"interceptors ({', '.join(names)}) are not applied: this chat is assembled "
                    "exactly as SillyTavern sends it")
@@ -1116,7 +1109,7 @@ def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: in
         details={"prompt": overflow, **details, "budget": budget})
 
 
-def _preview_blocks(sent: list[_Msg], excluded: list[PreviewBlock | dict[str, Any]],
+def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
                     error: PreviewError | None) -> list[PreviewBlock]:
     """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones."""
     blocks: list[dict[str, Any]] = []

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..errors import LoomscopeImportError
 from ..schema import Character, Chat, ContextSettings, Persona
@@ -63,6 +65,7 @@ MODEL_KEYS = {"openai": "openai_model", "claude": "claude_model", "openrouter": 
               "windowai": "windowai_model", "scale": "openai_model"}
 
 ItemKind = Literal["character", "lorebook", "chat", "persona"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -340,7 +343,7 @@ def _sorted_files(folder: Path, pattern: str) -> list[Path]:
 
 
 def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
-                   on_warning: Any = None) -> FolderPlan:
+                   on_warning: Callable[[str, str], object] | None = None) -> FolderPlan:
     """Read a SillyTavern user folder (or the ``data/`` folder holding it) into a :class:`FolderPlan`.
 
     Parameters
@@ -361,161 +364,246 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         ``IMPORT_*`` error of a bad file (naming it, with the place) unless ``skip_bad``; a bad
         ``settings.json`` always.
     """
-    from ._guard import guarded
-    from .cards import load_character_with_info
-    from .chats import load_chats_with_info
-    from .lorebooks import load_lorebook_with_info
-
     folder, user = resolve_user_folder(path, st_user)
-    plan = FolderPlan(folder=folder, user=user)
+    reader = _FolderReader(FolderPlan(folder=folder, user=user), skip_bad, on_warning, _read_folder_settings(folder))
+    worlds = reader.read_worlds()
+    cards = reader.read_cards()
+    personas = reader.read_chats(worlds, cards)
+    reader.skip_group_chats()
+    # personas go before the chats that use them
+    plan = reader.plan
+    chats_and_rest = [i for i in plan.items if i.kind == "chat"]
+    plan.items = [i for i in plan.items if i.kind != "chat"] + list(personas.values()) + chats_and_rest
+    return plan
 
-    def warn(file: str, message: str) -> None:
-        if on_warning is not None:
-            on_warning(file, message)
 
-    def attempt(rel: str, fn: Any) -> Any:
-        try:
-            return guarded(folder / rel, fn)
-        except LoomscopeImportError as exc:
-            if not skip_bad:
-                raise
-            plan.skipped.append(SkippedFile(rel, exc.code, exc.message, exc.place))
-            return None
+@dataclass
+class _FolderSettings:
+    """What ``settings.json`` says that the items of a folder need."""
 
-    settings = guarded(folder / "settings.json", lambda: _read_json_file(folder / "settings.json", "settings"))
+    file: Path
+    raw: dict[str, Any]
+    global_select: list[str]  # world names active for every chat
+    char_lore: dict[str, list[str]]  # card file name -> extra world names
+    prompts: list[PromptDefinition]
+    order: list[PromptOrderItem]
+    context: ContextSettings
+
+
+def _read_folder_settings(folder: Path) -> _FolderSettings:
+    """``settings.json`` of ``folder``, read and checked (a bad one always raises)."""
+    from ._guard import guarded
+
+    settings_file = folder / "settings.json"
+    settings = guarded(settings_file, lambda: _read_json_file(settings_file, "settings"))
     if not isinstance(settings, dict):
         raise LoomscopeImportError("IMPORT_WRONG_TYPE", "settings.json is not a JSON object",
-                                   file=str(folder / "settings.json"), place="$")
+                                   file=str(settings_file), place="$")
     oai = _obj(settings.get("oai_settings"))
     wis = _obj(settings.get("world_info_settings"))
     wi_obj = _obj(wis.get("world_info"))
     global_select = [str(x) for x in wi_obj.get("globalSelect") or [] if isinstance(x, str)]
     char_lore = {str(e.get("name")): [str(b) for b in e.get("extraBooks") or []]
                  for e in wi_obj.get("charLore") or [] if isinstance(e, dict)}
-    settings_file = folder / "settings.json"
     prompts, order = guarded(settings_file, lambda: _prompts_and_order(oai))
     context = guarded(settings_file, lambda: _context_settings(settings))
+    return _FolderSettings(settings_file, settings, global_select, char_lore, prompts, order, context)
 
-    # worlds
-    worlds: dict[str, str] = {}  # world name -> key
-    for p in _sorted_files(folder / "worlds", "*.json"):
-        rel = f"worlds/{p.name}"
-        got = attempt(rel, lambda p=p: load_lorebook_with_info(p))
-        if got is None:
-            continue
-        book, _spec, warnings = got
-        book = book.model_copy(update={"name": p.stem})
-        for w in warnings:
-            warn(rel, w)
-        worlds[p.stem] = rel
-        plan.items.append(FolderItem("lorebook", rel, p.stem, book, digest=_digest(book), warnings=warnings))
 
-    # characters
-    cards: dict[str, FolderItem] = {}  # avatar stem -> item
-    for p in _sorted_files(folder / "characters", "*.png"):
-        rel = f"characters/{p.name}"
-        got = attempt(rel, lambda p=p: load_character_with_info(p))
-        if got is None:
-            continue
-        char, _spec, warnings = got
-        for w in warnings:
-            warn(rel, w)
-        avatar = p.read_bytes()
-        item = FolderItem("character", rel, char.name or p.stem, char, digest=_digest(char), warnings=warnings,
-                          avatar=avatar)
-        cards[p.stem] = item
-        plan.items.append(item)
+@dataclass
+class _ChatLinks:
+    """The world links of one chat, collected in link order, with the warnings they raise."""
 
-    # personas and chats
-    personas: dict[str, FolderItem] = {}
-    by_name: dict[str, list[FolderItem]] = {}
-    for c in cards.values():
-        by_name.setdefault(c.name, []).append(c)
-    for d in sorted((x for x in (folder / "chats").glob("*") if x.is_dir()), key=lambda x: x.name):
-        # SillyTavern keeps a character's chats under its card's file name (getCharaFilename);
-        # a folder named after the character instead (as in the shared example) falls back to
-        # the one card of that name
-        card = cards.get(d.name)
-        fallback = None
-        if card is None and len(by_name.get(d.name, [])) == 1:
-            card = fallback = by_name[d.name][0]
-        for p in _sorted_files(d, "*.jsonl"):
-            rel = f"chats/{d.name}/{p.name}"
-            got = attempt(rel, lambda p=p: load_chats_with_info(p))
+    rel: str
+    worlds: dict[str, str]  # world name -> key
+    warn: Callable[[str, str], None]
+    links: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def note(self, msg: str) -> None:
+        """A warning on the chat (kept on the item and reported)."""
+        self.warnings.append(msg)
+        self.warn(self.rel, msg)
+
+    def link(self, name: str, scope: str) -> None:
+        """Link world ``name`` with ``scope`` unless it is linked already; a missing world is a warning."""
+        key = self.worlds.get(name)
+        if key is None:
+            self.note(f"{scope} world {name!r} does not exist in worlds/; not linked")
+        elif all(k != key for k, _ in self.links):
+            self.links.append((key, scope))
+
+
+@dataclass
+class _FolderReader:
+    """One read of a user folder: the plan being filled and how failures are handled."""
+
+    plan: FolderPlan
+    skip_bad: bool
+    on_warning: Callable[[str, str], object] | None
+    settings: _FolderSettings
+
+    def warn(self, file: str, message: str) -> None:
+        """Report one warning on ``file`` (relative to the user folder)."""
+        if self.on_warning is not None:
+            self.on_warning(file, message)
+
+    def attempt(self, rel: str, fn: Callable[[], T]) -> T | None:
+        """``fn()`` for file ``rel``; under ``skip_bad`` a bad file is listed as skipped (``None``)."""
+        from ._guard import guarded
+
+        try:
+            return guarded(self.plan.folder / rel, fn)
+        except LoomscopeImportError as exc:
+            if not self.skip_bad:
+                raise
+            self.plan.skipped.append(SkippedFile(rel, exc.code, exc.message, exc.place))
+            return None
+
+    def read_worlds(self) -> dict[str, str]:
+        """Every ``worlds/*.json`` as a lorebook item; returns world name -> key."""
+        from .lorebooks import load_lorebook_with_info
+
+        worlds: dict[str, str] = {}
+        for p in _sorted_files(self.plan.folder / "worlds", "*.json"):
+            rel = f"worlds/{p.name}"
+            got = self.attempt(rel, partial(load_lorebook_with_info, p))
             if got is None:
                 continue
-            chats, shape, warnings = got
-            if shape != "sillytavern_jsonl" or not chats:
-                if not skip_bad:
-                    raise LoomscopeImportError("IMPORT_INVALID_CHAT", f"not a SillyTavern chat ({shape})",
-                                               file=str(p))
-                plan.skipped.append(SkippedFile(rel, "IMPORT_INVALID_CHAT", f"not a SillyTavern chat ({shape})"))
-                continue
-            chat = chats[0].model_copy(update={"title": p.stem})
+            book, _spec, warnings = got
+            book = book.model_copy(update={"name": p.stem})
             for w in warnings:
-                warn(rel, w)
-            avatar = _persona_for(settings, chat.metadata or {})
-            pitem = personas.get(avatar)
-            if pitem is None:
-                pitem = personas[avatar] = guarded(settings_file, lambda avatar=avatar: _persona_item(settings, avatar))
-            links: list[tuple[str, str]] = []
-            chat_warnings = list(warnings)
+                self.warn(rel, w)
+            worlds[p.stem] = rel
+            self.plan.items.append(FolderItem("lorebook", rel, p.stem, book, digest=_digest(book),
+                                              warnings=warnings))
+        return worlds
 
-            def link(name: str, scope: str, rel: str = rel, links: list[tuple[str, str]] = links,
-                     chat_warnings: list[str] = chat_warnings) -> None:
-                key = worlds.get(name)
-                if key is None:
-                    msg = f"{scope} world {name!r} does not exist in worlds/; not linked"
-                    chat_warnings.append(msg)
-                    warn(rel, msg)
-                elif all(k != key for k, _ in links):
-                    links.append((key, scope))
+    def read_cards(self) -> dict[str, FolderItem]:
+        """Every ``characters/*.png`` as a character item; returns avatar stem -> item."""
+        from .cards import load_character_with_info
 
-            for name in global_select:
-                link(name, "global")
-            chat_world = (chat.metadata or {}).get("world_info")
-            if isinstance(chat_world, str) and chat_world and chat_world not in global_select:
-                link(chat_world, "chat")
-            if fallback is not None:
-                msg = (f"no card characters/{d.name}.png; linked to {fallback.key} by the character name "
-                       f"{d.name!r}")
-                chat_warnings.append(msg)
-                warn(rel, msg)
-            if card is not None:
-                char: Character = card.value
-                names = []
-                base = char.extensions.get("world")
-                if isinstance(base, str) and base:
-                    names.append(base)
-                names += char_lore.get(d.name, [])
-                for name in dict.fromkeys(names):
-                    if name in global_select or name == chat_world:
-                        continue
-                    link(name, "character")
-            else:
-                msg = f"no character card characters/{d.name}.png for this chat"
-                chat_warnings.append(msg)
-                warn(rel, msg)
-            source = {"folder": str(folder), "user": user, "chat_file": rel,
-                      "character_file": card.key if card else None}
-            setup = guarded(settings_file, lambda chat=chat, pitem=pitem, source=source: _setup_for(
-                settings, pitem.value, chat, prompts, order, source))
-            item = FolderItem("chat", rel, p.stem, chat, warnings=chat_warnings,
-                              character_key=card.key if card else None, persona_key=pitem.key,
-                              lorebook_links=links, setup=setup, settings=context)
-            item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), context, links,
-                                  item.character_key, item.persona_key)
-            plan.items.append(item)
-    for folder_name in ("group chats", "groups"):
-        g = folder / folder_name
-        if g.is_dir():
-            for p in sorted(x for x in g.rglob("*") if x.is_file()):
-                plan.skipped.append(SkippedFile(str(p.relative_to(folder)), "IMPORT_UNSUPPORTED_FORMAT",
-                                                "group chats are not supported; skipped"))
-    # personas go before the chats that use them
-    chats_and_rest = [i for i in plan.items if i.kind == "chat"]
-    plan.items = [i for i in plan.items if i.kind != "chat"] + list(personas.values()) + chats_and_rest
-    return plan
+        cards: dict[str, FolderItem] = {}
+        for p in _sorted_files(self.plan.folder / "characters", "*.png"):
+            rel = f"characters/{p.name}"
+            got = self.attempt(rel, partial(load_character_with_info, p))
+            if got is None:
+                continue
+            char, _spec, warnings = got
+            for w in warnings:
+                self.warn(rel, w)
+            item = FolderItem("character", rel, char.name or p.stem, char, digest=_digest(char),
+                              warnings=warnings, avatar=p.read_bytes())
+            cards[p.stem] = item
+            self.plan.items.append(item)
+        return cards
+
+    def read_chats(self, worlds: dict[str, str], cards: dict[str, FolderItem]) -> dict[str, FolderItem]:
+        """Every ``chats/<card>/*.jsonl`` as a chat item; returns the personas they use (avatar -> item)."""
+        personas: dict[str, FolderItem] = {}
+        by_name: dict[str, list[FolderItem]] = {}
+        for c in cards.values():
+            by_name.setdefault(c.name, []).append(c)
+        chat_dirs = sorted((x for x in (self.plan.folder / "chats").glob("*") if x.is_dir()), key=lambda x: x.name)
+        for d in chat_dirs:
+            # SillyTavern keeps a character's chats under its card's file name (getCharaFilename);
+            # a folder named after the character instead (as in the shared example) falls back to
+            # the one card of that name
+            card = cards.get(d.name)
+            fallback = None
+            if card is None and len(by_name.get(d.name, [])) == 1:
+                card = fallback = by_name[d.name][0]
+            for p in _sorted_files(d, "*.jsonl"):
+                self.read_chat(p, d.name, card, fallback, worlds, personas)
+        return personas
+
+    def _load_chat(self, p: Path, rel: str) -> tuple[Chat, list[str]] | None:
+        """The first chat of ``p`` and its warnings; ``None`` when skipped."""
+        from .chats import load_chats_with_info
+
+        got = self.attempt(rel, partial(load_chats_with_info, p))
+        if got is None:
+            return None
+        chats, shape, warnings = got
+        if shape != "sillytavern_jsonl" or not chats:
+            if not self.skip_bad:
+                raise LoomscopeImportError("IMPORT_INVALID_CHAT", f"not a SillyTavern chat ({shape})", file=str(p))
+            self.plan.skipped.append(SkippedFile(rel, "IMPORT_INVALID_CHAT", f"not a SillyTavern chat ({shape})"))
+            return None
+        return chats[0].model_copy(update={"title": p.stem}), warnings
+
+    def _persona(self, chat: Chat, personas: dict[str, FolderItem]) -> FolderItem:
+        """The persona item the chat uses (made once per avatar)."""
+        from ._guard import guarded
+
+        s = self.settings
+        avatar = _persona_for(s.raw, chat.metadata or {})
+        pitem = personas.get(avatar)
+        if pitem is None:
+            pitem = personas[avatar] = guarded(s.file, partial(_persona_item, s.raw, avatar))
+        return pitem
+
+    def _link_worlds(self, chat: Chat, dir_name: str, card: FolderItem | None, fallback: FolderItem | None,
+                     links: _ChatLinks) -> None:
+        """Global, chat and character worlds of the chat, in that order (``world-info.js``'s rules)."""
+        global_select = self.settings.global_select
+        for name in global_select:
+            links.link(name, "global")
+        chat_world = (chat.metadata or {}).get("world_info")
+        if isinstance(chat_world, str) and chat_world and chat_world not in global_select:
+            links.link(chat_world, "chat")
+        if fallback is not None:
+            links.note(f"no card characters/{dir_name}.png; linked to {fallback.key} by the character name "
+                       f"{dir_name!r}")
+        if card is None:
+            links.note(f"no character card characters/{dir_name}.png for this chat")
+            return
+        character: Character = card.value
+        names = []
+        base = character.extensions.get("world")
+        if isinstance(base, str) and base:
+            names.append(base)
+        names += self.settings.char_lore.get(dir_name, [])
+        for name in dict.fromkeys(names):
+            if name in global_select or name == chat_world:
+                continue
+            links.link(name, "character")
+
+    def read_chat(self, p: Path, dir_name: str, card: FolderItem | None, fallback: FolderItem | None,
+                  worlds: dict[str, str], personas: dict[str, FolderItem]) -> None:
+        """One chat file as a chat item with its persona, world links and setup."""
+        from ._guard import guarded
+
+        rel = f"chats/{dir_name}/{p.name}"
+        loaded = self._load_chat(p, rel)
+        if loaded is None:
+            return
+        chat, warnings = loaded
+        for w in warnings:
+            self.warn(rel, w)
+        pitem = self._persona(chat, personas)
+        links = _ChatLinks(rel, worlds, self.warn, warnings=list(warnings))
+        self._link_worlds(chat, dir_name, card, fallback, links)
+        s = self.settings
+        source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
+                  "character_file": card.key if card else None}
+        setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
+        item = FolderItem("chat", rel, p.stem, chat, warnings=links.warnings,
+                          character_key=card.key if card else None, persona_key=pitem.key,
+                          lorebook_links=links.links, setup=setup, settings=s.context)
+        item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), s.context, links.links,
+                              item.character_key, item.persona_key)
+        self.plan.items.append(item)
+
+    def skip_group_chats(self) -> None:
+        """List every file under ``group chats/`` and ``groups/`` as skipped (not supported)."""
+        folder = self.plan.folder
+        for folder_name in ("group chats", "groups"):
+            g = folder / folder_name
+            if g.is_dir():
+                for p in sorted(x for x in g.rglob("*") if x.is_file()):
+                    self.plan.skipped.append(SkippedFile(str(p.relative_to(folder)), "IMPORT_UNSUPPORTED_FORMAT",
+                                                         "group chats are not supported; skipped"))
 
 
 __all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "is_st_user_folder", "read_st_folder",

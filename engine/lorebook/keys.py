@@ -23,11 +23,13 @@ import re
 import threading
 import unicodedata
 import zlib
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cachetools import LRUCache
+
+from ..cache import lru
 from .jsregex import JsRegex, JsRegexError, compile_js
 
 # --------------------------------------------------------------------------- macros
@@ -225,9 +227,9 @@ class MultiKeyMatcher:
         return KeyHits(any_, whole)
 
 
-_MATCHER_CACHE: OrderedDict[frozenset[str], MultiKeyMatcher] = OrderedDict()
-#: Compiled shard matchers kept (a 5,000-entry book has about 20 shards).
+#: Compiled shard matchers kept (a 5,000-entry book has about 20 shards), least recently used out.
 _MATCHER_CACHE_SIZE = 256
+_MATCHER_CACHE: LRUCache[frozenset[str], MultiKeyMatcher] = lru(_MATCHER_CACHE_SIZE)
 _MATCHER_LOCK = threading.Lock()
 #: Keys per shard: compiling a trie regex is the slow part, so keys are split into shards by a
 #: stable hash and each shard is compiled and cached on its own; editing one key recompiles
@@ -239,15 +241,12 @@ _SHARD_HITS_SIZE = 4096
 
 def _shard_matcher(keys: frozenset[str]) -> MultiKeyMatcher:
     with _MATCHER_LOCK:
-        hit = _MATCHER_CACHE.get(keys)
-        if hit is not None:
-            _MATCHER_CACHE.move_to_end(keys)
-            return hit
+        hit = _MATCHER_CACHE.get(keys)  # a hit becomes the most recently used
+    if hit is not None:
+        return hit
     matcher = MultiKeyMatcher(keys)
     with _MATCHER_LOCK:
         _MATCHER_CACHE[keys] = matcher
-        while len(_MATCHER_CACHE) > _MATCHER_CACHE_SIZE:
-            _MATCHER_CACHE.popitem(last=False)
     return matcher
 
 
@@ -282,22 +281,20 @@ class ShardedMatcher:
         return KeyHits(any_, whole)
 
 
-_SHARDED_CACHE: OrderedDict[frozenset[str], ShardedMatcher] = OrderedDict()
+#: Whole key sets' matchers kept, least recently used out.
 _SHARDED_CACHE_SIZE = 32
+_SHARDED_CACHE: LRUCache[frozenset[str], ShardedMatcher] = lru(_SHARDED_CACHE_SIZE)
 
 
 def matcher_for(keys: frozenset[str]) -> ShardedMatcher:
     """A matcher for this exact key set, built from cached shards (compiling is the slow part)."""
     with _MATCHER_LOCK:
         hit = _SHARDED_CACHE.get(keys)  # a frozenset caches its hash: cheap for the same object
-        if hit is not None:
-            _SHARDED_CACHE.move_to_end(keys)
-            return hit
+    if hit is not None:
+        return hit
     matcher = ShardedMatcher(keys)
     with _MATCHER_LOCK:
         _SHARDED_CACHE[keys] = matcher
-        while len(_SHARDED_CACHE) > _SHARDED_CACHE_SIZE:
-            _SHARDED_CACHE.popitem(last=False)
     return matcher
 
 

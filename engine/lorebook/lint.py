@@ -7,34 +7,15 @@ from collections.abc import Callable
 
 from ..schema.lorebook import Lorebook, LorebookEntry, SelectiveLogic
 from ..schema.settings import WorldInfoSettings
+from ..vocabulary import lint_codes
 from .activation import compute_budget
 from .common_words import COMMON_WORDS
 from .jsregex import catastrophic_reason
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
 from .models import LintFinding
 
-#: Every lint code with its meaning. Pinned by a test.
-LINT_CODES: dict[str, str] = {
-    "LINT_NO_KEYS": "a keyword entry without usable primary keys can never fire",
-    "LINT_INVALID_REGEX": "a /pattern/flags key does not compile; it never matches",
-    "LINT_DISABLED": "the entry is disabled and never fires",
-    "LINT_EMPTY_CONTENT": "the entry has no content; activating it inserts nothing",
-    "LINT_PROBABILITY_ZERO": "probability is 0 with use_probability on: the entry never fires",
-    "LINT_SECONDARY_CONTRADICTION": "NOT_ANY secondary keys repeat every primary key: the entry never fires",
-    "LINT_DUPLICATE_KEY": "the same key appears in several entries",
-    "LINT_DUPLICATE_KEY_IN_ENTRY": "the same key is listed twice in one entry",
-    "LINT_CONSTANT_OVER_SHARE": "one constant entry alone takes more than the given share of the budget",
-    "LINT_CONSTANTS_EXCEED_BUDGET": "the constant entries together exceed the budget: no keyword entry fits",
-    "LINT_ENTRY_OVER_BUDGET": "a keyword entry is larger than the whole budget: it is always dropped",
-    "LINT_COMMON_SUBSTRING": "without whole words the key also matches inside common words",
-    "LINT_CATASTROPHIC_REGEX": "a regex key can backtrack exponentially (nested quantifiers, a repeated "
-                               "alternation of overlapping branches); it may run out of its time limit "
-                               "and then never matches",
-    # numbers out of range (issue 15)
-    "LINT_NEGATIVE_SCAN_DEPTH": "the entry's or the book's scan depth is negative: no message can be scanned",
-    "LINT_PROBABILITY_RANGE": "probability is outside 0-100 percent",
-    "LINT_NEGATIVE_NUMBER": "depth, sticky, cooldown, delay or group weight is negative",
-}
+#: Every lint code with its meaning: the lint view of :data:`engine.vocabulary.VOCABULARY`. Pinned by a test.
+LINT_CODES: dict[str, str] = lint_codes()
 
 #: Entry fields that count messages, turns or a weight and must not be negative (SillyTavern reads
 #: them as ``Number``; a negative value silently disables the feature or misplaces the entry).

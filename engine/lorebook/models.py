@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..schema.lorebook import InsertionPosition
+from ..schema.trace import TraceRecord
 
 
 class ActivatedEntry(BaseModel):
@@ -52,28 +53,6 @@ class ActivatedEntry(BaseModel):
     reason: str
     tokens: int
     trace: dict[str, Any] = Field(default_factory=dict)
-
-
-class TraceRecord(BaseModel):
-    """Why one entry did or did not activate (one record per entry of every book).
-
-    ``code`` is a key of :data:`engine.lorebook.TRACE_CODES`; ``detail`` holds the evidence
-    (matched key, message index, depth, recursion pass, roll, group winner, ...);
-    ``tokens`` is set for entries whose content was counted (activated or budget-dropped).
-    Records of entries that were never candidates are cached and shared between results of
-    the same books: treat ``detail`` as read-only.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    book: str
-    book_index: int
-    uid: int | str
-    comment: str = ""
-    activated: bool
-    code: str
-    detail: dict[str, Any] = Field(default_factory=dict)
-    tokens: int | None = None
 
 
 class ActivationResult(BaseModel):

@@ -12,11 +12,13 @@ import operator
 import re
 import threading
 import typing
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cachetools import LRUCache
+
+from ..cache import lru
 from ..schema.lorebook import Lorebook, LorebookEntry
 from ..schema.settings import WorldInfoSettings
 from .jsregex import JsRegex, catastrophic_reason
@@ -244,8 +246,11 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
     return prepared
 
 
-_PREPARED_CACHE: OrderedDict[tuple[Any, ...], tuple[Any, _Prepared]] = OrderedDict()
+#: Book sets whose prepared entries are kept (least recently used out).
 _PREPARED_CACHE_SIZE = 16
+#: Per key: the entry lists (kept alive so their ids stay unique), a value snapshot per book, the result.
+_CachedPrepared = tuple[tuple[tuple[LorebookEntry, ...], ...], list[tuple[Any, ...]], _Prepared]
+_PREPARED_CACHE: LRUCache[tuple[Any, ...], _CachedPrepared] = lru(_PREPARED_CACHE_SIZE)
 # activate() runs on preview worker threads: cache bookkeeping is guarded (results are pure).
 _CACHE_LOCK = threading.Lock()
 
@@ -299,21 +304,15 @@ def _prepared_for(books: Sequence[Lorebook], settings: WorldInfoSettings, user: 
     key = (tuple((b.name, tuple(map(_UID, b.entries))) for b in books), user, char,
            settings.case_sensitive, settings.match_whole_words, settings.regex_timeout_ms)
     with _CACHE_LOCK:
-        hit = _PREPARED_CACHE.get(key)
+        hit = _PREPARED_CACHE.get(key)  # a hit becomes the most recently used
     if hit is not None:
         _refs, snaps, prepared = hit
         if all(_unchanged(b, snap) for b, snap in zip(books, snaps)):
-            with _CACHE_LOCK:
-                if key in _PREPARED_CACHE:
-                    _PREPARED_CACHE.move_to_end(key)
             return prepared
     prepared = _prepare(books, settings, user, char)
-    entry = (tuple(tuple(b.entries) for b in books), [_snapshot(b) for b in books], prepared)
+    entry: _CachedPrepared = (tuple(tuple(b.entries) for b in books), [_snapshot(b) for b in books], prepared)
     with _CACHE_LOCK:
         _PREPARED_CACHE[key] = entry
-        _PREPARED_CACHE.move_to_end(key)
-        while len(_PREPARED_CACHE) > _PREPARED_CACHE_SIZE:
-            _PREPARED_CACHE.popitem(last=False)
     return prepared
 
 

@@ -16,6 +16,7 @@ import csv
 import io
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,7 @@ from ..schema.settings import WorldInfoSettings
 from .activation import activate, compute_budget
 from .jsregex import RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
+from .models import ActivationResult
 
 __all__ = [
     "NEVER_FIRED_REASONS",
@@ -130,6 +132,62 @@ def _turn_points(messages: Sequence[ChatMessage]) -> list[int]:
     return points
 
 
+@dataclass
+class _EntryTally:
+    """What the replay saw of one entry so far."""
+
+    fired: list[tuple[int, int]] = field(default_factory=list)  # (turn, tokens)
+    keys: Counter[str] = field(default_factory=Counter)
+    where: list[dict[str, Any]] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    dropped: int = 0
+
+
+def _scan_depth_needed(books: Sequence[Lorebook], settings: WorldInfoSettings) -> int:
+    """Messages (not hidden) a turn must see: the deepest scan depth of the settings or any entry (1–1000)."""
+    depth = max([settings.scan_depth, 1] + [int(e.scan_depth) for b in books for e in b.entries
+                                            if e.scan_depth is not None])
+    return min(depth, 1000)
+
+
+def _turn_start(messages: Sequence[ChatMessage], end: int, depth_needed: int) -> int:
+    """Index of the oldest message a turn ending at ``end`` scans (``depth_needed`` visible messages back)."""
+    start, seen = end, 0
+    while start > 0 and seen < depth_needed:
+        start -= 1
+        if not messages[start].meta.hidden:
+            seen += 1
+    return start
+
+
+def _tally_turn(t: int, r: ActivationResult, order: list[tuple[int, int]],
+                per: dict[tuple[int, int], _EntryTally], index_of: dict[tuple[int, int | str], int],
+                n_books: int, max_where: int) -> list[int]:
+    """Fold turn ``t``'s activation into the tallies; returns the tokens each book took."""
+    used = [0] * n_books
+    for a in r.activated:
+        entry_index = index_of.get((a.book_index, a.uid))
+        if entry_index is None:
+            continue
+        per[(a.book_index, entry_index)].fired.append((t, a.tokens))
+        used[a.book_index] += a.tokens
+    # one trace record per entry, in book order (ActivationResult.trace)
+    for slot, rec in zip(order, r.trace):
+        p = per[slot]
+        p.reasons[rec.code] += 1
+        if rec.code == "LOREBOOK_BUDGET":
+            p.dropped += 1
+        if rec.activated and rec.detail.get("key") is not None:
+            key = str(rec.detail["key"])
+            p.keys[key] += 1
+            if len(p.where) < max_where:
+                p.where.append({"turn": t, "key": key, "source": rec.detail.get("source"),
+                                "message_index": rec.detail.get("message_index"),
+                                "depth": rec.detail.get("depth"),
+                                "from_uid": rec.detail.get("from_uid")})
+    return used
+
+
 def build_report(
     books: Sequence[Lorebook],
     messages: Sequence[ChatMessage],
@@ -150,36 +208,21 @@ def build_report(
     the budget percentage applies to. ``max_where`` bounds the match locations kept per entry.
     Returns a :class:`LorebookReport`; never raises for bad lorebook content.
     """
-    points = _turn_points(messages)
     hidden_prefix = [0]
     for m in messages:
         hidden_prefix.append(hidden_prefix[-1] + (1 if m.meta.hidden else 0))
-    depth_needed = max([settings.scan_depth, 1] + [int(e.scan_depth) for b in books for e in b.entries
-                                                   if e.scan_depth is not None])
-    depth_needed = min(depth_needed, 1000)
+    depth_needed = _scan_depth_needed(books, settings)
     whole_prefix = settings.min_activations > 0
-
-    per: dict[tuple[int, int], dict[str, Any]] = {}
-    order: list[tuple[int, int]] = []
-    for bi, b in enumerate(books):
-        for ei in range(len(b.entries)):
-            per[(bi, ei)] = {"fired": [], "keys": Counter(), "where": [], "reasons": Counter(), "dropped": 0}
-            order.append((bi, ei))
+    order = [(bi, ei) for bi, b in enumerate(books) for ei in range(len(b.entries))]
+    per = {slot: _EntryTally() for slot in order}
     index_of = {(bi, e.uid): ei for bi, b in enumerate(books) for ei, e in enumerate(b.entries)}
     book_tokens: list[list[int]] = [[] for _ in books]
     turns: list[TurnStats] = []
     state: dict[str, Any] = {}
     diagnostics: list[str] = []
     budget = compute_budget(settings, context_limit)
-    for t, end in enumerate(points, 1):
-        if whole_prefix:
-            start = 0
-        else:
-            start, seen = end, 0
-            while start > 0 and seen < depth_needed:
-                start -= 1
-                if not messages[start].meta.hidden:
-                    seen += 1
+    for t, end in enumerate(_turn_points(messages), 1):
+        start = 0 if whole_prefix else _turn_start(messages, end, depth_needed)
         r = activate(books, messages[start:end], settings, count_tokens=count_tokens,
                      context_limit=context_limit, user_name=user_name, char_name=char_name,
                      character=character, persona=persona, chat_metadata={"timedWorldInfo": state},
@@ -190,46 +233,39 @@ def build_report(
         for d in r.diagnostics:
             if d not in diagnostics and len(diagnostics) < 200:
                 diagnostics.append(d)
-        used = [0] * len(books)
-        for a in r.activated:
-            ei = index_of.get((a.book_index, a.uid))
-            if ei is None:
-                continue
-            p = per[(a.book_index, ei)]
-            p["fired"].append((t, a.tokens))
-            used[a.book_index] += a.tokens
-        # one trace record per entry, in book order (ActivationResult.trace)
-        for slot, rec in zip(order, r.trace):
-            p = per[slot]
-            p["reasons"][rec.code] += 1
-            if rec.code == "LOREBOOK_BUDGET":
-                p["dropped"] += 1
-            if rec.activated and rec.detail.get("key") is not None:
-                key = str(rec.detail["key"])
-                p["keys"][key] += 1
-                if len(p["where"]) < max_where:
-                    p["where"].append({"turn": t, "key": key, "source": rec.detail.get("source"),
-                                       "message_index": rec.detail.get("message_index"),
-                                       "depth": rec.detail.get("depth"),
-                                       "from_uid": rec.detail.get("from_uid")})
+        used = _tally_turn(t, r, order, per, index_of, len(books), max_where)
         for bi, n in enumerate(used):
             book_tokens[bi].append(n)
         turns.append(TurnStats(turn=t, message_index=end, tokens=sum(used), budget=r.budget,
                                activated=len(r.activated), dropped=len(r.budget_dropped)))
-
     appears = _key_presence(books, messages, settings, user_name, char_name)
+    entries = _entry_stats(books, order, per, appears)
+    return LorebookReport(rules=settings.rules, messages=len(messages), budget=budget, turns=turns,
+                          books=_book_stats(books, book_tokens, entries, budget), entries=entries,
+                          diagnostics=diagnostics)
+
+
+def _entry_stats(books: Sequence[Lorebook], order: list[tuple[int, int]], per: dict[tuple[int, int], _EntryTally],
+                 appears: dict[tuple[int, int], bool]) -> list[EntryStats]:
+    """Each entry's stats, in book order, with why it never fired."""
     entries: list[EntryStats] = []
     for bi, ei in order:
         e = books[bi].entries[ei]
         p = per[(bi, ei)]
-        fired = p["fired"]
-        never = None if fired else _never_reason(p["reasons"], appears.get((bi, ei), False))
+        fired = p.fired
+        never = None if fired else _never_reason(p.reasons, appears.get((bi, ei), False))
         entries.append(EntryStats(
             book=books[bi].name, book_index=bi, uid=e.uid, comment=e.comment, constant=e.constant,
             turns_fired=len(fired), first_turn=fired[0][0] if fired else None,
             last_turn=fired[-1][0] if fired else None, fired=fired, total_tokens=sum(n for _, n in fired),
-            budget_dropped=p["dropped"], keys=dict(p["keys"].most_common()), where=p["where"],
-            reasons=dict(p["reasons"].most_common()), never_fired=never))
+            budget_dropped=p.dropped, keys=dict(p.keys.most_common()), where=p.where,
+            reasons=dict(p.reasons.most_common()), never_fired=never))
+    return entries
+
+
+def _book_stats(books: Sequence[Lorebook], book_tokens: list[list[int]], entries: list[EntryStats],
+                budget: int) -> list[BookStats]:
+    """Each book's tokens per turn and its share of the budget."""
     book_stats = []
     for bi, b in enumerate(books):
         series = book_tokens[bi]
@@ -240,11 +276,10 @@ def build_report(
             total_tokens=sum(series), tokens_per_turn=series,
             mean_share=round(sum(shares) / len(shares), 4) if shares else 0.0,
             max_share=round(max(shares), 4) if shares else 0.0))
-    return LorebookReport(rules=settings.rules, messages=len(messages), budget=budget, turns=turns,
-                          books=book_stats, entries=entries, diagnostics=diagnostics)
+    return book_stats
 
 
-def _never_reason(reasons: Counter, appears: bool) -> str:
+def _never_reason(reasons: Counter[str], appears: bool) -> str:
     codes = set(reasons)
     if "LOREBOOK_DISABLED" in codes:
         return "disabled"
@@ -317,28 +352,24 @@ def report_for_request(request: Any, *, registries: Any = None) -> LorebookRepor
         ``UNKNOWN_TOKENIZER`` for an unknown tokenizer override.
     """
     from ..errors import SettingsError
-    from ..pipeline import _books_for, _shared_registries
-    from ..tokenizers import lookup_model
+    from ..registries import shared_registries
+    from ..resolve import lorebook_plan, model_profile_and_limit, speaker_names
 
-    reg = registries or _shared_registries()
-    settings = request.settings
-    info = lookup_model(settings.model)
-    profile = reg.tokenizers.get(settings.tokenizer or info.profile)
-    limit = settings.context_limit or info.context_limit
-    reserve = settings.resolve_reply_reserve(limit)
+    reg = registries or shared_registries()
+    resolved = model_profile_and_limit(request.settings, reg.tokenizers)
+    limit, reserve = resolved.context_limit, resolved.reply_reserve
     if reserve >= limit:
         raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
-    card = request.character
-    user = (request.persona.name if request.persona and request.persona.name else None) or \
-        request.chat.user_name or "User"
-    char = (card.nickname or card.name) if card is not None and (card.nickname or card.name) else (
-        request.chat.character_name or "")
-    _candidates, books, _dup = _books_for(request)
-    card_book = card.character_book if card is not None else None
-    scopes = [("character" if card_book is not None and b not in request.lorebooks else None) for b in books]
-    return build_report(books, request.chat.messages, settings.world_info, count_tokens=profile.count,
-                        context_limit=limit - reserve, user_name=user, char_name=char, character=card,
-                        persona=request.persona, book_scopes=scopes)
+    assert resolved.tokenizer is not None
+    # The stage pipeline's rules, also for a SillyTavern chat (as before issue 10; its preview
+    # uses SillyTavern's names and books).
+    stage_request = request.model_copy(update={"sillytavern": None}) if request.sillytavern is not None else request
+    names = speaker_names(stage_request)
+    plan = lorebook_plan(stage_request)
+    return build_report(plan.activated, request.chat.messages, request.settings.world_info,
+                        count_tokens=resolved.tokenizer.count, context_limit=resolved.budget,
+                        user_name=names.user, char_name=names.char, character=request.character,
+                        persona=request.persona, book_scopes=[plan.scopes[i] for i in plan.order])
 
 
 CSV_COLUMNS = ("book", "uid", "comment", "constant", "turns_fired", "turns", "first_turn", "last_turn",

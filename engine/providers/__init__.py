@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import error_for_exception, error_for_status
-from .keys import KEYRING_SERVICE, KEYRING_USERNAME, resolve_api_key
+from .keys import KEYRING_SERVICE, KEYRING_USERNAME, ApiKeyLookup, lookup_api_key, resolve_api_key
 from .openai_compat import ChatCompletionsClient, ProviderReply, completions_url, public_endpoint
 from .params import REPLY_LIMIT_PARAMS, default_reply_limit_param, reply_limit_fields
 
@@ -11,12 +11,14 @@ __all__ = [
     "KEYRING_SERVICE",
     "KEYRING_USERNAME",
     "REPLY_LIMIT_PARAMS",
+    "ApiKeyLookup",
     "ChatCompletionsClient",
     "ProviderReply",
     "completions_url",
     "default_reply_limit_param",
     "error_for_exception",
     "error_for_status",
+    "lookup_api_key",
     "public_endpoint",
     "reply_limit_fields",
     "resolve_api_key",

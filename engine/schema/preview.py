@@ -6,6 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .blocks import BlockOrigin, preview_block_origin
+from .trace import TraceRecord
+
 
 class TokenizerInfo(BaseModel):
     """The tokenizer profile used: its name, whether counts are estimates, and its version."""
@@ -70,6 +73,16 @@ class PreviewBlock(BaseModel):
     reason_data: dict[str, Any] | None = None
     fit_window: int | None = None
 
+    @property
+    def origin(self) -> BlockOrigin:
+        """Who made the block: assembly, a strategy (a summary) or an interceptor (not serialized).
+
+        Derived by :func:`engine.schema.blocks.preview_block_origin` from ``id`` and ``source``,
+        so it is the same for a preview read back from JSON; equal to the engine block's
+        ``Block.origin``.
+        """
+        return preview_block_origin(self.id, self.source)
+
 
 class ContextPreview(BaseModel):
     """What the model would see, and why (SPEC §2, issue #2 item 7).
@@ -97,7 +110,7 @@ class ContextPreview(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     error: PreviewError | None = None
     blocks: list[PreviewBlock] = Field(default_factory=list)
-    lorebook_trace: list[dict[str, Any]] = Field(default_factory=list)
+    lorebook_trace: list[TraceRecord] = Field(default_factory=list)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     diagnostics: list[str] = Field(default_factory=list)

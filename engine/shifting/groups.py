@@ -240,7 +240,7 @@ def tool_sequence_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
         role = m.get("role")
         calls = m.get("tool_calls") or []
         if role == "assistant" and calls:
-            ids = [c.get("id") for c in calls if isinstance(c, dict) and c.get("id")]
+            ids: list[Any] = [c.get("id") for c in calls if isinstance(c, dict) and c.get("id")]  # JSON values
             anon = len(calls) - len(ids)
             j = i + 1
             got: list[str] = []

@@ -39,9 +39,13 @@ tokens("key:type:description") and, for enums, −3 + per item 3 + tokens(item);
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+from cachetools import LRUCache
+
+from ..cache import lru
 from .profiles import TokenizerProfile
 
 TOKENS_PER_MESSAGE = 3
@@ -128,7 +132,9 @@ def _audio_seconds(data: str, fmt: str) -> tuple[float, bool]:
     return len(raw) / AUDIO_MIN_BYTES_PER_SECOND, False
 
 
-_AUDIO_CACHE: dict[int, tuple[int, str]] = {}
+#: Audio parts whose estimate is kept: ``hash(data) -> (tokens, data[:64])`` (the prefix guards a hash clash).
+_AUDIO_CACHE: LRUCache[int, tuple[int, str]] = lru(256)
+_AUDIO_LOCK = threading.Lock()  # counts run on preview worker threads
 
 
 def audio_part_tokens(part: dict[str, Any]) -> int:
@@ -140,14 +146,14 @@ def audio_part_tokens(part: dict[str, Any]) -> int:
     if not isinstance(data, str) or not data:
         return 0
     key = hash(data)
-    hit = _AUDIO_CACHE.get(key)
+    with _AUDIO_LOCK:
+        hit = _AUDIO_CACHE.get(key)
     if hit is not None and hit[1] == data[:64]:
         return hit[0]
     seconds, _ = _audio_seconds(data, str(spec.get("format") or ""))
     tokens = max(1, -(-int(seconds * 1000) * AUDIO_TOKENS_PER_SECOND // 1000))
-    if len(_AUDIO_CACHE) > 256:
-        _AUDIO_CACHE.clear()
-    _AUDIO_CACHE[key] = (tokens, data[:64])
+    with _AUDIO_LOCK:
+        _AUDIO_CACHE[key] = (tokens, data[:64])
     return tokens
 
 

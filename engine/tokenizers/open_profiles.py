@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .backends import get_encoder
 from .profiles import TokenizerProfile
-from .templates import DeepSeekTemplate, LlamaChatFormat, MistralInstruct, Qwen3ChatML, QwenChatML
+from .templates import ChatTemplate, DeepSeekTemplate, LlamaChatFormat, MistralInstruct, Qwen3ChatML, QwenChatML
 from .vocab import VOCAB_FILES
 
 #: profile name → (encoder key, family label, template factory); the encoder's file is
 #: ``VOCAB_FILES[get_encoder(key).vocab_key]`` (the key itself except ``qwen3``).
-OPEN_PROFILES: dict[str, tuple[str, str, Callable[[], object]]] = {
+OPEN_PROFILES: dict[str, tuple[str, str, Callable[[], ChatTemplate]]] = {
     "llama3": ("llama3", "Meta Llama 3 / 3.1 / 3.2 / 3.3", lambda: LlamaChatFormat(3)),
     "llama4": ("llama4", "Meta Llama 4", lambda: LlamaChatFormat(4)),
     "mistral-v1": ("mistral-v1", "Mistral 7B v0.1 / Mixtral 8x7B (SentencePiece v1)", lambda: MistralInstruct("v1")),
@@ -58,6 +58,6 @@ def open_profiles() -> Iterable[TokenizerProfile]:
         yield TokenizerProfile(
             name=name, approximate=False, version=vf.version,
             description=(f"exact: {family}; {vf.filename} from the {vf.distribution!r} package ({verified}); "
-                         f"chat template: {chat.source}"),  # type: ignore[attr-defined]
-            _count_batch=_batch(key), _encode=_spans(key), chat=chat,
+                         f"chat template: {chat.source}"),
+            count_batch=_batch(key), spans=_spans(key), chat=chat,
         )

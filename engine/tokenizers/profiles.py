@@ -28,11 +28,13 @@ import hashlib
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..registry import NamedRegistry
 from .tiktoken_offline import get_encoding
+
+if TYPE_CHECKING:
+    from .templates import ChatTemplate
 
 #: Entries kept in each profile's count cache.
 COUNT_CACHE_SIZE = 200_000
@@ -40,34 +42,76 @@ COUNT_CACHE_SIZE = 200_000
 _TEXT_KEY_MAX_CHARS = 2048
 
 
-@dataclass
-class TokenizerProfile:
-    """A named way to count tokens.
+CountBatch = Callable[[Sequence[str]], list[int]]
+"""Counts of many texts in one call: ``texts -> [tokens of texts[0], ...]`` (same length, ints >= 0)."""
+TokenSpans = Callable[[str], list[tuple[int, int]]]
+"""Character spans ``[(start, end), ...]`` of each token of one text, in order."""
 
-    Attributes
+
+class TokenizerProfile:
+    """A named way to count tokens; built-ins and plugins construct it the same way.
+
+    Parameters
     ----------
     name:
-        Stable profile name (``o200k_base``, ``claude-approx``, ...).
+        Stable profile name (``o200k_base``, ``claude-approx``, ...); the registry key.
     approximate:
         ``True`` when counts are estimates.
     version:
         Bumped whenever the rule changes, so cached or stored counts can be told apart.
     description:
         The estimation rule in words (shown in the GUI and docs).
+    count_batch:
+        ``texts -> counts``: tokens of each text (no chat overhead), one int per text, in
+        order. Called only for texts not already in the profile's count cache, with each
+        distinct text once; it must be deterministic per (``version``, text).
+    spans:
+        ``text -> [(start, end), ...]``: character spans of the tokens, for showing token
+        boundaries; ``None`` shows the boundaries of the cl100k tokens instead.
     chat:
-        The family's chat template as exact token accounting (:mod:`.templates`), or ``None``
-        for OpenAI chat accounting (:mod:`.accounting`).
+        The family's chat template as exact token accounting (a :class:`.templates.ChatTemplate`),
+        or ``None`` for OpenAI chat accounting (:mod:`.accounting`).
+
+    Raises
+    ------
+    TypeError
+        When no ``count_batch`` is given.
+
+    Notes
+    -----
+    ``_count_batch`` / ``_encode`` are accepted as older spellings of ``count_batch`` /
+    ``spans`` (profiles written before these arguments were public).
+
+    Examples
+    --------
+    A plugin's ``setup(registries)`` registering a profile::
+
+        profile = TokenizerProfile("words", approximate=True, version="1",
+                                   description="estimate: one token per word",
+                                   count_batch=lambda texts: [len(t.split()) for t in texts])
+        return [registries.tokenizers.register(profile)]
     """
 
-    name: str
-    approximate: bool
-    version: str
-    description: str
-    _count_batch: Callable[[Sequence[str]], list[int]] = field(repr=False)
-    _encode: Callable[[str], list[tuple[int, int]]] | None = field(default=None, repr=False)
-    chat: Any = field(default=None, repr=False)
-    _cache: dict[str | bytes, int] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def __init__(self, name: str, approximate: bool, version: str, description: str,
+                 count_batch: CountBatch | None = None, *, spans: TokenSpans | None = None,
+                 chat: ChatTemplate | None = None, _count_batch: CountBatch | None = None,
+                 _encode: TokenSpans | None = None) -> None:
+        batch = count_batch if count_batch is not None else _count_batch
+        if batch is None:
+            raise TypeError(f"TokenizerProfile {name!r} needs count_batch (texts -> token counts)")
+        self.name = name
+        self.approximate = approximate
+        self.version = version
+        self.description = description
+        self.count_batch: CountBatch = batch
+        self.spans: TokenSpans | None = spans if spans is not None else _encode
+        self.chat = chat
+        self._cache: dict[str | bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"TokenizerProfile(name={self.name!r}, approximate={self.approximate!r}, "
+                f"version={self.version!r}, description={self.description!r})")
 
     @staticmethod
     def _key(text: str) -> str | bytes:
@@ -97,7 +141,7 @@ class TokenizerProfile:
             if hit is None:
                 missing.setdefault(keys[i], []).append(i)
         todo_keys = list(missing)
-        counts = self._count_batch([texts[missing[k][0]] for k in todo_keys])
+        counts = self.count_batch([texts[missing[k][0]] for k in todo_keys])
         with self._lock:
             for k, c in zip(todo_keys, counts):
                 c = int(c)
@@ -116,15 +160,22 @@ class TokenizerProfile:
         character are merged into the span that completes it). Approximate profiles give
         the boundaries of the cl100k tokens they estimate from.
         """
-        if self._encode is None:
+        if self.spans is None:
             return _tiktoken_spans("cl100k_base", text)
-        return self._encode(text)
+        return self.spans(text)
 
 
 def _tiktoken_spans(encoding_name: str, text: str) -> list[tuple[int, int]]:
     from .backends import _tiktoken_spans as spans  # one decoder of token pieces into char spans
 
     return spans(get_encoding(encoding_name), text, set())
+
+
+def _exact_spans(encoding_name: str) -> TokenSpans:
+    def run(text: str) -> list[tuple[int, int]]:
+        return _tiktoken_spans(encoding_name, text)
+
+    return run
 
 
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
@@ -172,8 +223,7 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
         yield TokenizerProfile(
             name=enc, approximate=False, version=f"tiktoken-{enc}",
             description=f"exact: OpenAI {enc} via tiktoken (offline ranks)",
-            _count_batch=_exact_batch(enc),
-            _encode=lambda text, _e=enc: _tiktoken_spans(_e, text),
+            count_batch=_exact_batch(enc), spans=_exact_spans(enc),
         )
     yield TokenizerProfile("claude-approx", True, "1",
                            "estimate: ceil(cl100k tokens × 1.10) for Anthropic Claude", _scaled(1.10))

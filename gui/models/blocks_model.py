@@ -24,18 +24,12 @@ from ..labels import (
     GROUP_MARK,
     PINNED_MARK,
     PROTECTED_MARK,
-    STATUS_COLORS,
-    display_status,
     kind_label,
-    reason_cell,
-    reason_words,
 )
+from ..roles import BLOCK_ROLE, SORT_ROLE
+from ..theme import status_hex
+from ..words import display_status, reason_cell, reason_meaning
 from .pending import FlagRollback, PendingFlags
-
-#: The :class:`PreviewBlock` of a row (any column).
-BLOCK_ROLE = int(Qt.ItemDataRole.UserRole) + 1
-#: A value that sorts naturally (numbers for numeric columns).
-SORT_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 
 _Index = QModelIndex | QPersistentModelIndex
 _TEXT_PREVIEW_CHARS = 160
@@ -305,7 +299,7 @@ class BlocksTableModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.ForegroundRole:
             if col in (BlockColumn.STATUS, BlockColumn.REASON):
-                return QBrush(QColor(STATUS_COLORS[display_status(b.status, b.reason)][0]))
+                return QBrush(QColor(status_hex(display_status(b.status, b.reason))[0]))
             if b.status == "excluded":
                 return QBrush(QColor("#8a8f98"))
             return None
@@ -313,7 +307,7 @@ class BlocksTableModel(QAbstractTableModel):
             if self._highlight_group is not None and b.group == self._highlight_group:
                 return QBrush(QColor("#dbe8ff"))
             if col == BlockColumn.STATUS:
-                return QBrush(QColor(STATUS_COLORS[display_status(b.status, b.reason)][1]))
+                return QBrush(QColor(status_hex(display_status(b.status, b.reason))[1]))
             return None
         if role == Qt.ItemDataRole.FontRole:
             if col == BlockColumn.STATUS or (b.protected and col == BlockColumn.MARKERS):
@@ -382,7 +376,7 @@ class BlocksTableModel(QAbstractTableModel):
 
     def _tooltip(self, b: PreviewBlock, col: BlockColumn) -> str | None:
         if col in (BlockColumn.REASON, BlockColumn.STATUS):
-            why = f"{reason_words(b.reason)} ({b.reason})"
+            why = f"{reason_meaning(b.reason)} ({b.reason})"
             return f"{why}\n{b.reason_detail}" if b.reason_detail else why
         if col == BlockColumn.TOKENS and b.original_tokens is not None:
             return f"{b.tokens} tokens kept of {b.original_tokens}"

@@ -6,21 +6,18 @@ The header gives kind, role, source, status, the stable reason in words, the pro
 pinned markers, token and character counts, and the lorebook trace when the block is an
 activated World Info entry.
 
-Shading sets each paragraph's layout format ranges from precomputed token spans in one pass
-(bisect per paragraph, no per-token document edits), so a 32,000-character block formats in
-well under 100 ms.
-
-This module also holds :data:`REASON_WORDS`, the stable reason codes (SPEC §3 and the World
-Info trace codes) in words; the lorebook and audit inspectors reuse :func:`reason_in_words`.
+Shading is :func:`gui.token_shading.apply_token_shading` (one pass over precomputed token
+spans); codes are named through :mod:`gui.words` (the engine's one vocabulary), colours come
+from :mod:`gui.theme`.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette, QTextCharFormat, QTextLayout
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCharFormat
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -31,247 +28,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-#: Stable reason codes (blocks and lorebook trace) in words. Unknown codes are humanized.
-REASON_WORDS: dict[str, str] = {
-    # kept
-    "SYSTEM_PROMPT": "System prompt (always kept)",
-    "CHARACTER": "Character definition (always kept)",
-    "PERSONA": "User persona (always kept)",
-    "LOREBOOK_CONSTANT": "Constant lorebook entry (always kept)",
-    "PINNED": "Pinned by you (always kept)",
-    "CURRENT_INPUT": "Current user input (always kept)",
-    "INSTRUCTION": "Instruction or author's note (always kept)",
-    "TOOLS": "Tool schemas (always kept)",
-    "LOREBOOK_MATCHED": "Lorebook entry matched a key",
-    "MEMORY": "Memory block",
-    "SUMMARY": "Summary of older history",
-    "FITS_BUDGET": "Fits the budget",
-    "EXAMPLE": "Example dialogue",
-    # excluded
-    "MANUAL_EXCLUDED": "Excluded by you",
-    "HIDDEN": "Hidden message (not sent)",
-    "HISTORY_OLDEST_FIRST": "Dropped: oldest history goes first",
-    "TOOL_GROUP_DROPPED": "Dropped with its tool group",
-    "LOREBOOK_BUDGET": "Dropped: over the lorebook budget",
-    "LOW_RELEVANCE": "Dropped: least relevant to the conversation",
-    "PRIORITY_LOWEST_FIRST": "Dropped: lowest priority goes first",
-    "EXAMPLES_FIRST": "Dropped: example dialogue goes before history",
-    "TOKEN_BUDGET_EXCEEDED": "Protected blocks alone exceed the budget",
-    # truncated
-    "SUMMARIZED": "Folded into a summary",
-    "CUT": "Cut to fit the budget",
-    # lorebook trace
-    "LOREBOOK_KEY_MATCH": "A primary key matched",
-    "LOREBOOK_DECORATOR_ACTIVATE": "Activated by its @@activate decorator",
-    "LOREBOOK_DELAY_UNTIL_RECURSION": "Waits for a recursion pass that did not happen",
-    "LOREBOOK_EXCLUDED_FROM_RECURSION": "Key appeared only in other entries (recursion excluded)",
-    "LOREBOOK_GROUP_ALREADY_SATISFIED": "Its inclusion group already has an active entry",
-    "LOREBOOK_EMPTY": "Matched, but its content is empty",
-    "LOREBOOK_NOT_MATCHED": "No key matched",
-    "LOREBOOK_DISABLED": "Entry is disabled",
-    "LOREBOOK_PROBABILITY": "Lost the probability roll",
-    "LOREBOOK_COOLDOWN": "On cooldown",
-    "LOREBOOK_DELAY": "Delayed (not enough messages yet)",
-    "LOREBOOK_GROUP_LOST": "Another entry of its inclusion group won",
-    "LOREBOOK_INVALID_KEY": "Invalid key (bad regex)",
-    "LOREBOOK_SECONDARY_FAILED": "Primary key matched, secondary keys did not",
-    "LOREBOOK_STICKY": "Still active (sticky)",
-    "LOREBOOK_RECURSION": "Matched through another entry's text (recursion)",
-    "LOREBOOK_NO_KEYS": "Entry has no keys",
-}
+from engine.errors import LoomscopeError
+from engine.schema import PreviewBlock
+from engine.tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry
 
+from ..labels import MARKS, kind_label, plain
+from ..theme import is_dark, status_hex
+from ..token_shading import apply_token_shading, utf16_offsets
+from ..words import describe_detail, reason_in_words
 
-def reason_in_words(code: str | None) -> str:
-    """The reason ``code`` in words (never empty for a non-empty code).
-
-    Looks in the engine's table (``engine.reasons.REASON_CODES``) and the app's shared table
-    (``gui.labels.REASON_WORDS``) first so the blocks table and the inspectors agree, then in
-    :data:`REASON_WORDS` (which adds the World Info trace codes), then in the engine's
-    ``TRACE_CODES`` meanings; unknown codes are humanized
-    (``SOME_NEW_CODE`` → ``"Some new code"``).
-
-    Parameters
-    ----------
-    code:
-        A stable UPPER_SNAKE reason or trace code (SPEC §3), or ``None``.
-    """
-    if not code:
-        return ""
-    words = (_engine_reason_words().get(code) or _app_reason_words().get(code) or REASON_WORDS.get(code)
-             or _trace_code_words().get(code))
-    if words:
-        return words[:1].upper() + words[1:]
-    return code.replace("_", " ").strip().capitalize()
-
-
-def _engine_reason_words() -> dict[str, str]:
-    try:
-        from engine.reasons import REASON_CODES
-    except ImportError:  # older engine without the reason table
-        return {}
-    return {code: words for code, (_category, words) in REASON_CODES.items()}
-
-
-def _app_reason_words() -> dict[str, str]:
-    try:
-        from gui.labels import REASON_WORDS as app_words
-    except ImportError:  # the shared table is optional
-        return {}
-    return app_words
-
-
-def _trace_code_words() -> dict[str, str]:
-    try:
-        from engine.lorebook.codes import TRACE_CODES
-    except ImportError:  # World Info engine not installed yet
-        return {}
-    return TRACE_CODES
-
-
-#: Status → (light-theme colour, dark-theme colour) for the status label.
-STATUS_COLOURS: dict[str, tuple[str, str]] = {
-    "kept": ("#1b7f3b", "#6fd38f"),
-    "excluded": ("#b42318", "#ff8a80"),
-    "truncated": ("#b54708", "#ffb366"),
-}
-
-
-def marks() -> dict[str, str]:
-    """Marker glyphs shared with the blocks table (``gui.labels``), emoji-free fallbacks."""
-    try:
-        from gui import labels
-    except ImportError:  # pragma: no cover - labels ship with the app
-        labels = None  # type: ignore[assignment]
-    return {
-        "protected": getattr(labels, "PROTECTED_MARK", "⚷"),
-        "pinned": getattr(labels, "PINNED_MARK", "⚑"),
-        "group": getattr(labels, "GROUP_MARK", "↔"),
-        "excluded": getattr(labels, "EXCLUDE_MARK", "⊘"),
-    }
-
-
-def kind_words(kind: str) -> str:
-    """``"✉ Message"``-style label for a block kind (``gui.labels.kind_label`` when present)."""
-    try:
-        from gui.labels import kind_label
-    except ImportError:  # pragma: no cover - labels ship with the app
-        return kind.replace("_", " ").capitalize()
-    return kind_label(kind)
-
-
-def is_dark(widget: QWidget) -> bool:
-    """``True`` when the widget's palette has a dark base (dark theme)."""
-    return widget.palette().color(QPalette.ColorRole.Base).lightness() < 128
-
-
-def describe_detail(detail: Any) -> str:
-    """A trace record's ``detail`` (dict of evidence) in a short phrase.
-
-    ``{"key": "sword", "message_index": 12, "depth": 0, "pass": 1}`` →
-    ``'key "sword" in message 12 (depth 0), recursion pass 1'``.
-    """
-    if not detail:
-        return ""
-    if not isinstance(detail, dict):
-        return str(detail)
-    parts: list[str] = []
-    rest = dict(detail)
-    key = rest.pop("key", None)
-    msg = rest.pop("message_index", None)
-    depth = rest.pop("depth", None)
-    rpass = rest.pop("pass", None)
-    source = rest.pop("source", None)
-    # World Info under the sillytavern rules: where the loomscope rules differ, say it in words
-    other_rules = rest.pop("loomscope", None)
-    rest.pop("order_of_activation", None)
-    if key is not None:
-        phrase = f'key "{key}"'
-        if msg is not None:
-            phrase += f" in message {msg}"
-        elif source:
-            phrase += f" in {source}"
-        if depth is not None:
-            phrase += f" (depth {depth})"
-        parts.append(phrase)
-    else:
-        if msg is not None:
-            parts.append(f"message {msg}")
-        if depth is not None:
-            parts.append(f"depth {depth}")
-        if source:
-            parts.append(f"in {source}")
-    if rpass:
-        parts.append(f"recursion pass {rpass}")
-    from gui.labels import plain
-
-    for name, value in rest.items():
-        if value in (None, "", [], {}):
-            continue
-        if isinstance(value, dict):
-            value = describe_detail(value) or plain(value)
-        parts.append(f"{name.replace('_', ' ')} {plain(value)}")  # never a Python repr
-    if isinstance(other_rules, dict) and other_rules.get("message"):
-        parts.append(str(other_rules["message"]))
-    return ", ".join(parts)
-
-
-def utf16_offsets(text: str) -> list[int] | None:
-    """Map code-point offsets of ``text`` to UTF-16 offsets (Qt positions).
-
-    Returns ``None`` when the text has no character outside the BMP (offsets are equal);
-    otherwise a list of length ``len(text) + 1``.
-    """
-    if text.isascii() or all(ord(c) < 0x10000 for c in text):
-        return None
-    out = [0] * (len(text) + 1)
-    pos = 0
-    for i, c in enumerate(text):
-        out[i] = pos
-        pos += 2 if ord(c) >= 0x10000 else 1
-    out[len(text)] = pos
-    return out
-
-
-def apply_token_shading(document: Any, spans: list[tuple[int, int]], formats: list[QTextCharFormat]) -> int:
-    """Shade token ``spans`` (UTF-16 document positions, sorted) alternately in ``document``.
-
-    Sets each paragraph's layout format ranges once (no document edits, no highlighter: the
-    PySide6 ``QSyntaxHighlighter.setFormat`` binding leaks a reference to ``None`` per call and
-    aborts CPython 3.11 after a few thousand tokens). Returns the number of format ranges set.
-    Passing ``formats=[]`` clears the shading.
-    """
-    starts = [s for s, _ in spans]
-    ends = [e for _, e in spans]
-    n = len(spans)
-    total = 0
-    block = document.firstBlock()
-    while block.isValid():
-        ranges = []
-        if formats:
-            block_start = block.position()
-            block_end = block_start + block.length() - 1  # without the paragraph separator
-            i = bisect.bisect_right(ends, block_start)
-            while i < n and starts[i] < block_end:
-                start = max(starts[i], block_start)
-                end = min(ends[i], block_end)
-                if end > start:
-                    rng = QTextLayout.FormatRange()
-                    rng.start = start - block_start
-                    rng.length = end - start
-                    rng.format = formats[i % len(formats)]
-                    ranges.append(rng)
-                i += 1
-        block.layout().setFormats(ranges)
-        total += len(ranges)
-        block = block.next()
-    document.markContentsDirty(0, document.characterCount())
-    return total
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+if TYPE_CHECKING:  # the context imports the document and preview packages, not the widgets
+    from ..context import AppContext
 
 
 class BlockInspector(QWidget):
@@ -280,17 +47,17 @@ class BlockInspector(QWidget):
     Parameters
     ----------
     ctx:
-        The application context (opaque). When it has ``registries.tokenizers`` that registry
-        is used; otherwise the widget builds its own ``default_tokenizer_registry()``.
+        The application context; its ``registries.tokenizers`` count and cut the text. Without
+        one (``None``: tests) the widget builds its own ``default_tokenizer_registry()``.
     parent:
         Qt parent.
     """
 
-    def __init__(self, ctx: Any = None, parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._ctx = ctx
-        self._registry: Any = None
-        self._block: Any = None
+        self._registry: TokenizerRegistry | None = None
+        self._block: PreviewBlock | None = None
         self._profile_name = ""
         self._spans: list[tuple[int, int]] = []
         self._span_cache: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -365,7 +132,7 @@ class BlockInspector(QWidget):
         self._set_rows_visible(False)
 
     # ------------------------------------------------------------------ public API
-    def set_block(self, block: Any, profile_name: str) -> None:
+    def set_block(self, block: PreviewBlock | None, profile_name: str) -> None:
         """Show ``block`` (a ``PreviewBlock`` or ``None``) under tokenizer ``profile_name``.
 
         Token boundaries come from ``profile.token_spans(text)`` (character spans); an unknown
@@ -384,25 +151,23 @@ class BlockInspector(QWidget):
             self._profile_label.setText("")
             return
 
-        text = str(_field(block, "text", "") or "")
+        text = block.text
         self._set_rows_visible(True)
-        kind = str(_field(block, "kind", ""))
-        source = str(_field(block, "source", ""))
-        name = _field(block, "name")
-        self._title.setText(f"{kind_words(kind)} — {source}" + (f" ({name})" if name else ""))
+        kind, source, name = block.kind, block.source, block.name
+        self._title.setText(f"{kind_label(kind)} — {source}" + (f" ({name})" if name else ""))
         badges = self._badges_html(block)
         self._badges.setText(badges)
         self._badges.setVisible(bool(badges))
 
         dark = is_dark(self)
-        status = str(_field(block, "status", ""))
-        colour = STATUS_COLOURS.get(status, ("#444444", "#cccccc"))[1 if dark else 0]
-        reason = str(_field(block, "reason", "") or "")
+        status = block.status
+        colour = status_hex(status, dark)[0]
+        reason = block.reason
         self._labels["kind"].setText(kind)
-        self._labels["role"].setText(str(_field(block, "role", "")))
+        self._labels["role"].setText(block.role)
         self._labels["source"].setText(source)
         self._labels["status"].setText(f'<span style="color:{colour}; font-weight:bold">{status}</span>')
-        detail = _field(block, "reason_detail")
+        detail = block.reason_detail
         why = f"{reason_in_words(reason)} <span style='color:gray'>({reason})</span>" if reason else ""
         if detail:  # the specific reason the engine gives (figures: tokens free, the newer message, ...)
             why += f"<br>{_escape(str(detail))}"
@@ -410,35 +175,33 @@ class BlockInspector(QWidget):
 
         spans, error = self._token_spans(text, self._profile_name)
         self._spans = spans
-        tokens = _field(block, "tokens", 0)
-        original = _field(block, "original_tokens")
+        tokens, original = block.tokens, block.original_tokens
         parts = [f"<b>{tokens}</b> in the prompt (with chat-format overhead)"]
         if original is not None and status == "truncated":
-            parts.append(f"{original} before {'summarizing' if _field(block, 'summary_id') else 'cutting'}")
+            parts.append(f"{original} before {'summarizing' if block.summary_id else 'cutting'}")
         if error is None:
             profile = self._profile(self._profile_name)
             text_tokens = profile.count(text) if profile is not None and text else len(spans)
             parts.append(f"{text_tokens:,} in the text under {self._profile_name}")
             if text_tokens != len(spans):
-                if profile is not None and getattr(profile, "approximate", False):
+                if profile is not None and profile.approximate:
                     parts.append(f"{len(spans):,} cl100k boundaries shown")
                 else:
                     parts.append(f"{len(spans):,} boundaries shown (tokens splitting a character merged)")
         else:
-            parts.append(f"<span style='color:{STATUS_COLOURS['excluded'][1 if dark else 0]}'>{error}</span>")
+            parts.append(f"<span style='color:{status_hex('excluded', dark)[0]}'>{error}</span>")
         self._labels["tokens"].setText(" · ".join(parts))
         lines = text.count("\n") + 1 if text else 0
         self._labels["chars"].setText(f"{len(text):,} characters · {lines:,} lines")
 
-        trace = _field(block, "trace")
-        trace_text = self._trace_html(trace)
+        trace_text = self._trace_html(block.trace)
         self._labels["trace"].setText(trace_text)
         self._set_row_visible("trace", bool(trace_text))
 
         profile_note = ""
         if self._profile_name and error is None:
             profile = self._profile(self._profile_name)
-            if profile is not None and getattr(profile, "approximate", False):
+            if profile is not None and profile.approximate:
                 profile_note = "approximate profile: boundaries of the cl100k tokens it estimates from"
         self._profile_label.setText(profile_note)
 
@@ -481,21 +244,16 @@ class BlockInspector(QWidget):
             return list(self._spans)
         return [(offsets[s], offsets[e]) for s, e in self._spans]
 
-    def _tokenizers(self) -> Any:
+    def _tokenizers(self) -> TokenizerRegistry:
         if self._registry is None:
-            registries = getattr(self._ctx, "registries", None)
-            registry = getattr(registries, "tokenizers", None)
-            if registry is None:
-                from engine.tokenizers import default_tokenizer_registry
-
-                registry = default_tokenizer_registry()
-            self._registry = registry
+            self._registry = (self._ctx.registries.tokenizers if self._ctx is not None
+                              else default_tokenizer_registry())
         return self._registry
 
-    def _profile(self, name: str) -> Any:
+    def _profile(self, name: str) -> TokenizerProfile | None:
         try:
             return self._tokenizers().get(name)
-        except Exception:
+        except LoomscopeError:  # UNKNOWN_TOKENIZER
             return None
 
     def _token_spans(self, text: str, profile_name: str) -> tuple[list[tuple[int, int]], str | None]:
@@ -520,16 +278,16 @@ class BlockInspector(QWidget):
         self._span_cache[key] = spans
         return spans, None
 
-    def _badges_html(self, block: Any) -> str:
-        m = marks()
+    def _badges_html(self, block: PreviewBlock) -> str:
+        m = MARKS
         badges = []
-        if _field(block, "protected", False):
+        if block.protected:
             badges.append((f"{m['protected']} protected", "#5b3cc4"))
-        if _field(block, "pinned", False):
+        if block.pinned:
             badges.append((f"{m['pinned']} pinned", "#0b6bcb"))
-        if _field(block, "manual_excluded", False):
+        if block.manual_excluded:
             badges.append((f"{m['excluded']} excluded by you", "#b42318"))
-        group = _field(block, "group")
+        group = block.group
         if group:
             badges.append((f"{m['group']} tool group {_escape(str(group))}", "#6b7280"))
         return " &nbsp; ".join(
@@ -537,12 +295,10 @@ class BlockInspector(QWidget):
         )
 
     @staticmethod
-    def _trace_html(trace: Any) -> str:
+    def _trace_html(trace: dict[str, Any] | None) -> str:
         """A block's trace (the World Info record for lorebook blocks) as a few HTML lines."""
         if not trace:
             return ""
-        if not isinstance(trace, dict):
-            return _escape(str(trace))
         rows = []
         code = trace.get("code")
         if code:
@@ -564,8 +320,6 @@ class BlockInspector(QWidget):
             rows.append(_escape(" · ".join(where)))
         known = {"code", "detail", "book", "book_index", "uid", "comment", "tokens", "activated",
                  "key", "message_index", "depth", "pass", "source"}
-        from gui.labels import plain
-
         for key, value in trace.items():
             if key in known or value in (None, "", [], {}):
                 continue

@@ -22,9 +22,12 @@ from PySide6.QtWidgets import (
 )
 
 from engine.schema import ContextPreview, PreviewBlock
+from engine.vocabulary import VOCABULARY
 
-from ..labels import KIND_LABELS, REASON_SHORT, kind_label, reason_cell
-from ..models.blocks_model import BLOCK_ROLE, HEADERS, BlockColumn, BlocksFilterProxy, BlocksTableModel
+from ..labels import KIND_LABELS, kind_label
+from ..models.blocks_model import HEADERS, BlockColumn, BlocksFilterProxy, BlocksTableModel
+from ..roles import BLOCK_ROLE
+from ..words import reason_cell
 
 STATUS_FILTERS = ("kept", "excluded", "truncated", "summarized")
 
@@ -265,7 +268,7 @@ class BlocksPanel(QWidget):
                                     max(fm.horizontalAdvance(str(t)) for t in tokens) + CELL_PAD),
             BlockColumn.STATUS: max(head(BlockColumn.STATUS),
                                     max(fmb.horizontalAdvance(str(s)) for s in statuses) + CELL_PAD),
-            BlockColumn.REASON: max(fm.horizontalAdvance(reason_cell(x) if x in REASON_SHORT else str(x))
+            BlockColumn.REASON: max(fm.horizontalAdvance(reason_cell(x) if x in VOCABULARY else str(x))
                                     for x in reasons) + CELL_PAD,
             BlockColumn.SOURCE: fm.horizontalAdvance(longest_source) + CELL_PAD,
         }

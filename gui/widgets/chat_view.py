@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.schema import ChatMessage, ProgressEvent
+from engine.schema import ChatMessage, ContextPreview, PreviewBlock, ProgressEvent
 
-from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK, STATUS_COLORS, reason_words
+from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK
 from ..models.chat_model import (
     FATE_ROLE,
     FLAGS_ROLE,
@@ -42,6 +42,8 @@ from ..models.chat_model import (
     ChatMessagesModel,
     MessageFate,
 )
+from ..theme import status_hex
+from ..words import reason_meaning
 
 PAD = 6
 MAX_TEXT_LINES = 8
@@ -187,7 +189,7 @@ class ChatDelegate(QStyledItemDelegate):
             bg = QColor("#d6e6ff")
         p.fillRect(card, bg)
         if fate is not None:
-            p.fillRect(QRect(card.left(), card.top(), 3, card.height()), QColor(STATUS_COLORS[fate.status][0]))
+            p.fillRect(QRect(card.left(), card.top(), 3, card.height()), QColor(status_hex(fate.status)[0]))
         fg = QColor("#9aa0a6") if greyed else QColor("#1d2126")
         # header
         bold = QFont(option.font)
@@ -205,7 +207,7 @@ class ChatDelegate(QStyledItemDelegate):
         parts = [f"#{index.row()}", msg.role]
         if fate is not None:
             parts.append(f"{fate.tokens:,} tok")
-            parts.append(fate.status if fate.status == "kept" else f"{fate.status}: {reason_words(fate.reason)}")
+            parts.append(fate.status if fate.status == "kept" else f"{fate.status}: {reason_meaning(fate.reason)}")
         swipes = swipe_info(msg)
         if swipes:
             parts.append(f"⇆ swipe {swipes[0]}/{swipes[1]}")
@@ -213,7 +215,7 @@ class ChatDelegate(QStyledItemDelegate):
             parts.append("calls " + ", ".join(c.function.name or "?" for c in msg.tool_calls))
         if fate is not None and fate.group:
             parts.append(f"{GROUP_MARK} tool group {fate.group}")
-        p.setPen(QColor(STATUS_COLORS[fate.status][0]) if fate is not None and not greyed else QColor("#7a8088"))
+        p.setPen(QColor(status_hex(fate.status)[0]) if fate is not None and not greyed else QColor("#7a8088"))
         pin_r, excl_r = self.button_rects(rect, marker, extra)
         p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
                    int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
@@ -244,7 +246,8 @@ class ChatDelegate(QStyledItemDelegate):
         else:
             p.drawText(text_rect, int(Qt.TextFlag.TextWordWrap), text)
 
-    def _paint_summary(self, p: QPainter, option: QStyleOptionViewItem, block: Any, top: int, height: int) -> None:
+    def _paint_summary(self, p: QPainter, option: QStyleOptionViewItem, block: PreviewBlock, top: int,
+                       height: int) -> None:
         """The compaction summary band: what it covers, its size, and its first lines."""
         rect = QRect(option.rect.left() + PAD + 20, top + PAD // 2, option.rect.width() - 2 * PAD - 20,
                      height - PAD)
@@ -400,7 +403,7 @@ class ChatView(QWidget):
             self.delegate.forget_row(index)
             self.list.doItemsLayout()
 
-    def set_preview(self, preview: Any) -> None:
+    def set_preview(self, preview: ContextPreview | None) -> None:
         """Apply the latest preview's per-message fates and the fit marker."""
         # row heights depend on text, width and whether the row carries the marker or the summary
         # (all in the size cache key), not on the fates: re-layout only when those moved

@@ -25,10 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-CHAT_ID_ROLE = int(Qt.ItemDataRole.UserRole) + 20
-SEARCH_ROLE = int(Qt.ItemDataRole.UserRole) + 21
-#: The row's second line: message count, character, audit mark.
-SUBTITLE_ROLE = int(Qt.ItemDataRole.UserRole) + 22
+from ..roles import CHAT_ID_ROLE, SEARCH_ROLE, SUBTITLE_ROLE
+
 #: The library column's default width (px) in the window's splitter.
 DEFAULT_WIDTH = 250
 

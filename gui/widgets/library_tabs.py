@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-ID_ROLE = int(Qt.ItemDataRole.UserRole) + 40
-SEARCH_ROLE = int(Qt.ItemDataRole.UserRole) + 41
+from ..roles import ID_ROLE, SEARCH_ROLE
+
 KINDS = ("character", "lorebook", "persona")
 ACTIONS = {"character": "New chat", "lorebook": "Attach to chat", "persona": "Use in chat"}
 TITLES = {"character": "Characters", "lorebook": "Lorebooks", "persona": "Personas"}

@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
 
 from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
 
+from ..roles import SORT_ROLE
+
 #: Table columns: (title, tooltip).
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("Book", "the lorebook"),
@@ -41,7 +43,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("Matched keys", "which key matched, and how often"),
     ("Never fired because", "why an entry never fired"),
 )
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 class _Signals(QObject):

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 from engine.schema import Persona
 from engine.schema.sillytavern import PromptOrderItem, SillyTavernSetup
 
+from ..roles import PROMPT_ID_ROLE
 from ..setup_commands import SetupState
 
 SCOPES = ("chat", "character", "global")
@@ -400,7 +401,7 @@ class PromptSetupPanel(QScrollArea):
             for item in st.prompt_order:
                 p = prompts.get(item.identifier)
                 li = QListWidgetItem(p.name or item.identifier if p is not None else item.identifier)
-                li.setData(Qt.ItemDataRole.UserRole, item.identifier)
+                li.setData(PROMPT_ID_ROLE, item.identifier)
                 li.setFlags(li.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 li.setCheckState(Qt.CheckState.Checked if item.enabled else Qt.CheckState.Unchecked)
                 li.setToolTip(f"{item.identifier}" + (" (marker: filled from the chat)" if p is not None and p.marker

@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from engine.schema import ContextPreview
 
-from ..labels import STATUS_COLORS, display_status
+from ..theme import status_hex
+from ..words import display_status
 
 #: Height of the caption strip over the bars (px).
 CAPTION_H = 14
@@ -182,14 +183,14 @@ class TokensChart(QWidget):
             bw = min(16.0, w / n)
             for i, (_, tokens, status, _fit) in enumerate(self._items):
                 bh = max(1.0, h * tokens / self._max)
-                p.fillRect(QRectF(i * bw, h - bh + 1, max(1.0, bw - 1), bh), QColor(STATUS_COLORS[status][0]))
+                p.fillRect(QRectF(i * bw, h - bh + 1, max(1.0, bw - 1), bh), QColor(status_hex(status)[0]))
         else:  # one column per pixel: the tallest message of the bucket
             for x in range(w):
                 lo, hi = int(x * per_px), max(int(x * per_px) + 1, int((x + 1) * per_px))
                 bucket = self._items[lo:hi]
                 _, tokens, status, _fit = max(bucket, key=lambda it: it[1])
                 bh = max(1.0, h * tokens / self._max)
-                p.fillRect(QRectF(x, h - bh + 1, 1, bh), QColor(STATUS_COLORS[status][0]))
+                p.fillRect(QRectF(x, h - bh + 1, 1, bh), QColor(status_hex(status)[0]))
         self._paint_fit_marks(p, w, h)
 
     def mark_x(self, message_index: int) -> float:

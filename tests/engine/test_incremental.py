@@ -140,7 +140,7 @@ def test_warm_preview_equals_cold_reference(strategy: str, data: st.DataObject) 
 @given(request=requests(), budget=st.integers(0, 400), honor=st.booleans())
 def test_shift_arrays_equals_shift_context(request: PreviewRequest, budget: int, honor: bool) -> None:
     from engine.assembly import AssemblyContext, MacroContext, assemble
-    from engine.incremental import _tier
+    from engine.shifting.core import _tier
 
     regs = default_registries()
     ctx = AssemblyContext(request, MacroContext(user="Ann", char="Mira"), None)

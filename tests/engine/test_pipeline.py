@@ -174,7 +174,7 @@ def test_a_world_equal_to_the_cards_embedded_book_activates_once():
     # the trace names the request's books: book 0 fired, book 1 is marked as its duplicate
     by_book = {}
     for rec in pv.lorebook_trace:
-        by_book.setdefault(rec["book_index"], set()).add(rec["code"])
+        by_book.setdefault(rec.book_index, set()).add(rec.code)
     assert by_book == {0: {"LOREBOOK_KEY_MATCH"}, 1: {"LOREBOOK_DUPLICATE_BOOK"}}
     other = Lorebook(name="Coast", entries=[LorebookEntry(uid=5, keys=["harbor"], content="Different lore.")])
     pv = preview(req.model_copy(update={"lorebooks": [world, other]}))

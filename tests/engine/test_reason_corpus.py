@@ -7,6 +7,12 @@ roomy to impossible) — under every built-in strategy, and fails on any block r
 ``code`` missing from :data:`engine.reasons.REASON_CODES` (whose README table
 ``tests/engine/test_codes.py`` checks). Before this test ``LOREBOOK_STICKY`` and
 ``LOREBOOK_DECORATOR_ACTIVATE`` reached blocks without being listed.
+
+Issue 10 item 5 (one vocabulary): every code the engine emits over the corpus — block reasons
+and block trace codes, the preview's lorebook trace, the lorebook activation trace under both
+rule sets (``sillytavern`` and ``loomscope``) over every book of ``../shared/data`` and a
+synthetic book built to reach the not-activated codes, and the lint findings of every book —
+is found in the one table, :data:`engine.vocabulary.VOCABULARY`, under its scope.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from engine.schema import (
     ToolFunction,
 )
 from engine.schema.lorebook import Lorebook
+from engine.vocabulary import VOCABULARY
 
 STRATEGIES = ("manual", "truncate", "summarize")
 
@@ -41,6 +48,14 @@ def _codes(pv) -> set[str]:
         if b.trace and isinstance(b.trace.get("code"), str):
             out.add(b.trace["code"])
     return out
+
+
+def _record_code(rec) -> str:
+    return rec["code"] if isinstance(rec, dict) else rec.code
+
+
+def _preview_trace_codes(pv) -> set[str]:
+    return {_record_code(rec) for rec in pv.lorebook_trace}
 
 
 def _book() -> Lorebook:
@@ -111,6 +126,7 @@ def corpus_codes():
 
     regs.interceptors.register("tag", tag)
     seen: dict[str, str] = {}
+    trace_seen: dict[str, str] = {}
     for name, request in _requests(shared_data_path()):
         for strategy in STRATEGIES:
             for limit in (600, 2500, 8000, 200_000):
@@ -118,6 +134,8 @@ def corpus_codes():
                 pv = preview(request.model_copy(update={"settings": settings}), registries=regs)
                 for code in _codes(pv):
                     seen.setdefault(code, f"{name} / {strategy} / {limit}")
+                for code in _preview_trace_codes(pv):
+                    trace_seen.setdefault(code, f"{name} / {strategy} / {limit}")
                 if name == "synthetic":  # the same without the interceptor
                     pv = preview(request.model_copy(update={"settings": settings}))
                     for code in _codes(pv):
@@ -126,7 +144,12 @@ def corpus_codes():
         tight = ContextSettings(model="gpt-4o", context_limit=120, reply_reserve=10)
         for code in _codes(preview(request.model_copy(update={"settings": tight}))):
             seen.setdefault(code, f"{name} / over budget")
+    _CORPUS_TRACE.update(trace_seen)
     return seen
+
+
+#: Lorebook trace codes of the previews the block corpus ran (filled by ``corpus_codes``).
+_CORPUS_TRACE: dict[str, str] = {}
 
 
 def test_every_code_on_a_block_is_documented(corpus_codes):
@@ -151,3 +174,111 @@ def test_the_corpus_reaches_the_codes_that_leaked(corpus_codes):
 def test_every_lorebook_block_reason_is_documented():
     # the activation's block reasons, including ones no corpus chat happens to reach
     assert set(BLOCK_REASONS) | set(BLOCK_REASONS.values()) <= set(REASON_CODES)
+
+
+# ---------------------------------------------------------------- one vocabulary (issue 10 item 5)
+def _trace_book() -> Lorebook:
+    """Entries built to reach the not-activated trace codes (one code per entry, roughly)."""
+    return Lorebook.model_validate({"name": "trace", "entries": [
+        {"uid": "nm", "keys": ["zeppelin"], "content": "never matched"},
+        {"uid": "off", "keys": ["harbor"], "content": "disabled", "disable": True},
+        {"uid": "nokeys", "keys": [], "content": "no keys"},
+        {"uid": "sec", "keys": ["harbor"], "secondary_keys": ["zeppelin"], "content": "secondary fails"},
+        {"uid": "p0", "keys": ["harbor"], "content": "probability", "probability": 0, "use_probability": True},
+        {"uid": "late", "keys": ["harbor"], "content": "delayed", "delay": 999},
+        {"uid": "rec", "keys": ["harbor"], "content": "waits for recursion", "delay_until_recursion": 1},
+        {"uid": "g1", "keys": ["harbor"], "content": "group one", "group": "g", "order": 200},
+        {"uid": "g2", "keys": ["harbor"], "content": "group two", "group": "g", "order": 10},
+        {"uid": "bad", "keys": ["/([a-/"], "content": "invalid regex"},
+        {"uid": "empty", "keys": ["harbor"], "content": ""},
+        {"uid": "sup", "keys": ["harbor"], "content": "@@dont_activate\nsuppressed"},
+        {"uid": "cool", "keys": ["harbor"], "content": "cooling", "cooldown": 5},
+        {"uid": "inner", "keys": ["lighthouse"], "content": "only in other entries", "exclude_recursion": True},
+        {"uid": "outer", "keys": ["harbor"], "content": "the lighthouse keeper"},
+    ]})
+
+
+@pytest.fixture(scope="module")
+def activation_codes():
+    """Trace codes of ``engine.lorebook.activate`` under both rule sets over every book."""
+    from engine.lorebook import activate
+    from engine.schema import WorldInfoSettings
+    from engine.tokenizers import default_tokenizer_registry
+    from tests.conftest import shared_data_path
+
+    count = default_tokenizer_registry().get("o200k_base").count
+    books = [_book(), _trace_book()]
+    shared = shared_data_path()
+    chats = [_synthetic_chat()]
+    if shared is not None:
+        from engine.importers import load_chats, load_lorebook_or_card_book
+
+        books += [load_lorebook_or_card_book(p) for p in sorted((shared / "lorebooks").iterdir())
+                  if p.suffix in (".json", ".lorebook")]
+        chats.append(load_chats(shared / "chats" / "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl")[0])
+    chat_metadata = {"timedWorldInfo": {"cooldown": {"trace.cool": {"start": 0, "end": 999}}}}
+    seen: dict[str, str] = dict(_CORPUS_TRACE)
+    for rules in ("sillytavern", "loomscope"):
+        settings = WorldInfoSettings(rules=rules, recursive=True)
+        for k, chat in enumerate(chats):
+            for group in ([b] for b in books):
+                for limit in (2_000, 200_000):
+                    result = activate(group, chat.messages, settings, count_tokens=count, context_limit=limit,
+                                      chat_metadata=chat_metadata)
+                    for rec in result.trace:
+                        seen.setdefault(rec.code, f"{rules} / chat {k} / {group[0].name} / {limit}")
+            # every book at once: duplicate books, the shared budget
+            result = activate(books + books[-1:], chat.messages, settings, count_tokens=count, context_limit=4_000,
+                              chat_metadata=chat_metadata)
+            for rec in result.trace:
+                seen.setdefault(rec.code, f"{rules} / chat {k} / all books")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def lint_codes():
+    from engine.lorebook import lint_lorebook
+    from engine.tokenizers import default_tokenizer_registry
+    from tests.conftest import shared_data_path
+
+    count = default_tokenizer_registry().get("o200k_base").count
+    books = [_book(), _trace_book()]
+    shared = shared_data_path()
+    if shared is not None:
+        from engine.importers import load_lorebook_or_card_book
+
+        books += [load_lorebook_or_card_book(p) for p in sorted((shared / "lorebooks").iterdir())
+                  if p.suffix in (".json", ".lorebook")]
+    seen: dict[str, str] = {}
+    for book in books:
+        for limit in (600, 200_000):
+            for finding in lint_lorebook(book, context_limit=limit, count_tokens=count):
+                seen.setdefault(finding.code, f"{book.name} / {limit}")
+    return seen
+
+
+def test_every_emitted_code_is_in_the_one_table(corpus_codes, activation_codes, lint_codes):
+    missing = {scope: {c: where for c, where in found.items()
+                       if c not in VOCABULARY or scope not in VOCABULARY[c].scopes}
+               for scope, found in (("block", corpus_codes), ("trace", activation_codes), ("lint", lint_codes))}
+    assert not any(missing.values()), f"emitted codes missing from engine.vocabulary: {json.dumps(missing)}"
+
+
+def test_the_activation_corpus_reaches_the_trace_codes(activation_codes, lint_codes):
+    # evidence, not decoration: the corpus must reach most of the trace paths under both rule sets
+    expected = {"LOREBOOK_NOT_MATCHED", "LOREBOOK_KEY_MATCH", "LOREBOOK_CONSTANT", "LOREBOOK_STICKY",
+                "LOREBOOK_DECORATOR_ACTIVATE", "LOREBOOK_DISABLED", "LOREBOOK_NO_KEYS", "LOREBOOK_SECONDARY_FAILED",
+                "LOREBOOK_PROBABILITY", "LOREBOOK_DELAY", "LOREBOOK_GROUP_LOST", "LOREBOOK_EMPTY",
+                "LOREBOOK_DECORATOR_SUPPRESS", "LOREBOOK_BUDGET", "LOREBOOK_COOLDOWN"}
+    assert expected <= set(activation_codes), sorted(expected - set(activation_codes))
+    assert {"LINT_NO_KEYS", "LINT_INVALID_REGEX", "LINT_DISABLED", "LINT_EMPTY_CONTENT"} <= set(lint_codes)
+
+
+def test_the_views_are_the_one_table():
+    from engine.lorebook.codes import TRACE_CODES
+    from engine.lorebook.lint import LINT_CODES
+
+    assert {c: (t.category, t.meaning) for c, t in VOCABULARY.items() if "block" in t.scopes} == REASON_CODES
+    assert set(TRACE_CODES) == {c for c, t in VOCABULARY.items() if "trace" in t.scopes}
+    assert set(LINT_CODES) == {c for c, t in VOCABULARY.items() if "lint" in t.scopes}
+    assert all(t.words and t.meaning and not t.words[0].isupper() for t in VOCABULARY.values())

@@ -203,7 +203,7 @@ def test_moving_a_lorebook_from_chat_to_global_scope_keeps_it_once(qtbot, st_win
     assert dict(panel.state.links)[unused] == "global"
     assert text_of(preview).count(UNUSED) == 1
     # the scope decides the order (getSortedEntries): global lore now comes with Realm, after chat lore
-    trace_books = [r.get("book") for r in preview.lorebook_trace if r.get("activated")]
+    trace_books = [r.book for r in preview.lorebook_trace if r.activated]
     assert trace_books, preview.lorebook_trace[:2]
     ctrl_z(qtbot, win)
     assert dict(panel.state.links)[unused] == "chat"
@@ -273,7 +273,7 @@ def test_prompt_order_reorder_and_toggle(qtbot, st_window, qsettings) -> None:
 
 
 def _activated(preview) -> int:
-    return sum(1 for r in preview.lorebook_trace if r.get("activated"))
+    return sum(1 for r in preview.lorebook_trace if r.activated)
 
 
 def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) -> None:
@@ -475,7 +475,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     # the character filter decides alone once the other conditions hold again (SillyTavern
     # checkWorldInfo: characterFilter names, isExclude)
     def fired(preview) -> bool:
-        return any(r.get("book") == "Realm" and str(r.get("uid")) == "1" and r.get("activated")
+        return any(r.book == "Realm" and str(r.uid) == "1" and r.activated
                    for r in preview.lorebook_trace)
 
     editor.secondary.setText("")

@@ -34,7 +34,7 @@ def _serve(db: str) -> Iterator[tuple[httpx.Client, str, str]]:
     chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="one")
     regs = default_registries()
     regs.tokenizers.register(TokenizerProfile(name="broken-plugin", approximate=True, version="1",
-                                              description="raises", _count_batch=_broken_count))
+                                              description="raises", count_batch=_broken_count))
     server = make_server(store, port=0, registries=regs, log_level="critical")
     thread = start_server(server)
     client = httpx.Client(base_url=server.url, trust_env=False, timeout=10)

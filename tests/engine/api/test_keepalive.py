@@ -20,7 +20,7 @@ def test_requests_after_an_internal_error_reuse_the_connection(tmp_path) -> None
     store = open_store(f"sqlite:///{tmp_path / 'lib.sqlite3'}", seed=False)
     regs = default_registries()
     regs.tokenizers.register(TokenizerProfile(name="broken-plugin", approximate=True, version="1",
-                                              description="raises", _count_batch=_broken_count))
+                                              description="raises", count_batch=_broken_count))
     server = make_server(store, port=0, registries=regs, log_level="critical")
     thread = start_server(server)
     client = httpx.Client(base_url=server.url, trust_env=False, timeout=10)

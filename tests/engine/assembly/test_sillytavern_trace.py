@@ -23,8 +23,8 @@ def test_trace_book_index_is_the_request_index(tmp_path: Path) -> None:
         result = preview(request)
         assert result.lorebook_trace
         for rec in result.lorebook_trace:
-            assert request.lorebooks[rec["book_index"]].name == rec["book"]
-        fired = {(r["book"], r["uid"]) for r in result.lorebook_trace if r["activated"]}
+            assert request.lorebooks[rec.book_index].name == rec.book
+        fired = {(r.book, r.uid) for r in result.lorebook_trace if r.activated}
         assert ("Voyage", 0) in fired  # the chat world's ship entry
     finally:
         store.close()

@@ -112,11 +112,11 @@ def test_issue_pattern_preview_finishes() -> None:
     """``/(a+)+$/`` against 40 "a" and "!": the regex package does not backtrack exponentially on
     it, so it simply does not match; the catastrophic variant times out with the code."""
     p = preview(_slow_request("/(a+)+$/"))
-    assert [t["code"] for t in p.lorebook_trace] == ["LOREBOOK_NOT_MATCHED"]
+    assert [t.code for t in p.lorebook_trace] == ["LOREBOOK_NOT_MATCHED"]
     started = time.perf_counter()
     p = preview(_slow_request(CATASTROPHIC))
     assert time.perf_counter() - started < 5
-    assert [t["code"] for t in p.lorebook_trace] == ["LOREBOOK_REGEX_TIMEOUT"]
+    assert [t.code for t in p.lorebook_trace] == ["LOREBOOK_REGEX_TIMEOUT"]
     assert any("LOREBOOK_REGEX_TIMEOUT" in d for d in p.diagnostics)
 
 

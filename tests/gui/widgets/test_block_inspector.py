@@ -9,7 +9,9 @@ import pytest
 
 from engine.schema import PreviewBlock
 from engine.tokenizers import default_tokenizer_registry
-from gui.widgets.block_inspector import BlockInspector, reason_in_words, utf16_offsets
+from gui.token_shading import utf16_offsets
+from gui.widgets.block_inspector import BlockInspector
+from gui.words import reason_in_words
 
 TEXT = (
     "Elara is a wandering cartographer who maps the shifting dunes of the Ashen Waste. "
@@ -175,7 +177,7 @@ def test_refresh_with_same_text_keeps_scroll_position(inspector):
 
 
 def test_describe_detail_says_where_the_loomscope_rules_differ() -> None:
-    from gui.widgets.block_inspector import describe_detail
+    from gui.words import describe_detail
 
     text = describe_detail({"budget": 6, "order_of_activation": 3, "loomscope": {
         "activated": True, "code": "LOREBOOK_CONSTANT",

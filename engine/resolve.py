@@ -1,0 +1,279 @@
+"""The rules a preview resolves from a request, for callers that must agree with it.
+
+The pipeline (:mod:`engine.pipeline`) and the SillyTavern assembly
+(:mod:`engine.assembly.sillytavern`) use these functions for their own work, and the GUI asks
+them instead of copying the rules: which tokenizer profile and context limit the settings
+select, the ``{{user}}``/``{{char}}`` names, which lorebooks a chat uses (and how the trace's
+``book_index`` maps onto them), and the lorebook budget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .schema.lorebook import Lorebook
+from .schema.request import PreviewRequest
+from .schema.settings import ContextSettings
+from .tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry, lookup_model
+
+
+@lru_cache(maxsize=1)
+def _builtin_tokenizers() -> TokenizerRegistry:
+    # The built-in profiles, for callers that pass no registry (read-only use).
+    return default_tokenizer_registry()
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """The tokenizer profile and context limit a preview uses for some settings.
+
+    Attributes
+    ----------
+    profile:
+        Name of the tokenizer profile: ``settings.tokenizer``, else the model table's profile
+        for ``settings.model`` (``generic-approx`` for unknown models).
+    context_limit:
+        Context window in tokens: ``settings.context_limit``, else the model's known limit.
+    known:
+        Whether ``settings.model`` is in the model table.
+    reply_reserve:
+        ``settings.resolve_reply_reserve(context_limit)`` in tokens (not checked against the
+        limit here; the pipeline raises ``INVALID_SETTINGS`` when it is not below it).
+    budget:
+        ``context_limit − reply_reserve`` in tokens: the prompt budget, the limit the lorebook
+        budget percentage applies to (:func:`lorebook_budget`).
+    warnings:
+        The warnings the preview emits for this resolution, in order (unknown model, a limit above
+        the model's, approximate counts).
+    tokenizer:
+        The resolved :class:`~engine.tokenizers.TokenizerProfile` object itself.
+    """
+
+    profile: str
+    context_limit: int
+    known: bool
+    reply_reserve: int
+    budget: int
+    warnings: tuple[str, ...] = ()
+    tokenizer: TokenizerProfile | None = field(default=None, compare=False, repr=False)
+
+
+def model_profile_and_limit(settings: ContextSettings, tokenizers: TokenizerRegistry | None = None, *,
+                            sillytavern: bool = False) -> ResolvedModel:
+    """Resolve ``settings`` to a tokenizer profile and context limit (pipeline step 1).
+
+    Parameters
+    ----------
+    settings:
+        The chat's context settings (``model``, ``tokenizer``, ``context_limit``, ``reply_reserve``).
+    tokenizers:
+        The registry to resolve the profile in (plugin profiles included); the built-in profiles
+        when ``None``.
+    sillytavern:
+        Word the warnings as the SillyTavern assembly does (a request with ``sillytavern`` set).
+
+    Returns
+    -------
+    ResolvedModel
+
+    Raises
+    ------
+    SettingsError
+        ``UNKNOWN_TOKENIZER`` when the selected profile is not registered.
+    """
+    reg = tokenizers if tokenizers is not None else _builtin_tokenizers()
+    info = lookup_model(settings.model)
+    profile = reg.get(settings.tokenizer or info.profile)
+    limit = settings.context_limit or info.context_limit
+    warnings = (_sillytavern_warnings(settings, info.known, info.profile, profile) if sillytavern
+                else _pipeline_warnings(settings, info.known, info.context_limit, profile, limit))
+    reserve = settings.resolve_reply_reserve(limit)
+    return ResolvedModel(profile=profile.name, context_limit=limit, known=info.known, reply_reserve=reserve,
+                         budget=limit - reserve, warnings=tuple(warnings), tokenizer=profile)
+
+
+def _pipeline_warnings(settings: ContextSettings, known: bool, known_limit: int, profile: TokenizerProfile,
+                       limit: int) -> list[str]:
+    warnings: list[str] = []
+    if not known:
+        # Name what is actually used, after the user's overrides.
+        tok = (f"the tokenizer profile {profile.name!r} you set" if settings.tokenizer
+               else f"the {'approximate ' if profile.approximate else ''}profile {profile.name!r}")
+        lim = (f"the {limit}-token context limit you set" if settings.context_limit
+               else f"a default {limit}-token context limit")
+        missing = [w for w, given in (("the context limit", settings.context_limit),
+                                      ("the tokenizer", settings.tokenizer)) if not given]
+        warnings.append(f"unknown model {settings.model!r}: counting with {tok} and {lim}"
+                        + (f"; set {' and '.join(missing)} for exact figures" if missing else ""))
+    if settings.context_limit and known and settings.context_limit > known_limit:
+        warnings.append(f"context limit {settings.context_limit} is above {settings.model}'s known "
+                        f"limit of {known_limit} tokens")
+    if profile.approximate:
+        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    return warnings
+
+
+def _sillytavern_warnings(settings: ContextSettings, known: bool, table_profile: str,
+                          profile: TokenizerProfile) -> list[str]:
+    warnings: list[str] = []
+    if not known:
+        warnings.append(f"unknown model {settings.model!r}: counting with the approximate profile "
+                        f"{table_profile!r}; set the tokenizer for exact figures")
+    if profile.approximate:
+        warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")
+    return warnings
+
+
+@dataclass(frozen=True)
+class SpeakerNames:
+    """The names the preview substitutes for ``{{user}}`` and ``{{char}}``."""
+
+    user: str
+    char: str
+
+
+def speaker_names(request: PreviewRequest) -> SpeakerNames:
+    """The ``{{user}}``/``{{char}}`` names the preview of ``request`` substitutes.
+
+    The stage pipeline: the persona's name, else ``chat.user_name``, else ``"User"``; the card's
+    nickname or name, else ``chat.character_name``, else ``""``. A chat from a SillyTavern folder
+    (``request.sillytavern``): SillyTavern's ``name1`` (``sillytavern.user_name``, else
+    ``"User"``) and ``name2`` (the card's name, never its nickname, else
+    ``chat.character_name``, else ``""``).
+    """
+    card = request.character
+    if request.sillytavern is not None:
+        user = request.sillytavern.user_name or "User"
+        return SpeakerNames(user, (card.name if card is not None else "") or request.chat.character_name or "")
+    persona = request.persona
+    user = (persona.name if persona is not None and persona.name else None) or request.chat.user_name or "User"
+    char = ((card.nickname or card.name) if card is not None and (card.nickname or card.name)
+            else (request.chat.character_name or ""))
+    return SpeakerNames(user, char)
+
+
+@dataclass(frozen=True)
+class LorebookPlan:
+    """Which lorebooks a chat's preview uses, and in which order it activates them.
+
+    Attributes
+    ----------
+    books:
+        Every book the preview considers; a trace record's ``book_index`` is an index into it.
+        The stage pipeline: ``request.lorebooks``, then the card's embedded book (named
+        ``"<card> (card)"`` when unnamed) unless a listed book has its name. A SillyTavern chat:
+        ``request.lorebooks`` only (SillyTavern uses a card's book only when it is linked as a world).
+    order:
+        Indexes into ``books`` in activation order, duplicates omitted.
+    duplicate_of:
+        Per book, the index of the book it repeats (its own index when distinct). A duplicate's
+        entries are traced as ``LOREBOOK_DUPLICATE_BOOK``, not activated.
+    scopes:
+        Per book, its World Info scope (``"chat"``, ``"character"``, ``"global"``; ``"character"``
+        for the card's embedded book), or ``None``: the book's own ``scope`` field, else global
+        (:func:`engine.lorebook.activate` ``book_scopes``).
+    embedded:
+        Index of the card's embedded book in ``books``, or ``None`` (not in ``request.lorebooks``).
+    """
+
+    books: tuple[Lorebook, ...]
+    order: tuple[int, ...]
+    duplicate_of: tuple[int, ...]
+    scopes: tuple[str | None, ...]
+    embedded: int | None = None
+
+    @property
+    def activated(self) -> list[Lorebook]:
+        """The distinct books in activation order (``books[i] for i in order``)."""
+        return [self.books[i] for i in self.order]
+
+
+def lorebook_plan(request: PreviewRequest) -> LorebookPlan:
+    """The lorebooks the preview of ``request`` uses (see :class:`LorebookPlan`).
+
+    A world imported from a card is the card's embedded book again (SillyTavern creates the world
+    file from ``character_book``), so in the stage pipeline a book equal to one already listed
+    (same name, and the same keys and content in its entries) is not activated twice. A
+    SillyTavern chat activates its books in ``getSortedEntries`` order: chat lore, then character
+    and global lore as ``world_info.character_strategy`` ranks them.
+    """
+    if request.sillytavern is not None:
+        books = tuple(request.lorebooks)
+        given = list(request.sillytavern.lorebook_scopes)[:len(books)]
+        st_scopes: list[str | None] = [*given, *["global"] * (len(books) - len(given))]
+        groups = sillytavern_book_groups([s or "global" for s in st_scopes],
+                                         request.settings.world_info.character_strategy)
+        return LorebookPlan(books, tuple(i for g in groups for i in g), tuple(range(len(books))),
+                            tuple(st_scopes))
+    candidates = list(request.lorebooks)
+    embedded_at: int | None = None
+    card = request.character
+    if card is not None and card.character_book is not None and card.character_book.entries:
+        embedded = card.character_book
+        if not embedded.name:
+            embedded = embedded.model_copy(update={"name": f"{card.name or 'character'} (card)"})
+        if all(b.name != embedded.name for b in candidates):
+            embedded_at = len(candidates)
+            candidates.append(embedded)
+    first_of: dict[tuple[str, str], int] = {}
+    duplicate_of: list[int] = []
+    for i, book in enumerate(candidates):
+        key = (book.name, json.dumps(sorted([sorted(e.keys), e.content] for e in book.entries)))
+        duplicate_of.append(first_of.setdefault(key, i))
+    # The card's embedded book is character lore (SillyTavern getCharacterLore); listed books
+    # say their own scope (``None``: the book's ``scope`` field, else global lore).
+    scopes: list[str | None] = ["character" if i == embedded_at else None for i in range(len(candidates))]
+    return LorebookPlan(tuple(candidates), tuple(i for i, d in enumerate(duplicate_of) if d == i),
+                        tuple(duplicate_of), tuple(scopes), embedded_at)
+
+
+def chat_lorebooks(request: PreviewRequest) -> list[Lorebook]:
+    """The lorebooks of ``request``'s chat, indexed as the trace's ``book_index`` (``lorebook_plan(request).books``)."""
+    return list(lorebook_plan(request).books)
+
+
+def sillytavern_book_groups(scopes: Sequence[str], strategy: str) -> list[list[int]]:
+    """Book indexes in SillyTavern ``getSortedEntries``'s groups (world-info.js 3593–3640).
+
+    Chat lore, then character and global lore as ``world_info_character_strategy`` ranks them
+    (``global_first``, ``evenly``, else character first).
+    """
+    chat_b = [i for i, s in enumerate(scopes) if s == "chat"]
+    char_b = [i for i, s in enumerate(scopes) if s == "character"]
+    glob_b = [i for i, s in enumerate(scopes) if s not in ("chat", "character")]
+    if strategy == "global_first":
+        return [chat_b, glob_b, char_b]
+    if strategy == "evenly":
+        return [chat_b, glob_b + char_b]
+    return [chat_b, char_b, glob_b]
+
+
+def lorebook_budget(settings: ContextSettings, context_limit: int) -> int:
+    """The lorebook token budget (:func:`engine.lorebook.compute_budget` of ``settings.world_info``).
+
+    Parameters
+    ----------
+    settings:
+        The chat's settings; ``world_info.budget_percent`` (0–100) and ``budget_cap`` (tokens,
+        0 = none) apply.
+    context_limit:
+        The tokens the percentage applies to. The preview passes its prompt budget, context limit
+        − reply reserve (:attr:`ResolvedModel.budget`).
+
+    Returns
+    -------
+    int
+        Tokens, at least 1.
+    """
+    from .lorebook.budget import compute_budget
+
+    return compute_budget(settings.world_info, context_limit)
+
+
+__all__ = [
+    "LorebookPlan", "ResolvedModel", "SpeakerNames", "chat_lorebooks", "lorebook_budget",
+    "lorebook_plan", "model_profile_and_limit", "sillytavern_book_groups", "speaker_names",
+]
