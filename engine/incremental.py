@@ -224,7 +224,7 @@ def _text(block: Any) -> str:
     m = block.message
     if m is not None and type(m.content) is str and not m.tool_calls and not m.__pydantic_extra__:
         return m.content
-    return block.text()  # type: ignore[no-any-return]
+    return block.text()
 
 
 def _sendable_lists(b: dict[str, list[Any]], tokens: list[int], sendable: list[int], n: int) -> dict[str, list[Any]]:

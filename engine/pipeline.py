@@ -221,7 +221,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         return prepare_sillytavern(request, reg)
     warm = warm_run(request, reg)  # a pin / exclude toggle: answered from the remembered run
     if warm is not None:
-        return warm  # type: ignore[no-any-return]
+        return warm
     run = _Run(request, reg)
     _resolve_model(run)  # 1
     _reserve_reply(run)  # 2
@@ -346,7 +346,7 @@ def _assemble_blocks(run: _Run) -> None:
 def _finish_incremental(run: _Run) -> PreparedPrompt | None:
     """Steps 4-10 by :func:`engine.incremental.finish_run` (``None`` when it does not apply)."""
     lorebook_trace, trace_by_source = _lorebook_trace(run)
-    return finish_run(run.request, run.reg, {  # type: ignore[no-any-return]
+    return finish_run(run.request, run.reg, {
         "settings": run.request.settings, "profile": run.profile, "limit": run.limit, "reserve": run.reserve,
         "budget": run.budget, "warnings": list(run.warnings), "diagnostics": list(run.diagnostics),
         "tools": run.tools, "lorebook_trace": lorebook_trace, "trace_by_source": trace_by_source,
