@@ -22,6 +22,7 @@ from .schema import (
     ShiftResult,
     WorldInfoSettings,
 )
+from .schema.blocks import BlockOrigin
 
 #: Heavier parts (storage pulls in SQLAlchemy and Alembic, generation httpx) load on first use.
 _LAZY = {
@@ -53,7 +54,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
-    "Block", "BlockKind", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
+    "Block", "BlockKind", "BlockOrigin", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
     "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "PromptContextAudit", "ShiftResult",
     "WorldInfoSettings", *_LAZY,
 ]

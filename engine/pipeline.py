@@ -38,7 +38,7 @@ from .incremental import frozen_blocks
 from .plugins import InterceptorContext
 from .registries import Registries, default_registries, shared_registries
 from .resolve import LorebookPlan, SpeakerNames, lorebook_plan, model_profile_and_limit, speaker_names
-from .schema.blocks import Block, BlockKind, ShiftResult
+from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
@@ -50,6 +50,8 @@ from .shifting import (
     shift_context,
     tool_sequence_problems,
 )
+from .shifting.explain import explain_blocks
+from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
@@ -58,6 +60,7 @@ from .tokenizers import (
     count_tools_tokens,
     prompt_count,
 )
+from .tokenizers.templates.base import PromptCount
 
 if TYPE_CHECKING:
     from .lorebook.models import ActivationResult
@@ -126,21 +129,21 @@ def _activate(request: PreviewRequest, plan: LorebookPlan, profile: TokenizerPro
     )
 
 
-def _provider_dict(block: Block) -> dict[str, Any] | None:
-    return block.message.to_provider() if block.message is not None else None
+def _messages_of(blocks: list[Block]) -> list[dict[str, Any]]:
+    """The provider messages of ``blocks`` that carry one, in order (the tools block carries none)."""
+    return [b.message.to_provider() for b in blocks if b.message is not None]
 
 
 def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, int]:
     msg_blocks = [b for b in blocks if b.message is not None]
     if profile.chat is not None:  # a chat template counts the blocks together, in prompt order
         tool_blocks = [b for b in blocks if b.message is None]
-        pc = prompt_count(profile, [_provider_dict(b) for b in msg_blocks],  # type: ignore[misc]
-                          [t for b in tool_blocks for t in (b.tools or [])])
+        pc = prompt_count(profile, _messages_of(msg_blocks), [t for b in tool_blocks for t in (b.tools or [])])
         out = {b.id: c for b, c in zip(msg_blocks, pc.messages)}
         for k, b in enumerate(tool_blocks):
             out[b.id] = pc.tools if k == 0 else 0
         return out
-    counts = count_messages_tokens(profile, [_provider_dict(b) for b in msg_blocks])  # type: ignore[misc]
+    counts = count_messages_tokens(profile, _messages_of(msg_blocks))
     out = {b.id: c for b, c in zip(msg_blocks, counts)}
     for b in blocks:
         if b.message is None:
@@ -151,44 +154,17 @@ def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, i
 def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Block], int]:
     """Token count of a block.
 
-    Precomputed for assembled blocks, counted on the fly for blocks a strategy creates (summaries), whose text may
-    change between calls.
+    Precomputed for the blocks the pipeline counted (assembled, interceptor-added), counted on the fly for blocks
+    a strategy creates (``BlockOrigin.STRATEGY``: summaries), whose text may change between calls.
     """
 
     def count(block: Block) -> int:
         known = tokens.get(block.id)
-        if known is not None and not block.id.startswith("s"):
+        if known is not None and block.origin is not BlockOrigin.STRATEGY:
             return known
         return _count_blocks(profile, [block])[block.id]
 
     return count
-
-
-def _run_strategy(registries: Registries, name: str, blocks: list[Block], count: Callable[[Block], int],
-                  budget: int, options: dict[str, Any], diagnostics: list[str],
-                  groups: ToolGroups) -> ShiftResult:
-    info = registries.strategies.get(name)
-    honor_manual = bool(getattr(info, "honors_manual", False)) and options.get("honor_manual", True) is not False
-    try:
-        result = info.fn(blocks, count, budget, options)
-        problems = check_shift_result(blocks, result, groups, honor_manual=honor_manual)
-        by_id = {b.id: b for b in blocks}
-        kept_total = (sum(count(by_id[k]) for k in result.kept if k in by_id)
-                      + sum(t.remaining_tokens for t in result.truncated)
-                      + sum(count(a) for a in result.added))
-        if result.error is None and kept_total > budget:
-            problems.append(f"left {kept_total} tokens for a budget of {budget}")
-    except LoomscopeError:
-        raise
-    except Exception as exc:  # a plugin strategy must not break the pipeline
-        problems = [f"raised {type(exc).__name__}: {exc}"]
-    if problems:
-        # The fallback may drop more than the strategy meant to, never send what the writer
-        # removed: it honours manual exclusions and hidden messages whatever was selected.
-        diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate' "
-                           "(honouring manual exclusions and hidden messages)")
-        result = shift_context(blocks, count, budget, honor_manual=True)
-    return result
 
 
 def _incomplete_group_warnings(blocks: list[Block], groups: ToolGroups) -> list[str]:
@@ -228,7 +204,7 @@ def prepare(request: PreviewRequest, *, registries: Registries | None = None) ->
 
 
 def _prepare(request: PreviewRequest, registries: Registries | None) -> PreparedPrompt:
-    """Run pipeline steps 1–9 for ``request``.
+    """Run the ten SPEC §2 steps for ``request``, one named step function each.
 
     Raises
     ------
@@ -243,35 +219,127 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         from .assembly.sillytavern import prepare_sillytavern
 
         return prepare_sillytavern(request, reg)
-    settings = request.settings
-    warnings: list[str] = []
-    diagnostics: list[str] = []
+    run = _Run(request, reg)
+    _resolve_model(run)  # 1
+    _reserve_reply(run)  # 2
+    _assemble_blocks(run)  # 3
+    _count_tokens(run)  # 4
+    _shift_context(run)  # 5
+    _check_host(run)  # 6
+    _intercept(run)  # 7
+    _recount(run)  # 8
+    _check_budget(run)  # 9
+    return _report(run)  # 10
 
-    # 1. model → profile and limit
-    resolved = model_profile_and_limit(settings, reg.tokenizers)
-    profile = resolved.tokenizer
-    assert profile is not None
-    limit = resolved.context_limit
-    warnings.extend(resolved.warnings)
-    reg.strategies.get(settings.strategy)  # fail early on an unknown strategy
 
-    # 2. reply reserve and budget
-    reserve = settings.resolve_reply_reserve(limit)
-    if reserve >= limit:
+@dataclass
+class _Run:
+    """What one preview has worked out so far; each step of :func:`_prepare` fills its part.
+
+    Token figures are in tokens of ``profile``. ``status`` maps a block id to its fate
+    ``(status, reason)``; ``ordered`` is every block in prompt order (strategy- and
+    interceptor-made ones included), ``final_blocks`` the ones sent.
+    """
+
+    request: PreviewRequest
+    reg: Registries
+    warnings: list[str] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
+    # 1. model
+    profile: TokenizerProfile = field(init=False)
+    limit: int = field(init=False)
+    # 2. reply reserve
+    reserve: int = field(init=False)
+    budget: int = field(init=False)
+    tools: list[dict[str, Any]] = field(init=False)
+    priming: int = field(init=False)
+    # 3. assembly
+    plan: LorebookPlan = field(init=False)
+    activation: ActivationResult | None = field(init=False)
+    blocks: list[Block] = field(init=False)
+    pre_excluded: dict[str, str] = field(init=False)
+    # 4. counts
+    tokens: dict[str, int] = field(init=False)
+    shift_tokens: dict[str, int] = field(init=False)
+    count: Callable[[Block], int] = field(init=False)
+    approximate: bool = field(init=False)
+    safety: int = field(init=False)
+    shift_budget: int = field(init=False)
+    sendable: list[Block] = field(init=False)
+    # 5–6. strategy and host checks
+    groups: ToolGroups = field(init=False)
+    group_of: dict[str, str] = field(init=False)
+    result: ShiftResult | None = field(init=False)
+    strategy_problems: list[str] = field(init=False)
+    honor_manual: bool = field(init=False)
+    status: dict[str, tuple[str, str]] = field(init=False)
+    truncated: dict[str, TruncatedBlock] = field(init=False)
+    ordered: list[Block] = field(init=False)
+    final_blocks: list[Block] = field(init=False)
+    # 7. interceptors
+    interceptor_diags: list[str] = field(default_factory=list)
+    intercepted: bool = False
+    # 8. recount
+    messages: list[dict[str, Any]] = field(init=False)
+    send_tools: list[dict[str, Any]] = field(init=False)
+    final: PromptCount = field(init=False)
+    template_tokens: dict[str, int] = field(init=False)
+    # 9. budget
+    error: PreviewError | None = None
+
+    @property
+    def shift(self) -> ShiftResult:
+        """The strategy's result after the host checks (step 6 on)."""
+        assert self.result is not None
+        return self.result
+
+
+def _resolve_model(run: _Run) -> None:
+    """Step 1: tokenizer profile and context limit (:func:`engine.resolve.model_profile_and_limit`).
+
+    Also fails early on an unknown strategy (``UNKNOWN_STRATEGY``).
+    """
+    settings = run.request.settings
+    resolved = model_profile_and_limit(settings, run.reg.tokenizers)
+    assert resolved.tokenizer is not None
+    run.profile, run.limit = resolved.tokenizer, resolved.context_limit
+    run.warnings.extend(resolved.warnings)
+    run.reg.strategies.get(settings.strategy)
+
+
+def _reserve_reply(run: _Run) -> None:
+    """Step 2: the reply reserve and the budget ``context limit − reserve``.
+
+    Raises ``INVALID_SETTINGS`` when the reserve is not below the context limit.
+    """
+    reserve = run.request.settings.resolve_reply_reserve(run.limit)
+    if reserve >= run.limit:
         raise SettingsError("INVALID_SETTINGS",
-                            f"reply reserve {reserve} must be below the context limit {limit}")
-    budget = limit - reserve
-    tools = list(request.chat.tools)
-    priming = REPLY_PRIMING_TOKENS  # tokens no block owns; a chat template's own figure after assembly
+                            f"reply reserve {reserve} must be below the context limit {run.limit}")
+    run.reserve, run.budget = reserve, run.limit - reserve
+    run.tools = list(run.request.chat.tools)
+    run.priming = REPLY_PRIMING_TOKENS  # tokens no block owns; a chat template's own figure after assembly
 
-    # 3. lorebook activation and assembly
-    card = request.character
+
+def _assemble_blocks(run: _Run) -> None:
+    """Step 3: lorebook activation, then the blocks in prompt order through the stage registry."""
+    request, settings = run.request, run.request.settings
     names = speaker_names(request)
-    user, char = names.user, names.char
-    plan = lorebook_plan(request)
-    activation = _activate(request, plan, profile, budget, names)
-    if activation is not None:
-        diagnostics.extend(getattr(activation, "diagnostics", []) or [])
+    run.plan = lorebook_plan(request)
+    run.activation = _activate(request, run.plan, run.profile, run.budget, names)
+    if run.activation is not None:
+        run.diagnostics.extend(run.activation.diagnostics)
+    macros = MacroContext(user=names.user, char=names.char, values=_macro_values(request, run.budget, names.char),
+                          seed=settings.world_info.seed)
+    ctx = AssemblyContext(request, macros, run.activation)
+    run.blocks = assemble(ctx, run.reg.stages, settings.template)
+    run.pre_excluded = ctx.pre_excluded
+    run.warnings.extend(ctx.warnings)
+
+
+def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, str]:
+    """The values of the card, persona and chat macros (``{{description}}``, ``{{lastMessage}}``, ...)."""
+    card = request.character
     values = {
         "persona": request.persona.description if request.persona else "",
         "description": card.description if card else "",
@@ -282,199 +350,300 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         "charJailbreak": card.post_history_instructions if card else "",
         "charVersion": card.character_version if card else "",
         "char_version": card.character_version if card else "",
-        "model": settings.model,
+        "model": request.settings.model,
         "maxPrompt": str(budget),
         "group": char,
     }
     msgs = request.chat.messages
-    last = next((m.text() for m in reversed(msgs)), "")
-    values["lastMessage"] = last
+    values["lastMessage"] = next((m.text() for m in reversed(msgs)), "")
     values["lastUserMessage"] = next((m.text() for m in reversed(msgs) if m.role == "user"), "")
     values["lastCharMessage"] = next((m.text() for m in reversed(msgs) if m.role == "assistant"), "")
     values["input"] = values["lastUserMessage"]
-    ctx = AssemblyContext(request, MacroContext(user=user, char=char, values=values,
-                                                seed=settings.world_info.seed), activation)
-    blocks = assemble(ctx, reg.stages, settings.template)
-    warnings.extend(ctx.warnings)
+    return values
 
-    # 4. count once per block
+
+def _count_tokens(run: _Run) -> None:
+    """Step 4: one batched count per block, the safety margin, and the budget the strategy gets."""
+    profile, blocks, budget = run.profile, run.blocks, run.budget
     tokens = _count_blocks(profile, blocks)
     # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
     approximate = profile.approximate or any(
         b.message is not None and isinstance(b.message.content, list) and any(
             isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
         for b in blocks)
-    safety = math.ceil(budget * settings.safety_margin_percent / 100) if approximate else 0
-    shift_budget = budget - safety - priming
-    sendable = [b for b in blocks if b.id not in ctx.pre_excluded]
+    safety = math.ceil(budget * run.request.settings.safety_margin_percent / 100) if approximate else 0
+    pre_excluded = run.pre_excluded
+    sendable = [b for b in blocks if b.id not in pre_excluded]
     if profile.chat is not None:  # template counts depend on the neighbours: count what is sent
         if len(sendable) != len(blocks):
             tokens.update(_count_blocks(profile, sendable))
-        priming = prompt_count(profile, [_provider_dict(b) for b in sendable if b.message is not None],  # type: ignore[misc]
-                               []).overhead
-        shift_budget = budget - safety - priming
+        run.priming = prompt_count(profile, _messages_of(sendable), []).overhead
+    run.tokens, run.approximate, run.safety, run.sendable = tokens, approximate, safety, sendable
+    run.shift_budget = budget - safety - run.priming
+    run.count = _counter(profile, tokens)
+    run.shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
 
-    # 5–6. strategy with host checks
+
+def _shift_context(run: _Run) -> None:
+    """Step 5: the selected strategy over the sendable blocks (its tool groups warned about first).
+
+    A plugin strategy that raises does not break the pipeline: its error is kept for step 6.
+    """
+    request, settings, sendable = run.request, run.request.settings, run.sendable
     groups = find_tool_groups(sendable)
-    group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
-    warnings.extend(_incomplete_group_warnings(sendable, groups))
+    run.groups = groups
+    run.group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
+    run.warnings.extend(_incomplete_group_warnings(sendable, groups))
     for cid in sorted(groups.reused_ids):
-        warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
-                        "with the nearest earlier call carrying it")
-    count = _counter(profile, tokens)
-    shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
+        run.warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
+                            "with the nearest earlier call carrying it")
     options = {**settings.strategy_options,
-               **strategy_host_options(request, context_limit=limit, prompt_overhead=priming)}
-    result = _run_strategy(reg, settings.strategy, sendable, count, shift_budget,
-                           options, diagnostics, groups)
-    diagnostics.extend(result.diagnostics)
-    warnings.extend(str(w) for w in result.info.get("warnings", []) or [])
-    status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in ctx.pre_excluded.items()}
+               **strategy_host_options(request, context_limit=run.limit, prompt_overhead=run.priming)}
+    info = run.reg.strategies.get(settings.strategy)
+    run.result, run.strategy_problems = None, []
+    try:
+        run.result = info.fn(sendable, run.count, run.shift_budget, options)
+    except LoomscopeError:
+        raise
+    except Exception as exc:  # a plugin strategy must not break the pipeline
+        run.strategy_problems = [f"raised {type(exc).__name__}: {exc}"]
+    run.honor_manual = bool(getattr(info, "honors_manual", False)) and options.get("honor_manual", True) is not False
+
+
+def _check_host(run: _Run) -> None:
+    """Step 6: reject a result that breaks the host's rules and fall back to ``truncate``; record each block's fate.
+
+    Rejected: a protected block or a manual exclusion not honoured, a split tool group
+    (:func:`engine.shifting.check_shift_result`), more tokens left than the budget, or a strategy
+    that raised. The fallback may drop more than the strategy meant to, never send what the
+    writer removed: it honours manual exclusions and hidden messages whatever was selected.
+    """
+    name, result, problems = run.request.settings.strategy, run.result, run.strategy_problems
+    if result is not None:
+        try:
+            problems = _shift_problems(run, result)
+        except LoomscopeError:
+            raise
+        except Exception as exc:  # a malformed plugin result
+            problems = [f"raised {type(exc).__name__}: {exc}"]
+    if problems or result is None:
+        run.diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate' "
+                               "(honouring manual exclusions and hidden messages)")
+        result = shift_context(run.sendable, run.count, run.shift_budget, honor_manual=True)
+    run.result = result
+    run.diagnostics.extend(result.diagnostics)
+    run.warnings.extend(str(w) for w in result.info.get("warnings", []) or [])
+    _record_shift(run, result)
+
+
+def _shift_problems(run: _Run, result: ShiftResult) -> list[str]:
+    """What breaks the host's rules in ``result`` (empty when it may be used)."""
+    blocks, count, budget = run.sendable, run.count, run.shift_budget
+    problems = check_shift_result(blocks, result, run.groups, honor_manual=run.honor_manual)
+    by_id = {b.id: b for b in blocks}
+    kept_total = (sum(count(by_id[k]) for k in result.kept if k in by_id)
+                  + sum(t.remaining_tokens for t in result.truncated)
+                  + sum(count(a) for a in result.added))
+    if result.error is None and kept_total > budget:
+        problems.append(f"left {kept_total} tokens for a budget of {budget}")
+    return problems
+
+
+def _record_shift(run: _Run, result: ShiftResult) -> None:
+    """Each block's fate after the strategy; its summaries placed before their anchors."""
+    status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in run.pre_excluded.items()}
     for e in result.excluded:
         status[e.block_id] = ("excluded", e.reason)
-    truncated = {t.block_id: t for t in result.truncated}
+    run.truncated = {t.block_id: t for t in result.truncated}
     for t in result.truncated:
         status[t.block_id] = ("truncated", t.reason)
+    kept_reasons = result.kept_reasons
     for k in result.kept:
-        status[k] = ("kept", result.kept_reasons.get(k, "FITS_BUDGET"))
-
-    by_id = {b.id: b for b in blocks}
+        status[k] = ("kept", kept_reasons.get(k, "FITS_BUDGET"))
+    by_id = {b.id: b for b in run.blocks}
     final_blocks = [by_id[k] for k in result.kept]
-    interceptor_diags: list[str] = []
-    ordered = list(blocks)
+    ordered = list(run.blocks)
     for added in result.added:  # strategy-made blocks (summaries) go before their anchor
-        tokens[added.id] = count(added)
+        if added.origin is not BlockOrigin.STRATEGY:
+            added = added.model_copy(update={"origin": BlockOrigin.STRATEGY})
+        run.tokens[added.id] = run.count(added)
         status[added.id] = ("kept", added.reason)
         anchor = result.added_before.get(added.id)
         for seq in (ordered, final_blocks):
             at = next((k for k, b in enumerate(seq) if b.id == anchor), len(seq))
             seq.insert(at, added)
+    run.status, run.ordered, run.final_blocks = status, ordered, final_blocks
 
-    # 7–8. interceptors, then a mandatory recount and final shifting pass
-    if reg.interceptors.names() and result.error is None:
-        ictx = InterceptorContext(settings.model, budget, profile.name, settings.strategy)
-        final_blocks, added, removed = _apply_interceptors(reg, final_blocks, ictx, interceptor_diags)
-        if added:
-            tokens.update(_count_blocks(profile, added))
-            ordered = _merge_order(ordered, final_blocks)
-        for bid in removed:
-            status[bid] = ("excluded", "INTERCEPTOR_REMOVED")
-        final_pass = shift_context(final_blocks, count, shift_budget)
+
+def _intercept(run: _Run) -> None:
+    """Step 7: plugin interceptors on the final provider messages (not after a budget error)."""
+    reg, settings = run.reg, run.request.settings
+    if not reg.interceptors.names() or run.shift.error is not None:
+        return
+    ictx = InterceptorContext(settings.model, run.budget, run.profile.name, settings.strategy)
+    final_blocks, added, removed = _apply_interceptors(reg, run.final_blocks, ictx, run.interceptor_diags)
+    if added:
+        run.tokens.update(_count_blocks(run.profile, added))
+        run.ordered = _merge_order(run.ordered, final_blocks)
+    for bid in removed:
+        run.status[bid] = ("excluded", "INTERCEPTOR_REMOVED")
+    run.final_blocks = final_blocks
+    run.intercepted = True
+    run.diagnostics.extend(f"interceptor: {d}" for d in run.interceptor_diags)
+
+
+def _recount(run: _Run) -> None:
+    """Step 8: after interceptors a final shifting pass; then the independent recount of what is sent.
+
+    A chat template can move a few tokens between neighbours when a block drops, so the
+    blocks are shifted again until the exact count fits.
+    """
+    status = run.status
+    if run.intercepted:  # a plugin cannot add text late to slip past the limit
+        final_pass = shift_context(run.final_blocks, run.count, run.shift_budget)
         for e in final_pass.excluded:
             status[e.block_id] = ("excluded", e.reason)
         for k in final_pass.kept:
             if k not in status or status[k][0] != "kept":
                 status[k] = ("kept", final_pass.kept_reasons.get(k, "INTERCEPTOR_ADDED"))
         keep = set(final_pass.kept)
-        final_blocks = [b for b in final_blocks if b.id in keep]
-        diagnostics.extend(f"interceptor: {d}" for d in interceptor_diags)
+        run.final_blocks = [b for b in run.final_blocks if b.id in keep]
+    _count_final(run)
+    if run.profile.chat is not None and run.shift.error is None:
+        _fit_template(run)
+    run.warnings.extend(content_part_warnings(run.messages))
+    _final_shares(run)
 
-    # 9. recount independently and report
-    messages = [_provider_dict(b) for b in final_blocks if b.message is not None]
-    send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
-    final = prompt_count(profile, messages, send_tools)  # type: ignore[arg-type]
-    prompt_tokens = final.total
-    if profile.chat is not None and result.error is None:
-        # A template merges turns (Mistral's system prompt, consecutive user turns), so dropping a
-        # block can move a few tokens between its neighbours: shift again until the exact count fits.
-        for _ in range(8):
-            over = prompt_tokens - (budget - safety)
-            if over <= 0:
-                break
-            again = shift_context(final_blocks, count, shift_budget - over)
-            if again.error:
-                break
-            for e in again.excluded:
-                status[e.block_id] = ("excluded", e.reason)
-            keep = set(again.kept)
-            final_blocks = [b for b in final_blocks if b.id in keep]
-            messages = [_provider_dict(b) for b in final_blocks if b.message is not None]
-            send_tools = tools if any(b.kind == BlockKind.TOOLS for b in final_blocks) else []
-            final = prompt_count(profile, messages, send_tools)  # type: ignore[arg-type]
-            prompt_tokens = final.total
-    warnings.extend(content_part_warnings(messages))  # type: ignore[arg-type]
+
+def _count_final(run: _Run) -> None:
+    """The provider messages and tools of ``final_blocks``, and their exact prompt count."""
+    run.messages = _messages_of(run.final_blocks)
+    run.send_tools = run.tools if any(b.kind == BlockKind.TOOLS for b in run.final_blocks) else []
+    run.final = prompt_count(run.profile, run.messages, run.send_tools)
+
+
+def _fit_template(run: _Run) -> None:
+    """Shift again (at most 8 times) until a chat template's exact count fits the budget."""
+    for _ in range(8):
+        over = run.final.total - (run.budget - run.safety)
+        if over <= 0:
+            break
+        again = shift_context(run.final_blocks, run.count, run.shift_budget - over)
+        if again.error:
+            break
+        for e in again.excluded:
+            run.status[e.block_id] = ("excluded", e.reason)
+        keep = set(again.kept)
+        run.final_blocks = [b for b in run.final_blocks if b.id in keep]
+        _count_final(run)
+
+
+def _final_shares(run: _Run) -> None:
+    """Kept blocks show their exact share of the final prompt (and, with a template, its part of it)."""
+    tokens, truncated, final = run.tokens, run.truncated, run.final
     template_tokens: dict[str, int] = {}
-    msg_final = [b for b in final_blocks if b.message is not None]
+    with_template = run.profile.chat is not None
+    msg_final = [b for b in run.final_blocks if b.message is not None]
     for b, n, t in zip(msg_final, final.messages, final.template):
-        if b.id not in truncated:  # kept blocks show their exact share of the final prompt
+        if b.id not in truncated:
             tokens[b.id] = n
-            if profile.chat is not None:
+            if with_template:
                 template_tokens[b.id] = t
-    for b in final_blocks:
+    for b in run.final_blocks:
         if b.message is None:
             tokens[b.id] = final.tools
-    error = None
+    run.template_tokens = template_tokens
+
+
+def _check_budget(run: _Run) -> None:
+    """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget."""
+    result, budget, safety = run.shift, run.budget - run.safety, run.safety
     if result.error:
-        error = PreviewError(
+        protected = result.protected_tokens + run.priming
+        run.error = PreviewError(
             code="TOKEN_BUDGET_EXCEEDED",
-            message=(f"the protected blocks alone need {result.protected_tokens + priming} "
-                     f"tokens but the budget is {budget - safety} tokens "
-                     f"(context {limit} − reply reserve {reserve}{f' − safety margin {safety}' if safety else ''})"),
-            details={"protected_tokens": result.protected_tokens + priming,
-                     "budget": budget - safety,
-                     "protected_blocks": [b.id for b in sendable if b.protected or b.pinned]},
+            message=(f"the protected blocks alone need {protected} tokens but the budget is {budget} tokens "
+                     f"(context {run.limit} − reply reserve {run.reserve}"
+                     f"{f' − safety margin {safety}' if safety else ''})"),
+            details={"protected_tokens": protected, "budget": budget,
+                     "protected_blocks": [b.id for b in run.sendable if b.protected or b.pinned]},
         )
-    elif prompt_tokens > budget - safety:  # pragma: no cover - would be a bug in shifting
-        raise AssertionError(f"final prompt {prompt_tokens} tokens exceeds budget {budget - safety}")
+    elif run.final.total > budget:  # pragma: no cover - would be a bug in shifting
+        raise AssertionError(f"final prompt {run.final.total} tokens exceeds budget {budget}")
 
+
+def _report(run: _Run) -> PreparedPrompt:
+    """Step 10: every block with its status, stable reason, specific reason and fit window."""
+    settings, profile = run.request.settings, run.profile
+    lorebook_trace, trace_by_source = _lorebook_trace(run)
+    prompt_tokens = run.final.total
+    pv = ContextPreview(
+        model=settings.model,
+        tokenizer=TokenizerInfo(profile=profile.name, approximate=run.approximate, version=profile.version),
+        context_limit=run.limit, reply_reserve=run.reserve, budget=run.budget, safety_margin=run.safety,
+        headroom=run.budget - run.safety - prompt_tokens, prompt_tokens=prompt_tokens,
+        overhead_tokens=run.final.overhead, strategy=settings.strategy, warnings=run.warnings, error=run.error,
+        blocks=_preview_blocks(run, trace_by_source), lorebook_trace=lorebook_trace, messages=run.messages,
+        tools=run.send_tools, diagnostics=run.diagnostics, strategy_info=dict(run.shift.info),
+        fit_method="exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order",
+    )
+    timed = dict(run.activation.timed_effects) if run.activation is not None else None
+    return PreparedPrompt(pv, run.messages, run.send_tools, profile, run.error is None, run.interceptor_diags,
+                          timed)
+
+
+def _lorebook_trace(run: _Run) -> tuple[list[TraceRecord], dict[str, dict[str, Any]]]:
+    """The preview's lorebook trace, and the records of the blocks' sources as dicts (block traces)."""
     trace_by_source: dict[str, dict[str, Any]] = {}
-    lorebook_trace: list[TraceRecord] = []
-    if activation is not None:
-        lorebook_trace = _remap_trace(activation, plan)
-        lorebook_sources = {b.source for b in blocks}
-        for rec in lorebook_trace:
-            source = f"lorebook:{rec.book}:{rec.uid}"
-            if rec.code != "LOREBOOK_DUPLICATE_BOOK" and source in lorebook_sources:
-                trace_by_source[source] = rec.model_dump(mode="json")
-    # specific reasons and the fit map (additive details; see engine.shifting.explain / fitmap)
-    from .shifting.explain import explain_blocks
-    from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
+    if run.activation is None:
+        return [], trace_by_source
+    lorebook_trace = _remap_trace(run.activation, run.plan)
+    sources = {b.source for b in run.blocks}
+    for rec in lorebook_trace:
+        source = f"lorebook:{rec.book}:{rec.uid}"
+        if rec.code != "LOREBOOK_DUPLICATE_BOOK" and source in sources:
+            trace_by_source[source] = rec.model_dump(mode="json")
+    return lorebook_trace, trace_by_source
 
+
+def _preview_blocks(run: _Run, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
+    """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
+    settings, sendable, group_of = run.request.settings, run.sendable, run.group_of
+    status, truncated, tokens = run.status, run.truncated, run.tokens
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
-                    for b in ordered}
-    explained = explain_blocks(ordered, status, shown_tokens, shift_budget, group_of, trace_by_source)
+                    for b in run.ordered}
+    explained = explain_blocks(run.ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
     fits = fit_windows(
-        sendable, shift_tokens, group_of,
+        sendable, run.shift_tokens, group_of,
         pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                              profile.approximate, priming,
+                              run.profile.approximate, run.priming,
                               fixed_reserve=settings.reply_reserve if isinstance(settings.reply_reserve, int) else None),
-        never_sent=frozenset(sendable[i].id for i in groups.orphans),
+        never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
         honor_manual=settings.strategy == "manual")
-    fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
-    preview_blocks = []
-    for pos, b in enumerate(ordered):
+    trace_updates, template_tokens = run.shift.trace_updates, run.template_tokens
+    out: list[dict[str, Any]] = []
+    for pos, b in enumerate(run.ordered):
         st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))
         t = truncated.get(b.id)
         trace = b.trace
         if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
             trace = {**(trace or {}), **trace_by_source[b.source]}
-        if b.id in result.trace_updates:  # the strategy's notes (vector-recall relevance, ...)
-            trace = {**(trace or {}), **result.trace_updates[b.id]}
-        preview_blocks.append(dict(
+        if b.id in trace_updates:  # the strategy's notes (vector-recall relevance, ...)
+            trace = {**(trace or {}), **trace_updates[b.id]}
+        why = explained.get(b.id)
+        out.append(dict(
             id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
-            tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,  # type: ignore[arg-type]
+            tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,
             protected=b.protected, pinned=b.pinned, group=group_of.get(b.id), text=b.text(),
             name=b.message.name if b.message else None,
             original_tokens=t.original_tokens if t else None,
             summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
             message_index=b.message_index, trace=trace, template_tokens=template_tokens.get(b.id),
-            reason_detail=explained[b.id].text if b.id in explained else None,
-            reason_data=explained[b.id].data if b.id in explained else None,
+            reason_detail=why.text if why is not None else None,
+            reason_data=why.data if why is not None else None,
             fit_window=fits.get(b.message_index) if b.message_index is not None else None,
         ))
-    preview_blocks = _PREVIEW_BLOCKS.validate_python(preview_blocks)
-    pv = ContextPreview(
-        model=settings.model,
-        tokenizer=TokenizerInfo(profile=profile.name, approximate=approximate, version=profile.version),
-        context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=safety,
-        headroom=budget - safety - prompt_tokens, prompt_tokens=prompt_tokens, overhead_tokens=final.overhead,
-        strategy=settings.strategy, warnings=warnings, error=error, blocks=preview_blocks,
-        lorebook_trace=lorebook_trace, messages=messages, tools=send_tools,  # type: ignore[arg-type]
-        diagnostics=diagnostics, strategy_info=dict(result.info), fit_method=fit_method,
-    )
-    timed = dict(activation.timed_effects) if activation is not None else None
-    return PreparedPrompt(pv, messages, send_tools, profile, error is None, interceptor_diags,  # type: ignore[arg-type]
-                          timed)
+    return _PREVIEW_BLOCKS.validate_python(out)
 
 
 def _merge_order(original: list[Block], final: list[Block]) -> list[Block]:
@@ -505,7 +674,8 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
     in place.
     """
     msg_blocks = [b for b in kept if b.message is not None]
-    current: list[tuple[dict[str, Any], Block | None]] = [(_provider_dict(b), b) for b in msg_blocks]  # type: ignore[misc]
+    current: list[tuple[dict[str, Any], Block | None]] = [(b.message.to_provider(), b) for b in kept
+                                                          if b.message is not None]
     added: list[Block] = []
     counter = 0
     for name, fn in reg.interceptors.items():
@@ -533,8 +703,8 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
             else:
                 counter += 1
                 block = Block(id=f"i{counter}", kind=BlockKind.INSTRUCTION, role=msg.role,
-                              source=f"interceptor:{name}", message=msg, reason="INTERCEPTOR_ADDED",
-                              priority=float("-inf"))
+                              source=f"{INTERCEPTOR_SOURCE_PREFIX}{name}", message=msg, reason="INTERCEPTOR_ADDED",
+                              priority=float("-inf"), origin=BlockOrigin.INTERCEPTOR)
                 added.append(block)
                 nxt.append((prov, block))
         # restore protected blocks the interceptor dropped or changed, at their old place

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import LoomscopeError
+from engine.resolve import speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, ProgressEvent
 
 from .commands import CommandRunner
@@ -54,7 +55,7 @@ from .widgets.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
 from .widgets.library_panel import DEFAULT_WIDTH as LIBRARY_WIDTH
 from .widgets.library_panel import LibraryPanel
-from .widgets.lorebook_editor import LorebookTab
+from .widgets.lorebook import LorebookTab
 from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
@@ -597,9 +598,8 @@ class MainWindow(QMainWindow):
         if req is None:
             self.chat_view.set_messages([], "User", "Assistant")
             return
-        char = req.chat.character_name or (req.character.name if req.character else "") or "Assistant"
-        user = (req.persona.name if req.persona else "") or req.chat.user_name or "User"
-        self.chat_view.set_messages(list(req.chat.messages), user, char)
+        names = speaker_names(req)  # the names the preview substitutes for {{user}} and {{char}}
+        self.chat_view.set_messages(list(req.chat.messages), names.user, names.char or "Assistant")
         if self._scroll_chat_on_messages:
             # a chat opens at its end, where the next message goes
             self._scroll_chat_on_messages = False

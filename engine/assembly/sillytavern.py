@@ -205,7 +205,7 @@ class _Assembler:
         self.name2 = names.char
         self.warnings: list[str] = []
         self.diagnostics: list[str] = []
-        self.excluded: list[PreviewBlock | dict[str, Any]] = []
+        self.excluded: list[dict[str, Any]] = []  # PreviewBlock fields of the blocks left out
         self._counts: dict[tuple[str, str, str | None], int] = {}
         self.values: dict[str, str] = {}
         self.timed_effects: dict[str, Any] | None = None
@@ -298,7 +298,8 @@ class _Assembler:
     def st_role(self, m: ChatMessage) -> str:
         """``setOpenAIMessages``: user, the narrator as system, everything else assistant."""
         meta = self._meta(m)
-        extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
+        raw = meta.get("extra")
+        extra = raw if isinstance(raw, dict) else {}
         if "st_keys" not in meta:
             return m.role if m.role in ("user", "assistant", "system") else "assistant"
         if m.role == "user":
@@ -451,7 +452,8 @@ class _Assembler:
         card = self.card
         if card is None:
             return
-        dp = card.extensions.get("depth_prompt") if isinstance(card.extensions.get("depth_prompt"), dict) else {}
+        raw = card.extensions.get("depth_prompt")
+        dp = raw if isinstance(raw, dict) else {}
         text = self.base_replace(str(dp.get("prompt") or "").strip(), "card depth_prompt")
         d = dp.get("depth")
         role = dp.get("role")
@@ -463,9 +465,9 @@ class _Assembler:
     def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
         """``Generate``: ``chat[0].mes = substituteParams(chat[0].mes)``; message index → its text."""
         first_sub: dict[int, str] = {}
-        if st_chat and st_chat[0][1] is not None:
-            i0, m0 = st_chat[0]
-            first_sub[i0] = self.sub(m0.text(), "message 0")  # type: ignore[union-attr,index]
+        i0, m0 = st_chat[0] if st_chat else (None, None)
+        if i0 is not None and m0 is not None:  # a message always has its index (st_chat)
+            first_sub[i0] = self.sub(m0.text(), "message 0")
         return first_sub
 
     def core_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]]
@@ -560,9 +562,10 @@ class _Assembler:
                 oai.append({"role": "assistant", "content": "", "name": None, "index": None})
                 continue
             role = self.st_role(m)
-            content = first_sub.get(i, m.text())  # type: ignore[arg-type]
+            content = first_sub.get(i, m.text()) if i is not None else m.text()
             meta_x = self._meta(m)
-            extra = meta_x.get("extra") if isinstance(meta_x.get("extra"), dict) else {}
+            raw = meta_x.get("extra")
+            extra = raw if isinstance(raw, dict) else {}
             narrator = extra.get("type") == "narrator"
             name = m.name or (self.name1 if m.role == "user" else self.name2)
             if setup.names_behavior == NAMES_DEFAULT:
@@ -833,9 +836,9 @@ class _Assembler:
         setup = self.setup
         at = index("chatHistory")
         if at == -1:
-            for m in messages:
-                if m.get("index") is not None:
-                    self.excluded.append(self.history_excluded(m, "HISTORY_OLDEST_FIRST"))
+            for cp in messages:
+                if cp.get("index") is not None:
+                    self.excluded.append(self.history_excluded(cp, "HISTORY_OLDEST_FIRST"))
             self.diagnostics.append("the Prompt Manager's Chat History is off: no chat message is sent")
             return
         cc.add(_Coll("chatHistory"), at)
@@ -1106,7 +1109,7 @@ def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: in
         details={"prompt": overflow, **details, "budget": budget})
 
 
-def _preview_blocks(sent: list[_Msg], excluded: list[PreviewBlock | dict[str, Any]],
+def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
                     error: PreviewError | None) -> list[PreviewBlock]:
     """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones."""
     blocks: list[dict[str, Any]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -25,6 +26,36 @@ class BlockKind(StrEnum):
     MESSAGE = "message"
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
+
+
+class BlockOrigin(StrEnum):
+    """Who made a block: the engine sets it, callers never infer it from ids or sources."""
+
+    #: Built from the request by the assembly stages (or the SillyTavern assembly).
+    ASSEMBLY = "assembly"
+    #: Made by a context strategy (a summary of the messages it replaces).
+    STRATEGY = "strategy"
+    #: Added by an interceptor plugin (source ``interceptor:<name>``).
+    INTERCEPTOR = "interceptor"
+
+
+#: Source prefix of the blocks an interceptor adds (``interceptor:<name>``).
+INTERCEPTOR_SOURCE_PREFIX = "interceptor:"
+_ASSEMBLY_ID = re.compile(r"b\d+")
+
+
+def preview_block_origin(block_id: str, source: str) -> BlockOrigin:
+    """The :class:`BlockOrigin` of a preview block, from the fields a stored preview keeps.
+
+    The one place that reads the engine's naming: assembly numbers its blocks ``b0``, ``b1``, …
+    in prompt order; the pipeline gives interceptor-added blocks the source
+    ``interceptor:<name>`` (ids ``i1``, ``i2``, …); every other block was made by a strategy
+    (``s0``, ``sc0``, a plugin strategy's own ids). :attr:`engine.schema.PreviewBlock.origin`
+    uses it, so that a preview read back from JSON tells the same.
+    """
+    if source.startswith(INTERCEPTOR_SOURCE_PREFIX):
+        return BlockOrigin.INTERCEPTOR
+    return BlockOrigin.ASSEMBLY if _ASSEMBLY_ID.fullmatch(block_id) else BlockOrigin.STRATEGY
 
 
 class BlockStatus(StrEnum):
@@ -64,6 +95,9 @@ class Block(BaseModel):
         Part of the chat history (removed oldest-first).
     trace:
         Free-form explanation (lorebook activation reason, ...).
+    origin:
+        Who made the block (:class:`BlockOrigin`): assembly (the default), a strategy (the
+        pipeline marks the blocks a strategy adds), or an interceptor.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -84,6 +118,7 @@ class Block(BaseModel):
     group: str | None = None
     message_index: int | None = None
     trace: dict[str, Any] | None = None
+    origin: BlockOrigin = BlockOrigin.ASSEMBLY
 
     def text(self) -> str:
         """The text of the block, for display.

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .blocks import BlockOrigin, preview_block_origin
 from .trace import TraceRecord
 
 
@@ -71,6 +72,16 @@ class PreviewBlock(BaseModel):
     reason_detail: str | None = None
     reason_data: dict[str, Any] | None = None
     fit_window: int | None = None
+
+    @property
+    def origin(self) -> BlockOrigin:
+        """Who made the block: assembly, a strategy (a summary) or an interceptor (not serialized).
+
+        Derived by :func:`engine.schema.blocks.preview_block_origin` from ``id`` and ``source``,
+        so it is the same for a preview read back from JSON; equal to the engine block's
+        ``Block.origin``.
+        """
+        return preview_block_origin(self.id, self.source)
 
 
 class ContextPreview(BaseModel):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter
 
-from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult
+from ..schema.blocks import Block, BlockKind, BlockOrigin, ExcludedBlock, ShiftResult
 from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
@@ -59,7 +59,7 @@ class _Unit:
 
 
 def _tier(block: Block) -> int:
-    if block.source.startswith("interceptor:"):
+    if block.origin is BlockOrigin.INTERCEPTOR:
         return 0
     if block.kind == BlockKind.EXAMPLE:
         return 1

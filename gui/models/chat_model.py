@@ -16,7 +16,8 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
-from engine.schema import ChatMessage, ContextPreview, ProgressEvent
+from engine.preview_facts import compaction_stopped, compaction_summary_row, message_blocks, oldest_fitting_index
+from engine.schema import ChatMessage, ContextPreview, PreviewBlock, ProgressEvent
 
 from ..roles import (
     FATE_ROLE,
@@ -32,13 +33,7 @@ from ..words import display_status
 from .blocks_model import changed_runs
 from .pending import PendingFlags
 
-#: Source of the compaction summary block (``engine.compaction.strategy.SUMMARY_SOURCE``).
-COMPACTION_SOURCE = "summary:compaction"
-
 _Index = QModelIndex | QPersistentModelIndex
-
-#: Exclusion reasons that are the user's choice, not a budget cut (they don't move the marker).
-USER_EXCLUSIONS = frozenset({"MANUAL_EXCLUDED", "HIDDEN"})
 
 
 @dataclass(frozen=True)
@@ -51,34 +46,6 @@ class MessageFate:
     protected: bool
     pinned: bool
     group: str | None
-
-
-def oldest_fitting_index(fates: dict[int, Any], n_messages: int) -> int | None:
-    """The oldest message of the newest run that fits, or ``None`` when nothing was cut for budget.
-
-    ``fates`` maps message index → anything with ``status`` and ``reason`` (a
-    :class:`MessageFate` or the preview's block). Walking back from the newest message, user
-    exclusions (manual, hidden) are skipped; the first message the strategy cut for budget
-    ends the run. Messages above the returned
-    index are shown greyed (unless pinned and kept).
-    """
-    cut_any = False
-    oldest: int | None = None
-    for i in range(n_messages - 1, -1, -1):
-        fate = fates.get(i)
-        if fate is None:
-            continue
-        if fate.status == "kept":
-            oldest = i
-            continue
-        if fate.status == "excluded" and fate.reason in USER_EXCLUSIONS:
-            continue
-        cut_any = True
-        break
-    if not cut_any:
-        # earlier budget cuts may still exist below a pinned message; check the rest
-        return None
-    return oldest
 
 
 def message_display_text(message: ChatMessage, limit: int = 4000) -> str:
@@ -98,11 +65,11 @@ class ChatMessagesModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._messages: list[ChatMessage] = []
-        self._blocks: dict[int, Any] = {}  # message index → PreviewBlock (fates built on demand)
+        self._blocks: dict[int, PreviewBlock] = {}  # message index → block (fates built on demand)
         self._fates: dict[int, MessageFate] = {}
         self._marker: int | None = None
         self._progress: dict[str, ProgressEvent] = {}
-        self._summary: tuple[int, Any] | None = None  # (row it is shown on, preview block)
+        self._summary: tuple[int, PreviewBlock] | None = None  # (row it is shown on, preview block)
         #: The preview says auto-compaction stopped after 3 failures in a row.
         self.compaction_stopped = False
         self._user_name = "User"
@@ -154,23 +121,14 @@ class ChatMessagesModel(QAbstractListModel):
         whose fate (or greying) changed. :attr:`layout_changed` says whether row heights did."""
         # 10,000-message chats: keep the frozen blocks, build MessageFate only for painted rows
         old_blocks, old_marker, old_summary = self._blocks, self._marker, self.summary_row()
-        self._blocks = {} if preview is None else \
-            {b.message_index: b for b in preview.blocks if b.message_index is not None}
+        self._blocks = {} if preview is None else message_blocks(preview)
         pending = list(self._pending.indices())
         self._pending.settle(self._blocks.get)
         self._fates = {}
         self._summary = None
-        self.compaction_stopped = bool(preview is not None and (preview.strategy_info or {}).get("reason") == "disabled")
+        self.compaction_stopped = preview is not None and compaction_stopped(preview)
         if preview is not None:
-            blocks = list(preview.blocks)
-            for k, b in enumerate(blocks):
-                if b.source == COMPACTION_SOURCE and b.status == "kept":
-                    row = next((a.message_index for a in blocks[k + 1:] if a.message_index is not None), None)
-                    if row is None and self._messages:
-                        row = len(self._messages) - 1
-                    if row is not None and row < len(self._messages):
-                        self._summary = (row, b)
-                    break
+            self._summary = compaction_summary_row(preview, len(self._messages))
         self._recompute_marker()
         self.layout_changed = self._marker != old_marker or self.summary_row() != old_summary
         if not self._messages:
@@ -227,7 +185,7 @@ class ChatMessagesModel(QAbstractListModel):
         message), or ``None`` when the preview uses none."""
         return None if self._summary is None else self._summary[0]
 
-    def summary_block(self) -> Any:
+    def summary_block(self) -> PreviewBlock | None:
         """The compaction summary's preview block, or ``None``."""
         return None if self._summary is None else self._summary[1]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from engine.schema import PreviewBlock
 
 #: The flags a click can change, as named on :class:`~engine.schema.PreviewBlock`.
 FLAGS = ("pinned", "manual_excluded")
@@ -74,7 +75,7 @@ class PendingFlags:
         """Message indices with a pending flag."""
         return list(self._want)
 
-    def settle(self, block_of: Callable[[int], Any]) -> list[FlagRollback]:
+    def settle(self, block_of: Callable[[int], PreviewBlock | None]) -> list[FlagRollback]:
         """A new preview is shown: drop every pending flag; return those it contradicts.
 
         ``block_of(message_index)`` gives the new preview's block of that message (or ``None``:

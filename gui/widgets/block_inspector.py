@@ -14,7 +14,7 @@ from :mod:`gui.theme`.
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCharFormat
@@ -28,18 +28,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.errors import LoomscopeError
+from engine.schema import PreviewBlock
+from engine.tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry
+
 from ..labels import MARKS, kind_label, plain
 from ..theme import is_dark, status_hex
 from ..token_shading import apply_token_shading, utf16_offsets
 from ..words import describe_detail, reason_in_words
 
-# Re-exported for gui/widgets/lorebook_editor.py until it imports gui.words / gui.theme itself.
-__all__ = ["BlockInspector", "describe_detail", "is_dark", "reason_in_words"]
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+if TYPE_CHECKING:  # the context imports the document and preview packages, not the widgets
+    from ..context import AppContext
 
 
 class BlockInspector(QWidget):
@@ -48,17 +47,17 @@ class BlockInspector(QWidget):
     Parameters
     ----------
     ctx:
-        The application context (opaque). When it has ``registries.tokenizers`` that registry
-        is used; otherwise the widget builds its own ``default_tokenizer_registry()``.
+        The application context; its ``registries.tokenizers`` count and cut the text. Without
+        one (``None``: tests) the widget builds its own ``default_tokenizer_registry()``.
     parent:
         Qt parent.
     """
 
-    def __init__(self, ctx: Any = None, parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._ctx = ctx
-        self._registry: Any = None
-        self._block: Any = None
+        self._registry: TokenizerRegistry | None = None
+        self._block: PreviewBlock | None = None
         self._profile_name = ""
         self._spans: list[tuple[int, int]] = []
         self._span_cache: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -133,7 +132,7 @@ class BlockInspector(QWidget):
         self._set_rows_visible(False)
 
     # ------------------------------------------------------------------ public API
-    def set_block(self, block: Any, profile_name: str) -> None:
+    def set_block(self, block: PreviewBlock | None, profile_name: str) -> None:
         """Show ``block`` (a ``PreviewBlock`` or ``None``) under tokenizer ``profile_name``.
 
         Token boundaries come from ``profile.token_spans(text)`` (character spans); an unknown
@@ -152,25 +151,23 @@ class BlockInspector(QWidget):
             self._profile_label.setText("")
             return
 
-        text = str(_field(block, "text", "") or "")
+        text = block.text
         self._set_rows_visible(True)
-        kind = str(_field(block, "kind", ""))
-        source = str(_field(block, "source", ""))
-        name = _field(block, "name")
+        kind, source, name = block.kind, block.source, block.name
         self._title.setText(f"{kind_label(kind)} — {source}" + (f" ({name})" if name else ""))
         badges = self._badges_html(block)
         self._badges.setText(badges)
         self._badges.setVisible(bool(badges))
 
         dark = is_dark(self)
-        status = str(_field(block, "status", ""))
+        status = block.status
         colour = status_hex(status, dark)[0]
-        reason = str(_field(block, "reason", "") or "")
+        reason = block.reason
         self._labels["kind"].setText(kind)
-        self._labels["role"].setText(str(_field(block, "role", "")))
+        self._labels["role"].setText(block.role)
         self._labels["source"].setText(source)
         self._labels["status"].setText(f'<span style="color:{colour}; font-weight:bold">{status}</span>')
-        detail = _field(block, "reason_detail")
+        detail = block.reason_detail
         why = f"{reason_in_words(reason)} <span style='color:gray'>({reason})</span>" if reason else ""
         if detail:  # the specific reason the engine gives (figures: tokens free, the newer message, ...)
             why += f"<br>{_escape(str(detail))}"
@@ -178,17 +175,16 @@ class BlockInspector(QWidget):
 
         spans, error = self._token_spans(text, self._profile_name)
         self._spans = spans
-        tokens = _field(block, "tokens", 0)
-        original = _field(block, "original_tokens")
+        tokens, original = block.tokens, block.original_tokens
         parts = [f"<b>{tokens}</b> in the prompt (with chat-format overhead)"]
         if original is not None and status == "truncated":
-            parts.append(f"{original} before {'summarizing' if _field(block, 'summary_id') else 'cutting'}")
+            parts.append(f"{original} before {'summarizing' if block.summary_id else 'cutting'}")
         if error is None:
             profile = self._profile(self._profile_name)
             text_tokens = profile.count(text) if profile is not None and text else len(spans)
             parts.append(f"{text_tokens:,} in the text under {self._profile_name}")
             if text_tokens != len(spans):
-                if profile is not None and getattr(profile, "approximate", False):
+                if profile is not None and profile.approximate:
                     parts.append(f"{len(spans):,} cl100k boundaries shown")
                 else:
                     parts.append(f"{len(spans):,} boundaries shown (tokens splitting a character merged)")
@@ -198,15 +194,14 @@ class BlockInspector(QWidget):
         lines = text.count("\n") + 1 if text else 0
         self._labels["chars"].setText(f"{len(text):,} characters · {lines:,} lines")
 
-        trace = _field(block, "trace")
-        trace_text = self._trace_html(trace)
+        trace_text = self._trace_html(block.trace)
         self._labels["trace"].setText(trace_text)
         self._set_row_visible("trace", bool(trace_text))
 
         profile_note = ""
         if self._profile_name and error is None:
             profile = self._profile(self._profile_name)
-            if profile is not None and getattr(profile, "approximate", False):
+            if profile is not None and profile.approximate:
                 profile_note = "approximate profile: boundaries of the cl100k tokens it estimates from"
         self._profile_label.setText(profile_note)
 
@@ -249,21 +244,16 @@ class BlockInspector(QWidget):
             return list(self._spans)
         return [(offsets[s], offsets[e]) for s, e in self._spans]
 
-    def _tokenizers(self) -> Any:
+    def _tokenizers(self) -> TokenizerRegistry:
         if self._registry is None:
-            registries = getattr(self._ctx, "registries", None)
-            registry = getattr(registries, "tokenizers", None)
-            if registry is None:
-                from engine.tokenizers import default_tokenizer_registry
-
-                registry = default_tokenizer_registry()
-            self._registry = registry
+            self._registry = (self._ctx.registries.tokenizers if self._ctx is not None
+                              else default_tokenizer_registry())
         return self._registry
 
-    def _profile(self, name: str) -> Any:
+    def _profile(self, name: str) -> TokenizerProfile | None:
         try:
             return self._tokenizers().get(name)
-        except Exception:
+        except LoomscopeError:  # UNKNOWN_TOKENIZER
             return None
 
     def _token_spans(self, text: str, profile_name: str) -> tuple[list[tuple[int, int]], str | None]:
@@ -288,16 +278,16 @@ class BlockInspector(QWidget):
         self._span_cache[key] = spans
         return spans, None
 
-    def _badges_html(self, block: Any) -> str:
+    def _badges_html(self, block: PreviewBlock) -> str:
         m = MARKS
         badges = []
-        if _field(block, "protected", False):
+        if block.protected:
             badges.append((f"{m['protected']} protected", "#5b3cc4"))
-        if _field(block, "pinned", False):
+        if block.pinned:
             badges.append((f"{m['pinned']} pinned", "#0b6bcb"))
-        if _field(block, "manual_excluded", False):
+        if block.manual_excluded:
             badges.append((f"{m['excluded']} excluded by you", "#b42318"))
-        group = _field(block, "group")
+        group = block.group
         if group:
             badges.append((f"{m['group']} tool group {_escape(str(group))}", "#6b7280"))
         return " &nbsp; ".join(
@@ -305,12 +295,10 @@ class BlockInspector(QWidget):
         )
 
     @staticmethod
-    def _trace_html(trace: Any) -> str:
+    def _trace_html(trace: dict[str, Any] | None) -> str:
         """A block's trace (the World Info record for lorebook blocks) as a few HTML lines."""
         if not trace:
             return ""
-        if not isinstance(trace, dict):
-            return _escape(str(trace))
         rows = []
         code = trace.get("code")
         if code:

@@ -15,14 +15,11 @@ from PySide6.QtCore import QPoint, QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
+from engine.preview_facts import compaction_marks as engine_compaction_marks
 from engine.schema import ContextPreview
 
 from ..labels import BUDGET_GROUPS, CUT_COLOR, FREE_COLOR, KIND_GROUP, RESERVE_COLOR, SAFETY_COLOR
 
-#: SPEC §4 defaults: trigger = limit × (1 − overhead) × trigger share; target = share of the raw limit.
-COMPACTION_OVERHEAD = 0.08
-COMPACTION_TRIGGER = 0.80
-COMPACTION_TARGET = 0.65
 #: The "cut" segment takes at most this share of the bar's width (the cut can be many times the limit).
 CUT_MAX_SHARE = 0.22
 
@@ -67,41 +64,30 @@ def budget_segments(preview: ContextPreview) -> list[Segment]:
 
 
 def compaction_marks(context_limit: int, budget: int | None = None) -> dict[str, int]:
-    """``{"trigger": tokens, "target": tokens}`` (SPEC §4: 128,000 → 94,208 / 83,200).
-
-    With ``budget`` (the prompt budget: context window − reply reserve), a mark the prompt can
-    never reach (at or past the budget, e.g. a 64,000 reserve on 128,000) is placed at the same
-    share of the budget instead (trigger 80 %, target 65 %), so both sit inside the window that
-    applies and the target stays below the trigger.
-    """
-    trigger = int(context_limit * (1 - COMPACTION_OVERHEAD) * COMPACTION_TRIGGER)
-    target = int(context_limit * COMPACTION_TARGET)
-    if budget is not None and budget > 0:
-        if trigger >= budget:
-            trigger = int(budget * COMPACTION_TRIGGER)
-        if target >= trigger:
-            target = int(budget * COMPACTION_TARGET)
-    return {"trigger": trigger, "target": target}
+    """``{"trigger": tokens, "target": tokens}`` where the bar draws the marks
+    (``engine.preview_facts.compaction_marks``: SPEC §4, moved inside the prompt ``budget``)."""
+    m = engine_compaction_marks(context_limit, budget)
+    return {"trigger": m.trigger, "target": m.target}
 
 
 def compaction_mark_tooltip(key: str, preview: ContextPreview) -> str:
     """What a compaction mark means, in tokens, and which window it is drawn on."""
     limit, budget = preview.context_limit, preview.context_limit - preview.reply_reserve
-    marks = compaction_marks(limit, budget)
-    spec = compaction_marks(limit)
+    m = engine_compaction_marks(limit, budget)
     if key == "trigger":
-        text = (f"Compaction trigger: {marks['trigger']:,} tokens. With the compact strategy, a prompt this "
+        text = (f"Compaction trigger: {m.trigger:,} tokens. With the compact strategy, a prompt this "
                 f"large is summarized down to the target.")
     else:
-        text = f"Compaction target: {marks['target']:,} tokens, where compaction stops."
-    if marks[key] != spec[key]:
-        text += (f" SPEC §4 puts it at {spec[key]:,} tokens of the {limit:,}-token context window, beyond "
+        text = f"Compaction target: {m.target:,} tokens, where compaction stops."
+    spec = m.spec_trigger if key == "trigger" else m.spec_target
+    if m.moved(key):
+        text += (f" SPEC §4 puts it at {spec:,} tokens of the {limit:,}-token context window, beyond "
                  f"the {budget:,}-token prompt budget (context window − reply reserve {preview.reply_reserve:,}), "
-                 f"so it is drawn at {100 * (COMPACTION_TRIGGER if key == 'trigger' else COMPACTION_TARGET):.0f} % "
+                 f"so it is drawn at {100 * (m.trigger_share if key == 'trigger' else m.target_share):.0f} % "
                  f"of the prompt budget.")
     else:
-        text += (f" ({100 * (1 - COMPACTION_OVERHEAD) * COMPACTION_TRIGGER:.1f} % of the context window)"
-                 if key == "trigger" else f" ({100 * COMPACTION_TARGET:.0f} % of the context window)")
+        text += (f" ({100 * m.window_trigger_share:.1f} % of the context window)"
+                 if key == "trigger" else f" ({100 * m.window_target_share:.0f} % of the context window)")
     return text
 
 
@@ -192,7 +178,8 @@ class BudgetBar(QWidget):
         bar_h = self._rects[0][0].height() if self._rects else 20.0
         p.drawRect(QRectF(1.0, bar_top, limit * self._scale, bar_h))
         self._mark_x: dict[str, float] = {}
-        for key, tokens in compaction_marks(limit, limit - self._preview.reply_reserve).items():
+        marks = engine_compaction_marks(limit, limit - self._preview.reply_reserve)
+        for key, tokens in (("trigger", marks.trigger), ("target", marks.target)):
             x = 1.0 + tokens * self._scale
             self._mark_x[key] = x
             color = QColor("#c0392b") if key == "trigger" else QColor("#1f6fb2")
@@ -202,10 +189,10 @@ class BudgetBar(QWidget):
             # target label left of its line, trigger label right of it: they never overlap
             if key == "trigger":
                 p.drawText(QRectF(x + 3, 0, 140, 14), int(Qt.AlignmentFlag.AlignLeft),
-                           f"compaction trigger {100 * COMPACTION_TRIGGER:.0f} %")
+                           f"compaction trigger {100 * marks.trigger_share:.0f} %")
             else:
                 p.drawText(QRectF(x - 143, 0, 140, 14), int(Qt.AlignmentFlag.AlignRight),
-                           f"target {100 * COMPACTION_TARGET:.0f} %")
+                           f"target {100 * marks.target_share:.0f} %")
         fm = p.fontMetrics()
         for rect, seg in self._rects:  # labels last, so the marks never hide them
             if seg.key == "cut":

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.schema import ChatMessage, ProgressEvent
+from engine.schema import ChatMessage, ContextPreview, PreviewBlock, ProgressEvent
 
 from ..labels import EXCLUDE_MARK, GROUP_MARK, PINNED_MARK
 from ..models.chat_model import (
@@ -246,7 +246,8 @@ class ChatDelegate(QStyledItemDelegate):
         else:
             p.drawText(text_rect, int(Qt.TextFlag.TextWordWrap), text)
 
-    def _paint_summary(self, p: QPainter, option: QStyleOptionViewItem, block: Any, top: int, height: int) -> None:
+    def _paint_summary(self, p: QPainter, option: QStyleOptionViewItem, block: PreviewBlock, top: int,
+                       height: int) -> None:
         """The compaction summary band: what it covers, its size, and its first lines."""
         rect = QRect(option.rect.left() + PAD + 20, top + PAD // 2, option.rect.width() - 2 * PAD - 20,
                      height - PAD)
@@ -402,7 +403,7 @@ class ChatView(QWidget):
             self.delegate.forget_row(index)
             self.list.doItemsLayout()
 
-    def set_preview(self, preview: Any) -> None:
+    def set_preview(self, preview: ContextPreview | None) -> None:
         """Apply the latest preview's per-message fates and the fit marker."""
         # row heights depend on text, width and whether the row carries the marker or the summary
         # (all in the size cache key), not on the fates: re-layout only when those moved

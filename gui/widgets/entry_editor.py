@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 from engine.schema import LorebookEntry
 from engine.schema.lorebook import InsertionPosition, SelectiveLogic
 
-from .lorebook_editor import LOGIC_WORDS, POSITION_WORDS, join_keys, split_keys
+from .lorebook.words import LOGIC_WORDS, POSITION_WORDS, join_keys, split_keys
 
 TRISTATE = ((None, "global setting"), (True, "yes"), (False, "no"))
 ROLES = ((0, "system"), (1, "user"), (2, "assistant"))

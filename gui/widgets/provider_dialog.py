@@ -7,7 +7,6 @@ Base URL, model, timeout and streaming persist in ``QSettings``. The key is neve
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from PySide6.QtCore import QSettings
@@ -24,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.generation import resolve_api_key
-from engine.providers.keys import KEYRING_SERVICE
+from engine.providers.keys import KEYRING_SERVICE, lookup_api_key
 from engine.providers.keys import KEYRING_USERNAME as KEYRING_USER
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -64,21 +63,8 @@ def resolve_key() -> str | None:
 
 
 def key_source() -> str:
-    """Where a key would come from, in words (for the dialog)."""
-    if os.environ.get("LOOMSCOPE_API_KEY"):
-        return "environment (LOOMSCOPE_API_KEY)"
-    if os.environ.get("OPENAI_API_KEY"):
-        return "environment (OPENAI_API_KEY)"
-    if os.environ.get("LOOMSCOPE_NO_KEYRING"):
-        return "none found (keyring disabled by LOOMSCOPE_NO_KEYRING)"
-    try:
-        import keyring
-
-        if keyring.get_password(KEYRING_SERVICE, KEYRING_USER):
-            return "OS keyring"
-    except Exception:
-        pass
-    return "none found (a local server may not need one)"
+    """Where a key would come from, in words (for the dialog; ``engine.providers.keys.lookup_api_key``)."""
+    return lookup_api_key().description
 
 
 class ProviderDialog(QDialog):

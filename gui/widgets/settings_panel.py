@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.resolve import lorebook_budget
 from engine.schema import ContextPreview, ContextSettings
 from engine.tokenizers import known_models, lookup_model
 
@@ -214,9 +215,7 @@ class SettingsPanel(QWidget):
         if budget is None:
             self.wi_tokens.setText("")
             return
-        from engine.lorebook import compute_budget
-
-        tokens = compute_budget(self._settings.world_info, budget)
+        tokens = lorebook_budget(self._settings, budget)  # the rule the preview applies
         cap = " (capped)" if self._settings.world_info.budget_cap and \
             tokens == self._settings.world_info.budget_cap else ""
         self.wi_tokens.setText(f"= {tokens:,}{cap} of the {budget:,}-token prompt budget")

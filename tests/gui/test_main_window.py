@@ -300,3 +300,21 @@ def test_failed_preview_shows_a_banner_and_keeps_the_lorebook_editable(qtbot, wi
     assert window.banner.isVisibleTo(window)
     assert "UNKNOWN_STRATEGY" in window.banner.text() and "internal words" not in window.banner.text()
     assert window.preview is not None  # same chat: the last good preview stays on screen
+
+
+def test_chat_view_names_are_the_pipelines(window) -> None:
+    # issue 10 item 1: the chat view names speakers as the preview substitutes {{user}}/{{char}}
+    from engine.resolve import speaker_names
+
+    req = window.ctx.document.request
+    names = speaker_names(req)
+    model = window.chat_view.model
+    user_msg = next(m for m in req.chat.messages if m.role == "user" and not m.name)
+    assert model.speaker(user_msg) == names.user
+    card = req.character.model_copy(update={"nickname": "Mari"}) if req.character is not None else None
+    if card is not None:
+        window.ctx.document.request = req.model_copy(update={"character": card})
+        window._on_document_messages_changed()
+        bot_msg = next((m for m in req.chat.messages if m.role == "assistant" and not m.name), None)
+        if bot_msg is not None:
+            assert model.speaker(bot_msg) == speaker_names(window.ctx.document.request).char == "Mari"

@@ -285,12 +285,13 @@ def test_fired_only_is_the_preview_and_rows_keep_their_place(qtbot, window, libr
     rerun(qtbot, window, window.ctx.document.reload)
     tab = window.lorebook_tab
     tab.test_edit.setPlainText("a meadowlark sings")
-    tab.run_test_text()
+    with qtbot.waitSignal(tab.test_text_finished, timeout=5000):
+        tab.run_test_text()
     tab.fired_only.setChecked(True)
     shown = {tab.proxy.data(tab.proxy.index(r, 0), Qt.ItemDataRole.UserRole + 1).entry.uid
              for r in range(tab.proxy.rowCount())}
-    fired = {r.entry.uid for r in tab.rows() if (r.trace or {}).get("activated")}
-    tested = {r.entry.uid for r in tab.rows() if (r.test or {}).get("activated")}
+    fired = {r.entry.uid for r in tab.rows() if r.trace is not None and r.trace.activated}
+    tested = {r.entry.uid for r in tab.rows() if r.test is not None and r.test.activated}
     assert 4 in tested and 4 not in fired  # "meadowlark" only hit the test text
     assert shown == fired
     tab.fired_only.setChecked(False)

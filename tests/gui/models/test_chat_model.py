@@ -3,20 +3,8 @@
 from __future__ import annotations
 
 from engine.schema import ChatMessage, ProgressEvent
-from gui.models.chat_model import ChatMessagesModel, MessageFate, oldest_fitting_index
+from gui.models.chat_model import ChatMessagesModel
 from tests.gui.helpers import make_block, make_preview
-
-
-def _fate(status: str, reason: str = "FITS_BUDGET") -> MessageFate:
-    return MessageFate(status, reason, 10, False, False, None)
-
-
-def test_marker_skips_user_exclusions_and_stops_at_budget_cuts() -> None:
-    fates = {0: _fate("kept", "PINNED"), 1: _fate("excluded", "HISTORY_OLDEST_FIRST"),
-             2: _fate("excluded", "HISTORY_OLDEST_FIRST"), 3: _fate("kept"),
-             4: _fate("excluded", "MANUAL_EXCLUDED"), 5: _fate("kept")}
-    assert oldest_fitting_index(fates, 6) == 3
-    assert oldest_fitting_index({i: _fate("kept") for i in range(4)}, 4) is None  # everything fits
 
 
 def test_model_rows_fates_and_greying(qtbot) -> None:

@@ -6,8 +6,6 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
@@ -15,12 +13,7 @@ from engine.schema import ContextPreview, PreviewBlock, TokenizerInfo
 from engine.schema.audit import PromptContextAudit
 from gui.errors import message_for
 from gui.labels import MARKS
-from gui.widgets.audit_inspector import (
-    EMPTY_TEXT,
-    AuditTab,
-    compare_audit_with_preview,
-    summarize_comparison,
-)
+from gui.widgets.audit_inspector import EMPTY_TEXT, AuditTab
 from gui.words import reason_in_words
 
 T0 = datetime(2026, 11, 29, 22, 0, tzinfo=UTC)
@@ -177,63 +170,6 @@ def test_compare_tab_lists_changes(tab):
     assert m.data(m.index(row, 0), Qt.ItemDataRole.BackgroundRole) is not None
 
 
-# --------------------------------------------------------------------- the pure function
-def test_compare_identical_is_all_same():
-    rows = compare_audit_with_preview(AUDIT_BLOCKS, AUDIT_BLOCKS)
-    assert [r.change for r in rows] == ["same"] * 5
-    assert all(r.delta == 0 for r in rows)
-    assert summarize_comparison(rows)["delta"] == 0
-
-
-def test_compare_added_dropped_deltas_and_order():
-    audit = [pb(0, "system", 40), pb(1, "lorebook:W:1", 80), pb(2, "message:0", 100), pb(3, "message:1", 60)]
-    preview = [pb(0, "system", 45), pb(1, "message:0", 100, status="excluded", reason="HISTORY_OLDEST_FIRST"),
-               pb(2, "memory:m1", 25), pb(3, "message:1", 60)]
-    rows = compare_audit_with_preview(audit, preview)
-    assert [(r.source, r.change, r.delta) for r in rows] == [
-        ("system", "changed", 5),
-        ("lorebook:W:1", "dropped", -80),  # placed where it was: after "system"
-        ("message:0", "now_excluded", 0),
-        ("memory:m1", "added", 25),
-        ("message:1", "same", 0),
-    ]
-    dropped = rows[1]
-    assert dropped.audit_tokens == 80 and dropped.preview_tokens is None and dropped.preview_status is None
-    summary = summarize_comparison(rows)
-    assert summary["added"] == 1 and summary["dropped"] == 1 and summary["now_excluded"] == 1
-    # Sent tokens: +5 (system) −80 (lorebook) −100 (message:0 now excluded) +25 (memory).
-    assert summary["delta"] == 5 - 80 - 100 + 25
-
-
-def test_compare_repeated_sources_match_in_order_and_accepts_dicts():
-    audit = [{"source": "tools", "kind": "tools", "tokens": 10, "status": "kept", "reason": "TOOLS"},
-             {"source": "tools", "kind": "tools", "tokens": 20, "status": "kept", "reason": "TOOLS"}]
-    preview = [{"source": "tools", "kind": "tools", "tokens": 10, "status": "kept", "reason": "TOOLS"}]
-    rows = compare_audit_with_preview(audit, preview)
-    assert [(r.change, r.audit_tokens) for r in rows] == [("same", 10), ("dropped", 20)]
-    assert compare_audit_with_preview(None, None) == []
-    assert [r.change for r in compare_audit_with_preview([], preview)] == ["added"]
-
-
-_sources = st.lists(st.sampled_from(["system", "a", "b", "c", "d", "e"]), max_size=8)
-
-
-@given(_sources, _sources, st.integers(0, 50))
-def test_compare_partitions_both_sides(audit_sources, preview_sources, tokens):
-    audit = [pb(i, s, tokens + i) for i, s in enumerate(audit_sources)]
-    preview = [pb(i, s, tokens) for i, s in enumerate(preview_sources)]
-    rows = compare_audit_with_preview(audit, preview)
-    from_audit = [r for r in rows if r.audit_tokens is not None]
-    from_preview = [r for r in rows if r.preview_tokens is not None]
-    assert len(from_audit) == len(audit) and len(from_preview) == len(preview)
-    # Preview rows keep the preview's order.
-    assert [r.source for r in from_preview] == preview_sources
-    for r in rows:
-        assert r.delta == (r.preview_tokens or 0) - (r.audit_tokens or 0)
-        assert (r.change == "added") == (r.audit_tokens is None)
-        assert (r.change == "dropped") == (r.preview_tokens is None)
-
-
 def test_preview_refresh_keeps_audit_views(tab):
     audit = _audit()
     tab.set_state(audit, _preview(AUDIT_BLOCKS))
@@ -309,7 +245,7 @@ def test_facts_use_one_column_when_narrow(tab):
     tab.resize(FACTS_TWO_COLUMN_W - 200, 640)
     QGuiApplication.processEvents()
     assert tab.fact_columns() == 1
-    grid = tab._facts_grid
+    grid = tab.facts.grid
     assert grid.getItemPosition(grid.indexOf(tab.fields["generation_id"]))[:2] == (1, 1)
     # the Reason column comes before the Role column on screen
     header = tab.blocks_view.horizontalHeader()

@@ -1,0 +1,172 @@
+"""Facts about a :class:`~engine.schema.ContextPreview` that the GUI shows and must not re-derive.
+
+The chat view marks "the oldest message that still fits" and the row the compaction summary is
+sent before; the budget bar draws the compaction trigger and target. Each is one rule of the
+engine, answered here from the frozen preview (or the settings), so every front end (GUI, API,
+CLI) draws the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .compaction.options import CompactionOptions, thresholds
+from .compaction.strategy import SUMMARY_SOURCE
+from .schema import ContextPreview, PreviewBlock
+
+__all__ = [
+    "USER_EXCLUSIONS",
+    "CompactionMarks",
+    "compaction_marks",
+    "compaction_stopped",
+    "compaction_summary_row",
+    "message_blocks",
+    "oldest_fitting_index",
+]
+
+#: Exclusion reasons that are the writer's choice, not a budget cut: they do not end the run of
+#: messages that fits (the fit marker walks past them).
+USER_EXCLUSIONS = frozenset({"MANUAL_EXCLUDED", "HIDDEN"})
+
+
+def message_blocks(preview: ContextPreview | Iterable[PreviewBlock]) -> dict[int, PreviewBlock]:
+    """The preview's message blocks by chat message index (blocks of no message left out)."""
+    blocks = preview.blocks if isinstance(preview, ContextPreview) else preview
+    return {b.message_index: b for b in blocks if b.message_index is not None}
+
+
+def oldest_fitting_index(preview: ContextPreview | Mapping[int, PreviewBlock], n_messages: int) -> int | None:
+    """The oldest message of the newest run that fits, or ``None`` when nothing was cut for budget.
+
+    Walking back from message ``n_messages - 1``, kept messages extend the run, the writer's
+    exclusions (:data:`USER_EXCLUSIONS`: manual, hidden) are skipped, and the first message
+    the strategy removed or cut for the budget ends it. A front end greys the messages above
+    the returned index (unless pinned and kept).
+
+    Parameters
+    ----------
+    preview:
+        The preview, or its message blocks by message index (:func:`message_blocks`; a front
+        end that keeps that mapping for a 10,000-message chat passes it to avoid rebuilding it).
+    n_messages:
+        Messages of the chat shown (blocks of later indices are ignored).
+
+    Returns
+    -------
+    int | None
+        A message index in ``[0, n_messages)``, or ``None`` when every message fits (or none
+        was cut for the budget).
+    """
+    blocks = message_blocks(preview) if isinstance(preview, ContextPreview) else preview
+    oldest: int | None = None
+    for i in range(n_messages - 1, -1, -1):
+        block = blocks.get(i)
+        if block is None:
+            continue
+        if block.status == "kept":
+            oldest = i
+            continue
+        if block.status == "excluded" and block.reason in USER_EXCLUSIONS:
+            continue
+        return oldest
+    return None
+
+
+def compaction_summary_row(preview: ContextPreview, n_messages: int) -> tuple[int, PreviewBlock] | None:
+    """The message the kept compaction summary is sent right before, with the summary's block.
+
+    The row is the message index of the first message block after the summary block, else
+    the last message (the summary ends the prompt); ``None`` when the preview sends no
+    compaction summary or the chat shows no such row.
+
+    Parameters
+    ----------
+    preview:
+        The preview.
+    n_messages:
+        Messages of the chat shown; the returned index is below it.
+    """
+    blocks = list(preview.blocks)
+    for k, b in enumerate(blocks):
+        if b.source == SUMMARY_SOURCE and b.status == "kept":
+            row = next((a.message_index for a in blocks[k + 1:] if a.message_index is not None), None)
+            if row is None and n_messages:
+                row = n_messages - 1
+            if row is not None and row < n_messages:
+                return row, b
+            return None
+    return None
+
+
+def compaction_stopped(preview: ContextPreview) -> bool:
+    """``True`` when the ``compact`` strategy stopped auto-compaction (too many failures, SPEC §4)."""
+    info: dict[str, Any] = preview.strategy_info or {}
+    return info.get("reason") == "disabled"
+
+
+@dataclass(frozen=True)
+class CompactionMarks:
+    """Where a front end draws the compaction trigger and target, in prompt tokens.
+
+    Attributes
+    ----------
+    trigger, target:
+        The marks to draw. SPEC §4's thresholds, except that a mark the prompt can never reach
+        (at or past the prompt budget) is placed at the same share of the budget instead.
+    spec_trigger, spec_target:
+        SPEC §4's thresholds on the context window (:func:`engine.compaction.thresholds`).
+    trigger_share, target_share:
+        The shares (0–1) the moved marks use: the threshold and target percentages.
+    window_trigger_share, window_target_share:
+        The SPEC thresholds as shares of the context window (trigger: ``(1 − buffer) ×
+        threshold``).
+    """
+
+    trigger: int
+    target: int
+    spec_trigger: int
+    spec_target: int
+    trigger_share: float
+    target_share: float
+    window_trigger_share: float
+    window_target_share: float
+
+    def moved(self, key: str) -> bool:
+        """``True`` when mark ``key`` (``"trigger"`` or ``"target"``) is drawn off SPEC's place."""
+        return (self.trigger != self.spec_trigger) if key == "trigger" else (self.target != self.spec_target)
+
+
+def compaction_marks(context_limit: int, budget: int | None = None,
+                     options: CompactionOptions | None = None) -> CompactionMarks:
+    """The compaction trigger and target to draw for a window of ``context_limit`` tokens.
+
+    SPEC §4: 128,000 → trigger 94,208, target 83,200. With ``budget`` (the prompt budget:
+    context window − reply reserve), a mark at or past the budget (e.g. a 64,000 reserve on
+    128,000) is placed at the same share of the budget instead (trigger 80 %, target 65 %), so
+    both sit inside the window that applies and the target stays below the trigger.
+
+    Parameters
+    ----------
+    context_limit:
+        The model's context window, tokens.
+    budget:
+        The prompt budget, tokens (``None``: no adjustment).
+    options:
+        The ``compact`` strategy's options (``None``: SPEC §4's defaults).
+    """
+    o = options or CompactionOptions()
+    spec_trigger, spec_target = thresholds(context_limit, o)
+    trigger_share = Fraction(str(o.threshold_percent)) / 100
+    target_share = Fraction(str(o.target_percent)) / 100
+    trigger, target = spec_trigger, spec_target
+    if budget is not None and budget > 0:
+        if trigger >= budget:
+            trigger = int(budget * trigger_share)
+        if target >= trigger:
+            target = int(budget * target_share)
+    window_trigger = (1 - Fraction(str(o.response_buffer_percent)) / 100) * trigger_share
+    return CompactionMarks(trigger, target, spec_trigger, spec_target, float(trigger_share), float(target_share),
+                           float(window_trigger), float(target_share))

@@ -1,0 +1,219 @@
+"""The Lorebook tab's test box: World Info activation on any text, on a worker thread.
+
+:func:`run_text_test` asks the engine (``engine.lorebook.test_text``) which entries of a chat's
+lorebooks a text would trigger; :class:`TextTestRunner` runs it on a ``QThreadPool`` worker and
+delivers only the latest result (each request is stamped with a generation number; a result
+whose generation is no longer the latest is dropped), as :mod:`gui.preview.controller` does for
+previews (STYLE.md 5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from engine import lorebook
+from engine.lorebook import ActivationResult, TraceRecord
+from engine.resolve import chat_lorebooks, model_profile_and_limit, speaker_names
+from engine.schema import PreviewRequest
+from engine.tokenizers import TokenizerRegistry
+
+from ...errors import UserError, user_error
+from .rows import TraceKey
+from .words import escape
+
+log = logging.getLogger(__name__)
+
+#: ``(request, text, tokenizers) -> ActivationResult``, run on the worker; must not touch Qt.
+TextTestFn = Callable[[PreviewRequest, str, "TokenizerRegistry | None"], ActivationResult]
+
+
+def run_text_test(request: PreviewRequest, text: str,
+                  tokenizers: TokenizerRegistry | None = None) -> ActivationResult:
+    """Activate the lorebooks of ``request``'s chat on ``text`` as one user message.
+
+    Every rule comes from the engine, as the preview applies it: the books and their
+    ``book_index`` order (``engine.resolve.chat_lorebooks``), the tokenizer profile and the
+    prompt budget the lorebook percentage applies to (``engine.resolve.model_profile_and_limit``),
+    the ``{{user}}``/``{{char}}`` names (``engine.resolve.speaker_names``).
+
+    Parameters
+    ----------
+    request:
+        The chat's frozen request: its lorebooks, World Info settings, card, persona and names.
+    text:
+        The test text.
+    tokenizers:
+        The tokenizer registry to count with (``AppContext.registries.tokenizers``); the
+        built-in profiles when ``None``.
+
+    Returns
+    -------
+    ActivationResult
+        ``engine.lorebook.test_text``'s result; ``trace[*].book_index`` indexes
+        ``chat_lorebooks(request)`` as the preview's trace does.
+
+    Raises
+    ------
+    LoomscopeError
+        What the engine raises (``UNKNOWN_TOKENIZER`` for a profile the registry lacks).
+    """
+    resolved = model_profile_and_limit(request.settings, tokenizers)
+    assert resolved.tokenizer is not None  # model_profile_and_limit always sets it
+    names = speaker_names(request)
+    return lorebook.test_text(chat_lorebooks(request), text, request.settings.world_info,
+                     count_tokens=resolved.tokenizer.count, context_limit=resolved.budget,
+                     user_name=names.user, char_name=names.char, character=request.character,
+                     persona=request.persona)
+
+
+def _record_title(rec: TraceRecord) -> str:
+    title = f"#{rec.uid} {rec.comment or ''}".strip()
+    return f"{title} ({rec.book})" if rec.book else title
+
+
+def describe_result(result: ActivationResult, trace: dict[TraceKey, TraceRecord]) -> str:
+    """The test box's summary (rich text): what would fire, what the budget dropped, tokens, problems.
+
+    Parameters
+    ----------
+    result:
+        The :func:`run_text_test` result.
+    trace:
+        ``rows.index_trace(result.trace)``.
+    """
+    fired = [rec for rec in trace.values() if rec.activated]
+    dropped = [rec for rec in trace.values() if rec.code == "LOREBOOK_BUDGET"]
+    if fired:
+        names = ", ".join(_record_title(r) for r in fired)
+        msg = f"<b>{len(fired)} {'entry' if len(fired) == 1 else 'entries'} would fire:</b> {escape(names)}"
+    else:
+        msg = "<b>No entry would fire.</b>"
+    if dropped:
+        msg += f"<br>{len(dropped)} matched but would be over the lorebook budget: " + escape(
+            ", ".join(_record_title(r) for r in dropped))
+    if result.budget:
+        msg += f"<br>{result.used_tokens:,} of {result.budget:,} lorebook tokens."
+    for diag in result.diagnostics:
+        msg += f"<br><span style='color:#b54708'>⚠ {escape(str(diag))}</span>"
+    return msg
+
+
+@dataclass(frozen=True)
+class TextTestOutcome:
+    """One finished test run: its generation, the text, and the engine's result or error."""
+
+    generation: int
+    text: str
+    result: ActivationResult | None
+    error: UserError | None
+
+
+class _Relay(QObject):
+    """Lives on the main thread; the worker emits through it (queued connection)."""
+
+    finished = Signal(object)
+
+
+class _Job(QRunnable):
+    def __init__(self, generation: int, request: PreviewRequest, text: str,
+                 tokenizers: TokenizerRegistry | None, compute: TextTestFn, latest: Callable[[], int],
+                 relay: _Relay) -> None:
+        super().__init__()
+        self.setAutoDelete(True)
+        self._generation = generation
+        self._request = request
+        self._text = text
+        self._tokenizers = tokenizers
+        self._compute = compute
+        self._latest = latest
+        self._relay = relay
+
+    def run(self) -> None:  # worker thread
+        result: ActivationResult | None = None
+        error: UserError | None = None
+        if self._generation == self._latest():  # superseded while queued: skip the work
+            try:
+                result = self._compute(self._request, self._text, self._tokenizers)
+            except Exception as exc:
+                if not hasattr(exc, "code"):
+                    log.exception("lorebook test text failed")
+                error = user_error(exc)
+        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
+            self._relay.finished.emit(TextTestOutcome(self._generation, self._text, result, error))
+
+
+class TextTestRunner(QObject):
+    """Runs test texts on a worker; emits only the latest result.
+
+    Parameters
+    ----------
+    compute:
+        The worker function (:func:`run_text_test`; a controlled fake in tests).
+    pool:
+        The thread pool (a private one with one thread by default).
+
+    Signals
+    -------
+    finished(object TextTestOutcome)   # the latest request's result or error
+    result_dropped(int generation)     # a stale result arrived and was discarded
+    """
+
+    finished = Signal(object)
+    result_dropped = Signal(int)
+
+    def __init__(self, compute: TextTestFn = run_text_test, pool: QThreadPool | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._compute = compute
+        if pool is None:
+            pool = QThreadPool(self)
+            pool.setMaxThreadCount(1)
+        self._pool = pool
+        self._relay = _Relay(self)
+        self._relay.finished.connect(self._on_relay_finished)
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._running = 0
+
+    @property
+    def generation(self) -> int:
+        """The number of the latest request (0 before the first)."""
+        with self._lock:
+            return self._generation
+
+    def submit(self, request: PreviewRequest, text: str, tokenizers: TokenizerRegistry | None = None) -> int:
+        """Test ``text`` against ``request``'s lorebooks on the worker; returns the generation number."""
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+        self._running += 1
+        self._pool.start(_Job(generation, request, text, tokenizers, self._compute,
+                              lambda: self.generation, self._relay))
+        return generation
+
+    def cancel(self) -> None:
+        """Forget every request under way (their results are dropped when they arrive)."""
+        with self._lock:
+            self._generation += 1
+
+    def is_busy(self) -> bool:
+        """``True`` while a test run is queued or running."""
+        return self._running > 0
+
+    def _on_relay_finished(self, outcome: TextTestOutcome) -> None:
+        self._running = max(0, self._running - 1)
+        if outcome.generation != self.generation:
+            self.result_dropped.emit(outcome.generation)
+            return
+        self.finished.emit(outcome)
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Drop pending results and wait for a running test (at exit)."""
+        self.cancel()
+        self._pool.waitForDone(timeout_ms)
