@@ -40,8 +40,6 @@ from ..words import describe_detail, reason_in_words
 if TYPE_CHECKING:  # the context imports the document and preview packages, not the widgets
     from ..context import AppContext
 
-# Re-exported for gui/widgets/lorebook_editor.py until it imports gui.words / gui.theme itself.
-__all__ = ["BlockInspector", "describe_detail", "is_dark", "reason_in_words"]
 
 class BlockInspector(QWidget):
     """Full text of the selected prompt block, shaded per token, with its facts.

@@ -185,6 +185,7 @@ class EntryForm(QGroupBox):
 
     # -- state
     def row(self) -> EntryRow | None:
+        """The row the form was loaded with (``None``: empty form)."""
         return self._row
 
     def load(self, row: EntryRow | None) -> None:
@@ -226,6 +227,7 @@ class EntryForm(QGroupBox):
         self._update_buttons()
 
     def set_status(self, row: EntryRow) -> None:
+        """Show what the preview said about ``row``: fired or why not, and its tokens and budget share."""
         rec = row.trace
         if rec is None:
             self.status.setText("no preview yet")
@@ -239,6 +241,7 @@ class EntryForm(QGroupBox):
         self.status.setText("\n".join(parts))
 
     def is_dirty(self) -> bool:
+        """Whether the user changed a field since :meth:`load`."""
         return self._row is not None and bool(self.changes())
 
     def _values(self) -> dict[str, Any]:

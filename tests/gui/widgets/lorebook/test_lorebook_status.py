@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.lorebook import TraceRecord
-from gui.widgets.block_inspector import describe_detail
 from gui.widgets.lorebook.status import fired_rank, fired_text, status_colour, text_test_words, why_text
+from gui.words import describe_detail
 
 
 def _rec(code: str, activated: bool = False, **detail) -> TraceRecord:

@@ -166,3 +166,19 @@ def test_runner_reports_errors_as_user_errors(qtbot):
     outcome = blocker.args[0]
     assert outcome.result is None and outcome.error is not None and outcome.error.code
     runner.shutdown()
+
+
+def test_test_text_names_speakers_as_the_preview_does():
+    """``{{char}}`` in a key is the name the engine substitutes: the nickname in the stage pipeline,
+    SillyTavern's ``name2`` (the card's name, never its nickname) for a SillyTavern chat."""
+    from engine.resolve import speaker_names
+    from engine.schema import Character, Lorebook, LorebookEntry, SillyTavernSetup
+
+    book = Lorebook(name="Names", entries=[LorebookEntry(uid=1, keys=["{{char}}"], content="About her.")])
+    stage = make_request().model_copy(update={
+        "lorebooks": [book], "character": Character(name="Lumine", nickname="Lumi")})
+    st = stage.model_copy(update={"sillytavern": SillyTavernSetup(user_name="Aether")})
+    assert speaker_names(stage).char == "Lumi" and speaker_names(st).char == "Lumine"
+    for request, fires, misses in ((stage, "Lumi waves.", "Someone waves."), (st, "Lumine waves.", "Lumi waves.")):
+        assert [r.uid for r in run_text_test(request, fires).trace if r.activated] == [1]
+        assert [r.uid for r in run_text_test(request, misses).trace if r.activated] == []
