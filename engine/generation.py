@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -31,7 +31,8 @@ from .schema.audit import PromptContextAudit
 from .schema.messages import ToolCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .pipeline import Registries
+    from .pipeline import PreparedPrompt
+    from .registries import Registries
     from .storage import Store
 
 __all__ = ["GenerationResult", "ProviderConfig", "generate", "generate_and_store", "resolve_api_key",
@@ -184,7 +185,7 @@ def _generate(
     cancel: threading.Event | None = None,
     on_audit_created: Callable[[PromptContextAudit], None] | None = None,
     generation_id: str | None = None,
-    prepared: Any = None,
+    prepared: PreparedPrompt | None = None,
     compaction_record: dict[str, Any] | None = None,
 ) -> GenerationResult:
     """Run the pipeline for ``request`` and, if the prompt fits, ask the provider for a reply.
@@ -224,11 +225,30 @@ def _generate(
 
     created_at = _now()
     prepared = prepared if prepared is not None else prepare(request, registries=registries)
-    pv = prepared.preview
     model = provider.model or request.settings.model
-    reply_limit = reply_limit_fields(model, pv.reply_reserve, provider.reply_limit_param)
-    audit = PromptContextAudit(
-        generation_id=generation_id or uuid.uuid4().hex,
+    reply_limit = reply_limit_fields(model, prepared.preview.reply_reserve, provider.reply_limit_param)
+    audit = _pending_audit(prepared, provider, model, chat_id=chat_id,
+                           generation_id=generation_id or uuid.uuid4().hex, created_at=created_at,
+                           compaction_record=compaction_record)
+    if on_audit_created is not None:
+        on_audit_created(audit)
+    refused = _refused(audit, prepared, provider)
+    if refused is not None:
+        return GenerationResult(refused)
+    report = _stream_reporter(on_progress, f"stream:{audit.generation_id}")
+    report("running", "", model=model, prompt_tokens=prepared.preview.prompt_tokens)
+    # What goes into the body besides messages and tools, recorded before the call.
+    audit = audit.model_copy(update={"request_params": {"model": model, "stream": provider.stream, **reply_limit}})
+    return _send(request, prepared, provider, model, reply_limit, audit, report, cancel)
+
+
+def _pending_audit(prepared: PreparedPrompt, provider: ProviderConfig, model: str, *, chat_id: str,
+                   generation_id: str, created_at: datetime,
+                   compaction_record: dict[str, Any] | None) -> PromptContextAudit:
+    """The ``pending`` audit of a prepared prompt: what would be sent, before any network call."""
+    pv = prepared.preview
+    return PromptContextAudit(
+        generation_id=generation_id,
         chat_id=chat_id,
         provider=public_endpoint(provider.base_url, provider.api_key),
         model=model,
@@ -249,31 +269,43 @@ def _generate(
         warnings=list(pv.warnings),
         compaction=compaction_record,
     )
-    if on_audit_created is not None:
-        on_audit_created(audit)
+
+
+def _refused(audit: PromptContextAudit, prepared: PreparedPrompt, provider: ProviderConfig) -> PromptContextAudit | None:
+    """The ``failed`` audit when nothing may be sent (over budget, no messages, unusable key); else ``None``."""
     if not prepared.budget_ok:
+        pv = prepared.preview
         message = pv.error.message if pv.error is not None else "the prompt does not fit the budget"
-        return GenerationResult(_close(audit, "failed", "TOKEN_BUDGET_EXCEEDED", message))
+        return _close(audit, "failed", "TOKEN_BUDGET_EXCEEDED", message)
     if not prepared.messages:
         # An empty chat, or every message excluded: a provider rejects an empty message list.
-        return GenerationResult(_close(audit, "failed", "EMPTY_PROMPT",
-                                       "nothing to send: the prompt has no messages"))
-
+        return _close(audit, "failed", "EMPTY_PROMPT", "nothing to send: the prompt has no messages")
     try:
         check_api_key(provider.api_key)
     except ProviderError as exc:  # a key no header can carry: refused here, nothing is sent
-        return GenerationResult(_close(audit, "failed", exc.code, exc.message))
+        return _close(audit, "failed", exc.code, exc.message)
+    return None
 
-    step_id = f"stream:{audit.generation_id}"
 
-    def report(state: str, text: str | None = None, **detail: Any) -> None:
+ProgressState = Literal["running", "done", "failed", "cancelled"]
+StreamReport = Callable[..., None]
+
+
+def _stream_reporter(on_progress: ProgressCallback | None, step_id: str) -> StreamReport:
+    """``report(state, text, **detail)``: one ``stream`` progress event (nothing without ``on_progress``)."""
+
+    def report(state: ProgressState, text: str | None = None, **detail: Any) -> None:
         if on_progress is not None:
             on_progress(ProgressEvent(step_id=step_id, step="stream", label="Streaming reply…",
-                                      state=state, text=text, detail=detail))  # type: ignore[arg-type]
+                                      state=state, text=text, detail=detail))
 
-    report("running", "", model=model, prompt_tokens=pv.prompt_tokens)
-    # What goes into the body besides messages and tools, recorded before the call.
-    audit = audit.model_copy(update={"request_params": {"model": model, "stream": provider.stream, **reply_limit}})
+    return report
+
+
+def _send(request: PreviewRequest, prepared: PreparedPrompt, provider: ProviderConfig, model: str,
+          reply_limit: dict[str, int], audit: PromptContextAudit, report: StreamReport,
+          cancel: threading.Event | None) -> GenerationResult:
+    """Ask the provider (streaming when configured) and close the audit with the reply or the error."""
     client = ChatCompletionsClient(provider.base_url, provider.api_key, timeout_s=provider.timeout_s)
     try:
         reply = client.complete(

@@ -35,7 +35,7 @@ from .assembly import AssemblyContext, MacroContext, assemble
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
 from .incremental import frozen_blocks
-from .plugins import InterceptorContext
+from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
 from .resolve import LorebookPlan, SpeakerNames, lorebook_plan, model_profile_and_limit, speaker_names
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult, TruncatedBlock
@@ -663,6 +663,10 @@ def _merge_order(original: list[Block], final: list[Block]) -> list[Block]:
     return out
 
 
+#: Provider messages paired with the block each came from (``None``: not from a block).
+_Pairs = list[tuple[dict[str, Any], Block | None]]
+
+
 def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorContext,
                         diags: list[str]) -> tuple[list[Block], list[Block], list[str]]:
     """Run interceptors over the provider messages of ``kept`` (tools block passes through).
@@ -674,47 +678,17 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
     in place.
     """
     msg_blocks = [b for b in kept if b.message is not None]
-    current: list[tuple[dict[str, Any], Block | None]] = [(b.message.to_provider(), b) for b in kept
-                                                          if b.message is not None]
+    current: _Pairs = [(b.message.to_provider(), b) for b in kept if b.message is not None]
     added: list[Block] = []
-    counter = 0
+    counter = 0  # interceptor-added blocks are i1, i2, … (ids of ignored output are not reused)
     for name, fn in reg.interceptors.items():
         before = [m for m, _ in current]
-        n_added = len(added)
-        try:
-            out, notes = fn(copy.deepcopy(before), ictx)
-            if not isinstance(out, list):
-                raise TypeError(f"returned {type(out).__name__}, expected a list of messages")
-            parsed = [ChatMessage.model_validate(m) for m in out]
-        except (ValidationError, TypeError, ValueError) as exc:
-            diags.append(f"{name}: returned invalid data ({str(exc).splitlines()[0]}); its output was ignored")
+        parsed = _run_interceptor(name, fn, before, ictx, diags)
+        if parsed is None:
             continue
-        except Exception as exc:
-            diags.append(f"{name}: raised {type(exc).__name__}: {exc}; its output was ignored")
-            continue
-        diags.extend(f"{name}: {n}" for n in (notes or []))
-        pool = list(current)
-        nxt: list[tuple[dict[str, Any], Block | None]] = []
-        for msg in parsed:
-            prov = msg.to_provider()
-            match = next((k for k, (m, _) in enumerate(pool) if m == prov), None)
-            if match is not None:
-                nxt.append(pool.pop(match))
-            else:
-                counter += 1
-                block = Block(id=f"i{counter}", kind=BlockKind.INSTRUCTION, role=msg.role,
-                              source=f"{INTERCEPTOR_SOURCE_PREFIX}{name}", message=msg, reason="INTERCEPTOR_ADDED",
-                              priority=float("-inf"), origin=BlockOrigin.INTERCEPTOR)
-                added.append(block)
-                nxt.append((prov, block))
-        # restore protected blocks the interceptor dropped or changed, at their old place
-        for m, b in pool:
-            if b is not None and (b.protected or b.pinned):
-                diags.append(f"{name}: removed or changed protected block {b.id} ({b.source}); restored")
-                idx = msg_blocks.index(b) if b in msg_blocks else len(nxt)
-                insert_at = next((k for k, (_, ob) in enumerate(nxt)
-                                  if ob is not None and ob in msg_blocks and msg_blocks.index(ob) > idx), len(nxt))
-                nxt.insert(insert_at, (m, b))
+        nxt, new, pool = _match_output(name, parsed, current, counter)
+        counter += len(new)
+        _restore_protected(name, pool, nxt, msg_blocks, diags)
         # A plugin cannot make the request one a provider rejects: output that splits a tool
         # call from its results (a message inside the batch, half a pair) is ignored.
         broken = [p for p in tool_sequence_problems([m for m, _ in nxt])
@@ -722,15 +696,67 @@ def _apply_interceptors(reg: Registries, kept: list[Block], ictx: InterceptorCon
         if broken:
             diags.append(f"{name}: its output would split a tool call from its results ({broken[0]}); "
                          "its output was ignored")
-            del added[n_added:]
             continue
+        added.extend(new)
         current = nxt
     final_ids = {id(b) for _, b in current}
     removed = [b.id for b in msg_blocks if id(b) not in final_ids]
-    result = [b for b in kept if b.message is None] + [b for _, b in current if b is not None]
     # keep the tools block first, as it is sent as the request's `tools` field
+    result = [b for b in kept if b.message is None] + [b for _, b in current if b is not None]
     added = [b for b in added if id(b) in final_ids]
     return result, added, removed
+
+
+def _run_interceptor(name: str, fn: Interceptor, before: list[dict[str, Any]], ictx: InterceptorContext,
+                     diags: list[str]) -> list[ChatMessage] | None:
+    """One interceptor's output as chat messages (its notes added to ``diags``); ``None`` when ignored."""
+    try:
+        out, notes = fn(copy.deepcopy(before), ictx)
+        if not isinstance(out, list):
+            raise TypeError(f"returned {type(out).__name__}, expected a list of messages")
+        parsed = [ChatMessage.model_validate(m) for m in out]
+    except (ValidationError, TypeError, ValueError) as exc:
+        diags.append(f"{name}: returned invalid data ({str(exc).splitlines()[0]}); its output was ignored")
+        return None
+    except Exception as exc:
+        diags.append(f"{name}: raised {type(exc).__name__}: {exc}; its output was ignored")
+        return None
+    diags.extend(f"{name}: {n}" for n in (notes or []))
+    return parsed
+
+
+def _match_output(name: str, parsed: list[ChatMessage], current: _Pairs, counter: int
+                  ) -> tuple[_Pairs, list[Block], _Pairs]:
+    """Pair each output message with the unchanged input it equals, or a new interceptor block.
+
+    Returns (the output pairs, the new blocks ``i<counter + 1>``…, the input pairs not matched).
+    """
+    pool = list(current)
+    nxt: _Pairs = []
+    new: list[Block] = []
+    for msg in parsed:
+        prov = msg.to_provider()
+        match = next((k for k, (m, _) in enumerate(pool) if m == prov), None)
+        if match is not None:
+            nxt.append(pool.pop(match))
+            continue
+        block = Block(id=f"i{counter + len(new) + 1}", kind=BlockKind.INSTRUCTION, role=msg.role,
+                      source=f"{INTERCEPTOR_SOURCE_PREFIX}{name}", message=msg, reason="INTERCEPTOR_ADDED",
+                      priority=float("-inf"), origin=BlockOrigin.INTERCEPTOR)
+        new.append(block)
+        nxt.append((prov, block))
+    return nxt, new, pool
+
+
+def _restore_protected(name: str, pool: _Pairs, nxt: _Pairs, msg_blocks: list[Block], diags: list[str]) -> None:
+    """Put protected blocks the interceptor dropped or changed back into ``nxt``, at their old place."""
+    for m, b in pool:
+        if b is not None and (b.protected or b.pinned):
+            diags.append(f"{name}: removed or changed protected block {b.id} ({b.source}); restored")
+            idx = msg_blocks.index(b) if b in msg_blocks else len(nxt)
+            insert_at = next((k for k, (_, ob) in enumerate(nxt)
+                              if ob is not None and ob in msg_blocks and msg_blocks.index(ob) > idx), len(nxt))
+            nxt.insert(insert_at, (m, b))
 
 
 __all__ = ["PreparedPrompt", "Registries", "default_registries", "prepare", "preview"]

@@ -19,12 +19,19 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
 from ..terminal import visible, visible_text
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
+
+if TYPE_CHECKING:
+    from ..generation import GenerationResult
+    from ..schema import ProgressEvent
+    from ..schema.audit import PromptContextAudit
 
 BASE_URL_ENV_VARS = ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL")
 #: Exit status after SIGTERM (128 + 15, as a shell reports a process ended by that signal).
@@ -109,15 +116,11 @@ def compaction_line(record: dict) -> str:
     return f"compaction: {status}; old history was truncated to the target"
 
 
-def run(args: argparse.Namespace) -> int:
-    """Generate, store, print the reply (or the failure) and return the exit code."""
-    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store, resolve_api_key
+def _api_key(args: argparse.Namespace, base_url: str) -> str | None:
+    """The key for ``base_url``; raises ``NO_API_KEY`` for OpenAI itself without one, ``INVALID_API_KEY`` (exit 2)."""
+    from ..generation import DEFAULT_BASE_URL, resolve_api_key
     from ..providers.openai_compat import check_api_key
 
-    fmt = output_format(args)
-    live = fmt == "table" and sys.stdout.isatty()
-    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)),
-                                     DEFAULT_BASE_URL)
     api_key = resolve_api_key()
     if api_key is None and urlparse(base_url).hostname == urlparse(DEFAULT_BASE_URL).hostname:
         # OpenAI itself always needs a key; local OpenAI-compatible servers often do not.
@@ -125,65 +128,91 @@ def run(args: argparse.Namespace) -> int:
                             "one in the OS keyring (service 'loomscope'), or pass --base-url for a "
                             "local server", file=args.chat_id)
     check_api_key(api_key)  # INVALID_API_KEY (exit 2) before the library is even opened
+    return api_key
+
+
+def _run_cancellable(work: Callable[[threading.Event], GenerationResult]) -> tuple[GenerationResult, bool]:
+    """``work(cancel)`` on a thread that Ctrl+C and SIGTERM cancel; returns its result and whether SIGTERM came.
+
+    The work runs on a thread so that Ctrl+C (KeyboardInterrupt, main thread only) can set the
+    cancel event; the worker then closes the audit as cancelled and stores it. (An Event, not
+    Thread.join: a join interrupted by Ctrl+C may report the thread dead.) SIGTERM (a service
+    manager, `kill`, a closing terminal multiplexer) cancels like Ctrl+C: the worker closes the
+    audit as cancelled and stores it; the exit status is then 143. An exception of the work is
+    raised again here.
+    """
+    cancel = threading.Event()
+    finished = threading.Event()
+    terminated = threading.Event()
+    results: list[GenerationResult] = []
+    errors: list[BaseException] = []
+
+    def run_work() -> None:
+        try:
+            results.append(work(cancel))
+        except BaseException as exc:  # re-raised on the main thread
+            errors.append(exc)
+        finally:
+            finished.set()
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        terminated.set()
+        cancel.set()
+
+    old_handler = None
+    if threading.current_thread() is threading.main_thread():
+        old_handler = signal.signal(signal.SIGTERM, on_sigterm)
+    worker = threading.Thread(target=run_work, name="loomscope-generate", daemon=True)
+    worker.start()
+    try:
+        while not finished.is_set():
+            try:
+                finished.wait(0.1)
+            except KeyboardInterrupt:
+                cancel.set()
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
+    if errors:
+        raise errors[0]
+    return results[0], terminated.is_set()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate, store, print the reply (or the failure) and return the exit code."""
+    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store
+
+    fmt = output_format(args)
+    live = fmt == "table" and sys.stdout.isatty()
+    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)),
+                                     DEFAULT_BASE_URL)
+    api_key = _api_key(args, base_url)
+    shown = [0]
+
+    def on_progress(event: ProgressEvent) -> None:
+        if live and event.state == "running" and event.text:
+            sys.stdout.write(visible_text(event.text[shown[0]:]))
+            sys.stdout.flush()
+            shown[0] = len(event.text)
+
     with open_library(args) as store:
         settings = _settings(store.get_chat(args.chat_id).settings, args)
         provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
                                   timeout_s=args.timeout, stream=not args.no_stream,
                                   reply_limit_param=None if args.reply_limit_param == "auto"
                                   else args.reply_limit_param)
-        cancel = threading.Event()
-        shown = [0]
-
-        def on_progress(event) -> None:
-            if live and event.state == "running" and event.text:
-                sys.stdout.write(visible_text(event.text[shown[0]:]))
-                sys.stdout.flush()
-                shown[0] = len(event.text)
-
-        outcome: dict[str, object] = {}
-        finished = threading.Event()
-
-        def work() -> None:
-            try:
-                outcome["result"] = generate_and_store(store, args.chat_id, provider, message=args.message,
-                                                       settings=settings, on_progress=on_progress,
-                                                       cancel=cancel)
-            except BaseException as exc:  # re-raised on the main thread
-                outcome["error"] = exc
-            finally:
-                finished.set()
-
-        # The work runs on a thread so that Ctrl+C (KeyboardInterrupt, main thread only) can set
-        # the cancel event; the worker then closes the audit as cancelled and stores it.
-        # (An Event, not Thread.join: a join interrupted by Ctrl+C may report the thread dead.)
-        # SIGTERM (a service manager, `kill`, a closing terminal multiplexer) cancels like Ctrl+C:
-        # the worker closes the audit as cancelled and stores it; the exit status is then 143.
-        terminated = threading.Event()
-
-        def on_sigterm(_signum, _frame) -> None:
-            terminated.set()
-            cancel.set()
-
-        old_handler = None
-        if threading.current_thread() is threading.main_thread():
-            old_handler = signal.signal(signal.SIGTERM, on_sigterm)
-        worker = threading.Thread(target=work, name="loomscope-generate", daemon=True)
-        worker.start()
-        try:
-            while not finished.is_set():
-                try:
-                    finished.wait(0.1)
-                except KeyboardInterrupt:
-                    cancel.set()
-        finally:
-            if old_handler is not None:
-                signal.signal(signal.SIGTERM, old_handler)
-        if "error" in outcome:
-            raise outcome["error"]  # type: ignore[misc]
-    result = outcome["result"]
-    audit = result.audit  # type: ignore[attr-defined]
+        result, terminated = _run_cancellable(lambda cancel: generate_and_store(
+            store, args.chat_id, provider, message=args.message, settings=settings, on_progress=on_progress,
+            cancel=cancel))
     if live and shown[0]:
         sys.stdout.write("\n")
+    _print_result(result, fmt, live)
+    return _exit_code(result.audit, terminated)
+
+
+def _print_result(result: GenerationResult, fmt: str, live: bool) -> None:
+    """The outcome: JSON, or the reply (unless it was streamed) and a status line on stderr."""
+    audit = result.audit
     if fmt != "json" and audit.compaction and audit.compaction.get("status") not in (None, "not_needed", "not_run"):
         sys.stderr.write(f"loomscope: {audit.chat_id}: {compaction_line(audit.compaction)}\n")
     if fmt == "json":
@@ -194,25 +223,29 @@ def run(args: argparse.Namespace) -> int:
             "error_code": audit.error_code,
             "prompt_tokens": audit.prompt_tokens,
             "request_params": audit.request_params,
-            "reply_index": result.reply_index,  # type: ignore[attr-defined]
-            "reply": result.reply.model_dump(mode="json", exclude_none=True) if result.reply else None,  # type: ignore[attr-defined]
+            "reply_index": result.reply_index,
+            "reply": result.reply.model_dump(mode="json", exclude_none=True) if result.reply else None,
             "compaction": audit.compaction,
         })
     elif audit.status == "completed":
         if not live:
-            reply = result.reply  # type: ignore[attr-defined]
+            reply = result.reply
             text = reply.text() if reply is not None else ""
             if reply is not None and reply.tool_calls:
                 text = text or "\n".join(f"[tool call] {c.function.name}({c.function.arguments})"
                                          for c in reply.tool_calls)
             sys.stdout.write((visible_text(text) if sys.stdout.isatty() else text) + "\n")
-        sys.stderr.write(f"loomscope: {audit.chat_id}: completed: message {result.reply_index} "  # type: ignore[attr-defined]
+        sys.stderr.write(f"loomscope: {audit.chat_id}: completed: message {result.reply_index} "
                          f"({audit.prompt_tokens} prompt tokens, audit {audit.generation_id})\n")
+
+
+def _exit_code(audit: PromptContextAudit, terminated: bool) -> int:
+    """The exit status of a closed audit (module docstring); a failure is described on stderr."""
     if audit.status == "completed":
         return EXIT_OK
     sys.stderr.write(f"loomscope: {visible(audit.chat_id)}: {audit.error_code}: {visible(audit.error_message)}\n")
     if audit.status == "cancelled":
-        return EXIT_TERMINATED if terminated.is_set() else EXIT_CANCELLED
+        return EXIT_TERMINATED if terminated else EXIT_CANCELLED
     if audit.error_code == "TOKEN_BUDGET_EXCEEDED":
         return EXIT_BUDGET
     if audit.error_code == "EMPTY_PROMPT":

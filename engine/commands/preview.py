@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..errors import LoomscopeError, SettingsError
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
+from ..schema.preview import PreviewBlock
 from ..terminal import markup_safe, visible
 
 #: Settings fields → the flag that sets them, for error messages.
@@ -183,59 +184,78 @@ def render_table(pv: ContextPreview) -> None:
     the role column is left out (the kind says it for messages) and the text is shortened.
     """
     from ._tables import console as make_console
-    from ._tables import fits, is_narrow, key_column, table, text_column
+    from ._tables import fits, is_narrow
 
     console = make_console()
-
-    def build(narrow: bool) -> tuple[Any, int, int]:
-        t = table(markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
-                              f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
-                  narrow=narrow)
-        key_column(t, "#", justify="right")
-        key_column(t, "kind")
-        if not narrow:
-            key_column(t, "role")
-            text_column(t, "source", min_width=8)
-        key_column(t, "tokens", justify="right")
-        key_column(t, "status")
-        text_column(t, "reason", min_width=20)
-        key_column(t, "")
-        text_column(t, "text", min_width=8, max_width=60)
-        colors = {"kept": "green", "excluded": "red", "truncated": "yellow"}
-        text_chars = 24 if narrow else 80
-        kept = excluded = 0
-        for b in pv.blocks:
-            marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
-            if b.status == "kept":
-                kept += b.tokens
-            else:
-                excluded += b.tokens
-            why = markup_safe(b.reason)
-            if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
-                why += markup_safe(f" (key {b.trace['detail']['key']!r})")
-            other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
-            if isinstance(other, dict) and other.get("message"):
-                why += markup_safe(f" [{other['message']}]")
-            detail = short_detail(b.reason_data)
-            if detail:
-                why += f"\n[dim]{markup_safe(detail)}[/]"
-            text = " ".join(b.text.split())
-            if len(text) > text_chars:
-                text = text[: text_chars - 1] + "…"
-            # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]"
-            # and "[/b]" from being read as markup
-            kind = b.role if narrow and b.kind == "message" else b.kind
-            row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(b.source)]) + [
-                str(b.tokens), f"[{colors[b.status]}]{b.status}[/]", why, markup_safe(marks), markup_safe(text)]
-            t.add_row(*row)
-        return t, kept, excluded
-
     # the wide layout (role and source columns) only where rich measures that it fits: its minimum
     # width depends on the rows (reason codes, marks), so a fixed column threshold crops the border
-    t, kept, excluded = build(is_narrow(console))
+    t = _blocks_table(pv, is_narrow(console))
     if not fits(console, t):
-        t, kept, excluded = build(True)
+        t = _blocks_table(pv, True)
     console.print(t)
+    _print_totals(console, pv)
+    for w in pv.warnings:
+        console.print(f"[yellow]warning:[/] {markup_safe(w)}")
+    for d in pv.diagnostics:
+        console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
+    if pv.error:
+        console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
+
+
+_STATUS_COLORS = {"kept": "green", "excluded": "red", "truncated": "yellow"}
+
+
+def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
+    """One row per block; ``narrow`` leaves out the role and source columns and shortens the text."""
+    from ._tables import key_column, table, text_column
+
+    t = table(markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
+                          f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
+              narrow=narrow)
+    key_column(t, "#", justify="right")
+    key_column(t, "kind")
+    if not narrow:
+        key_column(t, "role")
+        text_column(t, "source", min_width=8)
+    key_column(t, "tokens", justify="right")
+    key_column(t, "status")
+    text_column(t, "reason", min_width=20)
+    key_column(t, "")
+    text_column(t, "text", min_width=8, max_width=60)
+    text_chars = 24 if narrow else 80
+    for b in pv.blocks:
+        marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
+        text = " ".join(b.text.split())
+        if len(text) > text_chars:
+            text = text[: text_chars - 1] + "…"
+        # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]"
+        # and "[/b]" from being read as markup
+        kind = b.role if narrow and b.kind == "message" else b.kind
+        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(b.source)]) + [
+            str(b.tokens), f"[{_STATUS_COLORS[b.status]}]{b.status}[/]", _reason_cell(b), markup_safe(marks),
+            markup_safe(text)]
+        t.add_row(*row)
+    return t
+
+
+def _reason_cell(b: PreviewBlock) -> str:
+    """The reason code, the lorebook key that matched, the other rule set's verdict and the detail (dim)."""
+    why = markup_safe(b.reason)
+    if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
+        why += markup_safe(f" (key {b.trace['detail']['key']!r})")
+    other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
+    if isinstance(other, dict) and other.get("message"):
+        why += markup_safe(f" [{other['message']}]")
+    detail = short_detail(b.reason_data)
+    if detail:
+        why += f"\n[dim]{markup_safe(detail)}[/]"
+    return why
+
+
+def _print_totals(console: Any, pv: ContextPreview) -> None:
+    """Blocks and tokens kept and excluded, the chat format's tokens, the budget line and compaction's thresholds."""
+    kept = sum(b.tokens for b in pv.blocks if b.status == "kept")
+    excluded = sum(b.tokens for b in pv.blocks if b.status != "kept")
     pct = 100 * pv.prompt_tokens / pv.budget if pv.budget else 0
     console.print(
         f"blocks kept {sum(b.status == 'kept' for b in pv.blocks)}/{len(pv.blocks)} · "
@@ -256,12 +276,6 @@ def render_table(pv: ContextPreview) -> None:
             f"target {info['target']} · {_COMPACTION_WORDS.get(info['reason'], info['reason'])}"
             + (f" · summary of messages #{used['covers'][0]}–#{used['covers'][1]} in use ({used['tokens']} tokens)"
                if used else ""))
-    for w in pv.warnings:
-        console.print(f"[yellow]warning:[/] {markup_safe(w)}")
-    for d in pv.diagnostics:
-        console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
-    if pv.error:
-        console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -29,18 +29,23 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from ..schema.messages import ChatMessage
 from ..schema.progress import ProgressEvent
 from ..schema.request import PreviewRequest
 from .options import CHAT_KEY, MAX_FAILURES, CompactionOptions
-from .state import CompactionState, make_summary
+from .state import CompactionState, CompactionSummary, make_summary
 from .strategy import JUST_COMPACTED
-from .summarizer import Summarizer, provider_summarizer, summarize_history
+from .summarizer import Summarizer, SummaryOutcome, provider_summarizer, summarize_history
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import ProviderConfig
-    from ..pipeline import PreparedPrompt, Registries
+    from ..pipeline import PreparedPrompt
+    from ..registries import Registries
+    from ..tokenizers import TokenizerProfile
+
+ProgressState = Literal["running", "done", "failed", "cancelled"]
 
 log = logging.getLogger("loomscope.compaction")
 
@@ -110,129 +115,185 @@ def run_compaction(
         Invalid settings or compaction options (from the pipeline).
     """
     from ..pipeline import prepare
-    from ..tokenizers import default_tokenizer_registry, lookup_model
 
     prepared = prepare(request, registries=registries)
     info = prepared.preview.strategy_info
     if "fire" not in info:  # the strategy was rejected, or is not compact
         return CompactionOutcome(request, None, {"status": "not_run"}, prepared)
     state = CompactionState.of_chat(request.chat)
-    record: dict[str, Any] = {
-        "trigger": info["trigger"], "target": info["target"], "prompt_tokens_before": info["prompt_tokens"],
-        "prompt_tokens_after": prepared.preview.prompt_tokens, "attempts": [], "failures": state.failures,
-        "summary_id": (info.get("summary") or {}).get("id"),
-        "range": (info.get("summary") or {}).get("covers"),
-    }
+    record = _first_record(info, state, prepared.preview.prompt_tokens)
     if not info["fire"]:
         record["status"] = _STATUS_OF_REASON.get(info["reason"], info["reason"])
         if record["status"] != "not_needed":
             record["fallback"] = "truncation"
         return CompactionOutcome(request, None, record, prepared)
+    run = _CompactionRun(request, registries, generation_id, on_progress, prepared, info, state, record)
+    asked = _ask_summary(run, provider, summarizer, cancel)
+    outcome = asked.outcome
+    record.update(model=asked.model, attempts=[a.dump() for a in outcome.attempts], error_code=outcome.error_code,
+                  input_cut=outcome.input_cut)
+    if outcome.text is None:
+        return run.fall_back("the summary request failed" if outcome.error_code not in ("SUMMARY_OVER_CAP",)
+                             else "the summary was over its cap twice", outcome.error_code)
+    summary, replaced = _new_summary(run, asked, outcome.text)
+    if _count_block(prepared.profile, summary) >= replaced:
+        record["summary_id"] = None
+        return run.fall_back("the summary freed nothing", outcome.error_code, stall=True)
+    return run.compacted(summary, replaced, summary.tokens)
 
-    step_id = f"compaction:{generation_id}"
 
-    def report(state_: str, label: str, text: str, **detail: Any) -> None:
-        if on_progress is not None:
-            on_progress(ProgressEvent(step_id=step_id, step="compaction", label=label, state=state_,  # type: ignore[arg-type]
-                                      text=text, detail=detail))
+def _first_record(info: dict[str, Any], state: CompactionState, prompt_tokens_after: int) -> dict[str, Any]:
+    """The audit record as the plan leaves it (before any summary)."""
+    return {
+        "trigger": info["trigger"], "target": info["target"], "prompt_tokens_before": info["prompt_tokens"],
+        "prompt_tokens_after": prompt_tokens_after, "attempts": [], "failures": state.failures,
+        "summary_id": (info.get("summary") or {}).get("id"),
+        "range": (info.get("summary") or {}).get("covers"),
+    }
 
+
+@dataclass
+class _Asked:
+    """One summary request: what was asked (model, messages by index, the summary it extends) and its outcome."""
+
+    model: str
+    messages: dict[int, ChatMessage]
+    previous: CompactionSummary | None
+    outcome: SummaryOutcome
+
+
+def _ask_summary(run: _CompactionRun, provider: ProviderConfig, summarizer: Summarizer | None,
+                 cancel: threading.Event | None) -> _Asked:
+    """Summarize the plan's candidates (retrying, cut to the summarizer's context) and report progress."""
+    from ..tokenizers import default_tokenizer_registry, lookup_model
+
+    request, info = run.request, run.info
     opts = CompactionOptions.from_options(request.settings.strategy_options)
     model = opts.summary_model or provider.model or request.settings.model
     cap = int(info["summary_cap_tokens"])
-    profile = prepared.profile
     s_info = lookup_model(model)
     s_limit = opts.summary_context_limit or s_info.context_limit
-    tokenizers = registries.tokenizers if registries is not None else default_tokenizer_registry()
+    tokenizers = run.registries.tokenizers if run.registries is not None else default_tokenizer_registry()
     s_profile = tokenizers.get(s_info.profile)
     messages = {i: request.chat.messages[i] for i in info["candidates"]}
-    previous = state.summary if info.get("summary") else None
-    report("running", LABEL_RUNNING,
-           f"summarizing {len(messages)} older messages with {model} (prompt {info['prompt_tokens']:,} tokens, "
-           f"trigger {info['trigger']:,})",
-           messages=len(messages), prompt_tokens=info["prompt_tokens"], trigger=info["trigger"], model=model)
+    previous = run.state.summary if info.get("summary") else None
+    run.report("running", LABEL_RUNNING,
+               f"summarizing {len(messages)} older messages with {model} (prompt {info['prompt_tokens']:,} tokens, "
+               f"trigger {info['trigger']:,})",
+               messages=len(messages), prompt_tokens=info["prompt_tokens"], trigger=info["trigger"], model=model)
     overhead = 3 * 2 + 3 + s_profile.count(SUMMARY_INSTRUCTIONS_SAMPLE)
     call = summarizer or provider_summarizer(provider.base_url, provider.api_key, model, cap=cap,
                                              timeout_s=provider.timeout_s, extra_body=provider.extra_body,
                                              cancel=cancel)
     outcome = summarize_history(
-        messages, summarizer=call, cap=cap, count=profile.count,
+        messages, summarizer=call, cap=cap, count=run.prepared.profile.count,
         input_budget=max(0, s_limit - cap - overhead), input_count=s_profile.count,
         previous=previous, retry_delay_s=opts.retry_delay_s, cancel=cancel)
-    record.update(model=model, attempts=[a.dump() for a in outcome.attempts], error_code=outcome.error_code,
-                  input_cut=outcome.input_cut)
+    return _Asked(model, messages, previous, outcome)
 
-    def fall_back(why: str, *, stall: bool = False) -> CompactionOutcome:
+
+def _new_summary(run: _CompactionRun, asked: _Asked, text: str) -> tuple[CompactionSummary, int]:
+    """The summary made of ``text`` and the tokens of the blocks it replaces (recorded for the audit)."""
+    outcome, profile = asked.outcome, run.prepared.profile
+    covered = {i: asked.messages[i] for i in outcome.covered}
+    summary_tokens = profile.count(text)
+    candidate_ids = set(run.info["candidate_block_ids"])
+    replaced = sum(b.tokens for b in run.prepared.preview.blocks if b.message_index in covered
+                   and b.id in candidate_ids) + ((run.info.get("summary") or {}).get("tokens") or 0)
+    summary = make_summary(text, covered, previous=asked.previous, tokens=summary_tokens,
+                           replaced_tokens=replaced, profile=profile.name, model=asked.model,
+                           attempts=len(outcome.attempts), reappended=outcome.reappended)
+    run.record.update(summary_id=summary.id, range=[summary.first, summary.last], summary_tokens=summary_tokens,
+                      replaced_tokens=replaced, reappended=len(outcome.reappended), prose_cut=outcome.prose_cut)
+    return summary, replaced
+
+
+@dataclass
+class _CompactionRun:
+    """One run past the plan: the request, what the plan said, the stored state and the record being filled."""
+
+    request: PreviewRequest
+    registries: Registries | None
+    generation_id: str
+    on_progress: Callable[[ProgressEvent], None] | None
+    prepared: PreparedPrompt
+    info: dict[str, Any]
+    state: CompactionState
+    record: dict[str, Any]
+
+    def report(self, state: ProgressState, label: str, text: str, **detail: Any) -> None:
+        """One progress event of the ``compaction:<generation_id>`` step."""
+        if self.on_progress is not None:
+            self.on_progress(ProgressEvent(step_id=f"compaction:{self.generation_id}", step="compaction",
+                                           label=label, state=state, text=text, detail=detail))
+
+    def _prepare(self, state: CompactionState, *, just_compacted: bool = False) -> tuple[PreviewRequest,
+                                                                                          PreparedPrompt]:
+        from ..pipeline import prepare
+
+        req = with_state(self.request, state, just_compacted=just_compacted)
+        return req, prepare(req, registries=self.registries)
+
+    def fall_back(self, why: str, error_code: str | None, *, stall: bool = False) -> CompactionOutcome:
+        """Truncation instead of a summary: one more failure in a row (a stall remembered), re-prepared."""
+        state, info = self.state, self.info
         failures = state.failures + 1
         new = state.model_copy(update={
             "failures": failures,
-            "stall": {"prompt_tokens": info["prompt_tokens"], "messages": len(request.chat.messages)} if stall
+            "stall": {"prompt_tokens": info["prompt_tokens"], "messages": len(self.request.chat.messages)} if stall
             else state.stall,
-            "last": {"status": "fell_back", "reason": why, "error_code": outcome.error_code,
-                     "generation_id": generation_id}})
+            "last": {"status": "fell_back", "reason": why, "error_code": error_code,
+                     "generation_id": self.generation_id}})
         log.warning("compaction fell back to truncation (%s; %s); failure %d in a row", why,
-                    outcome.error_code or "no error code", failures)
-        record.update(status="fell_back", fallback="truncation", reason=why, failures=failures)
+                    error_code or "no error code", failures)
+        self.record.update(status="fell_back", fallback="truncation", reason=why, failures=failures)
         if failures >= MAX_FAILURES:
-            record["disabled"] = True
-        req = with_state(request, new)
-        again = prepare(req, registries=registries)
+            self.record["disabled"] = True
+        req, again = self._prepare(new)
+        self.record["prompt_tokens_after"] = again.preview.prompt_tokens
+        self.report("failed", LABEL_FELL_BACK,
+                    f"{why} ({error_code or 'no error code'}); the oldest history was truncated instead",
+                    error_code=error_code, reason=why)
+        return CompactionOutcome(req, new, self.record, again)
+
+    def compacted(self, summary: CompactionSummary, replaced: int, summary_tokens: int) -> CompactionOutcome:
+        """The new summary stored in the state and the prompt re-prepared; truncated to the target if still over."""
+        record, generation_id = self.record, self.generation_id
+        new = self.state.model_copy(update={"summary": summary, "failures": 0, "stall": None,
+                                            "last": {"status": "compacted", "generation_id": generation_id}})
+        req, again = self._prepare(new, just_compacted=True)
+        after = again.preview.strategy_info
         record["prompt_tokens_after"] = again.preview.prompt_tokens
-        report("failed", LABEL_FELL_BACK,
-               f"{why} ({outcome.error_code or 'no error code'}); the oldest history was truncated instead",
-               error_code=outcome.error_code, reason=why)
+        record["failures"] = 0
+        if after.get("prompt_tokens", 0) >= self.info["trigger"]:
+            # no progress below the trigger: this pass truncated to the target; remember the stall
+            new = new.model_copy(update={"stall": {"prompt_tokens": after.get("prompt_tokens"),
+                                                   "messages": len(self.request.chat.messages)},
+                                         "last": {"status": "compacted_then_truncated",
+                                                  "generation_id": generation_id}})
+            req, again = self._prepare(new, just_compacted=True)
+            record["status"] = "compacted_then_truncated"
+            record["fallback"] = "truncation"
+        else:
+            record["status"] = "compacted"
+        record["truncated_to_target"] = bool(again.preview.strategy_info.get("truncated_to_target"))
+        log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
+                 summary_tokens, replaced)
+        self.report("done", LABEL_DONE,
+                    f"messages #{summary.first}–#{summary.last} ({replaced:,} tokens) → a {summary_tokens:,}-token "
+                    "summary", summary_tokens=summary_tokens, replaced_tokens=replaced,
+                    range=[summary.first, summary.last])
         return CompactionOutcome(req, new, record, again)
 
-    if outcome.text is None:
-        return fall_back("the summary request failed" if outcome.error_code not in ("SUMMARY_OVER_CAP",)
-                         else "the summary was over its cap twice")
-    covered = {i: messages[i] for i in outcome.covered}
-    summary_tokens = profile.count(outcome.text)
-    candidate_ids = set(info["candidate_block_ids"])
-    replaced = sum(b.tokens for b in prepared.preview.blocks if b.message_index in covered
-                   and b.id in candidate_ids) + ((info.get("summary") or {}).get("tokens") or 0)
-    summary = make_summary(outcome.text, covered, previous=previous, tokens=summary_tokens,
-                           replaced_tokens=replaced, profile=profile.name, model=model,
-                           attempts=len(outcome.attempts), reappended=outcome.reappended)
-    record.update(summary_id=summary.id, range=[summary.first, summary.last], summary_tokens=summary_tokens,
-                  replaced_tokens=replaced, reappended=len(outcome.reappended), prose_cut=outcome.prose_cut)
-    block_tokens = _count_block(profile, summary)
-    if block_tokens >= replaced:
-        record["summary_id"] = None
-        return fall_back("the summary freed nothing", stall=True)
-    new = state.model_copy(update={"summary": summary, "failures": 0, "stall": None,
-                                   "last": {"status": "compacted", "generation_id": generation_id}})
-    req = with_state(request, new, just_compacted=True)
-    again = prepare(req, registries=registries)
-    after = again.preview.strategy_info
-    record["prompt_tokens_after"] = again.preview.prompt_tokens
-    record["failures"] = 0
-    if after.get("prompt_tokens", 0) >= info["trigger"]:
-        # no progress below the trigger: this pass truncated to the target; remember the stall
-        new = new.model_copy(update={"stall": {"prompt_tokens": after.get("prompt_tokens"),
-                                               "messages": len(request.chat.messages)},
-                                     "last": {"status": "compacted_then_truncated", "generation_id": generation_id}})
-        req = with_state(request, new, just_compacted=True)
-        again = prepare(req, registries=registries)
-        record["status"] = "compacted_then_truncated"
-        record["fallback"] = "truncation"
-    else:
-        record["status"] = "compacted"
-    record["truncated_to_target"] = bool(again.preview.strategy_info.get("truncated_to_target"))
-    log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
-             summary_tokens, replaced)
-    report("done", LABEL_DONE,
-           f"messages #{summary.first}–#{summary.last} ({replaced:,} tokens) → a {summary_tokens:,}-token summary",
-           summary_tokens=summary_tokens, replaced_tokens=replaced, range=[summary.first, summary.last])
-    return CompactionOutcome(req, new, record, again)
 
-
-def _count_block(profile: Any, summary: Any) -> int:
+def _count_block(profile: TokenizerProfile, summary: CompactionSummary) -> int:
     """Tokens the summary's prompt block costs (header and chat-format overhead included)."""
     from ..tokenizers import count_messages_tokens
     from .strategy import summary_block
 
     block = summary_block(summary)
-    return int(count_messages_tokens(profile, [block.message.to_provider()])[0])  # type: ignore[union-attr]
+    assert block.message is not None  # a summary block always carries its message
+    return int(count_messages_tokens(profile, [block.message.to_provider()])[0])
 
 
 #: Stands for the instructions' size when budgeting the summarizer's request.

@@ -100,85 +100,25 @@ def compact_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], in
     base = shift_context(blocks, count_tokens, 2**62, honor_manual=True)  # what any budget removes
     gone = {e.block_id for e in base.excluded if e.reason in _PRE_REMOVED}
     tokens = {b.id: int(count_tokens(b)) for b in blocks}
-    pos = {b.id: i for i, b in enumerate(blocks)}
     units = _units(blocks)
 
     # 1. the stored summary
-    summary = state.summary
-    folded: set[int] = set()
-    sblock: Block | None = None
-    if summary is not None:
-        messages_by_index = {b.message_index: b for b in blocks if b.message_index is not None and b.message}
-        stale = [i for i in summary.covered if i not in messages_by_index
-                 or message_fingerprint(messages_by_index[i].message) != summary.fingerprints.get(str(i))]  # type: ignore[arg-type]
-        if stale:
-            warnings.append(f"the stored compaction summary covers messages that changed or are gone "
-                            f"({', '.join(f'#{i}' for i in stale[:5])}{'…' if len(stale) > 5 else ''}); "
-                            "it is not used")
-            summary = None
-        else:
-            covered = set(summary.covered)
-            for unit in units:
-                members = [blocks[m] for m in unit]
-                if all(b.history and b.message_index in covered and not (b.protected or b.pinned)
-                       and b.id not in gone for b in members):
-                    folded.update(unit)
-            if folded:
-                sblock = summary_block(summary)
-            else:
-                summary = None
+    summary, folded = _stored_summary(state.summary, blocks, units, gone, warnings)
+    sblock = summary_block(summary) if summary is not None else None
     sblock_tokens = int(count_tokens(sblock)) if sblock is not None else 0
 
     # 2. plan
     live = [i for i, b in enumerate(blocks) if b.id not in gone and i not in folded]
     prompt = sum(tokens[blocks[i].id] for i in live) + sblock_tokens + overhead
-    message_pos = [i for i in live if _is_message(blocks[i])]
-    window_start = message_pos[-opts.keep_recent] if 0 < opts.keep_recent <= len(message_pos) else (
-        0 if opts.keep_recent > 0 else len(blocks))
-    candidates: list[int] = []
-    for unit in units:
-        if any(m in folded or blocks[m].id in gone for m in unit):
-            continue
-        if max(unit) >= window_start:
-            continue  # reaches into the newest messages: stays verbatim
-        members = [blocks[m] for m in unit]
-        if all(b.history and b.message_index is not None and not (b.protected or b.pinned) for b in members):
-            candidates.extend(unit)
-    candidates.sort()
+    candidates = _candidates(blocks, units, live, folded, gone, opts.keep_recent)
     candidate_tokens = sum(tokens[blocks[i].id] for i in candidates)
-    over = prompt >= trigger
-    if not over:
-        reason = "below_trigger"
-    elif state.disabled:
-        reason = "disabled"
-        warnings.append(f"auto-compaction stopped after {MAX_FAILURES} failed compactions in a row; "
-                        "old history is truncated instead (remove the summary or reset compaction to retry)")
-    elif not candidates:
-        reason = "no_candidates"
-    elif state.stall is not None and prompt - candidate_tokens + min(cap, candidate_tokens) >= trigger:
-        reason = "no_progress"
-    else:
-        reason = "pending"
+    reason = _plan_reason(prompt, trigger, state, candidate_tokens if candidates else None, cap, warnings)
     fire = reason == "pending"
-    if fire:
-        warnings.append(f"the prompt ({prompt} tokens) is at or above the compaction trigger ({trigger}): "
-                        f"compaction runs at generation; until then this shows what truncation would keep")
 
     # 3. fit
-    work = [b for i, b in enumerate(blocks) if i not in folded]
-    if sblock is not None:
-        anchor_pos = next((i for i in range(max(folded) + 1, len(blocks)) if i not in folded), None)
-        at = len(work) if anchor_pos is None else work.index(blocks[anchor_pos])
-        work.insert(at, sblock.model_copy(update={"protected": True}))
-    room = budget
-    truncated_to_target = False
-    if over or options.get(JUST_COMPACTED):  # compaction ends at the target (SPEC §4)
-        room = min(budget, target - overhead)
-        truncated_to_target = True
-    result = shift_context(work, count_tokens, room, honor_manual=True)
-    if result.error and room < budget:  # the target cannot hold: use the whole budget
-        truncated_to_target = False
-        result = shift_context(work, count_tokens, budget, honor_manual=True)
+    to_target = prompt >= trigger or bool(options.get(JUST_COMPACTED))  # compaction ends at the target (SPEC §4)
+    result, truncated_to_target = _fit(blocks, folded, sblock, count_tokens, budget,
+                                       target - overhead if to_target else None)
     if result.error and sblock is not None:  # the summary itself does not fit: send history instead
         warnings.append("the compaction summary does not fit the budget next to the protected blocks; not used")
         sblock, folded, summary, sblock_tokens = None, set(), None, 0
@@ -193,12 +133,102 @@ def compact_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], in
             e.reason not in _PRE_REMOVED for e in result.excluded),
         "summary": None, "warnings": warnings,
     }
-    if sblock is None:
+    if sblock is None or summary is None:
         return result.model_copy(update={"budget": budget, "info": info})
-    assert summary is not None
     info["summary"] = {"id": summary.id, "block_id": SUMMARY_BLOCK_ID, "covers": [summary.first, summary.last],
                        "messages": len(summary.covered), "tokens": sblock_tokens,
                        "replaced_tokens": sum(tokens[blocks[i].id] for i in folded)}
+    return _with_summary_block(result, blocks, folded, sblock, sblock_tokens, tokens, budget, info)
+
+
+def _stored_summary(summary: CompactionSummary | None, blocks: Sequence[Block], units: list[list[int]],
+                    gone: set[str], warnings: list[str]) -> tuple[CompactionSummary | None, set[int]]:
+    """The stored summary if it still applies, and the positions it folds (whole units of unchanged history).
+
+    A summary over messages that changed or are gone is not used (a warning says so); one that
+    folds nothing is not used either.
+    """
+    if summary is None:
+        return None, set()
+    messages_by_index = {b.message_index: b.message for b in blocks if b.message_index is not None and b.message}
+    stale = [i for i in summary.covered if i not in messages_by_index
+             or message_fingerprint(messages_by_index[i]) != summary.fingerprints.get(str(i))]
+    if stale:
+        warnings.append(f"the stored compaction summary covers messages that changed or are gone "
+                        f"({', '.join(f'#{i}' for i in stale[:5])}{'…' if len(stale) > 5 else ''}); "
+                        "it is not used")
+        return None, set()
+    covered = set(summary.covered)
+    folded: set[int] = set()
+    for unit in units:
+        members = [blocks[m] for m in unit]
+        if all(b.history and b.message_index in covered and not (b.protected or b.pinned)
+               and b.id not in gone for b in members):
+            folded.update(unit)
+    return (summary, folded) if folded else (None, folded)
+
+
+def _candidates(blocks: Sequence[Block], units: list[list[int]], live: list[int], folded: set[int],
+                gone: set[str], keep_recent: int) -> list[int]:
+    """Positions the next summary may replace: whole units of old, unprotected history outside the recent window."""
+    message_pos = [i for i in live if _is_message(blocks[i])]
+    window_start = message_pos[-keep_recent] if 0 < keep_recent <= len(message_pos) else (
+        0 if keep_recent > 0 else len(blocks))
+    candidates: list[int] = []
+    for unit in units:
+        if any(m in folded or blocks[m].id in gone for m in unit):
+            continue
+        if max(unit) >= window_start:
+            continue  # reaches into the newest messages: stays verbatim
+        members = [blocks[m] for m in unit]
+        if all(b.history and b.message_index is not None and not (b.protected or b.pinned) for b in members):
+            candidates.extend(unit)
+    candidates.sort()
+    return candidates
+
+
+def _plan_reason(prompt: int, trigger: int, state: CompactionState, candidate_tokens: int | None, cap: int,
+                 warnings: list[str]) -> str:
+    """Why compaction does or does not run (``pending`` when it fires); ``candidate_tokens`` ``None``: no candidates."""
+    if prompt < trigger:
+        return "below_trigger"
+    if state.disabled:
+        warnings.append(f"auto-compaction stopped after {MAX_FAILURES} failed compactions in a row; "
+                        "old history is truncated instead (remove the summary or reset compaction to retry)")
+        return "disabled"
+    if candidate_tokens is None:
+        return "no_candidates"
+    if state.stall is not None and prompt - candidate_tokens + min(cap, candidate_tokens) >= trigger:
+        return "no_progress"
+    warnings.append(f"the prompt ({prompt} tokens) is at or above the compaction trigger ({trigger}): "
+                    f"compaction runs at generation; until then this shows what truncation would keep")
+    return "pending"
+
+
+def _fit(blocks: Sequence[Block], folded: set[int], sblock: Block | None, count_tokens: Callable[[Block], int],
+         budget: int, target_room: int | None) -> tuple[ShiftResult, bool]:
+    """Shift the blocks with the summary in place of what it folds; to the target room first when given.
+
+    Returns the result and whether it was fitted to the target (``False`` when the target
+    could not hold the protected blocks and the whole budget was used).
+    """
+    work = [b for i, b in enumerate(blocks) if i not in folded]
+    if sblock is not None:
+        anchor_pos = next((i for i in range(max(folded) + 1, len(blocks)) if i not in folded), None)
+        at = len(work) if anchor_pos is None else work.index(blocks[anchor_pos])
+        work.insert(at, sblock.model_copy(update={"protected": True}))
+    room = budget if target_room is None else min(budget, target_room)
+    result = shift_context(work, count_tokens, room, honor_manual=True)
+    if result.error and room < budget:  # the target cannot hold: use the whole budget
+        return shift_context(work, count_tokens, budget, honor_manual=True), False
+    return result, target_room is not None
+
+
+def _with_summary_block(result: ShiftResult, blocks: Sequence[Block], folded: set[int], sblock: Block,
+                        sblock_tokens: int, tokens: dict[str, int], budget: int,
+                        info: dict[str, Any]) -> ShiftResult:
+    """``result`` with the summary as an added block and the blocks it folds marked ``SUMMARIZED``."""
+    pos = {b.id: i for i, b in enumerate(blocks)}
     kept = [k for k in result.kept if k != SUMMARY_BLOCK_ID]
     anchor = next((k for k in kept if pos[k] > max(folded)), None)
     truncated = [TruncatedBlock(block_id=blocks[i].id, reason="SUMMARIZED", original_tokens=tokens[blocks[i].id],

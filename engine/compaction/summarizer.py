@@ -217,12 +217,8 @@ def summarize_history(
         outcome.error_code = "SUMMARY_INPUT_TOO_LARGE"
         return outcome
     user = head + "Messages to summarize:\n" + "\n".join(t for _, t in lines)
-    artifacts: list[Artifact] = []
-    for i in covered:
-        artifacts.extend(find_artifacts(transcript_line(i, messages[i]).split("] ", 1)[-1]))
-    if previous is not None:
-        artifacts.extend(a for a in find_artifacts(previous.text) if a.text not in {x.text for x in artifacts})
-    measured: int | None = None
+    artifacts = _artifacts_of(messages, covered, previous)
+    measured: int | None = None  # tokens of the last over-cap answer (the retry asks for a shorter one)
     for attempt in range(2):
         if attempt and measured is None and retry_delay_s > 0:
             waiter = cancel or threading.Event()
@@ -230,32 +226,53 @@ def summarize_history(
                 raise ProviderError("CANCELLED", "the generation was cancelled during compaction")
         request = [{"role": "system", "content": instructions(cap, measured=measured)},
                    {"role": "user", "content": user}]
-        try:
-            text = (summarizer(request) or "").strip()
-        except ProviderError as exc:
-            if exc.code == "CANCELLED":
-                raise
-            outcome.attempts.append(Attempt("error", error_code=exc.code))
-            outcome.error_code = exc.code
-            measured = None
+        text, measured = _attempt(summarizer, request, cap, count, outcome)
+        if text is None:
             continue
-        if not text:
-            outcome.attempts.append(Attempt("empty"))
-            outcome.error_code = "SUMMARY_EMPTY"
-            measured = None
-            continue
-        size = count(text)
-        if size > cap:
-            outcome.attempts.append(Attempt("over_cap", tokens=size))
-            outcome.error_code = "SUMMARY_OVER_CAP"
-            measured = size
-            continue
-        outcome.attempts.append(Attempt("ok", tokens=size))
         final, reappended, prose_cut = compose(text, missing_artifacts(artifacts, text), cap, count)
         outcome.text, outcome.reappended, outcome.prose_cut = final, reappended, prose_cut
         outcome.error_code = None
         return outcome
     return outcome
+
+
+def _artifacts_of(messages: dict[int, ChatMessage], covered: list[int],
+                  previous: CompactionSummary | None) -> list[Artifact]:
+    """Artifacts (paths, error lines, code, traces) of the covered messages and the summary being extended."""
+    artifacts: list[Artifact] = []
+    for i in covered:
+        artifacts.extend(find_artifacts(transcript_line(i, messages[i]).split("] ", 1)[-1]))
+    if previous is not None:
+        artifacts.extend(a for a in find_artifacts(previous.text) if a.text not in {x.text for x in artifacts})
+    return artifacts
+
+
+def _attempt(summarizer: Summarizer, request: list[dict[str, Any]], cap: int, count: Callable[[str], int],
+             outcome: SummaryOutcome) -> tuple[str | None, int | None]:
+    """One summary request, recorded in ``outcome.attempts``.
+
+    Returns ``(text, None)`` for an answer within ``cap`` tokens, ``(None, tokens)`` for one over
+    it, ``(None, None)`` for a failed or empty answer. ``CANCELLED`` is raised again.
+    """
+    try:
+        text = (summarizer(request) or "").strip()
+    except ProviderError as exc:
+        if exc.code == "CANCELLED":
+            raise
+        outcome.attempts.append(Attempt("error", error_code=exc.code))
+        outcome.error_code = exc.code
+        return None, None
+    if not text:
+        outcome.attempts.append(Attempt("empty"))
+        outcome.error_code = "SUMMARY_EMPTY"
+        return None, None
+    size = count(text)
+    if size > cap:
+        outcome.attempts.append(Attempt("over_cap", tokens=size))
+        outcome.error_code = "SUMMARY_OVER_CAP"
+        return None, size
+    outcome.attempts.append(Attempt("ok", tokens=size))
+    return text, None
 
 
 def provider_summarizer(base_url: str, api_key: str | None, model: str, *, cap: int, timeout_s: float = 60.0,

@@ -65,86 +65,84 @@ def translate_js(pattern: str, flags: str) -> str:
     while i < n:
         ch = pattern[i]
         if ch == "\\":
-            if i + 1 >= n:
-                raise JsRegexError("\\ at end of pattern")
-            nxt = pattern[i + 1]
-            if nxt in "pP":
-                if unicode:
-                    j = pattern.find("}", i + 2) if i + 2 < n and pattern[i + 2] == "{" else -1
-                    if j < 0:
-                        raise JsRegexError("invalid property name")
-                    out.append(pattern[i:j + 1])
-                    i = j + 1
-                    continue
-                out.append(nxt)  # identity escape outside Unicode mode
-                i += 2
-                continue
-            if nxt == "u" and unicode and i + 2 < n and pattern[i + 2] == "{":
-                j = pattern.find("}", i + 3)
-                if j < 0:
-                    raise JsRegexError("invalid Unicode escape")
-                try:
-                    cp = int(pattern[i + 3:j], 16)
-                except ValueError:
-                    raise JsRegexError("invalid Unicode escape") from None
-                out.append(f"\\U{cp:08x}")
-                i = j + 1
-                continue
-            if nxt == "k" and i + 2 < n and pattern[i + 2] == "<":
-                j = pattern.find(">", i + 3)
-                if j > 0:
-                    out.append(f"(?P={pattern[i + 3:j]})")
-                    i = j + 1
-                    continue
-            if in_class:
-                rep = {"w": _WORD, "d": "0-9", "s": _JS_SPACE}.get(nxt)
-            else:
-                rep = {"w": f"[{_WORD}]", "W": f"[^{_WORD}]", "d": "[0-9]", "D": "[^0-9]",
-                       "s": f"[{_JS_SPACE}]", "S": f"[^{_JS_SPACE}]", "b": _B, "B": _NB}.get(nxt)
-            if rep is None and in_class and nxt == "b":
-                rep = "\\x08"  # [\b] is a backspace in JavaScript
-            out.append(rep if rep is not None else ch + nxt)
-            i += 2
-            continue
-        if in_class:
-            if ch == "]":
-                in_class = False
-            elif ch == "[":
-                out.append("\\[")  # a literal in JavaScript; a nested set in some engines
-                i += 1
-                continue
-            out.append(ch)
+            piece, i = _translate_escape(pattern, i, unicode=unicode, in_class=in_class)
+        elif in_class:
+            in_class = ch != "]"
+            piece = "\\[" if ch == "[" else ch  # "[" is a literal in JavaScript; a nested set in some engines
             i += 1
-            continue
-        if ch == "[":
-            if pattern.startswith("[^]", i):
-                out.append("[\\s\\S]")
-                i += 3
-                continue
-            if pattern.startswith("[]", i):
-                out.append("(?!)")
-                i += 2
-                continue
-            in_class = True
-            out.append(ch)
-            i += 1
-            if i < n and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            if i < n and pattern[i] == "]":  # cannot happen after the checks above; kept literal
-                out.append("\\]")
-                i += 1
-            continue
-        if ch == "." and not dotall:
-            out.append(f"[^{_LINE_END}]")
-        elif ch == "$":
-            out.append(f"(?=[{_LINE_END}]|\\Z)" if multiline else "\\Z")
-        elif ch == "^" and multiline:
-            out.append(f"(?:(?<=[{_LINE_END}])|\\A)")
+        elif ch == "[":
+            piece, i, in_class = _translate_class_start(pattern, i)
         else:
-            out.append(ch)
-        i += 1
+            piece = _translate_char(ch, dotall=dotall, multiline=multiline)
+            i += 1
+        out.append(piece)
     return "".join(out)
+
+
+#: ``\w`` and friends inside a class, and outside one (JavaScript's ASCII word and its space set).
+_CLASS_ESCAPES = {"w": _WORD, "d": "0-9", "s": _JS_SPACE}
+_ESCAPES = {"w": f"[{_WORD}]", "W": f"[^{_WORD}]", "d": "[0-9]", "D": "[^0-9]",
+            "s": f"[{_JS_SPACE}]", "S": f"[^{_JS_SPACE}]", "b": _B, "B": _NB}
+
+
+def _translate_escape(pattern: str, i: int, *, unicode: bool, in_class: bool) -> tuple[str, int]:
+    """The escape at ``pattern[i]`` (a backslash) translated, and the index after it."""
+    n = len(pattern)
+    if i + 1 >= n:
+        raise JsRegexError("\\ at end of pattern")
+    nxt = pattern[i + 1]
+    if nxt in "pP":
+        if not unicode:
+            return nxt, i + 2  # identity escape outside Unicode mode
+        j = pattern.find("}", i + 2) if i + 2 < n and pattern[i + 2] == "{" else -1
+        if j < 0:
+            raise JsRegexError("invalid property name")
+        return pattern[i:j + 1], j + 1
+    if nxt == "u" and unicode and i + 2 < n and pattern[i + 2] == "{":
+        j = pattern.find("}", i + 3)
+        if j < 0:
+            raise JsRegexError("invalid Unicode escape")
+        try:
+            cp = int(pattern[i + 3:j], 16)
+        except ValueError:
+            raise JsRegexError("invalid Unicode escape") from None
+        return f"\\U{cp:08x}", j + 1
+    if nxt == "k" and i + 2 < n and pattern[i + 2] == "<":
+        j = pattern.find(">", i + 3)
+        if j > 0:
+            return f"(?P={pattern[i + 3:j]})", j + 1
+    rep = (_CLASS_ESCAPES if in_class else _ESCAPES).get(nxt)
+    if rep is None and in_class and nxt == "b":
+        rep = "\\x08"  # [\b] is a backspace in JavaScript
+    return (rep if rep is not None else "\\" + nxt), i + 2
+
+
+def _translate_class_start(pattern: str, i: int) -> tuple[str, int, bool]:
+    """The ``[`` at ``pattern[i]`` translated: (text, index after it, whether a class is now open)."""
+    if pattern.startswith("[^]", i):
+        return "[\\s\\S]", i + 3, False
+    if pattern.startswith("[]", i):
+        return "(?!)", i + 2, False
+    parts = ["["]
+    i += 1
+    if i < len(pattern) and pattern[i] == "^":
+        parts.append("^")
+        i += 1
+    if i < len(pattern) and pattern[i] == "]":  # cannot happen after the checks above; kept literal
+        parts.append("\\]")
+        i += 1
+    return "".join(parts), i, True
+
+
+def _translate_char(ch: str, *, dotall: bool, multiline: bool) -> str:
+    """One character outside a class: ``.``, ``$`` and ``^`` with JavaScript's line ends; others as they are."""
+    if ch == "." and not dotall:
+        return f"[^{_LINE_END}]"
+    if ch == "$":
+        return f"(?=[{_LINE_END}]|\\Z)" if multiline else "\\Z"
+    if ch == "^" and multiline:
+        return f"(?:(?<=[{_LINE_END}])|\\A)"
+    return ch
 
 
 @dataclass
@@ -257,6 +255,49 @@ def _quantifier_at(pattern: str, i: int) -> tuple[bool, int]:
     return (hi == "" or int(hi) >= 10), len(m.group(0))
 
 
+@dataclass
+class _Group:
+    """An open group while scanning a pattern: whether it holds a repeat, its alternatives so far."""
+
+    start: int  # where the current alternative begins
+    has_inner_repeat: bool = False
+    alternatives: list[str] = field(default_factory=list)
+
+
+def _group_body_start(source: str, i: int) -> int:
+    """Index after the ``(`` at ``source[i]`` and its ``?:`` / lookaround / name prefix."""
+    j = i + 1
+    if source.startswith("?", j):
+        m = regex.match(r"\?(?:[:=!]|<[=!]|<[A-Za-z_]\w*>)", source[j:])
+        j += len(m.group(0)) if m else 1
+    return j
+
+
+def _class_end(source: str, i: int) -> int:
+    """Index after the character class opening at ``source[i]``."""
+    n = len(source)
+    j = i + 1
+    if j < n and source[j] == "^":
+        j += 1
+    if j < n and source[j] == "]":
+        j += 1
+    while j < n and source[j] != "]":
+        j += 2 if source[j] == "\\" else 1
+    return j + 1
+
+
+def _repeated_group_reason(group: _Group) -> str | None:
+    """Why repeating ``group`` can backtrack exponentially, or ``None``."""
+    if group.has_inner_repeat:
+        return "a repeated group contains another repeat (nested quantifiers)"
+    alts = group.alternatives
+    for ia, a in enumerate(alts):
+        for ib, b in enumerate(alts):
+            if ia != ib and (a == b or (a and b.startswith(a)) or _classy(a, b)):
+                return "a repeated alternation has branches that match the same text"
+    return None
+
+
 def catastrophic_reason(source: str) -> str | None:
     r"""Why the JavaScript pattern ``source`` can backtrack exponentially, or ``None``.
 
@@ -265,70 +306,37 @@ def catastrophic_reason(source: str) -> str | None:
     match the same text (``(a|aa)+``, ``(a|a)*``, ``(\\w|\\d)+``). A heuristic: it may miss exotic
     cases and flags some patterns that a given engine optimizes.
     """
-    # stack of [has_inner_repeat, alternatives, current_alternative_start]
-    stack: list[list[Any]] = []
+    stack: list[_Group] = []
     i = 0
     n = len(source)
     while i < n:
         ch = source[i]
-        if ch == "\\":
-            i += 2
-            rep, ln = _quantifier_at(source, i)
-            if rep and stack:
-                stack[-1][0] = True
-            i += ln
-            continue
-        if ch == "[":
-            j = i + 1
-            if j < n and source[j] == "^":
-                j += 1
-            if j < n and source[j] == "]":
-                j += 1
-            while j < n and source[j] != "]":
-                j += 2 if source[j] == "\\" else 1
-            i = j + 1
-            rep, ln = _quantifier_at(source, i)
-            if rep and stack:
-                stack[-1][0] = True
-            i += ln
-            continue
         if ch == "(":
-            j = i + 1
-            if source.startswith("?", j):
-                m = regex.match(r"\?(?:[:=!]|<[=!]|<[A-Za-z_]\w*>)", source[j:])
-                j += len(m.group(0)) if m else 1
-            stack.append([False, [], j])
-            i = j
+            i = _group_body_start(source, i)
+            stack.append(_Group(start=i))
             continue
         if ch == "|" and stack:
-            frame = stack[-1]
-            frame[1].append(source[frame[2]:i])
-            frame[2] = i + 1
+            group = stack[-1]
+            group.alternatives.append(source[group.start:i])
+            group.start = i + 1
             i += 1
             continue
         if ch == ")" and stack:
-            frame = stack.pop()
-            frame[1].append(source[frame[2]:i])
-            i += 1
-            rep, ln = _quantifier_at(source, i)
-            i += ln
-            if rep:
-                if frame[0]:
-                    return "a repeated group contains another repeat (nested quantifiers)"
-                alts = list(frame[1])
-                for ia, a in enumerate(alts):
-                    for ib, b in enumerate(alts):
-                        if ia != ib and (a == b or (a and b.startswith(a)) or _classy(a, b)):
-                            return "a repeated alternation has branches that match the same text"
-                if stack:
-                    stack[-1][0] = True
-            elif frame[0] and stack:
-                stack[-1][0] = True
+            group = stack.pop()
+            group.alternatives.append(source[group.start:i])
+            rep, ln = _quantifier_at(source, i + 1)
+            i += 1 + ln
+            why = _repeated_group_reason(group) if rep else None
+            if why is not None:
+                return why
+            if (rep or group.has_inner_repeat) and stack:
+                stack[-1].has_inner_repeat = True
             continue
-        i += 1
+        # one atom: an escape, a character class or a character, perhaps repeated
+        i = i + 2 if ch == "\\" else _class_end(source, i) if ch == "[" else i + 1
         rep, ln = _quantifier_at(source, i)
         if rep and stack:
-            stack[-1][0] = True
+            stack[-1].has_inner_repeat = True
         i += ln
     return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..schema.lorebook import Lorebook, LorebookEntry, SelectiveLogic
 from ..schema.settings import WorldInfoSettings
@@ -128,60 +129,107 @@ def lint_lorebook(
         unintended; ``info`` = worth knowing.
     """
     settings = settings or WorldInfoSettings()
-    budget = compute_budget(settings, context_limit)
-    out: list[LintFinding] = []
-    key_owners: dict[str, list[LorebookEntry]] = {}
-    constants_total = 0
-    constants: list[LorebookEntry] = []
-
+    lint = _Lint(settings, compute_budget(settings, context_limit), count_tokens, constant_share_percent,
+                 user_name, char_name)
     for e in book.entries:
-        cs = settings.case_sensitive if e.case_sensitive is None else bool(e.case_sensitive)
-        ww = settings.match_whole_words if e.match_whole_words is None else bool(e.match_whole_words)
+        lint.check_entry(e)
+    lint.check_duplicate_keys()
+    lint.check_constants_total()
+    out = lint.out
+    out.extend(number_findings(book))
+    order = {id(e): i for i, e in enumerate(book.entries)}
+    index_of_uid = {e.uid: order[id(e)] for e in book.entries}
+    out.sort(key=lambda f: (f.uid is None, index_of_uid.get(f.uid, 0) if f.uid is not None else 0))
+    return out
+
+
+@dataclass
+class _Lint:
+    """One lint run over a book: the settings it judges by and the findings so far (in check order)."""
+
+    settings: WorldInfoSettings
+    budget: int  # tokens
+    count_tokens: Callable[[str], int]
+    constant_share_percent: float
+    user_name: str
+    char_name: str
+    out: list[LintFinding] = field(default_factory=list)
+    key_owners: dict[str, list[LorebookEntry]] = field(default_factory=dict)  # lowercased key -> entries
+    constants: list[LorebookEntry] = field(default_factory=list)
+    constants_total: int = 0  # tokens
+
+    def _key(self, raw: object) -> str:
+        return substitute_names(str(raw), user=self.user_name, char=self.char_name).strip()
+
+    def check_entry(self, e: LorebookEntry) -> None:
+        """Every per-entry check, in the order the findings are listed."""
         if e.disable:
-            out.append(_finding("LINT_DISABLED", "info", e, "disabled: never fires"))
+            self.out.append(_finding("LINT_DISABLED", "info", e, "disabled: never fires"))
+        usable = self.check_primary_keys(e)
+        self.check_secondary_keys(e)
+        self.check_never_fires(e, usable)
+        if not e.disable:
+            self.check_tokens(e)
+
+    def _check_regex(self, e: LorebookEntry, key: str, *, secondary: bool) -> bool:
+        """An invalid or catastrophic regex key; ``True`` when it compiles (then it is usable)."""
+        try:
+            compiled = compile_regex_key(key)
+        except InvalidRegexKey as exc:
+            detail: dict[str, object] = {"key": key, "secondary": True} if secondary else {"key": key}
+            self.out.append(_finding("LINT_INVALID_REGEX", "error", e, _invalid_message(str(exc), self.settings),
+                                     **detail))
+            return False
+        _check_catastrophic(self.out, e, key, compiled.source, secondary=secondary)
+        return True
+
+    def check_primary_keys(self, e: LorebookEntry) -> list[str]:
+        """Bad regexes, keys listed twice, keys inside common words; returns the usable keys."""
+        cs = self.settings.case_sensitive if e.case_sensitive is None else bool(e.case_sensitive)
+        ww = self.settings.match_whole_words if e.match_whole_words is None else bool(e.match_whole_words)
         usable: list[str] = []
         seen_in_entry: set[str] = set()
         for raw in e.keys:
-            key = substitute_names(str(raw), user=user_name, char=char_name).strip()
+            key = self._key(raw)
             if not key:
                 continue
             if key.startswith("/") and is_regex_key(key):
-                try:
-                    compiled = compile_regex_key(key)
-                except InvalidRegexKey as exc:
-                    out.append(_finding("LINT_INVALID_REGEX", "error", e, _invalid_message(str(exc), settings),
-                                        key=key))
-                    continue
-                _check_catastrophic(out, e, key, compiled.source, secondary=False)
-                usable.append(key)
+                if self._check_regex(e, key, secondary=False):
+                    usable.append(key)
                 continue
             norm = key if cs else key.lower()
             if norm in seen_in_entry:
-                out.append(_finding("LINT_DUPLICATE_KEY_IN_ENTRY", "info", e, f"key {key!r} is listed twice",
-                                    key=key))
+                self.out.append(_finding("LINT_DUPLICATE_KEY_IN_ENTRY", "info", e, f"key {key!r} is listed twice",
+                                         key=key))
                 continue
             seen_in_entry.add(norm)
             usable.append(key)
-            key_owners.setdefault(key.lower(), []).append(e)
+            self.key_owners.setdefault(key.lower(), []).append(e)
             if not ww:
-                low = key.lower()
-                if _LETTERS.match(low):
-                    inside = [w for w in COMMON_WORDS if low in w and w != low]
-                    if inside or len(low) <= 2:
-                        out.append(_finding(
-                            "LINT_COMMON_SUBSTRING", "warning", e,
-                            f"key {key!r} also matches inside {', '.join(inside[:5]) or 'many words'} "
-                            "(whole words off)", key=key, examples=inside[:10]))
+                self.check_common_substring(e, key)
+        return usable
+
+    def check_common_substring(self, e: LorebookEntry, key: str) -> None:
+        """A plain key (whole words off) that also matches inside common words or is very short."""
+        low = key.lower()
+        if _LETTERS.match(low):
+            inside = [w for w in COMMON_WORDS if low in w and w != low]
+            if inside or len(low) <= 2:
+                self.out.append(_finding(
+                    "LINT_COMMON_SUBSTRING", "warning", e,
+                    f"key {key!r} also matches inside {', '.join(inside[:5]) or 'many words'} "
+                    "(whole words off)", key=key, examples=inside[:10]))
+
+    def check_secondary_keys(self, e: LorebookEntry) -> None:
+        """Bad regexes among the secondary keys."""
         for raw in e.secondary_keys:
-            key = substitute_names(str(raw), user=user_name, char=char_name).strip()
+            key = self._key(raw)
             if key.startswith("/") and is_regex_key(key):
-                try:
-                    compiled = compile_regex_key(key)
-                except InvalidRegexKey as exc:
-                    out.append(_finding("LINT_INVALID_REGEX", "error", e, _invalid_message(str(exc), settings),
-                                        key=key, secondary=True))
-                    continue
-                _check_catastrophic(out, e, key, compiled.source, secondary=True)
+                self._check_regex(e, key, secondary=True)
+
+    def check_never_fires(self, e: LorebookEntry, usable: list[str]) -> None:
+        """No usable keys, empty content, probability 0, primary keys all negated by NOT_ANY."""
+        out = self.out
         if not e.constant and not e.disable and not usable:
             out.append(_finding("LINT_NO_KEYS", "error", e, "no usable primary keys and not constant: never fires"))
         if not (e.content or "").strip():
@@ -192,40 +240,43 @@ def lint_lorebook(
                 and {k.lower() for k in usable} <= {str(k).strip().lower() for k in e.secondary_keys}):
             out.append(_finding("LINT_SECONDARY_CONTRADICTION", "error", e,
                                 "every primary key is also a NOT_ANY secondary key: never fires"))
-        if e.disable:
-            continue
-        tokens = count_tokens(substitute_names(e.content or "", user=user_name, char=char_name))
+
+    def check_tokens(self, e: LorebookEntry) -> None:
+        """A constant entry over its share of the budget, or a keyword entry over the whole budget."""
+        budget = self.budget
+        tokens = self.count_tokens(substitute_names(e.content or "", user=self.user_name, char=self.char_name))
         if e.constant:
-            constants.append(e)
-            constants_total += tokens
-            if tokens * 100 > constant_share_percent * budget:
-                out.append(_finding(
+            self.constants.append(e)
+            self.constants_total += tokens
+            if tokens * 100 > self.constant_share_percent * budget:
+                self.out.append(_finding(
                     "LINT_CONSTANT_OVER_SHARE", "warning", e,
                     f"constant entry takes {tokens} tokens, {tokens * 100 / budget:.0f}% of the "
-                    f"{budget}-token budget (limit {constant_share_percent:g}%)",
+                    f"{budget}-token budget (limit {self.constant_share_percent:g}%)",
                     tokens=tokens, budget=budget, share_percent=round(tokens * 100 / budget, 1)))
         elif tokens > budget and not e.ignore_budget:
-            out.append(_finding("LINT_ENTRY_OVER_BUDGET", "warning", e,
-                                f"{tokens} tokens exceed the {budget}-token budget: always dropped",
-                                tokens=tokens, budget=budget))
+            self.out.append(_finding("LINT_ENTRY_OVER_BUDGET", "warning", e,
+                                     f"{tokens} tokens exceed the {budget}-token budget: always dropped",
+                                     tokens=tokens, budget=budget))
 
-    for key, owners in key_owners.items():
-        uniq = {id(o): o for o in owners}
-        if len(uniq) > 1:
-            uids = [o.uid for o in uniq.values()]
-            for o in uniq.values():
-                # other entries named by title (SillyTavern ``comment``) and uid, as writers know them
-                others = ", ".join(f"“{x.comment}” #{x.uid}" if x.comment else f"#{x.uid}"
-                                   for x in uniq.values() if x.uid != o.uid)
-                out.append(_finding("LINT_DUPLICATE_KEY", "warning", o,
-                                    f"key {key!r} also in {others}", key=key, uids=uids))
-    if constants and constants_total > budget:
-        out.append(_finding("LINT_CONSTANTS_EXCEED_BUDGET", "error", None,
-                            f"{len(constants)} constant entries take {constants_total} tokens, over the "
-                            f"{budget}-token budget: every keyword entry will be dropped",
-                            tokens=constants_total, budget=budget, uids=[c.uid for c in constants]))
-    out.extend(number_findings(book))
-    order = {id(e): i for i, e in enumerate(book.entries)}
-    index_of_uid = {e.uid: order[id(e)] for e in book.entries}
-    out.sort(key=lambda f: (f.uid is None, index_of_uid.get(f.uid, 0) if f.uid is not None else 0))
-    return out
+    def check_duplicate_keys(self) -> None:
+        """The same plain key in several entries (one finding per entry, naming the others)."""
+        for key, owners in self.key_owners.items():
+            uniq = {id(o): o for o in owners}
+            if len(uniq) > 1:
+                uids = [o.uid for o in uniq.values()]
+                for o in uniq.values():
+                    # other entries named by title (SillyTavern ``comment``) and uid, as writers know them
+                    others = ", ".join(f"“{x.comment}” #{x.uid}" if x.comment else f"#{x.uid}"
+                                       for x in uniq.values() if x.uid != o.uid)
+                    self.out.append(_finding("LINT_DUPLICATE_KEY", "warning", o,
+                                             f"key {key!r} also in {others}", key=key, uids=uids))
+
+    def check_constants_total(self) -> None:
+        """Constant entries that together exceed the budget (book-wide)."""
+        if self.constants and self.constants_total > self.budget:
+            self.out.append(_finding(
+                "LINT_CONSTANTS_EXCEED_BUDGET", "error", None,
+                f"{len(self.constants)} constant entries take {self.constants_total} tokens, over the "
+                f"{self.budget}-token budget: every keyword entry will be dropped",
+                tokens=self.constants_total, budget=self.budget, uids=[c.uid for c in self.constants]))

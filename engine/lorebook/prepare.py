@@ -150,69 +150,16 @@ def _prepare_key(raw: Any, *, cs: bool, user: str, char: str) -> tuple[_Key | No
 
 
 def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, char: str) -> _Prepared:
-    entries: list[_Entry] = []
     diagnostics: list[str] = []
     ci: set[str] = set()
     cs_set: set[str] = set()
-    max_depth = 0
-    needs: set[str] = set()
-    gid = 0
+    entries: list[_Entry] = []
     for bi, book in enumerate(books):
         for ei, e in enumerate(book.entries):
-            cs = settings.case_sensitive if e.case_sensitive is None else bool(e.case_sensitive)
-            ww = settings.match_whole_words if e.match_whole_words is None else bool(e.match_whole_words)
-            keys: list[_Key] = []
-            secondary: list[_Key] = []
-            invalid: list[tuple[str, str]] = []
-            for target, raws in ((keys, e.keys), (secondary, e.secondary_keys if e.selective else [])):
-                for raw in raws:
-                    k, err = _prepare_key(raw, cs=cs, user=user, char=char)
-                    if err is not None:
-                        invalid.append((str(raw), err))
-                        diagnostics.append(f"{book.name}: uid {e.uid}: LOREBOOK_INVALID_KEY: {err}")
-                    if k is None:
-                        continue
-                    if k.regex is not None:
-                        why = catastrophic_reason(k.regex.source)
-                        if why is not None:
-                            diagnostics.append(
-                                f"{book.name}: uid {e.uid}: regex key {k.text!r} can take exponential time "
-                                f"({why}): SillyTavern's JavaScript engine may freeze on it; Loomscope stops "
-                                f"each search after {settings.regex_timeout_ms:g} ms")
-                    target.append(k)
-                    if k.regex is None:
-                        (cs_set if cs else ci).add(k.norm)
-            decorators, body = _split_decorators(e.content or "")
-            content = substitute_names(body, user=user, char=char)
-            if e.scan_depth is not None:
-                max_depth = max(max_depth, e.scan_depth)
-            sources: tuple[str, ...] = ()
-            cf: Any = None
-            trig: Any = None
-            if e.__pydantic_extra__ or e.extensions:  # the optional SillyTavern fields live there
-                sources = tuple(src for camel, snake, src in _MATCH_SOURCES if _extra(e, camel, snake))
-                needs.update(sources)
-                cf = _extra(e, "characterFilter", "character_filter")
-                names = _extra(e, "characterFilterNames", "character_filter_names")
-                tags = _extra(e, "characterFilterTags", "character_filter_tags")
-                if not isinstance(cf, dict):
-                    cf = None
-                if names or tags:
-                    cf = {"names": list(names or []), "tags": list(tags or []),
-                          "isExclude": bool(_extra(e, "characterFilterExclude", "character_filter_exclude"))}
-                trig = _extra(e, "triggers", "triggers")
-            groups = [g.strip() for g in re.split(r",\s*", e.group) if g.strip()] if e.group else []
-            delay = e.delay_until_recursion
-            delay_level = int(delay) if isinstance(delay, (int, float)) and delay > 0 else 0
-            entries.append(_Entry(
-                gid=gid, book_index=bi, book=book.name, entry_index=ei, entry=e,
-                label=f"{book.name}.{e.uid}", keys=keys, secondary=secondary, invalid=invalid,
-                content=content, decorators=decorators, cs=cs, ww=ww, groups=groups,
-                delay_level=delay_level, sources=sources, char_filter=cf,
-                triggers=[str(t) for t in trig] if isinstance(trig, list) else [],
-                prio=(-float(e.order), bi, _uid_key(e.uid), ei),
-            ))
-            gid += 1
+            entries.append(_prepare_entry(len(entries), bi, book.name, ei, e, settings, user, char,
+                                          diagnostics, ci, cs_set))
+    max_depth = max([0, *(e.scan_depth for b in books for e in b.entries if e.scan_depth is not None)])
+    needs = frozenset(src for x in entries for src in x.sources)
     by_priority = sorted(entries, key=lambda x: x.prio)
     ci_index: dict[str, list[int]] = {}
     cs_index: dict[str, list[int]] = {}
@@ -222,13 +169,7 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
     regex_gids: set[int] = set()
     for rank, x in enumerate(by_priority):
         x.rank = rank
-        x.invalid_primary = any(raw in x.entry.keys for raw, _ in x.invalid)
-        if x.delay_level or x.entry.constant or x.decorators:
-            always.add(x.gid)
-        if not x.keys and not x.entry.constant:
-            x.default_reason = (("LOREBOOK_INVALID_KEY", {"invalid": [{"key": k, "error": err}
-                                                                       for k, err in x.invalid]})
-                                if x.invalid else ("LOREBOOK_NO_KEYS", {}))
+        _rank_entry(x, always)
         for keys, ci_ix, cs_ix in ((x.keys, ci_index, cs_index), (x.secondary, ci_index2, cs_index2)):
             for k in keys:
                 if k.regex is not None:
@@ -239,11 +180,92 @@ def _prepare(books: Sequence[Lorebook], settings: WorldInfoSettings, user: str, 
     special = [x for x in entries if x.entry.disable or x.char_filter or x.triggers]
     delayed = [x for x in entries if x.entry.delay]
     prepared = _Prepared(entries, by_priority, frozenset(ci), frozenset(cs_set), max_depth,
-                     frozenset(needs), diagnostics, special, delayed, ci_index, cs_index, ci_index2, cs_index2,
-                     frozenset(always), frozenset(regex_gids), any(x.groups for x in entries))
+                         needs, diagnostics, special, delayed, ci_index, cs_index, ci_index2, cs_index2,
+                         frozenset(always), frozenset(regex_gids), any(x.groups for x in entries))
     prepared.rank_of = [x.rank for x in entries]
     prepared.cs_gids = frozenset(x.gid for x in entries if any(k.cs and k.regex is None for k in x.keys))
     return prepared
+
+
+def _rank_entry(x: _Entry, always: set[int]) -> None:
+    """What is known of an entry before any scan: an invalid primary key, always visited, why it cannot match."""
+    x.invalid_primary = any(raw in x.entry.keys for raw, _ in x.invalid)
+    if x.delay_level or x.entry.constant or x.decorators:
+        always.add(x.gid)
+    if not x.keys and not x.entry.constant:
+        x.default_reason = (("LOREBOOK_INVALID_KEY", {"invalid": [{"key": k, "error": err}
+                                                                   for k, err in x.invalid]})
+                            if x.invalid else ("LOREBOOK_NO_KEYS", {}))
+
+
+def _prepare_keys(book: str, e: LorebookEntry, *, cs: bool, settings: WorldInfoSettings, user: str, char: str,
+                  diagnostics: list[str], ci: set[str],
+                  cs_set: set[str]) -> tuple[list[_Key], list[_Key], list[tuple[str, str]]]:
+    """Primary and secondary keys after macros (regexes compiled); invalid ones and risky regexes in diagnostics.
+
+    Returns (primary keys, secondary keys, invalid ``(raw key, error)``); the compared form of
+    every plain key is added to ``ci`` or ``cs_set``.
+    """
+    keys: list[_Key] = []
+    secondary: list[_Key] = []
+    invalid: list[tuple[str, str]] = []
+    for target, raws in ((keys, e.keys), (secondary, e.secondary_keys if e.selective else [])):
+        for raw in raws:
+            k, err = _prepare_key(raw, cs=cs, user=user, char=char)
+            if err is not None:
+                invalid.append((str(raw), err))
+                diagnostics.append(f"{book}: uid {e.uid}: LOREBOOK_INVALID_KEY: {err}")
+            if k is None:
+                continue
+            if k.regex is not None:
+                why = catastrophic_reason(k.regex.source)
+                if why is not None:
+                    diagnostics.append(
+                        f"{book}: uid {e.uid}: regex key {k.text!r} can take exponential time "
+                        f"({why}): SillyTavern's JavaScript engine may freeze on it; Loomscope stops "
+                        f"each search after {settings.regex_timeout_ms:g} ms")
+            target.append(k)
+            if k.regex is None:
+                (cs_set if cs else ci).add(k.norm)
+    return keys, secondary, invalid
+
+
+def _st_options(e: LorebookEntry) -> tuple[tuple[str, ...], dict[str, Any] | None, Any]:
+    """The optional SillyTavern fields: extra scan sources, the character filter, the generation triggers."""
+    if not (e.__pydantic_extra__ or e.extensions):  # the optional SillyTavern fields live there
+        return (), None, None
+    sources = tuple(src for camel, snake, src in _MATCH_SOURCES if _extra(e, camel, snake))
+    cf = _extra(e, "characterFilter", "character_filter")
+    names = _extra(e, "characterFilterNames", "character_filter_names")
+    tags = _extra(e, "characterFilterTags", "character_filter_tags")
+    if not isinstance(cf, dict):
+        cf = None
+    if names or tags:
+        cf = {"names": list(names or []), "tags": list(tags or []),
+              "isExclude": bool(_extra(e, "characterFilterExclude", "character_filter_exclude"))}
+    return sources, cf, _extra(e, "triggers", "triggers")
+
+
+def _prepare_entry(gid: int, bi: int, book: str, ei: int, e: LorebookEntry, settings: WorldInfoSettings,
+                   user: str, char: str, diagnostics: list[str], ci: set[str], cs_set: set[str]) -> _Entry:
+    """One entry ready for activation (keys, content without decorators, groups, options, priority)."""
+    cs = settings.case_sensitive if e.case_sensitive is None else bool(e.case_sensitive)
+    ww = settings.match_whole_words if e.match_whole_words is None else bool(e.match_whole_words)
+    keys, secondary, invalid = _prepare_keys(book, e, cs=cs, settings=settings, user=user, char=char,
+                                             diagnostics=diagnostics, ci=ci, cs_set=cs_set)
+    decorators, body = _split_decorators(e.content or "")
+    sources, cf, trig = _st_options(e)
+    groups = [g.strip() for g in re.split(r",\s*", e.group) if g.strip()] if e.group else []
+    delay = e.delay_until_recursion
+    delay_level = int(delay) if isinstance(delay, (int, float)) and delay > 0 else 0
+    return _Entry(
+        gid=gid, book_index=bi, book=book, entry_index=ei, entry=e,
+        label=f"{book}.{e.uid}", keys=keys, secondary=secondary, invalid=invalid,
+        content=substitute_names(body, user=user, char=char), decorators=decorators, cs=cs, ww=ww, groups=groups,
+        delay_level=delay_level, sources=sources, char_filter=cf,
+        triggers=[str(t) for t in trig] if isinstance(trig, list) else [],
+        prio=(-float(e.order), bi, _uid_key(e.uid), ei),
+    )
 
 
 #: Book sets whose prepared entries are kept (least recently used out).

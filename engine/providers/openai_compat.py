@@ -270,6 +270,21 @@ class _StreamState:
                              finish_reason=self.finish_reason, usage=self.usage)
 
 
+
+def _request_body(model: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None, stream: bool,
+                  extra_body: dict[str, Any] | None, reply_limit: dict[str, int] | None) -> dict[str, Any]:
+    """The chat-completions body: ``extra_body`` under the fixed fields; ``reply_limit`` replaces its limit fields."""
+    extra = dict(extra_body or {})
+    if reply_limit:
+        for key in REPLY_LIMIT_FIELDS:
+            extra.pop(key, None)
+    body: dict[str, Any] = {**extra, "model": model, "messages": messages, "stream": stream,
+                            **(reply_limit or {})}
+    if tools:
+        body["tools"] = tools
+    return body
+
+
 class ChatCompletionsClient:
     """One OpenAI-compatible endpoint.
 
@@ -350,14 +365,8 @@ class ChatCompletionsClient:
             ``PROVIDER_SERVER_ERROR``, ``PROVIDER_NETWORK_ERROR``, ``PROVIDER_BAD_RESPONSE`` or
             ``CANCELLED``.
         """
-        extra = dict(extra_body or {})
-        if reply_limit:
-            for key in REPLY_LIMIT_FIELDS:
-                extra.pop(key, None)
-        body: dict[str, Any] = {**extra, "model": model, "messages": messages, "stream": stream,
-                                **(reply_limit or {})}
-        if tools:
-            body["tools"] = tools
+        body = _request_body(model, messages, tools=tools, stream=stream, extra_body=extra_body,
+                             reply_limit=reply_limit)
         events: queue.Queue[tuple[str, Any]] = queue.Queue()
         aborted = threading.Event()
         holder: dict[str, Any] = {}
@@ -372,6 +381,12 @@ class ChatCompletionsClient:
             raise ProviderError("CANCELLED", "the generation was cancelled before it was sent")
         worker = threading.Thread(target=work, name="loomscope-provider", daemon=True)
         worker.start()
+        return self._wait_for_reply(events, worker, holder, aborted, cancel, on_delta)
+
+    def _wait_for_reply(self, events: queue.Queue[tuple[str, Any]], worker: threading.Thread,
+                        holder: dict[str, Any], aborted: threading.Event, cancel: threading.Event | None,
+                        on_delta: Callable[[str, str], None] | None) -> ProviderReply:
+        """Relay the worker's streamed pieces to ``on_delta`` until its reply or error; abort on ``cancel``."""
         text_so_far: list[str] = []
         while True:
             if cancel is not None and cancel.is_set():

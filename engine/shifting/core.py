@@ -58,7 +58,12 @@ class _Unit:
     reasons: dict[int, str] = field(default_factory=dict)
 
 
+#: Rule 5's exclusion reason of a lone block by removal tier (interceptor-added, examples, history).
+_TIER_REASON = {0: "PRIORITY_LOWEST_FIRST", 1: "EXAMPLES_PUSHED_OUT", 2: "HISTORY_OLDEST_FIRST"}
+
+
 def _tier(block: Block) -> int:
+    """Rule 5's removal tier: 0 interceptor-added, 1 example dialogue, 2 history, 3 the rest (by priority)."""
     if block.origin is BlockOrigin.INTERCEPTOR:
         return 0
     if block.kind == BlockKind.EXAMPLE:
@@ -96,10 +101,26 @@ def shift_context(
         ``truncated`` (this strategy never compresses); ``error`` is
         ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected blocks alone exceed ``budget``.
     """
-    n = len(blocks)
     tokens = [int(count_tokens(b)) for b in blocks]
     groups = find_tool_groups(blocks)
+    units = _units(blocks, tokens, groups)  # rule 3
+    excluded: dict[int, str] = {}
+    diagnostics: list[str] = []
+    live = _drop_unsendable(units, blocks, groups, honor_manual, excluded, diagnostics)  # rules 1–2
+    protected_tokens = sum(u.tokens for u in live if u.protected)
+    removable = [u for u in live if not u.protected]
+    error: str | None = None
+    if protected_tokens > budget:  # rule 4
+        error = TOKEN_BUDGET_EXCEEDED
+        for unit in removable:
+            _drop(excluded, unit, "OVER_BUDGET_PROTECTED", group_reason="OVER_BUDGET_PROTECTED")
+    else:  # rule 5
+        _drop_until_fits(removable, sum(u.tokens for u in live), budget - protected_tokens, budget, excluded)
+    return _shift_result(blocks, tokens, excluded, budget, protected_tokens, error, diagnostics)
 
+
+def _units(blocks: Sequence[Block], tokens: list[int], groups: ToolGroups) -> list[_Unit]:
+    """The removable units in prompt order: one per tool group, one per other block, with their tokens."""
     units: list[_Unit] = []
     unit_of_group: dict[str, _Unit] = {}
     for i, block in enumerate(blocks):
@@ -116,33 +137,40 @@ def shift_context(
             if gid is not None:
                 unit_of_group[gid] = unit
         unit.tokens += tokens[i]
+    return units
 
-    excluded: dict[int, str] = {}
-    diagnostics: list[str] = []
 
-    def drop(unit: _Unit, reason: str, cause: int | None = None,
-             group_reason: str = "TOOL_GROUP_DROPPED") -> None:
-        for m in unit.members:
-            if m == cause or not unit.is_group:
-                excluded[m] = reason
-            else:
-                excluded[m] = group_reason
+def _drop(excluded: dict[int, str], unit: _Unit, reason: str, cause: int | None = None,
+          group_reason: str = "TOOL_GROUP_DROPPED") -> None:
+    """Exclude every member of ``unit``: ``reason`` for ``cause`` (or a lone block), ``group_reason`` for the rest."""
+    for m in unit.members:
+        if m == cause or not unit.is_group:
+            excluded[m] = reason
+        else:
+            excluded[m] = group_reason
 
+
+def _drop_unsendable(units: list[_Unit], blocks: Sequence[Block], groups: ToolGroups, honor_manual: bool,
+                     excluded: dict[int, str], diagnostics: list[str]) -> list[_Unit]:
+    """Rules 1–2: hidden, orphaned, incomplete and (with ``honor_manual``) writer-excluded units go.
+
+    Returns the units left (``protected`` set on each).
+    """
     live: list[_Unit] = []
+    orphans, incomplete = groups.orphans, groups.incomplete
     for unit in units:
         hidden = [m for m in unit.members if blocks[m].hidden]
-        orphan = [m for m in unit.members if m in groups.orphans]
         if hidden:
-            drop(unit, "HIDDEN", hidden[0])
+            _drop(excluded, unit, "HIDDEN", hidden[0])
             for m in hidden:
                 excluded[m] = "HIDDEN"
             continue
-        if orphan:
+        if any(m in orphans for m in unit.members):
             for m in unit.members:
                 excluded[m] = "TOOL_RESULT_ORPHANED"
             continue
         gid = groups.group_of[unit.members[0]]
-        if gid is not None and gid in groups.incomplete:
+        if gid is not None and gid in incomplete:
             for m in unit.members:
                 excluded[m] = TOOL_PAIR_INCOMPLETE
             continue
@@ -155,45 +183,45 @@ def shift_context(
                 diagnostics.append(
                     f"{blocks[manual[0]].id}: excluded by the writer although protected or pinned "
                     "(or in a tool group with a pinned message); not sent")
-            drop(unit, "MANUAL_EXCLUDED", manual[0])
+            _drop(excluded, unit, "MANUAL_EXCLUDED", manual[0])
             for m in manual:
                 excluded[m] = "MANUAL_EXCLUDED"
             continue
         live.append(unit)
+    return live
 
-    protected_tokens = sum(u.tokens for u in live if u.protected)
-    total = sum(u.tokens for u in live)
-    removable = [u for u in live if not u.protected]
-    error: str | None = None
 
-    if protected_tokens > budget:
-        error = TOKEN_BUDGET_EXCEEDED
-        for unit in removable:
-            drop(unit, "OVER_BUDGET_PROTECTED", group_reason="OVER_BUDGET_PROTECTED")
-        total = protected_tokens
-    elif total > budget:
-        room = budget - protected_tokens
-        # Units that can never fit go first, whatever their age: dropping an old small
-        # message to make room for them would be pointless.
-        for unit in removable:
-            if unit.tokens > room:
-                drop(unit, "TOO_LARGE_FOR_BUDGET", group_reason="TOO_LARGE_FOR_BUDGET")
-                total -= unit.tokens
-        order = sorted(
-            (u for u in removable if u.members[0] not in excluded),
-            key=lambda u: (u.tier, u.first) if u.tier < 3 else (u.tier, u.priority, -u.first),
-        )
-        for unit in order:
-            if total <= budget:
-                break
-            reason = {0: "PRIORITY_LOWEST_FIRST", 1: "EXAMPLES_PUSHED_OUT",
-                      2: "HISTORY_OLDEST_FIRST"}.get(unit.tier, "PRIORITY_LOWEST_FIRST")
-            drop(unit, reason, unit.members[0] if not unit.is_group else None)
+def _drop_until_fits(removable: list[_Unit], total: int, room: int, budget: int, excluded: dict[int, str]) -> None:
+    """Rule 5: remove units in the module's order until ``total`` fits ``budget`` (tokens).
+
+    ``room`` is what the protected units leave; a unit larger than it can never fit and goes
+    first, whatever its age: dropping an old small message to make room for it would be pointless.
+    """
+    if total <= budget:
+        return
+    for unit in removable:
+        if unit.tokens > room:
+            _drop(excluded, unit, "TOO_LARGE_FOR_BUDGET", group_reason="TOO_LARGE_FOR_BUDGET")
             total -= unit.tokens
+    order = sorted(
+        (u for u in removable if u.members[0] not in excluded),
+        key=lambda u: (u.tier, u.first) if u.tier < 3 else (u.tier, u.priority, -u.first),
+    )
+    for unit in order:
+        if total <= budget:
+            break
+        _drop(excluded, unit, _TIER_REASON.get(unit.tier, "PRIORITY_LOWEST_FIRST"),
+              unit.members[0] if not unit.is_group else None)
+        total -= unit.tokens
 
+
+def _shift_result(blocks: Sequence[Block], tokens: list[int], excluded: dict[int, str], budget: int,
+                  protected_tokens: int, error: str | None, diagnostics: list[str]) -> ShiftResult:
+    """The :class:`ShiftResult`, after one full recount of the kept blocks."""
+    n = len(blocks)
     kept_pos = [i for i in range(n) if i not in excluded]
     final_total = sum(tokens[i] for i in kept_pos)  # final full recount
-    if error is None and final_total > budget:  # pragma: no cover - guarded by the loop above
+    if error is None and final_total > budget:  # pragma: no cover - guarded by _drop_until_fits
         raise AssertionError("shift_context left the prompt over budget")
     return ShiftResult(
         kept=[blocks[i].id for i in kept_pos],

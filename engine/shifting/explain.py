@@ -87,31 +87,46 @@ def explain_blocks(
     """
     out: dict[str, Explanation] = {}
     used = sum(tokens.get(b.id, 0) for b in blocks if status.get(b.id, ("excluded", ""))[0] != "excluded")
-    free = max(0, budget - used)
+    units = _GroupTokens(blocks, tokens, group_of)
+    _explain_history(blocks, status, units, budget, max(0, budget - used), out)
+    _explain_held_groups(units.members, status, out)
+    _explain_budget_drops(blocks, status, units, budget, lorebook_traces, protected_tokens, out)
+    return out
 
-    # tool groups: members and the tokens of the whole group
-    members: dict[str, list[Block]] = {}
-    for b in blocks:
-        g = group_of.get(b.id)
-        if g is not None:
-            members.setdefault(g, []).append(b)
 
-    def unit_tokens(b: Block) -> int:
-        g = group_of.get(b.id)
+class _GroupTokens:
+    """Tool groups' members, and the tokens of a block's whole unit (its tool group, or itself)."""
+
+    def __init__(self, blocks: Sequence[Block], tokens: Mapping[str, int], group_of: Mapping[str, str]) -> None:
+        self.tokens, self.group_of = tokens, group_of
+        self.members: dict[str, list[Block]] = {}
+        for b in blocks:
+            g = group_of.get(b.id)
+            if g is not None:
+                self.members.setdefault(g, []).append(b)
+
+    def of(self, b: Block) -> int:
+        g = self.group_of.get(b.id)
         if g is None:
-            return tokens.get(b.id, 0)
-        return sum(tokens.get(m.id, 0) for m in members[g])
+            return self.tokens.get(b.id, 0)
+        return sum(self.tokens.get(m.id, 0) for m in self.members[g])
 
-    # the newest history unit removed for room: everything older is out because of it
+
+def _explain_history(blocks: Sequence[Block], status: Mapping[str, tuple[str, str]], units: _GroupTokens,
+                     budget: int, free: int, out: dict[str, Explanation]) -> None:
+    """History removed for room: too big for what is free, or behind the newest unit that did not fit."""
+    group_of = units.group_of
     room_dropped = [b for b in blocks if b.history and status.get(b.id, ("", ""))[0] == "excluded"
                     and status[b.id][1] in ROOM_REASONS]
-    boundary = room_dropped[-1] if room_dropped else None
-    boundary_group = group_of.get(boundary.id) if boundary is not None else None
+    if not room_dropped:
+        return
+    # the newest history unit removed for room: everything older is out because of it
+    boundary = room_dropped[-1]
+    boundary_group = group_of.get(boundary.id)
+    need = units.of(boundary)
     for b in room_dropped:
-        assert boundary is not None
-        own = unit_tokens(b)
+        own = units.of(b)
         same_unit = b.id == boundary.id or (boundary_group is not None and group_of.get(b.id) == boundary_group)
-        need = unit_tokens(boundary)
         if same_unit or own > free:
             what = "with its tool group " if group_of.get(b.id) else ""
             out[b.id] = Explanation(
@@ -125,7 +140,10 @@ def explain_blocks(
                  "blocked_by_message": boundary.message_index, "blocked_by_tokens": need,
                  "group": group_of.get(b.id)})
 
-    # kept tool-group members held by a pinned or protected member
+
+def _explain_held_groups(members: Mapping[str, list[Block]], status: Mapping[str, tuple[str, str]],
+                         out: dict[str, Explanation]) -> None:
+    """Kept tool-group members held by a pinned or protected member."""
     for g, group in members.items():
         holders = [m for m in group if m.pinned or m.protected]
         if not holders:
@@ -141,12 +159,16 @@ def explain_blocks(
                 {"held_by": holder.id, "held_by_message": holder.message_index, "held_because": because,
                  "group": g})
 
-    # lorebook entries over the World Info budget
+
+def _explain_budget_drops(blocks: Sequence[Block], status: Mapping[str, tuple[str, str]], units: _GroupTokens,
+                          budget: int, lorebook_traces: Mapping[str, Mapping[str, Any]] | None,
+                          protected_tokens: int | None, out: dict[str, Explanation]) -> None:
+    """Lorebook entries over the World Info budget, and blocks too large for any room left."""
+    tokens = units.tokens
     for b in blocks:
         _st, reason = status.get(b.id, ("", ""))
         if reason == "LOREBOOK_BUDGET" and lorebook_traces:
-            rec = lorebook_traces.get(b.source) or {}
-            detail = rec.get("detail") or {}
+            detail = (lorebook_traces.get(b.source) or {}).get("detail") or {}
             if all(isinstance(detail.get(k), int) for k in ("budget", "used", "tokens")):
                 wb, wu, wt = detail["budget"], detail["used"], detail["tokens"]
                 out[b.id] = Explanation(
@@ -154,12 +176,11 @@ def explain_blocks(
                     f"used {wu:,} ({max(0, wb - wu):,} left)",
                     {"budget": wb, "used": wu, "tokens": wt})
         elif reason == "TOO_LARGE_FOR_BUDGET":
-            prot = protected_tokens if protected_tokens is not None else sum(
-                tokens.get(x.id, 0) for x in blocks if (x.protected or x.pinned)
-                and status.get(x.id, ("excluded", ""))[0] != "excluded")
-            room = max(0, budget - prot)
-            own = unit_tokens(b)
+            if protected_tokens is None:
+                protected_tokens = sum(tokens.get(x.id, 0) for x in blocks if (x.protected or x.pinned)
+                                       and status.get(x.id, ("excluded", ""))[0] != "excluded")
+            room = max(0, budget - protected_tokens)
+            own = units.of(b)
             out[b.id] = Explanation(
                 f"needs {own:,} tokens but the protected blocks leave only {room:,} of the {budget:,}-token budget",
                 {"tokens": own, "room": room, "budget": budget})
-    return out

@@ -21,12 +21,15 @@ programmatic :class:`alembic.config.Config`, so no ``alembic.ini`` is needed.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
+from cachetools import LRUCache
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
+from ..cache import lru
 from ..errors import StorageError
 
 #: Environment variable naming the library URL (same as every ``--db`` flag).
@@ -133,8 +136,15 @@ def _install_sqlite_pragmas(engine: Engine, *, wal: bool) -> None:
 
 #: Tables a Loomscope library may hold besides its own (Alembic's and SQLite's bookkeeping).
 _BOOKKEEPING_TABLES = {"alembic_version", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
-#: ``(path, dev, inode, size, mtime_ns, wal size, wal mtime_ns)`` of files that passed ``quick_check``.
-_CHECKED: set[tuple] = set()
+#: ``(path, dev, inode, size, mtime_ns, wal size, wal mtime_ns)`` of files that passed ``quick_check``
+#: (the most recent 1,024; a file whose identity is forgotten is checked again).
+_CHECKED: LRUCache[tuple[object, ...], bool] = lru(1024)
+_CHECKED_LOCK = threading.Lock()  # stores are opened from worker threads too
+
+
+def _passed_check(ident: tuple[object, ...]) -> bool:
+    with _CHECKED_LOCK:
+        return ident in _CHECKED
 
 
 def _identity(path: Path) -> tuple | None:
@@ -171,7 +181,7 @@ def check_sqlite_file(path: Path) -> None:
     from urllib.parse import quote
 
     ident = _identity(path)
-    if ident is None or ident[3] == 0 or ident in _CHECKED:
+    if ident is None or ident[3] == 0 or _passed_check(ident):
         return
     uri = f"file:{quote(str(path.resolve()))}?{_read_only_params(path)}"
     try:
@@ -203,7 +213,8 @@ def check_sqlite_file(path: Path) -> None:
                                "nothing was written to it", file=str(path), details={"quick_check": rows[:5]})
     finally:
         con.close()
-    _CHECKED.add(ident)
+    with _CHECKED_LOCK:
+        _CHECKED[ident] = True
 
 
 def _read_only_params(path: Path) -> str:

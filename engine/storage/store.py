@@ -165,6 +165,25 @@ def _entry_row(lorebook_id: str, position: int, entry: LorebookEntry) -> orm.Lor
     )
 
 
+
+def _read_import_files(path_list: list[str | Path], on_warning: Callable[[str, str], None] | None,
+                       on_progress: Callable[[str, str, int, int], None] | None) -> list[tuple[Path, Any]]:
+    """Parse every file (``load_any``), reporting warnings and read progress; the first bad file raises."""
+    from ..importers import load_any  # lazy: the importers are a sibling package
+
+    items = []
+    for n_read, path in enumerate(path_list):
+        if on_progress is not None:
+            on_progress("read", str(path), n_read, len(path_list))
+        item = load_any(Path(path))
+        for warning in getattr(item, "warnings", None) or []:
+            if on_warning is not None:
+                on_warning(str(path), str(warning))
+        items.append((Path(path), item))
+    if on_progress is not None and path_list:
+        on_progress("read", str(path_list[-1]), len(path_list), len(path_list))
+    return items
+
 class Store:
     """The library. Build it with :func:`engine.storage.open_store` (which migrates and seeds).
 
@@ -1122,20 +1141,7 @@ class Store:
         LoomscopeImportError
             ``IMPORT_*`` for the first bad file (naming it); nothing is stored then.
         """
-        from ..importers import load_any  # lazy: the importers are a sibling package
-
-        items = []
-        path_list = list(paths)
-        for n_read, path in enumerate(path_list):
-            if on_progress is not None:
-                on_progress("read", str(path), n_read, len(path_list))
-            item = load_any(Path(path))
-            for warning in getattr(item, "warnings", None) or []:
-                if on_warning is not None:
-                    on_warning(str(path), str(warning))
-            items.append((Path(path), item))
-        if on_progress is not None and path_list:
-            on_progress("read", str(path_list[-1]), len(path_list), len(path_list))
+        items = _read_import_files(list(paths), on_warning, on_progress)
         refs: dict[int, ImportRef | list[ImportRef]] = {}
         with self._unit() as session:
             by_name: dict[str, str] = {}
@@ -1152,24 +1158,7 @@ class Store:
                     book = value if value.name else value.model_copy(update={"name": path.stem})
                     refs[i] = ImportRef(kind="lorebook", id=self._insert_lorebook(session, book), name=book.name)
                 elif kind == "chat":
-                    # a file may hold several transcripts (tau-bench, ToolBench): store them all
-                    transcripts = list(getattr(item, "chats", None) or [value])
-                    titles = [c.title or path.stem for c in transcripts]
-                    numbered = len(set(titles)) < len(titles)  # only when the titles repeat
-                    chat_refs: list[ImportRef] = []
-                    for k, chat in enumerate(transcripts):
-                        character_id = by_name.get(chat.character_name) if chat.character_name else None
-                        if character_id is None and chat.character_name:
-                            character_id = session.scalars(
-                                select(orm.CharacterRow.id).where(orm.CharacterRow.name == chat.character_name)
-                                .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
-                        title = f"{titles[k]} #{k + 1}" if numbered else titles[k]
-                        progress = None if on_progress is None else (
-                            lambda done, total, _f=str(path): on_progress("store", _f, done, total))
-                        chat_id = self._insert_chat(session, chat, title=title, character_id=character_id,
-                                                    on_progress=progress)
-                        chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
-                    refs[i] = chat_refs
+                    refs[i] = self._insert_imported_chats(session, path, item, by_name, on_progress)
                 else:  # pragma: no cover - load_any only returns the three kinds, each with its value type
                     raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
                                        file=str(path))
@@ -1181,6 +1170,28 @@ class Store:
             if sources is not None:
                 sources.extend(str(items[i][0]) for _ in these)
         return out
+
+    def _insert_imported_chats(self, session: Session, path: Path, item: Any, by_name: dict[str, str],
+                               on_progress: Callable[[str, str, int, int], None] | None) -> list[ImportRef]:
+        """Every transcript of one imported chat file, linked to its character by name (this call's, else the newest)."""
+        # a file may hold several transcripts (tau-bench, ToolBench): store them all
+        transcripts = list(getattr(item, "chats", None) or [item.value])
+        titles = [c.title or path.stem for c in transcripts]
+        numbered = len(set(titles)) < len(titles)  # only when the titles repeat
+        chat_refs: list[ImportRef] = []
+        for k, chat in enumerate(transcripts):
+            character_id = by_name.get(chat.character_name) if chat.character_name else None
+            if character_id is None and chat.character_name:
+                character_id = session.scalars(
+                    select(orm.CharacterRow.id).where(orm.CharacterRow.name == chat.character_name)
+                    .order_by(orm.CharacterRow.created_at.desc()).limit(1)).first()
+            title = f"{titles[k]} #{k + 1}" if numbered else titles[k]
+            progress = None if on_progress is None else (
+                lambda done, total, _f=str(path): on_progress("store", _f, done, total))
+            chat_id = self._insert_chat(session, chat, title=title, character_id=character_id,
+                                        on_progress=progress)
+            chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
+        return chat_refs
 
     def import_st_folder(self, plan: Any) -> FolderImportReport:
         """Store a SillyTavern folder read by :func:`engine.importers.st_folder.read_st_folder`.
