@@ -17,7 +17,7 @@ import io
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,10 @@ from .activation import activate, compute_budget
 from .jsregex import RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
 from .models import ActivationResult
+
+if TYPE_CHECKING:
+    from ..registries import Registries
+    from ..schema.request import PreviewRequest
 
 __all__ = [
     "NEVER_FIRED_REASONS",
@@ -339,7 +343,7 @@ def _key_presence(books: Sequence[Lorebook], messages: Sequence[ChatMessage], se
     return out
 
 
-def report_for_request(request: Any, *, registries: Any = None) -> LorebookReport:
+def report_for_request(request: PreviewRequest, *, registries: Registries | None = None) -> LorebookReport:
     """The report for a :class:`engine.schema.PreviewRequest`.
 
     Its books (the card's embedded book included once, as the preview does), names, tokenizer and budget (context limit

@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..registry import NamedRegistry
+
+if TYPE_CHECKING:
+    from ..registries import Registries
 
 ENTRY_POINT_GROUP = "loomscope.plugins"
 
@@ -46,7 +49,7 @@ class InterceptorRegistry(NamedRegistry[Interceptor]):
         return self._add(name, fn)
 
 
-def load_entry_point_plugins(registries: Any) -> tuple[list[Callable[[], None]], list[str]]:
+def load_entry_point_plugins(registries: Registries) -> tuple[list[Callable[[], None]], list[str]]:
     """Run every ``loomscope.plugins`` entry point's ``setup(registries)``.
 
     Returns (cleanup callables, diagnostics). A plugin that fails to load is reported in

@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
 from operator import gt
 
-from ..schema.blocks import Block, BlockKind
+from ..schema.blocks import Block, BlockKind, BlockOrigin
 
 #: Strategies whose removal order is exactly ``shift_context``'s (the fit map is exact for them).
 TRUNCATE_LIKE = frozenset({"truncate", "manual"})
@@ -169,7 +169,7 @@ def _fit_units(blocks: Sequence[Block], tokens: Mapping[str, int], group_of: Map
         u.size.append(sum(int(tokens.get(b.id, 0)) for b in ms))
         t = 3
         for b in ms:
-            if b.source.startswith("interceptor:"):
+            if b.origin is BlockOrigin.INTERCEPTOR:
                 t = min(t, 0)
             elif b.kind == BlockKind.EXAMPLE:
                 t = min(t, 1)
