@@ -373,26 +373,10 @@ def parse_st_jsonl(text: str, file: str, *, title: str, reader: FieldReader | No
     _check_count(r, len(lines) - 1, f"line {lines[-1][0]}")
     n0, first_line = lines[0]
     first = _line_obj(r, first_line, n0)
-    if "role" in first and not any(k in first for k in ST_HEADER_KEYS + ST_MESSAGE_KEYS):
-        msgs = [openai_message(r, _line_obj(r, ln, n), f"line {n}: $") for n, ln in lines]
-        return [Chat(title=title, messages=msgs)], "openai_jsonl"
-    if isinstance(first.get("messages"), list) and not any(k in first for k in ST_HEADER_KEYS):
-        chats = []
-        for i, (n, ln) in enumerate(lines):
-            obj = _line_obj(r, ln, n)
-            msgs = openai_messages(r, obj.get("messages"), f"line {n}: $.messages")
-            chats.append(Chat(title=f"{title} #{i}", messages=msgs,
-                              tools=_tools(r, obj.get("tools"), f"line {n}: $.tools")))
-        return chats, "openai_jsonl"
-    header: dict[str, Any] = {}
-    body = lines
-    if any(k in first for k in ST_HEADER_KEYS) and not any(k in first for k in ST_MESSAGE_KEYS):
-        header, body = first, lines[1:]
-    elif any(k in first for k in ST_MESSAGE_KEYS):
-        r.warn("no header line (user_name, character_name, chat_metadata); defaults used")
-    else:
-        r.fail("IMPORT_UNSUPPORTED_FORMAT",
-               "line 1 is neither a SillyTavern chat header nor a message", f"line {n0}")
+    openai = _openai_jsonl(r, lines, first, title)
+    if openai is not None:
+        return openai, "openai_jsonl"
+    header, body = _st_header_and_body(r, lines, first)
     hp = f"line {n0}: $"
     user_name = r.string(header, "user_name", hp, "User") if header else "User"
     char_name = r.string(header, "character_name", hp, "") if header else ""
@@ -405,16 +389,7 @@ def parse_st_jsonl(text: str, file: str, *, title: str, reader: FieldReader | No
         st_header["user_name"], user_name = "unused", "User"
     if char_name == "unused":
         st_header["character_name"], char_name = "unused", ""
-    messages: list[ChatMessage] = []
-    foreign: list[dict[str, Any]] = []
-    for n, ln in body:
-        obj = _line_obj(r, ln, n)
-        if any(k in obj for k in ST_MESSAGE_KEYS) or "loomscope" in obj:
-            messages.append(st_message(r, obj, f"line {n}: $"))
-        else:
-            keys = ", ".join(list(obj)[:5]) or "none"
-            r.warn(f"line {n}: not a chat message (keys: {keys}); kept aside, not part of the chat")
-            foreign.append({"line": n, "before": len(messages), "data": obj})
+    messages, foreign = _st_messages(r, body)
     extra: dict[str, Any] = {}
     if st_header:
         extra["st_header"] = st_header
@@ -428,6 +403,51 @@ def parse_st_jsonl(text: str, file: str, *, title: str, reader: FieldReader | No
     chat = Chat(title=title, messages=messages, tools=tools, user_name=user_name,
                 character_name=char_name, metadata=chat_metadata, **extra)
     return [chat], "sillytavern_jsonl"
+
+
+def _openai_jsonl(r: FieldReader, lines: list[tuple[int, str]], first: dict[str, Any],
+                  title: str) -> list[Chat] | None:
+    """OpenAI JSONL: one message per line (one chat), or ``{"messages", "tools"}`` per line (a chat each); else ``None``."""
+    if "role" in first and not any(k in first for k in ST_HEADER_KEYS + ST_MESSAGE_KEYS):
+        msgs = [openai_message(r, _line_obj(r, ln, n), f"line {n}: $") for n, ln in lines]
+        return [Chat(title=title, messages=msgs)]
+    if isinstance(first.get("messages"), list) and not any(k in first for k in ST_HEADER_KEYS):
+        chats = []
+        for i, (n, ln) in enumerate(lines):
+            obj = _line_obj(r, ln, n)
+            msgs = openai_messages(r, obj.get("messages"), f"line {n}: $.messages")
+            chats.append(Chat(title=f"{title} #{i}", messages=msgs,
+                              tools=_tools(r, obj.get("tools"), f"line {n}: $.tools")))
+        return chats
+    return None
+
+
+def _st_header_and_body(r: FieldReader, lines: list[tuple[int, str]],
+                        first: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[int, str]]]:
+    """SillyTavern's header line (``{}`` when the file starts with a message, with a warning) and the message lines."""
+    if any(k in first for k in ST_HEADER_KEYS) and not any(k in first for k in ST_MESSAGE_KEYS):
+        return first, lines[1:]
+    if any(k in first for k in ST_MESSAGE_KEYS):
+        r.warn("no header line (user_name, character_name, chat_metadata); defaults used")
+    else:
+        r.fail("IMPORT_UNSUPPORTED_FORMAT",
+               "line 1 is neither a SillyTavern chat header nor a message", f"line {lines[0][0]}")
+    return {}, lines
+
+
+def _st_messages(r: FieldReader, body: list[tuple[int, str]]) -> tuple[list[ChatMessage], list[dict[str, Any]]]:
+    """The chat messages of SillyTavern lines, and the other lines kept aside (``{"line", "before", "data"}``)."""
+    messages: list[ChatMessage] = []
+    foreign: list[dict[str, Any]] = []
+    for n, ln in body:
+        obj = _line_obj(r, ln, n)
+        if any(k in obj for k in ST_MESSAGE_KEYS) or "loomscope" in obj:
+            messages.append(st_message(r, obj, f"line {n}: $"))
+        else:
+            keys = ", ".join(list(obj)[:5]) or "none"
+            r.warn(f"line {n}: not a chat message (keys: {keys}); kept aside, not part of the chat")
+            foreign.append({"line": n, "before": len(messages), "data": obj})
+    return messages, foreign
 
 
 # --------------------------------------------------------------------------------------------
