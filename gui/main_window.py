@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
@@ -29,13 +29,15 @@ from PySide6.QtWidgets import (
 
 from engine.errors import LoomscopeError
 from engine.resolve import speaker_names
-from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, ProgressEvent
+from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, ProgressEvent
+from engine.schema.audit import PromptContextAudit
 
 from .commands import CommandRunner
 from .context import AppContext
 from .document import LoadedChat
 from .errors import UserError, message_for, user_error
 from .generation import GenerationRunner
+from .models.pending import FlagRollback
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
 from .tabs import CENTRE_TABS, INSPECTOR_TABS
@@ -59,6 +61,12 @@ from .widgets.lorebook import LorebookTab
 from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
+
+if TYPE_CHECKING:  # loaded on first use (window start-up time)
+    from engine.generation import GenerationResult, ProviderConfig
+    from engine.storage import ImportRef
+
+    from .widgets.lorebook_report_dialog import LorebookReportDialog
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +131,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Loomscope")
         self.setAcceptDrops(True)
         self.preview: ContextPreview | None = None
-        self.audit: Any | None = None
+        self.audit: PromptContextAudit | None = None
         self.last_error: UserError | None = None
         self._select_on_next_preview = False
         self._scroll_chat_on_messages = False
@@ -407,12 +415,7 @@ class MainWindow(QMainWindow):
             self.status_label.clear()
         self.show_error(error, "Open chat")
 
-    def open_request(self, request: Any, title: str | None = None) -> None:
-        """Open an in-memory request (no store)."""
-        self.commands.forget_history()
-        self.ctx.document.load_request(request, title=title)
-
-    def import_files(self, paths: list[str]) -> list[Any]:
+    def import_files(self, paths: list[str]) -> list[ImportRef]:
         """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
         if self.ctx.store is None or not paths:
             return []
@@ -613,7 +616,7 @@ class MainWindow(QMainWindow):
         self.blocks_panel.model.expect_flags(index, pinned=bool(msg.meta.pinned),
                                              manual_excluded=bool(msg.meta.manualExcluded))
 
-    def _on_blocks_model_flags_rolled_back(self, rollbacks: list[Any]) -> None:
+    def _on_blocks_model_flags_rolled_back(self, rollbacks: list[FlagRollback]) -> None:
         strategy = self.preview.strategy if self.preview is not None else ""
         note = "; ".join(r.describe(strategy) for r in rollbacks[:3])
         if len(rollbacks) > 3:
@@ -700,7 +703,7 @@ class MainWindow(QMainWindow):
         self.banner.hide()
         self.banner.clear()
 
-    def _on_blocks_panel_block_selected(self, block: Any) -> None:
+    def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
         profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
         self.block_inspector.set_block(block, profile)
 
@@ -709,9 +712,9 @@ class MainWindow(QMainWindow):
         self.blocks_panel.select_message(message_index)
 
     # ================================================================ generation
-    def show_lorebook_report(self) -> Any:
+    def show_lorebook_report(self) -> LorebookReportDialog:
         """Open *Lorebook → Report* on the open chat (non-modal); returns the dialog."""
-        from .widgets.lorebook_report_dialog import LorebookReportDialog
+        from .widgets.lorebook_report_dialog import LorebookReportDialog  # loaded when first asked for
 
         dialog = LorebookReportDialog(self.ctx.document.snapshot(), self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -724,9 +727,9 @@ class MainWindow(QMainWindow):
         dialog = ProviderDialog(self.ctx.settings, model, self)
         return dialog.exec() == ProviderDialog.DialogCode.Accepted
 
-    def provider_config(self) -> Any:
+    def provider_config(self) -> ProviderConfig:
         """The provider configuration from the saved settings and the resolved key."""
-        from engine.generation import ProviderConfig
+        from engine.generation import ProviderConfig  # the provider client loads on first use
 
         model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
         ps = load_provider_settings(self.ctx.settings, model)
@@ -771,7 +774,7 @@ class MainWindow(QMainWindow):
         self.cancel_action.setEnabled(running)
         self.statusBar().showMessage("Generating…" if running else "Ready")
 
-    def _on_generation_finished(self, result: Any) -> None:
+    def _on_generation_finished(self, result: GenerationResult) -> None:
         audit = result.audit  # stored with the reply by engine.generation.generate_and_store
         if self.ctx.document.chat_id == audit.chat_id:
             before = self.ctx.document.compaction_summary()

@@ -6,7 +6,7 @@ intents (``chat_selected``, ``import_requested``, ``delete_requested``); the win
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette, QStandardItem, QStandardItemModel
@@ -26,6 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from ..roles import CHAT_ID_ROLE, SEARCH_ROLE, SUBTITLE_ROLE
+
+if TYPE_CHECKING:  # the storage package (SQLAlchemy) loads with the store, not with this widget
+    from engine.storage.models import ChatSummary
 
 #: The library column's default width (px) in the window's splitter.
 DEFAULT_WIDTH = 250
@@ -158,29 +161,27 @@ class LibraryPanel(QWidget):
         self._open_id: str | None = None
         self._update_empty()
 
-    def set_chats(self, chats: list[Any], current: str | None = None) -> None:
+    def set_chats(self, chats: list[ChatSummary], current: str | None = None) -> None:
         """Fill the list from ``ChatSummary`` rows; keep ``current`` selected (no signal)."""
         self._suppress = True
         titles = {c.id: c.title for c in chats}
         try:
             self.model.clear()
             for c in chats:
-                character = f" · {c.character}" if getattr(c, "character", None) else ""
-                audit = " · audit ✓" if getattr(c, "has_audit", False) else ""
-                branch = f"{BRANCH_MARK} " if getattr(c, "parent_id", None) else ""
+                character = f" · {c.character}" if c.character else ""
+                audit = " · audit ✓" if c.has_audit else ""
+                branch = f"{BRANCH_MARK} " if c.parent_id else ""
                 item = QStandardItem(f"{branch}{c.title or c.id}")
                 count = f"{c.messages} message{'' if c.messages == 1 else 's'}"
-                point = getattr(c, "branch_point", None)
-                parent = titles.get(getattr(c, "parent_id", None) or "")
+                parent = titles.get(c.parent_id or "")
                 if branch:  # told apart from its parent: where it branched, and from what
-                    where = f"branch at message {point}" if point is not None else "branch"
+                    where = f"branch at message {c.branch_point}" if c.branch_point is not None else "branch"
                     item.setData(f"{where}{f' of {parent}' if parent else ''} · {count}{audit}", SUBTITLE_ROLE)
                 else:
                     item.setData(f"{count}{character}{audit}", SUBTITLE_ROLE)
                 item.setData(c.id, CHAT_ID_ROLE)
                 item.setData(f"{c.title} {c.character or ''} {c.id}", SEARCH_ROLE)
-                updated = getattr(c, "updated_at", None)
-                item.setToolTip(f"{c.title}\nid {c.id}" + (f"\nupdated {updated:%Y-%m-%d %H:%M} UTC" if updated else ""))
+                item.setToolTip(f"{c.title}\nid {c.id}\nupdated {c.updated_at:%Y-%m-%d %H:%M} UTC")
                 self.model.appendRow(item)
             if current is not None:
                 self.select_chat(current, emit=False)

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
+from engine.schema import PreviewRequest
 
 from ..roles import SORT_ROLE
 
@@ -51,7 +52,7 @@ class _Signals(QObject):
 
 
 class _Job(QRunnable):
-    def __init__(self, request: Any, signals: _Signals) -> None:
+    def __init__(self, request: PreviewRequest, signals: _Signals) -> None:
         super().__init__()
         self.request = request
         self.signals = signals
@@ -137,7 +138,7 @@ class LorebookReportDialog(QDialog):
 
     ready = Signal()
 
-    def __init__(self, request: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, request: PreviewRequest | None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Lorebook report")
         self.resize(1100, 640)

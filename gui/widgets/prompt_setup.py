@@ -11,7 +11,7 @@ Manager ``PromptManager.js``, ``authors-note.js``, ``power-user.js`` persona pos
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -41,6 +41,9 @@ from engine.schema.sillytavern import PromptOrderItem, SillyTavernSetup
 
 from ..roles import PROMPT_ID_ROLE
 from ..setup_commands import SetupState
+
+if TYPE_CHECKING:  # the storage package (SQLAlchemy) loads with the store, not with this widget
+    from engine.storage.models import LorebookSummary, PersonaSummary
 
 SCOPES = ("chat", "character", "global")
 SCOPE_TIPS = {
@@ -105,8 +108,8 @@ class PromptSetupPanel(QScrollArea):
         self.setObjectName("promptSetup")
         self.setWidgetResizable(True)
         self.state: SetupState | None = None
-        self._books: list[Any] = []
-        self._personas: list[Any] = []
+        self._books: list[LorebookSummary] = []
+        self._personas: list[PersonaSummary] = []
         self._persona: Persona | None = None
         self._loading = False
         body = QWidget()
@@ -311,8 +314,8 @@ class PromptSetupPanel(QScrollArea):
         return box
 
     # ------------------------------------------------------------------ state
-    def set_state(self, state: SetupState | None, books: list[Any] | None = None,
-                  personas: list[Any] | None = None, persona: Persona | None = None,
+    def set_state(self, state: SetupState | None, books: list[LorebookSummary] | None = None,
+                  personas: list[PersonaSummary] | None = None, persona: Persona | None = None,
                   card_book: str | None = None) -> None:
         """Show ``state`` (``None``: no library chat open). ``books``/``personas`` are the
         library's ``LorebookSummary``/``PersonaSummary`` rows; ``persona`` the chat's persona;

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.registries import Registries
 from engine.resolve import lorebook_budget
 from engine.schema import ContextPreview, ContextSettings
 from engine.tokenizers import known_models, lookup_model
@@ -36,11 +37,12 @@ class SettingsPanel(QWidget):
 
     settings_edited = Signal(object)
 
-    def __init__(self, registries: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, registries: Registries, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._registries = registries
         self._settings = ContextSettings()
         self._loading = False
+        self._preview_budget: int | None = None  # the last preview's prompt budget (tokens)
 
         self.badge = QLabel(self)
         self.badge.setObjectName("approxBadge")
@@ -152,7 +154,7 @@ class SettingsPanel(QWidget):
             for name in self._registries.strategies.names():
                 info = self._registries.strategies.get(name)
                 self.strategy_box.addItem(name, name)
-                self.strategy_box.setItemData(self.strategy_box.count() - 1, getattr(info, "description", ""),
+                self.strategy_box.setItemData(self.strategy_box.count() - 1, info.description,
                                               Qt.ItemDataRole.ToolTipRole)
             if current is not None:
                 self._select_data(self.strategy_box, current)
@@ -211,7 +213,7 @@ class SettingsPanel(QWidget):
 
     def _update_wi_tokens(self) -> None:
         """``= 1,792 tokens of the 7,168-token prompt budget`` under the lorebook percentage."""
-        budget = getattr(self, "_preview_budget", None)
+        budget = self._preview_budget
         if budget is None:
             self.wi_tokens.setText("")
             return
@@ -238,7 +240,7 @@ class SettingsPanel(QWidget):
         name = self.strategy_box.currentData()
         desc = ""
         if name in self._registries.strategies:
-            desc = getattr(self._registries.strategies.get(name), "description", "") or ""
+            desc = self._registries.strategies.get(name).description
         self.strategy_desc.setText(desc)
 
     def _on_model_box_changed(self, _text: str) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QStyleOptionViewItem
 
+from engine.storage.models import ChatSummary
 from gui.widgets.library_panel import BRANCH_MARK, CHAT_ID_ROLE, SUBTITLE_ROLE, LibraryPanel
 
 LONG = "Seraphina - 2023-5-12 @21h 32m 29s 224ms and a much longer tail that never fits a sidebar"
@@ -15,10 +15,10 @@ LONG = "Seraphina - 2023-5-12 @21h 32m 29s 224ms and a much longer tail that nev
 
 def _chats():
     when = datetime(2026, 11, 29, 23, 0, tzinfo=UTC)
-    return [SimpleNamespace(id="c1", title=LONG, character="Seraphina", messages=5, has_audit=True,
-                            parent_id=None, updated_at=when),
-            SimpleNamespace(id="c2", title="Short", character=None, messages=1, has_audit=False,
-                            parent_id="c1", updated_at=None)]
+    return [ChatSummary(id="c1", title=LONG, character="Seraphina", messages=5, has_audit=True,
+                        parent_id=None, updated_at=when),
+            ChatSummary(id="c2", title="Short", character=None, messages=1, has_audit=False,
+                        parent_id="c1", updated_at=when)]
 
 
 def test_rows_have_title_counts_and_tooltip(qtbot) -> None:
