@@ -18,12 +18,16 @@ their own blocks.
 
 from __future__ import annotations
 
+import copy
+import math
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import compress
-from operator import is_not
+from dataclasses import dataclass, field
+from itertools import accumulate, chain, compress
+from operator import and_, eq, is_, is_not, not_
 from typing import Any, TypeVar
 
 from .cache import lru
@@ -31,6 +35,7 @@ from .cache import lru
 T = TypeVar("T")
 
 _FROZEN: ContextVar[bool] = ContextVar("loomscope_blocks_frozen", default=False)
+_INCREMENTAL: ContextVar[bool] = ContextVar("loomscope_incremental", default=True)
 
 #: Tool groups per exact list of block objects, and the latest per list length (for reuse
 #: across a toggle: same length, a few blocks replaced).
@@ -49,6 +54,20 @@ def frozen_blocks() -> Iterator[None]:
         yield
     finally:
         _FROZEN.reset(token)
+
+
+@contextmanager
+def full_pipeline() -> Iterator[None]:
+    """Run previews without the remembered run and the per-block-list finish (the reference path).
+
+    The pipeline then does every step over block objects, as for a plugin strategy; tests compare
+    the two (``tests/engine/test_incremental.py``).
+    """
+    token = _INCREMENTAL.set(False)
+    try:
+        yield
+    finally:
+        _INCREMENTAL.reset(token)
 
 
 def blocks_frozen() -> bool:
@@ -88,4 +107,500 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
     return result
 
 
-__all__ = ["blocks_frozen", "changed_positions", "frozen_blocks", "remembered_groups"]
+
+
+# --------------------------------------------------------------------------------------------
+# The remembered run: a warm preview after a pin / exclude toggle (issue 12 item 1)
+#
+# ``engine.pipeline._prepare`` hands every run it can finish here (:func:`finish_run`: the
+# built-in ``truncate``/``manual`` strategies, OpenAI chat accounting, no interceptors) after
+# assembly and counting; the run's per-block figures are kept in parallel lists
+# (:class:`_Run`). The next request with the same context (everything but the chat messages)
+# whose messages differ from the remembered ones only in ``meta.pinned`` /
+# ``meta.manualExcluded`` is answered from them (:func:`warm_run`): the changed blocks are
+# copied with their new flags, shifting, explanations and the fit map run over the lists
+# (:mod:`engine.shifting.arrays`), the final recount goes through the per-text count cache, and
+# preview blocks whose figures did not change are the previous run's objects.
+
+_RUNS = lru(4)
+_RUNS_LOCK = threading.Lock()
+#: Changed messages above which a warm run is not attempted (the pipeline runs in full).
+WARM_MAX_CHANGED = 64
+_TIME_MACRO = re.compile(r"\{\{\s*(?:time|date|weekday|isotime|isodate)\s*\}\}", re.IGNORECASE)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _frozen_model(cls: type[Any], fields: frozenset[str], values: dict[str, Any]) -> Any:
+    """A pydantic model from already-valid values, without validation (the values are the engine's own)."""
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _context(request: Any, reg: Any) -> tuple[Any, ...]:
+    """Everything a preview depends on except the chat's messages (compared with ``==``)."""
+    chat = request.chat
+    settings = request.settings
+    stages = tuple((name, reg.stages.get(name)) for name in settings.template if name in reg.stages)
+    return (tuple(v for k, v in request.__dict__.items() if k != "chat"), request.__pydantic_extra__,
+            tuple(v for k, v in chat.__dict__.items() if k != "messages"), chat.__pydantic_extra__,
+            stages, reg.tokenizers.get(settings.tokenizer) if settings.tokenizer in reg.tokenizers else None)
+
+
+def _time_dependent(request: Any) -> bool:
+    """Whether a ``{{time}}``-like macro appears anywhere (its expansion changes between runs)."""
+    if _TIME_MACRO.search(request.model_dump_json(exclude={"chat": {"messages"}})):
+        return True
+    texts = [m.content if isinstance(m.content, str) else m.text() for m in request.chat.messages]
+    return _TIME_MACRO.search("\x00".join(texts)) is not None
+
+
+@dataclass
+class _Run:
+    """One finished run's inputs and per-block figures.
+
+    Lists named ``b_*`` are per assembled block (prompt order), ``s_*`` per sendable block
+    (``sendable`` holds their block positions; the same lists when every block is sendable).
+    """
+
+    reg: Any
+    context: tuple[Any, ...]
+    messages: list[Any]
+    step: dict[str, Any]  # results of steps 1-4 (budget, warnings so far, ...)
+    blocks: list[Any]
+    pos_of_message: dict[int, int]
+    sendable: list[int]
+    b: dict[str, list[Any]]
+    s: dict[str, list[Any]]
+    provider: list[dict[str, Any] | None]
+    pieces: list[list[str]]
+    overhead: list[int]
+    groups: list[list[int]]  # member positions in ``sendable`` order
+    bgroups: list[list[int]]  # the same in block positions
+    group_ids: list[str]
+    group_of: list[str | None]  # per sendable position
+    b_group_of: list[str | None]
+    orphans: frozenset[int]
+    incomplete: dict[str, Any]
+    group_warnings: list[str]
+    out: dict[str, list[Any]] = field(default_factory=dict)  # last outcome per block (for reuse)
+    pblocks: list[Any] = field(default_factory=list)
+    prepared: Any = None
+
+
+#: Per-block flags a toggle changes, and the lists derived from them.
+_FLAG_LISTS = ("pinned", "manual", "kept_reason")
+
+
+def _block_lists(blocks: Sequence[Any]) -> dict[str, list[Any]]:
+    """The per-block lists of :class:`_Run` (one pass each)."""
+    from .shifting.core import _tier
+
+    mindex = [b.message_index for b in blocks]
+    return {
+        "id": [b.id for b in blocks],
+        "kind": [b.kind.value for b in blocks],
+        "source": [b.source for b in blocks],
+        "message_index": mindex,
+        "label": [f"message {mi}" if mi is not None else b.source for b, mi in zip(blocks, mindex)],
+        "history": [b.history for b in blocks],
+        "protected": [b.protected for b in blocks],
+        "pinned": [b.pinned for b in blocks],
+        "manual": [b.manual_excluded for b in blocks],
+        "hidden": [b.hidden for b in blocks],
+        "tier": [_tier(b) for b in blocks],
+        "priority": [b.priority for b in blocks],
+        "kept_reason": [("PINNED" if b.pinned and not b.protected else b.reason) for b in blocks],
+        "text": [_text(b) for b in blocks],
+    }
+
+
+def _text(block: Any) -> str:
+    """``block.text()``; a plain text message (no tool calls) is its content."""
+    m = block.message
+    if m is not None and type(m.content) is str and not m.tool_calls and not m.__pydantic_extra__:
+        return m.content
+    return block.text()
+
+
+def _sendable_lists(b: dict[str, list[Any]], tokens: list[int], sendable: list[int], n: int) -> dict[str, list[Any]]:
+    def pick(values: list[Any]) -> list[Any]:
+        return values if len(sendable) == n else [values[i] for i in sendable]
+
+    return {"tokens": pick(tokens), "hidden": pick(b["hidden"]), "manual": pick(b["manual"]),
+            "prot": pick(list(map(or_bool, b["protected"], b["pinned"]))), "tier": pick(b["tier"]),
+            "priority": pick(b["priority"]), "id": pick(b["id"]), "message_index": pick(b["message_index"])}
+
+
+def or_bool(a: bool, b: bool) -> bool:
+    """``a or b`` as a function (for ``map``)."""
+    return a or b
+
+
+def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], pre_excluded: dict[str, str]) -> Any:
+    """Finish a pipeline run over per-block lists, and remember it; ``None`` when it does not apply.
+
+    Parameters
+    ----------
+    request, reg:
+        The :class:`~engine.schema.request.PreviewRequest` and its registries.
+    step:
+        What steps 1-3 resolved: ``settings``, ``profile``, ``limit``, ``reserve``, ``budget``,
+        ``warnings`` (up to and including assembly), ``diagnostics``, ``tools``,
+        ``lorebook_trace``, ``trace_by_source``, ``timed``.
+    blocks, pre_excluded:
+        The assembled blocks and the ids shown but never sent (step 4 counts them here: one
+        batched count of every text, as ``engine.pipeline._count_blocks`` does).
+
+    Returns
+    -------
+    PreparedPrompt or None
+        ``None`` (the pipeline goes on in full) unless the strategy is the built-in ``truncate``
+        or ``manual``, the profile uses OpenAI chat accounting and no interceptor is registered.
+    """
+    from .pipeline import _incomplete_group_warnings
+    from .shifting import find_tool_groups
+    from .shifting.registry import manual_strategy, truncate_strategy
+    from .tokenizers.accounting import count_tools_tokens, message_overhead, message_texts
+
+    settings = request.settings
+    profile = step["profile"]
+    info = reg.strategies.get(settings.strategy)
+    if not _INCREMENTAL.get() or profile.chat is not None or reg.interceptors.names() or info.fn not in (
+            truncate_strategy, manual_strategy):
+        return None
+    n = len(blocks)
+    sendable = [i for i, b in enumerate(blocks) if b.id not in pre_excluded] if pre_excluded else list(range(n))
+    sb = [blocks[i] for i in sendable]
+    groups = find_tool_groups(sb)
+    members: dict[str, list[int]] = {}
+    for k, g in enumerate(groups.group_of):
+        if g is not None:
+            members.setdefault(g, []).append(k)
+    warnings = _incomplete_group_warnings(sb, groups)
+    for cid in sorted(groups.reused_ids):
+        warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
+                        "with the nearest earlier call carrying it")
+    provider = [b.message.to_provider() if b.message is not None else None for b in blocks]
+    pieces = [message_texts(p) if p is not None else [] for p in provider]
+    overhead = [message_overhead(p) if p is not None else 0 for p in provider]
+    # 4. one batched count of every text (OpenAI accounting: texts + framing per message)
+    counts = profile.count_many(list(chain.from_iterable(pieces)))
+    ends = list(accumulate(map(len, pieces)))
+    prefix = [0, *accumulate(counts)]
+    tok = [prefix[e] - prefix[e - len(p)] + o for p, e, o in zip(pieces, ends, overhead)]
+    for i in compress(range(n), map(is_none, provider)):
+        tok[i] = count_tools_tokens(profile, blocks[i].tools or [])
+    pos_of_message = {b.message_index: i for i, b in enumerate(blocks)
+                      if b.message_index is not None and b.source.startswith("message:")}
+    bl = _block_lists(blocks)
+    bl["tokens"] = tok
+    bl["listy"] = [p is not None and isinstance(p.get("content"), list) for p in provider]
+    b_group_of: list[str | None] = [None] * n
+    for k, i in enumerate(sendable):
+        b_group_of[i] = groups.group_of[k]
+    glists = list(members.values())
+    run = _Run(
+        reg=reg, context=_context(request, reg), messages=list(request.chat.messages), step=step, blocks=blocks,
+        pos_of_message=pos_of_message, sendable=sendable, b=bl, s=_sendable_lists(bl, tok, sendable, n),
+        provider=provider, pieces=pieces, overhead=overhead, groups=glists,
+        bgroups=glists if len(sendable) == n else [[sendable[k] for k in ms] for ms in glists],
+        group_ids=list(members), group_of=list(groups.group_of), b_group_of=b_group_of,
+        orphans=groups.orphans, incomplete=dict(groups.incomplete), group_warnings=warnings)
+    step = dict(step)
+    step["approximate"] = profile.approximate or any(
+        b.message is not None and isinstance(b.message.content, list) and any(
+            isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
+        for b in blocks)
+    step["pre_excluded"] = dict(pre_excluded)
+    step["honor_manual"] = info.fn is manual_strategy
+    run.step = step
+    prepared = _compute(run, None)
+    if not _time_dependent(request):
+        _remember(run)
+    return prepared
+
+
+def _remember(run: _Run) -> None:
+    with _RUNS_LOCK:
+        _RUNS[id(run.reg), run.step["profile"].name, len(run.messages)] = run
+
+
+def warm_run(request: Any, reg: Any) -> Any:
+    """The prepared prompt of ``request`` from a remembered run, or ``None`` (run the pipeline in full).
+
+    Applies when a remembered run has the same registries, the same context (every request
+    field but the chat's messages, compared with ``==``) and as many messages, and the messages
+    that are not the very same objects differ only in ``meta.pinned`` / ``meta.manualExcluded``
+    (at most :data:`WARM_MAX_CHANGED` of them).
+    """
+    if not _INCREMENTAL.get():
+        return None
+    msgs = request.chat.messages
+    from .shifting.registry import manual_strategy, truncate_strategy
+
+    settings = request.settings
+    info = reg.strategies.get(settings.strategy)
+    if reg.interceptors.names() or info.fn not in (truncate_strategy, manual_strategy):
+        return None
+    with _RUNS_LOCK:
+        candidates = [r for k, r in _RUNS.items() if k[0] == id(reg) and k[2] == len(msgs)]
+    context = None
+    for old in candidates:
+        if old.reg is not reg or old.step["honor_manual"] != (info.fn is manual_strategy):
+            continue
+        if context is None:
+            context = _context(request, reg)
+        if old.context != context:
+            continue
+        changed = changed_positions(msgs, old.messages)
+        if len(changed) > WARM_MAX_CHANGED:
+            return None
+        if not changed:
+            return old.prepared
+        patched = _patched(old, msgs, changed)
+        if patched is None:
+            return None
+        prepared = _compute(patched, old)
+        _remember(patched)
+        return prepared
+    return None
+
+
+def _same_but_flags(new: Any, old: Any) -> bool:
+    """Whether two chat messages differ at most in ``meta.pinned`` / ``meta.manualExcluded``."""
+    if type(new) is not type(old):
+        return False
+    a = {k: v for k, v in new.__dict__.items() if k != "meta"}
+    b = {k: v for k, v in old.__dict__.items() if k != "meta"}
+    if a != b or new.__pydantic_extra__ != old.__pydantic_extra__:
+        return False
+    ma, mb = new.meta, old.meta
+    if type(ma) is not type(mb) or ma.__pydantic_extra__ != mb.__pydantic_extra__:
+        return False
+    return ({k: v for k, v in ma.__dict__.items() if k not in ("pinned", "manualExcluded")}
+            == {k: v for k, v in mb.__dict__.items() if k not in ("pinned", "manualExcluded")})
+
+
+def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
+    """``old`` with the blocks of the ``changed`` messages copied with their new flags (``None``: not a toggle)."""
+    blocks = list(old.blocks)
+    bl = dict(old.b)
+    for key in _FLAG_LISTS:
+        bl[key] = list(bl[key])
+    s_of = None
+    sl = dict(old.s)
+    same_lists = len(old.sendable) == len(blocks)
+    if same_lists:
+        sl["manual"] = bl["manual"]
+    else:
+        sl["manual"] = list(sl["manual"])
+    sl["prot"] = list(sl["prot"])
+    for c in changed:
+        new, prev = msgs[c], old.messages[c]
+        pos = old.pos_of_message.get(c)
+        if pos is None or not _same_but_flags(new, prev):
+            return None
+        b = blocks[pos]
+        pinned, excluded = bool(new.meta.pinned), bool(new.meta.manualExcluded)
+        if b.pinned == pinned and b.manual_excluded == excluded:
+            continue
+        b = blocks[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
+        bl["pinned"][pos] = pinned
+        bl["manual"][pos] = excluded
+        bl["kept_reason"][pos] = "PINNED" if pinned and not b.protected else b.reason
+        if same_lists:
+            k = pos
+        else:
+            if s_of is None:
+                s_of = {i: k for k, i in enumerate(old.sendable)}
+            k = s_of[pos]
+            sl["manual"][k] = excluded
+        sl["prot"][k] = b.protected or pinned
+    run = copy.copy(old)
+    run.messages = list(msgs)
+    run.blocks = blocks
+    run.b = bl
+    run.s = sl
+    return run
+
+
+def _compute(run: _Run, prev: _Run | None) -> Any:
+    """Steps 5-10 over the run's lists: shifting, the recount, explanations, fit map, preview."""
+    from .pipeline import PreparedPrompt
+    from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+    from .shifting.arrays import explain_arrays, fit_arrays, shift_arrays
+    from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
+    from .tokenizers.accounting import REPLY_PRIMING_TOKENS, content_part_warnings, count_tools_tokens
+
+    step = run.step
+    settings = step["settings"]
+    profile = step["profile"]
+    budget, limit, reserve = step["budget"], step["limit"], step["reserve"]
+    priming = REPLY_PRIMING_TOKENS
+    approximate = step["approximate"]
+    safety = math.ceil(budget * settings.safety_margin_percent / 100) if approximate else 0
+    shift_budget = budget - safety - priming
+    blocks = run.blocks
+    n = len(blocks)
+    sendable = run.sendable
+    everything_sent = len(sendable) == n
+    bl, sl = run.b, run.s
+    tok = bl["tokens"]
+    honor = step["honor_manual"]
+    shift = shift_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["priority"],
+                         run.groups, run.group_ids, run.group_of, run.orphans, run.incomplete, shift_budget,
+                         honor_manual=honor, ids=sl["id"])
+    warnings = [*step["warnings"], *run.group_warnings]
+    diagnostics = [*step["diagnostics"], *shift.diagnostics]
+
+    # statuses and reasons of every block (pre-excluded ones are shown, never sent)
+    kept_reason = bl["kept_reason"]
+    if everything_sent:
+        sreasons = shift.reasons
+        kept = list(map(is_none, sreasons))
+        reason = [r if r is not None else kr for r, kr in zip(sreasons, kept_reason)]
+    else:
+        pre = step["pre_excluded"]
+        kept = [False] * n
+        reason = [pre.get(x, "") for x in bl["id"]]
+        for k, i in enumerate(sendable):
+            r = shift.reasons[k]
+            if r is None:
+                kept[i] = True
+                reason[i] = kept_reason[i]
+            else:
+                reason[i] = r
+    status = [_KEPT if k else _EXCLUDED for k in kept]
+    kept_pos = list(compress(range(n), kept))
+
+    # 9. the final recount of what is sent, through the per-text count cache
+    provider = run.provider
+    kept_msg_pos = [i for i in kept_pos if provider[i] is not None]
+    messages_src = [provider[i] for i in kept_msg_pos]
+    pieces = run.pieces
+    counts = profile.count_many(list(chain.from_iterable([pieces[i] for i in kept_msg_pos])))
+    kinds = bl["kind"]
+    send_tools = step["tools"] if len(kept_msg_pos) != len(kept_pos) and any(
+        kinds[i] == "tools" for i in kept_pos) else []
+    tools_tokens = count_tools_tokens(profile, send_tools) if send_tools else 0
+    overhead = run.overhead
+    prompt_tokens = sum(counts) + sum([overhead[i] for i in kept_msg_pos]) + priming + tools_tokens
+    listy = bl["listy"]
+    if any([listy[i] for i in kept_msg_pos]):
+        warnings.extend(content_part_warnings(messages_src))  # type: ignore[arg-type]
+    error = None
+    if shift.error:
+        sb = [blocks[i] for i in sendable]
+        error = PreviewError(
+            code="TOKEN_BUDGET_EXCEEDED",
+            message=(f"the protected blocks alone need {shift.protected_tokens + priming} "
+                     f"tokens but the budget is {budget - safety} tokens "
+                     f"(context {limit} − reply reserve {reserve}{f' − safety margin {safety}' if safety else ''})"),
+            details={"protected_tokens": shift.protected_tokens + priming, "budget": budget - safety,
+                     "protected_blocks": [b.id for b in sb if b.protected or b.pinned]})
+    elif prompt_tokens > budget - safety:  # pragma: no cover - would be a bug in shifting
+        raise AssertionError(f"final prompt {prompt_tokens} tokens exceeds budget {budget - safety}")
+
+    # 10. explanations and the fit map, over the same lists
+    excluded = list(map(not_, kept))
+    explained = explain_arrays(
+        bl["id"], bl["label"], bl["message_index"], kinds, bl["history"], bl["pinned"], bl["protected"],
+        bl["source"], excluded, reason, kept, tok, shift_budget, run.bgroups, run.group_ids, run.b_group_of,
+        step["trace_by_source"])
+    reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
+    fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],
+                        run.groups, run.orphans, honor,
+                        pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
+                                              profile.approximate, priming, fixed_reserve=reserve_fixed))
+    if everything_sent:
+        fits = fits_s
+    else:
+        fits = [None] * n
+        for k, i in enumerate(sendable):
+            fits[i] = fits_s[k]
+    detail: list[Any] = [None] * n
+    for i, e in explained.items():
+        detail[i] = e
+
+    # preview blocks: the previous run's object where nothing shown changed
+    fields = _fields(PreviewBlock)
+    trace_by_source = step["trace_by_source"]
+    if prev is not None and len(prev.pblocks) == n and prev.out:
+        po = prev.out
+        same = map(and_, map(is_, blocks, prev.blocks), map(eq, reason, po["reason"]))
+        same = map(and_, same, map(eq, fits, po["fit"]))
+        same = map(and_, same, map(is_, detail, po["detail"]))
+        todo = list(compress(range(n), map(not_, same)))
+        # an explanation equal in text and figures to the previous one counts as unchanged
+        pblocks = list(prev.pblocks)
+        old_detail = po["detail"]
+    else:
+        todo = range(n)  # type: ignore[assignment]
+        pblocks = [None] * n
+        old_detail = None
+    texts = bl["text"]
+    b_group_of = run.b_group_of
+    for i in todo:
+        b = blocks[i]
+        e = detail[i]
+        if old_detail is not None and e is not None and old_detail[i] == e and prev is not None \
+                and prev.blocks[i] is b and prev.out["reason"][i] == reason[i] and prev.out["fit"][i] == fits[i]:
+            detail[i] = old_detail[i]
+            continue
+        trace = b.trace
+        if kinds[i] == "lorebook" and b.source in trace_by_source:
+            trace = {**(trace or {}), **trace_by_source[b.source]}
+        msg = b.message
+        pblocks[i] = _frozen_model(PreviewBlock, fields, {
+            "id": b.id, "kind": kinds[i], "role": b.role, "source": b.source, "position": i, "tokens": tok[i],
+            "status": status[i], "reason": reason[i], "protected": b.protected, "pinned": b.pinned,
+            "group": b_group_of[i], "text": texts[i], "name": msg.name if msg is not None else None,
+            "original_tokens": None, "summary_id": None, "manual_excluded": b.manual_excluded,
+            "template_tokens": None, "message_index": b.message_index, "trace": trace,
+            "reason_detail": e.text if e is not None else None, "reason_data": e.data if e is not None else None,
+            "fit_window": fits[i]})
+    fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
+    pv = _frozen_model(ContextPreview, _fields(ContextPreview), {
+        "model": settings.model,
+        "tokenizer": TokenizerInfo(profile=profile.name, approximate=approximate, version=profile.version),
+        "context_limit": limit, "reply_reserve": reserve, "budget": budget, "safety_margin": safety,
+        "headroom": budget - safety - prompt_tokens, "prompt_tokens": prompt_tokens, "strategy": settings.strategy,
+        "overhead_tokens": priming, "warnings": warnings, "error": error, "blocks": pblocks,
+        "lorebook_trace": [dict(d) if isinstance(d, dict) else d for d in step["lorebook_trace"]],
+        "messages": list(map(dict.copy, messages_src)),  # type: ignore[arg-type]
+        "tools": [dict(t) for t in send_tools], "diagnostics": diagnostics, "fit_method": fit_method,
+        "strategy_info": {}})
+    run.out = {"reason": reason, "fit": fits, "detail": detail}
+    run.pblocks = pblocks
+    prepared = PreparedPrompt(pv, list(map(dict.copy, messages_src)), list(send_tools), profile,  # type: ignore[arg-type]
+                              error is None, [], step["timed"])
+    run.prepared = prepared
+    return prepared
+
+
+_KEPT = "kept"
+_EXCLUDED = "excluded"
+
+
+def is_none(value: Any) -> bool:
+    """``value is None`` as a function (for ``map``)."""
+    return value is None
+
+
+def _fields(cls: type[Any]) -> frozenset[str]:
+    fields = _PREVIEW_FIELDS.get(cls)
+    if fields is None:
+        fields = _PREVIEW_FIELDS[cls] = frozenset(cls.model_fields)
+    return fields
+
+
+_PREVIEW_FIELDS: dict[type, frozenset[str]] = {}
+
+
+__all__ = ["WARM_MAX_CHANGED", "blocks_frozen", "changed_positions", "finish_run", "frozen_blocks", "full_pipeline",
+           "remembered_groups", "warm_run"]

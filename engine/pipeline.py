@@ -34,7 +34,7 @@ from pydantic import TypeAdapter, ValidationError
 from .assembly import AssemblyContext, MacroContext, assemble
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
-from .incremental import frozen_blocks
+from .incremental import finish_run, frozen_blocks, warm_run
 from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
 from .resolve import LorebookPlan, SpeakerNames, lorebook_plan, model_profile_and_limit, speaker_names
@@ -219,10 +219,16 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         from .assembly.sillytavern import prepare_sillytavern
 
         return prepare_sillytavern(request, reg)
+    warm = warm_run(request, reg)  # a pin / exclude toggle: answered from the remembered run
+    if warm is not None:
+        return warm
     run = _Run(request, reg)
     _resolve_model(run)  # 1
     _reserve_reply(run)  # 2
     _assemble_blocks(run)  # 3
+    fast = _finish_incremental(run)  # 4-10 for the built-in truncate / manual, over per-block lists
+    if fast is not None:
+        return fast
     _count_tokens(run)  # 4
     _shift_context(run)  # 5
     _check_host(run)  # 6
@@ -335,6 +341,17 @@ def _assemble_blocks(run: _Run) -> None:
     run.blocks = assemble(ctx, run.reg.stages, settings.template)
     run.pre_excluded = ctx.pre_excluded
     run.warnings.extend(ctx.warnings)
+
+
+def _finish_incremental(run: _Run) -> PreparedPrompt | None:
+    """Steps 4-10 by :func:`engine.incremental.finish_run` (``None`` when it does not apply)."""
+    lorebook_trace, trace_by_source = _lorebook_trace(run)
+    return finish_run(run.request, run.reg, {
+        "settings": run.request.settings, "profile": run.profile, "limit": run.limit, "reserve": run.reserve,
+        "budget": run.budget, "warnings": list(run.warnings), "diagnostics": list(run.diagnostics),
+        "tools": run.tools, "lorebook_trace": lorebook_trace, "trace_by_source": trace_by_source,
+        "timed": dict(run.activation.timed_effects) if run.activation is not None else None,
+    }, run.blocks, run.pre_excluded)
 
 
 def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, str]:

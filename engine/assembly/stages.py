@@ -16,7 +16,7 @@ depth insertions, post-history instructions, then the current user input (the is
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -404,43 +404,13 @@ def _gather_tool_batches(ctx: AssemblyContext, blocks: list[Block]) -> tuple[lis
     # the call of a group is its first member (results before their call make it incomplete)
     call_of = {g: ks[0] for g, ks in members.items()
                if (first := msgs[ks[0]].message) is not None and first.role == "assistant"}
-    order: list[int] = []
-    taken: set[int] = set()
-    for k in range(len(msgs)):
-        if k in taken:
-            continue
-        order.append(k)
-        taken.add(k)
-        g = groups.group_of[k]
-        if g is not None and call_of.get(g) == k:
-            for r in members[g][1:]:
-                order.append(r)
-                taken.add(r)
-    # a result moved when a sent message of another kind stood between it and its batch
-    moved: list[tuple[int, int]] = []
-    for g, call_k in call_of.items():
-        prev = call_k
-        for r in members[g][1:]:
-            if any(not msgs[j].hidden for j in range(prev + 1, r)):
-                moved.append((r, call_k))
-            prev = r
-    moved.sort()
+    order = _batch_send_order(groups.group_of, members, call_of)
     if order != list(range(len(msgs))):
         out = list(blocks)
         for slot, k in zip(msg_pos, order):
             out[slot] = msgs[k]
         blocks = out
-    if moved:
-        for old_k, call_k in moved:
-            b = msgs[old_k]
-            b.trace = {**(b.trace or {}), "send_order": {
-                "moved_after_tool_call": msgs[call_k].message_index,
-                "note": f"sent directly after its tool call (message {msgs[call_k].message_index}), "
-                        "as a provider requires"}}
-        names = ", ".join(str(msgs[k].message_index) for k, _ in moved)
-        ctx.warnings.append(f"tool results (messages {names}) are sent directly after their calls, "
-                            "ahead of messages that came between them: a provider rejects a tool call "
-                            "not followed by its results")
+    _note_moved_results(ctx, msgs, members, call_of)
     # positions strictly inside a batch → the batch's call position
     index_of = {id(b): i for i, b in enumerate(blocks)}
     batch_start: dict[int, int] = {}
@@ -449,6 +419,49 @@ def _gather_tool_batches(ctx: AssemblyContext, blocks: list[Block]) -> tuple[lis
         for r in members[g][1:]:
             batch_start[index_of[id(msgs[r])]] = start
     return blocks, batch_start
+
+
+def _batch_send_order(group_of: Sequence[str | None], members: dict[str, list[int]],
+                      call_of: dict[str, int]) -> list[int]:
+    """Message positions in send order: each call followed directly by its results."""
+    order: list[int] = []
+    taken: set[int] = set()
+    for k in range(len(group_of)):
+        if k in taken:
+            continue
+        order.append(k)
+        taken.add(k)
+        g = group_of[k]
+        if g is not None and call_of.get(g) == k:
+            for r in members[g][1:]:
+                order.append(r)
+                taken.add(r)
+    return order
+
+
+def _note_moved_results(ctx: AssemblyContext, msgs: list[Block], members: dict[str, list[int]],
+                        call_of: dict[str, int]) -> None:
+    """Trace and warn about results that moved: a sent message of another kind stood between them and their batch."""
+    moved: list[tuple[int, int]] = []
+    for g, call_k in call_of.items():
+        prev = call_k
+        for r in members[g][1:]:
+            if any(not msgs[j].hidden for j in range(prev + 1, r)):
+                moved.append((r, call_k))
+            prev = r
+    if not moved:
+        return
+    moved.sort()
+    for old_k, call_k in moved:
+        b = msgs[old_k]
+        b.trace = {**(b.trace or {}), "send_order": {
+            "moved_after_tool_call": msgs[call_k].message_index,
+            "note": f"sent directly after its tool call (message {msgs[call_k].message_index}), "
+                    "as a provider requires"}}
+    names = ", ".join(str(msgs[k].message_index) for k, _ in moved)
+    ctx.warnings.append(f"tool results (messages {names}) are sent directly after their calls, "
+                        "ahead of messages that came between them: a provider rejects a tool call "
+                        "not followed by its results")
 
 
 def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str]) -> list[Block]:

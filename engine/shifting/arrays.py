@@ -1,0 +1,344 @@
+"""Shifting, explanations and the fit map over plain arrays (issue 12 item 1).
+
+The preview re-runs on every click over chats of 10,000+ messages. :func:`shift_context`,
+:func:`~engine.shifting.explain.explain_blocks` and :func:`~engine.shifting.fitmap.fit_windows`
+take block objects and build one Python object per block; the incremental pipeline
+(:mod:`engine.incremental`) keeps per-block figures in parallel lists instead and calls the
+functions here, which give the same outcome (the same reasons, diagnostics, explanations and
+windows; ``tests/engine/test_incremental.py`` checks it against the object versions on random
+chats) with passes over integer lists (``itertools.compress``/``accumulate``, ``bisect``,
+``map``) and Python work only per tool group and per distinct token count.
+
+Positions index the lists; a tool group is given as its member positions (ascending).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
+from operator import and_, gt, not_
+from typing import Any
+
+from .core import TOKEN_BUDGET_EXCEEDED, TOOL_PAIR_INCOMPLETE
+from .explain import ROOM_REASONS, Explanation
+from .fitmap import _EXACT_SCAN_DEPTH, _EXACT_SCANS, _inverse, _least_room, _rooms_fenwick, _Units
+
+#: Reason of a dropped unit by removal tier (0 interceptor, 1 examples, 2 history, 3 lore/memory).
+_TIER_REASON = {0: "PRIORITY_LOWEST_FIRST", 1: "EXAMPLES_PUSHED_OUT", 2: "HISTORY_OLDEST_FIRST", 3: "PRIORITY_LOWEST_FIRST"}
+
+
+@dataclass
+class ArrayShift:
+    """The outcome of :func:`shift_arrays`.
+
+    ``reasons[i]`` is the exclusion reason of position ``i`` (``None``: kept);
+    ``error``, ``protected_tokens``, ``total_tokens`` and ``diagnostics`` as in
+    :class:`~engine.schema.blocks.ShiftResult`.
+    """
+
+    reasons: list[str | None]
+    error: str | None
+    protected_tokens: int
+    total_tokens: int
+    diagnostics: list[str]
+
+
+def shift_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool],
+                 manual: Sequence[bool], tier: Sequence[int], priority: Sequence[float],
+                 groups: Sequence[Sequence[int]], group_ids: Sequence[str], group_of: Sequence[str | None],
+                 orphans: frozenset[int], incomplete: Mapping[str, Any], budget: int, *,
+                 honor_manual: bool, ids: Sequence[str]) -> ArrayShift:
+    """:func:`~engine.shifting.core.shift_context` over per-position lists.
+
+    Parameters
+    ----------
+    tokens, hidden, manual, tier, priority:
+        Per position: tokens, ``hidden``, ``manual_excluded``, removal tier (0 interceptor,
+        1 example, 2 history, 3 other) and ``priority``.
+    protected:
+        Per position: ``protected or pinned``.
+    groups, group_ids, group_of:
+        The member positions of every tool group (ascending, groups ordered by first member),
+        their ids, and each position's group id (``None`` outside groups).
+    orphans, incomplete:
+        :class:`~engine.shifting.groups.ToolGroups` ``orphans`` and ``incomplete``.
+    budget, honor_manual:
+        As for ``shift_context``.
+    ids:
+        Block ids (for the diagnostic of a protected block the writer excluded).
+    """
+    n = len(tokens)
+    reasons: list[str | None] = [None] * n
+    notes: list[tuple[int, str]] = []
+
+    def note(i: int, at: int) -> None:
+        notes.append((at, f"{ids[i]}: excluded by the writer although protected or pinned "
+                         "(or in a tool group with a pinned message); not sent"))
+
+    # singles (not in a tool group) that are never sent
+    for i in compress(range(n), hidden):
+        if group_of[i] is None:
+            reasons[i] = "HIDDEN"
+    if honor_manual:
+        for i in compress(range(n), manual):
+            if group_of[i] is None and reasons[i] is None:
+                if protected[i]:
+                    note(i, i)
+                reasons[i] = "MANUAL_EXCLUDED"
+    unit_tokens = list(tokens)
+    unit_protected = list(protected)
+    unit_tier = list(tier)
+    head = [True] * n
+    for gid, ms in zip(group_ids, groups):
+        first = ms[0]
+        for m in ms[1:]:
+            head[m] = False
+        is_group = len(ms) > 1
+        hid = [m for m in ms if hidden[m]]
+        if hid:
+            for m in ms:
+                reasons[m] = "HIDDEN" if m == hid[0] or not is_group else "TOOL_GROUP_DROPPED"
+            for m in hid:
+                reasons[m] = "HIDDEN"
+            continue
+        if any(m in orphans for m in ms):
+            for m in ms:
+                reasons[m] = "TOOL_RESULT_ORPHANED"
+            continue
+        if gid in incomplete:
+            for m in ms:
+                reasons[m] = TOOL_PAIR_INCOMPLETE
+            continue
+        prot = any(protected[m] for m in ms)
+        man = [m for m in ms if manual[m]]
+        if honor_manual and man:
+            if prot:
+                note(man[0], first)
+            for m in ms:
+                reasons[m] = "MANUAL_EXCLUDED" if m == man[0] or not is_group else "TOOL_GROUP_DROPPED"
+            for m in man:
+                reasons[m] = "MANUAL_EXCLUDED"
+            continue
+        unit_tokens[first] = sum(tokens[m] for m in ms)
+        unit_protected[first] = prot
+        unit_tier[first] = min(tier[m] for m in ms)
+    notes.sort()
+    diagnostics = [text for _, text in notes]
+
+    live = list(map(and_, map(not_, map(bool, reasons)), head))  # live unit heads
+    live_prot = list(map(and_, live, unit_protected))
+    protected_tokens = sum(compress(unit_tokens, live_prot))
+    total = sum(compress(unit_tokens, live))
+    removable = list(compress(range(n), map(gt, live, live_prot)))
+    error: str | None = None
+    member_of = dict(zip((ms[0] for ms in groups), groups))
+
+    def drop(first: int, reason: str, group_reason: str) -> None:
+        ms = member_of.get(first)
+        if ms is None or len(ms) == 1:
+            reasons[first] = reason
+        else:
+            for m in ms:
+                reasons[m] = group_reason
+
+    if protected_tokens > budget:
+        error = TOKEN_BUDGET_EXCEEDED
+        for i in removable:
+            drop(i, "OVER_BUDGET_PROTECTED", "OVER_BUDGET_PROTECTED")
+        total = protected_tokens
+    elif total > budget:
+        room = budget - protected_tokens
+        sizes = [unit_tokens[i] for i in removable]
+        too_large = list(compress(removable, map(gt, sizes, repeat(room))))
+        for i in too_large:
+            drop(i, "TOO_LARGE_FOR_BUDGET", "TOO_LARGE_FOR_BUDGET")
+            total -= unit_tokens[i]
+        rest = [i for i in removable if reasons[i] is None] if too_large else removable
+        tiers = [unit_tier[i] for i in rest]
+        order: list[int] = []
+        for t in (0, 1, 2):
+            order += compress(rest, map(int.__eq__, tiers, repeat(t)))
+        order += sorted(compress(rest, map(int.__eq__, tiers, repeat(3))), key=lambda i: (priority[i], -i))
+        if total > budget and order:
+            cum = list(accumulate([unit_tokens[i] for i in order]))
+            k = min(bisect_left(cum, total - budget) + 1, len(order))
+            total -= cum[k - 1]
+            for i in order[:k]:
+                drop(i, _TIER_REASON[unit_tier[i]], "TOOL_GROUP_DROPPED")
+    kept_total = sum(compress(tokens, map(not_, map(bool, reasons))))
+    if error is None and kept_total > budget:  # pragma: no cover - guarded above
+        raise AssertionError("shift_arrays left the prompt over budget")
+    return ArrayShift(reasons, error, protected_tokens, kept_total, diagnostics)
+
+
+def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Sequence[int | None],
+                   kinds: Sequence[str], history: Sequence[bool], pinned: Sequence[bool],
+                   protected: Sequence[bool], sources: Sequence[str], excluded: Sequence[bool],
+                   reasons: Sequence[str], kept: Sequence[bool], tokens: Sequence[int], budget: int,
+                   groups: Sequence[Sequence[int]], group_ids: Sequence[str], group_of: Sequence[str | None],
+                   lorebook_traces: Mapping[str, Mapping[str, Any]] | None) -> dict[int, Explanation]:
+    """:func:`~engine.shifting.explain.explain_blocks` over per-position lists.
+
+    ``excluded``/``kept`` say each position's status, ``reasons`` its reason code, ``labels``
+    how the explanation names a block (``message <i>`` or its source), ``kinds`` its kind value;
+    ``protected`` is the block's own flag (not the pin). Groups as for :func:`shift_arrays`, in
+    positions of these lists. Returns ``position → Explanation``; the explanations of blocks with
+    the same figures are one shared object.
+    """
+    out: dict[int, Explanation] = {}
+    used = sum(compress(tokens, map(not_, excluded)))
+    free = max(0, budget - used)
+    group_tokens = {gid: sum(tokens[m] for m in ms) for gid, ms in zip(group_ids, groups)}
+
+    room = [i for i in compress(range(len(ids)), map(and_, history, excluded)) if reasons[i] in ROOM_REASONS]
+    if room:
+        boundary = room[-1]
+        bgroup = group_of[boundary]
+        need = group_tokens[bgroup] if bgroup is not None else tokens[boundary]
+        label = labels[boundary]
+        shared: dict[tuple[int, str | None, bool], Explanation] = {}
+        for i in room:
+            g = group_of[i]
+            own = group_tokens[g] if g is not None else tokens[i]
+            same = i == boundary or (bgroup is not None and g == bgroup)
+            key = (own, g, same or own > free)
+            e = shared.get(key)
+            if e is None:
+                if key[2]:
+                    what = "with its tool group " if g else ""
+                    e = Explanation(
+                        f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
+                        {"free": free, "tokens": own, "group": g})
+                else:
+                    e = Explanation(
+                        f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
+                        f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
+                        {"free": free, "tokens": own, "blocked_by": ids[boundary],
+                         "blocked_by_message": message_index[boundary], "blocked_by_tokens": need, "group": g})
+                shared[key] = e
+            out[i] = e
+
+    for gid, ms in zip(group_ids, groups):
+        holders = [m for m in ms if pinned[m] or protected[m]]
+        if not holders:
+            continue
+        h = holders[0]
+        because = "pinned" if pinned[h] else "protected"
+        for i in ms:
+            if pinned[i] or protected[i] or not kept[i]:
+                continue
+            out[i] = Explanation(
+                f"kept with its tool group {gid}: {labels[h]} ({kinds[h].replace('_', ' ')}) "
+                f"is {because}, and a tool group is sent whole or not at all",
+                {"held_by": ids[h], "held_by_message": message_index[h], "held_because": because, "group": gid})
+
+    special = [i for i, r in enumerate(reasons) if r == "LOREBOOK_BUDGET" or r == "TOO_LARGE_FOR_BUDGET"] \
+        if "LOREBOOK_BUDGET" in reasons or "TOO_LARGE_FOR_BUDGET" in reasons else []
+    prot_tokens: int | None = None
+    for i in special:
+        if reasons[i] == "LOREBOOK_BUDGET":
+            if not lorebook_traces:
+                continue
+            rec = lorebook_traces.get(sources[i]) or {}
+            detail = rec.get("detail") or {}
+            if all(isinstance(detail.get(k), int) for k in ("budget", "used", "tokens")):
+                wb, wu, wt = detail["budget"], detail["used"], detail["tokens"]
+                out[i] = Explanation(
+                    f"costs {wt:,} tokens but the World Info budget is {wb:,} and earlier entries already "
+                    f"used {wu:,} ({max(0, wb - wu):,} left)",
+                    {"budget": wb, "used": wu, "tokens": wt})
+        else:
+            if prot_tokens is None:
+                prot_tokens = sum(compress(tokens, map(and_, map(or_bool, pinned, protected), map(not_, excluded))))
+            free_room = max(0, budget - prot_tokens)
+            g = group_of[i]
+            own = group_tokens[g] if g is not None else tokens[i]
+            out[i] = Explanation(
+                f"needs {own:,} tokens but the protected blocks leave only {free_room:,} of the {budget:,}-token budget",
+                {"tokens": own, "room": free_room, "budget": budget})
+    return out
+
+
+def or_bool(a: bool, b: bool) -> bool:
+    """``a or b`` as a function (for ``map``)."""
+    return a or b
+
+
+def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool], manual: Sequence[bool],
+               tier: Sequence[int], message_index: Sequence[int | None], groups: Sequence[Sequence[int]],
+               never_sent: frozenset[int], honor_manual: bool,
+               shift_budget_of: Callable[[int], int]) -> list[int | None]:
+    """:func:`~engine.shifting.fitmap.fit_windows` over per-position lists: the window of each position.
+
+    Positions whose ``message_index`` is ``None`` get ``None`` (the caller reads windows of chat
+    messages only). ``never_sent``: positions no window sends (orphaned tool results).
+    """
+    n = len(tokens)
+    # per position first (every position its own unit), then each tool group merged into its head
+    dead = list(hidden)
+    for i in never_sent:
+        dead[i] = True
+    if honor_manual:
+        dead = list(map(or_bool, dead, map(and_, manual, map(not_, protected))))
+    prot = list(protected)
+    size = list(tokens)
+    tiers = list(tier)
+    for ms in groups:
+        first = ms[0]
+        p = any(protected[m] for m in ms)
+        prot[first] = p
+        dead[first] = (any(hidden[m] or m in never_sent for m in ms)
+                       or (honor_manual and not p and any(manual[m] for m in ms)))
+        size[first] = sum(tokens[m] for m in ms)
+        tiers[first] = min(tier[m] for m in ms)
+        for m in ms[1:]:
+            dead[m] = True  # not a unit of its own: takes its head's window below
+    u = _Units()
+    u.dead, u.protected, u.size, u.tier = dead, prot, size, tiers
+    rooms = _rooms_fast(u)
+    live = list(map(not_, dead))
+    p_tokens = sum(compress(size, map(and_, live, prot)))
+    total_removable = sum(compress(size, map(gt, live, prot)))
+    window = _inverse(shift_budget_of)
+    protected_window = window(p_tokens)
+    everything = window(p_tokens + total_removable)
+    linear = getattr(shift_budget_of, "linear_offset", None)
+    out: list[int | None] = [everything] * n
+    for k in compress(range(n), prot):
+        out[k] = protected_window
+    if isinstance(linear, int):
+        base = p_tokens + linear
+        for k, r in rooms.items():
+            out[k] = max(1, base + r)
+    else:
+        for k in sorted(rooms, reverse=True):  # newest first, as fit_windows asks
+            out[k] = window(p_tokens + rooms[k])
+    for k in compress(range(n), dead):
+        out[k] = None
+    for ms in groups:
+        v = out[ms[0]]
+        for m in ms[1:]:
+            out[m] = v
+    return [None if mi is None else v for v, mi in zip(out, message_index)]
+
+
+def _rooms_fast(u: _Units) -> dict[int, int]:
+    """:func:`~engine.shifting.fitmap._rooms` (the same rooms), without the per-unit ``live`` list."""
+    live = list(compress(range(len(u.dead)), map(not_, u.dead)))
+    lore = [u.size[k] for k in live if not u.protected[k] and u.tier[k] == 3]
+    hist = [k for k in reversed(live) if not u.protected[k] and u.tier[k] == 2]
+    sizes = [u.size[k] for k in hist]
+    sums = list(accumulate(sizes, initial=sum(lore)))[1:]
+    tops = list(accumulate(sizes, max, initial=max(lore, default=0)))[1:]
+    slow = [j for j, ok in enumerate(map(gt, sums, tops)) if not ok]
+    if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
+        return _rooms_fenwick(u)
+    rooms = dict(zip(hist, sums))
+    for j in slow:
+        rooms[hist[j]] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
+    return rooms
+
+
+__all__ = ["ArrayShift", "explain_arrays", "fit_arrays", "shift_arrays"]
