@@ -187,7 +187,7 @@ class _Run:
     orphans: frozenset[int]
     incomplete: dict[str, Any]
     group_warnings: list[str]
-    out: dict[str, list[Any]] = field(default_factory=dict)  # last outcome per block (for reuse)
+    out: dict[str, Any] = field(default_factory=dict)  # last outcome per block (for reuse)
     pblocks: list[Any] = field(default_factory=list)
     prepared: Any = None
 
@@ -508,10 +508,12 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
 
     # 10. explanations and the fit map, over the same lists
     excluded = list(map(not_, kept))
+    explanations: dict[str, Any] = {}
     explained = explain_arrays(
         bl["id"], bl["label"], bl["message_index"], kinds, bl["history"], bl["pinned"], bl["protected"],
         bl["source"], excluded, reason, kept, tok, shift_budget, run.bgroups, run.group_ids, run.b_group_of,
-        step["trace_by_source"])
+        step["trace_by_source"], prev.out.get("explanations") if prev is not None and prev.out else None,
+        explanations)
     reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
     fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],
                         run.groups, run.orphans, honor,
@@ -530,40 +532,50 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     # preview blocks: the previous run's object where nothing shown changed
     fields = _fields(PreviewBlock)
     trace_by_source = step["trace_by_source"]
-    if prev is not None and len(prev.pblocks) == n and prev.out:
-        po = prev.out
-        same = map(and_, map(is_, blocks, prev.blocks), map(eq, reason, po["reason"]))
-        same = map(and_, same, map(eq, fits, po["fit"]))
-        same = map(and_, same, map(is_, detail, po["detail"]))
-        todo = list(compress(range(n), map(not_, same)))
-        # an explanation equal in text and figures to the previous one counts as unchanged
-        pblocks = list(prev.pblocks)
-        old_detail = po["detail"]
-    else:
-        todo = range(n)  # type: ignore[assignment]
-        pblocks = [None] * n
-        old_detail = None
     texts = bl["text"]
     b_group_of = run.b_group_of
+    if prev is not None and len(prev.pblocks) == n and prev.out:
+        po = prev.out
+        same_block = list(map(is_, blocks, prev.blocks))
+        same = map(and_, same_block, map(eq, reason, po["reason"]))
+        same = map(and_, same, map(eq, kept, po["kept"]))
+        same = map(and_, same, map(eq, fits, po["fit"]))
+        same = map(and_, same, map(is_, detail, po["detail"]))
+        todo: Sequence[int] = list(compress(range(n), map(not_, same)))
+        pblocks = list(prev.pblocks)
+        old_pb = prev.pblocks
+    else:
+        todo = range(n)
+        pblocks = [None] * n
+        same_block = [False] * n
+        old_pb = pblocks
+    pb_new = _new
     for i in todo:
-        b = blocks[i]
         e = detail[i]
-        if old_detail is not None and e is not None and old_detail[i] == e and prev is not None \
-                and prev.blocks[i] is b and prev.out["reason"][i] == reason[i] and prev.out["fit"][i] == fits[i]:
-            detail[i] = old_detail[i]
-            continue
-        trace = b.trace
-        if kinds[i] == "lorebook" and b.source in trace_by_source:
-            trace = {**(trace or {}), **trace_by_source[b.source]}
-        msg = b.message
-        pblocks[i] = _frozen_model(PreviewBlock, fields, {
-            "id": b.id, "kind": kinds[i], "role": b.role, "source": b.source, "position": i, "tokens": tok[i],
-            "status": status[i], "reason": reason[i], "protected": b.protected, "pinned": b.pinned,
-            "group": b_group_of[i], "text": texts[i], "name": msg.name if msg is not None else None,
-            "original_tokens": None, "summary_id": None, "manual_excluded": b.manual_excluded,
-            "template_tokens": None, "message_index": b.message_index, "trace": trace,
-            "reason_detail": e.text if e is not None else None, "reason_data": e.data if e is not None else None,
-            "fit_window": fits[i]})
+        if same_block[i]:  # the same block: only its fate, explanation or window changed
+            values = {**old_pb[i].__dict__, "status": status[i], "reason": reason[i],
+                      "reason_detail": e.text if e is not None else None,
+                      "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
+        else:
+            b = blocks[i]
+            trace = b.trace
+            if kinds[i] == "lorebook" and b.source in trace_by_source:
+                trace = {**(trace or {}), **trace_by_source[b.source]}
+            msg = b.message
+            values = {
+                "id": b.id, "kind": kinds[i], "role": b.role, "source": b.source, "position": i, "tokens": tok[i],
+                "status": status[i], "reason": reason[i], "protected": b.protected, "pinned": b.pinned,
+                "group": b_group_of[i], "text": texts[i], "name": msg.name if msg is not None else None,
+                "original_tokens": None, "summary_id": None, "manual_excluded": b.manual_excluded,
+                "template_tokens": None, "message_index": b.message_index, "trace": trace,
+                "reason_detail": e.text if e is not None else None,
+                "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
+        o = pb_new(PreviewBlock)
+        _set(o, "__dict__", values)
+        _set(o, "__pydantic_fields_set__", fields)
+        _set(o, "__pydantic_extra__", None)
+        _set(o, "__pydantic_private__", None)
+        pblocks[i] = o
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
     pv = _frozen_model(ContextPreview, _fields(ContextPreview), {
         "model": settings.model,
@@ -575,7 +587,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         "messages": list(map(dict.copy, messages_src)),  # type: ignore[arg-type]
         "tools": [dict(t) for t in send_tools], "diagnostics": diagnostics, "fit_method": fit_method,
         "strategy_info": {}})
-    run.out = {"reason": reason, "fit": fits, "detail": detail}
+    run.out = {"reason": reason, "kept": kept, "fit": fits, "detail": detail, "explanations": explanations}
     run.pblocks = pblocks
     prepared = PreparedPrompt(pv, list(map(dict.copy, messages_src)), list(send_tools), profile,  # type: ignore[arg-type]
                               error is None, [], step["timed"])

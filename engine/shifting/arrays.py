@@ -18,7 +18,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
-from operator import and_, gt, not_
+from operator import add, and_, gt, le, not_
 from typing import Any
 
 from .core import TOKEN_BUDGET_EXCEEDED, TOOL_PAIR_INCOMPLETE
@@ -165,8 +165,14 @@ def shift_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Seque
             cum = list(accumulate([unit_tokens[i] for i in order]))
             k = min(bisect_left(cum, total - budget) + 1, len(order))
             total -= cum[k - 1]
+            get = member_of.get
             for i in order[:k]:
-                drop(i, _TIER_REASON[unit_tier[i]], "TOOL_GROUP_DROPPED")
+                unit = get(i)
+                if unit is None or len(unit) == 1:
+                    reasons[i] = _TIER_REASON[unit_tier[i]]
+                else:
+                    for m in unit:
+                        reasons[m] = "TOOL_GROUP_DROPPED"
     kept_total = sum(compress(tokens, map(not_, map(bool, reasons))))
     if error is None and kept_total > budget:  # pragma: no cover - guarded above
         raise AssertionError("shift_arrays left the prompt over budget")
@@ -178,14 +184,18 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                    protected: Sequence[bool], sources: Sequence[str], excluded: Sequence[bool],
                    reasons: Sequence[str], kept: Sequence[bool], tokens: Sequence[int], budget: int,
                    groups: Sequence[Sequence[int]], group_ids: Sequence[str], group_of: Sequence[str | None],
-                   lorebook_traces: Mapping[str, Mapping[str, Any]] | None) -> dict[int, Explanation]:
+                   lorebook_traces: Mapping[str, Mapping[str, Any]] | None,
+                   previous: Mapping[str, Explanation] | None = None,
+                   current: dict[str, Explanation] | None = None) -> dict[int, Explanation]:
     """:func:`~engine.shifting.explain.explain_blocks` over per-position lists.
 
     ``excluded``/``kept`` say each position's status, ``reasons`` its reason code, ``labels``
     how the explanation names a block (``message <i>`` or its source), ``kinds`` its kind value;
     ``protected`` is the block's own flag (not the pin). Groups as for :func:`shift_arrays`, in
     positions of these lists. Returns ``position → Explanation``; the explanations of blocks with
-    the same figures are one shared object.
+    the same figures are one shared object, and the very object of ``previous`` (``text →
+    Explanation`` of an earlier call, as collected in ``current``) when equal to it, so callers
+    can tell unchanged explanations by identity.
     """
     out: dict[int, Explanation] = {}
     used = sum(compress(tokens, map(not_, excluded)))
@@ -217,6 +227,12 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                         f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
                         {"free": free, "tokens": own, "blocked_by": ids[boundary],
                          "blocked_by_message": message_index[boundary], "blocked_by_tokens": need, "group": g})
+                if previous is not None:
+                    old = previous.get(e.text)
+                    if old is not None and old.data == e.data:
+                        e = old
+                if current is not None:
+                    current[e.text] = e
                 shared[key] = e
             out[i] = e
 
@@ -297,7 +313,7 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
             dead[m] = True  # not a unit of its own: takes its head's window below
     u = _Units()
     u.dead, u.protected, u.size, u.tier = dead, prot, size, tiers
-    rooms = _rooms_fast(u)
+    hist, rooms = _rooms_fast(u)
     live = list(map(not_, dead))
     p_tokens = sum(compress(size, map(and_, live, prot)))
     total_removable = sum(compress(size, map(gt, live, prot)))
@@ -310,11 +326,11 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
         out[k] = protected_window
     if isinstance(linear, int):
         base = p_tokens + linear
-        for k, r in rooms.items():
-            out[k] = max(1, base + r)
+        values = map(add, rooms, repeat(base)) if base >= 1 else (max(1, base + r) for r in rooms)
     else:
-        for k in sorted(rooms, reverse=True):  # newest first, as fit_windows asks
-            out[k] = window(p_tokens + rooms[k])
+        values = (window(p_tokens + r) for r in rooms)  # newest first, as fit_windows asks
+    for k, v in zip(hist, values):
+        out[k] = v
     for k in compress(range(n), dead):
         out[k] = None
     for ms in groups:
@@ -324,21 +340,23 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
     return [None if mi is None else v for v, mi in zip(out, message_index)]
 
 
-def _rooms_fast(u: _Units) -> dict[int, int]:
-    """:func:`~engine.shifting.fitmap._rooms` (the same rooms), without the per-unit ``live`` list."""
-    live = list(compress(range(len(u.dead)), map(not_, u.dead)))
-    lore = [u.size[k] for k in live if not u.protected[k] and u.tier[k] == 3]
-    hist = [k for k in reversed(live) if not u.protected[k] and u.tier[k] == 2]
-    sizes = [u.size[k] for k in hist]
+def _rooms_fast(u: _Units) -> tuple[list[int], list[int]]:
+    """:func:`~engine.shifting.fitmap._rooms` (the same rooms) as parallel lists, newest unit first."""
+    n = len(u.dead)
+    removable = list(map(gt, map(not_, u.dead), u.protected))  # live and not protected
+    lore = list(compress(u.size, map(and_, removable, map(int.__eq__, u.tier, repeat(3)))))
+    hist_mask = list(map(and_, removable, map(int.__eq__, u.tier, repeat(2))))
+    hist = list(compress(range(n), hist_mask))[::-1]
+    sizes = list(compress(u.size, hist_mask))[::-1]
     sums = list(accumulate(sizes, initial=sum(lore)))[1:]
     tops = list(accumulate(sizes, max, initial=max(lore, default=0)))[1:]
-    slow = [j for j, ok in enumerate(map(gt, sums, tops)) if not ok]
+    slow = list(compress(range(len(sums)), map(le, sums, tops)))
     if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
-        return _rooms_fenwick(u)
-    rooms = dict(zip(hist, sums))
+        rooms = _rooms_fenwick(u)
+        return hist, [rooms[k] for k in hist]
     for j in slow:
-        rooms[hist[j]] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
-    return rooms
+        sums[j] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
+    return hist, sums
 
 
 __all__ = ["ArrayShift", "explain_arrays", "fit_arrays", "shift_arrays"]
