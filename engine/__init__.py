@@ -39,6 +39,11 @@ _LAZY = {
     "speaker_names": "engine.resolve", "SpeakerNames": "engine.resolve",
     "chat_lorebooks": "engine.resolve", "lorebook_plan": "engine.resolve", "LorebookPlan": "engine.resolve",
     "lorebook_budget": "engine.resolve",
+    "VOCABULARY": "engine.vocabulary", "Term": "engine.vocabulary", "STATUS_COLOURS": "engine.vocabulary",
+    "compare_audit_with_preview": "engine.audit_compare", "summarize_comparison": "engine.audit_compare",
+    "CompareRow": "engine.audit_compare", "ComparisonSummary": "engine.audit_compare",
+    "oldest_fitting_index": "engine.preview_facts", "compaction_marks": "engine.preview_facts",
+    "CompactionMarks": "engine.preview_facts",
 }
 
 

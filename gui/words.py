@@ -10,6 +10,7 @@ coloured by) and :func:`describe_detail` (a trace record's evidence in a phrase)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from engine.vocabulary import Scope, meaning, term, words
@@ -69,7 +70,7 @@ def display_status(status: str, reason: str) -> str:
     return status
 
 
-def describe_detail(detail: Any) -> str:
+def describe_detail(detail: Mapping[str, Any] | None) -> str:
     """A trace record's ``detail`` (dict of evidence) in a short phrase.
 
     ``{"key": "sword", "message_index": 12, "depth": 0, "pass": 1}`` →
@@ -77,8 +78,6 @@ def describe_detail(detail: Any) -> str:
     """
     if not detail:
         return ""
-    if not isinstance(detail, dict):
-        return str(detail)
     parts: list[str] = []
     rest = dict(detail)
     key = rest.pop("key", None)

@@ -306,7 +306,7 @@ class BlockInspector(QWidget):
         detail = trace.get("detail")
         if detail is None:  # flat trace: the evidence sits beside the code
             detail = {k: v for k, v in trace.items() if k in ("key", "message_index", "depth", "pass", "source")}
-        phrase = describe_detail(detail)
+        phrase = describe_detail(detail) if isinstance(detail, dict) else str(detail)  # or evidence in words
         if phrase:
             rows.append(_escape(phrase))
         where = []

@@ -31,6 +31,7 @@ from engine.schema import (
     ContextSettings,
     MemoryItem,
     MessageMeta,
+    Persona,
     PreviewRequest,
     ToolCall,
     ToolFunction,
@@ -38,7 +39,7 @@ from engine.schema import (
 from engine.schema.lorebook import Lorebook
 from engine.vocabulary import VOCABULARY
 
-STRATEGIES = ("manual", "truncate", "summarize")
+STRATEGIES = ("manual", "truncate", "summarize", "vector-recall", "compact")
 
 
 def _codes(pv) -> set[str]:
@@ -97,6 +98,10 @@ def _requests(shared_data):
               MemoryItem(id="m2", content="A summary of old events.", kind="summary", priority=2)]
     yield "synthetic", PreviewRequest(chat=_synthetic_chat(), character=card, lorebooks=[_book()], memory=memory,
                                       system_prompt="Main prompt.")
+    # a persona, and the same book attached twice (its second copy is traced LOREBOOK_DUPLICATE_BOOK)
+    yield "synthetic + persona, book twice", PreviewRequest(
+        chat=_synthetic_chat(), character=card, persona=Persona(name="Wren", description="A courier at the harbor."),
+        lorebooks=[_book(), _book()])
     if shared_data is None:
         return
     from engine.importers import load_character, load_chats, load_lorebook_or_card_book
@@ -163,7 +168,7 @@ def test_the_corpus_reaches_the_codes_that_leaked(corpus_codes):
                 "LOREBOOK_MATCHED", "LOREBOOK_BUDGET", "TOOL_PAIR_INCOMPLETE", "TOOL_RESULT_ORPHANED", "HIDDEN",
                 "MANUAL_EXCLUDED", "PINNED", "CURRENT_INPUT", "SUMMARIZED", "SUMMARY", "MEMORY",
                 "EXAMPLES_PUSHED_OUT", "HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "OVER_BUDGET_PROTECTED",
-                "INTERCEPTOR_ADDED", "INTERCEPTOR_REMOVED", "INSTRUCTION", "CHARACTER", "SYSTEM_PROMPT"}
+                "INTERCEPTOR_ADDED", "INTERCEPTOR_REMOVED", "INSTRUCTION", "CHARACTER", "SYSTEM_PROMPT", "PERSONA", "LOW_RELEVANCE"}
     from tests.conftest import shared_data_path
 
     if shared_data_path() is None:  # a clone without ../shared/data: only the real chats drop a whole tool group or overflow protected
@@ -195,12 +200,28 @@ def _trace_book() -> Lorebook:
         {"uid": "cool", "keys": ["harbor"], "content": "cooling", "cooldown": 5},
         {"uid": "inner", "keys": ["lighthouse"], "content": "only in other entries", "exclude_recursion": True},
         {"uid": "outer", "keys": ["harbor"], "content": "the lighthouse keeper"},
+        {"uid": "cf", "keys": ["harbor"], "content": "only for Zed", "characterFilter": {"names": ["Zed"]}},
+        {"uid": "trig", "keys": ["harbor"], "content": "only on swipes", "triggers": ["swipe"]},
+    ]})
+
+
+def _lint_book() -> Lorebook:
+    """Entries built to reach the lint codes no real book shows (numbers out of range, bad regexes, ...)."""
+    return Lorebook.model_validate({"name": "lint", "scan_depth": -1, "entries": [
+        {"uid": 1, "keys": ["harbor", "harbor"], "content": "key listed twice"},
+        {"uid": 2, "keys": ["harbor"], "content": "negative", "depth": -2, "scan_depth": -1},
+        {"uid": 3, "keys": ["harbor"], "content": "a typo", "probability": 150},
+        {"uid": 4, "keys": ["/(a+)+b/"], "content": "backtracks"},
+        {"uid": 5, "keys": ["an"], "content": "inside common words", "match_whole_words": False},
+        {"uid": 6, "keys": ["harbor"], "secondary_keys": ["harbor"], "selective_logic": 2,
+         "content": "never: NOT_ANY repeats the primary key"},
     ]})
 
 
 @pytest.fixture(scope="module")
-def activation_codes():
-    """Trace codes of ``engine.lorebook.activate`` under both rule sets over every book."""
+def activation_codes(corpus_codes):
+    """Trace codes of ``engine.lorebook.activate`` under both rule sets (and without recursion) over every book, with the
+    lorebook traces of the previews ``corpus_codes`` ran."""
     from engine.lorebook import activate
     from engine.schema import WorldInfoSettings
     from engine.tokenizers import default_tokenizer_registry
@@ -218,20 +239,20 @@ def activation_codes():
         chats.append(load_chats(shared / "chats" / "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl")[0])
     chat_metadata = {"timedWorldInfo": {"cooldown": {"trace.cool": {"start": 0, "end": 999}}}}
     seen: dict[str, str] = dict(_CORPUS_TRACE)
-    for rules in ("sillytavern", "loomscope"):
-        settings = WorldInfoSettings(rules=rules, recursive=True)
+    for rules, recursive in (("sillytavern", True), ("loomscope", True), ("sillytavern", False)):
+        settings = WorldInfoSettings(rules=rules, recursive=recursive)
         for k, chat in enumerate(chats):
             for group in ([b] for b in books):
                 for limit in (2_000, 200_000):
                     result = activate(group, chat.messages, settings, count_tokens=count, context_limit=limit,
                                       chat_metadata=chat_metadata)
                     for rec in result.trace:
-                        seen.setdefault(rec.code, f"{rules} / chat {k} / {group[0].name} / {limit}")
+                        seen.setdefault(rec.code, f"{rules} {recursive=} / chat {k} / {group[0].name} / {limit}")
             # every book at once: duplicate books, the shared budget
             result = activate(books + books[-1:], chat.messages, settings, count_tokens=count, context_limit=4_000,
                               chat_metadata=chat_metadata)
             for rec in result.trace:
-                seen.setdefault(rec.code, f"{rules} / chat {k} / all books")
+                seen.setdefault(rec.code, f"{rules} {recursive=} / chat {k} / all books")
     return seen
 
 
@@ -242,7 +263,7 @@ def lint_codes():
     from tests.conftest import shared_data_path
 
     count = default_tokenizer_registry().get("o200k_base").count
-    books = [_book(), _trace_book()]
+    books = [_book(), _trace_book(), _lint_book()]
     shared = shared_data_path()
     if shared is not None:
         from engine.importers import load_lorebook_or_card_book
@@ -269,9 +290,15 @@ def test_the_activation_corpus_reaches_the_trace_codes(activation_codes, lint_co
     expected = {"LOREBOOK_NOT_MATCHED", "LOREBOOK_KEY_MATCH", "LOREBOOK_CONSTANT", "LOREBOOK_STICKY",
                 "LOREBOOK_DECORATOR_ACTIVATE", "LOREBOOK_DISABLED", "LOREBOOK_NO_KEYS", "LOREBOOK_SECONDARY_FAILED",
                 "LOREBOOK_PROBABILITY", "LOREBOOK_DELAY", "LOREBOOK_GROUP_LOST", "LOREBOOK_EMPTY",
-                "LOREBOOK_DECORATOR_SUPPRESS", "LOREBOOK_BUDGET", "LOREBOOK_COOLDOWN"}
+                "LOREBOOK_DECORATOR_SUPPRESS", "LOREBOOK_BUDGET", "LOREBOOK_COOLDOWN", "LOREBOOK_FILTERED_CHARACTER",
+                "LOREBOOK_FILTERED_TRIGGER", "LOREBOOK_DUPLICATE_BOOK", "LOREBOOK_DELAY_UNTIL_RECURSION",
+                "LOREBOOK_EXCLUDED_FROM_RECURSION", "LOREBOOK_INVALID_KEY"}
     assert expected <= set(activation_codes), sorted(expected - set(activation_codes))
-    assert {"LINT_NO_KEYS", "LINT_INVALID_REGEX", "LINT_DISABLED", "LINT_EMPTY_CONTENT"} <= set(lint_codes)
+    lint_expected = {"LINT_NO_KEYS", "LINT_INVALID_REGEX", "LINT_DISABLED", "LINT_EMPTY_CONTENT",
+                     "LINT_DUPLICATE_KEY_IN_ENTRY", "LINT_NEGATIVE_NUMBER", "LINT_NEGATIVE_SCAN_DEPTH",
+                     "LINT_PROBABILITY_RANGE", "LINT_CATASTROPHIC_REGEX", "LINT_COMMON_SUBSTRING",
+                     "LINT_SECONDARY_CONTRADICTION"}
+    assert lint_expected <= set(lint_codes), sorted(lint_expected - set(lint_codes))
 
 
 def test_the_views_are_the_one_table():
