@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress
-from operator import and_, eq, is_, is_not, not_
+from itertools import accumulate, chain, compress, repeat
+from operator import and_, eq, is_, is_not, not_, or_
 from typing import Any, TypeVar
 
 from .cache import lru
@@ -242,13 +242,8 @@ def _sendable_lists(b: dict[str, list[Any]], tokens: list[int], sendable: list[i
         return values if len(sendable) == n else [values[i] for i in sendable]
 
     return {"tokens": pick(tokens), "hidden": pick(b["hidden"]), "manual": pick(b["manual"]),
-            "prot": pick(list(map(or_bool, b["protected"], b["pinned"]))), "tier": pick(b["tier"]),
+            "prot": pick(list(map(or_, b["protected"], b["pinned"]))), "tier": pick(b["tier"]),
             "priority": pick(b["priority"]), "id": pick(b["id"]), "message_index": pick(b["message_index"])}
-
-
-def or_bool(a: bool, b: bool) -> bool:
-    """``a or b`` as a function (for ``map``)."""
-    return a or b
 
 
 def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], pre_excluded: dict[str, str]) -> Any:
@@ -307,7 +302,7 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
     ends = list(accumulate(map(len, pieces)))
     prefix = [0, *accumulate(counts)]
     tok = [prefix[e] - prefix[e - len(p)] + o for p, e, o in zip(pieces, ends, overhead)]
-    for i in compress(range(n), map(is_none, provider)):
+    for i in compress(range(n), map(is_, provider, repeat(None))):
         tok[i] = count_tools_tokens(profile, blocks[i].tools or [])
     pos_of_message = {b.message_index: i for i, b in enumerate(blocks)
                       if b.message_index is not None and b.source.startswith("message:")}
@@ -476,7 +471,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     kept_reason = bl["kept_reason"]
     if everything_sent:
         sreasons = shift.reasons
-        kept = list(map(is_none, sreasons))
+        kept = list(map(is_, sreasons, repeat(None)))
         reason = [r if r is not None else kr for r, kr in zip(sreasons, kept_reason)]
     else:
         pre = step["pre_excluded"]
@@ -611,11 +606,6 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
 
 _KEPT = "kept"
 _EXCLUDED = "excluded"
-
-
-def is_none(value: Any) -> bool:
-    """``value is None`` as a function (for ``map``)."""
-    return value is None
 
 
 def _fields(cls: type[Any]) -> frozenset[str]:

@@ -18,7 +18,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
-from operator import add, and_, gt, le, not_
+from operator import add, and_, gt, is_, le, not_, or_
 from typing import Any
 
 from .core import TOKEN_BUDGET_EXCEEDED, TOOL_PAIR_INCOMPLETE
@@ -209,14 +209,12 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
         need = group_tokens[bgroup] if bgroup is not None else tokens[boundary]
         label = labels[boundary]
         shared: dict[tuple[int, str | None, bool], Explanation] = {}
-        for i in room:
-            g = group_of[i]
-            own = group_tokens[g] if g is not None else tokens[i]
-            same = i == boundary or (bgroup is not None and g == bgroup)
-            key = (own, g, same or own > free)
+
+        def explanation(own: int, g: str | None, short: bool) -> Explanation:
+            key = (own, g, short)
             e = shared.get(key)
             if e is None:
-                if key[2]:
+                if short:
                     what = "with its tool group " if g else ""
                     e = Explanation(
                         f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
@@ -234,7 +232,21 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                 if current is not None:
                     current[e.text] = e
                 shared[key] = e
-            out[i] = e
+            return e
+
+        # messages outside tool groups: one explanation per distinct token count (a C-level lookup each)
+        singles = list(compress(room, map(is_, map(group_of.__getitem__, room), repeat(None))))
+        owns = list(map(tokens.__getitem__, singles))
+        table = {own: explanation(own, None, own > free) for own in set(owns)}
+        out.update(zip(singles, map(table.__getitem__, owns)))
+        if len(singles) != len(room):
+            for i in room:
+                g = group_of[i]
+                if g is not None:
+                    own = group_tokens[g]
+                    out[i] = explanation(own, g, (bgroup is not None and g == bgroup) or own > free)
+        if bgroup is None:
+            out[boundary] = explanation(tokens[boundary], None, True)
 
     for gid, ms in zip(group_ids, groups):
         holders = [m for m in ms if pinned[m] or protected[m]]
@@ -267,7 +279,7 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                     {"budget": wb, "used": wu, "tokens": wt})
         else:
             if prot_tokens is None:
-                prot_tokens = sum(compress(tokens, map(and_, map(or_bool, pinned, protected), map(not_, excluded))))
+                prot_tokens = sum(compress(tokens, map(and_, map(or_, pinned, protected), map(not_, excluded))))
             free_room = max(0, budget - prot_tokens)
             g = group_of[i]
             own = group_tokens[g] if g is not None else tokens[i]
@@ -275,11 +287,6 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                 f"needs {own:,} tokens but the protected blocks leave only {free_room:,} of the {budget:,}-token budget",
                 {"tokens": own, "room": free_room, "budget": budget})
     return out
-
-
-def or_bool(a: bool, b: bool) -> bool:
-    """``a or b`` as a function (for ``map``)."""
-    return a or b
 
 
 def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool], manual: Sequence[bool],
@@ -297,7 +304,7 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
     for i in never_sent:
         dead[i] = True
     if honor_manual:
-        dead = list(map(or_bool, dead, map(and_, manual, map(not_, protected))))
+        dead = list(map(or_, dead, map(and_, manual, map(not_, protected))))
     prot = list(protected)
     size = list(tokens)
     tiers = list(tier)
