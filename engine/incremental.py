@@ -219,6 +219,16 @@ def _block_lists(blocks: Sequence[Any]) -> dict[str, list[Any]]:
     }
 
 
+def _plain(block: Any) -> bool:
+    """Whether the block is a plain text message: OpenAI shape ``{"role", "content"}``, 3 tokens of framing.
+
+    (No name, tool calls, tool-result id, legacy function call or extra fields; text content.)
+    """
+    m = block.message
+    return (m is not None and type(m.content) is str and not m.name and not m.tool_calls
+            and m.role not in ("tool", "function") and not m.__pydantic_extra__)
+
+
 def _text(block: Any) -> str:
     """``block.text()``; a plain text message (no tool calls) is its content."""
     m = block.message
@@ -265,7 +275,7 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
     from .pipeline import _incomplete_group_warnings
     from .shifting import find_tool_groups
     from .shifting.registry import manual_strategy, truncate_strategy
-    from .tokenizers.accounting import count_tools_tokens, message_overhead, message_texts
+    from .tokenizers.accounting import TOKENS_PER_MESSAGE, count_tools_tokens, message_overhead, message_texts
 
     settings = request.settings
     profile = step["profile"]
@@ -285,9 +295,13 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
     for cid in sorted(groups.reused_ids):
         warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
                         "with the nearest earlier call carrying it")
-    provider = [b.message.to_provider() if b.message is not None else None for b in blocks]
-    pieces = [message_texts(p) if p is not None else [] for p in provider]
-    overhead = [message_overhead(p) if p is not None else 0 for p in provider]
+    plain = list(map(_plain, blocks))
+    provider: list[dict[str, Any] | None] = [
+        {"role": m.role, "content": m.content} if ok else (m.to_provider() if m is not None else None)
+        for ok, m in zip(plain, (b.message for b in blocks))]
+    pieces = [[m.role, m.content] if ok else (message_texts(p) if p is not None else [])
+              for ok, m, p in zip(plain, (b.message for b in blocks), provider)]
+    overhead = [TOKENS_PER_MESSAGE if ok else (message_overhead(p) if p is not None else 0) for ok, p in zip(plain, provider)]
     # 4. one batched count of every text (OpenAI accounting: texts + framing per message)
     counts = profile.count_many(list(chain.from_iterable(pieces)))
     ends = list(accumulate(map(len, pieces)))

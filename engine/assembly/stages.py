@@ -20,16 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from ..registry import NamedRegistry
-from ..schema.blocks import Block, BlockKind
+from ..schema.blocks import Block, BlockKind, BlockOrigin
 from ..schema.lorebook import InsertionPosition
 from ..schema.messages import ChatMessage
 from ..schema.request import DEFAULT_SYSTEM_PROMPT, PreviewRequest
 from .macros import MacroContext, expand_macros
 
-_BLOCK_LIST = TypeAdapter(list[Block])
 _ROLE_BY_NUMBER = {0: "system", 1: "user", 2: "assistant"}
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -234,19 +231,20 @@ def stage_memory(ctx: AssemblyContext) -> list[Block]:
 
 
 def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leading_system: bool,
-                   current: bool) -> dict[str, Any]:
-    """Fields of a chat-message block (validated in one batch by the caller)."""
+                   current: bool) -> Block:
+    """The block of chat message ``index``."""
     content = msg.content
-    if isinstance(content, str):
+    if isinstance(content, str) and ("{{" in content or "<" in content):  # else no macro can match
         content = ctx.expand(content, f"message {index}")
     name = msg.name if msg.name and (_NAME_OK.match(msg.name) or msg.role in ("tool", "function")) else None
     # Blocks are built for every message on every preview: copy only what changes, and skip
     # re-validation (the message was validated when the chat was read).
     message = msg if (content is msg.content and name == msg.name) else msg.model_copy(
         update={"content": content, "name": name})
-    if msg.role == "assistant" and (msg.tool_calls or (msg.model_extra or {}).get("function_call")):
+    role = msg.role
+    if role == "assistant" and (msg.tool_calls or (msg.model_extra or {}).get("function_call")):
         kind = BlockKind.TOOL_CALL
-    elif msg.role in ("tool", "function"):
+    elif role in ("tool", "function"):
         kind = BlockKind.TOOL_RESULT
     elif leading_system:
         kind = BlockKind.SYSTEM
@@ -259,13 +257,35 @@ def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leadin
         protected, reason = True, "SYSTEM_PROMPT"
     else:
         protected, reason = False, "FITS_BUDGET"
-    return dict(
-        id=ctx.new_id(), kind=kind, role=msg.role,
-        source=f"message:{index}", message=message, protected=protected,
-        pinned=bool(meta.pinned), manual_excluded=bool(meta.manualExcluded),
-        hidden=bool(meta.hidden), history=not (current or leading_system),
-        reason=reason, message_index=index, tools=None, priority=0.0, group=None, trace=None,
-    )
+    ctx._next_id += 1
+    return _valid_block({
+        "id": f"t{ctx._next_id}", "kind": kind, "role": role, "source": f"message:{index}", "message": message,
+        "tools": None, "protected": protected, "pinned": bool(meta.pinned),
+        "manual_excluded": bool(meta.manualExcluded), "hidden": bool(meta.hidden),
+        "history": not (current or leading_system), "priority": 0.0, "reason": reason, "group": None,
+        "message_index": index, "trace": None, "origin": BlockOrigin.ASSEMBLY})
+
+
+_new = object.__new__
+_set = object.__setattr__
+#: The fields a chat-message block is given (validation would record these as set).
+_MESSAGE_BLOCK_FIELDS_SET = frozenset(
+    ("id", "kind", "role", "source", "message", "tools", "protected", "pinned", "manual_excluded", "hidden",
+     "history", "priority", "reason", "group", "message_index", "trace"))
+
+
+def _valid_block(values: dict[str, Any]) -> Block:
+    """A :class:`Block` from values already of the field types, in field order (no validation).
+
+    A chat message's block is built for every message of every preview (10,000+ per click): the
+    message was validated when the chat was read, and the other values are the engine's own.
+    """
+    block = _new(Block)
+    _set(block, "__dict__", values)
+    _set(block, "__pydantic_fields_set__", set(_MESSAGE_BLOCK_FIELDS_SET))
+    _set(block, "__pydantic_extra__", None)
+    _set(block, "__pydantic_private__", None)
+    return block
 
 
 def _current_input_index(messages: list[ChatMessage]) -> int | None:
@@ -280,7 +300,7 @@ def stage_history(ctx: AssemblyContext) -> list[Block]:
     """Chat messages except the current input; leading system messages are the system prompt."""
     msgs = ctx.request.chat.messages
     ctx.current_input_index = _current_input_index(msgs)
-    out: list[dict[str, Any]] = []
+    out: list[Block] = []
     leading = True
     for i, msg in enumerate(msgs):
         if i == ctx.current_input_index:
@@ -291,7 +311,7 @@ def stage_history(ctx: AssemblyContext) -> list[Block]:
         out.append(_message_block(ctx, i, msg, leading_system=is_leading_system, current=False))
     _queue_author_note(ctx)
     _queue_depth_lore(ctx)
-    return _BLOCK_LIST.validate_python(out)  # one pass in pydantic-core, not 10,000 constructors
+    return out
 
 
 def stage_input(ctx: AssemblyContext) -> list[Block]:
@@ -302,7 +322,7 @@ def stage_input(ctx: AssemblyContext) -> list[Block]:
     i = ctx.current_input_index
     if i is None:
         return []
-    return _BLOCK_LIST.validate_python([_message_block(ctx, i, msgs[i], leading_system=False, current=True)])
+    return [_message_block(ctx, i, msgs[i], leading_system=False, current=True)]
 
 
 def stage_post_history(ctx: AssemblyContext) -> list[Block]:
@@ -521,5 +541,5 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
     renumber = {b.id: f"b{i}" for i, b in enumerate(blocks)}
     ctx.pre_excluded = {renumber.get(k, k): v for k, v in ctx.pre_excluded.items()}
     for b in blocks:  # the blocks were created by this assembly: renumber in place
-        b.id = renumber[b.id]
+        b.__dict__["id"] = renumber[b.id]  # "id" is a set field already; no validation on assignment
     return blocks
