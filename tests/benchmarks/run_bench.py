@@ -232,7 +232,7 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
     loop = [e.get("floor_loop_s") for e in eng]
     if all(x is not None for x in loop):
         rows.append(Row("  stricter floor: encode_ordinary per text", [fmt_s(s) for s in loop],
-                        target="reference (what the engine does)", values={"seconds": loop}))
+                        target="reference", values={"seconds": loop}))
     cold_ratio = [c / f for c, f in zip(cold, floor)]
     rows.append(Row("cold preview (fresh process)", [fmt_s(s) for s in cold], values={"seconds": cold}))
     rows.append(Row("  cold ÷ floor", [f"{r:.2f} ×" for r in cold_ratio], target="≤ 1.3 × at each size",
