@@ -30,6 +30,8 @@ from itertools import accumulate, chain, compress, repeat
 from operator import and_, eq, is_, is_not, not_, or_
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from .cache import lru
 
 T = TypeVar("T")
@@ -129,6 +131,9 @@ WARM_MAX_CHANGED = 64
 _TIME_MACRO = re.compile(r"\{\{\s*(?:time|date|weekday|isotime|isodate)\s*\}\}", re.IGNORECASE)
 _new = object.__new__
 _set = object.__setattr__
+#: pydantic's own slots of every model (set directly: the hot loop builds one preview row per block)
+_SLOT_SETTERS = tuple(BaseModel.__dict__[name].__set__ for name in (
+    "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 def _frozen_model(cls: type[Any], fields: frozenset[str], values: dict[str, Any]) -> Any:
@@ -559,12 +564,19 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         same_block = [False] * n
         old_pb = pblocks
     pb_new = _new
+    set_fields, set_extra, set_private = _SLOT_SETTERS
     for i in todo:
         e = detail[i]
         if same_block[i]:  # the same block: only its fate, explanation or window changed
-            values = {**old_pb[i].__dict__, "status": status[i], "reason": reason[i],
-                      "reason_detail": e.text if e is not None else None,
-                      "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
+            values = old_pb[i].__dict__.copy()
+            values["status"] = status[i]
+            values["reason"] = reason[i]
+            if e is None:
+                values["reason_detail"] = values["reason_data"] = None
+            else:
+                values["reason_detail"] = e.text
+                values["reason_data"] = e.data
+            values["fit_window"] = fits[i]
         else:
             b = blocks[i]
             trace = b.trace
@@ -581,9 +593,9 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                 "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
         o = pb_new(PreviewBlock)
         _set(o, "__dict__", values)
-        _set(o, "__pydantic_fields_set__", fields)
-        _set(o, "__pydantic_extra__", None)
-        _set(o, "__pydantic_private__", None)
+        set_fields(o, fields)
+        set_extra(o, None)
+        set_private(o, None)
         pblocks[i] = o
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
     pv = _frozen_model(ContextPreview, _fields(ContextPreview), {
