@@ -15,7 +15,8 @@ Positions index the lists; a tool group is given as its member positions (ascend
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import add, and_, gt, is_, le, not_, or_
@@ -150,29 +151,38 @@ def shift_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Seque
         total = protected_tokens
     elif total > budget:
         room = budget - protected_tokens
-        sizes = [unit_tokens[i] for i in removable]
+        size_of = unit_tokens.__getitem__
+        sizes = list(map(size_of, removable))
         too_large = list(compress(removable, map(gt, sizes, repeat(room))))
         for i in too_large:
             drop(i, "TOO_LARGE_FOR_BUDGET", "TOO_LARGE_FOR_BUDGET")
             total -= unit_tokens[i]
         rest = [i for i in removable if reasons[i] is None] if too_large else removable
-        tiers = [unit_tier[i] for i in rest]
-        order: list[int] = []
-        for t in (0, 1, 2):
-            order += compress(rest, map(int.__eq__, tiers, repeat(t)))
-        order += sorted(compress(rest, map(int.__eq__, tiers, repeat(3))), key=lambda i: (priority[i], -i))
+        tiers = list(map(unit_tier.__getitem__, rest))
+        order: list[int]
+        if tiers.count(2) == len(tiers):  # history only (the usual chat): oldest first as they stand
+            order = rest
+        else:
+            order = []
+            for t in (0, 1, 2):
+                order += compress(rest, map(int.__eq__, tiers, repeat(t)))
+            order += sorted(compress(rest, map(int.__eq__, tiers, repeat(3))), key=lambda i: (priority[i], -i))
         if total > budget and order:
-            cum = list(accumulate([unit_tokens[i] for i in order]))
+            cum = list(accumulate(map(size_of, order)))
             k = min(bisect_left(cum, total - budget) + 1, len(order))
             total -= cum[k - 1]
-            get = member_of.get
-            for i in order[:k]:
-                unit = get(i)
-                if unit is None or len(unit) == 1:
-                    reasons[i] = _TIER_REASON[unit_tier[i]]
-                else:
-                    for m in unit:
-                        reasons[m] = "TOOL_GROUP_DROPPED"
+            dropped = order[:k]
+            in_group = list(map(member_of.__contains__, dropped)) if member_of else None
+            singles = list(compress(dropped, map(not_, in_group))) if in_group is not None else dropped
+            _assign(reasons, singles, map(_TIER_REASON.__getitem__, map(unit_tier.__getitem__, singles)))
+            if in_group is not None:
+                for i in compress(dropped, in_group):
+                    unit = member_of[i]
+                    if len(unit) == 1:
+                        reasons[i] = _TIER_REASON[unit_tier[i]]
+                    else:
+                        for m in unit:
+                            reasons[m] = "TOOL_GROUP_DROPPED"
     kept_total = sum(compress(tokens, map(not_, map(bool, reasons))))
     if error is None and kept_total > budget:  # pragma: no cover - guarded above
         raise AssertionError("shift_arrays left the prompt over budget")
@@ -336,15 +346,21 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
         values = map(add, rooms, repeat(base)) if base >= 1 else (max(1, base + r) for r in rooms)
     else:
         values = (window(p_tokens + r) for r in rooms)  # newest first, as fit_windows asks
-    for k, v in zip(hist, values):
-        out[k] = v
+    _assign(out, hist, values)
     for k in compress(range(n), dead):
         out[k] = None
     for ms in groups:
         v = out[ms[0]]
         for m in ms[1:]:
             out[m] = v
+    if None not in message_index:
+        return out
     return [None if mi is None else v for v, mi in zip(out, message_index)]
+
+
+def _assign(target: list[Any], positions: Iterable[int], values: Iterable[Any]) -> None:
+    """``target[p] = v`` for each position and value, in one C-level pass."""
+    deque(map(target.__setitem__, positions, values), maxlen=0)
 
 
 def _rooms_fast(u: _Units) -> tuple[list[int], list[int]]:
