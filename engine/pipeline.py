@@ -307,7 +307,6 @@ def _resolve_model(run: _Run) -> None:
     """
     settings = run.request.settings
     resolved = model_profile_and_limit(settings, run.reg.tokenizers)
-    assert resolved.tokenizer is not None
     run.profile, run.limit = resolved.tokenizer, resolved.context_limit
     run.warnings.extend(resolved.warnings)
     run.reg.strategies.get(settings.strategy)

@@ -45,11 +45,11 @@ class ResolvedModel:
     budget:
         ``context_limit − reply_reserve`` in tokens: the prompt budget, the limit the lorebook
         budget percentage applies to (:func:`lorebook_budget`).
+    tokenizer:
+        The resolved :class:`~engine.tokenizers.TokenizerProfile` object itself (counts with it).
     warnings:
         The warnings the preview emits for this resolution, in order (unknown model, a limit above
         the model's, approximate counts).
-    tokenizer:
-        The resolved :class:`~engine.tokenizers.TokenizerProfile` object itself.
     """
 
     profile: str
@@ -57,8 +57,8 @@ class ResolvedModel:
     known: bool
     reply_reserve: int
     budget: int
+    tokenizer: TokenizerProfile = field(compare=False, repr=False)
     warnings: tuple[str, ...] = ()
-    tokenizer: TokenizerProfile | None = field(default=None, compare=False, repr=False)
 
 
 def model_profile_and_limit(settings: ContextSettings, tokenizers: TokenizerRegistry | None = None, *,
@@ -92,7 +92,7 @@ def model_profile_and_limit(settings: ContextSettings, tokenizers: TokenizerRegi
                 else _pipeline_warnings(settings, info.known, info.context_limit, profile, limit))
     reserve = settings.resolve_reply_reserve(limit)
     return ResolvedModel(profile=profile.name, context_limit=limit, known=info.known, reply_reserve=reserve,
-                         budget=limit - reserve, warnings=tuple(warnings), tokenizer=profile)
+                         budget=limit - reserve, tokenizer=profile, warnings=tuple(warnings))
 
 
 def _pipeline_warnings(settings: ContextSettings, known: bool, known_limit: int, profile: TokenizerProfile,

@@ -479,14 +479,15 @@ class MainWindow(QMainWindow):
     def set_excluded(self, message_index: int, value: bool) -> None:
         """Exclude / include a message by hand (undoable, saved).
 
-        Hand exclusions take effect under the ``manual`` strategy (SPEC §3); excluding a
-        message while another built-in strategy is active switches the chat to ``manual`` in
-        the same undo step, so the writer sees the exclusion at once.
+        Hand exclusions take effect under every strategy whose registry entry says it honours
+        them (``StrategyInfo.honors_manual``: manual, summarize, vector-recall, compact); excluding
+        a message while a strategy that ignores them (truncate, or a plugin's) is active switches
+        the chat to ``manual`` in the same undo step, so the writer sees the exclusion at once.
         """
         doc = self.ctx.document
         req = doc.request
-        switch = (value and req is not None and req.settings.strategy != MANUAL_STRATEGY
-                  and MANUAL_STRATEGY in self.ctx.registries.strategies)
+        switch = (value and req is not None and MANUAL_STRATEGY in self.ctx.registries.strategies
+                  and not self._honours_exclusions(req.settings.strategy))
         if not switch:
             self._push_flag(message_index, "manual_excluded", value)
             return
@@ -502,6 +503,11 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(doc.request.settings)
         self.statusBar().showMessage(
             f"Strategy switched to “{MANUAL_STRATEGY}” so hand exclusions apply (Ctrl+Z undoes both)", 8000)
+
+    def _honours_exclusions(self, strategy: str) -> bool:
+        """Whether the engine's registry says ``strategy`` never sends a hand-excluded message."""
+        strategies = self.ctx.registries.strategies
+        return strategy in strategies and strategies.get(strategy).honors_manual
 
     def _push_flag(self, message_index: int, flag: str, value: bool) -> None:
         doc = self.ctx.document

@@ -1069,7 +1069,6 @@ def _profile_and_limits(request: PreviewRequest, registries: Registries,
     resolved = model_profile_and_limit(settings, registries.tokenizers, sillytavern=True)
     warnings.extend(resolved.warnings)
     profile = resolved.tokenizer
-    assert profile is not None
     limit = resolved.context_limit
     reserve = settings.resolve_reply_reserve(limit)
     if reserve >= limit:

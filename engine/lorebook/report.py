@@ -364,7 +364,6 @@ def report_for_request(request: PreviewRequest, *, registries: Registries | None
     limit, reserve = resolved.context_limit, resolved.reply_reserve
     if reserve >= limit:
         raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
-    assert resolved.tokenizer is not None
     # The stage pipeline's rules, also for a SillyTavern chat (as before issue 10; its preview
     # uses SillyTavern's names and books).
     stage_request = request.model_copy(update={"sillytavern": None}) if request.sillytavern is not None else request

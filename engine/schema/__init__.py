@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .audit import PromptContextAudit
-from .blocks import Block, BlockKind, BlockStatus, ExcludedBlock, ShiftResult, TruncatedBlock
+from .blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
 from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
@@ -19,7 +19,6 @@ __all__ = [
     "AuthorNote",
     "Block",
     "BlockKind",
-    "BlockStatus",
     "Character",
     "Chat",
     "ChatMessage",

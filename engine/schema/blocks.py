@@ -58,14 +58,6 @@ def preview_block_origin(block_id: str, source: str) -> BlockOrigin:
     return BlockOrigin.ASSEMBLY if _ASSEMBLY_ID.fullmatch(block_id) else BlockOrigin.STRATEGY
 
 
-class BlockStatus(StrEnum):
-    """Outcome of shifting for one block."""
-
-    KEPT = "kept"
-    EXCLUDED = "excluded"
-    TRUNCATED = "truncated"
-
-
 class Block(BaseModel):
     """One unit of the prompt, before shifting.
 

@@ -198,7 +198,6 @@ def test_lorebook_budget_is_the_activation_budget(seraphina: PreviewRequest, per
     wi = seraphina.settings.world_info.model_copy(update={"budget_percent": percent, "budget_cap": cap})
     settings = seraphina.settings.model_copy(update={"world_info": wi})
     resolved = model_profile_and_limit(settings)
-    assert resolved.tokenizer is not None
     result = activate(lorebook_plan(seraphina).activated, seraphina.chat.messages, wi,
                       count_tokens=resolved.tokenizer.count, context_limit=resolved.budget)
     assert lorebook_budget(settings, resolved.budget) == result.budget

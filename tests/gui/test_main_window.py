@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTextBrowser, QTextEdit
 
@@ -70,6 +71,21 @@ def test_exclude_under_truncate_switches_to_manual_in_one_undo_step(qtbot, windo
     assert block_of(preview, 4).status == "kept"
     assert store.get_chat(chat_id).settings.strategy == "truncate"
     assert window.settings_panel.strategy_box.currentData() == "truncate"
+
+
+@pytest.mark.parametrize("strategy", ["summarize", "vector-recall"])
+def test_exclude_under_a_strategy_that_honours_it_keeps_the_strategy(qtbot, window, library, strategy) -> None:
+    # engine.shifting.registry: StrategyInfo.honors_manual is True for these; no switch to manual
+    doc = window.ctx.document
+    chosen = doc.request.settings.model_copy(update={"strategy": strategy})
+    preview = rerun(qtbot, window, lambda: window.settings_panel.settings_edited.emit(chosen))
+    assert preview.strategy == strategy
+    preview = rerun(qtbot, window, lambda: window.chat_view.exclude_toggled.emit(4, True))
+    assert preview.strategy == strategy
+    assert (block_of(preview, 4).status, block_of(preview, 4).reason) == ("excluded", "MANUAL_EXCLUDED")
+    assert window.settings_panel.strategy_box.currentData() == strategy
+    preview = rerun(qtbot, window, window.ctx.undo_stack.undo)
+    assert block_of(preview, 4).status == "kept" and preview.strategy == strategy
 
 
 def test_pinning_protects_under_a_tight_budget(qtbot, window, library) -> None:
