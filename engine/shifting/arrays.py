@@ -14,12 +14,12 @@ Positions index the lists; a tool group is given as its member positions (ascend
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
-from operator import add, and_, gt, is_, le, not_, or_
+from operator import add, and_, eq, gt, is_, le, not_, or_
 from typing import Any
 
 from .core import TOKEN_BUDGET_EXCEEDED, TOOL_PAIR_INCOMPLETE
@@ -165,8 +165,8 @@ def shift_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Seque
         else:
             order = []
             for t in (0, 1, 2):
-                order += compress(rest, map(int.__eq__, tiers, repeat(t)))
-            order += sorted(compress(rest, map(int.__eq__, tiers, repeat(3))), key=lambda i: (priority[i], -i))
+                order += compress(rest, map(eq, tiers, repeat(t)))
+            order += sorted(compress(rest, map(eq, tiers, repeat(3))), key=lambda i: (priority[i], -i))
         if total > budget and order:
             cum = list(accumulate(map(size_of, order)))
             k = min(bisect_left(cum, total - budget) + 1, len(order))
@@ -367,13 +367,17 @@ def _rooms_fast(u: _Units) -> tuple[list[int], list[int]]:
     """:func:`~engine.shifting.fitmap._rooms` (the same rooms) as parallel lists, newest unit first."""
     n = len(u.dead)
     removable = list(map(gt, map(not_, u.dead), u.protected))  # live and not protected
-    lore = list(compress(u.size, map(and_, removable, map(int.__eq__, u.tier, repeat(3)))))
-    hist_mask = list(map(and_, removable, map(int.__eq__, u.tier, repeat(2))))
+    lore = list(compress(u.size, map(and_, removable, map(eq, u.tier, repeat(3)))))
+    hist_mask = list(map(and_, removable, map(eq, u.tier, repeat(2))))
     hist = list(compress(range(n), hist_mask))[::-1]
     sizes = list(compress(u.size, hist_mask))[::-1]
     sums = list(accumulate(sizes, initial=sum(lore)))[1:]
-    tops = list(accumulate(sizes, max, initial=max(lore, default=0)))[1:]
-    slow = list(compress(range(len(sums)), map(le, sums, tops)))
+    # a running sum above the largest size stays above every running maximum: only the prefix up
+    # to there can hold units where the sum does not exceed the largest size so far
+    largest = max(max(lore, default=0), max(sizes, default=0))
+    prefix = bisect_right(sums, largest)
+    tops = list(accumulate(sizes[:prefix], max, initial=max(lore, default=0)))[1:]
+    slow = list(compress(range(prefix), map(le, sums, tops)))
     if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
         rooms = _rooms_fenwick(u)
         return hist, [rooms[k] for k in hist]
