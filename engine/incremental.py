@@ -367,6 +367,9 @@ def warm_run(request: Any, reg: Any) -> Any:
     for old in candidates:
         if old.reg is not reg or old.step["honor_manual"] != (info.fn is manual_strategy):
             continue
+        profile = old.step["profile"]
+        if profile.name not in reg.tokenizers or reg.tokenizers.get(profile.name) is not profile:
+            continue  # the profile was registered again since
         if context is None:
             context = _context(request, reg)
         if old.context != context:
