@@ -55,6 +55,7 @@ from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
+    TokenizerRegistry,
     content_part_warnings,
     count_messages_tokens,
     count_tools_tokens,
@@ -127,6 +128,52 @@ def _activate(request: PreviewRequest, plan: LorebookPlan, profile: TokenizerPro
         character=request.character, persona=request.persona,
         chat_metadata=request.chat.metadata, book_scopes=[plan.scopes[i] for i in plan.order],
     )
+
+
+def activate_text(request: PreviewRequest, text: str, *,
+                  tokenizers: TokenizerRegistry | None = None) -> ActivationResult:
+    """The preview's World Info activation (SPEC step 3) run on ``text`` as the chat's only message.
+
+    What the GUI's lorebook test box shows: the same books in the same activation order with the
+    same scopes (:func:`engine.resolve.lorebook_plan`; a duplicate book is traced
+    ``LOREBOOK_DUPLICATE_BOOK``, not activated twice), the same tokenizer profile and prompt budget
+    the lorebook percentage applies to (:func:`engine.resolve.model_profile_and_limit`), the same
+    ``{{user}}``/``{{char}}`` names (:func:`engine.resolve.speaker_names`). The text is one user
+    message; the chat's stored timed effects (``chat_metadata``) are left out, since their message
+    indexes belong to the real chat.
+
+    Parameters
+    ----------
+    request:
+        The chat's request: lorebooks, World Info settings, card, persona, names.
+    text:
+        The test text (any length, characters).
+    tokenizers:
+        The registry to count with; the built-in profiles when ``None``.
+
+    Returns
+    -------
+    ActivationResult
+        ``trace[*].book_index`` indexes ``plan.books`` (``engine.resolve.chat_lorebooks``), as in
+        ``ContextPreview.lorebook_trace``; an empty result when the chat has no lorebook.
+
+    Raises
+    ------
+    SettingsError
+        ``UNKNOWN_TOKENIZER`` for a profile the registry lacks.
+    """
+    from .lorebook.models import ActivationResult
+
+    resolved = model_profile_and_limit(request.settings, tokenizers,
+                                       sillytavern=request.sillytavern is not None)
+    plan = lorebook_plan(request)
+    chat = request.chat.model_copy(update={"messages": [ChatMessage(role="user", content=text)], "metadata": {}})
+    probe = request.model_copy(update={"chat": chat})
+    assert resolved.tokenizer is not None  # model_profile_and_limit always sets it
+    activation = _activate(probe, plan, resolved.tokenizer, resolved.budget, speaker_names(request))
+    if activation is None:
+        return ActivationResult()  # no lorebook at all (a plan with books has a distinct one)
+    return activation.model_copy(update={"trace": _remap_trace(activation, plan)})
 
 
 def _messages_of(blocks: list[Block]) -> list[dict[str, Any]]:
@@ -775,4 +822,4 @@ def _restore_protected(name: str, pool: _Pairs, nxt: _Pairs, msg_blocks: list[Bl
             nxt.insert(insert_at, (m, b))
 
 
-__all__ = ["PreparedPrompt", "Registries", "default_registries", "prepare", "preview"]
+__all__ = ["PreparedPrompt", "Registries", "activate_text", "default_registries", "prepare", "preview"]

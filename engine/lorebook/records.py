@@ -41,7 +41,7 @@ def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
         fields = _FIELDS[cls] = frozenset(cls.model_fields)
     obj = _new(cls)
     _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_fields_set__", set(fields))  # its own mutable set: model_copy(update=) adds to it
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj

@@ -179,3 +179,42 @@ def test_a_world_equal_to_the_cards_embedded_book_activates_once():
     other = Lorebook(name="Coast", entries=[LorebookEntry(uid=5, keys=["harbor"], content="Different lore.")])
     pv = preview(req.model_copy(update={"lorebooks": [world, other]}))
     assert len([b for b in pv.blocks if b.kind == "lorebook"]) == 3
+
+
+def test_activate_text_is_the_previews_activation_on_one_message():
+    # the GUI's lorebook test box: same books, duplicates, budget and trace indexes as preview()
+    from engine.lorebook import test_text
+    from engine.pipeline import activate_text
+    from engine.schema import Character, Lorebook, LorebookEntry
+
+    entries = [LorebookEntry(uid=0, keys=["harbor"], content="The harbor is closed."),
+               LorebookEntry(uid=1, keys=["storm"], content="Storms come at dusk.")]
+    card = Character(name="Mira", character_book=Lorebook(name="Coast", entries=entries))
+    world = Lorebook(name="Coast", entries=[e.model_copy(update={"order": 50}) for e in reversed(entries)])
+    text = "Is the harbor open before the storm?"
+    req = PreviewRequest(chat=Chat(messages=[ChatMessage(role="user", content="hello")]), character=card,
+                         lorebooks=[world, card.character_book],
+                         settings=ContextSettings(model="gpt-4o", context_limit=4000, reply_reserve=100))
+    result = activate_text(req, text)
+    one = preview(req.model_copy(update={"chat": Chat(messages=[ChatMessage(role="user", content=text)])}))
+    assert result.trace == one.lorebook_trace
+    assert sorted(e.uid for e in result.activated) == [0, 1]
+    assert sorted(b.text for b in one.blocks if b.kind == "lorebook") == sorted(e.content for e in result.activated)
+    # the plain engine.lorebook.test_text over every listed book counts the duplicate twice
+    naive = test_text([world, card.character_book], text, req.settings.world_info,
+                      count_tokens=len, context_limit=3900)
+    assert len(naive.activated) == 4 and len(result.activated) == 2
+    assert activate_text(req.model_copy(update={"lorebooks": [], "character": None}), text).trace == []
+
+
+def test_trace_records_can_be_copied_with_updates():
+    # records built without validation (engine.lorebook.records._fast) keep a mutable fields set
+    from engine.lorebook import activate
+    from engine.schema import Lorebook, LorebookEntry
+
+    book = Lorebook(name="Coast", entries=[LorebookEntry(uid=0, keys=["harbor"], content="Closed.")])
+    result = activate([book], [ChatMessage(role="user", content="the harbor")], ContextSettings().world_info,
+                      count_tokens=len, context_limit=1000)
+    rec = result.trace[0].model_copy(update={"tokens": 99})
+    assert (rec.tokens, result.trace[0].tokens) == (99, len("Closed."))
+    assert result.model_copy(update={"trace": []}).trace == []

@@ -3,7 +3,7 @@
 One table row per entry of every lorebook the chat's World Info uses (book order, then entry
 order) with its settings and, from the current preview's ``lorebook_trace``, whether it fired,
 why (the trace code in words plus its evidence), its tokens and its share of the lorebook
-budget. Below: an entry form and a "test text" box that runs ``engine.lorebook.test_text`` on
+budget. Below: an entry form and a "test text" box that runs ``engine.pipeline.activate_text`` on
 a worker and marks the entries the text would trigger.
 
 Data flows one way (STYLE.md 4): the table model is a read-only adapter; its check boxes and

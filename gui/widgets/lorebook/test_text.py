@@ -1,6 +1,6 @@
 """The Lorebook tab's test box: World Info activation on any text, on a worker thread.
 
-:func:`run_text_test` asks the engine (``engine.lorebook.test_text``) which entries of a chat's
+:func:`run_text_test` asks the engine (``engine.pipeline.activate_text``) which entries of a chat's
 lorebooks a text would trigger; :class:`TextTestRunner` runs it on a ``QThreadPool`` worker and
 delivers only the latest result (each request is stamped with a generation number; a result
 whose generation is no longer the latest is dropped), as :mod:`gui.preview.controller` does for
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
-from engine import lorebook
 from engine.lorebook import ActivationResult, TraceRecord
-from engine.resolve import chat_lorebooks, model_profile_and_limit, speaker_names
+from engine.pipeline import activate_text
 from engine.schema import PreviewRequest
 from engine.tokenizers import TokenizerRegistry
 
@@ -37,10 +36,9 @@ def run_text_test(request: PreviewRequest, text: str,
                   tokenizers: TokenizerRegistry | None = None) -> ActivationResult:
     """Activate the lorebooks of ``request``'s chat on ``text`` as one user message.
 
-    Every rule comes from the engine, as the preview applies it: the books and their
-    ``book_index`` order (``engine.resolve.chat_lorebooks``), the tokenizer profile and the
-    prompt budget the lorebook percentage applies to (``engine.resolve.model_profile_and_limit``),
-    the ``{{user}}``/``{{char}}`` names (``engine.resolve.speaker_names``).
+    The engine answers (:func:`engine.pipeline.activate_text`): the preview's own activation step
+    with its books, activation order, duplicates, scopes, tokenizer profile, lorebook budget and
+    ``{{user}}``/``{{char}}`` names.
 
     Parameters
     ----------
@@ -55,21 +53,14 @@ def run_text_test(request: PreviewRequest, text: str,
     Returns
     -------
     ActivationResult
-        ``engine.lorebook.test_text``'s result; ``trace[*].book_index`` indexes
-        ``chat_lorebooks(request)`` as the preview's trace does.
+        ``trace[*].book_index`` indexes ``chat_lorebooks(request)`` as the preview's trace does.
 
     Raises
     ------
     LoomscopeError
         What the engine raises (``UNKNOWN_TOKENIZER`` for a profile the registry lacks).
     """
-    resolved = model_profile_and_limit(request.settings, tokenizers)
-    assert resolved.tokenizer is not None  # model_profile_and_limit always sets it
-    names = speaker_names(request)
-    return lorebook.test_text(chat_lorebooks(request), text, request.settings.world_info,
-                     count_tokens=resolved.tokenizer.count, context_limit=resolved.budget,
-                     user_name=names.user, char_name=names.char, character=request.character,
-                     persona=request.persona)
+    return activate_text(request, text, tokenizers=tokenizers)
 
 
 def _record_title(rec: TraceRecord) -> str:
