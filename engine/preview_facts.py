@@ -21,6 +21,7 @@ __all__ = [
     "USER_EXCLUSIONS",
     "CompactionMarks",
     "compaction_marks",
+    "strategy_compaction_marks",
     "compaction_stopped",
     "compaction_summary_row",
     "message_blocks",
@@ -170,3 +171,33 @@ def compaction_marks(context_limit: int, budget: int | None = None,
     window_trigger = (1 - Fraction(str(o.response_buffer_percent)) / 100) * trigger_share
     return CompactionMarks(trigger, target, spec_trigger, spec_target, float(trigger_share), float(target_share),
                            float(window_trigger), float(target_share))
+
+
+def strategy_compaction_marks(preview: ContextPreview, options: CompactionOptions | None = None) -> CompactionMarks:
+    """The compaction trigger and target the ``compact`` strategy itself uses for ``preview``.
+
+    The strategy compares the chat's prompt *before* fitting (every live message, the stored
+    summary and the reply priming) with :func:`engine.compaction.thresholds` on the context
+    window (``engine.compaction.strategy.compact_strategy``), never with marks moved inside the
+    prompt budget; so neither mark here is moved (``moved(key)`` is ``False``), and a mark past
+    the prompt budget stays there. Under ``compact``, the figures come from the preview's own
+    ``strategy_info`` (``trigger``/``target``, tokens); under any other strategy (or a preview
+    without them), from ``thresholds(preview.context_limit, options)``: where compaction would
+    fire if the chat switched to ``compact``.
+
+    Parameters
+    ----------
+    preview:
+        The frozen preview.
+    options:
+        The chat's compaction options, ``CompactionOptions.from_options(settings.strategy_options)``
+        (``None``: SPEC §4's defaults). Its percentages give the shares.
+    """
+    o = options or CompactionOptions()
+    marks = compaction_marks(preview.context_limit, None, o)
+    info = preview.strategy_info or {}
+    trigger, target = marks.trigger, marks.target
+    if preview.strategy == "compact" and isinstance(info.get("trigger"), int) and isinstance(info.get("target"), int):
+        trigger, target = int(info["trigger"]), int(info["target"])
+    return CompactionMarks(trigger, target, trigger, target, marks.trigger_share, marks.target_share,
+                           marks.window_trigger_share, marks.window_target_share)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.compaction.options import CompactionOptions
 from engine.errors import LoomscopeError
 from engine.resolve import speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, ProgressEvent
@@ -91,12 +92,22 @@ def token_summary(preview: ContextPreview, elapsed_s: float = 0.0) -> str:
     """The header's one-line summary: prompt vs budget, headroom, context window, strategy, tokenizer.
 
     ``"prompt 1,520 / budget 1,536 tokens · headroom 16 · context window 2,048 · manual · o200k_base · 12 ms"``
-    (all figures in tokens; the budget is the context window minus the reply reserve and safety margin).
+    (all figures in tokens; the budget is the context window minus the reply reserve, and the
+    headroom is the budget minus the safety margin and the prompt, as in :class:`ContextPreview`).
     """
     approx = " ≈ approximate" if preview.tokenizer.approximate else ""
     return (f"prompt {preview.prompt_tokens:,} / budget {preview.budget:,} tokens · "
             f"headroom {preview.headroom:,} · context window {preview.context_limit:,} · "
             f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
+
+
+def compaction_options(settings: ContextSettings) -> CompactionOptions | None:
+    """The chat's compaction options, as the ``compact`` strategy reads them (``None`` when they
+    are invalid: the preview then reports ``INVALID_SETTINGS`` itself)."""
+    try:
+        return CompactionOptions.from_options(settings.strategy_options)
+    except LoomscopeError:
+        return None
 
 
 def dedupe_lines(text: str) -> str:
@@ -656,7 +667,7 @@ class MainWindow(QMainWindow):
         self._preview_chat = doc.chat_id
         self.blocks_panel.set_preview(preview)
         self.chat_view.set_preview(preview)
-        self.budget_bar.set_preview(preview)
+        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings))
         self.tokens_chart.set_preview(preview)
         self.settings_panel.set_preview(preview)
         self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
@@ -685,21 +696,27 @@ class MainWindow(QMainWindow):
             self.preview_applied.emit(preview)
 
     def budget_message(self, preview: ContextPreview) -> str:
-        """The message for a preview error; for ``TOKEN_BUDGET_EXCEEDED`` it names the protected blocks."""
+        """The message for a preview error; for ``TOKEN_BUDGET_EXCEEDED`` it names the protected blocks.
+
+        The figures are the engine's own (``preview.error.message`` and ``details``: the
+        protected tokens, the budget after the safety margin, the protected block ids); the
+        GUI only looks the blocks up for their source and reason.
+        """
         assert preview.error is not None
-        text = message_for(preview.error.code)
-        if preview.error.code == "TOKEN_BUDGET_EXCEEDED":
-            protected = sorted((b for b in preview.blocks if b.protected), key=lambda b: -b.tokens)
-            total = sum(b.tokens for b in protected)
-            lines = [f"{text}", f"Protected blocks: {total:,} tokens for a budget of {preview.budget:,} "
-                     f"(limit {preview.context_limit:,} − reserve {preview.reply_reserve:,}):"]
+        error = preview.error
+        text = message_for(error.code)
+        if error.code == "TOKEN_BUDGET_EXCEEDED":
+            by_id = {b.id: b for b in preview.blocks}
+            ids = error.details.get("protected_blocks", [])
+            protected = sorted((by_id[i] for i in ids if i in by_id), key=lambda b: -b.tokens)
+            lines = [f"{text}", f"{error.message[:1].upper()}{error.message[1:]}.", "Protected blocks:"]
             for b in protected[:6]:
                 lines.append(f"  • {b.source} — {b.tokens:,} tokens ({b.reason})")
             if len(protected) > 6:
                 lines.append(f"  • … and {len(protected) - 6} more")
             lines.append("No request will be sent until this fits.")
             return "\n".join(lines)
-        return f"{text} ({preview.error.code})"
+        return f"{text} ({error.code})"
 
     def _show_banner(self, text: str) -> None:
         self.banner.setText(dedupe_lines(text))

@@ -1,10 +1,11 @@
 """The budget bar: the context limit as a stacked bar by kind, reserve, free space and the cut.
 
 Painted with ``QPainter`` (no extra dependency). Marks: the compaction trigger
-(``limit × (1 − 0.08) × 0.80``, SPEC §4) and the compaction target (65 % of the limit), drawn on
-the window the prompt actually has: when a large reply reserve puts a mark at or beyond the
-prompt budget (where the prompt can never reach it), the mark is drawn at the same share of the
-prompt budget instead, and its tooltip says so.
+(``limit × (1 − 0.08) × 0.80``, SPEC §4) and the compaction target (65 % of the limit) with the
+chat's own compaction options, exactly where the ``compact`` strategy puts them
+(:func:`engine.preview_facts.strategy_compaction_marks`; under ``compact`` the preview's own
+``strategy_info``). A mark past the prompt budget stays there (the strategy compares the chat
+before fitting with it), and its tooltip says so.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from PySide6.QtCore import QPoint, QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
+from engine.compaction.options import CompactionOptions
+from engine.preview_facts import CompactionMarks, strategy_compaction_marks
 from engine.preview_facts import compaction_marks as engine_compaction_marks
 from engine.schema import ContextPreview
 
@@ -63,31 +66,28 @@ def budget_segments(preview: ContextPreview) -> list[Segment]:
     return segs
 
 
-def compaction_marks(context_limit: int, budget: int | None = None) -> dict[str, int]:
-    """``{"trigger": tokens, "target": tokens}`` where the bar draws the marks
-    (``engine.preview_facts.compaction_marks``: SPEC §4, moved inside the prompt ``budget``)."""
-    m = engine_compaction_marks(context_limit, budget)
+def compaction_marks(context_limit: int, options: CompactionOptions | None = None) -> dict[str, int]:
+    """``{"trigger": tokens, "target": tokens}`` for a ``context_limit``-token window and the
+    chat's compaction ``options`` (``engine.preview_facts.compaction_marks``: SPEC §4)."""
+    m = engine_compaction_marks(context_limit, None, options)
     return {"trigger": m.trigger, "target": m.target}
 
 
-def compaction_mark_tooltip(key: str, preview: ContextPreview) -> str:
-    """What a compaction mark means, in tokens, and which window it is drawn on."""
+def compaction_mark_tooltip(key: str, preview: ContextPreview, options: CompactionOptions | None = None) -> str:
+    """What a compaction mark means, in tokens, and where it sits against the prompt budget."""
     limit, budget = preview.context_limit, preview.context_limit - preview.reply_reserve
-    m = engine_compaction_marks(limit, budget)
+    m = strategy_compaction_marks(preview, options)
+    tokens = m.trigger if key == "trigger" else m.target
     if key == "trigger":
-        text = (f"Compaction trigger: {m.trigger:,} tokens. With the compact strategy, a prompt this "
+        text = (f"Compaction trigger: {tokens:,} tokens. With the compact strategy, a prompt this "
                 f"large is summarized down to the target.")
     else:
-        text = f"Compaction target: {m.target:,} tokens, where compaction stops."
-    spec = m.spec_trigger if key == "trigger" else m.spec_target
-    if m.moved(key):
-        text += (f" SPEC §4 puts it at {spec:,} tokens of the {limit:,}-token context window, beyond "
-                 f"the {budget:,}-token prompt budget (context window − reply reserve {preview.reply_reserve:,}), "
-                 f"so it is drawn at {100 * (m.trigger_share if key == 'trigger' else m.target_share):.0f} % "
-                 f"of the prompt budget.")
-    else:
-        text += (f" ({100 * m.window_trigger_share:.1f} % of the context window)"
-                 if key == "trigger" else f" ({100 * m.window_target_share:.0f} % of the context window)")
+        text = f"Compaction target: {tokens:,} tokens, where compaction stops."
+    text += (f" ({100 * tokens / limit:.1f} % of the context window)" if limit else "")
+    if tokens >= budget:
+        text += (f" It lies beyond the {budget:,}-token prompt budget (context window − reply reserve "
+                 f"{preview.reply_reserve:,}): the strategy compares the whole chat, before anything is "
+                 f"cut to fit, with it.")
     return text
 
 
@@ -97,6 +97,7 @@ class BudgetBar(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._preview: ContextPreview | None = None
+        self._options: CompactionOptions | None = None
         self._segments: list[Segment] = []
         self._rects: list[tuple[QRectF, Segment]] = []
         self.setMouseTracking(True)
@@ -106,9 +107,11 @@ class BudgetBar(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(600, 50)
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
-        """Show ``preview`` (``None`` clears the bar)."""
+    def set_preview(self, preview: ContextPreview | None, options: CompactionOptions | None = None) -> None:
+        """Show ``preview`` (``None`` clears the bar) with the chat's compaction ``options``
+        (``CompactionOptions.from_options(settings.strategy_options)``; ``None``: SPEC §4's defaults)."""
         self._preview = preview
+        self._options = options
         self._segments = budget_segments(preview) if preview is not None else []
         self.update()
 
@@ -178,7 +181,7 @@ class BudgetBar(QWidget):
         bar_h = self._rects[0][0].height() if self._rects else 20.0
         p.drawRect(QRectF(1.0, bar_top, limit * self._scale, bar_h))
         self._mark_x: dict[str, float] = {}
-        marks = engine_compaction_marks(limit, limit - self._preview.reply_reserve)
+        marks = self.marks()
         for key, tokens in (("trigger", marks.trigger), ("target", marks.target)):
             x = 1.0 + tokens * self._scale
             self._mark_x[key] = x
@@ -205,6 +208,11 @@ class BudgetBar(QWidget):
                                          int(inner.width())))
         p.setPen(QColor("#333"))
         p.drawText(QRectF(2, 0, 300, 14), int(Qt.AlignmentFlag.AlignLeft), self.caption())
+
+    def marks(self) -> CompactionMarks:
+        """The compaction marks drawn: the ones the ``compact`` strategy uses for this preview."""
+        assert self._preview is not None
+        return strategy_compaction_marks(self._preview, self._options)
 
     def caption(self) -> str:
         """The text over the bar's left end: what the whole bar stands for (``"context window 2,048 tokens"``)."""
@@ -247,9 +255,9 @@ class BudgetBar(QWidget):
         """The compaction mark (``trigger``/``target``) under ``x`` (its label or line, ±4 px)."""
         if self._preview is None:
             return None
-        limit = self._preview.context_limit
         self._layout()
-        for key, tokens in compaction_marks(limit, limit - self._preview.reply_reserve).items():
+        marks = self.marks()
+        for key, tokens in (("trigger", marks.trigger), ("target", marks.target)):
             mx = 1.0 + tokens * self._scale
             on_label = y is not None and y < 15 and (mx <= x <= mx + 140 if key == "trigger" else mx - 143 <= x <= mx)
             if abs(x - mx) <= 4 or on_label:
@@ -260,7 +268,7 @@ class BudgetBar(QWidget):
         mark = self.mark_at(event.position().x(), event.position().y())
         if mark is not None and self._preview is not None:
             QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8),
-                              compaction_mark_tooltip(mark, self._preview), self)
+                              compaction_mark_tooltip(mark, self._preview, self._options), self)
             return
         seg = self.segment_at(event.position().x())
         if seg is None:

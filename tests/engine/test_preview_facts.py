@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.compaction import CompactionOptions, thresholds
 from engine.preview_facts import (
     compaction_marks,
+    strategy_compaction_marks,
     compaction_stopped,
     compaction_summary_row,
     message_blocks,
@@ -66,3 +67,24 @@ def test_compaction_marks_follow_spec_and_the_budget() -> None:
     # the chat's own options are honoured
     m = compaction_marks(1_000, options=CompactionOptions(threshold_percent=50, target_percent=40))
     assert (m.trigger, m.target) == (460, 400)
+
+
+def test_strategy_compaction_marks_are_the_strategys_own() -> None:
+    from engine.schema import ContextPreview, TokenizerInfo
+
+    def preview(strategy: str, info: dict, reserve: int = 100) -> ContextPreview:
+        return ContextPreview(model="gpt-4o", tokenizer=TokenizerInfo(profile="o200k_base", approximate=False),
+                              context_limit=1_000, reply_reserve=reserve, budget=1_000 - reserve, safety_margin=0,
+                              headroom=0, prompt_tokens=0, strategy=strategy, blocks=[], strategy_info=info)
+
+    # the chat's threshold_percent=70: compaction fires at 64.4 % of the window, not SPEC's 73.6 %
+    opts = CompactionOptions.from_options({"threshold_percent": 70})
+    m = strategy_compaction_marks(preview("manual", {}), opts)
+    assert (m.trigger, m.target) == thresholds(1_000, opts) == (644, 650)
+    assert m.trigger_share == 0.7
+    # under compact, the strategy's own figures (its strategy_info) are drawn
+    m = strategy_compaction_marks(preview("compact", {"trigger": 600, "target": 500}), opts)
+    assert (m.trigger, m.target) == (600, 500)
+    # a mark past the prompt budget is where the strategy compares it, never moved
+    m = strategy_compaction_marks(preview("manual", {}, reserve=500))
+    assert (m.trigger, m.target) == (736, 650) and not m.moved("trigger") and not m.moved("target")

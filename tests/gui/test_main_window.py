@@ -259,6 +259,23 @@ def test_budget_exceeded_points_at_protected_blocks(qtbot, window) -> None:
     assert blocker.args[0].code == "TOKEN_BUDGET_EXCEEDED"
 
 
+def test_budget_banner_shows_the_engines_figures_with_the_safety_margin(qtbot, window) -> None:
+    # an approximate profile holds back a safety margin: the banner must say what the engine says
+    doc = window.ctx.document
+    tiny = doc.request.settings.model_copy(update={"context_limit": 60, "reply_reserve": 5,
+                                                   "tokenizer": "generic-approx", "safety_margin_percent": 20})
+    preview = rerun(qtbot, window, lambda: window.settings_panel.settings_edited.emit(tiny))
+    assert preview.error is not None and preview.error.code == "TOKEN_BUDGET_EXCEEDED"
+    assert preview.safety_margin > 0
+    details = preview.error.details
+    text = window.banner.text()
+    assert f"{details['protected_tokens']} tokens but the budget is {details['budget']}" in text
+    assert f"safety margin {preview.safety_margin}" in text
+    assert f"budget of {preview.budget:,}" not in text
+    sources = {b.source for b in preview.blocks if b.id in details["protected_blocks"]}
+    assert any(source in text for source in sources)
+
+
 def test_layout_and_last_chat_persist(qtbot, window, library, qsettings) -> None:
     from gui.app import build_context
     from gui.main_window import MainWindow

@@ -248,11 +248,11 @@ def test_honest_chrome(qtbot, window, library) -> None:
     assert window.library.delete_button.isEnabled() and window.delete_action.isEnabled()
     assert "prompt budget" in window.settings_panel.wi_percent.suffix()
     assert "-token prompt budget" in window.settings_panel.wi_tokens.text()
-    # compaction marks sit inside the prompt budget and explain themselves
+    # compaction marks sit where the compact strategy compares the chat, and explain themselves
+    # (issue 10 item 2: a mark past the prompt budget is no longer moved inside it)
     pv = make_preview([make_block(0, tokens=100, message_index=0)], limit=128_000, reserve=64_000)
-    marks = compaction_marks(128_000, 64_000)
-    assert marks["target"] < marks["trigger"] < 64_000
-    assert compaction_marks(128_000) == {"trigger": 94_208, "target": 83_200}
+    marks = compaction_marks(128_000)
+    assert marks == {"trigger": 94_208, "target": 83_200}
     assert "94,208" in compaction_mark_tooltip("trigger", pv) and "prompt budget" in compaction_mark_tooltip("trigger", pv)
     window.budget_bar.set_preview(pv)
     window.budget_bar.resize(800, 50)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gui.widgets.budget_bar import BudgetBar, budget_segments, compaction_marks
+from gui.widgets.budget_bar import BudgetBar, budget_segments, compaction_mark_tooltip, compaction_marks
 from gui.widgets.tokens_chart import TokensChart
 from tests.gui.helpers import make_block, make_preview
 
@@ -33,6 +33,28 @@ def test_segments_by_kind_reserve_free_and_cut() -> None:
 
 def test_compaction_marks_follow_spec() -> None:
     assert compaction_marks(128_000) == {"trigger": 94_208, "target": 83_200}
+
+
+def test_bar_draws_the_marks_the_compact_strategy_uses(qtbot) -> None:
+    from engine.compaction.options import CompactionOptions
+
+    bar = BudgetBar()
+    qtbot.addWidget(bar)
+    bar.resize(800, 50)
+    opts = CompactionOptions.from_options({"threshold_percent": 70})
+    bar.set_preview(_preview(), opts)
+    assert (bar.marks().trigger, bar.marks().target) == (644, 650)  # 64.4 %, where compaction fires
+    compact = _preview().model_copy(update={"strategy": "compact", "strategy_info": {"trigger": 600, "target": 500}})
+    bar.set_preview(compact, opts)
+    assert (bar.marks().trigger, bar.marks().target) == (600, 500)
+    bar.show()
+    bar.repaint()
+    assert bar.mark_at(1.0 + 600 * (bar._layout() and bar._scale)) == "trigger"
+    # a large reserve: the trigger stays where the strategy compares it, and its tooltip says so
+    big = make_preview([make_block(0, tokens=100, message_index=0)], limit=128_000, reserve=64_000)
+    bar.set_preview(big)
+    assert (bar.marks().trigger, bar.marks().target) == (94_208, 83_200)
+    assert "beyond the 64,000-token prompt budget" in compaction_mark_tooltip("trigger", big)
 
 
 def test_tooltip_and_hit_testing(qtbot) -> None:
