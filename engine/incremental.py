@@ -19,6 +19,7 @@ their own blocks.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 import threading
@@ -377,8 +378,10 @@ def warm_run(request: Any, reg: Any) -> Any:
         changed = changed_positions(msgs, old.messages)
         if len(changed) > WARM_MAX_CHANGED:
             return None
-        if not changed:
-            return old.prepared
+        if not changed:  # the same request again: the same (frozen) preview, fresh message dicts
+            prepared = old.prepared
+            return dataclasses.replace(prepared, messages=list(map(dict.copy, prepared.messages)),
+                                       tools=list(prepared.tools))
         patched = _patched(old, msgs, changed)
         if patched is None:
             return None

@@ -179,3 +179,12 @@ def test_toggle_reuses_unchanged_preview_blocks() -> None:
     same = [a is b for a, b in zip(first.blocks, second.blocks)]
     assert same == [a.model_dump() == b.model_dump() for a, b in zip(first.blocks, second.blocks)]
     assert [i for i, s in enumerate(same) if not s] == [0, 40, 41]
+
+
+def test_same_request_again_shares_the_preview_not_the_messages() -> None:
+    request = PreviewRequest(chat=Chat(messages=[ChatMessage(role="user", content="Hello there.")]),
+                             settings=ContextSettings(model="gpt-4o", context_limit=1000, reply_reserve=100))
+    regs = default_registries()
+    first, again = prepare(request, registries=regs), prepare(request, registries=regs)
+    assert again.preview is first.preview  # frozen: the remembered run's own
+    assert again.messages == first.messages and again.messages[0] is not first.messages[0]
