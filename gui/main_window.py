@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from engine.compaction.options import CompactionOptions
 from engine.errors import LoomscopeError
-from engine.resolve import speaker_names
+from engine.resolve import honours_exclusions, speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, ProgressEvent
 from engine.schema.audit import PromptContextAudit
 
@@ -497,8 +497,11 @@ class MainWindow(QMainWindow):
         """
         doc = self.ctx.document
         req = doc.request
-        switch = (value and req is not None and MANUAL_STRATEGY in self.ctx.registries.strategies
-                  and not self._honours_exclusions(req.settings.strategy))
+        strategies = self.ctx.registries.strategies
+        # the pipeline's own rule (registry flag and the honor_manual option); an unknown strategy
+        # (the preview reports UNKNOWN_STRATEGY) is treated as not honouring exclusions
+        switch = (value and req is not None and MANUAL_STRATEGY in strategies
+                  and not (req.settings.strategy in strategies and honours_exclusions(req.settings, strategies)))
         if not switch:
             self._push_flag(message_index, "manual_excluded", value)
             return
@@ -514,11 +517,6 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(doc.request.settings)
         self.statusBar().showMessage(
             f"Strategy switched to “{MANUAL_STRATEGY}” so hand exclusions apply (Ctrl+Z undoes both)", 8000)
-
-    def _honours_exclusions(self, strategy: str) -> bool:
-        """Whether the engine's registry says ``strategy`` never sends a hand-excluded message."""
-        strategies = self.ctx.registries.strategies
-        return strategy in strategies and strategies.get(strategy).honors_manual
 
     def _push_flag(self, message_index: int, flag: str, value: bool) -> None:
         doc = self.ctx.document

@@ -73,6 +73,22 @@ def test_exclude_under_truncate_switches_to_manual_in_one_undo_step(qtbot, windo
     assert window.settings_panel.strategy_box.currentData() == "truncate"
 
 
+def test_exclude_under_summarize_with_honor_manual_off_switches_to_manual(qtbot, window, library) -> None:
+    # engine.resolve.honours_exclusions: the honor_manual option switches the registry flag off
+    store, chat_id, _ = library
+    doc = window.ctx.document
+    chosen = doc.request.settings.model_copy(update={"strategy": "summarize",
+                                                     "strategy_options": {"honor_manual": False}})
+    preview = rerun(qtbot, window, lambda: window.settings_panel.settings_edited.emit(chosen))
+    assert preview.strategy == "summarize"
+    preview = rerun(qtbot, window, lambda: window.chat_view.exclude_toggled.emit(4, True))
+    assert preview.strategy == "manual"
+    assert block_of(preview, 4).reason == "MANUAL_EXCLUDED"
+    preview = rerun(qtbot, window, window.ctx.undo_stack.undo)  # one step undoes both
+    assert preview.strategy == "summarize"
+    assert store.get_chat(chat_id).settings.strategy == "summarize"
+
+
 @pytest.mark.parametrize("strategy", ["summarize", "vector-recall"])
 def test_exclude_under_a_strategy_that_honours_it_keeps_the_strategy(qtbot, window, library, strategy) -> None:
     # engine.shifting.registry: StrategyInfo.honors_manual is True for these; no switch to manual
