@@ -21,11 +21,11 @@ __all__ = [
     "USER_EXCLUSIONS",
     "CompactionMarks",
     "compaction_marks",
-    "strategy_compaction_marks",
     "compaction_stopped",
     "compaction_summary_row",
     "message_blocks",
     "oldest_fitting_index",
+    "strategy_compaction_marks",
 ]
 
 #: Exclusion reasons that are the writer's choice, not a budget cut: they do not end the run of

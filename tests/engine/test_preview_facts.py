@@ -5,11 +5,11 @@ from __future__ import annotations
 from engine.compaction import CompactionOptions, thresholds
 from engine.preview_facts import (
     compaction_marks,
-    strategy_compaction_marks,
     compaction_stopped,
     compaction_summary_row,
     message_blocks,
     oldest_fitting_index,
+    strategy_compaction_marks,
 )
 from engine.schema import ContextPreview, PreviewBlock, TokenizerInfo
 
