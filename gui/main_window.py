@@ -665,7 +665,7 @@ class MainWindow(QMainWindow):
         self._preview_chat = doc.chat_id
         self.blocks_panel.set_preview(preview)
         self.chat_view.set_preview(preview)
-        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings))
+        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None)
         self.tokens_chart.set_preview(preview)
         self.settings_panel.set_preview(preview)
         self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
