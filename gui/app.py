@@ -218,7 +218,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
 
 def install_excepthook(window: MainWindow) -> None:
     """Show unexpected exceptions as ``INTERNAL_ERROR`` (details to the log) instead of losing them."""
-    from .errors import UserError, message_for
+    from .errors import user_error
 
     previous = sys.excepthook
 
@@ -227,12 +227,7 @@ def install_excepthook(window: MainWindow) -> None:
         if issubclass(exc_type, KeyboardInterrupt):
             previous(exc_type, exc, tb)
             return
-        code = getattr(exc, "code", None)
-        if isinstance(code, str):
-            window.show_error(UserError(code, message_for(code), getattr(exc, "file", None),
-                                        getattr(exc, "place", None)))
-        else:
-            window.show_error(UserError("INTERNAL_ERROR", message_for("INTERNAL_ERROR")))
+        window.show_error(user_error(exc))  # an engine error by its code, anything else INTERNAL_ERROR
 
     sys.excepthook = hook
 

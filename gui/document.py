@@ -18,9 +18,6 @@ from PySide6.QtCore import QObject, Signal
 from engine.errors import LoomscopeError
 from engine.schema import ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
 
-#: Lorebook ids used when the document runs without a store (``mem:<index>`` into ``request.lorebooks``).
-MEMORY_BOOK_PREFIX = "mem:"
-
 
 @dataclass(frozen=True)
 class LoadedChat:
@@ -115,26 +112,19 @@ class ChatDocument(QObject):
         self.card_book_name = loaded.card_book_name
         self._set(loaded.chat_id, loaded.request, list(loaded.lorebook_ids), loaded.title)
 
-    def load_request(self, request: PreviewRequest, chat_id: str = "memory",
-                     title: str | None = None) -> None:
-        """Open an in-memory request (no store): edits stay in memory."""
-        ids = [f"{MEMORY_BOOK_PREFIX}{i}" for i in range(len(request.lorebooks))]
-        self.parent_id = self.card_book_name = None
-        self._set(chat_id, request, ids, title if title is not None else request.chat.title)
-
     def ensure_open(self, chat_id: str | None) -> bool:
         """Open ``chat_id`` unless it is open already (an undo of an edit made in another chat
-        brings that chat back); ``False`` when it cannot be (an in-memory chat that was left)."""
+        brings that chat back); ``False`` when it cannot be (no chat, or no library)."""
         if chat_id == self.chat_id:
             return True
-        if chat_id is None or chat_id == "memory" or self.store is None:
+        if chat_id is None or self.store is None:
             return False
         self.load_chat(chat_id)
         return True
 
     def reload(self) -> None:
         """Re-read the open chat from the store (after a generation, branch or import)."""
-        if self.store is not None and self.chat_id is not None and self.chat_id != "memory":
+        if self.store is not None and self.chat_id is not None:
             loaded = read_chat(self.store, self.chat_id)
             self.request = loaded.request
             self.lorebook_ids = list(loaded.lorebook_ids)
@@ -161,17 +151,12 @@ class ChatDocument(QObject):
 
     @property
     def _persisted(self) -> bool:
-        return self.store is not None and self.chat_id is not None and self.chat_id != "memory"
+        return self.store is not None and self.chat_id is not None
 
     # -- messages ------------------------------------------------------------------------
     def messages(self) -> list[ChatMessage]:
         """The chat's messages (read-only use)."""
         return [] if self.request is None else self.request.chat.messages
-
-    def message_flags(self, index: int) -> tuple[bool, bool]:
-        """``(pinned, manual_excluded)`` of message ``index``."""
-        meta = self.messages()[index].meta
-        return bool(meta.pinned), bool(meta.manualExcluded)
 
     def message_flag(self, index: int, flag: str) -> bool:
         """One flag of message ``index``: ``pinned``, ``manual_excluded`` or ``hidden``."""
@@ -320,44 +305,16 @@ class ChatDocument(QObject):
         self.request_changed.emit()
 
     # -- lorebooks -----------------------------------------------------------------------
-    def lorebook_entry(self, lorebook_id: str, uid: int | str) -> LorebookEntry | None:
-        """The entry ``uid`` of lorebook ``lorebook_id`` as the document holds it now."""
-        book = self._book(lorebook_id)
-        if book is None:
-            return None
-        for entry in book.entries:
-            if entry.uid == uid:
-                return entry
-        return None
-
-    def _book(self, lorebook_id: str):
-        if self.request is None:
-            return None
-        if lorebook_id.startswith(MEMORY_BOOK_PREFIX):
-            i = int(lorebook_id[len(MEMORY_BOOK_PREFIX):])
-            return self.request.lorebooks[i] if i < len(self.request.lorebooks) else None
-        if self.store is not None:
-            return self.store.get_lorebook(lorebook_id)
-        return None
-
     def update_lorebook_entry(self, lorebook_id: str, entry: LorebookEntry) -> None:
         """Replace the entry with ``entry.uid`` in lorebook ``lorebook_id`` (saved to the library)."""
         if self.request is None:
             return
-        if lorebook_id.startswith(MEMORY_BOOK_PREFIX):
-            i = int(lorebook_id[len(MEMORY_BOOK_PREFIX):])
-            books = list(self.request.lorebooks)
-            book = books[i]
-            entries = [entry if e.uid == entry.uid else e for e in book.entries]
-            books[i] = book.model_copy(update={"entries": entries})
-            self.request = self.request.model_copy(update={"lorebooks": books})
-        else:
-            if self.store is None:
-                return
-            self.store.update_lorebook_entry(lorebook_id, entry)
-            if self._persisted:
-                # lorebooks are shared between chats and the card's book: rebuild from the library
-                self.request = self.store.build_request(self.chat_id)
+        if self.store is None:
+            return
+        self.store.update_lorebook_entry(lorebook_id, entry)
+        if self._persisted:
+            # lorebooks are shared between chats and the card's book: rebuild from the library
+            self.request = self.store.build_request(self.chat_id)
         self.lorebooks_changed.emit()
         self.setup_changed.emit()
         self.request_changed.emit()

@@ -7,9 +7,12 @@ The GUI never parses ``str(exc)``: it maps :attr:`engine.errors.LoomscopeError.c
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from engine.errors import ERROR_CODES, LoomscopeError
+
+log = logging.getLogger(__name__)
 
 #: Code → what the writer should read. Codes missing here fall back to ``ERROR_CODES``' text.
 USER_MESSAGES: dict[str, str] = {
@@ -46,6 +49,7 @@ USER_MESSAGES: dict[str, str] = {
     "LOREBOOK_NOT_FOUND": "That lorebook is no longer in the library.",
     "MESSAGE_NOT_FOUND": "That message is no longer in the chat.",
     "PERSONA_NOT_FOUND": "That persona is no longer in the library.",
+    "EXPORT_TARGET_EXISTS": "The export would overwrite a file that already exists.",
     "STORAGE_ERROR": "The library database could not be read or written.",
     "INVALID_REQUEST": "The request is malformed.",
     "ROUTE_NOT_FOUND": "The local API has no such route.",
@@ -102,3 +106,15 @@ def user_error(exc: BaseException) -> UserError:
     if isinstance(exc, LoomscopeError):
         return UserError(exc.code, message_for(exc.code), exc.file, exc.place)
     return UserError("INTERNAL_ERROR", message_for("INTERNAL_ERROR"))
+
+
+def worker_error(exc: BaseException, what: str) -> UserError:
+    """The :class:`UserError` for ``exc`` caught by a worker or an action doing ``what``.
+
+    An engine error (:class:`~engine.errors.LoomscopeError`) maps by its stable code; anything
+    else is a bug: it is logged with its traceback (``"<what> failed"``) and the writer reads
+    the generic ``INTERNAL_ERROR`` text, never ``str(exc)`` (STYLE.md 9).
+    """
+    if not isinstance(exc, LoomscopeError):
+        log.error("%s failed", what, exc_info=exc)
+    return user_error(exc)

@@ -9,7 +9,6 @@ raises for provider failures: the returned audit carries the terminal status and
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
@@ -17,9 +16,7 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from engine.schema import PreviewRequest
 
-from .errors import user_error
-
-log = logging.getLogger(__name__)
+from .errors import worker_error
 
 
 class _Relay(QObject):
@@ -44,9 +41,7 @@ class _GenerateJob(QRunnable):
             result = generate_and_store(store, chat_id, provider, request=request, registries=registries,
                                         on_progress=self._relay.progress.emit, cancel=self._cancel)
         except Exception as exc:
-            if not hasattr(exc, "code"):
-                log.exception("generation failed")
-            self._relay.failed.emit(user_error(exc))
+            self._relay.failed.emit(worker_error(exc, "generation"))
             return
         self._relay.finished.emit(result)
 

@@ -8,17 +8,17 @@ pushed on the window's stack; library renames and deletes ask first and are not 
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox, QProgressDialog
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog
 
 from engine.errors import LoomscopeError
 
-from .errors import UserError, user_error
+from .errors import UserError, message_for, user_error
+from .folder_import import run_folder_import
 from .setup_commands import (
     AddLorebookEntryCommand,
     DeleteLorebookEntryCommand,
@@ -31,6 +31,13 @@ from .widgets.library_tabs import TITLES, LibraryTabs
 from .widgets.prompt_setup import PromptSetupPanel
 
 KIND_WORDS = {"character": "Character", "lorebook": "Lorebook", "persona": "Persona", "chat": "Chat"}
+
+
+def export_exists_text(exc: LoomscopeError) -> str:
+    """What the overwrite question says about ``EXPORT_TARGET_EXISTS``: the mapped message and
+    the file (never ``str(exc)``)."""
+    err = user_error(exc)
+    return err.text + (f"\nFile: {err.file}" if err.file else "")
 
 
 class LibrarySetup(QObject):
@@ -209,7 +216,7 @@ class LibrarySetup(QObject):
     def current_state(self) -> SetupState | None:
         """The open chat's setup as stored (``None`` without a library chat)."""
         doc = self.ctx.document
-        if self.store is None or not doc.chat_id or doc.chat_id == "memory":
+        if self.store is None or not doc.chat_id:
             return None
         return SetupState.load(self.store, doc.chat_id)
 
@@ -303,40 +310,19 @@ class LibrarySetup(QObject):
         unchanged / skipped. Returns the ``FolderImportReport`` (``None`` on error: nothing imported)."""
         if self.store is None:
             return None
-        from engine.importers.st_folder import read_st_folder
-
         progress = QProgressDialog("Reading the SillyTavern folder…", "", 0, 0, self.window)
         progress.setWindowTitle("Import")
         progress.setCancelButton(None)
         progress.setWindowModality(Qt.WindowModality.WindowModal)
         progress.setMinimumDuration(300)
-        result: dict[str, Any] = {}
-        warnings: list[str] = []
-
-        def work() -> None:
-            try:
-                plan = read_st_folder(folder, st_user=st_user, skip_bad=True,
-                                      on_warning=lambda f, m: warnings.append(f"{f}: {m}"))
-                result["report"] = self.store.import_st_folder(plan)
-            except LoomscopeError as exc:
-                result["error"] = exc
-            except Exception as exc:
-                result["error"] = exc
-
-        thread = threading.Thread(target=work, name="st-folder-import", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            QApplication.processEvents()
-            thread.join(0.03)
+        report, err = run_folder_import(self.store, folder, st_user=st_user)
         progress.close()
         progress.deleteLater()
-        error = result.get("error")
-        if error is not None:
-            err = user_error(error) if isinstance(error, LoomscopeError) else UserError("INTERNAL_ERROR", str(error))
+        if err is not None or report is None:
+            err = err or UserError("INTERNAL_ERROR", message_for("INTERNAL_ERROR"))
             self.window.show_error(UserError(err.code, f"Could not import {Path(folder).name}: {err.text}\n"
                                              "Nothing was imported.", err.file, err.place), "Import failed")
             return None
-        report = result["report"]
         self.last_report = report
         self.window.refresh_library()
         self.refresh_library()
@@ -400,7 +386,7 @@ class LibrarySetup(QObject):
     def export(self, ids: list[str], folder: str | None = None) -> list[str]:
         """Export chats / lorebooks / characters (library ids) into a SillyTavern-shaped folder;
         asks before overwriting. Returns the files written."""
-        ids = [i for i in ids if i and i != "memory"]
+        ids = [i for i in ids if i]
         if self.store is None or not ids:
             return []
         from engine.commands.exporting import plan_export, write_export
@@ -414,7 +400,7 @@ class LibrarySetup(QObject):
                 write_export(items, folder)
             except LoomscopeError as exc:
                 if exc.code != "EXPORT_TARGET_EXISTS" or not self.window.confirm(
-                        "Export", f"{exc}\nOverwrite the existing files?"):
+                        "Export", f"{export_exists_text(exc)}\nOverwrite the existing files?"):
                     raise
                 write_export(items, folder, force=True)
             return items

@@ -143,7 +143,6 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.preview: ContextPreview | None = None
         self.audit: PromptContextAudit | None = None
-        self.last_error: UserError | None = None
         self._select_on_next_preview = False
         self._scroll_chat_on_messages = False
         self._preview_chat: str | None = None
@@ -599,7 +598,7 @@ class MainWindow(QMainWindow):
             self.settings_panel.set_settings(doc.request.settings)
         if self._loaded_audit is not None and self._loaded_audit[0] == chat_id:
             self.audit = self._loaded_audit[1]  # read with the chat, on the loader's worker
-        elif self.ctx.store is not None and chat_id and chat_id != "memory":
+        elif self.ctx.store is not None and chat_id:
             self.audit = self.commands.do("Audit", self.ctx.store.get_audit, chat_id).value
         self.chat_view.model.clear_finished_progress()
         self.audit_tab.set_state(self.audit, self.preview)
@@ -829,7 +828,6 @@ class MainWindow(QMainWindow):
     # ================================================================ errors & dialogs
     def show_error(self, error: UserError, title: str = "Error") -> None:
         """Show ``error`` (mapped from its stable code) without blocking."""
-        self.last_error = error
         log.info("%s: %s", error.code, error.text)
         self.error_shown.emit(error)
         box = QMessageBox(QMessageBox.Icon.Warning, title, error.text, QMessageBox.StandardButton.Ok, self)
@@ -937,7 +935,7 @@ class MainWindow(QMainWindow):
         s.setValue("window/splitter", self.splitter.saveState())
         s.setValue("window/centre_tab", self.centre_tabs.currentIndex())
         s.setValue("window/inspector_tab", self.inspector_tabs.currentIndex())
-        if self.ctx.document.chat_id and self.ctx.document.chat_id != "memory":
+        if self.ctx.document.chat_id:
             s.setValue("library/last_chat", self.ctx.document.chat_id)
         s.sync()
 

@@ -11,7 +11,6 @@ its generation is still the latest; older ones are dropped (and counted, for tes
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,9 +20,7 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
 
 from engine.schema import ContextPreview, PreviewRequest
 
-from ..errors import UserError, user_error
-
-log = logging.getLogger(__name__)
+from ..errors import UserError, worker_error
 
 #: Quiet time after the last edit before the preview runs (milliseconds).
 PREVIEW_DEBOUNCE_MS = 120
@@ -74,9 +71,7 @@ class _Job(QRunnable):
         try:
             preview = self._compute(self._request)
         except Exception as exc:
-            if not hasattr(exc, "code"):
-                log.exception("preview computation failed")
-            error = user_error(exc)
+            error = worker_error(exc, "preview computation")
         outcome = PreviewOutcome(self._generation, self._request, preview, error,
                                  time.perf_counter() - start)
         self._emit(outcome)

@@ -10,16 +10,13 @@ the latest one is delivered: clicking through the library quickly opens the last
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from ..document import LoadedChat, read_chat
-from ..errors import UserError, user_error
-
-log = logging.getLogger(__name__)
+from ..errors import UserError, worker_error
 
 
 class _Relay(QObject):
@@ -43,9 +40,7 @@ class _LoadJob(QRunnable):
         try:
             loaded = read_chat(self._store, self._chat_id, audit=True)
         except Exception as exc:
-            if not hasattr(exc, "code"):
-                log.exception("reading chat %s failed", self._chat_id)
-            error = user_error(exc)
+            error = worker_error(exc, f"reading chat {self._chat_id}")
         with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
             self._relay.finished.emit(self._generation, loaded, error)
 

@@ -32,6 +32,7 @@ from engine.errors import LoomscopeError
 from engine.schema import PreviewBlock
 from engine.tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry
 
+from ..errors import worker_error
 from ..labels import MARKS, kind_label, plain
 from ..theme import is_dark, status_hex
 from ..token_shading import apply_token_shading, utf16_offsets
@@ -271,8 +272,7 @@ class BlockInspector(QWidget):
         try:
             spans = list(profile.token_spans(text))
         except Exception as exc:
-            code = getattr(exc, "code", type(exc).__name__)
-            return [], f"token boundaries unavailable ({code})"
+            return [], f"token boundaries unavailable ({worker_error(exc, 'token boundaries').code})"
         if len(self._span_cache) > 64:
             self._span_cache.clear()
         self._span_cache[key] = spans

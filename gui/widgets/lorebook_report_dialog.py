@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
 from engine.schema import PreviewRequest
 
+from ..errors import worker_error
 from ..roles import SORT_ROLE
 
 #: Table columns: (title, tooltip).
@@ -63,8 +64,8 @@ class _Job(QRunnable):
         try:
             report = report_for_request(self.request)
         except Exception as exc:
-            code = getattr(exc, "code", type(exc).__name__)
-            self.signals.failed.emit(f"{code}: {exc}")
+            error = worker_error(exc, "lorebook report")
+            self.signals.failed.emit(f"{error.text} ({error.code})")
             return
         self.signals.done.emit(report)
 

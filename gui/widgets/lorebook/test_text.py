@@ -10,7 +10,6 @@ previews (STYLE.md 5).
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,11 +21,9 @@ from engine.pipeline import activate_text
 from engine.schema import PreviewRequest
 from engine.tokenizers import TokenizerRegistry
 
-from ...errors import UserError, user_error
+from ...errors import UserError, worker_error
 from .rows import TraceKey
 from .words import escape
-
-log = logging.getLogger(__name__)
 
 #: ``(request, text, tokenizers) -> ActivationResult``, run on the worker; must not touch Qt.
 TextTestFn = Callable[[PreviewRequest, str, "TokenizerRegistry | None"], ActivationResult]
@@ -132,9 +129,7 @@ class _Job(QRunnable):
             try:
                 result = self._compute(self._request, self._text, self._tokenizers)
             except Exception as exc:
-                if not hasattr(exc, "code"):
-                    log.exception("lorebook test text failed")
-                error = user_error(exc)
+                error = worker_error(exc, "lorebook test text")
         with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
             self._relay.finished.emit(TextTestOutcome(self._generation, self._text, result, error))
 

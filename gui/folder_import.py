@@ -1,0 +1,67 @@
+"""Import a SillyTavern folder on a ``QThreadPool`` worker (like :mod:`gui.preview.loader`).
+
+Reading a SillyTavern ``data/<user>`` folder and writing it to the library takes seconds; the
+work runs on a worker and its outcome comes back on the main thread through a queued signal.
+:func:`run_folder_import` waits for it in a local event loop, so the window keeps painting (and
+the progress dialog animating) without a busy loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from PySide6.QtCore import QEventLoop, QObject, QRunnable, QThreadPool, Signal
+
+from engine.storage import FolderImportReport, Store
+
+from .errors import UserError, worker_error
+
+
+class _Relay(QObject):
+    """Lives on the main thread; the worker emits through it (queued connection)."""
+
+    finished = Signal(object, object)  # FolderImportReport | None, UserError | None
+
+
+class _FolderImportJob(QRunnable):
+    def __init__(self, store: Store, folder: str | Path, st_user: str | None, relay: _Relay) -> None:
+        super().__init__()
+        self.setAutoDelete(True)
+        self._store, self._folder, self._st_user, self._relay = store, folder, st_user, relay
+
+    def run(self) -> None:  # worker thread
+        from engine.importers.st_folder import read_st_folder
+
+        report: FolderImportReport | None = None
+        error: UserError | None = None
+        try:
+            plan = read_st_folder(self._folder, st_user=self._st_user, skip_bad=True)
+            report = self._store.import_st_folder(plan)
+        except Exception as exc:  # an engine error by its code; anything else is logged
+            error = worker_error(exc, f"importing the SillyTavern folder {self._folder}")
+        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
+            self._relay.finished.emit(report, error)
+
+
+def run_folder_import(store: Store, folder: str | Path, *, st_user: str | None = None,
+                      pool: QThreadPool | None = None) -> tuple[FolderImportReport | None, UserError | None]:
+    """Import ``folder`` (a SillyTavern ``data/<user>`` or ``data/`` folder) on a worker.
+
+    Returns ``(report, None)`` on success or ``(None, error)`` (nothing imported; a non-engine
+    exception is logged and reads ``INTERNAL_ERROR``). Events keep being processed while waiting.
+    """
+    relay = _Relay()
+    loop = QEventLoop()
+    outcome: list[tuple[FolderImportReport | None, UserError | None]] = []
+
+    def done(report: FolderImportReport | None, error: UserError | None) -> None:
+        outcome.append((report, error))
+        loop.quit()
+
+    relay.finished.connect(done)
+    (pool or QThreadPool.globalInstance()).start(_FolderImportJob(store, folder, st_user, relay))
+    if not outcome:
+        loop.exec()
+    relay.deleteLater()
+    return outcome[0]
