@@ -38,6 +38,7 @@ _LAZY = {
     "model_profile_and_limit": "engine.resolve", "ResolvedModel": "engine.resolve",
     "speaker_names": "engine.resolve", "SpeakerNames": "engine.resolve",
     "chat_lorebooks": "engine.resolve", "lorebook_plan": "engine.resolve", "LorebookPlan": "engine.resolve",
+    "honours_exclusions": "engine.resolve",
     "lorebook_budget": "engine.resolve",
     "VOCABULARY": "engine.vocabulary", "Term": "engine.vocabulary", "STATUS_COLOURS": "engine.vocabulary",
     "compare_audit_with_preview": "engine.audit_compare", "summarize_comparison": "engine.audit_compare",

@@ -37,7 +37,14 @@ from .errors import LoomscopeError, SettingsError
 from .incremental import finish_run, frozen_blocks, warm_run
 from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
-from .resolve import LorebookPlan, SpeakerNames, lorebook_plan, model_profile_and_limit, speaker_names
+from .resolve import (
+    LorebookPlan,
+    SpeakerNames,
+    honours_exclusions,
+    lorebook_plan,
+    model_profile_and_limit,
+    speaker_names,
+)
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
@@ -465,12 +472,17 @@ def _shift_context(run: _Run) -> None:
     info = run.reg.strategies.get(settings.strategy)
     run.result, run.strategy_problems = None, []
     try:
-        run.result = info.fn(sendable, run.count, run.shift_budget, options)
+        result = info.fn(sendable, run.count, run.shift_budget, options)
     except LoomscopeError:
         raise
     except Exception as exc:  # a plugin strategy must not break the pipeline
         run.strategy_problems = [f"raised {type(exc).__name__}: {exc}"]
-    run.honor_manual = bool(getattr(info, "honors_manual", False)) and options.get("honor_manual", True) is not False
+    else:
+        if isinstance(result, ShiftResult):
+            run.result = result
+        else:  # a plugin's contract breach is reported like a raise, not as an empty reason
+            run.strategy_problems = [f"returned {type(result).__name__}, not a ShiftResult"]
+    run.honor_manual = honours_exclusions(settings, run.reg.strategies)
 
 
 def _check_host(run: _Run) -> None:

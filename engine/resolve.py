@@ -13,11 +13,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from .schema.lorebook import Lorebook
 from .schema.request import PreviewRequest
 from .schema.settings import ContextSettings
 from .tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry, lookup_model
+
+if TYPE_CHECKING:
+    from .shifting.registry import ContextStrategyRegistry
 
 
 @lru_cache(maxsize=1)
@@ -251,6 +255,24 @@ def sillytavern_book_groups(scopes: Sequence[str], strategy: str) -> list[list[i
     return [chat_b, char_b, glob_b]
 
 
+def honours_exclusions(settings: ContextSettings, strategies: ContextStrategyRegistry) -> bool:
+    """Whether the chat's strategy never sends a message the writer excluded by hand.
+
+    True when the registry entry of ``settings.strategy`` declares it (``StrategyInfo.honors_manual``:
+    manual, summarize, vector-recall, compact; not truncate) and ``settings.strategy_options`` does
+    not switch it off (``"honor_manual": False``). The pipeline holds a strategy to this in its
+    host check (:func:`engine.shifting.check_shift_result`); the GUI asks it before deciding
+    whether a hand exclusion needs the ``manual`` strategy.
+
+    Raises
+    ------
+    SettingsError
+        ``UNKNOWN_STRATEGY`` when the registry lacks ``settings.strategy``.
+    """
+    info = strategies.get(settings.strategy)
+    return info.honors_manual and settings.strategy_options.get("honor_manual", True) is not False
+
+
 def lorebook_budget(settings: ContextSettings, context_limit: int) -> int:
     """The lorebook token budget (:func:`engine.lorebook.compute_budget` of ``settings.world_info``).
 
@@ -274,6 +296,6 @@ def lorebook_budget(settings: ContextSettings, context_limit: int) -> int:
 
 
 __all__ = [
-    "LorebookPlan", "ResolvedModel", "SpeakerNames", "chat_lorebooks", "lorebook_budget",
+    "LorebookPlan", "ResolvedModel", "SpeakerNames", "chat_lorebooks", "honours_exclusions", "lorebook_budget",
     "lorebook_plan", "model_profile_and_limit", "sillytavern_book_groups", "speaker_names",
 ]

@@ -103,6 +103,15 @@ def test_bad_strategy_falls_back_to_truncate():
     assert err.value.code == "UNKNOWN_STRATEGY"
 
 
+def test_a_strategy_returning_nothing_is_rejected_with_a_reason():
+    regs = default_registries()
+    regs.strategies.register("nothing", lambda blocks, count, budget, options: None)
+    pv = preview(_req(strategy="nothing"), registries=regs)
+    assert "strategy 'nothing' rejected (returned NoneType, not a ShiftResult); fell back to 'truncate'" in (
+        " ".join(pv.diagnostics))
+    assert pv.blocks[0].status == "kept" and pv.prompt_tokens <= pv.budget
+
+
 def _with_interceptor(fn, **kw):
     regs = default_registries()
     regs.interceptors.register("test", fn)

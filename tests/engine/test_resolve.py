@@ -16,7 +16,7 @@ from engine.importers.st_folder import read_st_folder
 from engine.lorebook import activate
 from engine.pipeline import default_registries, preview
 from engine.resolve import SpeakerNames
-from engine.schema import ContextSettings, Persona, PreviewRequest
+from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, Persona, PreviewRequest
 from engine.storage import open_store
 from tests.engine.importers.st_fixture import build_st_user
 
@@ -203,3 +203,30 @@ def test_lorebook_budget_is_the_activation_budget(seraphina: PreviewRequest, per
     assert lorebook_budget(settings, resolved.budget) == result.budget
     if cap:
         assert lorebook_budget(settings, resolved.budget) <= cap
+
+
+@pytest.mark.parametrize(("strategy", "options", "expected"), [
+    ("manual", {}, True), ("summarize", {}, True), ("vector-recall", {}, True), ("compact", {}, True),
+    ("truncate", {}, False), ("summarize", {"honor_manual": False}, False), ("manual", {"honor_manual": True}, True),
+])
+def test_honours_exclusions_is_the_registry_flag_and_the_option(strategy, options, expected) -> None:
+    from engine.registries import default_registries
+    from engine.resolve import honours_exclusions
+
+    settings = ContextSettings(model="gpt-4o", strategy=strategy, strategy_options=options)
+    assert honours_exclusions(settings, default_registries().strategies) is expected
+
+
+def test_honours_exclusions_matches_what_the_preview_sends() -> None:
+    # the rule the GUI asks is the one the pipeline applies: an excluded message is sent iff not honoured
+    from engine.registries import default_registries
+    from engine.resolve import honours_exclusions
+
+    msgs = [ChatMessage(role="user", content=f"turn {i}") for i in range(6)]
+    msgs[2] = msgs[2].model_copy(update={"meta": MessageMeta(manualExcluded=True)})
+    for strategy, options in (("truncate", {}), ("summarize", {}), ("summarize", {"honor_manual": False})):
+        settings = ContextSettings(model="gpt-4o", context_limit=8000, reply_reserve=100, strategy=strategy,
+                                   strategy_options=options)
+        pv = preview(PreviewRequest(chat=Chat(messages=msgs), settings=settings))
+        sent = next(b for b in pv.blocks if b.message_index == 2).status == "kept"
+        assert sent is not honours_exclusions(settings, default_registries().strategies), (strategy, options)
