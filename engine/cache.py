@@ -5,6 +5,8 @@ Two kinds, each with one owner here:
 * :func:`lru` — a bounded least-recently-used mapping (``cachetools.LRUCache``) for coarse
   results: a World Info activation, a chat's assembled history, tool groups. Every cache made
   here is registered, so :func:`clear_caches` empties all of them (tests, a library switch).
+* :func:`memoized` — a pure function's results by its (hashable) arguments: ``functools.lru_cache``
+  (compiled key matchers, translated regexes, word-boundary checks), registered here too.
 * :class:`IdentityMemo` — values remembered per *object* (by ``id``, holding the object so the
   id stays unique), looked up for a whole list in one C-level pass. The preview re-runs on every
   click over chats of 10,000+ messages: a per-message Python lookup costs more than the work it
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from cachetools import LRUCache
 
 K = TypeVar("K")
+P = ParamSpec("P")
+R = TypeVar("R")
 V = TypeVar("V")
 
 _REGISTERED: list[weakref.ref[Any]] = []
@@ -47,6 +52,29 @@ def lru(maxsize: int) -> LRUCache[Any, Any]:
     cache: LRUCache[Any, Any] = LRUCache(maxsize=maxsize)
     _register(cache)
     return cache
+
+
+class _Memo:
+    """The :func:`clear_caches` handle of one :func:`memoized` function (held by the function)."""
+
+    def __init__(self, clear: Callable[[], None]) -> None:
+        self.clear = clear
+
+
+def memoized(maxsize: int) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator: ``functools.lru_cache(maxsize)`` whose cache :func:`clear_caches` also empties.
+
+    For pure functions of hashable arguments (the result must not be mutated by callers).
+    """
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        cached = lru_cache(maxsize=maxsize)(fn)
+        handle = _Memo(cached.cache_clear)
+        cached.__dict__["_loomscope_cache"] = handle  # keeps the weakly registered handle alive
+        _register(handle)
+        return cached  # type: ignore[return-value]  # lru_cache's wrapper keeps fn's signature
+
+    return wrap
 
 
 class IdentityMemo(Generic[V]):
@@ -99,11 +127,11 @@ class IdentityMemo(Generic[V]):
 
 
 def clear_caches() -> None:
-    """Empty every cache made by :func:`lru` and every :class:`IdentityMemo`."""
+    """Empty every cache made by :func:`lru` or :func:`memoized`, and every :class:`IdentityMemo`."""
     for ref in list(_REGISTERED):
         cache = ref()
         if cache is not None:
             cache.clear()
 
 
-__all__ = ["IdentityMemo", "clear_caches", "lru"]
+__all__ = ["IdentityMemo", "clear_caches", "lru", "memoized"]

@@ -120,8 +120,8 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
 # assembly and counting; the run's per-block figures are kept in parallel lists
 # (:class:`_Run`). The next request with the same context (everything but the chat messages)
 # whose messages differ from the remembered ones only in ``meta.pinned`` /
-# ``meta.manualExcluded`` is answered from them (:func:`warm_run`): the changed blocks are
-# copied with their new flags, shifting, explanations and the fit map run over the lists
+# ``meta.manualExcluded`` (or in the text of a plain message, see :func:`_patched`) is answered
+# from them (:func:`warm_run`): the changed blocks are copied with their new flags (or message), shifting, explanations and the fit map run over the lists
 # (:mod:`engine.shifting.arrays`), the final recount goes through the per-text count cache, and
 # preview blocks whose figures did not change are the previous run's objects.
 
@@ -351,7 +351,7 @@ def warm_run(request: Any, reg: Any) -> Any:
     Applies when a remembered run has the same registries, the same context (every request
     field but the chat's messages, compared with ``==``) and as many messages, and the messages
     that are not the very same objects differ only in ``meta.pinned`` / ``meta.manualExcluded``
-    (at most :data:`WARM_MAX_CHANGED` of them).
+    or in the text of a plain message (at most :data:`WARM_MAX_CHANGED` of them; see :func:`_patched`).
     """
     if not _INCREMENTAL.get():
         return None
@@ -391,23 +391,50 @@ def warm_run(request: Any, reg: Any) -> Any:
     return None
 
 
-def _same_but_flags(new: Any, old: Any) -> bool:
-    """Whether two chat messages differ at most in ``meta.pinned`` / ``meta.manualExcluded``."""
+_FLAGS = ("pinned", "manualExcluded")
+
+
+def _difference(new: Any, old: Any) -> str | None:
+    """How two chat messages differ.
+
+    ``"flags"``: at most in ``meta.pinned`` / ``meta.manualExcluded``; ``"content"``: also in the
+    text, both plain text without macros; ``None``: in anything else.
+    """
     if type(new) is not type(old):
-        return False
-    a = {k: v for k, v in new.__dict__.items() if k != "meta"}
-    b = {k: v for k, v in old.__dict__.items() if k != "meta"}
+        return None
+    a = {k: v for k, v in new.__dict__.items() if k not in ("meta", "content")}
+    b = {k: v for k, v in old.__dict__.items() if k not in ("meta", "content")}
     if a != b or new.__pydantic_extra__ != old.__pydantic_extra__:
-        return False
+        return None
     ma, mb = new.meta, old.meta
     if type(ma) is not type(mb) or ma.__pydantic_extra__ != mb.__pydantic_extra__:
-        return False
-    return ({k: v for k, v in ma.__dict__.items() if k not in ("pinned", "manualExcluded")}
-            == {k: v for k, v in mb.__dict__.items() if k not in ("pinned", "manualExcluded")})
+        return None
+    if ({k: v for k, v in ma.__dict__.items() if k not in _FLAGS}
+            != {k: v for k, v in mb.__dict__.items() if k not in _FLAGS}):
+        return None
+    if new.content == old.content:
+        return "flags"
+    plain = [type(c) is str and "{{" not in c and "<" not in c for c in (new.content, old.content)]
+    return "content" if all(plain) else None
+
+
+def _macro_sources(msgs: Sequence[Any]) -> set[int]:
+    """Messages whose text a macro reads (``{{lastMessage}}``, ``{{lastUserMessage}}``, ``{{lastCharMessage}}``)."""
+    out = {len(msgs) - 1}
+    for role in ("user", "assistant"):
+        out.add(next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == role), -1))
+    return out
 
 
 def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
-    """``old`` with the blocks of the ``changed`` messages copied with their new flags (``None``: not a toggle)."""
+    """``old`` with the blocks of the ``changed`` messages rebuilt (``None``: not a toggle or a plain edit).
+
+    A toggle copies the block with its new flags. An edit of a plain text (no macro in the old or
+    new text, no lorebook, not a message a macro reads) copies it with the new message and counts
+    it again.
+    """
+    from .tokenizers.accounting import message_overhead, message_texts
+
     blocks = list(old.blocks)
     bl = dict(old.b)
     for key in _FLAG_LISTS:
@@ -420,16 +447,26 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
     else:
         sl["manual"] = list(sl["manual"])
     sl["prot"] = list(sl["prot"])
+    edited: list[int] = []
     for c in changed:
         new, prev = msgs[c], old.messages[c]
         pos = old.pos_of_message.get(c)
-        if pos is None or not _same_but_flags(new, prev):
+        what = _difference(new, prev) if pos is not None else None
+        if what is None or pos is None:
             return None
         b = blocks[pos]
         pinned, excluded = bool(new.meta.pinned), bool(new.meta.manualExcluded)
-        if b.pinned == pinned and b.manual_excluded == excluded:
+        if what == "content":
+            if old.step["lorebook_trace"] or c in _macro_sources(msgs) or b.message is None:
+                return None
+            message = new if b.message.name == new.name else new.model_copy(update={"name": b.message.name})
+            blocks[pos] = b.model_copy(update={"message": message, "pinned": pinned, "manual_excluded": excluded})
+            edited.append(pos)
+        elif b.pinned == pinned and b.manual_excluded == excluded:
             continue
-        b = blocks[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
+        else:
+            blocks[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
+        b = blocks[pos]
         bl["pinned"][pos] = pinned
         bl["manual"][pos] = excluded
         bl["kept_reason"][pos] = "PINNED" if pinned and not b.protected else b.reason
@@ -442,6 +479,23 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
             sl["manual"][k] = excluded
         sl["prot"][k] = b.protected or pinned
     run = copy.copy(old)
+    if edited:  # count the edited messages again (one batch through the per-text cache)
+        run.provider, run.pieces, run.overhead = list(old.provider), list(old.pieces), list(old.overhead)
+        bl["tokens"], bl["text"] = list(bl["tokens"]), list(bl["text"])
+        for pos in edited:
+            b = blocks[pos]
+            provider = b.message.to_provider()
+            run.provider[pos], run.pieces[pos], run.overhead[pos] = provider, message_texts(provider), message_overhead(provider)
+            bl["text"][pos] = _text(b)
+        profile = old.step["profile"]
+        counts = profile.count_many([t for pos in edited for t in run.pieces[pos]])
+        at = 0
+        for pos in edited:
+            k = len(run.pieces[pos])
+            bl["tokens"][pos] = sum(counts[at:at + k]) + run.overhead[pos]
+            at += k
+        sl["tokens"] = (bl["tokens"] if same_lists
+                        else [bl["tokens"][i] for i in old.sendable])
     run.messages = list(msgs)
     run.blocks = blocks
     run.b = bl

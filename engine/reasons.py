@@ -22,10 +22,6 @@ Category = Literal["kept", "excluded", "truncated"]
 REASON_CODES: dict[str, tuple[Category, str]] = reason_codes()
 
 
-def reason_words(code: str) -> str:
-    """The meaning of ``code`` in words (the code itself when unknown)."""
-    return REASON_CODES.get(code, ("kept", code))[1]
-
 
 def reasons_markdown_table() -> str:
     """The README's reason table: ``| code | status | meaning |`` rows."""

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import regex
+
+from ..cache import memoized
 
 __all__ = ["JsRegex", "JsRegexError", "RegexClock", "compile_js", "translate_js"]
 
@@ -218,7 +219,7 @@ class JsRegex:
         return compile_js(self.key, self.source, self.flags + ("" if "i" in self.flags else "i"))
 
 
-@lru_cache(maxsize=4096)
+@memoized(4096)
 def compile_js(key: str, source: str, flags: str) -> JsRegex:
     """Compile JavaScript ``source`` with ``flags`` (``gimsuy``) as :class:`JsRegex`.
 

@@ -25,11 +25,10 @@ import unicodedata
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from cachetools import LRUCache
 
-from ..cache import lru
+from ..cache import lru, memoized
 from .jsregex import JsRegex, JsRegexError, compile_js
 
 # --------------------------------------------------------------------------- macros
@@ -69,7 +68,7 @@ def is_regex_key(key: str) -> bool:
     return bool(m) and not _UNESCAPED_SLASH.search(m.group(1))  # type: ignore[union-attr]
 
 
-@lru_cache(maxsize=4096)
+@memoized(4096)
 def compile_regex_key(key: str) -> JsRegex:
     r"""Compile a ``/pattern/flags`` key (JavaScript syntax) with the ``regex`` package.
 
@@ -122,7 +121,7 @@ SPACED = 1
 UNSEGMENTED = 2
 
 
-@lru_cache(maxsize=65536)
+@memoized(65536)
 def word_kind(ch: str) -> int:
     r"""0 for non-word characters, ``UNSEGMENTED`` for CJK-like scripts, ``SPACED`` otherwise.
 

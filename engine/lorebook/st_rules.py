@@ -48,9 +48,9 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from ..cache import memoized
 from ..schema.character import Character, Persona
 from ..schema.lorebook import Lorebook, SelectiveLogic
 from ..schema.messages import ChatMessage
@@ -190,7 +190,7 @@ def sorted_entries(prepared: _Prepared, books: Sequence[Lorebook], scopes: Seque
     return out
 
 
-@lru_cache(maxsize=8192)
+@memoized(8192)
 def _whole_word_pattern(key: str) -> re.Pattern[str]:
     # `(?:^|\W)(${escapeRegex(key)})(?:$|\W)` with JavaScript's ASCII \W; `$` = end of input.
     return re.compile(f"(?:^|[^{_JS_WORD}])({re.escape(key)})(?:\\Z|[^{_JS_WORD}])")

@@ -188,3 +188,22 @@ def test_same_request_again_shares_the_preview_not_the_messages() -> None:
     first, again = prepare(request, registries=regs), prepare(request, registries=regs)
     assert again.preview is first.preview  # frozen: the remembered run's own
     assert again.messages == first.messages and again.messages[0] is not first.messages[0]
+
+
+def test_plain_edit_is_answered_warm() -> None:
+    from engine.incremental import warm_run
+
+    msgs = [ChatMessage(role="system", content="You narrate.")]
+    msgs += [ChatMessage(role="user" if k % 2 else "assistant", content=f"turn {k} " + "wave " * 30) for k in range(60)]
+    msgs.append(ChatMessage(role="user", content="Next?"))
+    request = PreviewRequest(chat=Chat(messages=msgs), settings=ContextSettings(
+        model="gpt-4o", context_limit=900, reply_reserve=100))
+    regs = default_registries()
+    preview(request, registries=regs)
+    for what, i in (("edit", 40), ("exclude", 41), ("edit", 3), ("pin", 55)):
+        request = _edited(request, what, i)
+        warm = warm_run(request, regs)
+        assert warm is not None, (what, i)
+        assert warm.preview.model_dump_json() == _reference(request)
+    macro = _edited(request, "edit", 59)  # the last assistant message: {{lastCharMessage}} reads it
+    assert warm_run(macro, regs) is None

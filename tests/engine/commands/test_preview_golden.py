@@ -24,6 +24,9 @@ from engine.cli import main
 from tests.conftest import shared_data_path
 
 GOLDEN = Path(__file__).with_name("golden_preview.json")
+GOLDEN_STRATEGIES = Path(__file__).with_name("golden_preview_strategies.json")
+#: Every built-in strategy but the default ``manual`` (covered above), at the window that cuts.
+STRATEGIES = ("truncate", "summarize", "vector-recall", "compact")
 BUDGETS = ("2000", "16000")  # context windows in tokens: one that cuts, one that mostly fits
 CHAT_FOR_CARDS = "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl"
 
@@ -83,3 +86,25 @@ def test_preview_json_is_byte_identical_for_every_shared_file(capsys, tmp_path: 
     expected = json.loads(GOLDEN.read_text(encoding="utf-8"))
     changed = sorted(k for k in expected.keys() | digests.keys() if expected.get(k) != digests.get(k))
     assert not changed, f"preview JSON changed for {len(changed)} case(s): {changed}"
+
+
+def test_preview_json_is_byte_identical_under_every_builtin_strategy(capsys) -> None:
+    """Every shared chat, card and lorebook case under each other built-in strategy at 2,000 tokens.
+
+    Digests recorded on the tree before issue 10's refactor (commit 924390e), as above.
+    """
+    data = shared_data_path()
+    if data is None:
+        pytest.skip("../shared/data is absent")
+    digests: dict[str, str] = {}
+    for name, args in _cases(data):
+        for strategy in STRATEGIES:
+            text = _run(capsys, [*args, "--context-limit", BUDGETS[0], "--strategy", strategy])
+            digests[f"{name}@{BUDGETS[0]}/{strategy}"] = _digest(text)
+    if os.environ.get("LOOMSCOPE_GOLDEN_UPDATE") == "1":
+        GOLDEN_STRATEGIES.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        pytest.skip(f"recorded {len(digests)} digests in {GOLDEN_STRATEGIES.name}")
+    recorded = json.loads(GOLDEN_STRATEGIES.read_text(encoding="utf-8"))
+    changed = sorted(k for k in recorded if digests.get(k) != recorded[k])
+    assert sorted(digests) == sorted(recorded), "the set of cases changed"
+    assert not changed, f"{len(changed)} previews changed: {changed[:10]}"
