@@ -3,12 +3,17 @@
 Data flows one way (STYLE.md 4): widgets emit intents; the window turns pin / exclude /
 lorebook edits into undo commands on the document; the document saves to the library and
 asks for a debounced preview; the frozen result resets the views.
+
+The window is the coordinator; its concerns live beside it: :mod:`gui.actions` (actions, menus,
+toolbar), :mod:`gui.banners` (token summary, budget message, error banner), :mod:`gui.drop`
+(import dialog, drag-and-drop), :mod:`gui.window_library` (import, delete, branch),
+:mod:`gui.window_generation` (Generate and its outcome), :mod:`gui.window_state` (tabs,
+splitter, saved layout).
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -24,7 +29,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import LoomscopeError
 from engine.resolve import honours_exclusions, speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock
 from engine.schema.audit import PromptContextAudit
@@ -35,7 +39,7 @@ from .commands import CommandRunner
 from .context import AppContext
 from .document import LoadedChat
 from .drop import IMPORT_FILTER, DropMixin
-from .errors import UserError, user_error
+from .errors import UserError
 from .generation import GenerationRunner
 from .models.pending import FlagRollback
 from .preview import PreviewOutcome
@@ -58,10 +62,11 @@ from .widgets.lorebook import LorebookTab
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
 from .window_generation import GenerationMixin
+from .window_library import LibraryActionsMixin
 from .window_state import CENTRE_PREFERRED_W, INSPECTOR_MIN_W, INSPECTOR_WIDTH, LIBRARY_NARROW_W, WindowStateMixin
 
 if TYPE_CHECKING:  # loaded on first use (window start-up time)
-    from engine.storage import ImportRef
+    pass
 
 
 log = logging.getLogger(__name__)
@@ -74,7 +79,7 @@ __all__ = ["CENTRE_PREFERRED_W", "IMPORT_FILTER", "INSPECTOR_MIN_W", "INSPECTOR_
 MANUAL_STRATEGY = "manual"
 
 
-class MainWindow(WindowStateMixin, DropMixin, GenerationMixin, QMainWindow):
+class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
     """Loomscope's window.
 
     Signals
@@ -296,62 +301,6 @@ class MainWindow(WindowStateMixin, DropMixin, GenerationMixin, QMainWindow):
             self.setWindowTitle("Loomscope")
             self.status_label.clear()
         self.show_error(error, "Open chat")
-
-    def import_files(self, paths: list[str]) -> list[ImportRef]:
-        """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
-        if self.ctx.store is None or not paths:
-            return []
-        def describe(exc: LoomscopeError) -> UserError:
-            err = user_error(exc)
-            name = Path(exc.file).name if exc.file else ", ".join(Path(p).name for p in paths)
-            return UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
-                             exc.file, exc.place)
-
-        imported = self.commands.do("Import failed", self.ctx.store.import_files, paths, describe=describe)
-        if not imported.ok or imported.value is None:
-            return []
-        refs = imported.value
-        self.refresh_library()
-        chats = [r for r in refs if r.kind == "chat"]
-        self.statusBar().showMessage(
-            "Imported " + ", ".join(f"{r.kind} “{r.name}”" for r in refs), 8000)
-        if chats:
-            self.open_chat(chats[-1].id)
-        self.library_setup.after_import(refs)
-        return refs
-
-    def delete_chat(self, chat_id: str | None) -> bool:
-        """Delete ``chat_id`` after confirmation (its audit goes with it)."""
-        if self.ctx.store is None or not chat_id:
-            return False
-        title = next((c.title for c in self.ctx.store.list_chats() if c.id == chat_id), chat_id)
-        if not self.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
-            return False
-        if not self.commands.do("Delete chat", self.ctx.store.delete_chat, chat_id).ok:
-            return False
-        # a deleted chat cannot come back (the dialog said so): its commands go with it
-        self.commands.forget_history()
-        if self.ctx.document.chat_id == chat_id:
-            self.ctx.document.load_chat(None)
-        self.refresh_library()
-        ids = self.library.chat_ids()
-        if ids and self.ctx.document.chat_id is None:
-            self.open_chat(ids[0])
-        return True
-
-    def branch_chat(self, message_index: int) -> str | None:
-        """Fork the open chat at ``message_index`` and open the branch."""
-        doc = self.ctx.document
-        if self.ctx.store is None or doc.chat_id is None:
-            return None
-        branched = self.commands.do("Branch", self.ctx.store.branch_chat, doc.chat_id, message_index)
-        if not branched.ok or branched.value is None:
-            return None
-        new_id = branched.value
-        self.refresh_library()
-        self.open_chat(new_id)
-        self.statusBar().showMessage(f"Branched at message {message_index}", 6000)
-        return new_id
 
     # ================================================================ edits
     def set_pinned(self, message_index: int, value: bool) -> None:
