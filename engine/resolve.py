@@ -255,10 +255,14 @@ def sillytavern_book_groups(scopes: Sequence[str], strategy: str) -> list[list[i
     return [chat_b, char_b, glob_b]
 
 
-def honours_exclusions(settings: ContextSettings, strategies: ContextStrategyRegistry) -> bool:
+def honours_exclusions(settings: ContextSettings, strategies: ContextStrategyRegistry, *,
+                       sillytavern: bool = False) -> bool:
     """Whether the chat's strategy never sends a message the writer excluded by hand.
 
-    True when the registry entry of ``settings.strategy`` declares it (``StrategyInfo.honors_manual``:
+    ``sillytavern=True`` (a chat from a SillyTavern folder, ``PreviewRequest.sillytavern`` set):
+    always, whatever ``settings.strategy`` says, since SillyTavern's own assembly
+    (:mod:`engine.assembly.sillytavern`, ``coreChat``) leaves excluded messages out like hidden ones.
+    Otherwise true when the registry entry of ``settings.strategy`` declares it (``StrategyInfo.honors_manual``:
     manual, summarize, vector-recall, compact; not truncate) and ``settings.strategy_options`` does
     not switch it off (``"honor_manual": False``). The pipeline holds a strategy to this in its
     host check (:func:`engine.shifting.check_shift_result`); the GUI asks it before deciding
@@ -269,6 +273,8 @@ def honours_exclusions(settings: ContextSettings, strategies: ContextStrategyReg
     SettingsError
         ``UNKNOWN_STRATEGY`` when the registry lacks ``settings.strategy``.
     """
+    if sillytavern:
+        return True
     info = strategies.get(settings.strategy)
     return info.honors_manual and settings.strategy_options.get("honor_manual", True) is not False
 

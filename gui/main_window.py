@@ -321,7 +321,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         # the pipeline's own rule (registry flag and the honor_manual option); an unknown strategy
         # (the preview reports UNKNOWN_STRATEGY) is treated as not honouring exclusions
         switch = (value and req is not None and MANUAL_STRATEGY in strategies
-                  and not (req.settings.strategy in strategies and honours_exclusions(req.settings, strategies)))
+                  and not ((req.sillytavern is not None or req.settings.strategy in strategies)
+                           and honours_exclusions(req.settings, strategies, sillytavern=req.sillytavern is not None)))
         if not switch:
             self._push_flag(message_index, "manual_excluded", value)
             return

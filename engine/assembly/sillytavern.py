@@ -483,7 +483,8 @@ class _Assembler:
                 self.excluded.append(dict(kind=BlockKind.MESSAGE.value, role=m.role, source=f"message:{i}",
                                           text=m.text(), tokens=self.count(m.role, m.text()),
                                           reason="HIDDEN" if m.meta.hidden else "MANUAL_EXCLUDED",
-                                          protected=False, message_index=i))
+                                          protected=False, message_index=i,
+                                          manual_excluded=bool(m.meta.manualExcluded)))
         return core
 
     def authors_note(self, ext: dict[str, dict[str, Any]]) -> bool:

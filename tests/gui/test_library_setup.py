@@ -508,3 +508,19 @@ def test_pick_persona_none_and_back(qtbot, st_window) -> None:
     personas = win.library_setup.tabs.panels["persona"]
     personas.select(alex)
     assert "“voyage” (persona)" in personas.usage.text()
+
+
+def test_excluding_a_message_of_a_sillytavern_chat_sticks(qtbot, st_window) -> None:
+    # SillyTavern's assembly leaves an excluded message out (coreChat) and says so on the block
+    # (manual_excluded), so the optimistic click is confirmed and no strategy switch is needed
+    win = st_window["win"]
+    truncate = win.ctx.document.request.settings.model_copy(update={"strategy": "truncate"})
+    pv = rerun(qtbot, win, lambda: win.settings_panel.settings_edited.emit(truncate))
+    strategy = win.ctx.document.request.settings.strategy
+    assert strategy == "truncate" and pv.strategy == "sillytavern"
+    target = next(b for b in pv.blocks if b.status == "kept" and b.kind == "message" and b.message_index)
+    pv = rerun(qtbot, win, lambda: win.chat_view.exclude_toggled.emit(target.message_index, True))
+    block = next(b for b in pv.blocks if b.message_index == target.message_index and b.kind == "message")
+    assert (block.status, block.reason, block.manual_excluded) == ("excluded", "MANUAL_EXCLUDED", True)
+    assert win.ctx.document.request.settings.strategy == strategy
+    assert "does not show it" not in win.statusBar().currentMessage()

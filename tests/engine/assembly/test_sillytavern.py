@@ -17,7 +17,8 @@ import pytest
 from PIL import Image
 
 from engine.importers.st_folder import read_st_folder
-from engine.pipeline import preview
+from engine.pipeline import default_registries, preview
+from engine.resolve import honours_exclusions
 from engine.storage import open_store
 from tests.engine.importers.st_fixture import SETTINGS, build_st_user
 
@@ -404,5 +405,10 @@ def test_a_message_the_writer_excluded_is_never_sent(tmp_path: Path) -> None:
     store.set_message_flags(chat_id, target.message_index, manual_excluded=True)
     pv = preview(store.build_request(chat_id))
     block = next(b for b in pv.blocks if b.source == target.source)
-    assert (block.status, block.reason) == ("excluded", "MANUAL_EXCLUDED")
+    # the block says it was excluded by hand, as the stage pipeline's blocks do (the GUI's check box
+    # reads manual_excluded to confirm an optimistic click)
+    assert (block.status, block.reason, block.manual_excluded) == ("excluded", "MANUAL_EXCLUDED", True)
     assert all(target.text.strip() not in str(m.get("content")) for m in pv.messages)
+    request = store.build_request(chat_id)
+    assert honours_exclusions(request.settings.model_copy(update={"strategy": "truncate"}),
+                              default_registries().strategies, sillytavern=request.sillytavern is not None)
