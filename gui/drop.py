@@ -7,14 +7,9 @@ returns, so the drag source is never kept waiting.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QFileDialog
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 #: Every format the importer reads (engine.importers.detect sniffs the content): cards (PNG, JSON),
 #: worlds and NovelAI lorebooks, SillyTavern JSONL chats, OpenAI message arrays and agent
@@ -27,17 +22,17 @@ IMPORT_FILTER = ("Cards, worlds and chats (*.png *.json *.jsonl *.lorebook *.tra
 class DropMixin:
     """*File → Import…* and files or folders dropped on the window."""
 
-    def ask_import_files(self: MainWindow) -> None:
+    def ask_import_files(self) -> None:
         """Ask for files (*File → Import…*) and import them."""
         paths, _ = QFileDialog.getOpenFileNames(self, "Import cards, worlds and chats", "", IMPORT_FILTER)
         if paths:
             self.import_files(paths)
 
-    def dragEnterEvent(self: MainWindow, event: QDragEnterEvent) -> None:
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
-    def dropEvent(self: MainWindow, event: QDropEvent) -> None:
+    def dropEvent(self, event: QDropEvent) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()

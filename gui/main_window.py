@@ -14,10 +14,10 @@ splitter, saved layout).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -91,6 +91,18 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     preview_applied = Signal(object)
     error_shown = Signal(object)
 
+    # built by gui.actions.build_actions
+    undo_action: QAction
+    redo_action: QAction
+    import_action: QAction
+    delete_action: QAction
+    quit_action: QAction
+    generate_action: QAction
+    cancel_action: QAction
+    provider_action: QAction
+    refresh_action: QAction
+    lorebook_report_action: QAction
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
@@ -106,7 +118,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self._chat_titles: dict[str, str] = {}
         #: Reads chats on a worker so that opening a big chat never blocks the window.
         self.chat_loader = ChatLoader(ctx.store, parent=self) if ctx.store is not None else None
-        self._loaded_audit: tuple[str, Any] | None = None
+        self._loaded_audit: tuple[str, PromptContextAudit | None] | None = None
         #: The last "the preview did not confirm your click" note (also in the status bar).
         self.rollback_note = ""
         #: Asks the user yes/no; replaced in tests.

@@ -20,14 +20,13 @@ from .widgets.provider_dialog import ProviderDialog, load_provider_settings, res
 if TYPE_CHECKING:  # loaded on first use (window start-up time)
     from engine.generation import GenerationResult, ProviderConfig
 
-    from .main_window import MainWindow
     from .widgets.lorebook_report_dialog import LorebookReportDialog
 
 
 class GenerationMixin:
     """Generate, cancel, provider settings and what a generation leaves behind."""
 
-    def show_lorebook_report(self: MainWindow) -> LorebookReportDialog:
+    def show_lorebook_report(self) -> LorebookReportDialog:
         """Open *Lorebook → Report* on the open chat (non-modal); returns the dialog."""
         from .widgets.lorebook_report_dialog import LorebookReportDialog  # loaded when first asked for
 
@@ -36,13 +35,13 @@ class GenerationMixin:
         dialog.show()
         return dialog
 
-    def edit_provider(self: MainWindow) -> bool:
+    def edit_provider(self) -> bool:
         """Open the provider settings dialog; returns ``True`` when saved."""
         model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
         dialog = ProviderDialog(self.ctx.settings, model, self)
         return dialog.exec() == ProviderDialog.DialogCode.Accepted
 
-    def provider_config(self: MainWindow) -> ProviderConfig:
+    def provider_config(self) -> ProviderConfig:
         """The provider configuration from the saved settings and the resolved key."""
         from engine.generation import ProviderConfig  # the provider client loads on first use
 
@@ -51,7 +50,7 @@ class GenerationMixin:
         return ProviderConfig(base_url=ps.base_url, model=ps.model, api_key=resolve_key(),
                               timeout_s=ps.timeout_s, stream=ps.stream)
 
-    def generate(self: MainWindow) -> bool:
+    def generate(self) -> bool:
         """Generate a reply for the open chat; returns ``False`` when nothing was started."""
         doc = self.ctx.document
         if self.generation.running:
@@ -69,7 +68,7 @@ class GenerationMixin:
         return self.generation.start(self.ctx.store, doc.snapshot(), self.provider_config(), doc.chat_id,
                                      self.ctx.registries)
 
-    def remove_compaction_summary(self: MainWindow) -> bool:
+    def remove_compaction_summary(self) -> bool:
         """Remove the open chat's compaction summary (undoable); returns ``False`` when it has none."""
         summary = self.ctx.document.compaction_summary()
         if summary is None:
@@ -80,16 +79,16 @@ class GenerationMixin:
             "(Ctrl+Z restores it)", 8000)
         return True
 
-    def _on_generation_progress(self: MainWindow, event: ProgressEvent) -> None:
+    def _on_generation_progress(self, event: ProgressEvent) -> None:
         self.chat_view.update_progress(event)
 
-    def _on_generation_running_changed(self: MainWindow, running: bool) -> None:
+    def _on_generation_running_changed(self, running: bool) -> None:
         self.generate_action.setEnabled(not running)
         self.chat_view.set_generating(running)
         self.cancel_action.setEnabled(running)
         self.statusBar().showMessage("Generating…" if running else "Ready")
 
-    def _on_generation_finished(self: MainWindow, result: GenerationResult) -> None:
+    def _on_generation_finished(self, result: GenerationResult) -> None:
         audit = result.audit  # stored with the reply by engine.generation.generate_and_store
         if self.ctx.document.chat_id == audit.chat_id:
             before = self.ctx.document.compaction_summary()
@@ -114,7 +113,7 @@ class GenerationMixin:
         else:
             self.statusBar().showMessage(f"Reply appended · audit {audit.generation_id[:8]} stored", 8000)
 
-    def _on_generation_failed(self: MainWindow, error: UserError) -> None:
+    def _on_generation_failed(self, error: UserError) -> None:
         if error.code == "CANCELLED":
             self.statusBar().showMessage("Generation cancelled; nothing was appended", 8000)
             return

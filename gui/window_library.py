@@ -17,13 +17,12 @@ from .errors import UserError, user_error
 if TYPE_CHECKING:
     from engine.storage import ImportRef
 
-    from .main_window import MainWindow
 
 
 class LibraryActionsMixin:
     """Import, delete and branch: the library writes the window starts."""
 
-    def import_files(self: MainWindow, paths: list[str]) -> list[ImportRef]:
+    def import_files(self, paths: list[str]) -> list[ImportRef]:
         """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
         if self.ctx.store is None or not paths:
             return []
@@ -46,7 +45,7 @@ class LibraryActionsMixin:
         self.library_setup.after_import(refs)
         return refs
 
-    def delete_chat(self: MainWindow, chat_id: str | None) -> bool:
+    def delete_chat(self, chat_id: str | None) -> bool:
         """Delete ``chat_id`` after confirmation (its audit goes with it)."""
         if self.ctx.store is None or not chat_id:
             return False
@@ -65,7 +64,7 @@ class LibraryActionsMixin:
             self.open_chat(ids[0])
         return True
 
-    def branch_chat(self: MainWindow, message_index: int) -> str | None:
+    def branch_chat(self, message_index: int) -> str | None:
         """Fork the open chat at ``message_index`` and open the branch."""
         doc = self.ctx.document
         if self.ctx.store is None or doc.chat_id is None:

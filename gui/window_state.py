@@ -8,16 +8,12 @@ the open chat persist in ``QSettings``.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray
 from PySide6.QtGui import QResizeEvent, QShowEvent
 
 from .tabs import CENTRE_TABS, INSPECTOR_TABS
 from .widgets.library_panel import DEFAULT_WIDTH as LIBRARY_WIDTH
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 #: The inspector column's default (widest) and smallest width (px); it yields first when the
 #: window is narrow, so the prompt blocks keep :data:`CENTRE_PREFERRED_W`.
@@ -31,7 +27,7 @@ LIBRARY_NARROW_W = 210
 class WindowStateMixin:
     """Tabs by name, splitter sizes that keep the centre wide, and the saved layout."""
 
-    def select_tab(self: MainWindow, name: str) -> bool:
+    def select_tab(self, name: str) -> bool:
         """Show tab ``name`` (``blocks``, ``chat``, ``block``, ``lorebook``, ``audit``, ``settings``)."""
         key = name.strip().lower()
         if key == "setup":
@@ -52,7 +48,7 @@ class WindowStateMixin:
             return True
         return False
 
-    def restore_state(self: MainWindow) -> None:
+    def restore_state(self) -> None:
         """Window geometry, layout, splitter sizes and tabs from ``QSettings``."""
         s = self.ctx.settings
         geometry = s.value("window/geometry")
@@ -68,7 +64,7 @@ class WindowStateMixin:
             with contextlib.suppress(TypeError, ValueError):
                 tabs.setCurrentIndex(int(s.value(key, 0)))
 
-    def default_splitter_sizes(self: MainWindow, width: int | None = None) -> list[int]:
+    def default_splitter_sizes(self, width: int | None = None) -> list[int]:
         """``[library, centre, inspector]`` for a splitter ``width`` px wide.
 
         The centre gets :data:`CENTRE_PREFERRED_W` first; the inspector yields first (down to
@@ -80,11 +76,11 @@ class WindowStateMixin:
         centre = max(200, width - library - inspector)
         return [library, centre, inspector]
 
-    def _default_splitter_sizes(self: MainWindow) -> None:
+    def _default_splitter_sizes(self) -> None:
         """Library and inspector at their default widths, the centre gets the rest."""
         self.splitter.setSizes(self.default_splitter_sizes())
 
-    def resizeEvent(self: MainWindow, event: QResizeEvent) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         # a narrower window takes from the inspector first, then the library, not from the blocks
         sizes = self.splitter.sizes()
@@ -92,14 +88,14 @@ class WindowStateMixin:
             give = min(CENTRE_PREFERRED_W - sizes[1], sizes[2] - INSPECTOR_MIN_W)
             self.splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
 
-    def showEvent(self: MainWindow, event: QShowEvent) -> None:
+    def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
         if not self._splitter_restored and not self._splitter_shown:
             # the first show is the first time the real width is known (no saved layout)
             self._splitter_shown = True
             self._default_splitter_sizes()
 
-    def save_state(self: MainWindow) -> None:
+    def save_state(self) -> None:
         """Persist geometry, layout, splitter sizes, tabs and the open chat."""
         s = self.ctx.settings
         s.setValue("window/geometry", self.saveGeometry())
