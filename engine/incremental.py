@@ -141,7 +141,7 @@ def _frozen_model(cls: type[Any], fields: frozenset[str], values: dict[str, Any]
     """A pydantic model from already-valid values, without validation (the values are the engine's own)."""
     obj = _new(cls)
     _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_fields_set__", set(fields))  # its own mutable set: model_copy(update=) adds to it
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj
@@ -672,7 +672,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                 "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
         o = pb_new(PreviewBlock)
         _set(o, "__dict__", values)
-        set_fields(o, fields)
+        set_fields(o, set(fields))  # a mutable set of its own, as pydantic's model_copy(update=) expects
         set_extra(o, None)
         set_private(o, None)
         pblocks[i] = o
