@@ -623,7 +623,10 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         detail[i] = e
 
     # preview blocks: the previous run's object where nothing shown changed
-    fields = _fields(PreviewBlock)
+    # one mutable set of every field, shared by the rows built here: the rows are frozen and the set
+    # already holds every name, and pydantic's model_copy(update=) updates a copy of it (never this
+    # one), so a set per row (about a third of a row's cost) would change nothing
+    fields = set(_fields(PreviewBlock))
     trace_by_source = step["trace_by_source"]
     texts = bl["text"]
     b_group_of = run.b_group_of
@@ -672,7 +675,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                 "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
         o = pb_new(PreviewBlock)
         _set(o, "__dict__", values)
-        set_fields(o, set(fields))  # a mutable set of its own, as pydantic's model_copy(update=) expects
+        set_fields(o, fields)
         set_extra(o, None)
         set_private(o, None)
         pblocks[i] = o
