@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, QEventLoop, QSettings, QTimer
 from PySide6.QtGui import QUndoStack
@@ -30,6 +30,10 @@ from .document import ChatDocument
 from .main_window import MainWindow
 from .preview import PreviewController
 from .tabs import TAB_NAMES
+
+if TYPE_CHECKING:
+    from engine.registries import Registries
+    from engine.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +111,7 @@ def ensure_app() -> QApplication:
     return app  # type: ignore[return-value]
 
 
-def build_context(store: Any | None, *, settings: QSettings | None = None, registries: Any | None = None,
+def build_context(store: Store | None, *, settings: QSettings | None = None, registries: Registries | None = None,
                   compute: Callable[[PreviewRequest], ContextPreview] | None = None) -> AppContext:
     """Build the one :class:`AppContext`.
 

@@ -7,13 +7,17 @@ they need from it; there are no module globals.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings
 from PySide6.QtGui import QUndoStack
 
 from .document import ChatDocument
 from .preview import PreviewController
+
+if TYPE_CHECKING:
+    from engine.registries import Registries
+    from engine.storage import Store
 
 
 @dataclass
@@ -38,8 +42,8 @@ class AppContext:
         The open chat: its current request, chat id and lorebook ids.
     """
 
-    store: Any | None
-    registries: Any
+    store: Store | None
+    registries: Registries
     preview: PreviewController
     undo_stack: QUndoStack
     settings: QSettings

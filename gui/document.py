@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.errors import LoomscopeError
 from engine.schema import ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
+from engine.schema.audit import PromptContextAudit
+
+if TYPE_CHECKING:
+    from engine.compaction.state import CompactionState, CompactionSummary
+    from engine.storage import Store
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,11 @@ class LoadedChat:
     parent_id: str | None
     lorebook_ids: tuple[str, ...]
     card_book_name: str | None
-    audit: Any = None
+    audit: PromptContextAudit | None = None
     audit_read: bool = False
 
 
-def read_chat(store: Any, chat_id: str, *, audit: bool = False) -> LoadedChat:
+def read_chat(store: Store, chat_id: str, *, audit: bool = False) -> LoadedChat:
     """Read chat ``chat_id`` and everything its preview needs from ``store`` (with ``audit``,
     its stored audit too; a failure there leaves ``audit_read`` false instead of raising).
 
@@ -47,11 +52,9 @@ def read_chat(store: Any, chat_id: str, *, audit: bool = False) -> LoadedChat:
     """
     request = store.build_request(chat_id)
     stored = store.get_chat(chat_id)
-    if getattr(request, "sillytavern", None) is not None:
-        # a SillyTavern chat has only its linked worlds (no card book)
-        ids = list(stored.lorebook_ids)
-    else:  # the card's own book first, then attached ones: the order of request.lorebooks
-        ids = list(store.lorebook_ids_for_chat(chat_id))
+    # a SillyTavern chat has only its linked worlds (no card book); otherwise the card's own
+    # book first, then attached ones: the order of request.lorebooks
+    ids = list(stored.lorebook_ids) if request.sillytavern is not None else list(store.lorebook_ids_for_chat(chat_id))
     character = stored.character
     card_book = None
     if request.sillytavern is None and character is not None and character.character_book is not None:
@@ -61,8 +64,8 @@ def read_chat(store: Any, chat_id: str, *, audit: bool = False) -> LoadedChat:
         with contextlib.suppress(LoomscopeError):  # the window reads it again and shows the error
             stored_audit, audit_read = store.get_audit(chat_id), True
     return LoadedChat(chat_id=chat_id, request=request,
-                      title=getattr(stored, "title", "") or request.chat.title,
-                      parent_id=getattr(stored, "parent_id", None), lorebook_ids=tuple(ids),
+                      title=stored.title or request.chat.title,
+                      parent_id=stored.parent_id, lorebook_ids=tuple(ids),
                       card_book_name=card_book, audit=stored_audit, audit_read=audit_read)
 
 
@@ -89,7 +92,7 @@ class ChatDocument(QObject):
     flags_changed = Signal(int)
     lorebooks_changed = Signal()
 
-    def __init__(self, store: Any | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, store: Store | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.store = store
         self.chat_id: str | None = None
@@ -245,20 +248,20 @@ class ChatDocument(QObject):
         self.request = self.request.model_copy(update={"chat": chat})
 
     # -- compaction summary ----------------------------------------------------------------
-    def compaction_summary(self) -> Any:
+    def compaction_summary(self) -> CompactionSummary | None:
         """The chat's active compaction summary (``CompactionSummary``) or ``None``."""
         from engine.compaction.state import CompactionState
 
         return None if self.request is None else CompactionState.of_chat(self.request.chat).summary
 
-    def _set_compaction(self, state: Any) -> None:
+    def _set_compaction(self, state: CompactionState) -> None:
         from engine.compaction.options import CHAT_KEY
 
         self._replace_chat(**{CHAT_KEY: state.dump()})
         self.messages_changed.emit()
         self.request_changed.emit()
 
-    def remove_compaction_summary(self) -> Any:
+    def remove_compaction_summary(self) -> CompactionSummary | None:
         """Remove the active compaction summary (saved first); its messages are sent verbatim
         again. Returns the removed summary (``None`` when there was none)."""
         from engine.compaction.state import CompactionState
@@ -274,7 +277,7 @@ class ChatDocument(QObject):
         self._set_compaction(state.with_summary_removed())
         return removed
 
-    def restore_compaction_summary(self, summary: Any) -> None:
+    def restore_compaction_summary(self, summary: CompactionSummary) -> None:
         """Make ``summary`` the active compaction summary again (saved first)."""
         from engine.compaction.state import CompactionState
 

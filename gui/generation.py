@@ -10,13 +10,18 @@ raises for provider failures: the returned audit carries the terminal status and
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from engine.schema import PreviewRequest
 
-from .errors import worker_error
+from .errors import UserError, worker_error
+
+if TYPE_CHECKING:
+    from engine.generation import GenerationResult, ProviderConfig
+    from engine.registries import Registries
+    from engine.storage import Store
 
 
 class _Relay(QObject):
@@ -26,7 +31,8 @@ class _Relay(QObject):
 
 
 class _GenerateJob(QRunnable):
-    def __init__(self, store: Any, request: PreviewRequest, provider: Any, chat_id: str, registries: Any,
+    def __init__(self, store: Store, request: PreviewRequest, provider: ProviderConfig, chat_id: str,
+                 registries: Registries,
                  cancel: threading.Event, relay: _Relay) -> None:
         super().__init__()
         self._args = (store, request, provider, chat_id, registries)
@@ -71,7 +77,8 @@ class GenerationRunner(QObject):
         self._cancel: threading.Event | None = None
         self.running = False
 
-    def start(self, store: Any, request: PreviewRequest, provider: Any, chat_id: str, registries: Any) -> bool:
+    def start(self, store: Store, request: PreviewRequest, provider: ProviderConfig, chat_id: str,
+              registries: Registries) -> bool:
         """Generate for ``chat_id`` from ``request`` and store the outcome in ``store``.
 
         Returns ``False`` when one is already running.
@@ -94,11 +101,11 @@ class GenerationRunner(QObject):
         self._cancel = None
         self.running_changed.emit(False)
 
-    def _on_relay_finished(self, result: Any) -> None:
+    def _on_relay_finished(self, result: GenerationResult) -> None:
         self._done()
         self.finished.emit(result)
 
-    def _on_relay_failed(self, error: Any) -> None:
+    def _on_relay_failed(self, error: UserError) -> None:
         self._done()
         self.failed.emit(error)
 

@@ -9,7 +9,7 @@ pushed on the window's stack; library renames and deletes ask first and are not 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
@@ -30,6 +30,12 @@ from .widgets.entry_editor import EntryEditor
 from .widgets.library_tabs import TITLES, LibraryTabs
 from .widgets.prompt_setup import PromptSetupPanel
 
+if TYPE_CHECKING:
+    from engine.schema import ContextPreview, LorebookEntry, Persona
+    from engine.storage import FolderImportReport, ImportRef, Store
+
+    from .main_window import MainWindow
+
 KIND_WORDS = {"character": "Character", "lorebook": "Lorebook", "persona": "Persona", "chat": "Chat"}
 
 
@@ -49,12 +55,12 @@ class LibrarySetup(QObject):
     ``ask_directory`` may be replaced in tests.
     """
 
-    def __init__(self, window: Any) -> None:
+    def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self.window = window
         self.ctx = window.ctx
-        self.last_report: Any = None
-        self._select_after: tuple[str, Any] | None = None
+        self.last_report: FolderImportReport | None = None
+        self._select_after: tuple[str, int | str] | None = None
         self.ask_text = self._ask_text
         self.ask_directory = self._ask_directory
 
@@ -101,7 +107,7 @@ class LibrarySetup(QObject):
 
     # ================================================================ library panels
     @property
-    def store(self) -> Any:
+    def store(self) -> Store | None:
         return self.ctx.store
 
     def refresh_library(self) -> None:
@@ -250,7 +256,7 @@ class LibrarySetup(QObject):
         self.window.statusBar().showMessage(f"{label} (Ctrl+Z undoes it)", 6000)
         return True
 
-    def edit_persona(self, persona_id: str, new: Any) -> bool:
+    def edit_persona(self, persona_id: str, new: Persona) -> bool:
         """Change the library persona's name / description (undoable)."""
         if not self.window.commands.push("Persona", lambda: EditPersonaCommand(
                 self.ctx.document, self.store, persona_id, self.store.get_persona(persona_id), new)).ok:
@@ -259,7 +265,7 @@ class LibrarySetup(QObject):
         return True
 
     # ================================================================ entries
-    def add_entry(self, lorebook_id: str, source_uid: Any = None) -> Any:
+    def add_entry(self, lorebook_id: str, source_uid: int | str | None = None) -> LorebookEntry | None:
         """A new (or duplicated) entry in ``lorebook_id`` (undoable); it is selected once shown."""
         pushed = self.window.commands.push(
             "Lorebook", lambda: AddLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, source_uid))
@@ -271,7 +277,7 @@ class LibrarySetup(QObject):
             self._select_after = (lorebook_id, cmd.entry.uid)
         return cmd.entry
 
-    def delete_entry(self, lorebook_id: str, uid: Any) -> bool:
+    def delete_entry(self, lorebook_id: str, uid: int | str) -> bool:
         """Delete entry ``uid`` (undoable: Ctrl+Z puts it back)."""
         if not self.window.commands.push(
                 "Lorebook", DeleteLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, uid)).ok:
@@ -290,7 +296,7 @@ class LibrarySetup(QObject):
                                where=f"<b>{row.book_name}</b> · entry {row.entry.uid}"
                                + ("" if row.editable else " (read-only here)"))
 
-    def _on_preview_applied(self, _preview: Any) -> None:
+    def _on_preview_applied(self, _preview: ContextPreview | None) -> None:
         if self._select_after is not None:
             book_id, uid = self._select_after
             ids = list(self.ctx.document.lorebook_ids)
@@ -305,7 +311,7 @@ class LibrarySetup(QObject):
         if folder:
             self.import_folder(folder)
 
-    def import_folder(self, folder: str | Path, *, st_user: str | None = None) -> Any:
+    def import_folder(self, folder: str | Path, *, st_user: str | None = None) -> FolderImportReport | None:
         """Import a SillyTavern folder with a progress dialog, then show what was added / changed /
         unchanged / skipped. Returns the ``FolderImportReport`` (``None`` on error: nothing imported)."""
         if self.store is None:
@@ -343,9 +349,9 @@ class LibrarySetup(QObject):
         return report
 
     @staticmethod
-    def report_text(report: Any) -> str:
+    def report_text(report: FolderImportReport) -> str:
         """The import summary: one headline, then what went where, by kind."""
-        def count(refs: list[Any]) -> str:
+        def count(refs: list[ImportRef]) -> str:
             by: dict[str, int] = {}
             for r in refs:
                 by[r.kind] = by.get(r.kind, 0) + 1
@@ -370,7 +376,7 @@ class LibrarySetup(QObject):
         if files:
             self.window.import_files(files)
 
-    def after_import(self, refs: list[Any]) -> None:
+    def after_import(self, refs: list[ImportRef]) -> None:
         """Say where an imported card / world / persona went when no chat came with it."""
         self.refresh_library()
         if not refs or any(r.kind == "chat" for r in refs):

@@ -3,47 +3,48 @@
 Data flows one way (STYLE.md 4): widgets emit intents; the window turns pin / exclude /
 lorebook edits into undo commands on the document; the document saves to the library and
 asks for a debounced preview; the frozen result resets the views.
+
+The window is the coordinator; its concerns live beside it: :mod:`gui.actions` (actions, menus,
+toolbar), :mod:`gui.banners` (token summary, budget message, error banner), :mod:`gui.drop`
+(import dialog, drag-and-drop), :mod:`gui.window_library` (import, delete, branch),
+:mod:`gui.window_generation` (Generate and its outcome), :mod:`gui.window_state` (tabs,
+splitter, saved layout).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
     QSplitter,
     QTabWidget,
-    QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
-from engine.compaction.options import CompactionOptions
-from engine.errors import LoomscopeError
 from engine.resolve import honours_exclusions, speaker_names
-from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, ProgressEvent
+from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock
 from engine.schema.audit import PromptContextAudit
 
+from .actions import build_actions
+from .banners import Banner, budget_message, compaction_options, dedupe_lines, token_summary
 from .commands import CommandRunner
 from .context import AppContext
 from .document import LoadedChat
-from .errors import UserError, message_for, user_error
+from .drop import IMPORT_FILTER, DropMixin
+from .errors import UserError
 from .generation import GenerationRunner
 from .models.pending import FlagRollback
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
-from .tabs import CENTRE_TABS, INSPECTOR_TABS
 from .undo import (
-    CompactionSummaryCommand,
     DeleteMessageCommand,
     EditLorebookEntryCommand,
     EditMessageCommand,
@@ -56,74 +57,29 @@ from .widgets.blocks_panel import BlocksPanel
 from .widgets.budget_bar import BudgetBar
 from .widgets.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
-from .widgets.library_panel import DEFAULT_WIDTH as LIBRARY_WIDTH
 from .widgets.library_panel import LibraryPanel
 from .widgets.lorebook import LorebookTab
-from .widgets.provider_dialog import ProviderDialog, load_provider_settings, resolve_key
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
+from .window_generation import GenerationMixin
+from .window_library import LibraryActionsMixin
+from .window_state import CENTRE_PREFERRED_W, INSPECTOR_MIN_W, INSPECTOR_WIDTH, LIBRARY_NARROW_W, WindowStateMixin
 
 if TYPE_CHECKING:  # loaded on first use (window start-up time)
-    from engine.generation import GenerationResult, ProviderConfig
-    from engine.storage import ImportRef
+    pass
 
-    from .widgets.lorebook_report_dialog import LorebookReportDialog
 
 log = logging.getLogger(__name__)
 
+#: Re-exported: the names other modules and tests read from here.
+__all__ = ["CENTRE_PREFERRED_W", "IMPORT_FILTER", "INSPECTOR_MIN_W", "INSPECTOR_WIDTH", "LIBRARY_NARROW_W",
+           "MANUAL_STRATEGY", "MainWindow", "budget_message", "compaction_options", "dedupe_lines", "token_summary"]
+
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
-#: The inspector column's default (widest) and smallest width (px); it yields first when the
-#: window is narrow, so the prompt blocks keep :data:`CENTRE_PREFERRED_W`.
-INSPECTOR_WIDTH, INSPECTOR_MIN_W = 460, 300
-#: The width (px) the centre column (prompt blocks, chat) should get before the inspector grows.
-CENTRE_PREFERRED_W = 780
-#: The library column on narrow windows (px; :data:`LIBRARY_WIDTH` from 1400 px on).
-LIBRARY_NARROW_W = 210
-#: Every format the importer reads (engine.importers.detect sniffs the content): cards (PNG, JSON),
-#: worlds and NovelAI lorebooks, SillyTavern JSONL chats, OpenAI message arrays and agent
-#: transcripts (tau-bench JSON, SWE-agent ``.traj``).
-IMPORT_FILTER = ("Cards, worlds and chats (*.png *.json *.jsonl *.lorebook *.traj);;"
-                 "Character cards (*.png *.json);;Worlds and lorebooks (*.json *.lorebook);;"
-                 "Chats and transcripts (*.jsonl *.json *.traj);;All files (*)")
 
 
-def token_summary(preview: ContextPreview, elapsed_s: float = 0.0) -> str:
-    """The header's one-line summary: prompt vs budget, headroom, context window, strategy, tokenizer.
-
-    ``"prompt 1,520 / budget 1,536 tokens · headroom 16 · context window 2,048 · manual · o200k_base · 12 ms"``
-    (all figures in tokens; the budget is the context window minus the reply reserve, and the
-    headroom is the budget minus the safety margin and the prompt, as in :class:`ContextPreview`).
-    """
-    approx = " ≈ approximate" if preview.tokenizer.approximate else ""
-    return (f"prompt {preview.prompt_tokens:,} / budget {preview.budget:,} tokens · "
-            f"headroom {preview.headroom:,} · context window {preview.context_limit:,} · "
-            f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
-
-
-def compaction_options(settings: ContextSettings) -> CompactionOptions | None:
-    """The chat's compaction options, as the ``compact`` strategy reads them (``None`` when they
-    are invalid: the preview then reports ``INVALID_SETTINGS`` itself)."""
-    try:
-        return CompactionOptions.from_options(settings.strategy_options)
-    except LoomscopeError:
-        return None
-
-
-def dedupe_lines(text: str) -> str:
-    """``text`` without repeated lines or sentences (a banner says each thing once)."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for line in text.splitlines():
-        key = " ".join(line.split()).rstrip(".").lower()
-        if key and key in seen:
-            continue
-        seen.add(key)
-        out.append(line)
-    return "\n".join(out)
-
-
-class MainWindow(QMainWindow):
+class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
     """Loomscope's window.
 
     Signals
@@ -158,17 +114,27 @@ class MainWindow(QMainWindow):
         #: Asks for a text (title, current text) → new text or ``None``; replaced in tests.
         self.ask_text = self._ask_text_dialog
 
-        # -- panels ----------------------------------------------------------------------
         self.library = LibraryPanel(self)
+        centre = self._build_centre()
+        self._build_inspector()
+        self._build_splitter(centre)
+
+        #: Every user action that can fail runs through it (one error handler, git-cola ``cmds.do``).
+        self.commands = CommandRunner(ctx.undo_stack, self.show_error)
+        self.generation = GenerationRunner(self)
+        build_actions(self)
+        self._wire()
+        from .library_setup import LibrarySetup  # issue 18: library panels, setup and entry editors
+
+        self.library_setup = LibrarySetup(self)
+        self.statusBar().showMessage("Ready")
+
+    # ================================================================ building
+    def _build_centre(self) -> QWidget:
+        """The centre column: title and badge, token summary, budget bar, tokens chart, banner, tabs."""
         self.budget_bar = BudgetBar(self)
         self.tokens_chart = TokensChart(self)
-        self.banner = QLabel(self)
-        self.banner.setObjectName("errorBanner")
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setStyleSheet("QLabel#errorBanner { background: #fdecea; color: #8a1f1c; "
-                                  "border: 1px solid #e6a19c; border-radius: 4px; padding: 6px; }")
-        self.banner.hide()
+        self.banner = Banner(self)
         self.blocks_panel = BlocksPanel(self)
         self.chat_view = ChatView(self)
         self.centre_tabs = QTabWidget(self)
@@ -200,11 +166,14 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.tokens_chart)
         cl.addWidget(self.banner)
         cl.addWidget(self.centre_tabs, 1)
+        return centre
 
-        self.block_inspector = BlockInspector(ctx, self)
-        self.lorebook_tab = LorebookTab(ctx, self)
-        self.audit_tab = AuditTab(ctx, self)
-        self.settings_panel = SettingsPanel(ctx.registries, self)
+    def _build_inspector(self) -> None:
+        """The inspector column's tabs: Block, Lorebook, Audit, Settings."""
+        self.block_inspector = BlockInspector(self.ctx, self)
+        self.lorebook_tab = LorebookTab(self.ctx, self)
+        self.audit_tab = AuditTab(self.ctx, self)
+        self.settings_panel = SettingsPanel(self.ctx.registries, self)
         self.inspector_tabs = QTabWidget(self)
         self.inspector_tabs.setObjectName("inspectorTabs")
         self.inspector_tabs.addTab(self.block_inspector, "Block")
@@ -212,6 +181,8 @@ class MainWindow(QMainWindow):
         self.inspector_tabs.addTab(self.audit_tab, "Audit")
         self.inspector_tabs.addTab(self.settings_panel, "Settings")
 
+    def _build_splitter(self, centre: QWidget) -> None:
+        """Library | centre | inspector, with the default widths until a saved layout is restored."""
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.setObjectName("mainSplitter")
         self.splitter.addWidget(self.library)
@@ -227,101 +198,7 @@ class MainWindow(QMainWindow):
         self._splitter_shown = False
         self.setCentralWidget(self.splitter)
 
-        #: Every user action that can fail runs through it (one error handler, git-cola ``cmds.do``).
-        self.commands = CommandRunner(ctx.undo_stack, self.show_error)
-        self.generation = GenerationRunner(self)
-        self._build_actions()
-        self._wire()
-        from .library_setup import LibrarySetup  # issue 18: library panels, setup and entry editors
-
-        self.library_setup = LibrarySetup(self)
-        self.statusBar().showMessage("Ready")
-
     # ================================================================ setup
-    def _build_actions(self) -> None:
-        stack = self.ctx.undo_stack
-        # fixed texts: the toolbar must not jump as the command names change; the tooltip and
-        # the status tip name what Ctrl+Z would undo
-        self.undo_action = QAction("Undo", self)
-        self.undo_action.setObjectName("undoAction")
-        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
-        self.undo_action.triggered.connect(stack.undo)
-        self.redo_action = QAction("Redo", self)
-        self.redo_action.setObjectName("redoAction")
-        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
-        self.redo_action.triggered.connect(stack.redo)
-        stack.canUndoChanged.connect(self.undo_action.setEnabled)
-        stack.canRedoChanged.connect(self.redo_action.setEnabled)
-        stack.undoTextChanged.connect(self._on_undo_stack_undo_text_changed)
-        stack.redoTextChanged.connect(self._on_undo_stack_redo_text_changed)
-        self._describe_undo(self.undo_action, "Undo", stack.undoText(), "Ctrl+Z")
-        self._describe_undo(self.redo_action, "Redo", stack.redoText(), "Ctrl+Shift+Z")
-        self.undo_action.setEnabled(stack.canUndo())
-        self.redo_action.setEnabled(stack.canRedo())
-        self.import_action = QAction("&Import…", self)
-        self.import_action.setToolTip("Import character cards, worlds / lorebooks and chats (Ctrl+O); "
-                                      "you can also drop files on the window")
-        self.import_action.setShortcut(QKeySequence("Ctrl+O"))
-        self.import_action.triggered.connect(self._on_import_action_triggered)
-        self.delete_action = QAction("&Delete chat…", self)
-        self.delete_action.setEnabled(False)  # nothing selected yet
-        self.delete_action.triggered.connect(lambda: self.delete_chat(self.library.current_chat_id()))
-        self.quit_action = QAction("&Quit", self)
-        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
-        self.quit_action.triggered.connect(self.close)
-        self.generate_action = QAction("▶ Generate", self)
-        self.generate_action.setObjectName("generateAction")
-        self.generate_action.setShortcut(QKeySequence("Ctrl+G"))
-        self.generate_action.setToolTip("Send the previewed prompt to the provider and append the reply (Ctrl+G)")
-        self.generate_action.triggered.connect(self.generate)
-        self.cancel_action = QAction("■ Cancel", self)
-        self.cancel_action.setEnabled(False)
-        self.cancel_action.triggered.connect(self.generation.cancel)
-        self.provider_action = QAction("Provider…", self)
-        self.provider_action.triggered.connect(self.edit_provider)
-        self.refresh_action = QAction("Refresh preview", self)
-        self.refresh_action.setShortcut(QKeySequence("F5"))
-        self.refresh_action.triggered.connect(self.ctx.preview.schedule)
-
-        file_menu = self.menuBar().addMenu("&File")
-        file_menu.addAction(self.import_action)
-        file_menu.addAction(self.delete_action)
-        file_menu.addSeparator()
-        file_menu.addAction(self.quit_action)
-        edit_menu = self.menuBar().addMenu("&Edit")
-        edit_menu.addAction(self.undo_action)
-        edit_menu.addAction(self.redo_action)
-        gen_menu = self.menuBar().addMenu("&Generate")
-        gen_menu.addAction(self.generate_action)
-        gen_menu.addAction(self.cancel_action)
-        gen_menu.addAction(self.provider_action)
-        gen_menu.addAction(self.refresh_action)
-        self.lorebook_report_action = QAction("&Report…", self)
-        self.lorebook_report_action.setObjectName("lorebookReportAction")
-        self.lorebook_report_action.setToolTip("Replay World Info over this chat: what fired, when, what it cost")
-        self.lorebook_report_action.triggered.connect(self.show_lorebook_report)
-        lore_menu = self.menuBar().addMenu("&Lorebook")
-        lore_menu.addAction(self.lorebook_report_action)
-        bar = QToolBar("Main", self)
-        bar.setObjectName("mainToolbar")
-        bar.setMovable(False)
-        for a in (self.import_action, self.undo_action, self.redo_action, self.generate_action,
-                  self.cancel_action, self.provider_action):
-            bar.addAction(a)
-        self.addToolBar(bar)
-
-    def _on_undo_stack_undo_text_changed(self, text: str) -> None:
-        self._describe_undo(self.undo_action, "Undo", text, "Ctrl+Z")
-
-    def _on_undo_stack_redo_text_changed(self, text: str) -> None:
-        self._describe_undo(self.redo_action, "Redo", text, "Ctrl+Shift+Z")
-
-    @staticmethod
-    def _describe_undo(action: QAction, verb: str, text: str, keys: str) -> None:
-        tip = f"{verb} {text[:1].lower() + text[1:]} ({keys})" if text else f"Nothing to {verb.lower()}"
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-
     def _wire(self) -> None:
         ctx = self.ctx
         doc = ctx.document
@@ -356,7 +233,7 @@ class MainWindow(QMainWindow):
         self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)
         self.settings_panel.settings_edited.connect(self._on_settings_panel_settings_edited)
         self.library.chat_selected.connect(self.open_chat)
-        self.library.import_requested.connect(self._on_import_action_triggered)
+        self.library.import_requested.connect(self.ask_import_files)
         self.library.delete_requested.connect(self.delete_chat)
         self.library.selection_changed.connect(lambda cid: self.delete_action.setEnabled(bool(cid)))
         self.generation.progress.connect(self._on_generation_progress)
@@ -425,62 +302,6 @@ class MainWindow(QMainWindow):
             self.setWindowTitle("Loomscope")
             self.status_label.clear()
         self.show_error(error, "Open chat")
-
-    def import_files(self, paths: list[str]) -> list[ImportRef]:
-        """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
-        if self.ctx.store is None or not paths:
-            return []
-        def describe(exc: LoomscopeError) -> UserError:
-            err = user_error(exc)
-            name = Path(exc.file).name if exc.file else ", ".join(Path(p).name for p in paths)
-            return UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
-                             exc.file, exc.place)
-
-        imported = self.commands.do("Import failed", self.ctx.store.import_files, paths, describe=describe)
-        if not imported.ok or imported.value is None:
-            return []
-        refs = imported.value
-        self.refresh_library()
-        chats = [r for r in refs if r.kind == "chat"]
-        self.statusBar().showMessage(
-            "Imported " + ", ".join(f"{r.kind} “{r.name}”" for r in refs), 8000)
-        if chats:
-            self.open_chat(chats[-1].id)
-        self.library_setup.after_import(refs)
-        return refs
-
-    def delete_chat(self, chat_id: str | None) -> bool:
-        """Delete ``chat_id`` after confirmation (its audit goes with it)."""
-        if self.ctx.store is None or not chat_id:
-            return False
-        title = next((c.title for c in self.ctx.store.list_chats() if c.id == chat_id), chat_id)
-        if not self.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
-            return False
-        if not self.commands.do("Delete chat", self.ctx.store.delete_chat, chat_id).ok:
-            return False
-        # a deleted chat cannot come back (the dialog said so): its commands go with it
-        self.commands.forget_history()
-        if self.ctx.document.chat_id == chat_id:
-            self.ctx.document.load_chat(None)
-        self.refresh_library()
-        ids = self.library.chat_ids()
-        if ids and self.ctx.document.chat_id is None:
-            self.open_chat(ids[0])
-        return True
-
-    def branch_chat(self, message_index: int) -> str | None:
-        """Fork the open chat at ``message_index`` and open the branch."""
-        doc = self.ctx.document
-        if self.ctx.store is None or doc.chat_id is None:
-            return None
-        branched = self.commands.do("Branch", self.ctx.store.branch_chat, doc.chat_id, message_index)
-        if not branched.ok or branched.value is None:
-            return None
-        new_id = branched.value
-        self.refresh_library()
-        self.open_chat(new_id)
-        self.statusBar().showMessage(f"Branched at message {message_index}", 6000)
-        return new_id
 
     # ================================================================ edits
     def set_pinned(self, message_index: int, value: bool) -> None:
@@ -695,35 +516,14 @@ class MainWindow(QMainWindow):
             self.preview_applied.emit(preview)
 
     def budget_message(self, preview: ContextPreview) -> str:
-        """The message for a preview error; for ``TOKEN_BUDGET_EXCEEDED`` it names the protected blocks.
-
-        The figures are the engine's own (``preview.error.message`` and ``details``: the
-        protected tokens, the budget after the safety margin, the protected block ids); the
-        GUI only looks the blocks up for their source and reason.
-        """
-        assert preview.error is not None
-        error = preview.error
-        text = message_for(error.code)
-        if error.code == "TOKEN_BUDGET_EXCEEDED":
-            by_id = {b.id: b for b in preview.blocks}
-            ids = error.details.get("protected_blocks", [])
-            protected = sorted((by_id[i] for i in ids if i in by_id), key=lambda b: -b.tokens)
-            lines = [f"{text}", f"{error.message[:1].upper()}{error.message[1:]}.", "Protected blocks:"]
-            for b in protected[:6]:
-                lines.append(f"  • {b.source} — {b.tokens:,} tokens ({b.reason})")
-            if len(protected) > 6:
-                lines.append(f"  • … and {len(protected) - 6} more")
-            lines.append("No request will be sent until this fits.")
-            return "\n".join(lines)
-        return f"{text} ({error.code})"
+        """The message for a preview error (:func:`gui.banners.budget_message`)."""
+        return budget_message(preview)
 
     def _show_banner(self, text: str) -> None:
-        self.banner.setText(dedupe_lines(text))
-        self.banner.show()
+        self.banner.show_text(text)
 
     def _hide_banner(self) -> None:
-        self.banner.hide()
-        self.banner.clear()
+        self.banner.dismiss()
 
     def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
         profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
@@ -732,100 +532,6 @@ class MainWindow(QMainWindow):
     def _on_tokens_chart_message_clicked(self, message_index: int) -> None:
         self.chat_view.scroll_to_message(message_index)
         self.blocks_panel.select_message(message_index)
-
-    # ================================================================ generation
-    def show_lorebook_report(self) -> LorebookReportDialog:
-        """Open *Lorebook → Report* on the open chat (non-modal); returns the dialog."""
-        from .widgets.lorebook_report_dialog import LorebookReportDialog  # loaded when first asked for
-
-        dialog = LorebookReportDialog(self.ctx.document.snapshot(), self)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.show()
-        return dialog
-
-    def edit_provider(self) -> bool:
-        """Open the provider settings dialog; returns ``True`` when saved."""
-        model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
-        dialog = ProviderDialog(self.ctx.settings, model, self)
-        return dialog.exec() == ProviderDialog.DialogCode.Accepted
-
-    def provider_config(self) -> ProviderConfig:
-        """The provider configuration from the saved settings and the resolved key."""
-        from engine.generation import ProviderConfig  # the provider client loads on first use
-
-        model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
-        ps = load_provider_settings(self.ctx.settings, model)
-        return ProviderConfig(base_url=ps.base_url, model=ps.model, api_key=resolve_key(),
-                              timeout_s=ps.timeout_s, stream=ps.stream)
-
-    def generate(self) -> bool:
-        """Generate a reply for the open chat; returns ``False`` when nothing was started."""
-        doc = self.ctx.document
-        if self.generation.running:
-            return False  # one at a time; Generate is disabled meanwhile
-        if self.ctx.store is None or doc.chat_id is None or doc.request is None:
-            self.show_error(UserError("CHAT_NOT_FOUND", "Open a chat from the library to generate."), "Generate")
-            return False
-        if self.preview is not None and self.preview.error is not None \
-                and self.preview.error.code == "TOKEN_BUDGET_EXCEEDED":
-            self.show_error(UserError("TOKEN_BUDGET_EXCEEDED", self.budget_message(self.preview)), "Generate")
-            return False
-        if not self.ctx.settings.contains("provider/base_url") and not self.edit_provider():
-            return False  # first generation: ask where to send it
-        self.chat_view.model.clear_finished_progress()  # the last run's compaction row
-        return self.generation.start(self.ctx.store, doc.snapshot(), self.provider_config(), doc.chat_id,
-                                     self.ctx.registries)
-
-    def remove_compaction_summary(self) -> bool:
-        """Remove the open chat's compaction summary (undoable); returns ``False`` when it has none."""
-        summary = self.ctx.document.compaction_summary()
-        if summary is None:
-            return False
-        self.commands.push("Compaction summary", CompactionSummaryCommand(self.ctx.document, summary, present=False))
-        self.statusBar().showMessage(
-            f"Compaction summary removed: messages #{summary.first}–#{summary.last} are sent verbatim again "
-            "(Ctrl+Z restores it)", 8000)
-        return True
-
-    def _on_generation_progress(self, event: ProgressEvent) -> None:
-        self.chat_view.update_progress(event)
-
-    def _on_generation_running_changed(self, running: bool) -> None:
-        self.generate_action.setEnabled(not running)
-        self.chat_view.set_generating(running)
-        self.cancel_action.setEnabled(running)
-        self.statusBar().showMessage("Generating…" if running else "Ready")
-
-    def _on_generation_finished(self, result: GenerationResult) -> None:
-        audit = result.audit  # stored with the reply by engine.generation.generate_and_store
-        if self.ctx.document.chat_id == audit.chat_id:
-            before = self.ctx.document.compaction_summary()
-            self.audit = audit
-            self.ctx.document.reload()
-            # the compaction row stays until the next generation: it says "done" or "fell back"
-            self.chat_view.model.clear_finished_progress(keep_steps=("compaction",))
-            after = self.ctx.document.compaction_summary()
-            if after is not None and (before is None or before.id != after.id):
-                self.commands.push("Compaction summary", CompactionSummaryCommand(self.ctx.document, after, present=True))
-            self.audit_tab.set_state(self.audit, self.preview)
-        self.refresh_library()
-        if audit.error_code == "CANCELLED":  # the writer's own Cancel: no warning, just say so
-            self.statusBar().showMessage("Generation cancelled; nothing was appended", 8000)
-        elif audit.error_code:
-            if audit.error_code == "TOKEN_BUDGET_EXCEEDED" and self.preview is not None \
-                    and self.preview.error is not None:
-                err = UserError(audit.error_code, self.budget_message(self.preview))
-            else:
-                err = UserError(audit.error_code, message_for(audit.error_code))
-            self.show_error(err, "Generation " + audit.status)
-        else:
-            self.statusBar().showMessage(f"Reply appended · audit {audit.generation_id[:8]} stored", 8000)
-
-    def _on_generation_failed(self, error: UserError) -> None:
-        if error.code == "CANCELLED":
-            self.statusBar().showMessage("Generation cancelled; nothing was appended", 8000)
-            return
-        self.show_error(error, "Generation failed")
 
     # ================================================================ errors & dialogs
     def show_error(self, error: UserError, title: str = "Error") -> None:
@@ -844,102 +550,6 @@ class MainWindow(QMainWindow):
 
     def _confirm_dialog(self, title: str, text: str) -> bool:
         return QMessageBox.question(self, title, text) == QMessageBox.StandardButton.Yes
-
-    def _on_import_action_triggered(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(self, "Import cards, worlds and chats", "", IMPORT_FILTER)
-        if paths:
-            self.import_files(paths)
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
-        if paths:
-            event.acceptProposedAction()
-            QTimer.singleShot(0, lambda: self.library_setup.import_dropped(paths))
-
-    # ================================================================ state
-    def select_tab(self, name: str) -> bool:
-        """Show tab ``name`` (``blocks``, ``chat``, ``block``, ``lorebook``, ``audit``, ``settings``)."""
-        key = name.strip().lower()
-        if key == "setup":
-            self.inspector_tabs.setCurrentWidget(self.library_setup.setup_panel)
-            return True
-        if key in ("characters", "lorebooks", "personas", "chats"):
-            self.library_setup.tabs.show_kind(key[:-1])
-            return True
-        if key == "entry":
-            self.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index("lorebook"))
-            self.lorebook_tab.bottom_tabs.setCurrentWidget(self.library_setup.entry_editor)
-            return True
-        if key in CENTRE_TABS:
-            self.centre_tabs.setCurrentIndex(CENTRE_TABS.index(key))
-            return True
-        if key in INSPECTOR_TABS:
-            self.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index(key))
-            return True
-        return False
-
-    def restore_state(self) -> None:
-        """Window geometry, layout, splitter sizes and tabs from ``QSettings``."""
-        s = self.ctx.settings
-        geometry = s.value("window/geometry")
-        if isinstance(geometry, QByteArray | bytes):
-            self.restoreGeometry(geometry)
-        state = s.value("window/state")
-        if isinstance(state, QByteArray | bytes):
-            self.restoreState(state)
-        splitter = s.value("window/splitter")
-        if isinstance(splitter, QByteArray | bytes):
-            self._splitter_restored = self.splitter.restoreState(splitter)
-        for key, tabs in (("window/centre_tab", self.centre_tabs), ("window/inspector_tab", self.inspector_tabs)):
-            with contextlib.suppress(TypeError, ValueError):
-                tabs.setCurrentIndex(int(s.value(key, 0)))
-
-    def default_splitter_sizes(self, width: int | None = None) -> list[int]:
-        """``[library, centre, inspector]`` for a splitter ``width`` px wide.
-
-        The centre gets :data:`CENTRE_PREFERRED_W` first; the inspector yields first (down to
-        :data:`INSPECTOR_MIN_W`), then the library (down to :data:`LIBRARY_NARROW_W`).
-        """
-        width = int(width if width is not None else self.splitter.width()) - 2 * self.splitter.handleWidth()
-        library = LIBRARY_WIDTH if width >= 1400 else LIBRARY_NARROW_W
-        inspector = max(INSPECTOR_MIN_W, min(INSPECTOR_WIDTH, width - library - CENTRE_PREFERRED_W))
-        centre = max(200, width - library - inspector)
-        return [library, centre, inspector]
-
-    def _default_splitter_sizes(self) -> None:
-        """Library and inspector at their default widths, the centre gets the rest."""
-        self.splitter.setSizes(self.default_splitter_sizes())
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        # a narrower window takes from the inspector first, then the library, not from the blocks
-        sizes = self.splitter.sizes()
-        if len(sizes) == 3 and self.isVisible() and sizes[1] < CENTRE_PREFERRED_W and sizes[2] > INSPECTOR_MIN_W:
-            give = min(CENTRE_PREFERRED_W - sizes[1], sizes[2] - INSPECTOR_MIN_W)
-            self.splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
-
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if not self._splitter_restored and not self._splitter_shown:
-            # the first show is the first time the real width is known (no saved layout)
-            self._splitter_shown = True
-            self._default_splitter_sizes()
-
-    def save_state(self) -> None:
-        """Persist geometry, layout, splitter sizes, tabs and the open chat."""
-        s = self.ctx.settings
-        s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/state", self.saveState())
-        s.setValue("window/splitter", self.splitter.saveState())
-        s.setValue("window/centre_tab", self.centre_tabs.currentIndex())
-        s.setValue("window/inspector_tab", self.inspector_tabs.currentIndex())
-        if self.ctx.document.chat_id:
-            s.setValue("library/last_chat", self.ctx.document.chat_id)
-        s.sync()
 
     def start(self, chat_id: str | None = None) -> None:
         """Fill the library and open ``chat_id`` (else the last chat, else the most recent)."""

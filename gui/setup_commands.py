@@ -9,12 +9,17 @@ command made for one chat never touches another chat's state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QUndoCommand
 
 from engine.schema import ContextSettings, LorebookEntry, Persona
 from engine.schema.sillytavern import SillyTavernSetup
+
+if TYPE_CHECKING:
+    from engine.storage import Store
+
+    from .document import ChatDocument
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class SetupState:
     names: dict[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def load(cls, store: Any, chat_id: str) -> SetupState:
+    def load(cls, store: Store, chat_id: str) -> SetupState:
         """Read the chat's setup from the library (``Store.get_chat_setup``)."""
         setup = store.get_chat_setup(chat_id)
         return cls(chat_id=chat_id, settings=setup.settings, sillytavern=setup.sillytavern,
@@ -52,7 +57,7 @@ class SetupState:
         return SetupState(**data)
 
 
-def save_setup(store: Any, old: SetupState | None, new: SetupState) -> None:
+def save_setup(store: Store, old: SetupState | None, new: SetupState) -> None:
     """Write the parts of ``new`` that differ from ``old`` (everything when ``old`` is ``None``)."""
     if old is None or old.settings != new.settings:
         store.save_chat_settings(new.chat_id, new.settings)
@@ -64,7 +69,7 @@ def save_setup(store: Any, old: SetupState | None, new: SetupState) -> None:
         store.set_chat_persona(new.chat_id, new.persona_id)
 
 
-def _reload(document: Any, chat_id: str | None) -> None:
+def _reload(document: ChatDocument, chat_id: str | None) -> None:
     if chat_id is None or document.chat_id == chat_id:
         document.reload()
 
@@ -72,7 +77,7 @@ def _reload(document: Any, chat_id: str | None) -> None:
 class SetChatSetupCommand(QUndoCommand):
     """Replace a chat's setup (lorebook links and scopes, persona choice, settings, SillyTavern setup)."""
 
-    def __init__(self, document: Any, store: Any, old: SetupState, new: SetupState, label: str) -> None:
+    def __init__(self, document: ChatDocument, store: Store, old: SetupState, new: SetupState, label: str) -> None:
         super().__init__(label)
         self._document, self._store, self._old, self._new = document, store, old, new
 
@@ -90,7 +95,7 @@ class SetChatSetupCommand(QUndoCommand):
 class EditPersonaCommand(QUndoCommand):
     """Change a library persona's name / description (every chat using it follows)."""
 
-    def __init__(self, document: Any, store: Any, persona_id: str, old: Persona, new: Persona) -> None:
+    def __init__(self, document: ChatDocument, store: Store, persona_id: str, old: Persona, new: Persona) -> None:
         super().__init__(f"Edit persona {new.name!r}")
         self._document, self._store, self._id, self._old, self._new = document, store, persona_id, old, new
 
@@ -110,7 +115,7 @@ class AddLorebookEntryCommand(QUndoCommand):
     ``duplicate_lorebook_entry``); later redos put the same entry back at the same place.
     """
 
-    def __init__(self, document: Any, store: Any, lorebook_id: str, source_uid: Any = None,
+    def __init__(self, document: ChatDocument, store: Store, lorebook_id: str, source_uid: int | str | None = None,
                  template: LorebookEntry | None = None) -> None:
         super().__init__("Duplicate lorebook entry" if source_uid is not None else "New lorebook entry")
         self._document, self._store, self._book = document, store, lorebook_id
@@ -139,7 +144,7 @@ class AddLorebookEntryCommand(QUndoCommand):
 class DeleteLorebookEntryCommand(QUndoCommand):
     """Delete an entry from a library lorebook; undo puts it back at its place in the book."""
 
-    def __init__(self, document: Any, store: Any, lorebook_id: str, uid: Any) -> None:
+    def __init__(self, document: ChatDocument, store: Store, lorebook_id: str, uid: int | str) -> None:
         book = store.get_lorebook(lorebook_id)
         index, entry = next(((i, e) for i, e in enumerate(book.entries) if str(e.uid) == str(uid)),
                             (None, None))

@@ -16,6 +16,7 @@ import time
 
 from PySide6.QtGui import QUndoCommand
 
+from engine.compaction.state import CompactionSummary
 from engine.schema import ChatMessage, ContextSettings, LorebookEntry
 
 from .document import ChatDocument
@@ -158,8 +159,8 @@ class CompactionSummaryCommand(QUndoCommand):
     ("Remove summary of messages #a–#b"): redo removes it, undo restores it.
     """
 
-    def __init__(self, document: ChatDocument, summary: object, *, present: bool) -> None:
-        first, last = getattr(summary, "first", "?"), getattr(summary, "last", "?")
+    def __init__(self, document: ChatDocument, summary: CompactionSummary, *, present: bool) -> None:
+        first, last = summary.first, summary.last
         super().__init__(f"Compact messages #{first}–#{last}" if present
                          else f"Remove summary of messages #{first}–#{last}")
         self._document = document
@@ -169,11 +170,11 @@ class CompactionSummaryCommand(QUndoCommand):
 
     def _set(self, present: bool) -> None:
         if not self._document.ensure_open(self._chat_id):
-            return  # an in-memory chat that is gone
+            return  # the chat is gone
         current = self._document.compaction_summary()
-        if present and (current is None or current.id != self._summary.id):  # type: ignore[attr-defined]
+        if present and (current is None or current.id != self._summary.id):
             self._document.restore_compaction_summary(self._summary)
-        elif not present and current is not None and current.id == self._summary.id:  # type: ignore[attr-defined]
+        elif not present and current is not None and current.id == self._summary.id:
             self._document.remove_compaction_summary()
 
     def redo(self) -> None:
