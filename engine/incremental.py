@@ -196,6 +196,7 @@ class _Run:
     out: dict[str, Any] = field(default_factory=dict)  # last outcome per block (for reuse)
     pblocks: list[Any] = field(default_factory=list)
     prepared: Any = None
+    vectors: dict[str, Any] | None = None  # numpy arrays of the fit map (engine.shifting.arrays.fit_vectors)
 
 
 #: Per-block flags a toggle changes, and the lists derived from them.
@@ -448,6 +449,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
         sl["manual"] = list(sl["manual"])
     sl["prot"] = list(sl["prot"])
     edited: list[int] = []
+    flipped: list[tuple[int, bool, bool]] = []  # (sendable position, protected, excluded)
     for c in changed:
         new, prev = msgs[c], old.messages[c]
         pos = old.pos_of_message.get(c)
@@ -478,7 +480,15 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
             k = s_of[pos]
             sl["manual"][k] = excluded
         sl["prot"][k] = b.protected or pinned
+        flipped.append((k, b.protected or pinned, excluded))
     run = copy.copy(old)
+    if old.vectors is not None and flipped:
+        vectors = dict(old.vectors)
+        vectors["prot"], vectors["manual"] = old.vectors["prot"].copy(), old.vectors["manual"].copy()
+        for k, prot, excluded in flipped:
+            vectors["prot"][k] = prot
+            vectors["manual"][k] = excluded
+        run.vectors = vectors
     if edited:  # count the edited messages again (one batch through the per-text cache)
         run.provider, run.pieces, run.overhead = list(old.provider), list(old.pieces), list(old.overhead)
         bl["tokens"], bl["text"] = list(bl["tokens"]), list(bl["text"])
@@ -496,6 +506,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
             at += k
         sl["tokens"] = (bl["tokens"] if same_lists
                         else [bl["tokens"][i] for i in old.sendable])
+        run.vectors = None  # counts changed: built again from the lists when needed
     run.messages = list(msgs)
     run.blocks = blocks
     run.b = bl
@@ -507,7 +518,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     """Steps 5-10 over the run's lists: shifting, the recount, explanations, fit map, preview."""
     from .pipeline import PreparedPrompt
     from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
-    from .shifting.arrays import explain_arrays, fit_arrays, shift_arrays
+    from .shifting.arrays import explain_arrays, fit_arrays, fit_arrays_np, fit_vectors, shift_arrays
     from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
     from .tokenizers.accounting import REPLY_PRIMING_TOKENS, content_part_warnings, count_tools_tokens
 
@@ -589,10 +600,18 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         step["trace_by_source"], prev.out.get("explanations") if prev is not None and prev.out else None,
         explanations)
     reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
-    fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],
-                        run.groups, run.orphans, honor,
-                        pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                                              profile.approximate, priming, fixed_reserve=reserve_fixed))
+    shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
+                                            profile.approximate, priming, fixed_reserve=reserve_fixed)
+    linear = getattr(shift_budget_of, "linear_offset", None)
+    fits_s = None
+    if prev is not None and isinstance(linear, int):  # a warm run: numpy (imported once, not on the cold path)
+        if run.vectors is None:
+            run.vectors = fit_vectors(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"],
+                                      sl["message_index"], run.groups, run.orphans)
+        fits_s = fit_arrays_np(run.vectors, honor, linear)
+    if fits_s is None:
+        fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],
+                            run.groups, run.orphans, honor, shift_budget_of)
     if everything_sent:
         fits = fits_s
     else:
@@ -604,7 +623,10 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         detail[i] = e
 
     # preview blocks: the previous run's object where nothing shown changed
-    fields = _fields(PreviewBlock)
+    # one mutable set of every field, shared by the rows built here: the rows are frozen and the set
+    # already holds every name, and pydantic's model_copy(update=) updates a copy of it (never this
+    # one), so a set per row (about a third of a row's cost) would change nothing
+    fields = set(_fields(PreviewBlock))
     trace_by_source = step["trace_by_source"]
     texts = bl["text"]
     b_group_of = run.b_group_of
@@ -653,7 +675,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                 "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
         o = pb_new(PreviewBlock)
         _set(o, "__dict__", values)
-        set_fields(o, set(fields))  # a mutable set of its own, as pydantic's model_copy(update=) expects
+        set_fields(o, fields)
         set_extra(o, None)
         set_private(o, None)
         pblocks[i] = o

@@ -79,6 +79,8 @@ class ChatDocument(QObject):
     setup_changed()            # anything but the messages changed: settings, lorebooks, setup, chat
     messages_changed()         # the message list changed (rows came, went or were all replaced)
     message_changed(int index) # one message changed in place (its flags or text); no row moved
+    flags_changed(int index)   # a click changed a message's pin / exclude / hidden flag (before
+                               # request_changed: the window previews it at once, no debounce)
     lorebooks_changed()        # a lorebook entry changed
     """
 
@@ -87,6 +89,7 @@ class ChatDocument(QObject):
     setup_changed = Signal()
     messages_changed = Signal()
     message_changed = Signal(int)
+    flags_changed = Signal(int)
     lorebooks_changed = Signal()
 
     def __init__(self, store: Store | None = None, parent: QObject | None = None) -> None:
@@ -187,6 +190,7 @@ class ChatDocument(QObject):
         msgs[index] = msg.model_copy(update={"meta": msg.meta.model_copy(update=update)})
         self._replace_chat(messages=msgs)
         self.message_changed.emit(index)
+        self.flags_changed.emit(index)
         self.request_changed.emit()
 
     def append_message(self, message: ChatMessage) -> int:

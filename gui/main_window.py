@@ -217,6 +217,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         ctx.preview.set_snapshot_provider(doc.snapshot)
         ctx.preview.preview_ready.connect(self._on_preview_ready)
         ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
+        doc.flags_changed.connect(lambda _i: ctx.preview.schedule(immediate=True))  # a click: no debounce
         doc.request_changed.connect(ctx.preview.schedule)
         doc.request_changed.connect(self._on_document_request_changed)
         doc.messages_changed.connect(self._on_document_messages_changed)

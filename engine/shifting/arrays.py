@@ -358,6 +358,94 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
     return [None if mi is None else v for v, mi in zip(out, message_index)]
 
 
+def fit_vectors(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool], manual: Sequence[bool],
+                tier: Sequence[int], message_index: Sequence[int | None], groups: Sequence[Sequence[int]],
+                never_sent: frozenset[int]) -> dict[str, Any]:
+    """The inputs of :func:`fit_arrays_np` as numpy arrays (built once per run, patched per toggle).
+
+    ``tokens``/``hidden``/``protected``/``manual``/``tier``: one entry per position; the group
+    layout (``g_flat`` members, ``g_starts`` offsets into it, ``g_first`` heads, ``g_rest`` the
+    other members and ``g_rest_head`` their heads), ``never`` (the ``never_sent`` positions) and
+    ``no_message`` (positions whose ``message_index`` is ``None``) as masks and index arrays.
+    """
+    import numpy as np
+
+    n = len(tokens)
+    never = np.zeros(n, dtype=bool)
+    if never_sent:
+        never[list(never_sent)] = True
+    flat = [m for ms in groups for m in ms]
+    starts = list(accumulate((len(ms) for ms in groups[:-1]), initial=0)) if groups else []
+    rest = [m for ms in groups for m in ms[1:]]
+    rest_head = [ms[0] for ms in groups for _ in ms[1:]]
+    return {"tokens": np.array(tokens, dtype=np.int64), "hidden": np.array(hidden, dtype=bool),
+            "prot": np.array(protected, dtype=bool), "manual": np.array(manual, dtype=bool),
+            "tier": np.array(tier, dtype=np.int64), "never": never,
+            "no_message": np.array([mi is None for mi in message_index], dtype=bool),
+            "g_flat": np.array(flat, dtype=np.intp), "g_starts": np.array(starts, dtype=np.intp),
+            "g_first": np.array([ms[0] for ms in groups], dtype=np.intp),
+            "g_rest": np.array(rest, dtype=np.intp), "g_rest_head": np.array(rest_head, dtype=np.intp)}
+
+
+def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int) -> list[int | None] | None:
+    """:func:`fit_arrays` over the numpy arrays of :func:`fit_vectors`, for a linear shift budget.
+
+    ``linear_offset``: ``window − shifting budget`` (the budget callable's ``linear_offset``).
+    Returns the same windows as :func:`fit_arrays`, or ``None`` when more than a few history
+    units need the exact scan (units at least as large as all the newer ones together): the
+    caller then calls :func:`fit_arrays`, whose Fenwick scan answers for all.
+    """
+    import numpy as np
+
+    tokens, hidden, protected, manual, tier, never = (
+        v["tokens"], v["hidden"], v["prot"], v["manual"], v["tier"], v["never"])
+    dead = hidden | never
+    if honor_manual:
+        dead |= manual & ~protected
+    prot, size, tiers = protected.copy(), tokens.copy(), tier.copy()
+    first, rest = v["g_first"], v["g_rest"]
+    if len(first):
+        flat, starts = v["g_flat"], v["g_starts"]
+        p = np.logical_or.reduceat(protected[flat], starts)
+        prot[first] = p
+        d = np.logical_or.reduceat(hidden[flat] | never[flat], starts)
+        if honor_manual:
+            d |= ~p & np.logical_or.reduceat(manual[flat], starts)
+        dead[first] = d
+        size[first] = np.add.reduceat(tokens[flat], starts)
+        tiers[first] = np.minimum.reduceat(tier[flat], starts)
+        dead[rest] = True
+    removable = ~dead & ~prot
+    lore = size[removable & (tiers == 3)]
+    lore_max = int(lore.max(initial=0))
+    hist = np.flatnonzero(removable & (tiers == 2))[::-1]  # newest first, as _rooms_fast
+    sizes = size[hist]
+    sums = np.cumsum(sizes) + int(lore.sum())
+    largest = max(lore_max, int(sizes.max(initial=0)))
+    prefix = int(np.searchsorted(sums, largest, side="right"))
+    if prefix:
+        tops = np.maximum.accumulate(np.concatenate(([lore_max], sizes[:prefix])))[1:]
+        slow = np.flatnonzero(sums[:prefix] <= tops).tolist()
+        if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
+            return None  # the Fenwick scan: the list version does it
+        if slow:
+            lore_l, sizes_l = lore.tolist(), sizes[: slow[-1] + 1].tolist()
+            for j in slow:  # as _rooms_fast: the exact least room of these few units
+                sums[j] = _least_room(sorted([*lore_l, *sizes_l[: j + 1]]), sizes_l[j])
+    p_tokens = int(size[~dead & prot].sum())
+    base = p_tokens + linear_offset
+    out = np.full(len(tokens), max(1, base + int(size[removable].sum())), dtype=np.int64)
+    out[prot] = max(1, base)
+    out[hist] = np.maximum(sums + base, 1)
+    res = out.astype(object)
+    res[dead] = None
+    if len(rest):
+        res[rest] = res[v["g_rest_head"]]
+    res[v["no_message"]] = None
+    values: list[int | None] = res.tolist()
+    return values
+
+
 def _assign(target: list[Any], positions: Iterable[int], values: Iterable[Any]) -> None:
     """``target[p] = v`` for each position and value, in one C-level pass."""
     deque(map(target.__setitem__, positions, values), maxlen=0)
@@ -386,4 +474,4 @@ def _rooms_fast(u: _Units) -> tuple[list[int], list[int]]:
     return hist, sums
 
 
-__all__ = ["ArrayShift", "explain_arrays", "fit_arrays", "shift_arrays"]
+__all__ = ["ArrayShift", "explain_arrays", "fit_arrays", "fit_arrays_np", "fit_vectors", "shift_arrays"]

@@ -12,6 +12,7 @@ preview's flags, or a click's pending value until the preview confirms it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
@@ -46,6 +47,26 @@ class MessageFate:
     protected: bool
     pinned: bool
     group: str | None
+
+
+#: What a message row shows of its block (its fate, its buttons), compared to find changed rows;
+#: the rest (``fit_window``, ``reason_detail``, ...) differs on nearly every block after one toggle.
+_FATE_FIELDS = itemgetter("status", "reason", "tokens", "original_tokens", "protected", "pinned",
+                          "manual_excluded", "group")
+
+
+def changed_fates(old: dict[int, PreviewBlock], new: dict[int, PreviewBlock], n: int) -> set[int]:
+    """Message indices ``< n`` whose row shows differently between two previews' message blocks
+    (``{message_index: block}``): a different fate or flag, or a block that came or went."""
+    if old.keys() == new.keys():
+        rows = list(new)
+        olds = map(vars, map(old.__getitem__, rows))  # instance dicts: itemgetter beats getattr
+        return {i for i, a, b in zip(rows, map(_FATE_FIELDS, olds), map(_FATE_FIELDS, map(vars, new.values())),
+                                     strict=True) if a != b and i < n}
+    changed = {i for i, b in new.items()
+               if i < n and (i not in old or _FATE_FIELDS(vars(old[i])) != _FATE_FIELDS(vars(b)))}
+    changed.update(i for i in old if i not in new and i < n)
+    return changed
 
 
 def message_display_text(message: ChatMessage, limit: int = 4000) -> str:
@@ -137,9 +158,7 @@ class ChatMessagesModel(QAbstractListModel):
         if not old_blocks or not self._blocks:
             self.dataChanged.emit(self.index(0), self.index(n - 1))
             return
-        changed = {i for i, b in self._blocks.items() if i < n and old_blocks.get(i) is not b
-                   and old_blocks.get(i) != b}
-        changed.update(i for i in old_blocks if i not in self._blocks and i < n)
+        changed = changed_fates(old_blocks, self._blocks, n)
         changed.update(i for i in pending if i < n)
         if self._marker != old_marker:  # greying depends on the marker: rows between the two moved
             ends = [m for m in (self._marker, old_marker) if m is not None]

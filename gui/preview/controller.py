@@ -2,7 +2,9 @@
 
 Flow (STYLE.md 5, like git-cola's ``cola/widgets/diff.py`` and napari's ``_layer_slicer.py``):
 every edit calls :meth:`PreviewController.schedule`, which restarts a single-shot ``QTimer``
-(:data:`PREVIEW_DEBOUNCE_MS`). When it fires, the snapshot provider builds a frozen
+(:data:`PREVIEW_DEBOUNCE_MS`); a click (pin, exclude: an intent, not a keystroke) calls
+``schedule(immediate=True)``, which runs the preview at the next turn of the event loop, and
+edits arriving before then join it instead of restarting the debounce. When it fires, the snapshot provider builds a frozen
 :class:`~engine.schema.PreviewRequest` *on the main thread*; the request is stamped with a
 generation number and computed on a ``QThreadPool`` worker. A result is delivered only when
 its generation is still the latest; older ones are dropped (and counted, for tests).
@@ -21,6 +23,7 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
 from engine.schema import ContextPreview, PreviewRequest
 
 from ..errors import UserError, worker_error
+from .heap import freeze_long_lived
 
 #: Quiet time after the last edit before the preview runs (milliseconds).
 PREVIEW_DEBOUNCE_MS = 120
@@ -119,6 +122,9 @@ class PreviewController(QObject):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(debounce_ms)
+        self._debounce_ms = debounce_ms
+        #: An immediate preview is pending (the timer runs with 0 ms): later edits join it.
+        self._immediate = False
         self._timer.timeout.connect(self._on_timer_timeout)
         self._relay = _Relay(self)
         self._relay.finished.connect(self._on_relay_finished)
@@ -137,6 +143,11 @@ class PreviewController(QObject):
         """Replace the worker function (tests, or a changed registry)."""
         self._compute = compute
 
+    def set_debounce(self, debounce_ms: int) -> None:
+        """Set the quiet time (milliseconds) an edit's preview waits for; clicks never wait."""
+        self._debounce_ms = debounce_ms
+        self._timer.setInterval(debounce_ms)
+
     @property
     def generation(self) -> int:
         """The number of the latest submitted request (0 before the first)."""
@@ -148,9 +159,23 @@ class PreviewController(QObject):
         return self._timer.isActive() or self._running > 0
 
     # -- scheduling ----------------------------------------------------------------------
-    def schedule(self) -> None:
-        """Restart the debounce timer; the preview runs :data:`PREVIEW_DEBOUNCE_MS` after the last call."""
-        self._timer.start()
+    def schedule(self, immediate: bool = False) -> None:
+        """Ask for a preview of the current state.
+
+        Parameters
+        ----------
+        immediate:
+            ``False`` (edits, typing): restart the debounce timer; the preview runs
+            :data:`PREVIEW_DEBOUNCE_MS` after the last call. ``True`` (a click: pin, exclude,
+            hide): run it at the next turn of the event loop, without the typing debounce. Any
+            call made while an immediate preview is pending joins it (the snapshot is taken
+            when the timer fires, so it includes those edits).
+        """
+        if immediate:
+            self._immediate = True
+            self._timer.start(0)
+        elif not self._immediate:
+            self._timer.start(self._debounce_ms)
 
     def flush(self) -> int | None:
         """Run a pending (or a fresh) preview now, without waiting for the timer.
@@ -158,9 +183,11 @@ class PreviewController(QObject):
         Returns the generation submitted, or ``None`` when the snapshot was empty.
         """
         self._timer.stop()
+        self._immediate = False
         return self._submit()
 
     def _on_timer_timeout(self) -> None:
+        self._immediate = False
         self._submit()
 
     def _submit(self) -> int | None:
@@ -187,10 +214,12 @@ class PreviewController(QObject):
             return
         self.last_outcome = outcome
         self.preview_ready.emit(outcome)
+        freeze_long_lived()  # the views now hold this preview: keep full GC passes off its blocks
 
     def shutdown(self, timeout_ms: int = 5000) -> None:
         """Stop the timer and wait for running work (at application exit)."""
         self._timer.stop()
+        self._immediate = False
         with self._lock:
             self._generation += 1  # anything still queued is stale now
         self._pool.waitForDone(timeout_ms)

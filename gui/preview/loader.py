@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from ..document import LoadedChat, read_chat
 from ..errors import UserError, worker_error
+from .heap import freeze_long_lived
 
 
 class _Relay(QObject):
@@ -99,6 +100,7 @@ class ChatLoader(QObject):
         if error is not None or loaded is None:
             self.failed.emit(chat_id, error or UserError("INTERNAL_ERROR", "the chat could not be read"))
             return
+        freeze_long_lived()  # a long chat's messages: keep full GC passes off them from now on
         self.loaded.emit(loaded)
 
     def shutdown(self, timeout_ms: int = 5000) -> None:

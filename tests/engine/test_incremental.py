@@ -207,3 +207,16 @@ def test_plain_edit_is_answered_warm() -> None:
         assert warm.preview.model_dump_json() == _reference(request)
     macro = _edited(request, "edit", 59)  # the last assistant message: {{lastCharMessage}} reads it
     assert warm_run(macro, regs) is None
+
+
+def test_copying_a_warm_row_leaves_the_other_rows_as_they_were() -> None:
+    msgs = [ChatMessage(role="user" if k % 2 else "assistant", content=f"turn {k} " + "wave " * 20) for k in range(50)]
+    request = PreviewRequest(chat=Chat(messages=msgs), settings=ContextSettings(
+        model="gpt-4o", context_limit=900, reply_reserve=100))
+    regs = default_registries()
+    preview(request, registries=regs)
+    warm = preview(_edited(request, "exclude", 45), registries=regs)
+    before = [set(b.model_fields_set) for b in warm.blocks]
+    copied = warm.blocks[3].model_copy(update={"tokens": 1})
+    assert copied.tokens == 1 and warm.blocks[3].tokens != 1
+    assert [set(b.model_fields_set) for b in warm.blocks] == before

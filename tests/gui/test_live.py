@@ -49,6 +49,22 @@ def test_an_exclude_click_ticks_before_the_preview_runs(qtbot, window) -> None:
     assert _exclude_cell(window, 4).data(CHECK) == Qt.CheckState.Unchecked
 
 
+def test_a_click_is_previewed_without_the_typing_debounce(qtbot, window) -> None:
+    window.ctx.preview.set_debounce(60_000)  # an edit's preview would not come within the test
+    started = window.ctx.preview.generation
+    preview = _wait_preview(qtbot, window, lambda: window.blocks_panel.proxy.setData(
+        _exclude_cell(window, 3), Qt.CheckState.Checked, CHECK))
+    assert next(b for b in preview.blocks if b.message_index == 3).manual_excluded
+    assert window.ctx.preview.generation == started + 1  # one preview for the click
+    assert not window.ctx.preview.is_busy()
+    # a settings edit (typing in a spin box) still waits for the debounce
+    settings = window.ctx.document.request.settings
+    window.ctx.document.set_settings(settings.model_copy(update={"reply_reserve": 777}))
+    QCoreApplication.processEvents()
+    assert window.ctx.preview.is_busy() and window.ctx.preview.generation == started + 1
+    window.ctx.preview.shutdown()
+
+
 def test_in_place_update_keeps_the_selection_and_the_scroll(qtbot, library, qsettings) -> None:
     from gui.app import build_context
     from gui.main_window import MainWindow

@@ -128,3 +128,52 @@ def test_chat_model_updates_one_message_in_place_and_shows_its_flags(qtbot) -> N
     assert model.index(2).data(FLAGS_ROLE) == (False, True)
     edited = msgs[3].model_copy(update={"content": "a different text"})
     assert model.update_message(3, edited) is True
+
+
+def test_fields_the_table_does_not_show_change_no_row(qtbot) -> None:
+    """After one toggle nearly every block differs in ``fit_window`` and the free tokens of its
+    ``reason_detail`` / ``reason_data``; rows whose cells read the same get no ``dataChanged``."""
+    model = BlocksTableModel()
+    model.set_preview(make_preview(_blocks()))
+    events = _recorder(model)
+    blocks = [b.model_copy(update={"fit_window": 1234, "reason_detail": "only 11 tokens free",
+                                   "reason_data": {"free": 11, "tokens": 10}}) for b in _blocks(excluded=3)]
+    assert model.set_preview(make_preview(blocks)) == [4]
+    assert events == [("changed", 4, 4)]
+    assert model.block(2).fit_window == 1234  # the model holds the new blocks all the same
+
+
+def test_a_reason_cell_that_reads_differently_changes_its_row(qtbot) -> None:
+    def with_reason(data):
+        out = _blocks()
+        out[2] = out[2].model_copy(update={"status": "excluded", "reason": "HISTORY_OLDEST_FIRST",
+                                           "reason_data": data})
+        return out
+
+    model = BlocksTableModel()
+    model.set_preview(make_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5, "free": 3})))
+    assert model.index(2, BlockColumn.REASON).data() == "newer message 5 did not fit"
+    events = _recorder(model)
+    assert model.set_preview(make_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5,
+                                                       "free": 9}))) == []
+    assert model.set_preview(make_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 4,
+                                                       "free": 9}))) == [2]
+    assert events == [("changed", 2, 2)]
+    assert model.index(2, BlockColumn.REASON).data() == "newer message 4 did not fit"
+
+
+def test_chat_rows_repaint_only_where_the_fate_changed(qtbot) -> None:
+    from gui.models.chat_model import changed_fates
+
+    model = ChatMessagesModel()
+    model.set_messages([ChatMessage(role="user", content=f"m{i}") for i in range(6)])
+    model.set_preview(make_preview(_blocks()))
+    events = _recorder(model)
+    blocks = [b.model_copy(update={"fit_window": 99, "reason_detail": "x"}) for b in _blocks(excluded=2)]
+    model.set_preview(make_preview(blocks))
+    assert ("reset",) not in events
+    assert [e for e in events if e[0] == "changed"] == [("changed", 2, 2)]
+    old = {b.message_index: b for b in _blocks() if b.message_index is not None}
+    new = {b.message_index: b for b in _blocks(pinned=1) if b.message_index is not None}
+    assert changed_fates(old, new, 6) == {1}
+    assert changed_fates(old, {i: b for i, b in new.items() if i != 5}, 6) == {1, 5}  # a block went

@@ -108,3 +108,49 @@ def test_empty_snapshot_computes_nothing(qtbot) -> None:
     ctl = PreviewController(lambda r: make_preview([]), lambda: None)
     assert ctl.flush() is None
     assert ctl.generation == 0
+
+
+def test_an_immediate_schedule_skips_the_debounce_and_later_edits_join_it(qtbot) -> None:
+    calls: list[str] = []
+
+    def compute(request: PreviewRequest):
+        calls.append(request.chat.title)
+        return make_preview([make_block(0)])
+
+    state = {"tag": "click"}
+    # a debounce no test waits out: only the immediate path can deliver within the wait below
+    ctl = PreviewController(compute, lambda: _request(state["tag"]), debounce_ms=60_000)
+    ctl.schedule(immediate=True)
+    state["tag"] = "click+edit"
+    ctl.schedule()  # the document's request_changed right after the click's flags_changed
+    assert ctl.is_busy()
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000) as blocker:
+        pass
+    assert calls == ["click+edit"]  # one computation, with the state when the timer fired
+    assert blocker.args[0].request.chat.title == "click+edit"
+    assert not ctl.is_busy()
+
+
+def test_edits_after_an_immediate_preview_are_debounced_again(qtbot) -> None:
+    calls: list[str] = []
+    ctl = PreviewController(lambda r: calls.append(r.chat.title) or make_preview([]),
+                            lambda: _request("x"), debounce_ms=60_000)
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000):
+        ctl.schedule(immediate=True)
+    ctl.schedule()  # a keystroke: waits for the (here very long) debounce
+    qtbot.wait(100)
+    assert calls == ["x"]
+    assert ctl.is_busy()  # the debounce timer is still running
+    ctl.shutdown()
+    assert not ctl.is_busy()
+
+
+def test_a_delivered_preview_freezes_the_long_lived_heap(qtbot) -> None:
+    import gc
+
+    gc.unfreeze()
+    ctl = PreviewController(lambda r: make_preview([make_block(0)]), lambda: _request("x"))
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000):
+        ctl.flush()
+    assert gc.get_freeze_count() > 0  # full GC passes no longer walk the preview just shown
+    gc.unfreeze()
