@@ -196,7 +196,7 @@ class _Run:
     out: dict[str, Any] = field(default_factory=dict)  # last outcome per block (for reuse)
     pblocks: list[Any] = field(default_factory=list)
     prepared: Any = None
-    vectors: dict[str, Any] | None = None  # numpy arrays of the fit map (engine.shifting.arrays.fit_vectors)
+    vectors: dict[str, Any] | None = None  # numpy arrays of a warm run (engine.shifting.arrays.numpy_vectors)
 
 
 #: Per-block flags a toggle changes, and the lists derived from them.
@@ -518,7 +518,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     """Steps 5-10 over the run's lists: shifting, the recount, explanations, fit map, preview."""
     from .pipeline import PreparedPrompt
     from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
-    from .shifting.arrays import explain_arrays, fit_arrays, fit_arrays_np, fit_vectors, shift_arrays
+    from .shifting.arrays import explain_arrays, fit_arrays, fit_arrays_np, numpy_vectors, shift_arrays, shift_arrays_np
     from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
     from .tokenizers.accounting import REPLY_PRIMING_TOKENS, content_part_warnings, count_tools_tokens
 
@@ -537,9 +537,17 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     bl, sl = run.b, run.s
     tok = bl["tokens"]
     honor = step["honor_manual"]
-    shift = shift_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["priority"],
-                         run.groups, run.group_ids, run.group_of, run.orphans, run.incomplete, shift_budget,
-                         honor_manual=honor, ids=sl["id"])
+    if prev is not None:  # a warm run: over numpy arrays (numpy is imported here, never on the cold path)
+        if run.vectors is None:
+            run.vectors = numpy_vectors(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"],
+                                        sl["message_index"], run.groups, run.orphans)
+        shift = shift_arrays_np(run.vectors, sl["hidden"], sl["prot"], sl["manual"], sl["priority"], run.groups,
+                                run.group_ids, run.orphans, run.incomplete, shift_budget, honor_manual=honor,
+                                ids=sl["id"])
+    else:
+        shift = shift_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["priority"],
+                             run.groups, run.group_ids, run.group_of, run.orphans, run.incomplete, shift_budget,
+                             honor_manual=honor, ids=sl["id"])
     warnings = [*step["warnings"], *run.group_warnings]
     diagnostics = [*step["diagnostics"], *shift.diagnostics]
 
@@ -604,10 +612,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                                             profile.approximate, priming, fixed_reserve=reserve_fixed)
     linear = getattr(shift_budget_of, "linear_offset", None)
     fits_s = None
-    if prev is not None and isinstance(linear, int):  # a warm run: numpy (imported once, not on the cold path)
-        if run.vectors is None:
-            run.vectors = fit_vectors(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"],
-                                      sl["message_index"], run.groups, run.orphans)
+    if run.vectors is not None and isinstance(linear, int):  # a warm run (see shifting above)
         fits_s = fit_arrays_np(run.vectors, honor, linear)
     if fits_s is None:
         fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],

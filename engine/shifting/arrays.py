@@ -358,15 +358,18 @@ def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequenc
     return [None if mi is None else v for v, mi in zip(out, message_index)]
 
 
-def fit_vectors(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool], manual: Sequence[bool],
+def numpy_vectors(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool], manual: Sequence[bool],
                 tier: Sequence[int], message_index: Sequence[int | None], groups: Sequence[Sequence[int]],
                 never_sent: frozenset[int]) -> dict[str, Any]:
-    """The inputs of :func:`fit_arrays_np` as numpy arrays (built once per run, patched per toggle).
+    """The inputs of :func:`fit_arrays_np` and :func:`shift_arrays_np` as numpy arrays.
 
+    Built once per run (from the lists :func:`fit_arrays` takes), patched per toggle.
     ``tokens``/``hidden``/``protected``/``manual``/``tier``: one entry per position; the group
     layout (``g_flat`` members, ``g_starts`` offsets into it, ``g_first`` heads, ``g_rest`` the
-    other members and ``g_rest_head`` their heads), ``never`` (the ``never_sent`` positions) and
-    ``no_message`` (positions whose ``message_index`` is ``None``) as masks and index arrays.
+    other members and ``g_rest_head`` their heads, ``g_size`` member counts, ``g_of_flat`` the
+    group of each ``g_flat`` entry, ``grouped`` the positions in a group), ``never`` (the
+    ``never_sent`` positions) and ``no_message`` (positions whose ``message_index`` is ``None``)
+    as masks and index arrays.
     """
     import numpy as np
 
@@ -378,7 +381,12 @@ def fit_vectors(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequen
     starts = list(accumulate((len(ms) for ms in groups[:-1]), initial=0)) if groups else []
     rest = [m for ms in groups for m in ms[1:]]
     rest_head = [ms[0] for ms in groups for _ in ms[1:]]
+    sizes = [len(ms) for ms in groups]
+    grouped = np.zeros(n, dtype=bool)
+    grouped[flat] = True
     return {"tokens": np.array(tokens, dtype=np.int64), "hidden": np.array(hidden, dtype=bool),
+            "grouped": grouped, "g_size": np.array(sizes, dtype=np.intp),
+            "g_of_flat": np.repeat(np.arange(len(groups), dtype=np.intp), sizes),
             "prot": np.array(protected, dtype=bool), "manual": np.array(manual, dtype=bool),
             "tier": np.array(tier, dtype=np.int64), "never": never,
             "no_message": np.array([mi is None for mi in message_index], dtype=bool),
@@ -388,7 +396,7 @@ def fit_vectors(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequen
 
 
 def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int) -> list[int | None] | None:
-    """:func:`fit_arrays` over the numpy arrays of :func:`fit_vectors`, for a linear shift budget.
+    """:func:`fit_arrays` over the numpy arrays of :func:`numpy_vectors`, for a linear shift budget.
 
     ``linear_offset``: ``window − shifting budget`` (the budget callable's ``linear_offset``).
     Returns the same windows as :func:`fit_arrays`, or ``None`` when more than a few history
@@ -446,6 +454,134 @@ def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int) 
     return values
 
 
+#: Reason codes of :func:`shift_arrays_np` (0: kept).
+_CODES: tuple[str | None, ...] = (None, "HIDDEN", "MANUAL_EXCLUDED", "TOOL_GROUP_DROPPED", "TOOL_RESULT_ORPHANED",
+                                  TOOL_PAIR_INCOMPLETE, "OVER_BUDGET_PROTECTED", "TOO_LARGE_FOR_BUDGET",
+                                  "PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT", "HISTORY_OLDEST_FIRST")
+_CODE = {r: k for k, r in enumerate(_CODES)}
+_TIER_CODE = (_CODE["PRIORITY_LOWEST_FIRST"], _CODE["EXAMPLES_PUSHED_OUT"], _CODE["HISTORY_OLDEST_FIRST"],
+              _CODE["PRIORITY_LOWEST_FIRST"])
+
+
+def shift_arrays_np(v: Mapping[str, Any], hidden: Sequence[bool], protected: Sequence[bool],
+                    manual: Sequence[bool], priority: Sequence[float], groups: Sequence[Sequence[int]],
+                    group_ids: Sequence[str], orphans: frozenset[int], incomplete: Mapping[str, Any],
+                    budget: int, *, honor_manual: bool, ids: Sequence[str]) -> ArrayShift:
+    """:func:`shift_arrays` over the numpy arrays of :func:`numpy_vectors` (the same outcome).
+
+    ``v`` holds the per-position arrays (``tokens``, ``hidden``, ``prot``, ``manual``, ``tier``
+    and the group layout); the lists are the same figures as :func:`shift_arrays` takes, read
+    only for the few tool groups with a hidden, orphaned, incomplete or hand-excluded member and
+    for lorebook / memory blocks (sorted by priority).
+    """
+    import numpy as np
+
+    tokens, hid_a, prot_a, man_a, tier = v["tokens"], v["hidden"], v["prot"], v["manual"], v["tier"]
+    grouped, never = v["grouped"], v["never"]
+    codes = np.zeros(len(tokens), dtype=np.int8)
+    notes: list[tuple[int, str]] = []
+
+    def note(i: int, at: int) -> None:
+        notes.append((at, f"{ids[i]}: excluded by the writer although protected or pinned "
+                         "(or in a tool group with a pinned message); not sent"))
+
+    codes[hid_a & ~grouped] = _CODE["HIDDEN"]
+    if honor_manual:
+        single_manual = man_a & ~grouped & (codes == 0)
+        for i in np.flatnonzero(single_manual & prot_a).tolist():
+            note(i, i)
+        codes[single_manual] = _CODE["MANUAL_EXCLUDED"]
+    unit_tokens, unit_prot, unit_tier = tokens.copy(), prot_a.copy(), tier.copy()
+    head = np.ones(len(tokens), dtype=bool)
+    first, gsize = v["g_first"], v["g_size"]
+    multi = np.zeros(len(tokens), dtype=bool)  # heads of groups of two or more
+    if len(first):
+        flat, starts = v["g_flat"], v["g_starts"]
+        head[v["g_rest"]] = False
+        multi[first[gsize > 1]] = True
+        special = np.logical_or.reduceat(hid_a[flat] | never[flat], starts)
+        if incomplete:
+            special |= np.array([gid in incomplete for gid in group_ids], dtype=bool)
+        if honor_manual:
+            special |= np.logical_or.reduceat(man_a[flat], starts)
+        unit_tokens[first] = np.add.reduceat(tokens[flat], starts)
+        unit_prot[first] = np.logical_or.reduceat(prot_a[flat], starts)
+        unit_tier[first] = np.minimum.reduceat(tier[flat], starts)
+        for g in np.flatnonzero(special).tolist():  # as shift_arrays, group by group
+            gid, ms = group_ids[g], groups[g]
+            is_group = len(ms) > 1
+            hid = [m for m in ms if hidden[m]]
+            if hid:
+                for m in ms:
+                    codes[m] = _CODE["HIDDEN" if m == hid[0] or not is_group else "TOOL_GROUP_DROPPED"]
+                for m in hid:
+                    codes[m] = _CODE["HIDDEN"]
+                continue
+            if any(m in orphans for m in ms):
+                codes[ms] = _CODE["TOOL_RESULT_ORPHANED"]
+                continue
+            if gid in incomplete:
+                codes[ms] = _CODE[TOOL_PAIR_INCOMPLETE]
+                continue
+            man = [m for m in ms if manual[m]]
+            if any(protected[m] for m in ms):
+                note(man[0], ms[0])
+            for m in ms:
+                codes[m] = _CODE["MANUAL_EXCLUDED" if m == man[0] or not is_group else "TOOL_GROUP_DROPPED"]
+            for m in man:
+                codes[m] = _CODE["MANUAL_EXCLUDED"]
+    notes.sort()
+    diagnostics = [text for _, text in notes]
+
+    def drop(heads: Any, head_codes: Any, group_code: int) -> None:
+        codes[heads] = head_codes
+        in_multi = heads[multi[heads]]
+        if len(in_multi):
+            hit = np.zeros(len(tokens), dtype=bool)
+            hit[in_multi] = True
+            members = v["g_flat"][hit[first][v["g_of_flat"]]]
+            codes[members] = group_code
+
+    live = (codes == 0) & head
+    protected_tokens = int(unit_tokens[live & unit_prot].sum())
+    total = int(unit_tokens[live].sum())
+    removable = np.flatnonzero(live & ~unit_prot)
+    error: str | None = None
+    if protected_tokens > budget:
+        error = TOKEN_BUDGET_EXCEEDED
+        drop(removable, _CODE["OVER_BUDGET_PROTECTED"], _CODE["OVER_BUDGET_PROTECTED"])
+        total = protected_tokens
+    elif total > budget:
+        room = budget - protected_tokens
+        sizes = unit_tokens[removable]
+        large = sizes > room
+        if large.any():
+            too_large = removable[large]
+            drop(too_large, _CODE["TOO_LARGE_FOR_BUDGET"], _CODE["TOO_LARGE_FOR_BUDGET"])
+            total -= int(sizes[large].sum())
+            rest = removable[~large]
+        else:
+            rest = removable
+        tiers = unit_tier[rest]
+        if bool((tiers == 2).all()):  # history only (the usual chat): oldest first as they stand
+            order = rest
+        else:
+            lore = sorted(rest[tiers == 3].tolist(), key=lambda i: (priority[i], -i))
+            order = np.concatenate([rest[tiers == 0], rest[tiers == 1], rest[tiers == 2],
+                                    np.array(lore, dtype=np.intp)])
+        if total > budget and len(order):
+            cum = np.cumsum(unit_tokens[order])
+            k = min(int(np.searchsorted(cum, total - budget, side="left")) + 1, len(order))
+            total -= int(cum[k - 1])
+            dropped = order[:k]
+            drop(dropped, np.array(_TIER_CODE, dtype=np.int8)[unit_tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
+    kept_total = int(tokens[codes == 0].sum())
+    if error is None and kept_total > budget:  # pragma: no cover - guarded above
+        raise AssertionError("shift_arrays_np left the prompt over budget")
+    reasons: list[str | None] = np.array(_CODES, dtype=object)[codes].tolist()
+    return ArrayShift(reasons, error, protected_tokens, kept_total, diagnostics)
+
+
 def _assign(target: list[Any], positions: Iterable[int], values: Iterable[Any]) -> None:
     """``target[p] = v`` for each position and value, in one C-level pass."""
     deque(map(target.__setitem__, positions, values), maxlen=0)
@@ -474,4 +610,4 @@ def _rooms_fast(u: _Units) -> tuple[list[int], list[int]]:
     return hist, sums
 
 
-__all__ = ["ArrayShift", "explain_arrays", "fit_arrays", "fit_arrays_np", "fit_vectors", "shift_arrays"]
+__all__ = ["ArrayShift", "explain_arrays", "fit_arrays", "fit_arrays_np", "numpy_vectors", "shift_arrays", "shift_arrays_np"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPen, QShortcut
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPen, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -117,7 +117,12 @@ class ChatDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
         width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
-        key = (index.row(), width, int(bool(index.data(MARKER_ROLE))) + 2 * int(index.data(SUMMARY_ROLE) is not None))
+        row, model = index.row(), index.model()
+        if isinstance(model, ChatMessagesModel):  # a layout asks for every row: no data() round trips
+            shape = int(model.marker_index() == row) + 2 * int(model.summary_row() == row)
+        else:
+            shape = int(bool(index.data(MARKER_ROLE))) + 2 * int(index.data(SUMMARY_ROLE) is not None)
+        key = (row, width, shape)
         cached = self._size_cache.get(key)
         if cached is not None:
             return cached
@@ -321,6 +326,56 @@ class ChatDelegate(QStyledItemDelegate):
         return super().editorEvent(event, model, option, index)
 
 
+class ChatList(QListView):
+    """The conversation list; it lays its rows out only while it is shown.
+
+    Every row of a chat has its own height (its text wrapped to the width), so a layout asks the
+    delegate for all of them: a hidden list (another centre tab is current) would do that work
+    for nothing, at a width it does not have, and on a 10,000-message chat compete with the tab
+    the writer is using. While hidden, :meth:`doItemsLayout` and the scroll requests are
+    remembered and run when the list is shown.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._layout_on_show = False
+        self._scroll_on_show: tuple[QPersistentModelIndex, QAbstractItemView.ScrollHint] | None = None
+        self._bottom_on_show = False
+
+    def doItemsLayout(self) -> None:
+        if not self.isVisible():
+            self._layout_on_show = True
+            return
+        super().doItemsLayout()
+
+    def scrollToBottom(self) -> None:
+        if not self.isVisible():
+            self._bottom_on_show, self._scroll_on_show = True, None
+            return
+        super().scrollToBottom()
+
+    def scrollTo(self, index: QModelIndex | QPersistentModelIndex,
+                 hint: QAbstractItemView.ScrollHint = QAbstractItemView.ScrollHint.EnsureVisible) -> None:
+        if not self.isVisible():
+            self._scroll_on_show, self._bottom_on_show = (QPersistentModelIndex(index), hint), False
+            return
+        super().scrollTo(index, hint)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._layout_on_show:
+            self._layout_on_show = False
+            super().doItemsLayout()
+        if self._bottom_on_show:
+            self._bottom_on_show = False
+            super().scrollToBottom()
+        elif self._scroll_on_show is not None:
+            index, hint = self._scroll_on_show
+            self._scroll_on_show = None
+            if index.isValid():
+                super().scrollTo(self.model().index(index.row(), index.column()), hint)
+
+
 class ChatView(QWidget):
     """Conversation list and composer.
 
@@ -352,13 +407,13 @@ class ChatView(QWidget):
         super().__init__(parent)
         self.model = ChatMessagesModel(self)
         self.delegate = ChatDelegate(self)
-        self.list = QListView(self)
+        self.list = ChatList(self)
         self.list.setObjectName("chatList")
         self.list.setModel(self.model)
         self.list.setItemDelegate(self.delegate)
         self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.list.setLayoutMode(QListView.LayoutMode.Batched)
-        self.list.setBatchSize(200)
+        self.list.setBatchSize(100)  # rows measured per turn of the event loop: a few ms each
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.list.setWordWrap(True)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)

@@ -220,3 +220,36 @@ def test_copying_a_warm_row_leaves_the_other_rows_as_they_were() -> None:
     copied = warm.blocks[3].model_copy(update={"tokens": 1})
     assert copied.tokens == 1 and warm.blocks[3].tokens != 1
     assert [set(b.model_fields_set) for b in warm.blocks] == before
+
+
+@SETTINGS
+@given(request=requests(), budget=st.integers(0, 400), honor=st.booleans())
+def test_numpy_shift_and_fit_equal_the_list_versions(request: PreviewRequest, budget: int, honor: bool) -> None:
+    from engine.assembly import AssemblyContext, MacroContext, assemble
+    from engine.shifting.arrays import fit_arrays, fit_arrays_np, numpy_vectors, shift_arrays_np
+    from engine.shifting.core import _tier
+    from engine.shifting.fitmap import pipeline_shift_budget
+
+    regs = default_registries()
+    ctx = AssemblyContext(request, MacroContext(user="Ann", char="Mira"), None)
+    blocks = assemble(ctx, regs.stages, request.settings.template)
+    groups = find_tool_groups(blocks)
+    members: dict[str, list[int]] = {}
+    for k, g in enumerate(groups.group_of):
+        if g is not None:
+            members.setdefault(g, []).append(k)
+    tokens = [1 + (len(b.text()) % 37) for b in blocks]
+    hidden, prot = [b.hidden for b in blocks], [b.protected or b.pinned for b in blocks]
+    manual, tier = [b.manual_excluded for b in blocks], [_tier(b) for b in blocks]
+    mindex, ids = [b.message_index for b in blocks], [b.id for b in blocks]
+    glists = list(members.values())
+    ref = shift_arrays(tokens, hidden, prot, manual, tier, [b.priority for b in blocks], glists, list(members),
+                       groups.group_of, groups.orphans, groups.incomplete, budget, honor_manual=honor, ids=ids)
+    v = numpy_vectors(tokens, hidden, prot, manual, tier, mindex, glists, groups.orphans)
+    got = shift_arrays_np(v, hidden, prot, manual, [b.priority for b in blocks], glists, list(members),
+                          groups.orphans, groups.incomplete, budget, honor_manual=honor, ids=ids)
+    assert got == ref
+    linear = pipeline_shift_budget(lambda w: 40, 0, False, 3, fixed_reserve=40)
+    fits = fit_arrays_np(v, honor, 43)
+    if fits is not None:
+        assert fits == fit_arrays(tokens, hidden, prot, manual, tier, mindex, glists, groups.orphans, honor, linear)

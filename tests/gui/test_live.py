@@ -156,3 +156,28 @@ def test_a_chat_that_cannot_be_read_shows_the_error(qtbot, window, library) -> N
     qtbot.waitUntil(lambda: bool(errors), timeout=30000)
     assert errors[0].code == "CHAT_NOT_FOUND"
     assert not window.is_loading()
+
+
+def test_a_hidden_chat_list_lays_out_when_it_is_shown(qtbot, window) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    window.select_tab("blocks")
+    qtbot.waitUntil(lambda: not window.chat_view.list.isVisible(), timeout=3000)
+    calls: list[int] = []
+    delegate = window.chat_view.delegate
+    original = delegate.sizeHint
+
+    def counting(option, index):
+        calls.append(index.row())
+        return original(option, index)
+
+    delegate.sizeHint = counting
+    window.chat_view.list.doItemsLayout()
+    window.chat_view.list.scrollToBottom()
+    QCoreApplication.processEvents()
+    assert calls == []  # nothing measured for a list nobody sees
+    window.select_tab("chat")
+    qtbot.waitUntil(lambda: window.chat_view.list.isVisible(), timeout=3000)
+    qtbot.waitUntil(lambda: len(set(calls)) >= window.chat_view.model.message_count(), timeout=5000)
+    bar = window.chat_view.list.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=3000)  # the bottom, as asked while hidden

@@ -154,3 +154,22 @@ def test_a_delivered_preview_freezes_the_long_lived_heap(qtbot) -> None:
         ctl.flush()
     assert gc.get_freeze_count() > 0  # full GC passes no longer walk the preview just shown
     gc.unfreeze()
+
+
+def test_the_worker_freezes_what_a_computation_built_and_restores_the_collector(qtbot) -> None:
+    import gc
+
+    seen: list[bool] = []
+
+    def compute(request: PreviewRequest):
+        seen.append(gc.isenabled())  # paused while the preview is built
+        return make_preview([make_block(0)])
+
+    gc.unfreeze()
+    ctl = PreviewController(compute, lambda: _request("x"))
+    with qtbot.waitSignal(ctl.preview_ready, timeout=3000):
+        ctl.flush()
+    assert seen == [False]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 0
+    gc.unfreeze()
