@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from .cache import lru
+from .schema._construct import construct, model_fields_of
 
 T = TypeVar("T")
 
@@ -135,16 +136,6 @@ _set = object.__setattr__
 #: pydantic's own slots of every model (set directly: the hot loop builds one preview row per block)
 _SLOT_SETTERS = tuple(BaseModel.__dict__[name].__set__ for name in (
     "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
-
-
-def _frozen_model(cls: type[Any], fields: frozenset[str], values: dict[str, Any]) -> Any:
-    """A pydantic model from already-valid values, without validation (the values are the engine's own)."""
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(fields))  # its own mutable set: model_copy(update=) adds to it
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
 
 
 def _context(request: Any, reg: Any) -> tuple[Any, ...]:
@@ -631,7 +622,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     # one mutable set of every field, shared by the rows built here: the rows are frozen and the set
     # already holds every name, and pydantic's model_copy(update=) updates a copy of it (never this
     # one), so a set per row (about a third of a row's cost) would change nothing
-    fields = set(_fields(PreviewBlock))
+    fields = set(model_fields_of(PreviewBlock))
     trace_by_source = step["trace_by_source"]
     texts = bl["text"]
     b_group_of = run.b_group_of
@@ -685,7 +676,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         set_private(o, None)
         pblocks[i] = o
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
-    pv = _frozen_model(ContextPreview, _fields(ContextPreview), {
+    pv = construct(ContextPreview, {
         "model": settings.model,
         "tokenizer": TokenizerInfo(profile=profile.name, approximate=approximate, version=profile.version),
         "context_limit": limit, "reply_reserve": reserve, "budget": budget, "safety_margin": safety,
@@ -707,14 +698,7 @@ _KEPT = "kept"
 _EXCLUDED = "excluded"
 
 
-def _fields(cls: type[Any]) -> frozenset[str]:
-    fields = _PREVIEW_FIELDS.get(cls)
-    if fields is None:
-        fields = _PREVIEW_FIELDS[cls] = frozenset(cls.model_fields)
-    return fields
 
-
-_PREVIEW_FIELDS: dict[type, frozenset[str]] = {}
 
 
 __all__ = ["WARM_MAX_CHANGED", "blocks_frozen", "changed_positions", "finish_run", "frozen_blocks", "full_pipeline",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..registry import NamedRegistry
+from ..schema._construct import construct
 from ..schema.blocks import Block, BlockKind, BlockOrigin
 from ..schema.lorebook import InsertionPosition
 from ..schema.messages import ChatMessage
@@ -266,8 +267,6 @@ def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leadin
         "message_index": index, "trace": None, "origin": BlockOrigin.ASSEMBLY})
 
 
-_new = object.__new__
-_set = object.__setattr__
 #: The fields a chat-message block is given (validation would record these as set).
 _MESSAGE_BLOCK_FIELDS_SET = frozenset(
     ("id", "kind", "role", "source", "message", "tools", "protected", "pinned", "manual_excluded", "hidden",
@@ -280,12 +279,7 @@ def _valid_block(values: dict[str, Any]) -> Block:
     A chat message's block is built for every message of every preview (10,000+ per click): the
     message was validated when the chat was read, and the other values are the engine's own.
     """
-    block = _new(Block)
-    _set(block, "__dict__", values)
-    _set(block, "__pydantic_fields_set__", set(_MESSAGE_BLOCK_FIELDS_SET))
-    _set(block, "__pydantic_extra__", None)
-    _set(block, "__pydantic_private__", None)
-    return block
+    return construct(Block, values, _MESSAGE_BLOCK_FIELDS_SET)
 
 
 def _current_input_index(messages: list[ChatMessage]) -> int | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..schema._construct import construct
 from ..schema.character import Character, Persona
 from ..schema.lorebook import Lorebook
 from ..schema.messages import ChatMessage
@@ -37,7 +38,6 @@ from .jsregex import RegexClock
 from .loomscope import MAX_PASSES, _activate_loomscope
 from .models import ActivationResult, TraceRecord
 from .prepare import _prepared_for, clear_cache
-from .records import _fast
 from .st_rules import activate_sillytavern
 
 __all__ = ["MAX_PASSES", "activate", "clear_cache", "compute_budget", "test_text"]
@@ -151,7 +151,7 @@ def compare_results(st: ActivationResult, ls: ActivationResult) -> ActivationRes
         if message is None:
             continue
         note = {"activated": o.activated, "code": o.code, "message": message}
-        trace[i] = _fast(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "loomscope": note}})
+        trace[i] = construct(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "loomscope": note}})
         diffs.append({"book": rec.book, "uid": rec.uid, "comment": rec.comment,
                       "what": "activation", "message": message})
     st_order = [(a.book_index, a.uid) for a in st.activated]
@@ -161,7 +161,7 @@ def compare_results(st: ActivationResult, ls: ActivationResult) -> ActivationRes
                       "message": "SillyTavern places these entries in another order than the loomscope "
                                  "rules (equal orders: SillyTavern puts the entry activated later first)",
                       "sillytavern": [list(k) for k in st_order], "loomscope": [list(k) for k in ls_order]})
-    return _fast(ActivationResult, {**st.__dict__, "trace": trace, "rule_differences": diffs})
+    return construct(ActivationResult, {**st.__dict__, "trace": trace, "rule_differences": diffs})
 
 
 def _difference_message(st: TraceRecord, ls: TraceRecord) -> str | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..schema._construct import construct
 from ..schema.character import Character, Persona
 from ..schema.lorebook import InsertionPosition, Lorebook, SelectiveLogic
 from ..schema.messages import ChatMessage
@@ -30,7 +31,7 @@ from .jsregex import RegexClock
 from .keys import substitute_names
 from .models import ActivatedEntry, ActivationResult, TraceRecord
 from .prepare import _Entry, _Key, _Prepared, _prepared_for
-from .records import _default_trace, _entry_model, _fast, _record, _regex_timeout_diagnostic, _role_name
+from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
 from .timed import _Timed, next_timed_state
 
@@ -648,7 +649,7 @@ class _LoomscopeScan:
         diagnostics = list(self.prepared.diagnostics)
         if clock.timeouts:
             self.mark_timeouts(trace, diagnostics, clock)
-        return _fast(ActivationResult, {
+        return construct(ActivationResult, {
             "activated": activated, "budget_dropped": budget_dropped, "trace": trace, "budget": self.budget,
             "used_tokens": self.used, "diagnostics": diagnostics, "rules": "loomscope", "rule_differences": [],
             "timed_effects": next_timed_state(self.timed, self.accepted, self.prepared, self.chat_len),
@@ -690,7 +691,7 @@ class _LoomscopeScan:
             slow = [k.text for k in x.keys if k.regex is not None and k.text in slow_keys]
             rec = trace[gid]
             if slow and not rec.activated and rec.code in ("LOREBOOK_NOT_MATCHED", "LOREBOOK_INVALID_KEY"):
-                trace[gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_REGEX_TIMEOUT", "detail": {
+                trace[gid] = construct(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_REGEX_TIMEOUT", "detail": {
                     "keys": slow, "timeout_ms": self.settings.regex_timeout_ms, "scan_depth": self.run.depth_of(x)}})
             for key in slow:
                 t = next(t for t in clock.timeouts if t["key"] == key)

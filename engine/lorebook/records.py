@@ -1,7 +1,7 @@
 """Result records shared by both activation rule sets: trace records, activated entries.
 
 Internal to :mod:`engine.lorebook`. The trace holds one record per entry of every book, so
-records are built without re-validation (:func:`_fast`), and the records of entries that were
+records are built without re-validation (:func:`engine.schema._construct.construct`), and the records of entries that were
 never candidates are cached per prepared book set (:func:`_default_trace`).
 """
 
@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..schema._construct import construct
 from ..schema.lorebook import InsertionPosition
 from .models import ActivatedEntry, TraceRecord
 from .prepare import _Entry, _Prepared
 
 _ROLES = {0: "system", 1: "user", 2: "assistant"}
 
-_new = object.__new__
-_set = object.__setattr__
-_FIELDS: dict[type, frozenset[str]] = {}
 
 
 class _Activation(Protocol):
@@ -30,28 +28,11 @@ class _Activation(Protocol):
     detail: dict[str, Any]
 
 
-def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
-    """Build a frozen result model from already-valid values without re-validation.
-
-    Like ``model_construct`` but without its per-field default handling (every field is
-    given): the trace has one record per entry, so this is on the hot path.
-    """
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = frozenset(cls.model_fields)
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(fields))  # its own mutable set: model_copy(update=) adds to it
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
-
-
 def _record(x: _Entry, *, activated: bool, code: str, detail: dict[str, Any],
             tokens: int | None) -> TraceRecord:
     """The trace record of entry ``x``."""
     e = x.entry
-    return _fast(TraceRecord, {
+    return construct(TraceRecord, {
         "book": x.book, "book_index": x.book_index, "uid": e.uid, "comment": e.comment,
         "activated": activated, "code": code, "detail": detail, "tokens": tokens})
 
@@ -87,7 +68,7 @@ def _role_name(role: Any) -> str:
 def _entry_model(c: _Activation, tokens: int, reason: str) -> ActivatedEntry:
     """The :class:`ActivatedEntry` of an activated (or budget-dropped) candidate."""
     e = c.x.entry
-    return _fast(ActivatedEntry, {
+    return construct(ActivatedEntry, {
         "book": c.x.book, "book_index": c.x.book_index, "uid": e.uid, "comment": e.comment,
         "content": c.x.content,
         "position": e.position if type(e.position) is InsertionPosition else InsertionPosition(e.position),

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cache import memoized
+from ..schema._construct import construct
 from ..schema.character import Character, Persona
 from ..schema.lorebook import Lorebook, SelectiveLogic
 from ..schema.messages import ChatMessage
@@ -63,7 +64,7 @@ from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_n
 from .loomscope import _Run
 from .models import ActivationResult, TraceRecord
 from .prepare import _Entry, _Prepared
-from .records import _default_trace, _entry_model, _fast, _record, _regex_timeout_diagnostic, _role_name
+from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
 from .timed import _Timed, next_timed_state
 
@@ -701,7 +702,7 @@ class _StScan:
                           for c, t in sorted(self.dropped.values(), key=lambda ct: self.sidx[ct[0].x.gid])]
         trace = self.trace(ins)
         self.add_near_misses(trace)
-        return _fast(ActivationResult, {
+        return construct(ActivationResult, {
             "activated": out_activated, "budget_dropped": budget_dropped, "trace": trace,
             "budget": self.budget, "used_tokens": self.used, "diagnostics": self.diagnostics(),
             "timed_effects": next_timed_state(self.timed, self.activated, self.prepared, self.chat_len),
@@ -738,7 +739,7 @@ class _StScan:
         for s in _patchable(prepared, st_all):
             rec = trace[s.x.gid]
             if rec.code in ("LOREBOOK_NO_KEYS", "LOREBOOK_INVALID_KEY") and s.keys and not rec.activated:
-                trace[s.x.gid] = _fast(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_NOT_MATCHED",
+                trace[s.x.gid] = construct(TraceRecord, {**rec.__dict__, "code": "LOREBOOK_NOT_MATCHED",
                                                      "detail": {"keys": [k.text for k in s.keys],
                                                                 "scan_depth": self.depth_of(s.x)}})
         return trace
@@ -757,7 +758,7 @@ class _StScan:
             if rec.code == "LOREBOOK_NOT_MATCHED" and not rec.activated:
                 misses = run.near_misses(prepared.entries[gid])
                 if misses:
-                    trace[gid] = _fast(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "near_misses": misses}})
+                    trace[gid] = construct(TraceRecord, {**rec.__dict__, "detail": {**rec.detail, "near_misses": misses}})
 
     def diagnostics(self) -> list[str]:
         """The prepared books' diagnostics, then one per entry (at most 5) whose regex key ran out of time."""
