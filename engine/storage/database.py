@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from cachetools import LRUCache
@@ -38,6 +39,8 @@ DB_ENV = "LOOMSCOPE_DB"
 DEFAULT_DB_FILE = "library.sqlite3"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+#: Fresh attempts of a migration that SQLite refused at once with "database is locked" (see upgrade).
+UPGRADE_LOCKED_RETRIES = 5
 #: Connection execution option marking a read-write unit of work.
 WRITE_OPTION = "loomscope_write"
 
@@ -318,11 +321,22 @@ def upgrade(engine: Engine) -> None:
         ``STORAGE_ERROR`` when the database cannot be reached or migrated.
     """
     from alembic import command
+    from sqlalchemy.exc import OperationalError
 
     try:
-        if not migration_pending(engine):
-            return  # nothing to write: a read-only library opens, and no lock is taken
-        command.upgrade(alembic_config(engine), "head")
+        for attempt in range(UPGRADE_LOCKED_RETRIES + 1):
+            try:
+                if not migration_pending(engine):
+                    return  # nothing to write: a read-only library opens, and no lock is taken
+                command.upgrade(alembic_config(engine), "head")
+                return
+            except OperationalError as exc:
+                # SQLite answers "database is locked" without waiting out the busy timeout when
+                # waiting could deadlock (a brand-new file, its WAL switch racing another process's
+                # migration): the whole attempt is a transaction, so it is safe to start it again.
+                if "locked" not in str(exc) or attempt == UPGRADE_LOCKED_RETRIES:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
     except StorageError:
         raise
     except Exception as exc:
