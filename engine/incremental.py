@@ -23,18 +23,17 @@ import dataclasses
 import math
 import re
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
-from operator import and_, eq, is_, is_not, not_, or_
+from operator import attrgetter, is_, is_not, ne, not_, or_, setitem
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
 from .cache import lru
-from .schema._construct import construct, model_fields_of
+from .schema._construct import construct, construct_many, model_fields_of
 
 T = TypeVar("T")
 
@@ -133,9 +132,6 @@ WARM_MAX_CHANGED = 64
 _TIME_MACRO = re.compile(r"\{\{\s*(?:time|date|weekday|isotime|isodate)\s*\}\}", re.IGNORECASE)
 _new = object.__new__
 _set = object.__setattr__
-#: pydantic's own slots of every model (set directly: the hot loop builds one preview row per block)
-_SLOT_SETTERS = tuple(BaseModel.__dict__[name].__set__ for name in (
-    "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 def _context(request: Any, reg: Any) -> tuple[Any, ...]:
@@ -508,7 +504,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
 def _compute(run: _Run, prev: _Run | None) -> Any:
     """Steps 5-10 over the run's lists: shifting, the recount, explanations, fit map, preview."""
     from .pipeline import PreparedPrompt
-    from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+    from .schema.preview import ContextPreview, PreviewError, TokenizerInfo
     from .shifting.arrays import explain_arrays, fit_arrays, fit_arrays_np, numpy_vectors, shift_arrays, shift_arrays_np
     from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
     from .tokenizers.accounting import REPLY_PRIMING_TOKENS, content_part_warnings, count_tools_tokens
@@ -547,7 +543,9 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     if everything_sent:
         sreasons = shift.reasons
         kept = list(map(is_, sreasons, repeat(None)))
-        reason = [r if r is not None else kr for r, kr in zip(sreasons, kept_reason)]
+        reason = list(sreasons)  # the kept ones (a minority in a long chat) get their kept reason below
+        kept_at = list(compress(range(n), kept))
+        deque(map(reason.__setitem__, kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     else:
         pre = step["pre_excluded"]
         kept = [False] * n
@@ -559,8 +557,9 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                 reason[i] = kept_reason[i]
             else:
                 reason[i] = r
-    status = [_KEPT if k else _EXCLUDED for k in kept]
     kept_pos = list(compress(range(n), kept))
+    status = [_EXCLUDED] * n
+    deque(map(status.__setitem__, kept_pos, repeat(_KEPT)), maxlen=0)
 
     # 9. the final recount of what is sent, through the per-text count cache
     provider = run.provider
@@ -593,7 +592,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     # 10. explanations and the fit map, over the same lists
     excluded = list(map(not_, kept))
     explanations: dict[str, Any] = {}
-    explained = explain_arrays(
+    detail = explain_arrays(
         bl["id"], bl["label"], bl["message_index"], kinds, bl["history"], bl["pinned"], bl["protected"],
         bl["source"], excluded, reason, kept, tok, shift_budget, run.bgroups, run.group_ids, run.b_group_of,
         step["trace_by_source"], prev.out.get("explanations") if prev is not None and prev.out else None,
@@ -603,8 +602,9 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                                             profile.approximate, priming, fixed_reserve=reserve_fixed)
     linear = getattr(shift_budget_of, "linear_offset", None)
     fits_s = None
+    arrays: dict[str, Any] = {"codes": shift.codes} if everything_sent else {}
     if run.vectors is not None and isinstance(linear, int):  # a warm run (see shifting above)
-        fits_s = fit_arrays_np(run.vectors, honor, linear)
+        fits_s = fit_arrays_np(run.vectors, honor, linear, arrays if everything_sent else None)
     if fits_s is None:
         fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],
                             run.groups, run.orphans, honor, shift_budget_of)
@@ -614,67 +614,8 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         fits = [None] * n
         for k, i in enumerate(sendable):
             fits[i] = fits_s[k]
-    detail: list[Any] = [None] * n
-    for i, e in explained.items():
-        detail[i] = e
 
-    # preview blocks: the previous run's object where nothing shown changed
-    # one mutable set of every field, shared by the rows built here: the rows are frozen and the set
-    # already holds every name, and pydantic's model_copy(update=) updates a copy of it (never this
-    # one), so a set per row (about a third of a row's cost) would change nothing
-    fields = set(model_fields_of(PreviewBlock))
-    trace_by_source = step["trace_by_source"]
-    texts = bl["text"]
-    b_group_of = run.b_group_of
-    if prev is not None and len(prev.pblocks) == n and prev.out:
-        po = prev.out
-        same_block = list(map(is_, blocks, prev.blocks))
-        same = map(and_, same_block, map(eq, reason, po["reason"]))
-        same = map(and_, same, map(eq, kept, po["kept"]))
-        same = map(and_, same, map(eq, fits, po["fit"]))
-        same = map(and_, same, map(is_, detail, po["detail"]))
-        todo: Sequence[int] = list(compress(range(n), map(not_, same)))
-        pblocks = list(prev.pblocks)
-        old_pb = prev.pblocks
-    else:
-        todo = range(n)
-        pblocks = [None] * n
-        same_block = [False] * n
-        old_pb = pblocks
-    pb_new = _new
-    set_fields, set_extra, set_private = _SLOT_SETTERS
-    for i in todo:
-        e = detail[i]
-        if same_block[i]:  # the same block: only its fate, explanation or window changed
-            values = old_pb[i].__dict__.copy()
-            values["status"] = status[i]
-            values["reason"] = reason[i]
-            if e is None:
-                values["reason_detail"] = values["reason_data"] = None
-            else:
-                values["reason_detail"] = e.text
-                values["reason_data"] = e.data
-            values["fit_window"] = fits[i]
-        else:
-            b = blocks[i]
-            trace = b.trace
-            if kinds[i] == "lorebook" and b.source in trace_by_source:
-                trace = {**(trace or {}), **trace_by_source[b.source]}
-            msg = b.message
-            values = {
-                "id": b.id, "kind": kinds[i], "role": b.role, "source": b.source, "position": i, "tokens": tok[i],
-                "status": status[i], "reason": reason[i], "protected": b.protected, "pinned": b.pinned,
-                "group": b_group_of[i], "text": texts[i], "name": msg.name if msg is not None else None,
-                "original_tokens": None, "summary_id": None, "manual_excluded": b.manual_excluded,
-                "template_tokens": None, "message_index": b.message_index, "trace": trace,
-                "reason_detail": e.text if e is not None else None,
-                "reason_data": e.data if e is not None else None, "fit_window": fits[i]}
-        o = pb_new(PreviewBlock)
-        _set(o, "__dict__", values)
-        set_fields(o, fields)
-        set_extra(o, None)
-        set_private(o, None)
-        pblocks[i] = o
+    pblocks = _preview_rows(run, prev, status, reason, detail, fits, arrays)
     fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
     pv = construct(ContextPreview, {
         "model": settings.model,
@@ -686,7 +627,8 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         "messages": list(map(dict.copy, messages_src)),  # type: ignore[arg-type]
         "tools": [dict(t) for t in send_tools], "diagnostics": diagnostics, "fit_method": fit_method,
         "strategy_info": {}})
-    run.out = {"reason": reason, "kept": kept, "fit": fits, "detail": detail, "explanations": explanations}
+    run.out = {"reason": reason, "status": status, "fit": fits, "detail": detail, "explanations": explanations,
+               "arrays": arrays}
     run.pblocks = pblocks
     prepared = PreparedPrompt(pv, list(map(dict.copy, messages_src)), list(send_tools), profile,  # type: ignore[arg-type]
                               error is None, [], step["timed"])
@@ -696,6 +638,146 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
 
 _KEPT = "kept"
 _EXCLUDED = "excluded"
+_DICT_OF = attrgetter("__dict__")
+
+
+def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[str], detail: list[Any],
+                  fits: list[int | None], arrays: dict[str, Any]) -> list[Any]:
+    """The preview rows (``PreviewBlock``) of ``run``, one per block, from the lists ``_compute`` worked out.
+
+    A row whose block, fate (status, reason), explanation and fit window equal the previous
+    run's is the previous run's very object. A row whose block is the same object but whose
+    fate, explanation or window changed (after a toggle: every older message's window and every
+    dropped message's "free tokens" explanation) is the previous row's values with the changed
+    fields replaced (:func:`_refated_rows`). Other rows are built from their block. Every row
+    shares one mutable set of field names: the rows are frozen and the set already holds every
+    name, and ``model_copy(update=)`` updates a copy of it.
+    """
+    from .schema.preview import PreviewBlock
+
+    blocks = run.blocks
+    n = len(blocks)
+    fields = set(model_fields_of(PreviewBlock))
+    if prev is not None and len(prev.pblocks) == n and prev.out:
+        po = prev.out
+        fresh: Sequence[int] = list(compress(range(n), map(is_not, blocks, prev.blocks)))
+        changed = {"reason_detail": list(compress(range(n), map(is_not, detail, po["detail"])))}
+        pa = po.get("arrays") or {}
+        if all(x.get(k) is not None for x in (arrays, pa) for k in ("codes", "fit")):
+            # numpy: a status or reason changes with its code (a kept block's own reason only
+            # with its block, which is rebuilt whole); windows compared as int64 (-1: none)
+            import numpy as np
+
+            changed["reason"] = changed["status"] = np.flatnonzero(arrays["codes"] != pa["codes"]).tolist()
+            changed["fit_window"] = np.flatnonzero(arrays["fit"] != pa["fit"]).tolist()
+            mark_np = np.zeros(n, dtype=bool)
+            for where in changed.values():
+                mark_np[where] = True
+            mark_np[fresh] = False
+            refate = np.flatnonzero(mark_np).tolist()
+            mark = mark_np.tolist()
+        else:  # statuses are two shared strings: one C-level pass per field
+            changed["status"] = list(compress(range(n), map(is_not, status, po["status"])))
+            changed["reason"] = list(compress(range(n), map(ne, reason, po["reason"])))
+            changed["fit_window"] = list(compress(range(n), map(ne, fits, po["fit"])))
+            mark_b = bytearray(n)
+            for where in changed.values():
+                deque(map(setitem, repeat(mark_b), where, repeat(1)), maxlen=0)
+            deque(map(setitem, repeat(mark_b), fresh, repeat(0)), maxlen=0)  # rebuilt whole below
+            refate = list(compress(range(n), mark_b))
+            mark = mark_b
+        pblocks = list(prev.pblocks)
+        if refate:
+            rows = _refated_rows(prev.pblocks, refate, changed, mark, status, reason, detail, fits, fields)
+            deque(map(setitem, repeat(pblocks), refate, rows), maxlen=0)
+    else:
+        fresh = range(n)
+        pblocks = [None] * n
+    if fresh:
+        dicts = [_row_values(run, i, status[i], reason[i], detail[i], fits[i]) for i in fresh]
+        deque(map(setitem, repeat(pblocks), fresh, construct_many(PreviewBlock, dicts, fields)), maxlen=0)
+    return pblocks
+
+
+def _refated_rows(old_rows: Sequence[Any], idx: list[int], changed: dict[str, list[int]], mark: Sequence[Any],
+                  status: list[str], reason: list[str], detail: list[Any], fits: list[int | None],
+                  fields: set[str]) -> list[Any]:
+    """Copies of ``old_rows[i]`` (``i`` in ``idx``) with their changed fate fields replaced.
+
+    ``changed`` holds, per fate field, the positions where it changed; ``mark[i]`` is 1 for the
+    positions of ``idx`` (0 for blocks rebuilt whole). Each field is set only in the rows where it
+    changed; every step is a C-level pass (``operator.setitem`` is a fast call, unlike
+    ``dict.__setitem__``).
+    """
+    from .schema.preview import PreviewBlock
+
+    dicts = list(map(dict.copy, map(_DICT_OF, map(old_rows.__getitem__, idx))))
+    at = dict(zip(idx, dicts))
+    columns = {"status": status, "reason": reason, "reason_detail": detail, "fit_window": fits}
+    for field_name, where in changed.items():
+        if not where:
+            continue
+        if not all(map(mark.__getitem__, where)):
+            where = list(compress(where, map(mark.__getitem__, where)))  # a block rebuilt whole
+        targets = list(map(at.__getitem__, where))
+        values: Any = map(columns[field_name].__getitem__, where)
+        if field_name == "reason_detail":
+            explanations = list(values)
+            values = [None if e is None else e.text for e in explanations]
+            data = [None if e is None else e.data for e in explanations]
+            deque(map(setitem, targets, repeat("reason_data"), data), maxlen=0)
+        deque(map(setitem, targets, repeat(field_name), values), maxlen=0)
+    return construct_many(PreviewBlock, dicts, fields)
+
+
+def _row_values(run: _Run, i: int, status: str, reason: str, e: Any, fit: int | None) -> dict[str, Any]:
+    """The ``PreviewBlock`` field values of block ``i`` of ``run`` (its ``__dict__``)."""
+    b = run.blocks[i]
+    bl = run.b
+    kind = bl["kind"][i]
+    trace = b.trace
+    trace_by_source = run.step["trace_by_source"]
+    if kind == "lorebook" and b.source in trace_by_source:
+        trace = {**(trace or {}), **trace_by_source[b.source]}
+    msg = b.message
+    return _shared_keys_dict({
+        "id": b.id, "kind": kind, "role": b.role, "source": b.source, "position": i, "tokens": bl["tokens"][i],
+        "status": status, "reason": reason, "protected": b.protected, "pinned": b.pinned,
+        "group": run.b_group_of[i], "text": bl["text"][i], "name": msg.name if msg is not None else None,
+        "original_tokens": None, "summary_id": None, "manual_excluded": b.manual_excluded,
+        "template_tokens": None, "message_index": b.message_index, "trace": trace,
+        "reason_detail": e.text if e is not None else None,
+        "reason_data": e.data if e is not None else None, "fit_window": fit})
+
+
+class _RowDict:
+    """Holder whose instance dicts share one key table (CPython's split dicts): a row's ``__dict__``.
+
+    A preview row's 22 field values in a split dict take about a third of the memory of an
+    ordinary dict, and ``dict.copy()`` of one copies 22 value pointers instead of a 64-slot key
+    table, which is most of the cost of a toggle's thousands of re-fated rows. Any dict would be
+    correct: this is only the cheaper kind.
+    """
+
+
+_ROW_TEMPLATE: list[dict[str, Any]] = []
+
+
+def _shared_keys_dict(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (keys always in ``PreviewBlock`` field order) as a dict sharing :class:`_RowDict`'s key table.
+
+    Attribute assignment builds the shared table once (``dict.update`` on an empty split dict
+    would turn it into an ordinary one); a copy of that template stays split while only its
+    existing keys are set.
+    """
+    if not _ROW_TEMPLATE:
+        holder = _RowDict()
+        for key in values:
+            setattr(holder, key, None)
+        _ROW_TEMPLATE.append(holder.__dict__)
+    d = _ROW_TEMPLATE[0].copy()
+    d.update(values)
+    return d if len(d) == len(values) else dict(values)
 
 
 

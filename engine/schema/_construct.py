@@ -8,14 +8,21 @@ handling: every value is given and of its field's type.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 M = TypeVar("M")
 
 _new = object.__new__
 _set = object.__setattr__
 _FIELDS: dict[type, frozenset[str]] = {}
+#: pydantic's own slots of every model, set directly (``member_descriptor.__set__``)
+_SET_FIELDS, _SET_EXTRA, _SET_PRIVATE = (BaseModel.__dict__[name].__set__ for name in (
+    "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
 
 def model_fields_of(cls: type[Any]) -> frozenset[str]:
@@ -38,3 +45,24 @@ def construct(cls: type[M], values: dict[str, Any], fields_set: Iterable[str] | 
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj
+
+
+def _consume(iterator: Iterable[Any]) -> None:
+    deque(iterator, maxlen=0)
+
+
+def construct_many(cls: type[M], dicts: Sequence[dict[str, Any]], fields_set: set[str]) -> list[M]:
+    """Instances of pydantic model ``cls``, one per dict of ``dicts`` (each taken as its ``__dict__``).
+
+    The warm preview's bulk path (thousands of preview rows per toggle): every step is one C-level
+    pass (``map`` over ``object.__new__``, ``object.__setattr__`` and pydantic's slot
+    descriptors), about a third of a Python loop's cost per instance. Every instance shares the
+    one mutable ``fields_set`` (it must already hold every field name: ``model_copy(update=)``
+    updates a copy of it, never this set).
+    """
+    objs: list[M] = list(map(_new, repeat(cls, len(dicts))))
+    _consume(map(_set, objs, repeat("__dict__"), dicts))
+    _consume(map(_SET_FIELDS, objs, repeat(fields_set)))
+    _consume(map(_SET_EXTRA, objs, repeat(None)))
+    _consume(map(_SET_PRIVATE, objs, repeat(None)))
+    return objs

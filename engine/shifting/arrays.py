@@ -17,9 +17,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
-from operator import add, and_, eq, gt, is_, le, not_, or_
+from operator import add, and_, eq, gt, is_, is_not, le, not_, or_
 from typing import Any
 
 from .core import TOKEN_BUDGET_EXCEEDED, TOOL_PAIR_INCOMPLETE
@@ -36,7 +36,9 @@ class ArrayShift:
 
     ``reasons[i]`` is the exclusion reason of position ``i`` (``None``: kept);
     ``error``, ``protected_tokens``, ``total_tokens`` and ``diagnostics`` as in
-    :class:`~engine.schema.blocks.ShiftResult`.
+    :class:`~engine.schema.blocks.ShiftResult`. ``codes`` (from :func:`shift_arrays_np` only):
+    the same reasons as a numpy ``int8`` array of indices into ``_CODES`` (0: kept), so that two
+    runs can be compared in one vector operation.
     """
 
     reasons: list[str | None]
@@ -44,6 +46,7 @@ class ArrayShift:
     protected_tokens: int
     total_tokens: int
     diagnostics: list[str]
+    codes: Any = field(default=None, compare=False, repr=False)
 
 
 def shift_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool],
@@ -196,23 +199,24 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                    groups: Sequence[Sequence[int]], group_ids: Sequence[str], group_of: Sequence[str | None],
                    lorebook_traces: Mapping[str, Mapping[str, Any]] | None,
                    previous: Mapping[str, Explanation] | None = None,
-                   current: dict[str, Explanation] | None = None) -> dict[int, Explanation]:
+                   current: dict[str, Explanation] | None = None) -> list[Explanation | None]:
     """:func:`~engine.shifting.explain.explain_blocks` over per-position lists.
 
     ``excluded``/``kept`` say each position's status, ``reasons`` its reason code, ``labels``
     how the explanation names a block (``message <i>`` or its source), ``kinds`` its kind value;
     ``protected`` is the block's own flag (not the pin). Groups as for :func:`shift_arrays`, in
-    positions of these lists. Returns ``position → Explanation``; the explanations of blocks with
+    positions of these lists. Returns each position's ``Explanation`` (``None``: the reason code
+    says it all), one entry per position; the explanations of blocks with
     the same figures are one shared object, and the very object of ``previous`` (``text →
     Explanation`` of an earlier call, as collected in ``current``) when equal to it, so callers
     can tell unchanged explanations by identity.
     """
-    out: dict[int, Explanation] = {}
+    out: list[Explanation | None] = [None] * len(ids)
     used = sum(compress(tokens, map(not_, excluded)))
     free = max(0, budget - used)
     group_tokens = {gid: sum(tokens[m] for m in ms) for gid, ms in zip(group_ids, groups)}
 
-    room = [i for i in compress(range(len(ids)), map(and_, history, excluded)) if reasons[i] in ROOM_REASONS]
+    room = list(compress(range(len(ids)), map(and_, map(and_, history, excluded), map(ROOM_REASONS.__contains__, reasons))))
     if room:
         boundary = room[-1]
         bgroup = group_of[boundary]
@@ -248,13 +252,12 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
         singles = list(compress(room, map(is_, map(group_of.__getitem__, room), repeat(None))))
         owns = list(map(tokens.__getitem__, singles))
         table = {own: explanation(own, None, own > free) for own in set(owns)}
-        out.update(zip(singles, map(table.__getitem__, owns)))
+        _assign(out, singles, map(table.__getitem__, owns))
         if len(singles) != len(room):
-            for i in room:
+            for i in compress(room, map(is_not, map(group_of.__getitem__, room), repeat(None))):
                 g = group_of[i]
-                if g is not None:
-                    own = group_tokens[g]
-                    out[i] = explanation(own, g, (bgroup is not None and g == bgroup) or own > free)
+                own = group_tokens[g]
+                out[i] = explanation(own, g, (bgroup is not None and g == bgroup) or own > free)
         if bgroup is None:
             out[boundary] = explanation(tokens[boundary], None, True)
 
@@ -395,13 +398,16 @@ def numpy_vectors(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequ
             "g_rest": np.array(rest, dtype=np.intp), "g_rest_head": np.array(rest_head, dtype=np.intp)}
 
 
-def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int) -> list[int | None] | None:
+def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int,
+                  arrays: dict[str, Any] | None = None) -> list[int | None] | None:
     """:func:`fit_arrays` over the numpy arrays of :func:`numpy_vectors`, for a linear shift budget.
 
     ``linear_offset``: ``window − shifting budget`` (the budget callable's ``linear_offset``).
     Returns the same windows as :func:`fit_arrays`, or ``None`` when more than a few history
     units need the exact scan (units at least as large as all the newer ones together): the
-    caller then calls :func:`fit_arrays`, whose Fenwick scan answers for all.
+    caller then calls :func:`fit_arrays`, whose Fenwick scan answers for all. When ``arrays``
+    is given, ``arrays["fit"]`` receives the windows as an ``int64`` array (``-1`` for ``None``),
+    so that two runs can be compared in one vector operation.
     """
     import numpy as np
 
@@ -451,6 +457,12 @@ def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int) 
         res[rest] = res[v["g_rest_head"]]
     res[v["no_message"]] = None
     values: list[int | None] = res.tolist()
+    if arrays is not None:
+        out[dead] = -1
+        if len(rest):
+            out[rest] = out[v["g_rest_head"]]
+        out[v["no_message"]] = -1
+        arrays["fit"] = out
     return values
 
 
@@ -579,7 +591,7 @@ def shift_arrays_np(v: Mapping[str, Any], hidden: Sequence[bool], protected: Seq
     if error is None and kept_total > budget:  # pragma: no cover - guarded above
         raise AssertionError("shift_arrays_np left the prompt over budget")
     reasons: list[str | None] = np.array(_CODES, dtype=object)[codes].tolist()
-    return ArrayShift(reasons, error, protected_tokens, kept_total, diagnostics)
+    return ArrayShift(reasons, error, protected_tokens, kept_total, diagnostics, codes)
 
 
 def _assign(target: list[Any], positions: Iterable[int], values: Iterable[Any]) -> None:
