@@ -596,7 +596,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         bl["id"], bl["label"], bl["message_index"], kinds, bl["history"], bl["pinned"], bl["protected"],
         bl["source"], excluded, reason, kept, tok, shift_budget, run.bgroups, run.group_ids, run.b_group_of,
         step["trace_by_source"], prev.out.get("explanations") if prev is not None and prev.out else None,
-        explanations)
+        explanations, _explain_arrays(run, shift.codes) if everything_sent and shift.codes is not None else None)
     reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
     shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
                                             profile.approximate, priming, fixed_reserve=reserve_fixed)
@@ -638,6 +638,32 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
 
 _KEPT = "kept"
 _EXCLUDED = "excluded"
+
+
+def _explain_arrays(run: _Run, codes: Any) -> dict[str, Any]:
+    """The numpy inputs of ``explain_arrays`` for a warm run whose blocks are all sendable.
+
+    What depends only on the blocks (history flags, group numbers, group tokens) is built once
+    per run's vectors and kept in them; ``codes`` and the groups held by a pinned or protected
+    member are this run's.
+    """
+    import numpy as np
+
+    v = run.vectors
+    assert v is not None
+    if "history" not in v:
+        number = {gid: k for k, gid in enumerate(run.group_ids)}
+        tokens = run.b["tokens"]
+        v["history"] = np.array(run.b["history"], dtype=bool)
+        v["group_index"] = np.array([-1 if g is None else number[g] for g in run.b_group_of], dtype=np.intp)
+        v["group_tokens"] = {gid: sum(tokens[m] for m in ms) for gid, ms in zip(run.group_ids, run.bgroups)}
+    if len(v["g_first"]):
+        held = np.logical_or.reduceat(v["prot"][v["g_flat"]], v["g_starts"])
+        held_groups = np.flatnonzero(held).tolist()
+    else:
+        held_groups = []
+    return {"codes": codes, "tokens": v["tokens"], "history": v["history"], "group_index": v["group_index"],
+            "group_tokens": v["group_tokens"], "held_groups": held_groups}
 _DICT_OF = attrgetter("__dict__")
 
 
@@ -661,34 +687,33 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     if prev is not None and len(prev.pblocks) == n and prev.out:
         po = prev.out
         fresh: Sequence[int] = list(compress(range(n), map(is_not, blocks, prev.blocks)))
-        changed = {"reason_detail": list(compress(range(n), map(is_not, detail, po["detail"])))}
         pa = po.get("arrays") or {}
+        detail_changed = map(is_not, detail, po["detail"])  # explanations are shared objects
         if all(x.get(k) is not None for x in (arrays, pa) for k in ("codes", "fit")):
             # numpy: a status or reason changes with its code (a kept block's own reason only
             # with its block, which is rebuilt whole); windows compared as int64 (-1: none)
             import numpy as np
 
-            changed["reason"] = changed["status"] = np.flatnonzero(arrays["codes"] != pa["codes"]).tolist()
-            changed["fit_window"] = np.flatnonzero(arrays["fit"] != pa["fit"]).tolist()
-            mark_np = np.zeros(n, dtype=bool)
-            for where in changed.values():
-                mark_np[where] = True
-            mark_np[fresh] = False
-            refate = np.flatnonzero(mark_np).tolist()
-            mark = mark_np.tolist()
+            by_field = {"status": arrays["codes"] != pa["codes"], "fit_window": arrays["fit"] != pa["fit"],
+                        "reason_detail": np.fromiter(detail_changed, dtype=bool, count=n)}
+            by_field["reason"] = by_field["status"]
+            redo = by_field["status"] | by_field["fit_window"] | by_field["reason_detail"]
+            redo[fresh] = False
+            at = np.flatnonzero(redo)
+            refate = at.tolist()
+            masks: dict[str, list[bool] | None] = {
+                k: (None if bool(m[at].all()) else m[at].tolist()) for k, m in by_field.items() if m[at].any()}
         else:  # statuses are two shared strings: one C-level pass per field
-            changed["status"] = list(compress(range(n), map(is_not, status, po["status"])))
-            changed["reason"] = list(compress(range(n), map(ne, reason, po["reason"])))
-            changed["fit_window"] = list(compress(range(n), map(ne, fits, po["fit"])))
-            mark_b = bytearray(n)
-            for where in changed.values():
-                deque(map(setitem, repeat(mark_b), where, repeat(1)), maxlen=0)
-            deque(map(setitem, repeat(mark_b), fresh, repeat(0)), maxlen=0)  # rebuilt whole below
-            refate = list(compress(range(n), mark_b))
-            mark = mark_b
+            lists = {"status": list(map(is_not, status, po["status"])), "reason": list(map(ne, reason, po["reason"])),
+                     "reason_detail": list(detail_changed), "fit_window": list(map(ne, fits, po["fit"]))}
+            redo_l = list(map(or_, map(or_, lists["status"], lists["reason"]),
+                              map(or_, lists["reason_detail"], lists["fit_window"])))
+            deque(map(setitem, repeat(redo_l), fresh, repeat(False)), maxlen=0)  # rebuilt whole below
+            refate = list(compress(range(n), redo_l))
+            masks = {k: list(map(m.__getitem__, refate)) for k, m in lists.items()}
         pblocks = list(prev.pblocks)
         if refate:
-            rows = _refated_rows(prev.pblocks, refate, changed, mark, status, reason, detail, fits, fields)
+            rows = _refated_rows(prev.pblocks, refate, masks, status, reason, detail, fits, fields)
             deque(map(setitem, repeat(pblocks), refate, rows), maxlen=0)
     else:
         fresh = range(n)
@@ -699,33 +724,28 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     return pblocks
 
 
-def _refated_rows(old_rows: Sequence[Any], idx: list[int], changed: dict[str, list[int]], mark: Sequence[Any],
+def _refated_rows(old_rows: Sequence[Any], idx: list[int], masks: dict[str, list[bool] | None],
                   status: list[str], reason: list[str], detail: list[Any], fits: list[int | None],
                   fields: set[str]) -> list[Any]:
     """Copies of ``old_rows[i]`` (``i`` in ``idx``) with their changed fate fields replaced.
 
-    ``changed`` holds, per fate field, the positions where it changed; ``mark[i]`` is 1 for the
-    positions of ``idx`` (0 for blocks rebuilt whole). Each field is set only in the rows where it
-    changed; every step is a C-level pass (``operator.setitem`` is a fast call, unlike
+    ``masks[field][k]`` says whether ``field`` changed in row ``idx[k]`` (``None``: in every
+    one; a field missing: in none). Each field is set only in the rows where it changed; every
+    step is a C-level pass (``operator.setitem`` and ``getattr`` are fast calls, unlike
     ``dict.__setitem__``).
     """
     from .schema.preview import PreviewBlock
 
     dicts = list(map(dict.copy, map(_DICT_OF, map(old_rows.__getitem__, idx))))
-    at = dict(zip(idx, dicts))
     columns = {"status": status, "reason": reason, "reason_detail": detail, "fit_window": fits}
-    for field_name, where in changed.items():
-        if not where:
-            continue
-        if not all(map(mark.__getitem__, where)):
-            where = list(compress(where, map(mark.__getitem__, where)))  # a block rebuilt whole
-        targets = list(map(at.__getitem__, where))
+    for field_name, mask in masks.items():
+        targets, where = (dicts, idx) if mask is None else (list(compress(dicts, mask)), list(compress(idx, mask)))
         values: Any = map(columns[field_name].__getitem__, where)
         if field_name == "reason_detail":
             explanations = list(values)
-            values = [None if e is None else e.text for e in explanations]
-            data = [None if e is None else e.data for e in explanations]
-            deque(map(setitem, targets, repeat("reason_data"), data), maxlen=0)
+            deque(map(setitem, targets, repeat("reason_data"), map(getattr, explanations, repeat("data"), repeat(None))),
+                  maxlen=0)
+            values = map(getattr, explanations, repeat("text"), repeat(None))
         deque(map(setitem, targets, repeat(field_name), values), maxlen=0)
     return construct_many(PreviewBlock, dicts, fields)
 

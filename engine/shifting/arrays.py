@@ -199,7 +199,8 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                    groups: Sequence[Sequence[int]], group_ids: Sequence[str], group_of: Sequence[str | None],
                    lorebook_traces: Mapping[str, Mapping[str, Any]] | None,
                    previous: Mapping[str, Explanation] | None = None,
-                   current: dict[str, Explanation] | None = None) -> list[Explanation | None]:
+                   current: dict[str, Explanation] | None = None,
+                   arrays: Mapping[str, Any] | None = None) -> list[Explanation | None]:
     """:func:`~engine.shifting.explain.explain_blocks` over per-position lists.
 
     ``excluded``/``kept`` say each position's status, ``reasons`` its reason code, ``labels``
@@ -210,7 +211,16 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
     the same figures are one shared object, and the very object of ``previous`` (``text →
     Explanation`` of an earlier call, as collected in ``current``) when equal to it, so callers
     can tell unchanged explanations by identity.
+
+    ``arrays`` (the warm preview, every block sendable): the same figures as numpy arrays, so
+    that the per-position passes are vector operations — ``codes`` (:func:`shift_arrays_np`'s
+    reason codes), ``tokens``, ``history`` (bool), ``group_index`` (each position's group number,
+    ``-1`` for none), ``group_tokens`` (``group id → tokens``), ``held_groups`` (numbers of the
+    groups with a pinned or protected member). The result is the same.
     """
+    if arrays is not None:
+        return _explain_np(ids, labels, message_index, kinds, pinned, protected, reasons, kept, tokens, budget,
+                           groups, group_ids, group_of, previous, current, arrays)
     out: list[Explanation | None] = [None] * len(ids)
     used = sum(compress(tokens, map(not_, excluded)))
     free = max(0, budget - used)
@@ -222,31 +232,8 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
         bgroup = group_of[boundary]
         need = group_tokens[bgroup] if bgroup is not None else tokens[boundary]
         label = labels[boundary]
-        shared: dict[tuple[int, str | None, bool], Explanation] = {}
-
-        def explanation(own: int, g: str | None, short: bool) -> Explanation:
-            key = (own, g, short)
-            e = shared.get(key)
-            if e is None:
-                if short:
-                    what = "with its tool group " if g else ""
-                    e = Explanation(
-                        f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
-                        {"free": free, "tokens": own, "group": g})
-                else:
-                    e = Explanation(
-                        f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
-                        f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
-                        {"free": free, "tokens": own, "blocked_by": ids[boundary],
-                         "blocked_by_message": message_index[boundary], "blocked_by_tokens": need, "group": g})
-                if previous is not None:
-                    old = previous.get(e.text)
-                    if old is not None and old.data == e.data:
-                        e = old
-                if current is not None:
-                    current[e.text] = e
-                shared[key] = e
-            return e
+        explanation = _room_explainer(free, budget, label, need, ids[boundary], message_index[boundary],
+                                      previous, current)
 
         # messages outside tool groups: one explanation per distinct token count (a C-level lookup each)
         singles = list(compress(room, map(is_, map(group_of.__getitem__, room), repeat(None))))
@@ -261,19 +248,7 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
         if bgroup is None:
             out[boundary] = explanation(tokens[boundary], None, True)
 
-    for gid, ms in zip(group_ids, groups):
-        holders = [m for m in ms if pinned[m] or protected[m]]
-        if not holders:
-            continue
-        h = holders[0]
-        because = "pinned" if pinned[h] else "protected"
-        for i in ms:
-            if pinned[i] or protected[i] or not kept[i]:
-                continue
-            out[i] = Explanation(
-                f"kept with its tool group {gid}: {labels[h]} ({kinds[h].replace('_', ' ')}) "
-                f"is {because}, and a tool group is sent whole or not at all",
-                {"held_by": ids[h], "held_by_message": message_index[h], "held_because": because, "group": gid})
+    _held_by_group(out, zip(group_ids, groups), ids, labels, message_index, kinds, pinned, protected, kept)
 
     special = [i for i, r in enumerate(reasons) if r == "LOREBOOK_BUDGET" or r == "TOO_LARGE_FOR_BUDGET"] \
         if "LOREBOOK_BUDGET" in reasons or "TOO_LARGE_FOR_BUDGET" in reasons else []
@@ -300,6 +275,109 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
                 f"needs {own:,} tokens but the protected blocks leave only {free_room:,} of the {budget:,}-token budget",
                 {"tokens": own, "room": free_room, "budget": budget})
     return out
+
+
+def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
+                    previous: Mapping[str, Explanation] | None,
+                    current: dict[str, Explanation] | None) -> Callable[[int, str | None, bool], Explanation]:
+    """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures."""
+    shared: dict[tuple[int, str | None, bool], Explanation] = {}
+
+    def explanation(own: int, g: str | None, short: bool) -> Explanation:
+        key = (own, g, short)
+        e = shared.get(key)
+        if e is None:
+            if short:
+                what = "with its tool group " if g else ""
+                e = Explanation(
+                    f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
+                    {"free": free, "tokens": own, "group": g})
+            else:
+                e = Explanation(
+                    f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
+                    f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
+                    {"free": free, "tokens": own, "blocked_by": boundary_id,
+                     "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
+            if previous is not None:
+                old = previous.get(e.text)
+                if old is not None and old.data == e.data:
+                    e = old
+            if current is not None:
+                current[e.text] = e
+            shared[key] = e
+        return e
+
+    return explanation
+
+
+def _held_by_group(out: Any, groups: Iterable[tuple[str, Sequence[int]]], ids: Sequence[str], labels: Sequence[str],
+                   message_index: Sequence[int | None], kinds: Sequence[str], pinned: Sequence[bool],
+                   protected: Sequence[bool], kept: Sequence[bool]) -> None:
+    """``out[i]`` for the kept members of tool groups held by a pinned or protected member."""
+    for gid, ms in groups:
+        holders = [m for m in ms if pinned[m] or protected[m]]
+        if not holders:
+            continue
+        h = holders[0]
+        because = "pinned" if pinned[h] else "protected"
+        for i in ms:
+            if pinned[i] or protected[i] or not kept[i]:
+                continue
+            out[i] = Explanation(
+                f"kept with its tool group {gid}: {labels[h]} ({kinds[h].replace('_', ' ')}) "
+                f"is {because}, and a tool group is sent whole or not at all",
+                {"held_by": ids[h], "held_by_message": message_index[h], "held_because": because, "group": gid})
+
+
+def _explain_np(ids: Sequence[str], labels: Sequence[str], message_index: Sequence[int | None],
+                kinds: Sequence[str], pinned: Sequence[bool], protected: Sequence[bool], reasons: Sequence[str],
+                kept: Sequence[bool], tokens: Sequence[int], budget: int, groups: Sequence[Sequence[int]],
+                group_ids: Sequence[str], group_of: Sequence[str | None],
+                previous: Mapping[str, Explanation] | None, current: dict[str, Explanation] | None,
+                a: Mapping[str, Any]) -> list[Explanation | None]:
+    """:func:`explain_arrays` with its per-position passes over numpy arrays (``a``; every block sendable)."""
+    import numpy as np
+
+    n = len(ids)
+    codes, tok, gindex = a["codes"], a["tokens"], a["group_index"]
+    out = np.full(n, None, dtype=object)
+    used = int(tok[codes == 0].sum())
+    free = max(0, budget - used)
+    group_tokens = a["group_tokens"]
+    room = np.flatnonzero(a["history"] & np.isin(codes, _ROOM_CODES))
+    if len(room):
+        boundary = int(room[-1])
+        bgroup = group_of[boundary]
+        need = group_tokens[bgroup] if bgroup is not None else tokens[boundary]
+        explanation = _room_explainer(free, budget, labels[boundary], need, ids[boundary], message_index[boundary],
+                                      previous, current)
+        single = gindex[room] < 0
+        singles = room[single]
+        owns = tok[singles]
+        distinct, where = np.unique(owns, return_inverse=True)
+        table = np.empty(len(distinct), dtype=object)
+        table[:] = [explanation(own, None, own > free) for own in distinct.tolist()]
+        out[singles] = table[where]
+        for i in room[~single].tolist():
+            g = group_of[i]
+            own = group_tokens[g]
+            out[i] = explanation(own, g, (bgroup is not None and g == bgroup) or own > free)
+        if bgroup is None:
+            out[boundary] = explanation(tokens[boundary], None, True)
+    _held_by_group(out, ((group_ids[g], groups[g]) for g in a["held_groups"]), ids, labels, message_index, kinds,
+                   pinned, protected, kept)
+    too_large = np.flatnonzero(codes == _CODE["TOO_LARGE_FOR_BUDGET"]).tolist()
+    if too_large:
+        prot_tokens = sum(compress(tokens, map(and_, map(or_, pinned, protected), kept)))
+        free_room = max(0, budget - prot_tokens)
+        for i in too_large:
+            g = group_of[i]
+            own = group_tokens[g] if g is not None else tokens[i]
+            out[i] = Explanation(
+                f"needs {own:,} tokens but the protected blocks leave only {free_room:,} of the {budget:,}-token budget",
+                {"tokens": own, "room": free_room, "budget": budget})
+    values: list[Explanation | None] = out.tolist()
+    return values
 
 
 def fit_arrays(tokens: Sequence[int], hidden: Sequence[bool], protected: Sequence[bool], manual: Sequence[bool],
@@ -471,6 +549,7 @@ _CODES: tuple[str | None, ...] = (None, "HIDDEN", "MANUAL_EXCLUDED", "TOOL_GROUP
                                   TOOL_PAIR_INCOMPLETE, "OVER_BUDGET_PROTECTED", "TOO_LARGE_FOR_BUDGET",
                                   "PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT", "HISTORY_OLDEST_FIRST")
 _CODE = {r: k for k, r in enumerate(_CODES)}
+_ROOM_CODES = tuple(k for k, r in enumerate(_CODES) if r in ROOM_REASONS)
 _TIER_CODE = (_CODE["PRIORITY_LOWEST_FIRST"], _CODE["EXAMPLES_PUSHED_OUT"], _CODE["HISTORY_OLDEST_FIRST"],
               _CODE["PRIORITY_LOWEST_FIRST"])
 
