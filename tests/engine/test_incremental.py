@@ -250,6 +250,26 @@ def test_numpy_shift_and_fit_equal_the_list_versions(request: PreviewRequest, bu
                           groups.orphans, groups.incomplete, budget, honor_manual=honor, ids=ids)
     assert got == ref
     linear = pipeline_shift_budget(lambda w: 40, 0, False, 3, fixed_reserve=40)
-    fits = fit_arrays_np(v, honor, 43)
+    arrays: dict[str, object] = {}
+    fits = fit_arrays_np(v, honor, 43, arrays)
     if fits is not None:
         assert fits == fit_arrays(tokens, hidden, prot, manual, tier, mindex, glists, groups.orphans, honor, linear)
+        assert arrays["fit"].tolist() == [-1 if f is None else f for f in fits]  # type: ignore[attr-defined]
+    # explanations: the numpy inputs give the very same explanations as the lists
+    import numpy as np
+
+    from engine.shifting.arrays import explain_arrays
+
+    kept = [r is None for r in got.reasons]
+    reasons = [r if r is not None else b.reason for r, b in zip(got.reasons, blocks)]
+    labels = [f"message {mi}" if mi is not None else b.source for b, mi in zip(blocks, mindex)]
+    number = {gid: k for k, gid in enumerate(members)}
+    pinned, own_prot = [b.pinned for b in blocks], [b.protected for b in blocks]
+    args = (ids, labels, mindex, [b.kind.value for b in blocks], [b.history for b in blocks], pinned, own_prot,
+            [b.source for b in blocks], [not k for k in kept], reasons, kept, tokens, budget, glists, list(members),
+            groups.group_of, None)
+    held = [k for k, ms in enumerate(glists) if any(prot[m] for m in ms)]
+    np_in = {"codes": got.codes, "tokens": v["tokens"], "history": np.array([b.history for b in blocks], dtype=bool),
+             "group_index": np.array([-1 if g is None else number[g] for g in groups.group_of], dtype=np.intp),
+             "group_tokens": {gid: sum(tokens[m] for m in ms) for gid, ms in members.items()}, "held_groups": held}
+    assert explain_arrays(*args, None, None, np_in) == explain_arrays(*args)
