@@ -184,6 +184,7 @@ class _Run:
     pblocks: list[Any] = field(default_factory=list)
     prepared: Any = None
     vectors: dict[str, Any] | None = None  # numpy arrays of a warm run (engine.shifting.arrays.numpy_vectors)
+    rebuilt: list[int] | None = None  # a patched run: positions whose block is new (the rest are the previous run's)
 
 
 #: Per-block flags a toggle changes, and the lists derived from them.
@@ -436,6 +437,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
         sl["manual"] = list(sl["manual"])
     sl["prot"] = list(sl["prot"])
     edited: list[int] = []
+    rebuilt: list[int] = []  # block positions whose block object is new
     flipped: list[tuple[int, bool, bool]] = []  # (sendable position, protected, excluded)
     for c in changed:
         new, prev = msgs[c], old.messages[c]
@@ -451,10 +453,12 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
             message = new if b.message.name == new.name else new.model_copy(update={"name": b.message.name})
             blocks[pos] = b.model_copy(update={"message": message, "pinned": pinned, "manual_excluded": excluded})
             edited.append(pos)
+            rebuilt.append(pos)
         elif b.pinned == pinned and b.manual_excluded == excluded:
             continue
         else:
             blocks[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
+            rebuilt.append(pos)
         b = blocks[pos]
         bl["pinned"][pos] = pinned
         bl["manual"][pos] = excluded
@@ -495,6 +499,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
                         else [bl["tokens"][i] for i in old.sendable])
         run.vectors = None  # counts changed: built again from the lists when needed
     run.messages = list(msgs)
+    run.rebuilt = sorted(set(rebuilt))
     run.blocks = blocks
     run.b = bl
     run.s = sl
@@ -542,10 +547,14 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     kept_reason = bl["kept_reason"]
     if everything_sent:
         sreasons = shift.reasons
-        kept = list(map(is_, sreasons, repeat(None)))
+        if shift.codes is not None:  # numpy (a warm run): the kept mask and positions in vector passes
+            kept_mask = shift.codes == 0
+            kept, kept_at = kept_mask.tolist(), kept_mask.nonzero()[0].tolist()
+        else:
+            kept = list(map(is_, sreasons, repeat(None)))
+            kept_at = list(compress(range(n), kept))
         reason = list(sreasons)  # the kept ones (a minority in a long chat) get their kept reason below
-        kept_at = list(compress(range(n), kept))
-        deque(map(reason.__setitem__, kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
+        deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     else:
         pre = step["pre_excluded"]
         kept = [False] * n
@@ -557,24 +566,25 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
                 reason[i] = kept_reason[i]
             else:
                 reason[i] = r
-    kept_pos = list(compress(range(n), kept))
+        kept_at = list(compress(range(n), kept))
+    kept_pos = kept_at
     status = [_EXCLUDED] * n
-    deque(map(status.__setitem__, kept_pos, repeat(_KEPT)), maxlen=0)
+    deque(map(setitem, repeat(status), kept_pos, repeat(_KEPT)), maxlen=0)
 
     # 9. the final recount of what is sent, through the per-text count cache
     provider = run.provider
-    kept_msg_pos = [i for i in kept_pos if provider[i] is not None]
-    messages_src = [provider[i] for i in kept_msg_pos]
+    kept_msg_pos = list(compress(kept_pos, map(is_not, map(provider.__getitem__, kept_pos), repeat(None))))
+    messages_src = list(map(provider.__getitem__, kept_msg_pos))
     pieces = run.pieces
-    counts = profile.count_many(list(chain.from_iterable([pieces[i] for i in kept_msg_pos])))
+    counts = profile.count_many(list(chain.from_iterable(map(pieces.__getitem__, kept_msg_pos))))
     kinds = bl["kind"]
     send_tools = step["tools"] if len(kept_msg_pos) != len(kept_pos) and any(
         kinds[i] == "tools" for i in kept_pos) else []
     tools_tokens = count_tools_tokens(profile, send_tools) if send_tools else 0
     overhead = run.overhead
-    prompt_tokens = sum(counts) + sum([overhead[i] for i in kept_msg_pos]) + priming + tools_tokens
+    prompt_tokens = sum(counts) + sum(map(overhead.__getitem__, kept_msg_pos)) + priming + tools_tokens
     listy = bl["listy"]
-    if any([listy[i] for i in kept_msg_pos]):
+    if any(map(listy.__getitem__, kept_msg_pos)):
         warnings.extend(content_part_warnings(messages_src))  # type: ignore[arg-type]
     error = None
     if shift.error:
@@ -686,7 +696,9 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     fields = set(model_fields_of(PreviewBlock))
     if prev is not None and len(prev.pblocks) == n and prev.out:
         po = prev.out
-        fresh: Sequence[int] = list(compress(range(n), map(is_not, blocks, prev.blocks)))
+        fresh: Sequence[int] = (run.rebuilt if run.rebuilt is not None and run.blocks is not prev.blocks
+                                and len(run.blocks) == len(prev.blocks)
+                                else list(compress(range(n), map(is_not, blocks, prev.blocks))))
         pa = po.get("arrays") or {}
         detail_changed = map(is_not, detail, po["detail"])  # explanations are shared objects
         if all(x.get(k) is not None for x in (arrays, pa) for k in ("codes", "fit")):
