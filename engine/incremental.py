@@ -674,6 +674,8 @@ def _explain_arrays(run: _Run, codes: Any) -> dict[str, Any]:
         held_groups = []
     return {"codes": codes, "tokens": v["tokens"], "history": v["history"], "group_index": v["group_index"],
             "group_tokens": v["group_tokens"], "held_groups": held_groups}
+
+
 _DICT_OF = attrgetter("__dict__")
 
 
