@@ -498,9 +498,11 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         doc = self.ctx.document
         self._preview_chat = doc.chat_id
         self.blocks_panel.set_preview(preview)
-        self.chat_view.set_preview(preview)
-        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None)
-        self.tokens_chart.set_preview(preview)
+        # the rows that changed, found once by the blocks table: the other views update only those
+        delta = self.blocks_panel.model.last_delta
+        self.chat_view.set_preview(preview, delta)
+        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None, delta)
+        self.tokens_chart.set_preview(preview, delta)
         self.settings_panel.set_preview(preview)
         self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
         self.audit_tab.set_state(self.audit, preview)

@@ -13,7 +13,6 @@ different row set resets the model.
 from __future__ import annotations
 
 from enum import IntEnum
-from operator import itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -31,6 +30,9 @@ from ..roles import BLOCK_ROLE, SORT_ROLE
 from ..theme import status_hex
 from ..words import display_status, reason_cell, reason_meaning
 from .pending import FlagRollback, PendingFlags
+from .preview_delta import GROUP_FIELD as _GROUP
+from .preview_delta import STATUS_FIELD as _STATUS
+from .preview_delta import PreviewDelta, diff_previews
 
 _Index = QModelIndex | QPersistentModelIndex
 _TEXT_PREVIEW_CHARS = 160
@@ -80,60 +82,6 @@ def changed_runs(changed: list[int], max_runs: int = MAX_CHANGED_RUNS) -> list[t
     return runs if len(runs) <= max_runs else [(changed[0], changed[-1])]
 
 
-#: The block fields the table shows (any role of ``data``) besides its identity (``source``,
-#: ``message_index``: :func:`same_rows`), compared to find changed rows. Not here:
-#: ``fit_window`` (the tokens chart's), ``reason_detail`` and ``trace`` (tooltips and the
-#: inspector, read when shown), ``reason_data`` (compared apart: see :func:`changed_rows`).
-#: Read from the instance ``__dict__`` (``itemgetter`` over ``vars``): a third of ``getattr``'s cost.
-_SHOWN_FIELDS = itemgetter("position", "kind", "role", "name", "text", "tokens", "original_tokens", "status",
-                           "reason", "protected", "pinned", "manual_excluded", "group")
-_ROW_IDENTITY = itemgetter("source", "message_index")
-_REASON_DATA = itemgetter("reason_data")
-
-
-def row_identities(blocks: list[PreviewBlock]) -> list[tuple[str, int | None]]:
-    """``(source, message_index)`` per row: what :func:`same_rows` compares."""
-    return list(map(_ROW_IDENTITY, map(vars, blocks)))
-
-
-def shown_keys(blocks: list[PreviewBlock]) -> list[tuple[Any, ...]]:
-    """Per row, the fields the table shows (but ``reason_data``): what :func:`changed_rows` compares."""
-    return list(map(_SHOWN_FIELDS, map(vars, blocks)))
-
-
-def same_rows(old: list[PreviewBlock], new: list[PreviewBlock]) -> bool:
-    """Whether ``new`` has the rows of ``old`` in the same order (same source and message)."""
-    return len(old) == len(new) and row_identities(old) == row_identities(new)
-
-
-def _reason_shown(b: PreviewBlock) -> str:
-    return reason_cell(b.reason, b.reason_data) if b.reason_data else b.reason
-
-
-def changed_rows(old: list[PreviewBlock], new: list[PreviewBlock], old_keys: list[tuple[Any, ...]] | None = None,
-                 new_keys: list[tuple[Any, ...]] | None = None) -> list[int]:
-    """Rows whose block *shows* differently between two previews with :func:`same_rows`.
-
-    Compares what the table displays (:func:`shown_keys`; pass them when already at hand), not
-    the whole block: after one toggle on a 10,000-message chat nearly every block differs
-    somewhere (its ``fit_window``, the free tokens in its ``reason_detail``), but only the rows
-    whose status, reason or Reason cell moved look different. ``reason_data`` counts only when
-    the Reason cell it feeds reads differently. Cost at 10,000 rows: a few milliseconds (C-level
-    passes; a Python step only for the rows whose Reason cell reads a changed ``reason_data``).
-    """
-    old_keys = shown_keys(old) if old_keys is None else old_keys
-    new_keys = shown_keys(new) if new_keys is None else new_keys
-    changed = {row for row, (a, b) in enumerate(zip(old_keys, new_keys, strict=True)) if a != b}
-    olds = map(_REASON_DATA, map(vars, old))
-    news = map(_REASON_DATA, map(vars, new))
-    # inline tests, no call per row: this pass sees every row (most differ in their free tokens)
-    maybe = [row for row, (a, b) in enumerate(zip(olds, news, strict=True))
-             if a != b and ((a and ("blocked_by_tokens" in a or "held_by" in a or "used" in a))
-                            or (b and ("blocked_by_tokens" in b or "held_by" in b or "used" in b)))]
-    changed.update(row for row in maybe if row not in changed and _reason_shown(old[row]) != _reason_shown(new[row]))
-    return sorted(changed)
-
-
 def offers_toggles(b: PreviewBlock) -> bool:
     """Whether the table offers pin / exclude check boxes for block ``b``.
 
@@ -174,8 +122,10 @@ class BlocksTableModel(QAbstractTableModel):
         self._row_by_message: dict[int, int] = {}
         self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
-        self._identities: list[tuple[str, int | None]] = []  # row_identities(self._blocks)
-        self._keys: list[tuple[Any, ...]] | None = None  # shown_keys(self._blocks), once compared
+        self._keys: list[tuple[Any, ...]] | None = None  # row_keys(self._blocks), once compared
+        self._shaped: dict[int, str] | None = None  # shaped_cells(self._blocks), once compared
+        self.last_delta: PreviewDelta | None = None
+        self._kept = 0  # rows with status "kept"
         self._highlight_group: str | None = None
         self._pending = PendingFlags()
 
@@ -184,21 +134,25 @@ class BlocksTableModel(QAbstractTableModel):
         """Show ``preview``.
 
         With the same rows as the preview shown (same sources in the same order) the model
-        updates in place: ``dataChanged`` for the rows whose block differs, and the list of
-        those rows is returned. Otherwise the model is reset and ``None`` is returned. Pending
-        optimistic flags are settled against ``preview`` (``flags_rolled_back`` when it
-        disagrees).
+        updates in place: ``dataChanged`` for the rows that show differently
+        (:func:`~gui.models.preview_delta.diff_previews`, kept as :attr:`last_delta` for the other
+        views), and the list of those rows is returned. Otherwise the model is reset and ``None``
+        is returned. Pending optimistic flags are settled against ``preview``
+        (``flags_rolled_back`` when it disagrees).
         """
+        delta = None
+        if preview is not None and self._preview is not None:
+            delta = diff_previews(self._preview, preview, self._keys, self._shaped)
+        #: How ``preview`` differs from the preview shown before (``None``: the rows differ, reset).
+        self.last_delta = delta
         blocks = list(preview.blocks) if preview is not None else []
         rollbacks: list[FlagRollback] = []
         pending_rows: list[int] = []  # rows showing a pending flag: repainted even if their block is equal
         if preview is None:
             self._pending.clear()
-        identities = row_identities(blocks)
-        in_place = preview is not None and self._preview is not None and identities == self._identities
         if preview is not None and self._pending:
             pending_rows = [r for i in self._pending.indices() if (r := self._row_by_message.get(i)) is not None]
-            if in_place:  # the same rows: the new block of a message sits on its old row
+            if delta is not None:  # the same rows: the new block of a message sits on its old row
                 rows = self._row_by_message
 
                 def block_of(i: int) -> PreviewBlock | None:
@@ -208,15 +162,20 @@ class BlocksTableModel(QAbstractTableModel):
                 block_of = {b.message_index: b for b in blocks if b.message_index is not None}.get
             rollbacks = self._pending.settle(block_of)
         changed: list[int] | None = None
-        if in_place:
-            keys = shown_keys(blocks)
-            changed = changed_rows(self._blocks, blocks, self._keys, keys)
-            changed = sorted(set(changed).union(pending_rows))
-            self._keys = keys
+        if delta is not None:
+            changed = sorted(set(delta.rows).union(pending_rows)) if pending_rows else delta.rows
+            old_keys = self._keys
+            self._keys, self._shaped = delta.keys, delta.shaped
             self._preview = preview
             self._blocks = blocks
-            self._group_sizes = self._count_groups(blocks)
-            for row in changed:
+            if old_keys is None or any(old_keys[r][_GROUP] != delta.keys[r][_GROUP] for r in delta.key_rows):
+                self._group_sizes = self._count_groups(blocks)
+            if old_keys is None:
+                self._kept = sum(1 for b in blocks if b.status == "kept")
+            else:
+                self._kept += sum((delta.keys[r][_STATUS] == "kept") - (old_keys[r][_STATUS] == "kept")
+                                  for r in delta.key_rows)
+            for row in delta.key_rows:  # the Text cell is cached per row: its text may have changed
                 self._text_cache.pop(row, None)
             last = len(BlockColumn) - 1
             for first, end in changed_runs(changed):
@@ -226,13 +185,13 @@ class BlocksTableModel(QAbstractTableModel):
             self._preview = preview
             self._blocks = blocks
             self._group_sizes = self._count_groups(blocks)
+            self._kept = sum(1 for b in blocks if b.status == "kept")
             self._row_by_message = {b.message_index: row for row, b in enumerate(self._blocks)
                                     if b.message_index is not None}
             self._row_by_source = {}  # built on first use
             self._text_cache = {}
-            self._keys = None
+            self._keys = self._shaped = None
             self.endResetModel()
-        self._identities = identities
         if self._highlight_group not in self._group_sizes:
             self._highlight_group = None
         if rollbacks:
@@ -270,6 +229,10 @@ class BlocksTableModel(QAbstractTableModel):
         """Whether ``row`` shows a flag the preview has not confirmed yet."""
         b = self._blocks[row]
         return b.message_index is not None and self._pending.is_pending(b.message_index)
+
+    def kept_count(self) -> int:
+        """Rows whose block is ``kept`` (all rows, whatever the filter shows)."""
+        return self._kept
 
     def preview(self) -> ContextPreview | None:
         """The preview shown."""

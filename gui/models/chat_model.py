@@ -33,6 +33,7 @@ from ..roles import (
 from ..words import display_status
 from .blocks_model import changed_runs
 from .pending import PendingFlags
+from .preview_delta import PreviewDelta
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -86,6 +87,7 @@ class ChatMessagesModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._messages: list[ChatMessage] = []
+        self._preview: ContextPreview | None = None
         self._blocks: dict[int, PreviewBlock] = {}  # message index → block (fates built on demand)
         self._fates: dict[int, MessageFate] = {}
         self._marker: int | None = None
@@ -137,11 +139,17 @@ class ChatMessagesModel(QAbstractListModel):
         return (self._pending.value(index, "pinned", pinned),
                 self._pending.value(index, "manual_excluded", excluded))
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
+    def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> None:
         """Take each message's fate from ``preview`` (by ``message_index``); repaint the rows
-        whose fate (or greying) changed. :attr:`layout_changed` says whether row heights did."""
+        whose fate (or greying) changed. :attr:`layout_changed` says whether row heights did.
+
+        ``delta`` (:func:`~gui.models.preview_delta.diff_previews` from the preview shown to
+        ``preview``, as the blocks table found it) names the changed rows, so they need not be
+        searched for again; it is ignored unless its ``old`` is the preview shown.
+        """
         # 10,000-message chats: keep the frozen blocks, build MessageFate only for painted rows
         old_blocks, old_marker, old_summary = self._blocks, self._marker, self.summary_row()
+        shown, self._preview = self._preview, preview
         self._blocks = {} if preview is None else message_blocks(preview)
         pending = list(self._pending.indices())
         self._pending.settle(self._blocks.get)
@@ -158,7 +166,10 @@ class ChatMessagesModel(QAbstractListModel):
         if not old_blocks or not self._blocks:
             self.dataChanged.emit(self.index(0), self.index(n - 1))
             return
-        changed = changed_fates(old_blocks, self._blocks, n)
+        if delta is not None and delta.old is shown and delta.new is preview:
+            changed = {i for i in delta.message_indices() if i < n}  # a fate reads only key fields
+        else:
+            changed = changed_fates(old_blocks, self._blocks, n)
         changed.update(i for i in pending if i < n)
         if self._marker != old_marker:  # greying depends on the marker: rows between the two moved
             ends = [m for m in (self._marker, old_marker) if m is not None]

@@ -7,6 +7,8 @@ intent signals, hence undoable); other typing goes to the filter box.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
@@ -219,17 +221,21 @@ class BlocksPanel(QWidget):
             self._widths = self.content_widths()
             self.table.set_content_widths(self._widths)
         elif changed:  # only the changed rows can need more room; a column never shrinks in place
-            grown = self.content_widths(changed)
+            delta = self.model.last_delta
+            assert delta is not None
+            # rows whose Reason cell alone changed: measure those cells (a handful of distinct texts)
+            grown = self.content_widths(delta.key_rows, reasons=set(delta.reason_cells.values()))
             wants = {c: max(w, self._widths.get(c, 0)) for c, w in grown.items()}
             wants[BlockColumn.POSITION] = self._widths.get(BlockColumn.POSITION, wants[BlockColumn.POSITION])
             if wants != self._widths:
                 self._widths = wants
                 self.table.set_content_widths(wants)
 
-    def content_widths(self, rows: list[int] | None = None) -> dict[int, int]:
+    def content_widths(self, rows: list[int] | None = None, reasons: Iterable[str] = ()) -> dict[int, int]:
         """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
         widest cell, Source and Reason their widest cell (capped later by ``fit_columns``).
-        ``rows`` limits the measure to those rows (default: all)."""
+        ``rows`` limits the measure to those rows (default: all); ``reasons`` are Reason cell
+        texts to measure besides theirs."""
         from PySide6.QtGui import QFont, QFontMetrics
 
         fm = QFontMetrics(self.table.font())
@@ -243,10 +249,11 @@ class BlocksPanel(QWidget):
             return hfm.horizontalAdvance(HEADERS[col]) + CELL_PAD
 
         count = self.model.rowCount()
-        if count == 0 or rows == []:
+        extra_reasons = set(reasons)
+        if count == 0 or (rows == [] and not extra_reasons):
             return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
         m = self.model
-        kinds, statuses, reasons, tokens = set(), set(), set(), set()
+        kinds, statuses, reasons_seen, tokens = set(), set(), set(extra_reasons), set()
         longest_source = ""
         seen_kinds: set[tuple[str, str]] = set()
         for r in (range(count) if rows is None else rows):
@@ -255,31 +262,35 @@ class BlocksPanel(QWidget):
                 seen_kinds.add((b.kind, b.role))
                 kinds.add(m.display_text(r, BlockColumn.KIND))
             statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
-            reasons.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
+            reasons_seen.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
             tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
             src = b.source
             if len(src) > len(longest_source):
                 longest_source = src
         digits = len(str(count - 1))
-        return {
+        out = {
             BlockColumn.POSITION: max(fm.horizontalAdvance("8" * digits) + CELL_PAD, 28),
-            BlockColumn.KIND: max(head(BlockColumn.KIND), max(fm.horizontalAdvance(str(k)) for k in kinds) + CELL_PAD),
-            BlockColumn.TOKENS: max(head(BlockColumn.TOKENS),
-                                    max(fm.horizontalAdvance(str(t)) for t in tokens) + CELL_PAD),
-            BlockColumn.STATUS: max(head(BlockColumn.STATUS),
-                                    max(fmb.horizontalAdvance(str(s)) for s in statuses) + CELL_PAD),
             BlockColumn.REASON: max(fm.horizontalAdvance(reason_cell(x) if x in VOCABULARY else str(x))
-                                    for x in reasons) + CELL_PAD,
-            BlockColumn.SOURCE: fm.horizontalAdvance(longest_source) + CELL_PAD,
+                                    for x in reasons_seen) + CELL_PAD,
         }
+        if kinds:
+            out.update({
+                BlockColumn.KIND: max(head(BlockColumn.KIND),
+                                      max(fm.horizontalAdvance(str(k)) for k in kinds) + CELL_PAD),
+                BlockColumn.TOKENS: max(head(BlockColumn.TOKENS),
+                                        max(fm.horizontalAdvance(str(t)) for t in tokens) + CELL_PAD),
+                BlockColumn.STATUS: max(head(BlockColumn.STATUS),
+                                        max(fmb.horizontalAdvance(str(s)) for s in statuses) + CELL_PAD),
+                BlockColumn.SOURCE: fm.horizontalAdvance(longest_source) + CELL_PAD,
+            })
+        return out
 
     def _update_count(self) -> None:
         p = self.model.preview()
         if p is None:
             self.count_label.setText("")
             return
-        kept = sum(1 for b in p.blocks if b.status == "kept")
-        self.count_label.setText(f"{self.proxy.rowCount()} shown · {kept}/{len(p.blocks)} kept")
+        self.count_label.setText(f"{self.proxy.rowCount()} shown · {self.model.kept_count()}/{len(p.blocks)} kept")
 
     def current_block(self) -> PreviewBlock | None:
         """The selected block."""
