@@ -62,8 +62,9 @@ HEADERS = {
 }
 
 _STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
-#: More separate runs of changed rows than this are sent as one ``dataChanged`` span.
-MAX_CHANGED_RUNS = 64
+#: More separate runs of changed rows than this are sent as one ``dataChanged`` span (a view
+#: repaints the rows of a span that it shows: see ``BlocksTable.dataChanged``).
+MAX_CHANGED_RUNS = 256
 
 
 def changed_runs(changed: list[int], max_runs: int = MAX_CHANGED_RUNS) -> list[tuple[int, int]]:
@@ -122,8 +123,6 @@ class BlocksTableModel(QAbstractTableModel):
         self._row_by_message: dict[int, int] = {}
         self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
-        self._keys: list[tuple[Any, ...]] | None = None  # row_keys(self._blocks), once compared
-        self._shaped: dict[int, str] | None = None  # shaped_cells(self._blocks), once compared
         self.last_delta: PreviewDelta | None = None
         self._kept = 0  # rows with status "kept"
         self._highlight_group: str | None = None
@@ -142,7 +141,7 @@ class BlocksTableModel(QAbstractTableModel):
         """
         delta = None
         if preview is not None and self._preview is not None:
-            delta = diff_previews(self._preview, preview, self._keys, self._shaped)
+            delta = diff_previews(self._preview, preview, self.last_delta)
         #: How ``preview`` differs from the preview shown before (``None``: the rows differ, reset).
         self.last_delta = delta
         blocks = list(preview.blocks) if preview is not None else []
@@ -164,17 +163,13 @@ class BlocksTableModel(QAbstractTableModel):
         changed: list[int] | None = None
         if delta is not None:
             changed = sorted(set(delta.rows).union(pending_rows)) if pending_rows else delta.rows
-            old_keys = self._keys
-            self._keys, self._shaped = delta.keys, delta.shaped
+            old_keys = delta.old_keys
             self._preview = preview
             self._blocks = blocks
-            if old_keys is None or any(old_keys[r][_GROUP] != delta.keys[r][_GROUP] for r in delta.key_rows):
+            if any(old_keys[r][_GROUP] != delta.keys[r][_GROUP] for r in delta.key_rows):
                 self._group_sizes = self._count_groups(blocks)
-            if old_keys is None:
-                self._kept = sum(1 for b in blocks if b.status == "kept")
-            else:
-                self._kept += sum((delta.keys[r][_STATUS] == "kept") - (old_keys[r][_STATUS] == "kept")
-                                  for r in delta.key_rows)
+            self._kept += sum((delta.keys[r][_STATUS] == "kept") - (old_keys[r][_STATUS] == "kept")
+                              for r in delta.key_rows)
             for row in delta.key_rows:  # the Text cell is cached per row: its text may have changed
                 self._text_cache.pop(row, None)
             last = len(BlockColumn) - 1
@@ -190,7 +185,6 @@ class BlocksTableModel(QAbstractTableModel):
                                     if b.message_index is not None}
             self._row_by_source = {}  # built on first use
             self._text_cache = {}
-            self._keys = self._shaped = None
             self.endResetModel()
         if self._highlight_group not in self._group_sizes:
             self._highlight_group = None
@@ -442,6 +436,24 @@ class BlocksFilterProxy(QSortFilterProxyModel):
         self._statuses: frozenset[str] | None = None
         self._text = ""
         self.setSortRole(SORT_ROLE)
+        self._sync_dynamic()
+
+    def is_filtering(self) -> bool:
+        """Whether a kind, status or text filter is set."""
+        return self._kinds is not None or self._statuses is not None or bool(self._text)
+
+    def _sync_dynamic(self) -> None:
+        # Re-filtering and re-sorting on dataChanged asks filterAcceptsRow (Python) about every
+        # changed row: thousands after one click on a 10,000-message chat. Unfiltered and in
+        # prompt order every row passes and stays where it is, so it is only on while needed.
+        dynamic = self.is_filtering() or self.sortColumn() >= 0
+        if self.dynamicSortFilter() != dynamic:
+            self.setDynamicSortFilter(dynamic)
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Sort by ``column`` (``-1``: prompt order); rows re-sort on later changes while sorted."""
+        super().sort(column, order)
+        self._sync_dynamic()
 
     def set_kinds(self, kinds: set[str] | None) -> None:
         """Only these block kinds (``None``: all)."""
@@ -465,6 +477,7 @@ class BlocksFilterProxy(QSortFilterProxyModel):
         else:  # pragma: no cover - older PySide6
             change()
             self.invalidateFilter()
+        self._sync_dynamic()
 
     def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
         if self._kinds is None and self._statuses is None and not self._text:

@@ -166,7 +166,8 @@ class TokensChart(QWidget):
                     self._tokens[k] = _bar_tokens(blocks[r])
                     self._status[k] = _bar_status(blocks[r])
             self._max = max(self._tokens, default=1) or 1
-        self._fits = list(map(_FIT, map(vars, map(blocks.__getitem__, self._rows))))
+        if delta.fits is not None:  # None: every block is the old one, so are the fits
+            self._fits = list(map(delta.fits.__getitem__, self._rows))
 
     @property
     def _items(self) -> list[tuple[int, int, str, int | None]]:
