@@ -12,7 +12,11 @@ different row set resets the model.
 
 from __future__ import annotations
 
+from collections import Counter
 from enum import IntEnum
+from functools import lru_cache
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -61,7 +65,44 @@ HEADERS = {
     BlockColumn.PIN: "Pin", BlockColumn.EXCLUDE: "Excl.",
 }
 
+#: What a reset reads of each block (then as columns): its message, tool group and status.
+_RESET_FIELDS = itemgetter("message_index", "group", "status")
+_GROUP_OF = itemgetter("group")
 _STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
+
+# data() and flags() run for every cell painted: their constants as plain ints and made-once objects
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
+_DECORATION = int(Qt.ItemDataRole.DecorationRole.value)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
+_FONT = int(Qt.ItemDataRole.FontRole.value)
+_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole.value)
+_BACKGROUND = int(Qt.ItemDataRole.BackgroundRole.value)
+_FOREGROUND = int(Qt.ItemDataRole.ForegroundRole.value)
+_CHECK = int(Qt.ItemDataRole.CheckStateRole.value)
+_ALIGN_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
+_ALIGN_CENTER = int(Qt.AlignmentFlag.AlignCenter.value)
+_CHECK_COLUMNS = frozenset({int(BlockColumn.PIN), int(BlockColumn.EXCLUDE)})
+_CENTRED_COLUMNS = frozenset({int(BlockColumn.PIN), int(BlockColumn.EXCLUDE), int(BlockColumn.MARKERS)})
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
+_BASE_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+_CHECKABLE_FLAGS = _BASE_FLAGS | Qt.ItemFlag.ItemIsUserCheckable
+_EXCLUDED_FG = QBrush(QColor("#8a8f98"))
+_GROUP_BG = QBrush(QColor("#dbe8ff"))
+
+
+@lru_cache(maxsize=256)
+def _status_brushes(status: str, reason: str) -> tuple[QBrush, QBrush]:
+    """(foreground, background) brushes of a block's status as shown."""
+    fg, bg = status_hex(display_status(status, reason))
+    return QBrush(QColor(fg)), QBrush(QColor(bg))
+
+
+@lru_cache(maxsize=1)
+def _bold_font() -> QFont:
+    """The application font, bold (made on first use: a QFont wants the application)."""
+    font = QFont()
+    font.setBold(True)
+    return font
 #: More separate runs of changed rows than this are sent as one ``dataChanged`` span (a view
 #: repaints the rows of a span that it shows: see ``BlocksTable.dataChanged``).
 MAX_CHANGED_RUNS = 256
@@ -179,10 +220,13 @@ class BlocksTableModel(QAbstractTableModel):
             self.beginResetModel()
             self._preview = preview
             self._blocks = blocks
-            self._group_sizes = self._count_groups(blocks)
-            self._kept = sum(1 for b in blocks if b.status == "kept")
-            self._row_by_message = {b.message_index: row for row, b in enumerate(self._blocks)
-                                    if b.message_index is not None}
+            # one read per block, then C-level passes over the columns (a 5,000-row reset)
+            columns = list(zip(*map(_RESET_FIELDS, map(vars, blocks)))) or [(), (), ()]
+            messages, groups, statuses = columns
+            self._group_sizes = dict(Counter(filter(None, groups)))
+            self._kept = statuses.count("kept")
+            with_message = list(compress(range(len(messages)), map(is_not, messages, repeat(None))))
+            self._row_by_message = dict(zip(map(messages.__getitem__, with_message), with_message))
             self._row_by_source = {}  # built on first use
             self._text_cache = {}
             self.endResetModel()
@@ -194,11 +238,7 @@ class BlocksTableModel(QAbstractTableModel):
 
     @staticmethod
     def _count_groups(blocks: list[PreviewBlock]) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for b in blocks:
-            if b.group:
-                sizes[b.group] = sizes.get(b.group, 0) + 1
-        return sizes
+        return dict(Counter(filter(None, map(_GROUP_OF, map(vars, blocks)))))
 
     def expect_flags(self, message_index: int, *, pinned: bool, manual_excluded: bool) -> bool:
         """The document now holds these flags for chat message ``message_index``: show them at
@@ -231,6 +271,10 @@ class BlocksTableModel(QAbstractTableModel):
     def preview(self) -> ContextPreview | None:
         """The preview shown."""
         return self._preview
+
+    def blocks(self) -> list[PreviewBlock]:
+        """The blocks shown, one per row (read-only use)."""
+        return self._blocks
 
     def block(self, row: int) -> PreviewBlock:
         """The block of ``row``."""
@@ -285,62 +329,60 @@ class BlocksTableModel(QAbstractTableModel):
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
         if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-        if index.column() in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self._is_toggleable(index.row()):
-            base |= Qt.ItemFlag.ItemIsUserCheckable
-        return base
+            return _NO_FLAGS
+        if index.column() in _CHECK_COLUMNS and self._is_toggleable(index.row()):
+            return _CHECKABLE_FLAGS
+        return _BASE_FLAGS
 
     def _is_toggleable(self, row: int) -> bool:
         return offers_toggles(self._blocks[row])
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        # called for every role of every cell painted (a few thousand calls per repaint of the
+        # table): plain int comparisons, brushes and fonts made once
         if not index.isValid():
             return None
-        row, col = index.row(), BlockColumn(index.column())
+        row, col = index.row(), index.column()
         b = self._blocks[row]
-        if role == Qt.ItemDataRole.DisplayRole:
+        if role == _DISPLAY:
             return self._display(b, row, col)
+        if role == _DECORATION:
+            return None
+        if role == _CHECK:
+            if col not in _CHECK_COLUMNS or not offers_toggles(b):
+                return None
+            flag = "pinned" if col == BlockColumn.PIN else "manual_excluded"
+            return Qt.CheckState.Checked if self.shown_flag(row, flag) else Qt.CheckState.Unchecked
+        if role == _FOREGROUND:
+            if col == BlockColumn.STATUS or col == BlockColumn.REASON:
+                return _status_brushes(b.status, b.reason)[0]
+            if b.status == "excluded":
+                return _EXCLUDED_FG
+            return None
+        if role == _BACKGROUND:
+            if self._highlight_group is not None and b.group == self._highlight_group:
+                return _GROUP_BG
+            if col == BlockColumn.STATUS:
+                return _status_brushes(b.status, b.reason)[1]
+            return None
+        if role == _FONT:
+            if col == BlockColumn.STATUS or (col == BlockColumn.MARKERS and b.protected):
+                return _bold_font()
+            return None
+        if role == _ALIGN:
+            if col == BlockColumn.POSITION or col == BlockColumn.TOKENS:
+                return _ALIGN_RIGHT
+            if col in _CENTRED_COLUMNS:
+                return _ALIGN_CENTER
+            return None
         if role == BLOCK_ROLE:
             return b
         if role == SORT_ROLE:
-            return self._sort_value(b, col)
-        if role == Qt.ItemDataRole.CheckStateRole:
-            if not offers_toggles(b):
-                return None
-            if col == BlockColumn.PIN:
-                return Qt.CheckState.Checked if self.shown_flag(row, "pinned") else Qt.CheckState.Unchecked
-            if col == BlockColumn.EXCLUDE:
-                return Qt.CheckState.Checked if self.shown_flag(row, "manual_excluded") else Qt.CheckState.Unchecked
-            return None
-        if role == Qt.ItemDataRole.ForegroundRole:
-            if col in (BlockColumn.STATUS, BlockColumn.REASON):
-                return QBrush(QColor(status_hex(display_status(b.status, b.reason))[0]))
-            if b.status == "excluded":
-                return QBrush(QColor("#8a8f98"))
-            return None
-        if role == Qt.ItemDataRole.BackgroundRole:
-            if self._highlight_group is not None and b.group == self._highlight_group:
-                return QBrush(QColor("#dbe8ff"))
-            if col == BlockColumn.STATUS:
-                return QBrush(QColor(status_hex(display_status(b.status, b.reason))[1]))
-            return None
-        if role == Qt.ItemDataRole.FontRole:
-            if col == BlockColumn.STATUS or (b.protected and col == BlockColumn.MARKERS):
-                f = QFont()
-                f.setBold(True)
-                return f
-            return None
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            if col in (BlockColumn.POSITION, BlockColumn.TOKENS):
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if col in (BlockColumn.PIN, BlockColumn.EXCLUDE, BlockColumn.MARKERS):
-                return int(Qt.AlignmentFlag.AlignCenter)
-            return None
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if col in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self.is_pending(row):
+            return self._sort_value(b, BlockColumn(col))
+        if role == _TOOLTIP:
+            if col in _CHECK_COLUMNS and self.is_pending(row):
                 return "Saved; the preview is being recomputed"
-            return self._tooltip(b, col)
+            return self._tooltip(b, BlockColumn(col))
         return None
 
     def _display(self, b: PreviewBlock, row: int, col: BlockColumn) -> Any:

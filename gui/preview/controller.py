@@ -218,7 +218,11 @@ class PreviewController(QObject):
         # apply would trigger a collection walking every one of them (10-20 ms at 10,000 blocks)
         freeze_long_lived()
         self.last_outcome = outcome
-        self.preview_ready.emit(outcome)
+        # the views compare and index the new preview (tens of thousands of small tuples, lists and
+        # dicts on a 10,000-message chat, kept until the next preview): no collection while they
+        # are built, and what survives is frozen like the preview itself
+        with young_objects_frozen():
+            self.preview_ready.emit(outcome)
 
     def shutdown(self, timeout_ms: int = 5000) -> None:
         """Stop the timer and wait for running work (at application exit)."""

@@ -8,6 +8,9 @@ intent signals, hence undoable); other typing goes to the filter box.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import compress, repeat
+from operator import is_not, itemgetter
+from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QKeyEvent
@@ -28,8 +31,9 @@ from engine.vocabulary import VOCABULARY
 
 from ..labels import KIND_LABELS, kind_label
 from ..models.blocks_model import HEADERS, BlockColumn, BlocksFilterProxy, BlocksTableModel
+from ..models.preview_delta import shaped_cells
 from ..roles import BLOCK_ROLE
-from ..words import reason_cell
+from ..words import display_status, reason_cell
 
 STATUS_FILTERS = ("kept", "excluded", "truncated", "summarized")
 
@@ -46,6 +50,27 @@ CELL_PAD = 18
 #: Keys that move the current row: a row reached with them (or clicked) is focused on purpose.
 NAVIGATION_KEYS = frozenset({Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown,
                              Qt.Key.Key_Home, Qt.Key.Key_End})
+
+
+#: What the column widths read of each block, as columns (:func:`_distinct_cells`).
+_WIDTH_FIELDS = itemgetter("kind", "role", "status", "reason", "tokens", "original_tokens", "source")
+
+
+def _distinct_cells(blocks: list[PreviewBlock]) -> tuple[list[int], set[str], set[str], set[Any], str]:
+    """The distinct cells of every row, for the column widths: a row per distinct (kind, role)
+    (its Kind cell), the Status cells, the Reason cells (codes, or the text their data makes),
+    the Tokens cells and the longest source. One read per block, then C-level passes."""
+    n = len(blocks)
+    kinds, roles, statuses, reasons, tokens, originals, sources = (
+        list(zip(*map(_WIDTH_FIELDS, map(vars, blocks)))) or [()] * 7)
+    pairs = list(zip(kinds, roles))
+    kinds_at = sorted(dict(zip(reversed(pairs), reversed(range(n)))).values())  # first row of each
+    shown_statuses = {s if s != "truncated" else display_status(s, r) for s, r in set(zip(statuses, reasons))}
+    truncated = compress(range(n), map(is_not, originals, repeat(None)))
+    shown_tokens: set[Any] = set(tokens) | {f"{tokens[r]} / {originals[r]}" for r in truncated
+                                            if statuses[r] == "truncated"}
+    shown_reasons = set(reasons) | set(shaped_cells(blocks).values())
+    return kinds_at, shown_statuses, shown_reasons, shown_tokens, max(sources, key=len, default="")
 
 
 class BlocksTable(QTableView):
@@ -276,20 +301,26 @@ class BlocksPanel(QWidget):
         if count == 0 or (rows == [] and not extra_reasons):
             return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
         m = self.model
-        kinds, statuses, reasons_seen, tokens = set(), set(), set(extra_reasons), set()
-        longest_source = ""
-        seen_kinds: set[tuple[str, str]] = set()
-        for r in (range(count) if rows is None else rows):
-            b = m.block(r)
-            if (b.kind, b.role) not in seen_kinds:
-                seen_kinds.add((b.kind, b.role))
-                kinds.add(m.display_text(r, BlockColumn.KIND))
-            statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
-            reasons_seen.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
-            tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
-            src = b.source
-            if len(src) > len(longest_source):
-                longest_source = src
+        if rows is None:  # every row (a reset): distinct values from C-level passes over the blocks
+            blocks = m.blocks()
+            kinds_at, statuses, reasons_seen, tokens, longest_source = _distinct_cells(blocks)
+            kinds = {m.display_text(r, BlockColumn.KIND) for r in kinds_at}
+            reasons_seen |= extra_reasons
+        else:
+            kinds, statuses, reasons_seen, tokens = set(), set(), set(extra_reasons), set()
+            longest_source = ""
+            seen_kinds: set[tuple[str, str]] = set()
+            for r in rows:
+                b = m.block(r)
+                if (b.kind, b.role) not in seen_kinds:
+                    seen_kinds.add((b.kind, b.role))
+                    kinds.add(m.display_text(r, BlockColumn.KIND))
+                statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
+                reasons_seen.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
+                tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
+                src = b.source
+                if len(src) > len(longest_source):
+                    longest_source = src
         digits = len(str(count - 1))
         out = {
             BlockColumn.POSITION: max(fm.horizontalAdvance("8" * digits) + CELL_PAD, 28),
