@@ -294,6 +294,15 @@ class BlocksTableModel(QAbstractTableModel):
         """The display value of ``row`` / ``column`` (what ``data`` shows), without a model index."""
         return self._display(self._blocks[row], row, BlockColumn(column))
 
+    def display_of(self, block: PreviewBlock, column: int) -> Any:
+        """What ``data`` would show in ``column`` for ``block`` on a row of its own (no pending flag)."""
+        if column == BlockColumn.TEXT:
+            return _preview_text(block.text)
+        if column == BlockColumn.MARKERS:
+            return ((PROTECTED_MARK if block.protected else "") + (PINNED_MARK if block.pinned else "")
+                    + (GROUP_MARK if block.group else ""))
+        return self._display(block, -1, BlockColumn(column))
+
     def group_size(self, group: str | None) -> int:
         """Members of tool group ``group`` in this preview."""
         return self._group_sizes.get(group or "", 0)

@@ -260,13 +260,20 @@ class BlocksPanel(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.table, 1)
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
+    def measure(self, preview: ContextPreview | None) -> dict[int, int]:
+        """The column widths :meth:`set_preview` will want for ``preview`` when it fills the table
+        anew (:meth:`content_widths` of its blocks), measured ahead: a window spreading the
+        first apply of a big chat over two turns of the event loop does this in the first."""
+        return self.content_widths(blocks=list(preview.blocks) if preview is not None else [])
+
+    def set_preview(self, preview: ContextPreview | None, widths: dict[int, int] | None = None) -> None:
         """Show ``preview``'s blocks: in place when the rows are the same (selection and scroll
-        stay), else a model reset (the selection follows the block's source)."""
+        stay), else a model reset (the selection follows the block's source; ``widths``: its
+        column widths when already measured, :meth:`measure`)."""
         changed = self.model.set_preview(preview)
         self._update_count()
         if changed is None:
-            self._widths = self.content_widths()
+            self._widths = widths if widths is not None else self.content_widths()
             self.table.set_content_widths(self._widths)
         elif changed:  # only the changed rows can need more room; a column never shrinks in place
             delta = self.model.last_delta
@@ -279,11 +286,13 @@ class BlocksPanel(QWidget):
                 self._widths = wants
                 self.table.set_content_widths(wants)
 
-    def content_widths(self, rows: list[int] | None = None, reasons: Iterable[str] = ()) -> dict[int, int]:
+    def content_widths(self, rows: list[int] | None = None, reasons: Iterable[str] = (),
+                       blocks: list[PreviewBlock] | None = None) -> dict[int, int]:
         """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
         widest cell, Source and Reason their widest cell (capped later by ``fit_columns``).
         ``rows`` limits the measure to those rows (default: all); ``reasons`` are Reason cell
-        texts to measure besides theirs."""
+        texts to measure besides theirs; ``blocks`` measures those blocks (a preview not shown
+        yet: :meth:`measure`) instead of the model's rows."""
         from PySide6.QtGui import QFont, QFontMetrics
 
         fm = QFontMetrics(self.table.font())
@@ -296,15 +305,16 @@ class BlocksPanel(QWidget):
         def head(col: BlockColumn) -> int:
             return hfm.horizontalAdvance(HEADERS[col]) + CELL_PAD
 
-        count = self.model.rowCount()
+        count = self.model.rowCount() if blocks is None else len(blocks)
         extra_reasons = set(reasons)
         if count == 0 or (rows == [] and not extra_reasons):
             return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
         m = self.model
         if rows is None:  # every row (a reset): distinct values from C-level passes over the blocks
-            blocks = m.blocks()
+            if blocks is None:
+                blocks = m.blocks()
             kinds_at, statuses, reasons_seen, tokens, longest_source = _distinct_cells(blocks)
-            kinds = {m.display_text(r, BlockColumn.KIND) for r in kinds_at}
+            kinds = {m.display_of(blocks[r], BlockColumn.KIND) for r in kinds_at}
             reasons_seen |= extra_reasons
         else:
             kinds, statuses, reasons_seen, tokens = set(), set(), set(extra_reasons), set()
