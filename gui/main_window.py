@@ -220,6 +220,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         ctx = self.ctx
         doc = ctx.document
         ctx.preview.set_snapshot_provider(doc.snapshot)
+        # the worker compares each new preview with the one the table shows, while the UI thread waits
+        ctx.preview.set_derive(self.blocks_panel.model.delta_maker)
         ctx.preview.preview_ready.connect(self._on_preview_ready)
         ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
         doc.flags_changed.connect(lambda _i: ctx.preview.schedule(immediate=True))  # a click: no debounce
@@ -503,7 +505,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
             # on a 5,000-message chat keeps the window busy too long in one go
             self._apply_staged(preview, outcome.elapsed_s)
             return
-        self.apply_preview(preview, outcome.elapsed_s)
+        delta = outcome.derived if isinstance(outcome.derived, PreviewDelta) else None
+        self.apply_preview(preview, outcome.elapsed_s, delta=delta)
 
     def _apply_staged(self, preview: ContextPreview, elapsed_s: float) -> None:
         """:meth:`apply_preview` in two turns of the event loop: the chat list, the bar, the chart
@@ -523,17 +526,19 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.apply_preview(preview, elapsed_s, views_done=True, widths=widths)
 
     def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0, *,
-                      emit: bool = True, views_done: bool = False, widths: dict[int, int] | None = None) -> None:
+                      emit: bool = True, views_done: bool = False, widths: dict[int, int] | None = None,
+                      delta: PreviewDelta | None = None) -> None:
         """Show ``preview`` in every view (``preview_applied`` follows unless ``emit`` is false).
 
         ``views_done``: every view but the blocks table already shows it, and ``widths`` are its
-        column widths (:meth:`_apply_staged`).
+        column widths (:meth:`_apply_staged`). ``delta``: how it differs from the preview shown,
+        when the worker found it (used only if it is from that preview).
         """
         self._staged = None
         self.preview = preview
         doc = self.ctx.document
         self._preview_chat = doc.chat_id
-        self.blocks_panel.set_preview(preview, widths)
+        self.blocks_panel.set_preview(preview, widths, delta)
         if not views_done:
             # the rows that changed, found once by the blocks table: the other views update only those
             self._apply_views(preview, self.blocks_panel.model.last_delta)

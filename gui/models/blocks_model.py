@@ -13,8 +13,9 @@ different row set resets the model.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from enum import IntEnum
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import compress, repeat
 from operator import is_not, itemgetter
 from typing import Any
@@ -170,7 +171,7 @@ class BlocksTableModel(QAbstractTableModel):
         self._pending = PendingFlags()
 
     # -- data source ---------------------------------------------------------------------
-    def set_preview(self, preview: ContextPreview | None) -> list[int] | None:
+    def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> list[int] | None:
         """Show ``preview``.
 
         With the same rows as the preview shown (same sources in the same order) the model
@@ -178,10 +179,12 @@ class BlocksTableModel(QAbstractTableModel):
         (:func:`~gui.models.preview_delta.diff_previews`, kept as :attr:`last_delta` for the other
         views), and the list of those rows is returned. Otherwise the model is reset and ``None``
         is returned. Pending optimistic flags are settled against ``preview``
-        (``flags_rolled_back`` when it disagrees).
+        (``flags_rolled_back`` when it disagrees). ``delta``: the comparison already made
+        elsewhere (:meth:`delta_maker`), used when it is from the preview shown to ``preview``.
         """
-        delta = None
-        if preview is not None and self._preview is not None:
+        if delta is not None and (delta.old is not self._preview or delta.new is not preview):
+            delta = None
+        if delta is None and preview is not None and self._preview is not None:
             delta = diff_previews(self._preview, preview, self.last_delta)
         #: How ``preview`` differs from the preview shown before (``None``: the rows differ, reset).
         self.last_delta = delta
@@ -235,6 +238,14 @@ class BlocksTableModel(QAbstractTableModel):
         if rollbacks:
             self.flags_rolled_back.emit(rollbacks)
         return changed
+
+    def delta_maker(self) -> Callable[[ContextPreview], PreviewDelta | None] | None:
+        """A function comparing a new preview with the one shown now (:func:`diff_previews`),
+        safe to run on another thread: it holds only frozen previews and the last delta's
+        lists, never the model. ``None`` when nothing is shown."""
+        if self._preview is None:
+            return None
+        return partial(diff_previews, self._preview, base=self.last_delta)
 
     @staticmethod
     def _count_groups(blocks: list[PreviewBlock]) -> dict[str, int]:

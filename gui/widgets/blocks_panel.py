@@ -31,7 +31,7 @@ from engine.vocabulary import VOCABULARY
 
 from ..labels import KIND_LABELS, kind_label
 from ..models.blocks_model import HEADERS, BlockColumn, BlocksFilterProxy, BlocksTableModel
-from ..models.preview_delta import shaped_cells
+from ..models.preview_delta import PreviewDelta, shaped_cells
 from ..roles import BLOCK_ROLE
 from ..words import display_status, reason_cell
 
@@ -266,11 +266,13 @@ class BlocksPanel(QWidget):
         first apply of a big chat over two turns of the event loop does this in the first."""
         return self.content_widths(blocks=list(preview.blocks) if preview is not None else [])
 
-    def set_preview(self, preview: ContextPreview | None, widths: dict[int, int] | None = None) -> None:
+    def set_preview(self, preview: ContextPreview | None, widths: dict[int, int] | None = None,
+                    delta: PreviewDelta | None = None) -> None:
         """Show ``preview``'s blocks: in place when the rows are the same (selection and scroll
         stay), else a model reset (the selection follows the block's source; ``widths``: its
-        column widths when already measured, :meth:`measure`)."""
-        changed = self.model.set_preview(preview)
+        column widths when already measured, :meth:`measure`; ``delta``: the rows that changed
+        when already found, :meth:`BlocksTableModel.set_preview`)."""
+        changed = self.model.set_preview(preview, delta)
         self._update_count()
         if changed is None:
             self._widths = widths if widths is not None else self.content_widths()
