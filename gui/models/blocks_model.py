@@ -104,6 +104,8 @@ def _bold_font() -> QFont:
     font = QFont()
     font.setBold(True)
     return font
+
+
 #: More separate runs of changed rows than this are sent as one ``dataChanged`` span (a view
 #: repaints the rows of a span that it shows: see ``BlocksTable.dataChanged``).
 MAX_CHANGED_RUNS = 256
