@@ -82,6 +82,7 @@ _FOREGROUND = int(Qt.ItemDataRole.ForegroundRole.value)
 _CHECK = int(Qt.ItemDataRole.CheckStateRole.value)
 _ALIGN_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
 _ALIGN_CENTER = int(Qt.AlignmentFlag.AlignCenter.value)
+_COLUMN_COUNT = len(BlockColumn)
 _CHECK_COLUMNS = frozenset({int(BlockColumn.PIN), int(BlockColumn.EXCLUDE)})
 _CENTRED_COLUMNS = frozenset({int(BlockColumn.PIN), int(BlockColumn.EXCLUDE), int(BlockColumn.MARKERS)})
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
@@ -334,7 +335,7 @@ class BlocksTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self._blocks)
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(BlockColumn)
+        return 0 if parent.isValid() else _COLUMN_COUNT  # asked with every index the proxy maps
 
     def headerData(self, section: int, orientation: Qt.Orientation,
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
