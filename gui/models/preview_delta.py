@@ -4,9 +4,11 @@ After a pin / exclude click on a 10,000-message chat the engine hands back a new
 same rows; only a few of them *show* differently (a status, a flag, a Reason cell), although nearly
 every block is a new object (its ``fit_window`` and the free tokens in its ``reason_detail`` and
 ``reason_data`` moved). :func:`diff_previews` finds those rows with a few C-level passes over the
-blocks (blocks the engine reused, ``old is new``, are skipped outright) and returns a
+blocks (when the engine reused most blocks, ``old is new``, only the others are read) and returns a
 :class:`PreviewDelta`; the blocks table, the chat list, the budget bar and the tokens chart then
-update only what those rows touch instead of each walking all 10,000 blocks again.
+update only what those rows touch instead of each walking all 10,000 blocks again. In the app the
+comparison runs on the preview worker right after the computation
+(:meth:`gui.preview.controller.PreviewController.set_derive`), while the UI thread waits anyway.
 
 Only the rows' identity (``source``, ``message_index``) decides whether two previews have "the
 same rows": when it differs the views rebuild from scratch (:func:`diff_previews` returns ``None``).

@@ -224,3 +224,27 @@ def test_a_preview_applied_meanwhile_supersedes_the_second_turn(qtbot, window) -
     qtbot.wait(50)
     assert applied == [second]
     assert window.blocks_panel.model.preview() is second and window.preview is second
+
+
+def test_after_a_click_the_worker_found_the_changed_rows(qtbot, window, monkeypatch) -> None:
+    import threading
+
+    import gui.models.blocks_model as blocks_model
+
+    on_main: list[bool] = []
+    original = blocks_model.diff_previews
+
+    def spy(*args, **kwargs):
+        on_main.append(threading.current_thread() is threading.main_thread())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(blocks_model, "diff_previews", spy)
+    model = window.blocks_panel.model
+    cell = _exclude_cell(window, 4)
+    preview = _wait_preview(qtbot, window,
+                            lambda: window.blocks_panel.proxy.setData(cell, Qt.CheckState.Checked, CHECK))
+    assert on_main == [False]  # compared once, on the worker
+    delta = window.ctx.preview.last_outcome.derived
+    assert model.last_delta is delta and delta.new is preview
+    assert model.row_of_message(4) in delta.rows
+    assert cell.data(CHECK) == Qt.CheckState.Checked and model.block(model.row_of_message(4)).manual_excluded
