@@ -51,21 +51,27 @@ def read_chat(store: Store, chat_id: str, *, audit: bool = False) -> LoadedChat:
     opens its own session per call (STYLE.md 10). Raises the store's ``CHAT_NOT_FOUND``.
     """
     request = store.build_request(chat_id)
-    stored = store.get_chat(chat_id)
+    # the rest from queries that do not load the messages again (a 5,000-message chat: half the read)
+    setup = store.get_chat_setup(chat_id)
     # a SillyTavern chat has only its linked worlds (no card book); otherwise the card's own
     # book first, then attached ones: the order of request.lorebooks
-    ids = list(stored.lorebook_ids) if request.sillytavern is not None else list(store.lorebook_ids_for_chat(chat_id))
-    character = stored.character
+    if request.sillytavern is not None:
+        ids = [link.lorebook_id for link in setup.lorebooks]
+    else:
+        ids = list(store.lorebook_ids_for_chat(chat_id))
     card_book = None
-    if request.sillytavern is None and character is not None and character.character_book is not None:
-        card_book = character.character_book.name or "card book"
+    if request.sillytavern is None and setup.character_id is not None:
+        with contextlib.suppress(LoomscopeError):
+            character = store.get_character(setup.character_id)
+            if character.character_book is not None:
+                card_book = character.character_book.name or "card book"
+    parent_id = next((c.parent_id for c in store.list_chats() if c.id == chat_id), None)
     stored_audit, audit_read = None, False
     if audit:
         with contextlib.suppress(LoomscopeError):  # the window reads it again and shows the error
             stored_audit, audit_read = store.get_audit(chat_id), True
-    return LoadedChat(chat_id=chat_id, request=request,
-                      title=stored.title or request.chat.title,
-                      parent_id=stored.parent_id, lorebook_ids=tuple(ids),
+    return LoadedChat(chat_id=chat_id, request=request, title=request.chat.title,
+                      parent_id=parent_id, lorebook_ids=tuple(ids),
                       card_book_name=card_book, audit=stored_audit, audit_read=audit_read)
 
 

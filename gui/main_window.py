@@ -42,6 +42,7 @@ from .drop import IMPORT_FILTER, DropMixin
 from .errors import UserError
 from .generation import GenerationRunner
 from .models.pending import FlagRollback
+from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
 from .undo import (
@@ -77,6 +78,8 @@ __all__ = ["CENTRE_PREFERRED_W", "IMPORT_FILTER", "INSPECTOR_MIN_W", "INSPECTOR_
 
 #: The strategy that honours hand exclusions (SPEC §3).
 MANUAL_STRATEGY = "manual"
+#: Between the two turns of the first apply of a chat just opened (milliseconds, :meth:`MainWindow._apply_staged`).
+STAGE_PAUSE_MS = 1
 
 
 class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
@@ -114,6 +117,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self._select_on_next_preview = False
         self._scroll_chat_on_messages = False
         self._preview_chat: str | None = None
+        #: The preview whose blocks table is still to be filled (:meth:`_apply_staged`).
+        self._staged: ContextPreview | None = None
         #: Chat titles by id from the library list (a chat being opened shows its title at once).
         self._chat_titles: dict[str, str] = {}
         #: Reads chats on a worker so that opening a big chat never blocks the window.
@@ -215,6 +220,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         ctx = self.ctx
         doc = ctx.document
         ctx.preview.set_snapshot_provider(doc.snapshot)
+        # the worker compares each new preview with the one the table shows, while the UI thread waits
+        ctx.preview.set_derive(self.blocks_panel.model.delta_maker)
         ctx.preview.preview_ready.connect(self._on_preview_ready)
         ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
         doc.flags_changed.connect(lambda _i: ctx.preview.schedule(immediate=True))  # a click: no debounce
@@ -223,6 +230,9 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         doc.messages_changed.connect(self._on_document_messages_changed)
         doc.message_changed.connect(self._on_document_message_changed)
         doc.chat_loaded.connect(self._on_document_chat_loaded)
+        # a chat just opened has nothing to wait for: its preview starts at once (the edits'
+        # debounce that request_changed asks for joins it)
+        doc.chat_loaded.connect(lambda _c: ctx.preview.schedule(immediate=True))
         if self.chat_loader is not None:
             self.chat_loader.loaded.connect(self._on_chat_loader_loaded)
             self.chat_loader.failed.connect(self._on_chat_loader_failed)
@@ -489,21 +499,49 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
             self.preview_applied.emit(None)
             return
         preview = outcome.preview
-        self.apply_preview(preview, outcome.elapsed_s)
+        doc = self.ctx.document
+        if preview is not None and (self.preview is None or self._preview_chat != doc.chat_id):
+            # the first preview of a chat just opened: every view is filled from scratch, which
+            # on a 5,000-message chat keeps the window busy too long in one go
+            self._apply_staged(preview, outcome.elapsed_s)
+            return
+        delta = outcome.derived if isinstance(outcome.derived, PreviewDelta) else None
+        self.apply_preview(preview, outcome.elapsed_s, delta=delta)
+
+    def _apply_staged(self, preview: ContextPreview, elapsed_s: float) -> None:
+        """:meth:`apply_preview` in two turns of the event loop: the chat list, the bar, the chart
+        and the inspectors now, the blocks table (a model reset and its column widths) at the
+        next turn, after they have painted; then ``preview_applied``. Anything applied in
+        between (another preview, a closed chat) supersedes the second turn."""
+        self._staged = preview
+        self._apply_views(preview, None)
+        widths = self.blocks_panel.measure(preview)
+        # a timer, not a zero-delay call (Qt delivers those with the queued events, before the
+        # views just updated have painted and before anything else waiting)
+        QTimer.singleShot(STAGE_PAUSE_MS, lambda: self._finish_staged(preview, elapsed_s, widths))
+
+    def _finish_staged(self, preview: ContextPreview, elapsed_s: float, widths: dict[int, int]) -> None:
+        if self._staged is not preview:
+            return
+        self.apply_preview(preview, elapsed_s, views_done=True, widths=widths)
 
     def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0, *,
-                      emit: bool = True) -> None:
-        """Show ``preview`` in every view (``preview_applied`` follows unless ``emit`` is false)."""
+                      emit: bool = True, views_done: bool = False, widths: dict[int, int] | None = None,
+                      delta: PreviewDelta | None = None) -> None:
+        """Show ``preview`` in every view (``preview_applied`` follows unless ``emit`` is false).
+
+        ``views_done``: every view but the blocks table already shows it, and ``widths`` are its
+        column widths (:meth:`_apply_staged`). ``delta``: how it differs from the preview shown,
+        when the worker found it (used only if it is from that preview).
+        """
+        self._staged = None
         self.preview = preview
         doc = self.ctx.document
         self._preview_chat = doc.chat_id
-        self.blocks_panel.set_preview(preview)
-        self.chat_view.set_preview(preview)
-        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None)
-        self.tokens_chart.set_preview(preview)
-        self.settings_panel.set_preview(preview)
-        self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
-        self.audit_tab.set_state(self.audit, preview)
+        self.blocks_panel.set_preview(preview, widths, delta)
+        if not views_done:
+            # the rows that changed, found once by the blocks table: the other views update only those
+            self._apply_views(preview, self.blocks_panel.model.last_delta)
         if preview is None:
             self._hide_banner()
             self.status_label.clear()
@@ -526,6 +564,16 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self._on_blocks_panel_block_selected(block)
         if emit:
             self.preview_applied.emit(preview)
+
+    def _apply_views(self, preview: ContextPreview | None, delta: PreviewDelta | None) -> None:
+        """Every view of ``preview`` but the blocks table and the header labels."""
+        doc = self.ctx.document
+        self.chat_view.set_preview(preview, delta)
+        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None, delta)
+        self.tokens_chart.set_preview(preview, delta)
+        self.settings_panel.set_preview(preview)
+        self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
+        self.audit_tab.set_state(self.audit, preview)
 
     def budget_message(self, preview: ContextPreview) -> str:
         """The message for a preview error (:func:`gui.banners.budget_message`)."""

@@ -12,8 +12,12 @@ different row set resets the model.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from enum import IntEnum
-from operator import itemgetter
+from functools import lru_cache, partial
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -31,6 +35,9 @@ from ..roles import BLOCK_ROLE, SORT_ROLE
 from ..theme import status_hex
 from ..words import display_status, reason_cell, reason_meaning
 from .pending import FlagRollback, PendingFlags
+from .preview_delta import GROUP_FIELD as _GROUP
+from .preview_delta import STATUS_FIELD as _STATUS
+from .preview_delta import PreviewDelta, diff_previews
 
 _Index = QModelIndex | QPersistentModelIndex
 _TEXT_PREVIEW_CHARS = 160
@@ -59,9 +66,50 @@ HEADERS = {
     BlockColumn.PIN: "Pin", BlockColumn.EXCLUDE: "Excl.",
 }
 
+#: What a reset reads of each block (then as columns): its message, tool group and status.
+_RESET_FIELDS = itemgetter("message_index", "group", "status")
+_GROUP_OF = itemgetter("group")
 _STATUS_SORT = {"kept": 0, "truncated": 1, "summarized": 1, "excluded": 2}
-#: More separate runs of changed rows than this are sent as one ``dataChanged`` span.
-MAX_CHANGED_RUNS = 64
+
+# data() and flags() run for every cell painted: their constants as plain ints and made-once objects
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole.value)
+_DECORATION = int(Qt.ItemDataRole.DecorationRole.value)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole.value)
+_FONT = int(Qt.ItemDataRole.FontRole.value)
+_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole.value)
+_BACKGROUND = int(Qt.ItemDataRole.BackgroundRole.value)
+_FOREGROUND = int(Qt.ItemDataRole.ForegroundRole.value)
+_CHECK = int(Qt.ItemDataRole.CheckStateRole.value)
+_ALIGN_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
+_ALIGN_CENTER = int(Qt.AlignmentFlag.AlignCenter.value)
+_COLUMN_COUNT = len(BlockColumn)
+_CHECK_COLUMNS = frozenset({int(BlockColumn.PIN), int(BlockColumn.EXCLUDE)})
+_CENTRED_COLUMNS = frozenset({int(BlockColumn.PIN), int(BlockColumn.EXCLUDE), int(BlockColumn.MARKERS)})
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
+_BASE_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+_CHECKABLE_FLAGS = _BASE_FLAGS | Qt.ItemFlag.ItemIsUserCheckable
+_EXCLUDED_FG = QBrush(QColor("#8a8f98"))
+_GROUP_BG = QBrush(QColor("#dbe8ff"))
+
+
+@lru_cache(maxsize=256)
+def _status_brushes(status: str, reason: str) -> tuple[QBrush, QBrush]:
+    """(foreground, background) brushes of a block's status as shown."""
+    fg, bg = status_hex(display_status(status, reason))
+    return QBrush(QColor(fg)), QBrush(QColor(bg))
+
+
+@lru_cache(maxsize=1)
+def _bold_font() -> QFont:
+    """The application font, bold (made on first use: a QFont wants the application)."""
+    font = QFont()
+    font.setBold(True)
+    return font
+
+
+#: More separate runs of changed rows than this are sent as one ``dataChanged`` span (a view
+#: repaints the rows of a span that it shows: see ``BlocksTable.dataChanged``).
+MAX_CHANGED_RUNS = 256
 
 
 def changed_runs(changed: list[int], max_runs: int = MAX_CHANGED_RUNS) -> list[tuple[int, int]]:
@@ -78,60 +126,6 @@ def changed_runs(changed: list[int], max_runs: int = MAX_CHANGED_RUNS) -> list[t
         prev = row
     runs.append((start, prev))
     return runs if len(runs) <= max_runs else [(changed[0], changed[-1])]
-
-
-#: The block fields the table shows (any role of ``data``) besides its identity (``source``,
-#: ``message_index``: :func:`same_rows`), compared to find changed rows. Not here:
-#: ``fit_window`` (the tokens chart's), ``reason_detail`` and ``trace`` (tooltips and the
-#: inspector, read when shown), ``reason_data`` (compared apart: see :func:`changed_rows`).
-#: Read from the instance ``__dict__`` (``itemgetter`` over ``vars``): a third of ``getattr``'s cost.
-_SHOWN_FIELDS = itemgetter("position", "kind", "role", "name", "text", "tokens", "original_tokens", "status",
-                           "reason", "protected", "pinned", "manual_excluded", "group")
-_ROW_IDENTITY = itemgetter("source", "message_index")
-_REASON_DATA = itemgetter("reason_data")
-
-
-def row_identities(blocks: list[PreviewBlock]) -> list[tuple[str, int | None]]:
-    """``(source, message_index)`` per row: what :func:`same_rows` compares."""
-    return list(map(_ROW_IDENTITY, map(vars, blocks)))
-
-
-def shown_keys(blocks: list[PreviewBlock]) -> list[tuple[Any, ...]]:
-    """Per row, the fields the table shows (but ``reason_data``): what :func:`changed_rows` compares."""
-    return list(map(_SHOWN_FIELDS, map(vars, blocks)))
-
-
-def same_rows(old: list[PreviewBlock], new: list[PreviewBlock]) -> bool:
-    """Whether ``new`` has the rows of ``old`` in the same order (same source and message)."""
-    return len(old) == len(new) and row_identities(old) == row_identities(new)
-
-
-def _reason_shown(b: PreviewBlock) -> str:
-    return reason_cell(b.reason, b.reason_data) if b.reason_data else b.reason
-
-
-def changed_rows(old: list[PreviewBlock], new: list[PreviewBlock], old_keys: list[tuple[Any, ...]] | None = None,
-                 new_keys: list[tuple[Any, ...]] | None = None) -> list[int]:
-    """Rows whose block *shows* differently between two previews with :func:`same_rows`.
-
-    Compares what the table displays (:func:`shown_keys`; pass them when already at hand), not
-    the whole block: after one toggle on a 10,000-message chat nearly every block differs
-    somewhere (its ``fit_window``, the free tokens in its ``reason_detail``), but only the rows
-    whose status, reason or Reason cell moved look different. ``reason_data`` counts only when
-    the Reason cell it feeds reads differently. Cost at 10,000 rows: a few milliseconds (C-level
-    passes; a Python step only for the rows whose Reason cell reads a changed ``reason_data``).
-    """
-    old_keys = shown_keys(old) if old_keys is None else old_keys
-    new_keys = shown_keys(new) if new_keys is None else new_keys
-    changed = {row for row, (a, b) in enumerate(zip(old_keys, new_keys, strict=True)) if a != b}
-    olds = map(_REASON_DATA, map(vars, old))
-    news = map(_REASON_DATA, map(vars, new))
-    # inline tests, no call per row: this pass sees every row (most differ in their free tokens)
-    maybe = [row for row, (a, b) in enumerate(zip(olds, news, strict=True))
-             if a != b and ((a and ("blocked_by_tokens" in a or "held_by" in a or "used" in a))
-                            or (b and ("blocked_by_tokens" in b or "held_by" in b or "used" in b)))]
-    changed.update(row for row in maybe if row not in changed and _reason_shown(old[row]) != _reason_shown(new[row]))
-    return sorted(changed)
 
 
 def offers_toggles(b: PreviewBlock) -> bool:
@@ -174,31 +168,37 @@ class BlocksTableModel(QAbstractTableModel):
         self._row_by_message: dict[int, int] = {}
         self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
-        self._identities: list[tuple[str, int | None]] = []  # row_identities(self._blocks)
-        self._keys: list[tuple[Any, ...]] | None = None  # shown_keys(self._blocks), once compared
+        self.last_delta: PreviewDelta | None = None
+        self._kept = 0  # rows with status "kept"
         self._highlight_group: str | None = None
         self._pending = PendingFlags()
 
     # -- data source ---------------------------------------------------------------------
-    def set_preview(self, preview: ContextPreview | None) -> list[int] | None:
+    def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> list[int] | None:
         """Show ``preview``.
 
         With the same rows as the preview shown (same sources in the same order) the model
-        updates in place: ``dataChanged`` for the rows whose block differs, and the list of
-        those rows is returned. Otherwise the model is reset and ``None`` is returned. Pending
-        optimistic flags are settled against ``preview`` (``flags_rolled_back`` when it
-        disagrees).
+        updates in place: ``dataChanged`` for the rows that show differently
+        (:func:`~gui.models.preview_delta.diff_previews`, kept as :attr:`last_delta` for the other
+        views), and the list of those rows is returned. Otherwise the model is reset and ``None``
+        is returned. Pending optimistic flags are settled against ``preview``
+        (``flags_rolled_back`` when it disagrees). ``delta``: the comparison already made
+        elsewhere (:meth:`delta_maker`), used when it is from the preview shown to ``preview``.
         """
+        if delta is not None and (delta.old is not self._preview or delta.new is not preview):
+            delta = None
+        if delta is None and preview is not None and self._preview is not None:
+            delta = diff_previews(self._preview, preview, self.last_delta)
+        #: How ``preview`` differs from the preview shown before (``None``: the rows differ, reset).
+        self.last_delta = delta
         blocks = list(preview.blocks) if preview is not None else []
         rollbacks: list[FlagRollback] = []
         pending_rows: list[int] = []  # rows showing a pending flag: repainted even if their block is equal
         if preview is None:
             self._pending.clear()
-        identities = row_identities(blocks)
-        in_place = preview is not None and self._preview is not None and identities == self._identities
         if preview is not None and self._pending:
             pending_rows = [r for i in self._pending.indices() if (r := self._row_by_message.get(i)) is not None]
-            if in_place:  # the same rows: the new block of a message sits on its old row
+            if delta is not None:  # the same rows: the new block of a message sits on its old row
                 rows = self._row_by_message
 
                 def block_of(i: int) -> PreviewBlock | None:
@@ -208,15 +208,16 @@ class BlocksTableModel(QAbstractTableModel):
                 block_of = {b.message_index: b for b in blocks if b.message_index is not None}.get
             rollbacks = self._pending.settle(block_of)
         changed: list[int] | None = None
-        if in_place:
-            keys = shown_keys(blocks)
-            changed = changed_rows(self._blocks, blocks, self._keys, keys)
-            changed = sorted(set(changed).union(pending_rows))
-            self._keys = keys
+        if delta is not None:
+            changed = sorted(set(delta.rows).union(pending_rows)) if pending_rows else delta.rows
+            old_keys = delta.old_keys
             self._preview = preview
             self._blocks = blocks
-            self._group_sizes = self._count_groups(blocks)
-            for row in changed:
+            if any(old_keys[r][_GROUP] != delta.keys[r][_GROUP] for r in delta.key_rows):
+                self._group_sizes = self._count_groups(blocks)
+            self._kept += sum((delta.keys[r][_STATUS] == "kept") - (old_keys[r][_STATUS] == "kept")
+                              for r in delta.key_rows)
+            for row in delta.key_rows:  # the Text cell is cached per row: its text may have changed
                 self._text_cache.pop(row, None)
             last = len(BlockColumn) - 1
             for first, end in changed_runs(changed):
@@ -225,27 +226,33 @@ class BlocksTableModel(QAbstractTableModel):
             self.beginResetModel()
             self._preview = preview
             self._blocks = blocks
-            self._group_sizes = self._count_groups(blocks)
-            self._row_by_message = {b.message_index: row for row, b in enumerate(self._blocks)
-                                    if b.message_index is not None}
+            # one read per block, then C-level passes over the columns (a 5,000-row reset)
+            columns = list(zip(*map(_RESET_FIELDS, map(vars, blocks)))) or [(), (), ()]
+            messages, groups, statuses = columns
+            self._group_sizes = dict(Counter(filter(None, groups)))
+            self._kept = statuses.count("kept")
+            with_message = list(compress(range(len(messages)), map(is_not, messages, repeat(None))))
+            self._row_by_message = dict(zip(map(messages.__getitem__, with_message), with_message))
             self._row_by_source = {}  # built on first use
             self._text_cache = {}
-            self._keys = None
             self.endResetModel()
-        self._identities = identities
         if self._highlight_group not in self._group_sizes:
             self._highlight_group = None
         if rollbacks:
             self.flags_rolled_back.emit(rollbacks)
         return changed
 
+    def delta_maker(self) -> Callable[[ContextPreview], PreviewDelta | None] | None:
+        """A function comparing a new preview with the one shown now (:func:`diff_previews`),
+        safe to run on another thread: it holds only frozen previews and the last delta's
+        lists, never the model. ``None`` when nothing is shown."""
+        if self._preview is None:
+            return None
+        return partial(diff_previews, self._preview, base=self.last_delta)
+
     @staticmethod
     def _count_groups(blocks: list[PreviewBlock]) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for b in blocks:
-            if b.group:
-                sizes[b.group] = sizes.get(b.group, 0) + 1
-        return sizes
+        return dict(Counter(filter(None, map(_GROUP_OF, map(vars, blocks)))))
 
     def expect_flags(self, message_index: int, *, pinned: bool, manual_excluded: bool) -> bool:
         """The document now holds these flags for chat message ``message_index``: show them at
@@ -271,9 +278,17 @@ class BlocksTableModel(QAbstractTableModel):
         b = self._blocks[row]
         return b.message_index is not None and self._pending.is_pending(b.message_index)
 
+    def kept_count(self) -> int:
+        """Rows whose block is ``kept`` (all rows, whatever the filter shows)."""
+        return self._kept
+
     def preview(self) -> ContextPreview | None:
         """The preview shown."""
         return self._preview
+
+    def blocks(self) -> list[PreviewBlock]:
+        """The blocks shown, one per row (read-only use)."""
+        return self._blocks
 
     def block(self, row: int) -> PreviewBlock:
         """The block of ``row``."""
@@ -293,6 +308,15 @@ class BlocksTableModel(QAbstractTableModel):
         """The display value of ``row`` / ``column`` (what ``data`` shows), without a model index."""
         return self._display(self._blocks[row], row, BlockColumn(column))
 
+    def display_of(self, block: PreviewBlock, column: int) -> Any:
+        """What ``data`` would show in ``column`` for ``block`` on a row of its own (no pending flag)."""
+        if column == BlockColumn.TEXT:
+            return _preview_text(block.text)
+        if column == BlockColumn.MARKERS:
+            return ((PROTECTED_MARK if block.protected else "") + (PINNED_MARK if block.pinned else "")
+                    + (GROUP_MARK if block.group else ""))
+        return self._display(block, -1, BlockColumn(column))
+
     def group_size(self, group: str | None) -> int:
         """Members of tool group ``group`` in this preview."""
         return self._group_sizes.get(group or "", 0)
@@ -311,7 +335,7 @@ class BlocksTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self._blocks)
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(BlockColumn)
+        return 0 if parent.isValid() else _COLUMN_COUNT  # asked with every index the proxy maps
 
     def headerData(self, section: int, orientation: Qt.Orientation,
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -328,62 +352,60 @@ class BlocksTableModel(QAbstractTableModel):
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
         if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-        if index.column() in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self._is_toggleable(index.row()):
-            base |= Qt.ItemFlag.ItemIsUserCheckable
-        return base
+            return _NO_FLAGS
+        if index.column() in _CHECK_COLUMNS and self._is_toggleable(index.row()):
+            return _CHECKABLE_FLAGS
+        return _BASE_FLAGS
 
     def _is_toggleable(self, row: int) -> bool:
         return offers_toggles(self._blocks[row])
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        # called for every role of every cell painted (a few thousand calls per repaint of the
+        # table): plain int comparisons, brushes and fonts made once
         if not index.isValid():
             return None
-        row, col = index.row(), BlockColumn(index.column())
+        row, col = index.row(), index.column()
         b = self._blocks[row]
-        if role == Qt.ItemDataRole.DisplayRole:
+        if role == _DISPLAY:
             return self._display(b, row, col)
+        if role == _DECORATION:
+            return None
+        if role == _CHECK:
+            if col not in _CHECK_COLUMNS or not offers_toggles(b):
+                return None
+            flag = "pinned" if col == BlockColumn.PIN else "manual_excluded"
+            return Qt.CheckState.Checked if self.shown_flag(row, flag) else Qt.CheckState.Unchecked
+        if role == _FOREGROUND:
+            if col == BlockColumn.STATUS or col == BlockColumn.REASON:
+                return _status_brushes(b.status, b.reason)[0]
+            if b.status == "excluded":
+                return _EXCLUDED_FG
+            return None
+        if role == _BACKGROUND:
+            if self._highlight_group is not None and b.group == self._highlight_group:
+                return _GROUP_BG
+            if col == BlockColumn.STATUS:
+                return _status_brushes(b.status, b.reason)[1]
+            return None
+        if role == _FONT:
+            if col == BlockColumn.STATUS or (col == BlockColumn.MARKERS and b.protected):
+                return _bold_font()
+            return None
+        if role == _ALIGN:
+            if col == BlockColumn.POSITION or col == BlockColumn.TOKENS:
+                return _ALIGN_RIGHT
+            if col in _CENTRED_COLUMNS:
+                return _ALIGN_CENTER
+            return None
         if role == BLOCK_ROLE:
             return b
         if role == SORT_ROLE:
-            return self._sort_value(b, col)
-        if role == Qt.ItemDataRole.CheckStateRole:
-            if not offers_toggles(b):
-                return None
-            if col == BlockColumn.PIN:
-                return Qt.CheckState.Checked if self.shown_flag(row, "pinned") else Qt.CheckState.Unchecked
-            if col == BlockColumn.EXCLUDE:
-                return Qt.CheckState.Checked if self.shown_flag(row, "manual_excluded") else Qt.CheckState.Unchecked
-            return None
-        if role == Qt.ItemDataRole.ForegroundRole:
-            if col in (BlockColumn.STATUS, BlockColumn.REASON):
-                return QBrush(QColor(status_hex(display_status(b.status, b.reason))[0]))
-            if b.status == "excluded":
-                return QBrush(QColor("#8a8f98"))
-            return None
-        if role == Qt.ItemDataRole.BackgroundRole:
-            if self._highlight_group is not None and b.group == self._highlight_group:
-                return QBrush(QColor("#dbe8ff"))
-            if col == BlockColumn.STATUS:
-                return QBrush(QColor(status_hex(display_status(b.status, b.reason))[1]))
-            return None
-        if role == Qt.ItemDataRole.FontRole:
-            if col == BlockColumn.STATUS or (b.protected and col == BlockColumn.MARKERS):
-                f = QFont()
-                f.setBold(True)
-                return f
-            return None
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            if col in (BlockColumn.POSITION, BlockColumn.TOKENS):
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if col in (BlockColumn.PIN, BlockColumn.EXCLUDE, BlockColumn.MARKERS):
-                return int(Qt.AlignmentFlag.AlignCenter)
-            return None
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if col in (BlockColumn.PIN, BlockColumn.EXCLUDE) and self.is_pending(row):
+            return self._sort_value(b, BlockColumn(col))
+        if role == _TOOLTIP:
+            if col in _CHECK_COLUMNS and self.is_pending(row):
                 return "Saved; the preview is being recomputed"
-            return self._tooltip(b, col)
+            return self._tooltip(b, BlockColumn(col))
         return None
 
     def _display(self, b: PreviewBlock, row: int, col: BlockColumn) -> Any:
@@ -479,6 +501,24 @@ class BlocksFilterProxy(QSortFilterProxyModel):
         self._statuses: frozenset[str] | None = None
         self._text = ""
         self.setSortRole(SORT_ROLE)
+        self._sync_dynamic()
+
+    def is_filtering(self) -> bool:
+        """Whether a kind, status or text filter is set."""
+        return self._kinds is not None or self._statuses is not None or bool(self._text)
+
+    def _sync_dynamic(self) -> None:
+        # Re-filtering and re-sorting on dataChanged asks filterAcceptsRow (Python) about every
+        # changed row: thousands after one click on a 10,000-message chat. Unfiltered and in
+        # prompt order every row passes and stays where it is, so it is only on while needed.
+        dynamic = self.is_filtering() or self.sortColumn() >= 0
+        if self.dynamicSortFilter() != dynamic:
+            self.setDynamicSortFilter(dynamic)
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Sort by ``column`` (``-1``: prompt order); rows re-sort on later changes while sorted."""
+        super().sort(column, order)
+        self._sync_dynamic()
 
     def set_kinds(self, kinds: set[str] | None) -> None:
         """Only these block kinds (``None``: all)."""
@@ -502,6 +542,7 @@ class BlocksFilterProxy(QSortFilterProxyModel):
         else:  # pragma: no cover - older PySide6
             change()
             self.invalidateFilter()
+        self._sync_dynamic()
 
     def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
         if self._kinds is None and self._statuses is None and not self._text:

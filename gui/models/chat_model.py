@@ -17,6 +17,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
+from engine.compaction.strategy import SUMMARY_SOURCE
 from engine.preview_facts import compaction_stopped, compaction_summary_row, message_blocks, oldest_fitting_index
 from engine.schema import ChatMessage, ContextPreview, PreviewBlock, ProgressEvent
 
@@ -33,6 +34,7 @@ from ..roles import (
 from ..words import display_status
 from .blocks_model import changed_runs
 from .pending import PendingFlags
+from .preview_delta import PreviewDelta
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -86,7 +88,10 @@ class ChatMessagesModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._messages: list[ChatMessage] = []
+        self._preview: ContextPreview | None = None
         self._blocks: dict[int, PreviewBlock] = {}  # message index → block (fates built on demand)
+        self._block_rows: dict[int, int] | None = None  # message index → row of its block, once needed
+        self._has_summary_source = False  # a block of the preview is the compaction summary
         self._fates: dict[int, MessageFate] = {}
         self._marker: int | None = None
         self._progress: dict[str, ProgressEvent] = {}
@@ -137,18 +142,37 @@ class ChatMessagesModel(QAbstractListModel):
         return (self._pending.value(index, "pinned", pinned),
                 self._pending.value(index, "manual_excluded", excluded))
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
+    def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> None:
         """Take each message's fate from ``preview`` (by ``message_index``); repaint the rows
-        whose fate (or greying) changed. :attr:`layout_changed` says whether row heights did."""
+        whose fate (or greying) changed. :attr:`layout_changed` says whether row heights did.
+
+        ``delta`` (:func:`~gui.models.preview_delta.diff_previews` from the preview shown to
+        ``preview``, as the blocks table found it) names the changed rows, so they need not be
+        searched for again; it is ignored unless its ``old`` is the preview shown.
+        """
         # 10,000-message chats: keep the frozen blocks, build MessageFate only for painted rows
         old_blocks, old_marker, old_summary = self._blocks, self._marker, self.summary_row()
-        self._blocks = {} if preview is None else message_blocks(preview)
+        shown, self._preview = self._preview, preview
+        same_rows = preview is not None and delta is not None and delta.old is shown and delta.new is preview
+        if same_rows:
+            # the same rows: each message's new block sits where its old one did
+            assert preview is not None
+            if self._block_rows is None:
+                self._block_rows = {b.message_index: row for row, b in enumerate(preview.blocks)
+                                    if b.message_index is not None}
+            rows = self._block_rows
+            self._blocks = dict(zip(rows.keys(), map(preview.blocks.__getitem__, rows.values()), strict=True))
+        else:
+            self._blocks = {} if preview is None else message_blocks(preview)
+            self._block_rows = None
+            self._has_summary_source = preview is not None and any(
+                b.source == SUMMARY_SOURCE for b in preview.blocks)
         pending = list(self._pending.indices())
         self._pending.settle(self._blocks.get)
         self._fates = {}
         self._summary = None
         self.compaction_stopped = preview is not None and compaction_stopped(preview)
-        if preview is not None:
+        if preview is not None and (not same_rows or self._has_summary_source):
             self._summary = compaction_summary_row(preview, len(self._messages))
         self._recompute_marker()
         self.layout_changed = self._marker != old_marker or self.summary_row() != old_summary
@@ -158,7 +182,10 @@ class ChatMessagesModel(QAbstractListModel):
         if not old_blocks or not self._blocks:
             self.dataChanged.emit(self.index(0), self.index(n - 1))
             return
-        changed = changed_fates(old_blocks, self._blocks, n)
+        if same_rows and delta is not None:
+            changed = {i for i in delta.message_indices() if i < n}  # a fate reads only key fields
+        else:
+            changed = changed_fates(old_blocks, self._blocks, n)
         changed.update(i for i in pending if i < n)
         if self._marker != old_marker:  # greying depends on the marker: rows between the two moved
             ends = [m for m in (self._marker, old_marker) if m is not None]

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
 
@@ -30,13 +31,19 @@ PREVIEW_DEBOUNCE_MS = 120
 
 ComputeFn = Callable[[PreviewRequest], ContextPreview]
 SnapshotFn = Callable[[], PreviewRequest | None]
+#: Worker-side work on a finished preview (no Qt): its result travels with the outcome.
+DeriveFn = Callable[[ContextPreview], Any]
+#: Called on the main thread when a request is submitted: the :data:`DeriveFn` for it, or ``None``.
+DeriveFactory = Callable[[], DeriveFn | None]
 
 
 @dataclass(frozen=True)
 class PreviewOutcome:
     """One finished computation: the request it ran on, its preview or error, and timing.
 
-    ``elapsed_s`` is the worker's compute time in seconds.
+    ``elapsed_s`` is the worker's compute time in seconds; ``derived`` what the controller's
+    :meth:`~PreviewController.set_derive` function made of the preview on the worker (``None``
+    without one, or when it failed).
     """
 
     generation: int
@@ -44,6 +51,7 @@ class PreviewOutcome:
     preview: ContextPreview | None
     error: UserError | None
     elapsed_s: float
+    derived: Any = None
 
 
 class _Relay(QObject):
@@ -54,12 +62,13 @@ class _Relay(QObject):
 
 class _Job(QRunnable):
     def __init__(self, generation: int, request: PreviewRequest, compute: ComputeFn,
-                 latest: Callable[[], int], relay: _Relay) -> None:
+                 latest: Callable[[], int], relay: _Relay, derive: DeriveFn | None = None) -> None:
         super().__init__()
         self.setAutoDelete(True)
         self._generation = generation
         self._request = request
         self._compute = compute
+        self._derive = derive
         self._latest = latest
         self._relay = relay
 
@@ -71,13 +80,19 @@ class _Job(QRunnable):
         start = time.perf_counter()
         preview: ContextPreview | None = None
         error: UserError | None = None
+        derived: Any = None
         try:
             with young_objects_frozen():
                 preview = self._compute(self._request)
+                elapsed = time.perf_counter() - start
+                if self._derive is not None and self._generation == self._latest():
+                    # an optional head start for the views: a failure only costs them the work
+                    with contextlib.suppress(Exception):
+                        derived = self._derive(preview)
         except Exception as exc:
             error = worker_error(exc, "preview computation")
-        outcome = PreviewOutcome(self._generation, self._request, preview, error,
-                                 time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+        outcome = PreviewOutcome(self._generation, self._request, preview, error, elapsed, derived)
         self._emit(outcome)
 
     def _emit(self, outcome: PreviewOutcome) -> None:
@@ -116,6 +131,7 @@ class PreviewController(QObject):
         super().__init__(parent)
         self._compute = compute
         self._snapshot: SnapshotFn = snapshot or (lambda: None)
+        self._derive: DeriveFactory | None = None
         if pool is None:
             pool = QThreadPool(self)
             pool.setMaxThreadCount(1)
@@ -143,6 +159,17 @@ class PreviewController(QObject):
     def set_compute(self, compute: ComputeFn) -> None:
         """Replace the worker function (tests, or a changed registry)."""
         self._compute = compute
+
+    def set_derive(self, derive: DeriveFactory | None) -> None:
+        """Set the main-thread factory of worker-side work on each finished preview.
+
+        At each submission ``derive()`` is called on the main thread (so it can capture what the
+        views show now) and returns a function run on the worker right after the computation,
+        with the new preview; its result is the outcome's ``derived``. It must not touch Qt or
+        mutate what it captured. The window uses it to find the changed rows
+        (:func:`gui.models.preview_delta.diff_previews`) while the UI thread is idle.
+        """
+        self._derive = derive
 
     def set_debounce(self, debounce_ms: int) -> None:
         """Set the quiet time (milliseconds) an edit's preview waits for; clicks never wait."""
@@ -204,7 +231,8 @@ class PreviewController(QObject):
             generation = self._generation
         self._running += 1
         self.preview_started.emit(generation)
-        self._pool.start(_Job(generation, request, self._compute, lambda: self.generation, self._relay))
+        derive = self._derive() if self._derive is not None else None
+        self._pool.start(_Job(generation, request, self._compute, lambda: self.generation, self._relay, derive))
         return generation
 
     def _on_relay_finished(self, outcome: PreviewOutcome) -> None:
@@ -218,7 +246,11 @@ class PreviewController(QObject):
         # apply would trigger a collection walking every one of them (10-20 ms at 10,000 blocks)
         freeze_long_lived()
         self.last_outcome = outcome
-        self.preview_ready.emit(outcome)
+        # the views compare and index the new preview (tens of thousands of small tuples, lists and
+        # dicts on a 10,000-message chat, kept until the next preview): no collection while they
+        # are built, and what survives is frozen like the preview itself
+        with young_objects_frozen():
+            self.preview_ready.emit(outcome)
 
     def shutdown(self, timeout_ms: int = 5000) -> None:
         """Stop the timer and wait for running work (at application exit)."""

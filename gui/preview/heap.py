@@ -32,8 +32,8 @@ def freeze_long_lived() -> None:
 
 @contextmanager
 def young_objects_frozen() -> Iterator[None]:
-    """Run a preview computation with the collector paused, and freeze what it built before
-    the collector runs again.
+    """Run a preview computation (or the views' apply of its result, on the UI thread) with the
+    collector paused, and freeze what it built before the collector runs again.
 
     The engine pauses the collector itself while it builds a preview; when it turns it back on,
     the next allocation (still on the worker, holding the GIL) would start a collection walking

@@ -7,7 +7,12 @@ intent signals, hence undoable); other typing goes to the filter box.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt, Signal
+from collections.abc import Iterable
+from itertools import compress, repeat
+from operator import is_not, itemgetter
+from typing import Any
+
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -26,8 +31,9 @@ from engine.vocabulary import VOCABULARY
 
 from ..labels import KIND_LABELS, kind_label
 from ..models.blocks_model import HEADERS, BlockColumn, BlocksFilterProxy, BlocksTableModel
+from ..models.preview_delta import PreviewDelta, shaped_cells
 from ..roles import BLOCK_ROLE
-from ..words import reason_cell
+from ..words import display_status, reason_cell
 
 STATUS_FILTERS = ("kept", "excluded", "truncated", "summarized")
 
@@ -44,6 +50,27 @@ CELL_PAD = 18
 #: Keys that move the current row: a row reached with them (or clicked) is focused on purpose.
 NAVIGATION_KEYS = frozenset({Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown,
                              Qt.Key.Key_Home, Qt.Key.Key_End})
+
+
+#: What the column widths read of each block, as columns (:func:`_distinct_cells`).
+_WIDTH_FIELDS = itemgetter("kind", "role", "status", "reason", "tokens", "original_tokens", "source")
+
+
+def _distinct_cells(blocks: list[PreviewBlock]) -> tuple[list[int], set[str], set[str], set[Any], str]:
+    """The distinct cells of every row, for the column widths: a row per distinct (kind, role)
+    (its Kind cell), the Status cells, the Reason cells (codes, or the text their data makes),
+    the Tokens cells and the longest source. One read per block, then C-level passes."""
+    n = len(blocks)
+    kinds, roles, statuses, reasons, tokens, originals, sources = (
+        list(zip(*map(_WIDTH_FIELDS, map(vars, blocks)))) or [()] * 7)
+    pairs = list(zip(kinds, roles))
+    kinds_at = sorted(dict(zip(reversed(pairs), reversed(range(n)))).values())  # first row of each
+    shown_statuses = {s if s != "truncated" else display_status(s, r) for s, r in set(zip(statuses, reasons))}
+    truncated = compress(range(n), map(is_not, originals, repeat(None)))
+    shown_tokens: set[Any] = set(tokens) | {f"{tokens[r]} / {originals[r]}" for r in truncated
+                                            if statuses[r] == "truncated"}
+    shown_reasons = set(reasons) | set(shaped_cells(blocks).values())
+    return kinds_at, shown_statuses, shown_reasons, shown_tokens, max(sources, key=len, default="")
 
 
 class BlocksTable(QTableView):
@@ -107,6 +134,29 @@ class BlocksTable(QTableView):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.fit_columns()
+
+    def dataChanged(self, top_left: QModelIndex | QPersistentModelIndex,
+                    bottom_right: QModelIndex | QPersistentModelIndex, roles: list[int] = ()) -> None:  # type: ignore[assignment]
+        """Repaint only the changed rows this table shows.
+
+        Qt repaints the whole viewport for a change spanning several rows that are not all in
+        view; after a click on a 10,000-message chat most changed rows (Reason cells of old
+        history) are far out of view, and a full repaint of the rows shown costs more than
+        the rest of the update. Rows outside the viewport are painted when scrolled to.
+        """
+        top, bottom = top_left.row(), bottom_right.row()
+        if top != bottom and top_left.isValid() and bottom_right.isValid() and self.isVisible():
+            first = self.rowAt(0)
+            last = self.rowAt(self.viewport().height() - 1)
+            if first >= 0:
+                last = self.model().rowCount() - 1 if last < 0 else last
+                lo, hi = max(top, first), min(bottom, last)
+                if lo > hi:
+                    return
+                if (lo, hi) != (top, bottom):
+                    top_left = top_left.sibling(lo, top_left.column())
+                    bottom_right = bottom_right.sibling(hi, bottom_right.column())
+        super().dataChanged(top_left, bottom_right, list(roles))
 
     def mousePressEvent(self, event) -> None:
         self.armed = self.indexAt(event.position().toPoint()).isValid()
@@ -210,26 +260,41 @@ class BlocksPanel(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.table, 1)
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
+    def measure(self, preview: ContextPreview | None) -> dict[int, int]:
+        """The column widths :meth:`set_preview` will want for ``preview`` when it fills the table
+        anew (:meth:`content_widths` of its blocks), measured ahead: a window spreading the
+        first apply of a big chat over two turns of the event loop does this in the first."""
+        return self.content_widths(blocks=list(preview.blocks) if preview is not None else [])
+
+    def set_preview(self, preview: ContextPreview | None, widths: dict[int, int] | None = None,
+                    delta: PreviewDelta | None = None) -> None:
         """Show ``preview``'s blocks: in place when the rows are the same (selection and scroll
-        stay), else a model reset (the selection follows the block's source)."""
-        changed = self.model.set_preview(preview)
+        stay), else a model reset (the selection follows the block's source; ``widths``: its
+        column widths when already measured, :meth:`measure`; ``delta``: the rows that changed
+        when already found, :meth:`BlocksTableModel.set_preview`)."""
+        changed = self.model.set_preview(preview, delta)
         self._update_count()
         if changed is None:
-            self._widths = self.content_widths()
+            self._widths = widths if widths is not None else self.content_widths()
             self.table.set_content_widths(self._widths)
         elif changed:  # only the changed rows can need more room; a column never shrinks in place
-            grown = self.content_widths(changed)
+            delta = self.model.last_delta
+            assert delta is not None
+            # rows whose Reason cell alone changed: measure those cells (a handful of distinct texts)
+            grown = self.content_widths(delta.key_rows, reasons=set(delta.reason_cells.values()))
             wants = {c: max(w, self._widths.get(c, 0)) for c, w in grown.items()}
             wants[BlockColumn.POSITION] = self._widths.get(BlockColumn.POSITION, wants[BlockColumn.POSITION])
             if wants != self._widths:
                 self._widths = wants
                 self.table.set_content_widths(wants)
 
-    def content_widths(self, rows: list[int] | None = None) -> dict[int, int]:
+    def content_widths(self, rows: list[int] | None = None, reasons: Iterable[str] = (),
+                       blocks: list[PreviewBlock] | None = None) -> dict[int, int]:
         """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
         widest cell, Source and Reason their widest cell (capped later by ``fit_columns``).
-        ``rows`` limits the measure to those rows (default: all)."""
+        ``rows`` limits the measure to those rows (default: all); ``reasons`` are Reason cell
+        texts to measure besides theirs; ``blocks`` measures those blocks (a preview not shown
+        yet: :meth:`measure`) instead of the model's rows."""
         from PySide6.QtGui import QFont, QFontMetrics
 
         fm = QFontMetrics(self.table.font())
@@ -242,44 +307,56 @@ class BlocksPanel(QWidget):
         def head(col: BlockColumn) -> int:
             return hfm.horizontalAdvance(HEADERS[col]) + CELL_PAD
 
-        count = self.model.rowCount()
-        if count == 0 or rows == []:
+        count = self.model.rowCount() if blocks is None else len(blocks)
+        extra_reasons = set(reasons)
+        if count == 0 or (rows == [] and not extra_reasons):
             return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
         m = self.model
-        kinds, statuses, reasons, tokens = set(), set(), set(), set()
-        longest_source = ""
-        seen_kinds: set[tuple[str, str]] = set()
-        for r in (range(count) if rows is None else rows):
-            b = m.block(r)
-            if (b.kind, b.role) not in seen_kinds:
-                seen_kinds.add((b.kind, b.role))
-                kinds.add(m.display_text(r, BlockColumn.KIND))
-            statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
-            reasons.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
-            tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
-            src = b.source
-            if len(src) > len(longest_source):
-                longest_source = src
+        if rows is None:  # every row (a reset): distinct values from C-level passes over the blocks
+            if blocks is None:
+                blocks = m.blocks()
+            kinds_at, statuses, reasons_seen, tokens, longest_source = _distinct_cells(blocks)
+            kinds = {m.display_of(blocks[r], BlockColumn.KIND) for r in kinds_at}
+            reasons_seen |= extra_reasons
+        else:
+            kinds, statuses, reasons_seen, tokens = set(), set(), set(extra_reasons), set()
+            longest_source = ""
+            seen_kinds: set[tuple[str, str]] = set()
+            for r in rows:
+                b = m.block(r)
+                if (b.kind, b.role) not in seen_kinds:
+                    seen_kinds.add((b.kind, b.role))
+                    kinds.add(m.display_text(r, BlockColumn.KIND))
+                statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
+                reasons_seen.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
+                tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
+                src = b.source
+                if len(src) > len(longest_source):
+                    longest_source = src
         digits = len(str(count - 1))
-        return {
+        out = {
             BlockColumn.POSITION: max(fm.horizontalAdvance("8" * digits) + CELL_PAD, 28),
-            BlockColumn.KIND: max(head(BlockColumn.KIND), max(fm.horizontalAdvance(str(k)) for k in kinds) + CELL_PAD),
-            BlockColumn.TOKENS: max(head(BlockColumn.TOKENS),
-                                    max(fm.horizontalAdvance(str(t)) for t in tokens) + CELL_PAD),
-            BlockColumn.STATUS: max(head(BlockColumn.STATUS),
-                                    max(fmb.horizontalAdvance(str(s)) for s in statuses) + CELL_PAD),
             BlockColumn.REASON: max(fm.horizontalAdvance(reason_cell(x) if x in VOCABULARY else str(x))
-                                    for x in reasons) + CELL_PAD,
-            BlockColumn.SOURCE: fm.horizontalAdvance(longest_source) + CELL_PAD,
+                                    for x in reasons_seen) + CELL_PAD,
         }
+        if kinds:
+            out.update({
+                BlockColumn.KIND: max(head(BlockColumn.KIND),
+                                      max(fm.horizontalAdvance(str(k)) for k in kinds) + CELL_PAD),
+                BlockColumn.TOKENS: max(head(BlockColumn.TOKENS),
+                                        max(fm.horizontalAdvance(str(t)) for t in tokens) + CELL_PAD),
+                BlockColumn.STATUS: max(head(BlockColumn.STATUS),
+                                        max(fmb.horizontalAdvance(str(s)) for s in statuses) + CELL_PAD),
+                BlockColumn.SOURCE: fm.horizontalAdvance(longest_source) + CELL_PAD,
+            })
+        return out
 
     def _update_count(self) -> None:
         p = self.model.preview()
         if p is None:
             self.count_label.setText("")
             return
-        kept = sum(1 for b in p.blocks if b.status == "kept")
-        self.count_label.setText(f"{self.proxy.rowCount()} shown · {kept}/{len(p.blocks)} kept")
+        self.count_label.setText(f"{self.proxy.rowCount()} shown · {self.model.kept_count()}/{len(p.blocks)} kept")
 
     def current_block(self) -> PreviewBlock | None:
         """The selected block."""

@@ -10,6 +10,7 @@ before fitting with it), and its tooltip says so.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPoint, QRectF, QSize, Qt
@@ -19,9 +20,10 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 from engine.compaction.options import CompactionOptions
 from engine.preview_facts import CompactionMarks, strategy_compaction_marks
 from engine.preview_facts import compaction_marks as engine_compaction_marks
-from engine.schema import ContextPreview
+from engine.schema import ContextPreview, PreviewBlock
 
 from ..labels import BUDGET_GROUPS, CUT_COLOR, FREE_COLOR, KIND_GROUP, RESERVE_COLOR, SAFETY_COLOR
+from ..models.preview_delta import PreviewDelta
 
 #: The "cut" segment takes at most this share of the bar's width (the cut can be many times the limit).
 CUT_MAX_SHARE = 0.22
@@ -37,23 +39,35 @@ class Segment:
     color: str
 
 
-def budget_segments(preview: ContextPreview) -> list[Segment]:
+def _add_block(used: dict[str, int], b: PreviewBlock, sign: int = 1) -> int:
+    """Add (``sign`` -1: take back) block ``b``'s share to ``used``; returns its cut tokens (signed)."""
+    group = KIND_GROUP.get(b.kind, "system")
+    if b.status == "kept":
+        used[group] += sign * b.tokens
+        return 0
+    if b.status == "truncated":
+        used[group] += sign * b.tokens
+        return sign * max(0, (b.original_tokens or b.tokens) - b.tokens)
+    return sign * b.tokens
+
+
+def block_usage(blocks: Iterable[PreviewBlock]) -> tuple[dict[str, int], int]:
+    """``(tokens per budget group, cut tokens)`` of ``blocks``: what :func:`budget_segments` draws."""
+    used: dict[str, int] = {g: 0 for g, _ in BUDGET_GROUPS}
+    cut = 0
+    for b in blocks:
+        cut += _add_block(used, b)
+    return used, cut
+
+
+def budget_segments(preview: ContextPreview, usage: tuple[dict[str, int], int] | None = None) -> list[Segment]:
     """The bar's segments in drawing order; the last one is ``cut`` (may be 0 tokens).
 
     Kept blocks count in full, truncated blocks with their remaining tokens; the chat-format
-    priming tokens not attributed to a block show as ``overhead``.
+    priming tokens not attributed to a block show as ``overhead``. ``usage`` is
+    :func:`block_usage` of ``preview.blocks`` when already at hand.
     """
-    used: dict[str, int] = {g: 0 for g, _ in BUDGET_GROUPS}
-    cut = 0
-    for b in preview.blocks:
-        group = KIND_GROUP.get(b.kind, "system")
-        if b.status == "kept":
-            used[group] += b.tokens
-        elif b.status == "truncated":
-            used[group] += b.tokens
-            cut += max(0, (b.original_tokens or b.tokens) - b.tokens)
-        else:
-            cut += b.tokens
+    used, cut = usage if usage is not None else block_usage(preview.blocks)
     segs = [Segment(g, g.title(), used[g], color) for g, color in BUDGET_GROUPS]
     overhead = preview.prompt_tokens - sum(used.values())
     if overhead > 0:
@@ -99,6 +113,7 @@ class BudgetBar(QWidget):
         self._preview: ContextPreview | None = None
         self._options: CompactionOptions | None = None
         self._segments: list[Segment] = []
+        self._usage: tuple[dict[str, int], int] | None = None  # block_usage of the preview shown
         self._rects: list[tuple[QRectF, Segment]] = []
         self.setMouseTracking(True)
         self.setMinimumHeight(46)
@@ -107,12 +122,28 @@ class BudgetBar(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(600, 50)
 
-    def set_preview(self, preview: ContextPreview | None, options: CompactionOptions | None = None) -> None:
+    def set_preview(self, preview: ContextPreview | None, options: CompactionOptions | None = None,
+                    delta: PreviewDelta | None = None) -> None:
         """Show ``preview`` (``None`` clears the bar) with the chat's compaction ``options``
-        (``CompactionOptions.from_options(settings.strategy_options)``; ``None``: SPEC §4's defaults)."""
+        (``CompactionOptions.from_options(settings.strategy_options)``; ``None``: SPEC §4's defaults).
+
+        ``delta`` (:func:`~gui.models.preview_delta.diff_previews` from the preview shown): only
+        its changed rows are counted again; ignored unless its ``old`` is the preview shown.
+        """
+        usage: tuple[dict[str, int], int] | None = None
+        if preview is not None:
+            if delta is not None and delta.old is self._preview and delta.new is preview and self._usage is not None:
+                used, cut = dict(self._usage[0]), self._usage[1]
+                old_blocks, new_blocks = delta.old.blocks, preview.blocks
+                for r in delta.key_rows:  # a block's share reads only key fields (kind, status, tokens)
+                    cut += _add_block(used, old_blocks[r], -1) + _add_block(used, new_blocks[r])
+                usage = used, cut
+            else:
+                usage = block_usage(preview.blocks)
         self._preview = preview
+        self._usage = usage
         self._options = options
-        self._segments = budget_segments(preview) if preview is not None else []
+        self._segments = budget_segments(preview, usage) if preview is not None else []
         self.update()
 
     def segments(self) -> list[Segment]:

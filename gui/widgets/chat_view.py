@@ -42,6 +42,7 @@ from ..models.chat_model import (
     ChatMessagesModel,
     MessageFate,
 )
+from ..models.preview_delta import PreviewDelta
 from ..theme import status_hex
 from ..words import reason_meaning
 
@@ -458,11 +459,12 @@ class ChatView(QWidget):
             self.delegate.forget_row(index)
             self.list.doItemsLayout()
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
-        """Apply the latest preview's per-message fates and the fit marker."""
+    def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> None:
+        """Apply the latest preview's per-message fates and the fit marker (``delta``: the changed
+        rows when known, :meth:`ChatMessagesModel.set_preview`)."""
         # row heights depend on text, width and whether the row carries the marker or the summary
         # (all in the size cache key), not on the fates: re-layout only when those moved
-        self.model.set_preview(preview)
+        self.model.set_preview(preview, delta)
         if self.model.layout_changed:
             self.list.doItemsLayout()
 

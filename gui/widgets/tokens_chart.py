@@ -13,12 +13,17 @@ message's own window.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate
+from operator import itemgetter
+
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from engine.schema import ContextPreview
+from engine.schema import ContextPreview, PreviewBlock
 
+from ..models.preview_delta import PreviewDelta
 from ..theme import status_hex
 from ..words import display_status
 
@@ -29,6 +34,15 @@ CAPTION = "tokens per message, oldest → newest · green = sent, red = not sent
 FIT_WINDOWS = (4096, 8192, 16384, 32768, 65536, 131072, 200000, 1048576)
 #: At most this many fit marks (the current window always among them).
 MAX_FIT_MARKS = 5
+_FIT = itemgetter("fit_window")
+
+
+def _bar_tokens(b: PreviewBlock) -> int:
+    return b.original_tokens if b.original_tokens is not None else b.tokens
+
+
+def _bar_status(b: PreviewBlock) -> str:
+    return b.status if b.status != "truncated" else display_status(b.status, b.reason)
 
 
 def window_label(tokens: int) -> str:
@@ -57,17 +71,52 @@ def story_start(items: list[tuple[int, int, str, int | None]], window: int) -> i
     return start
 
 
+class _FitIndex:
+    """:func:`story_start` for many windows over one list of fits, in O(log n) each.
+
+    ``suffix[k]`` is the largest fit among the last ``k + 1`` messages (messages no window sends
+    count as 0), so the messages a window sends from the newest back are the last
+    ``bisect_right(suffix, window)``; the story starts at the first of them that any window sends.
+    """
+
+    def __init__(self, fits: list[int | None]) -> None:
+        self._fits = fits
+        self._suffix = list(accumulate(reversed([0 if f is None else f for f in fits]), max))
+
+    def story_start(self, window: int) -> int | None:
+        n = len(self._fits)
+        pos = n - bisect_right(self._suffix, window)
+        while pos < n and self._fits[pos] is None:
+            pos += 1
+        return pos if pos < n else None
+
+
 class TokensChart(QWidget):
-    """Bar per message: height ∝ tokens. Signal ``message_clicked(int message_index)``."""
+    """Bar per message: height ∝ tokens. Signal ``message_clicked(int message_index)``.
+
+    The bars are kept as parallel columns in chat order (message index, tokens, status, fit
+    window). A preview with the same rows as the one shown (:class:`~gui.models.preview_delta.PreviewDelta`)
+    updates only the changed messages' tokens and status and reads the fits again (they move on
+    nearly every message after a toggle); the per-pixel buckets are computed once per preview
+    and width, when painted.
+    """
 
     message_clicked = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._items: list[tuple[int, int, str, int | None]] = []  # (message_index, tokens, status, fit)
+        self._preview: ContextPreview | None = None
+        self._rows: list[int] = []  # block row of each bar, chat order
+        self._pos: dict[int, int] | None = None  # block row → bar, built on first use
+        self._index: list[int] = []  # message index of each bar
+        self._tokens: list[int] = []
+        self._status: list[str] = []
+        self._fits: list[int | None] = []
+        self._items_cache: list[tuple[int, int, str, int | None]] | None = None
+        self._buckets: tuple[int, list[tuple[int, str]]] | None = None  # (width, per-pixel (tokens, status))
         self._max = 1
         self._limit = 0
-        self._marks: list[tuple[int, int]] = []
+        self._marks: list[tuple[int, int, int]] = []  # (window, message index, bar)
         self.setMouseTracking(True)
         self.setMinimumHeight(CAPTION_H + 40)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -77,29 +126,63 @@ class TokensChart(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(600, CAPTION_H + 52)
 
-    def set_preview(self, preview: ContextPreview | None) -> None:
-        """Take the per-message tokens of ``preview``."""
-        items: list[tuple[int, int, str, int | None]] = [] if preview is None else [
-            (b.message_index,
-             b.original_tokens if b.original_tokens is not None else b.tokens,
-             b.status if b.status != "truncated" else display_status(b.status, b.reason),
-             b.fit_window)
-            for b in preview.blocks if b.message_index is not None]
-        if any(items[i][0] > items[i + 1][0] for i in range(len(items) - 1)):
-            items.sort(key=lambda it: it[0])  # prompt order is chat order unless a stage moved a message
-        self._items = items
-        self._max = max((t for _, t, _, _ in items), default=1) or 1
+    def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> None:
+        """Take the per-message tokens of ``preview`` (``delta``: the changed rows when known,
+        ignored unless its ``old`` is the preview shown)."""
+        if preview is not None and delta is not None and delta.old is self._preview and delta.new is preview:
+            self._update(preview, delta)
+        else:
+            self._rebuild(preview)
+        self._preview = preview
+        self._items_cache = None
+        self._buckets = None
         self._limit = preview.context_limit if preview is not None else 0
         self._marks = self._fit_marks()
         self.update()
 
+    def _rebuild(self, preview: ContextPreview | None) -> None:
+        blocks = preview.blocks if preview is not None else []
+        rows = [r for r, b in enumerate(blocks) if b.message_index is not None]
+        index = [blocks[r].message_index for r in rows]
+        if any(index[i] > index[i + 1] for i in range(len(index) - 1)):  # type: ignore[operator]
+            # prompt order is chat order unless a stage moved a message
+            order = sorted(range(len(rows)), key=index.__getitem__)
+            rows = [rows[k] for k in order]
+            index = [index[k] for k in order]
+        self._rows, self._index, self._pos = rows, index, None  # type: ignore[assignment]
+        self._tokens = [_bar_tokens(blocks[r]) for r in rows]
+        self._status = [_bar_status(blocks[r]) for r in rows]
+        self._fits = list(map(_FIT, map(vars, map(blocks.__getitem__, rows))))
+        self._max = max(self._tokens, default=1) or 1
+
+    def _update(self, preview: ContextPreview, delta: PreviewDelta) -> None:
+        blocks = preview.blocks
+        if delta.key_rows:
+            if self._pos is None:
+                self._pos = {r: k for k, r in enumerate(self._rows)}
+            for r in delta.key_rows:
+                k = self._pos.get(r)
+                if k is not None:
+                    self._tokens[k] = _bar_tokens(blocks[r])
+                    self._status[k] = _bar_status(blocks[r])
+            self._max = max(self._tokens, default=1) or 1
+        if delta.fits is not None:  # None: every block is the old one, so are the fits
+            self._fits = list(map(delta.fits.__getitem__, self._rows))
+
+    @property
+    def _items(self) -> list[tuple[int, int, str, int | None]]:
+        """``[(message_index, tokens, status, fit window), ...]`` in chat order."""
+        if self._items_cache is None:
+            self._items_cache = list(zip(self._index, self._tokens, self._status, self._fits, strict=True))
+        return self._items_cache
+
     def items(self) -> list[tuple[int, int, str]]:
         """``[(message_index, tokens, status), ...]`` in chat order."""
-        return [(i, t, s) for i, t, s, _ in self._items]
+        return list(zip(self._index, self._tokens, self._status, strict=True))
 
     def fit_windows(self) -> dict[int, int | None]:
         """``message index → smallest context window (tokens) from which it is sent``."""
-        return {i: f for i, _, _, f in self._items}
+        return dict(zip(self._index, self._fits, strict=True))
 
     def fit_marks(self) -> list[tuple[int, int]]:
         """``[(window tokens, message index where the story starts), ...]``, oldest start first.
@@ -107,17 +190,18 @@ class TokensChart(QWidget):
         Common window sizes inside the chat's range plus the current window; a mark is kept only
         where it moves the start, at most :data:`MAX_FIT_MARKS` (the current window always).
         """
-        return list(self._marks)
+        return [(w, i) for w, i, _ in self._marks]
 
-    def _fit_marks(self) -> list[tuple[int, int]]:
-        fits = [f for _, _, _, f in self._items if f is not None]
+    def _fit_marks(self) -> list[tuple[int, int, int]]:
+        fits = [f for f in self._fits if f is not None]
         if not fits:
             return []
         lo, hi = min(fits), max(fits)
         windows = sorted({w for w in FIT_WINDOWS if lo <= w < hi * 2} | ({self._limit} if self._limit else set()))
+        index = _FitIndex(self._fits)
         by_start: dict[int, int] = {}
         for w in windows:
-            pos = story_start(self._items, w)
+            pos = index.story_start(w)
             if pos is None:
                 continue
             if pos not in by_start or w == self._limit:  # the smallest window reaching a start; the
@@ -129,7 +213,7 @@ class TokensChart(QWidget):
             step = len(others) / (MAX_FIT_MARKS - len(current))
             others = [others[int(k * step)] for k in range(MAX_FIT_MARKS - len(current))]
             marks = sorted(current + others, key=lambda m: m[1])
-        return [(w, self._items[pos][0]) for w, pos in marks]
+        return [(w, self._index[pos], pos) for w, pos in marks]
 
     def tooltip_for(self, item: tuple[int, int, str, int | None] | tuple[int, int, str]) -> str:
         """``message 12: 340 tokens (excluded) · sent from a context window of 9,812 tokens``."""
@@ -145,9 +229,9 @@ class TokensChart(QWidget):
         return text
 
     def _item_at(self, x: float) -> tuple[int, int, str, int | None] | None:
-        if not self._items:
+        n = len(self._index)
+        if not n:
             return None
-        n = len(self._items)
         w = max(1.0, float(self.width()))
         if n <= w:
             i = int(x / min(16.0, w / n))
@@ -155,11 +239,12 @@ class TokensChart(QWidget):
                 return None
         else:
             i = int(x / w * n)
-        return self._items[max(0, min(n - 1, i))]
+        i = max(0, min(n - 1, i))
+        return self._index[i], self._tokens[i], self._status[i], self._fits[i]
 
     def caption(self) -> str:
         """The legend over the bars (with the tallest message's tokens, the chart's scale)."""
-        if not self._items:
+        if not self._index:
             return CAPTION
         return f"{CAPTION} · tallest {self._max:,} tokens"
 
@@ -173,38 +258,59 @@ class TokensChart(QWidget):
         caption_rect = QRectF(2, 0, self.width() - 4, CAPTION_H)
         p.drawText(caption_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
                    p.fontMetrics().elidedText(self.caption(), Qt.TextElideMode.ElideRight, int(caption_rect.width())))
-        if not self._items:
+        if not self._index:
             return
         p.translate(0, CAPTION_H)
         w, h = max(1, self.width()), self.height() - CAPTION_H - 2
-        n = len(self._items)
-        per_px = n / w
-        if per_px <= 1:  # wide bars (at most 16 px, so a short chat still reads as a chart)
+        n = len(self._index)
+        if n <= w:  # wide bars (at most 16 px, so a short chat still reads as a chart)
             bw = min(16.0, w / n)
-            for i, (_, tokens, status, _fit) in enumerate(self._items):
+            for i, (tokens, status) in enumerate(zip(self._tokens, self._status, strict=True)):
                 bh = max(1.0, h * tokens / self._max)
                 p.fillRect(QRectF(i * bw, h - bh + 1, max(1.0, bw - 1), bh), QColor(status_hex(status)[0]))
         else:  # one column per pixel: the tallest message of the bucket
-            for x in range(w):
-                lo, hi = int(x * per_px), max(int(x * per_px) + 1, int((x + 1) * per_px))
-                bucket = self._items[lo:hi]
-                _, tokens, status, _fit = max(bucket, key=lambda it: it[1])
+            colors: dict[str, QColor] = {}
+            for x, (tokens, status) in enumerate(self._pixel_buckets(w)):
                 bh = max(1.0, h * tokens / self._max)
-                p.fillRect(QRectF(x, h - bh + 1, 1, bh), QColor(status_hex(status)[0]))
+                color = colors.get(status)
+                if color is None:
+                    color = colors[status] = QColor(status_hex(status)[0])
+                p.fillRect(QRectF(x, h - bh + 1, 1, bh), color)
         self._paint_fit_marks(p, w, h)
+
+    def _pixel_buckets(self, w: int) -> list[tuple[int, str]]:
+        """Per pixel column of a ``w``-px chart narrower than the bar count: the tallest message of
+        the messages it covers (the first of equals) as ``(tokens, status)``; kept until the
+        preview or the width changes."""
+        if self._buckets is not None and self._buckets[0] == w:
+            return self._buckets[1]
+        n, tokens, status = len(self._tokens), self._tokens, self._status
+        per_px = n / w
+        out: list[tuple[int, str]] = []
+        for x in range(w):
+            lo = int(x * per_px)
+            hi = max(lo + 1, int((x + 1) * per_px))
+            bucket = tokens[lo:hi]
+            top = max(bucket)
+            out.append((top, status[lo + bucket.index(top)]))
+        self._buckets = (w, out)
+        return out
 
     def mark_x(self, message_index: int) -> float:
         """The x (px) of the left edge of message ``message_index``'s bar."""
-        n = len(self._items)
+        n = len(self._index)
         w = max(1, self.width())
-        pos = next((k for k, it in enumerate(self._items) if it[0] == message_index), 0)
+        pos = next((k for _, i, k in self._marks if i == message_index), None)
+        if pos is None:
+            pos = next((k for k, i in enumerate(self._index) if i == message_index), 0)
         return pos * min(16.0, w / n) if n <= w else pos * w / n
 
     def _paint_fit_marks(self, p: QPainter, w: int, h: float) -> None:
         fm = p.fontMetrics()
         last_right = -1e9
-        for window, message_index in self._marks:
-            x = self.mark_x(message_index)
+        n = len(self._index)
+        for window, _message_index, pos in self._marks:
+            x = pos * min(16.0, w / n) if n <= w else pos * w / n
             current = window == self._limit
             color = QColor("#1f6fb2") if current else QColor("#5b6470")
             p.setPen(QPen(color, 1, Qt.PenStyle.DashLine))
@@ -223,7 +329,7 @@ class TokensChart(QWidget):
         item = self._item_at(event.position().x())
         if item is not None:
             text = self.tooltip_for(item)
-            starts = [f"{window_label(w)} from message {i}" for w, i in self._marks]
+            starts = [f"{window_label(w)} from message {i}" for w, i, _ in self._marks]
             if starts:
                 text += "\nthe story starts at: " + ", ".join(starts)
             QToolTip.showText(event.globalPosition().toPoint() + QPoint(8, 8), text, self)

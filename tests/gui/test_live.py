@@ -181,3 +181,70 @@ def test_a_hidden_chat_list_lays_out_when_it_is_shown(qtbot, window) -> None:
     qtbot.waitUntil(lambda: len(set(calls)) >= window.chat_view.model.message_count(), timeout=5000)
     bar = window.chat_view.list.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=3000)  # the bottom, as asked while hidden
+
+
+def test_the_first_preview_of_a_chat_just_opened_is_applied_in_two_turns(qtbot, window, library) -> None:
+    store, _first, _ = library
+    msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}") for i in range(300)]
+    other = store.add_chat(Chat(title="Other", messages=msgs), title="Other")
+    window.refresh_library()
+    applied: list = []
+    window.preview_applied.connect(applied.append)
+    seen_by_chart: list[tuple[int, int]] = []  # (chart bars, table rows) when the chart took the preview
+    chart_set = window.tokens_chart.set_preview
+
+    def spy(preview, delta=None):
+        chart_set(preview, delta)
+        if preview is not None:
+            seen_by_chart.append((len(window.tokens_chart.items()), window.blocks_panel.model.rowCount()))
+
+    window.tokens_chart.set_preview = spy
+    window.open_chat(other)
+    qtbot.waitUntil(lambda: any(p is not None for p in applied), timeout=30000)
+    preview = next(p for p in applied if p is not None)
+    assert len(applied) == 1  # preview_applied once, when every view shows it
+    assert seen_by_chart == [(300, 0)]  # the chart first, while the table was still empty
+    assert window.blocks_panel.model.preview() is preview and window.preview is preview
+    assert window.blocks_panel.model.rowCount() == len(preview.blocks)
+    assert window.budget_bar.segments() and window.chat_view.model.fate(299) is not None
+    assert window.blocks_panel.current_block().message_index == 299  # the newest message selected
+
+
+def test_a_preview_applied_meanwhile_supersedes_the_second_turn(qtbot, window) -> None:
+    from engine.pipeline import preview as engine_preview
+
+    request = window.ctx.document.request
+    first = engine_preview(request)
+    second = engine_preview(request.model_copy(update={"settings": request.settings.model_copy(
+        update={"reply_reserve": request.settings.reply_reserve + 1})}))
+    applied: list = []
+    window.preview_applied.connect(applied.append)
+    window._apply_staged(first, 0.0)
+    window.apply_preview(second)
+    qtbot.wait(50)
+    assert applied == [second]
+    assert window.blocks_panel.model.preview() is second and window.preview is second
+
+
+def test_after_a_click_the_worker_found_the_changed_rows(qtbot, window, monkeypatch) -> None:
+    import threading
+
+    import gui.models.blocks_model as blocks_model
+
+    on_main: list[bool] = []
+    original = blocks_model.diff_previews
+
+    def spy(*args, **kwargs):
+        on_main.append(threading.current_thread() is threading.main_thread())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(blocks_model, "diff_previews", spy)
+    model = window.blocks_panel.model
+    cell = _exclude_cell(window, 4)
+    preview = _wait_preview(qtbot, window,
+                            lambda: window.blocks_panel.proxy.setData(cell, Qt.CheckState.Checked, CHECK))
+    assert on_main == [False]  # compared once, on the worker
+    delta = window.ctx.preview.last_outcome.derived
+    assert model.last_delta is delta and delta.new is preview
+    assert model.row_of_message(4) in delta.rows
+    assert cell.data(CHECK) == Qt.CheckState.Checked and model.block(model.row_of_message(4)).manual_excluded

@@ -173,3 +173,40 @@ def test_the_worker_freezes_what_a_computation_built_and_restores_the_collector(
     assert gc.isenabled()
     assert gc.get_freeze_count() > 0
     gc.unfreeze()
+
+
+def test_derive_runs_on_the_worker_with_what_the_main_thread_captured_at_submission(qtbot) -> None:
+    ctl = PreviewController(lambda req: make_preview([make_block(0, text=req.chat.title)]))
+    shown = ["first"]
+    threads: list[bool] = []
+
+    def factory():
+        captured = shown[0]  # read on the main thread, when the request is submitted
+
+        def derive(preview):
+            threads.append(threading.current_thread() is threading.main_thread())
+            return (captured, preview.blocks[0].text)
+        return derive
+
+    ctl.set_derive(factory)
+    with qtbot.waitSignal(ctl.preview_ready, timeout=5000) as blocker:
+        ctl.submit(_request("a"))
+        shown[0] = "second"  # changed after the submission: the worker still sees "first"
+    assert blocker.args[0].derived == ("first", "a") and threads == [False]
+
+
+def test_a_failing_or_missing_derive_leaves_the_preview_alone(qtbot) -> None:
+    ctl = PreviewController(lambda req: make_preview([make_block(0, text=req.chat.title)]))
+
+    def broken(_preview):
+        raise RuntimeError("no head start today")
+
+    ctl.set_derive(lambda: broken)
+    with qtbot.waitSignal(ctl.preview_ready, timeout=5000) as blocker:
+        ctl.submit(_request("a"))
+    outcome = blocker.args[0]
+    assert outcome.derived is None and outcome.error is None and outcome.preview.blocks[0].text == "a"
+    ctl.set_derive(lambda: None)  # nothing to compare with (no preview shown yet)
+    with qtbot.waitSignal(ctl.preview_ready, timeout=5000) as blocker:
+        ctl.submit(_request("b"))
+    assert blocker.args[0].derived is None and blocker.args[0].preview.blocks[0].text == "b"

@@ -38,3 +38,35 @@ def test_a_missing_chat_is_reported(qtbot, library) -> None:
     chat_id, error = blocker.args
     assert chat_id == "no-such-chat" and error.code == "CHAT_NOT_FOUND"
     loader.shutdown()
+
+
+def test_read_chat_reads_the_same_as_the_stored_chat_without_loading_it_twice(library, monkeypatch) -> None:
+    from engine.schema import Character, Lorebook, LorebookEntry
+    from engine.schema.sillytavern import SillyTavernSetup
+
+    store, chat_id, book_id = library
+    card = Character(name="Ines", description="A cartographer.",
+                     character_book=Lorebook(name="Ines' maps", entries=[LorebookEntry(uid=1, keys=["map"],
+                                                                                        content="Maps.")]))
+    with_card = store.add_chat(Chat(title="Carded", messages=[ChatMessage(role="user", content="a map")]),
+                               title="Carded", character_id=store.add_character(card), lorebook_ids=[book_id])
+    branch = store.branch_chat(chat_id, 3)
+    tavern = store.add_chat(Chat(title="Tavern", messages=[ChatMessage(role="user", content="hi")]),
+                            title="Tavern", lorebook_ids=[book_id])
+    store.save_chat_setup(tavern, SillyTavernSetup())
+    loads: list[str] = []
+    get_chat = store.get_chat
+    monkeypatch.setattr(store, "get_chat", lambda cid: loads.append(cid) or get_chat(cid))
+    for cid in (chat_id, with_card, branch, tavern):
+        loaded = read_chat(store, cid)
+        stored = get_chat(cid)
+        assert loaded.title == stored.title and loaded.parent_id == stored.parent_id
+        expected_ids = (stored.lorebook_ids if loaded.request.sillytavern is not None
+                        else store.lorebook_ids_for_chat(cid))
+        assert list(loaded.lorebook_ids) == list(expected_ids)
+        book = stored.character.character_book if stored.character is not None else None
+        expected_card = (book.name or "card book") if book is not None and loaded.request.sillytavern is None else None
+        assert loaded.card_book_name == expected_card
+    assert loads == []  # the messages were read once, by build_request
+    assert read_chat(store, with_card).card_book_name == "Ines' maps"
+    assert read_chat(store, branch).parent_id == chat_id
