@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn, Protocol
@@ -42,6 +43,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generate",
     "serve",
 )
+#: Commands after which the console script ends the process at once (:func:`console_main`): each only
+#: reads files (``preview --chat-id`` and ``lorebook-report --chat-id`` read the library inside a
+#: ``with`` block that has closed it before they return) and writes nothing but stdout and stderr.
+FAST_EXIT_COMMANDS: frozenset[str] = frozenset({"preview", "inspect", "lint-lorebook", "lorebook-report"})
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"
 
@@ -160,5 +165,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def console_main() -> NoReturn:
+    """The ``loomscope`` console script: :func:`main`, then the process ends with its exit code.
+
+    After a command of :data:`FAST_EXIT_COMMANDS` it flushes stdout, stderr and the ``logging``
+    handlers and ends with :func:`os._exit`, skipping the interpreter's teardown: freeing the heap
+    a large preview leaves (a 10,000-message chat: a few hundred thousand objects) one object at a
+    time costs 0.2-0.3 s, more than a third of ``loomscope preview``'s whole run. Nothing is lost:
+    those commands hold no open database, transaction or file when :func:`main` returns, and
+    everything they wrote is flushed first; when a flush fails (a closed pipe) the ordinary exit
+    runs instead, with its usual handling. Every other command (``gui``, ``serve``, ``generate``,
+    imports into the library, ...) exits the ordinary way.
+
+    Only the console script does this; :func:`main` returns its code as before, so tests and
+    callers that run it in-process keep their interpreter.
+    """
+    args = sys.argv[1:]
+    code = main(args)
+    if args and args[0] in FAST_EXIT_COMMANDS:
+        try:
+            if "logging" in sys.modules:
+                sys.modules["logging"].shutdown()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:
+                    stream.flush()
+        except (OSError, ValueError):
+            raise SystemExit(code) from None
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    console_main()
