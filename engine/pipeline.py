@@ -235,12 +235,14 @@ def _incomplete_group_warnings(blocks: list[Block], groups: ToolGroups) -> list[
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while one preview allocates its blocks.
 
     A 10,000-message preview creates tens of thousands of short-lived objects next to a
     long-lived chat; the collector's full passes over that heap cost about a third of the
-    preview's time, and nothing a preview builds is cyclic garbage.
+    preview's time, and nothing a preview builds is cyclic garbage. Nests: an inner pause
+    leaves the collector as the outer one found it (``loomscope preview`` pauses it around
+    reading the chat as well, :func:`engine.commands.preview.run`).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -253,7 +255,7 @@ def _gc_paused() -> Iterator[None]:
 
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
     """Run pipeline steps 1–9 for ``request`` (see :func:`_prepare`)."""
-    with _gc_paused(), frozen_blocks():
+    with gc_paused(), frozen_blocks():
         return _prepare(request, registries)
 
 
