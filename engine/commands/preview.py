@@ -20,6 +20,7 @@ from ..errors import SettingsError
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 from ..schema.preview import PreviewBlock
 from ..terminal import markup_safe, visible
+from ._json import write_model_json
 
 #: Settings fields → the flag that sets them, for error messages.
 _FLAG_OF_FIELD = {"budget_percent": "--lorebook-budget", "scan_depth": "--scan-depth"}
@@ -296,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
             raise
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
-        sys.stdout.write(pv.model_dump_json(indent=2) + "\n")
+        write_model_json(pv)
     else:
         render_table(pv)
     if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
