@@ -54,6 +54,19 @@ def test_the_full_parser_and_gui_help_load_no_qt() -> None:
     assert helped.returncode == 0 and "--screenshot" in helped.stdout
 
 
+#: Reports on stderr whether the collector is on when main() starts, and registers an exit handler.
+_SPY = """
+import atexit, gc, sys
+import engine.cli
+atexit.register(print, 'TEARDOWN', flush=True)
+_main = engine.cli.main
+def _spy(argv=None):
+    sys.stderr.write(f'GC {gc.isenabled()}\\n')
+    return _main(argv)
+engine.cli.main = _spy
+"""
+
+
 def _console(args: list[str], tmp: Path, prelude: str = "") -> subprocess.CompletedProcess[str]:
     """The console script's entry point in a child process (``sys.argv[1:]`` are ``args``)."""
     code = f"{prelude}\nfrom engine.cli import console_main\nconsole_main()"
@@ -74,12 +87,16 @@ def test_console_preview_flushes_the_whole_json_and_exits_0(tmp_path: Path, caps
 
     chat = _long_chat(tmp_path / "long.json", 401)  # JSON output of ~500 KB: several pipe buffers
     args = ["preview", "--chat", str(chat), "--format", "json"]
-    out = _console(args, tmp_path, prelude="import atexit; atexit.register(print, 'TEARDOWN', flush=True)")
+    out = _console(args, tmp_path, prelude=_SPY)
     assert out.returncode == 0, out.stderr
     assert main(args) == 0
     assert out.stdout == capsys.readouterr().out  # byte for byte what main() writes in-process
     assert len(out.stdout) > 256_000 and json.loads(out.stdout)["blocks"]
     assert "TEARDOWN" not in out.stdout  # ended by os._exit: the interpreter's exit handlers did not run
+    assert out.stderr == "GC False\n"  # preview runs without the cyclic collector
+    import gc
+
+    assert gc.isenabled()  # in-process main() left it as it was
 
 
 def test_console_preview_keeps_the_exit_codes_and_the_one_line_errors(tmp_path: Path) -> None:
@@ -97,7 +114,7 @@ def test_console_preview_keeps_the_exit_codes_and_the_one_line_errors(tmp_path: 
 
 
 def test_console_runs_other_commands_to_an_ordinary_exit(tmp_path: Path) -> None:
-    out = _console(["chats", "--db", "sqlite://", "--format", "json"], tmp_path,
-                   prelude="import atexit; atexit.register(print, 'TEARDOWN', flush=True)")
+    out = _console(["chats", "--db", "sqlite://", "--format", "json"], tmp_path, prelude=_SPY)
     assert out.returncode == 0, out.stderr
     assert out.stdout.rstrip().endswith("TEARDOWN")
+    assert out.stderr == "GC True\n"
