@@ -37,6 +37,7 @@ from typing import Any
 
 from ..schema import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction
 from ..schema._construct import construct
+from ..schema.messages import TOOL_RESULT_ID_KEYS
 from ._fields import FieldReader
 from ._io import MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json, read_bytes, reject_binary
 
@@ -151,15 +152,31 @@ def openai_message(r: FieldReader, raw: Any, path: str) -> ChatMessage:
         for i, part in enumerate(content):
             if not isinstance(part, dict):
                 r.wrong(f"{path}.content[{i}]", "object (content part)", part)
-    values: dict[str, Any] = {"role": role, "content": content,
-                              "name": r.opt_string(d, "name", path)}
+    if not d.keys() & _OPTIONAL_KEYS:  # most messages: role and content only (one C-level test)
+        values: dict[str, Any] = {"role": role, "content": content, "name": None,
+                                  "meta": construct(MessageMeta, dict.fromkeys(_META_FLAGS, False), (), {})}
+    else:
+        values = _optional_fields(r, d, path, role, content)
+    extras = {k: v for k, v in d.items() if k not in _MESSAGE_FIELDS}
+    if isinstance(content, list):
+        values["content"] = list(content)  # a list field holds its own copy, as validation makes
+    return construct(ChatMessage, {**_MESSAGE_FIELDS, **values}, [*values, *extras], extras)
+
+
+#: The keys of an OpenAI message besides ``role`` and ``content`` that :func:`_optional_fields` reads.
+_OPTIONAL_KEYS = frozenset(("name", "tool_calls", *TOOL_RESULT_ID_KEYS, "tool_call_ids", "function_call", "meta"))
+
+
+def _optional_fields(r: FieldReader, d: dict[str, Any], path: str, role: str, content: Any) -> dict[str, Any]:
+    """The checked field values of message ``d`` (role and content already checked), ``meta`` included."""
+    values: dict[str, Any] = {"role": role, "content": content, "name": r.opt_string(d, "name", path)}
     calls = d.get("tool_calls")
     if calls is not None:
         if not isinstance(calls, list):
             r.wrong(f"{path}.tool_calls", "array", calls)
         values["tool_calls"] = [_tool_call(r, c, f"{path}.tool_calls[{i}]")
                                 for i, c in enumerate(calls)]
-    for key in ("tool_call_id", "toolCallId", "callId"):
+    for key in TOOL_RESULT_ID_KEYS:
         v = d.get(key)
         if v is None:
             continue
@@ -180,10 +197,7 @@ def openai_message(r: FieldReader, raw: Any, path: str) -> ChatMessage:
     if fc is not None and not isinstance(fc, dict):
         r.wrong(f"{path}.function_call", "object", fc)
     values["meta"] = _meta(r, d.get("meta"), f"{path}.meta")
-    extras = {k: v for k, v in d.items() if k not in _MESSAGE_FIELDS}
-    if isinstance(content, list):
-        values["content"] = list(content)  # a list field holds its own copy, as validation makes
-    return construct(ChatMessage, {**_MESSAGE_FIELDS, **values}, [*values, *extras], extras)
+    return values
 
 
 def _check_count(r: FieldReader, n: int, place: str) -> None:
