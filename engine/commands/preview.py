@@ -68,13 +68,17 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
         ``IMPORT_*`` for unreadable or unsupported files (naming the file),
         ``INVALID_SETTINGS`` for bad numbers.
     """
-    from ..importers import load_character, load_chat, load_lorebook_or_card_book
+    from ..importers import load_character, load_chat
 
     if getattr(args, "chat_id", None):
         return _library_request(args)
     chat = load_chat(args.chat, index=args.transcript) if args.chat else Chat()
     card: Character | None = load_character(args.card) if args.card else None
-    books: list[Lorebook] = [load_lorebook_or_card_book(p) for p in args.lorebook]
+    books: list[Lorebook] = []
+    if args.lorebook:
+        from ..importers import load_lorebook_or_card_book
+
+        books = [load_lorebook_or_card_book(p) for p in args.lorebook]
     settings = _settings_with_flags(ContextSettings(), args)
     persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
     return PreviewRequest(chat=chat, character=card, persona=persona, lorebooks=books,

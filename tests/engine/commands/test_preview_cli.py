@@ -161,7 +161,7 @@ def test_a_card_with_an_embedded_book_is_accepted_as_lorebook(shared_data, capsy
 #: client, the tables, the GUI, numpy (the warm path only), the audit model, the open-weight tokenizers.
 HEAVY_MODULES = ("sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn", "httpx", "keyring", "rich", "PySide6",
                  "numpy", "tokenizers", "sentencepiece", "engine.storage", "engine.generation", "engine.api",
-                 "engine.providers", "engine.schema.audit", "engine.schema.progress")
+                 "engine.providers", "engine.schema.audit", "engine.schema.progress", "engine.importers.detect")
 
 
 def test_a_json_preview_from_files_imports_nothing_heavy(tmp_path):
