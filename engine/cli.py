@@ -50,6 +50,13 @@ FAST_EXIT_COMMANDS: frozenset[str] = frozenset({"preview", "inspect", "lint-lore
 #: Commands the console script runs with the cyclic garbage collector off (:func:`console_main`): what a
 #: preview allocates is not cyclic garbage (the pipeline pauses the collector itself for that reason).
 NO_GC_COMMANDS: frozenset[str] = frozenset({"preview"})
+#: Each engine subcommand → its module in :data:`COMMAND_MODULES` (a test checks they agree): running one
+#: builds only that module's parser (``--help`` and unknown commands build them all).
+ENGINE_COMMANDS: dict[str, str] = {
+    "preview": "preview", "inspect": "inspect", "import": "importing", "export": "exporting",
+    "lint-lorebook": "lint", "lorebook-report": "lorebook_report", "chats": "library", "delete-chat": "library",
+    "audit": "library", "generate": "generate", "serve": "serve",
+}
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"
 
@@ -98,11 +105,11 @@ def build_parser(contributed: Mapping[str, CommandModule] | None = None) -> argp
     return parser
 
 
-def _engine_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    """The parser with the engine's own subcommands, and its subparsers (to add more to)."""
+def _engine_parser(modules: Sequence[str] = COMMAND_MODULES) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The parser with the engine's own subcommands (those of ``modules``), and its subparsers (to add more to)."""
     parser = _Parser(prog="loomscope", description="See exactly what an LLM will see.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(f"engine.commands.{name}").register(sub)
     return parser, sub
 
@@ -146,8 +153,10 @@ def exit_code_for(exc: LoomscopeError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser, sub = _engine_parser()
-    if not (args_list and args_list[0] in sub.choices):  # an engine command needs no entry point lookup
+    command = ENGINE_COMMANDS.get(args_list[0]) if args_list else None
+    # an engine command needs only its own parser, and no entry point lookup
+    parser, sub = _engine_parser((command,) if command else COMMAND_MODULES)
+    if not (args_list and args_list[0] in sub.choices):
         contributed = contributed_commands()
         args_list = _with_command(args_list, contributed)
         for module in contributed.values():

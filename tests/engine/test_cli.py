@@ -7,7 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.cli import COMMAND_ENTRY_POINT_GROUP, _with_command, build_parser, contributed_commands
+from engine.cli import (
+    COMMAND_ENTRY_POINT_GROUP,
+    COMMAND_MODULES,
+    ENGINE_COMMANDS,
+    _engine_parser,
+    _with_command,
+    build_parser,
+    contributed_commands,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,3 +126,29 @@ def test_console_runs_other_commands_to_an_ordinary_exit(tmp_path: Path) -> None
     assert out.returncode == 0, out.stderr
     assert out.stdout.rstrip().endswith("TEARDOWN")
     assert out.stderr == "GC True\n"
+
+
+def test_engine_commands_name_the_module_that_registers_each() -> None:
+    registered = {module: set(_engine_parser((module,))[1].choices) for module in COMMAND_MODULES}
+    assert {name for names in registered.values() for name in names} == set(ENGINE_COMMANDS)
+    for name, module in ENGINE_COMMANDS.items():
+        assert name in registered[module]
+
+
+def test_an_engine_command_parses_as_with_the_full_parser(capsys) -> None:
+    import pytest
+
+    from engine.cli import main
+
+    full, _ = _engine_parser()
+    args = ["preview", "--chat", "c.json", "--model", "gpt-4o", "--format", "json"]
+    assert vars(full.parse_args(args)) == vars(_engine_parser((ENGINE_COMMANDS["preview"],))[0].parse_args(args))
+    for bad in (["preview", "--no-such-flag"], ["preview", "--context-limit", "x"], ["chats", "extra"]):
+        with pytest.raises(SystemExit) as exc:
+            full.parse_args(bad)
+        expected = capsys.readouterr().err
+        with pytest.raises(SystemExit) as exc2:
+            main(bad)
+        assert exc.value.code == exc2.value.code == 2
+        assert capsys.readouterr().err == expected  # the same one line
+        assert expected.startswith("loomscope: ") and "USAGE" in expected and len(expected.strip().splitlines()) == 1
