@@ -4,15 +4,22 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres venv bench bench-extra lint clean
+.PHONY: run test test-postgres venv bytecode bench bench-extra lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(MAKE) --no-print-directory bytecode
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The project's bytecode (__pycache__/*.pyc, git-ignored), as an installed package has it: with
+# PYTHONDONTWRITEBYTECODE=1 set, every process would otherwise compile our modules from source at
+# each start. Python recompiles a module whose source changed since (in memory, if it may not write).
+bytecode:
+	$(VENV)/bin/python -m compileall -q engine gui
 
 run: $(STAMP)
 	$(VENV)/bin/loomscope gui

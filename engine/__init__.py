@@ -18,14 +18,15 @@ from .schema import (
     LorebookEntry,
     Persona,
     PreviewRequest,
-    PromptContextAudit,
     ShiftResult,
     WorldInfoSettings,
 )
 from .schema.blocks import BlockOrigin
 
-#: Heavier parts (storage pulls in SQLAlchemy and Alembic, generation httpx) load on first use.
+#: Heavier parts (storage pulls in SQLAlchemy and Alembic, generation httpx) load on first use; so does the
+#: audit model, which a preview never builds.
 _LAZY = {
+    "PromptContextAudit": "engine.schema.audit",
     "Store": "engine.storage", "open_store": "engine.storage",
     "generate": "engine.generation", "generate_and_store": "engine.generation",
     "ProviderConfig": "engine.generation", "GenerationResult": "engine.generation",
@@ -61,6 +62,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
     "Block", "BlockKind", "BlockOrigin", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
-    "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "PromptContextAudit", "ShiftResult",
+    "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "ShiftResult",
     "WorldInfoSettings", *_LAZY,
 ]

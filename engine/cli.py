@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn, Protocol
@@ -42,6 +43,20 @@ COMMAND_MODULES: tuple[str, ...] = (
     "generate",
     "serve",
 )
+#: Commands after which the console script ends the process at once (:func:`console_main`): each only
+#: reads files (``preview --chat-id`` and ``lorebook-report --chat-id`` read the library inside a
+#: ``with`` block that has closed it before they return) and writes nothing but stdout and stderr.
+FAST_EXIT_COMMANDS: frozenset[str] = frozenset({"preview", "inspect", "lint-lorebook", "lorebook-report"})
+#: Commands the console script runs with the cyclic garbage collector off (:func:`console_main`): what a
+#: preview allocates is not cyclic garbage (the pipeline pauses the collector itself for that reason).
+NO_GC_COMMANDS: frozenset[str] = frozenset({"preview"})
+#: Each engine subcommand → its module in :data:`COMMAND_MODULES` (a test checks they agree): running one
+#: builds only that module's parser (``--help`` and unknown commands build them all).
+ENGINE_COMMANDS: dict[str, str] = {
+    "preview": "preview", "inspect": "inspect", "import": "importing", "export": "exporting",
+    "lint-lorebook": "lint", "lorebook-report": "lorebook_report", "chats": "library", "delete-chat": "library",
+    "audit": "library", "generate": "generate", "serve": "serve",
+}
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"
 
@@ -90,11 +105,11 @@ def build_parser(contributed: Mapping[str, CommandModule] | None = None) -> argp
     return parser
 
 
-def _engine_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    """The parser with the engine's own subcommands, and its subparsers (to add more to)."""
+def _engine_parser(modules: Sequence[str] = COMMAND_MODULES) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The parser with the engine's own subcommands (those of ``modules``), and its subparsers (to add more to)."""
     parser = _Parser(prog="loomscope", description="See exactly what an LLM will see.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(f"engine.commands.{name}").register(sub)
     return parser, sub
 
@@ -138,8 +153,10 @@ def exit_code_for(exc: LoomscopeError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser, sub = _engine_parser()
-    if not (args_list and args_list[0] in sub.choices):  # an engine command needs no entry point lookup
+    command = ENGINE_COMMANDS.get(args_list[0]) if args_list else None
+    # an engine command needs only its own parser, and no entry point lookup
+    parser, sub = _engine_parser((command,) if command else COMMAND_MODULES)
+    if not (args_list and args_list[0] in sub.choices):
         contributed = contributed_commands()
         args_list = _with_command(args_list, contributed)
         for module in contributed.values():
@@ -160,5 +177,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def console_main() -> NoReturn:
+    """The ``loomscope`` console script: :func:`main`, then the process ends with its exit code.
+
+    After a command of :data:`FAST_EXIT_COMMANDS` it flushes stdout, stderr and the ``logging``
+    handlers and ends with :func:`os._exit`, skipping the interpreter's teardown: freeing the heap
+    a large preview leaves (a 10,000-message chat: a few hundred thousand objects) one object at a
+    time costs 0.2-0.3 s, more than a third of ``loomscope preview``'s whole run. Nothing is lost:
+    those commands hold no open database, transaction or file when :func:`main` returns, and
+    everything they wrote is flushed first; when a flush fails (a closed pipe) the ordinary exit
+    runs instead, with its usual handling. Every other command (``gui``, ``serve``, ``generate``,
+    imports into the library, ...) exits the ordinary way.
+
+    A command of :data:`NO_GC_COMMANDS` runs with the cyclic garbage collector off from start to
+    end. The pipeline pauses it anyway while it builds a preview; turned back on afterwards, the
+    collector's first pass walks the whole heap the preview left (50 ms at 10,000 messages) just
+    before the process ends and drops that heap unvisited.
+
+    Only the console script does this; :func:`main` returns its code as before, so tests and
+    callers that run it in-process keep their interpreter.
+    """
+    args = sys.argv[1:]
+    if args and args[0] in NO_GC_COMMANDS and args[0] in FAST_EXIT_COMMANDS:
+        import gc
+
+        gc.disable()
+    code = main(args)
+    if args and args[0] in FAST_EXIT_COMMANDS:
+        try:
+            if "logging" in sys.modules:
+                sys.modules["logging"].shutdown()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:
+                    stream.flush()
+        except (OSError, ValueError):
+            raise SystemExit(code) from None
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    console_main()

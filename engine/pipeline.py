@@ -235,7 +235,7 @@ def _incomplete_group_warnings(blocks: list[Block], groups: ToolGroups) -> list[
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while one preview allocates its blocks.
 
     A 10,000-message preview creates tens of thousands of objects next to a long-lived chat;
@@ -250,7 +250,9 @@ def _gc_paused() -> Iterator[None]:
 
     Skipped when the caller keeps objects frozen itself (``gc.get_freeze_count() > 0``, as the
     app does): ``unfreeze`` would release those too. With the collector disabled by the caller
-    it stays disabled and nothing is moved.
+    it stays disabled and nothing is moved. Nests: an inner pause leaves the collector as the
+    outer one found it (``loomscope preview`` pauses it around reading the chat as well,
+    :func:`engine.commands.preview.run`).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -266,7 +268,7 @@ def _gc_paused() -> Iterator[None]:
 
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
     """Run pipeline steps 1–9 for ``request`` (see :func:`_prepare`)."""
-    with _gc_paused(), frozen_blocks():
+    with gc_paused(), frozen_blocks():
         return _prepare(request, registries)
 
 

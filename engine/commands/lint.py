@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from ..errors import SettingsError
+from ._json import write_model_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                         budget=compute_budget(settings, args.context_limit), findings=findings)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
-        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        write_model_json(report)
     else:
         _print_table(report)
     if args.strict and report.counts()["error"]:

@@ -15,6 +15,7 @@ import sys
 from pydantic import ValidationError
 
 from ..errors import SettingsError
+from ._json import write_model_json
 
 _SPARK = " ▁▂▃▄▅▆▇█"
 
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     report = report_for_request(request)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
-        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        write_model_json(report)
     elif fmt == "csv":
         sys.stdout.write(report_csv(report))
     else:

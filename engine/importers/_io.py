@@ -99,17 +99,18 @@ def decode_utf8(data: bytes, file: str | None, what: str = "") -> str:
 
 def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether ``value`` nests at most ``limit`` containers deep (iterative; no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            if d > limit:
-                return False
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            if d > limit:
-                return False
-            stack.extend((x, d + 1) for x in v)
+    # level by level: the containers at depth 1, 2, ... (the scalars under them are skipped with
+    # one isinstance each, which keeps a 10,000-message chat to a few milliseconds)
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        children: list[Any] = []
+        for v in level:
+            children.extend(v.values() if isinstance(v, dict) else v)
+        level = [x for x in children if isinstance(x, (dict, list))]
     return True
 
 

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction
+from ..schema._construct import construct
+from ..schema.messages import TOOL_RESULT_ID_KEYS
 from ._fields import FieldReader
 from ._io import MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json, read_bytes, reject_binary
 
@@ -86,13 +88,20 @@ def chat_shape(data: Any) -> str | None:
 # OpenAI messages
 # --------------------------------------------------------------------------------------------
 
+_META_FLAGS = ("pinned", "manualExcluded", "hidden")
+#: ChatMessage's fields in their order, each ``None``: what :func:`openai_message` fills in.
+_MESSAGE_FIELDS = dict.fromkeys(ChatMessage.model_fields)
+
+
 def _meta(r: FieldReader, raw: Any, path: str) -> MessageMeta:
+    # every value is checked here, so the model is built without validating it again (as
+    # MessageMeta(**values, **rest) would: the same fields, fields set and extras)
     if raw is None:
-        return MessageMeta()
+        return construct(MessageMeta, dict.fromkeys(_META_FLAGS, False), (), {})
     d = r.obj(raw, path)
-    values = {k: r.boolean(d, k, path, False) for k in ("pinned", "manualExcluded", "hidden")}
+    values = {k: r.boolean(d, k, path, False) for k in _META_FLAGS}
     rest = {k: v for k, v in d.items() if k not in values}
-    return MessageMeta(**values, **rest)
+    return construct(MessageMeta, values, [*values, *rest], rest)  # validation counts extras as set
 
 
 def _tool_call(r: FieldReader, raw: Any, path: str) -> ToolCall:
@@ -122,7 +131,13 @@ def _tool_call(r: FieldReader, raw: Any, path: str) -> ToolCall:
 
 
 def openai_message(r: FieldReader, raw: Any, path: str) -> ChatMessage:
-    """One OpenAI-shaped message dict → :class:`ChatMessage` (unknown keys kept as extras)."""
+    """One OpenAI-shaped message dict → :class:`ChatMessage` (unknown keys kept as extras).
+
+    Every field is checked here, with the JSON path in the error (``IMPORT_WRONG_TYPE``,
+    ``IMPORT_INVALID_CHAT``), so the model is then built without pydantic validating it a second
+    time (half the import time of a 10,000-message chat): the same values, fields set and extras
+    as ``ChatMessage(**values, **extras)``, which tests/engine/importers pins.
+    """
     d = r.obj(raw, path)
     role = d.get("role")
     if not isinstance(role, str):
@@ -137,15 +152,31 @@ def openai_message(r: FieldReader, raw: Any, path: str) -> ChatMessage:
         for i, part in enumerate(content):
             if not isinstance(part, dict):
                 r.wrong(f"{path}.content[{i}]", "object (content part)", part)
-    values: dict[str, Any] = {"role": role, "content": content,
-                              "name": r.opt_string(d, "name", path)}
+    if not d.keys() & _OPTIONAL_KEYS:  # most messages: role and content only (one C-level test)
+        values: dict[str, Any] = {"role": role, "content": content, "name": None,
+                                  "meta": construct(MessageMeta, dict.fromkeys(_META_FLAGS, False), (), {})}
+    else:
+        values = _optional_fields(r, d, path, role, content)
+    extras = {k: v for k, v in d.items() if k not in _MESSAGE_FIELDS}
+    if isinstance(content, list):
+        values["content"] = list(content)  # a list field holds its own copy, as validation makes
+    return construct(ChatMessage, {**_MESSAGE_FIELDS, **values}, [*values, *extras], extras)
+
+
+#: The keys of an OpenAI message besides ``role`` and ``content`` that :func:`_optional_fields` reads.
+_OPTIONAL_KEYS = frozenset(("name", "tool_calls", *TOOL_RESULT_ID_KEYS, "tool_call_ids", "function_call", "meta"))
+
+
+def _optional_fields(r: FieldReader, d: dict[str, Any], path: str, role: str, content: Any) -> dict[str, Any]:
+    """The checked field values of message ``d`` (role and content already checked), ``meta`` included."""
+    values: dict[str, Any] = {"role": role, "content": content, "name": r.opt_string(d, "name", path)}
     calls = d.get("tool_calls")
     if calls is not None:
         if not isinstance(calls, list):
             r.wrong(f"{path}.tool_calls", "array", calls)
         values["tool_calls"] = [_tool_call(r, c, f"{path}.tool_calls[{i}]")
                                 for i, c in enumerate(calls)]
-    for key in ("tool_call_id", "toolCallId", "callId"):
+    for key in TOOL_RESULT_ID_KEYS:
         v = d.get(key)
         if v is None:
             continue
@@ -166,9 +197,7 @@ def openai_message(r: FieldReader, raw: Any, path: str) -> ChatMessage:
     if fc is not None and not isinstance(fc, dict):
         r.wrong(f"{path}.function_call", "object", fc)
     values["meta"] = _meta(r, d.get("meta"), f"{path}.meta")
-    extras = {k: v for k, v in d.items()
-              if k not in ChatMessage.model_fields}
-    return ChatMessage(**values, **extras)
+    return values
 
 
 def _check_count(r: FieldReader, n: int, place: str) -> None:

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from .audit import PromptContextAudit
+from typing import TYPE_CHECKING
+
 from .blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
 from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
 from .preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
-from .progress import ProgressEvent
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
 from .sillytavern import AuthorNote, PromptDefinition, PromptOrderItem, SillyTavernSetup
+
+if TYPE_CHECKING:
+    from .audit import PromptContextAudit
+    from .progress import ProgressEvent
+
+#: Models only generation, the library and the API use load on first use (a preview builds neither).
+_LAZY = {"PromptContextAudit": "engine.schema.audit", "ProgressEvent": "engine.schema.progress"}
+
+
+def __getattr__(name: str) -> object:
+    """Resolve the lazily imported models listed in ``_LAZY``."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine.schema' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -2,6 +2,11 @@
 
     .venv/bin/python tests/benchmarks/run_bench.py [--json PATH] [--smoke] [--no-gui]
 
+Before measuring, the project's bytecode is compiled (``python -m compileall -q engine gui``, as
+``make venv`` does): an installed package has its ``.pyc`` files, and with ``PYTHONDONTWRITEBYTECODE=1``
+set every child would otherwise compile our ~75 modules from source while tiktoken, pydantic and the
+standard library load theirs from ``.pyc`` — a start-up cost no installed ``loomscope`` pays.
+
 Every figure comes from a child process started here (so each size starts with empty caches
 and each peak RSS is that child's own), one after another, never in parallel:
 
@@ -9,7 +14,7 @@ and each peak RSS is that child's own), one after another, never in parallel:
   tiktoken floor, cold preview, warm toggles, LangChain ``trim_messages`` (see its docstring);
 * whole processes on the 10,000-message chat written as a file: ``loomscope preview --chat FILE
   --format json`` against ``tiktoken_process.py FILE`` (python + tiktoken counting the same
-  texts), alternated, median of 3 each; and one ``loomscope preview`` of the 50,000-message file
+  texts), alternated, median of 5 each; and one ``loomscope preview`` of the 50,000-message file
   for the peak RSS of a preview at 50,000;
 * ``measure_gui.py``: click → repainted row at 10,000 messages and the longest UI-thread stall
   while opening a 5,000-message chat (offscreen).
@@ -52,7 +57,7 @@ class Plan:
     toggles: tuple[int, int, int] = (9, 9, 7)
     floor_repeats: tuple[int, int, int] = (5, 5, 3)
     process_size: int = 10_000
-    process_repeats: int = 3
+    process_repeats: int = 5
     rss_size: int = 50_000
     gui_open: int = 5_000
     gui_click: int = 10_000
@@ -112,7 +117,7 @@ def loomscope_argv() -> list[str]:
     script = Path(sys.executable).with_name("loomscope")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "from engine.cli import console_main; console_main()"]
 
 
 def preview_argv(chat_file: Path) -> list[str]:
@@ -121,6 +126,15 @@ def preview_argv(chat_file: Path) -> list[str]:
 
     return [*loomscope_argv(), "preview", "--chat", str(chat_file), "--model", MODEL,
             "--context-limit", str(CONTEXT_LIMIT), "--reply-reserve", str(REPLY_RESERVE), "--format", "json"]
+
+
+def compile_bytecode() -> None:
+    """Compile the project's modules to ``__pycache__`` (git-ignored), as ``make venv`` does; see the module docstring.
+
+    Raises ``subprocess.CalledProcessError`` when ``compileall`` fails (a syntax error).
+    """
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "engine", "gui"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def exponent(sizes: list[int], seconds: list[float]) -> float:
@@ -332,19 +346,22 @@ def main(argv: list[str] | None = None) -> int:
     def log(text: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f} s] {text}", file=sys.stderr, flush=True)
 
+    compile_bytecode()
     raw = measure(plan, gui=not args.no_gui, log=log)
     rows = build_rows(plan, raw)
     total = time.perf_counter() - started
     meta = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": git_commit(),
             "smoke": args.smoke, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "total_s": total}
+            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "total_s": total,
+            "bytecode": "compiled before measuring (python -m compileall -q engine gui)"}
     table = render(rows, plan.sizes)
     met = sum(r.verdict == "pass" for r in rows)
     judged = sum(r.verdict in ("pass", "FAIL") for r in rows)
     print(f"Loomscope benchmark (issue 12){' — SMOKE sizes' if args.smoke else ''}: commit {meta['commit']}, "
           f"{meta['date']}, {meta['cpus']} CPUs, load {load_before[0]:.1f} → {meta['loadavg_after'][0]:.1f}")
     print(table)
-    print(f"{met} of {judged} targets met; whole run {total:.0f} s. Figures: {args.json}")
+    print(f"{met} of {judged} targets met; whole run {total:.0f} s; project bytecode compiled first, as installed. "
+          f"Figures: {args.json}")
     report = {"meta": meta, "plan": plan.__dict__, "raw": raw,
               "rows": [{"figure": r.figure.strip(), "cells": r.cells, "span": r.span, "target": r.target,
                         "verdict": r.verdict, "values": r.values} for r in rows]}

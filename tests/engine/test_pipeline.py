@@ -237,7 +237,7 @@ def _long_chat(n: int = 300) -> PreviewRequest:
 
 
 def test_a_preview_hands_what_it_built_to_the_oldest_gc_generation():
-    """``engine.pipeline._gc_paused``: after a preview no young-generation pass is pending, and
+    """``engine.pipeline.gc_paused``: after a preview no young-generation pass is pending, and
     its blocks are in the oldest generation (freeze/unfreeze, not traversed by a young pass)."""
     import gc
 

@@ -155,3 +155,36 @@ def test_a_card_with_an_embedded_book_is_accepted_as_lorebook(shared_data, capsy
                           "--lorebook", str(shared_data / "cards" / "Lumine.json"))
     assert code == 0, err
     assert len(json.loads(out)["lorebook_trace"]) == 119  # Traveler-WI, embedded in the card
+
+
+#: What ``loomscope preview --chat FILE --format json`` must not import: the library, the server, the provider
+#: client, the tables, the GUI, numpy (the warm path only), the audit model, the open-weight tokenizers.
+HEAVY_MODULES = ("sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn", "httpx", "keyring", "rich", "PySide6",
+                 "numpy", "tokenizers", "sentencepiece", "engine.storage", "engine.generation", "engine.api",
+                 "engine.providers", "engine.schema.audit", "engine.schema.progress", "engine.importers.detect")
+
+
+def test_a_json_preview_from_files_imports_nothing_heavy(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "user", "content": "Thanks {{user}}"}]), encoding="utf-8")
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from engine.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    code = main(['preview', '--chat', {str(chat)!r}, '--format', 'json'])\n"
+        "assert code == 0 and json.loads(out.getvalue())['blocks']\n"
+        f"print(json.dumps(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules)))\n")
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
