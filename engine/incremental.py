@@ -326,10 +326,11 @@ def finish_run(request: Any, reg: Any, step: dict[str, Any], blocks: list[Any], 
         group_ids=list(members), group_of=list(groups.group_of), b_group_of=b_group_of,
         orphans=groups.orphans, incomplete=dict(groups.incomplete), group_warnings=warnings)
     step = dict(step)
+    # audio parts are estimated; only messages with list content (``listy``: to_provider keeps it) can have them
     step["approximate"] = profile.approximate or any(
         b.message is not None and isinstance(b.message.content, list) and any(
             isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
-        for b in blocks)
+        for b in compress(blocks, bl["listy"]))
     step["pre_excluded"] = dict(pre_excluded)
     step["honor_manual"] = info.fn is manual_strategy
     run.step = step
