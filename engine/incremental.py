@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, is_, is_not, ne, not_, or_, setitem
+from operator import attrgetter, eq, is_, is_not, ne, not_, or_, setitem
 from typing import Any, TypeVar
 
 from .cache import lru
@@ -202,25 +202,33 @@ _FLAG_LISTS = ("pinned", "manual", "kept_reason")
 
 
 def _block_lists(blocks: Sequence[Any]) -> dict[str, list[Any]]:
-    """The per-block lists of :class:`_Run` (one pass each)."""
-    from .shifting.core import _tier
+    """The per-block lists of :class:`_Run` (one C-level pass of ``attrgetter`` per field where it can)."""
+    from .schema.blocks import BlockKind, BlockOrigin
 
-    mindex = [b.message_index for b in blocks]
+    def column(name: str) -> list[Any]:
+        return list(map(attrgetter(name), blocks))
+
+    mindex, source, history, protected, pinned = (column(k) for k in (
+        "message_index", "source", "history", "protected", "pinned"))
+    kinds, origins = column("kind"), column("origin")
+    # rule 5's removal tier (engine.shifting.core._tier): 0 interceptor-added, 1 examples, 2 history, 3 the rest
+    tier = [0 if o is BlockOrigin.INTERCEPTOR else 1 if k == BlockKind.EXAMPLE else 2 if h else 3
+            for o, k, h in zip(origins, kinds, history)]
     return {
-        "id": [b.id for b in blocks],
-        "kind": [b.kind.value for b in blocks],
-        "source": [b.source for b in blocks],
+        "id": column("id"),
+        "kind": [k.value for k in kinds],
+        "source": source,
         "message_index": mindex,
-        "label": [f"message {mi}" if mi is not None else b.source for b, mi in zip(blocks, mindex)],
-        "history": [b.history for b in blocks],
-        "protected": [b.protected for b in blocks],
-        "pinned": [b.pinned for b in blocks],
-        "manual": [b.manual_excluded for b in blocks],
-        "hidden": [b.hidden for b in blocks],
-        "tier": [_tier(b) for b in blocks],
-        "priority": [b.priority for b in blocks],
-        "kept_reason": [("PINNED" if b.pinned and not b.protected else b.reason) for b in blocks],
-        "text": [_text(b) for b in blocks],
+        "label": [f"message {mi}" if mi is not None else src for src, mi in zip(source, mindex)],
+        "history": history,
+        "protected": protected,
+        "pinned": pinned,
+        "manual": column("manual_excluded"),
+        "hidden": column("hidden"),
+        "tier": tier,
+        "priority": column("priority"),
+        "kept_reason": [("PINNED" if p and not pr else r) for p, pr, r in zip(pinned, protected, column("reason"))],
+        "text": list(map(_text, blocks)),
     }
 
 
@@ -743,10 +751,46 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     else:
         fresh = range(n)
         pblocks = [None] * n
+    if isinstance(fresh, range):  # every row (a cold run): built column by column
+        return construct_many(PreviewBlock, _row_dicts(run, status, reason, detail, fits), fields)
     if fresh:
         dicts = [_row_values(run, i, status[i], reason[i], detail[i], fits[i]) for i in fresh]
         deque(map(setitem, repeat(pblocks), fresh, construct_many(PreviewBlock, dicts, fields)), maxlen=0)
     return pblocks
+
+
+def _row_dicts(run: _Run, status: list[str], reason: list[str], detail: list[Any],
+               fits: list[int | None]) -> list[dict[str, Any]]:
+    """Every block's ``PreviewBlock`` values (as :func:`_row_values` gives one), one C-level pass per field.
+
+    The dicts are copies of one split-key template (see :func:`_shared_keys_dict`), each field
+    set by ``operator.setitem`` over its column.
+    """
+    blocks = run.blocks
+    bl = run.b
+    n = len(blocks)
+    messages = list(map(attrgetter("message"), blocks))
+    traces = list(map(attrgetter("trace"), blocks))
+    trace_by_source = run.step["trace_by_source"]
+    if trace_by_source:
+        for i in compress(range(n), map(eq, bl["kind"], repeat("lorebook"))):
+            extra = trace_by_source.get(bl["source"][i])
+            if extra is not None:
+                traces[i] = {**(traces[i] or {}), **extra}
+    template = _row_template()
+    dicts = list(map(dict.copy, repeat(template, n)))
+    columns: dict[str, Any] = {
+        "id": bl["id"], "kind": bl["kind"], "role": map(attrgetter("role"), blocks), "source": bl["source"],
+        "position": range(n), "tokens": bl["tokens"], "status": status, "reason": reason,
+        "protected": bl["protected"], "pinned": bl["pinned"], "group": run.b_group_of, "text": bl["text"],
+        "name": map(getattr, messages, repeat("name"), repeat(None)), "manual_excluded": bl["manual"],
+        "message_index": bl["message_index"], "trace": traces,
+        "reason_detail": map(getattr, detail, repeat("text"), repeat(None)),
+        "reason_data": map(getattr, detail, repeat("data"), repeat(None)), "fit_window": fits}
+    for key, column in columns.items():
+        deque(map(setitem, dicts, repeat(key), column), maxlen=0)
+    return dicts
+
 
 
 def _refated_rows(old_rows: Sequence[Any], idx: list[int], masks: dict[str, list[bool] | None],
@@ -809,20 +853,29 @@ _ROW_TEMPLATE: list[dict[str, Any]] = []
 
 
 def _shared_keys_dict(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` (keys always in ``PreviewBlock`` field order) as a dict sharing :class:`_RowDict`'s key table.
+    """``values`` (every ``PreviewBlock`` field) as a dict sharing :class:`_RowDict`'s key table.
 
-    Attribute assignment builds the shared table once (``dict.update`` on an empty split dict
-    would turn it into an ordinary one); a copy of that template stays split while only its
-    existing keys are set.
+    A copy of :func:`_row_template` stays split while only its existing keys are set.
     """
-    if not _ROW_TEMPLATE:
-        holder = _RowDict()
-        for key in values:
-            setattr(holder, key, None)
-        _ROW_TEMPLATE.append(holder.__dict__)
-    d = _ROW_TEMPLATE[0].copy()
+    d = _row_template().copy()
     d.update(values)
     return d if len(d) == len(values) else dict(values)
+
+
+def _row_template() -> dict[str, Any]:
+    """A split-key dict of every ``PreviewBlock`` field (in field order), each set to ``None``.
+
+    Attribute assignment builds the shared key table once (``dict.update`` on an empty split dict
+    would turn it into an ordinary one).
+    """
+    if not _ROW_TEMPLATE:
+        from .schema.preview import PreviewBlock
+
+        holder = _RowDict()
+        for key in PreviewBlock.model_fields:
+            setattr(holder, key, None)
+        _ROW_TEMPLATE.append(holder.__dict__)
+    return _ROW_TEMPLATE[0]
 
 
 
