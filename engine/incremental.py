@@ -572,7 +572,8 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         else:
             kept = list(map(is_, sreasons, repeat(None)))
             kept_at = list(compress(range(n), kept))
-        reason = list(sreasons)  # the kept ones (a minority in a long chat) get their kept reason below
+        # the kept ones (a minority in a long chat) get their kept reason below: no None is left
+        reason: list[str] = list(sreasons)  # type: ignore[arg-type]
         deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     else:
         pre = step["pre_excluded"]

@@ -243,6 +243,7 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
         if len(singles) != len(room):
             for i in compress(room, map(is_not, map(group_of.__getitem__, room), repeat(None))):
                 g = group_of[i]
+                assert g is not None
                 own = group_tokens[g]
                 out[i] = explanation(own, g, (bgroup is not None and g == bgroup) or own > free)
         if bgroup is None:
