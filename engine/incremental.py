@@ -194,7 +194,8 @@ class _Run:
     pblocks: list[Any] = field(default_factory=list)
     prepared: Any = None
     vectors: dict[str, Any] | None = None  # numpy arrays of a warm run (engine.shifting.arrays.numpy_vectors)
-    rebuilt: list[int] | None = None  # a patched run: positions whose block is new (the rest are the previous run's)
+    rebuilt: list[int] | None = None  # a patched run: positions whose block is new against ``rebuilt_base``
+    rebuilt_base: list[Any] | None = None  # the blocks of the run it was patched from
 
 
 #: Per-block flags a toggle changes, and the lists derived from them.
@@ -519,6 +520,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
         run.vectors = None  # counts changed: built again from the lists when needed
     run.messages = list(msgs)
     run.rebuilt = sorted(set(rebuilt))
+    run.rebuilt_base = old.blocks
     run.blocks = blocks
     run.b = bl
     run.s = sl
@@ -681,12 +683,12 @@ def _explain_arrays(run: _Run, codes: Any) -> dict[str, Any]:
 
     v = run.vectors
     assert v is not None
-    if "history" not in v:
+    if "group_tokens" not in v:  # built once per vectors, stored in one update
         number = {gid: k for k, gid in enumerate(run.group_ids)}
         tokens = run.b["tokens"]
-        v["history"] = np.array(run.b["history"], dtype=bool)
-        v["group_index"] = np.array([-1 if g is None else number[g] for g in run.b_group_of], dtype=np.intp)
-        v["group_tokens"] = {gid: sum(tokens[m] for m in ms) for gid, ms in zip(run.group_ids, run.bgroups)}
+        v.update(history=np.array(run.b["history"], dtype=bool),
+                 group_index=np.array([-1 if g is None else number[g] for g in run.b_group_of], dtype=np.intp),
+                 group_tokens={gid: sum(tokens[m] for m in ms) for gid, ms in zip(run.group_ids, run.bgroups)})
     if len(v["g_first"]):
         held = np.logical_or.reduceat(v["prot"][v["g_flat"]], v["g_starts"])
         held_groups = np.flatnonzero(held).tolist()
@@ -718,8 +720,7 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     fields = set(model_fields_of(PreviewBlock))
     if prev is not None and len(prev.pblocks) == n and prev.out:
         po = prev.out
-        fresh: Sequence[int] = (run.rebuilt if run.rebuilt is not None and run.blocks is not prev.blocks
-                                and len(run.blocks) == len(prev.blocks)
+        fresh: Sequence[int] = (run.rebuilt if run.rebuilt is not None and run.rebuilt_base is prev.blocks
                                 else list(compress(range(n), map(is_not, blocks, prev.blocks))))
         pa = po.get("arrays") or {}
         detail_changed = map(is_not, detail, po["detail"])  # explanations are shared objects

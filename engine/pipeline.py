@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import gc
 import math
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -241,29 +242,41 @@ def gc_paused() -> Iterator[None]:
     A 10,000-message preview creates tens of thousands of objects next to a long-lived chat;
     the collector's passes over them cost about a third of the preview's time, and nothing a
     preview builds is cyclic garbage. What it builds is long-lived (the preview the caller
-    keeps, the run :mod:`engine.incremental` remembers for the next toggle), so on the way out
-    the young objects are handed to the oldest generation at once (``gc.freeze()`` then
-    ``gc.unfreeze()``: two list splices, no traversal) instead of being traversed by a
-    young-generation pass on the next allocation and again by the middle one (3-5 ms after
-    every toggle at 10,000 messages, measured). A young object of the caller that is cyclic
-    garbage is then collected by the next full collection instead of the next young one.
+    keeps, the run :mod:`engine.incremental` remembers for the next toggle), so when it is safe
+    the objects the preview allocated are handed to the oldest generation on the way out
+    (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, no traversal) instead of being
+    traversed by a young-generation pass on the next allocation and again by the middle one
+    (3-5 ms after every toggle at 10,000 messages, measured).
 
-    Skipped when the caller keeps objects frozen itself (``gc.get_freeze_count() > 0``, as the
-    app does): ``unfreeze`` would release those too. With the collector disabled by the caller
-    it stays disabled and nothing is moved. Nests: an inner pause leaves the collector as the
-    outer one found it (``loomscope preview`` pauses it around reading the chat as well,
-    :func:`engine.commands.preview.run`).
+    The hand-off is process-wide and CPython does not count what it moves towards its next full
+    collection, so it is made only when everything it moves is the preview's own: the collector
+    was on, nothing is frozen by the caller (the app keeps a frozen heap: ``unfreeze`` would
+    release it), and no other Python thread runs (its allocations would be moved too). On the
+    way in, the caller's young generations are then collected first (``gc.collect(1)``: cheap,
+    they are bounded by the collector's thresholds), so the caller's cyclic garbage is freed and
+    its survivors are promoted the usual, counted way. Otherwise the collector is simply turned
+    back on. With the collector disabled by the caller it stays disabled and nothing is moved.
+    Nests: an inner pause leaves the collector as the outer one found it (``loomscope preview``
+    pauses it around reading the chat as well, :func:`engine.commands.preview.run`).
     """
     was_enabled = gc.isenabled()
+    hand_off = was_enabled and _sole_owner_of_young_objects()
+    if hand_off:
+        gc.collect(1)
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
-            if not gc.get_freeze_count():
+            if hand_off and _sole_owner_of_young_objects():
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def _sole_owner_of_young_objects() -> bool:
+    """Whether moving every young object to the oldest generation moves only this thread's (see :func:`gc_paused`)."""
+    return not gc.get_freeze_count() and threading.active_count() == 1
 
 
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:

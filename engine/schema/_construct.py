@@ -61,7 +61,8 @@ def construct_many(cls: type[M], dicts: Sequence[dict[str, Any]], fields_set: se
     pass (``map`` over ``object.__new__``, ``object.__setattr__`` and pydantic's slot
     descriptors), about a third of a Python loop's cost per instance. Every instance shares the
     one mutable ``fields_set`` (it must already hold every field name: ``model_copy(update=)``
-    updates a copy of it, never this set).
+    updates a copy of it, never this set). Extras and private attributes are set to ``None``:
+    only for models without ``extra="allow"`` or private attributes (``PreviewBlock``).
     """
     objs: list[M] = list(map(_new, repeat(cls, len(dicts))))
     _consume(map(_set, objs, repeat("__dict__"), dicts))

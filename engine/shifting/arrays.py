@@ -216,7 +216,9 @@ def explain_arrays(ids: Sequence[str], labels: Sequence[str], message_index: Seq
     that the per-position passes are vector operations — ``codes`` (:func:`shift_arrays_np`'s
     reason codes), ``tokens``, ``history`` (bool), ``group_index`` (each position's group number,
     ``-1`` for none), ``group_tokens`` (``group id → tokens``), ``held_groups`` (numbers of the
-    groups with a pinned or protected member). The result is the same.
+    groups with a pinned or protected member). The result is the same when every block is
+    sendable, which is when the caller has these arrays: reasons then come from the codes only
+    (``LOREBOOK_BUDGET`` is a reason of blocks shown but never sent, so it cannot occur).
     """
     if arrays is not None:
         return _explain_np(ids, labels, message_index, kinds, pinned, protected, reasons, kept, tokens, budget,
@@ -341,6 +343,7 @@ def _explain_np(ids: Sequence[str], labels: Sequence[str], message_index: Sequen
 
     n = len(ids)
     codes, tok, gindex = a["codes"], a["tokens"], a["group_index"]
+    assert len(codes) == len(tok) == n, "the numpy path needs every block sendable"
     out = np.full(n, None, dtype=object)
     used = int(tok[codes == 0].sum())
     free = max(0, budget - used)
@@ -486,7 +489,8 @@ def fit_arrays_np(v: Mapping[str, Any], honor_manual: bool, linear_offset: int,
     units need the exact scan (units at least as large as all the newer ones together): the
     caller then calls :func:`fit_arrays`, whose Fenwick scan answers for all. When ``arrays``
     is given, ``arrays["fit"]`` receives the windows as an ``int64`` array (``-1`` for ``None``),
-    so that two runs can be compared in one vector operation.
+    so that two runs can be compared in one vector operation (left unset when ``None`` is
+    returned).
     """
     import numpy as np
 

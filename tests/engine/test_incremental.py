@@ -273,3 +273,16 @@ def test_numpy_shift_and_fit_equal_the_list_versions(request: PreviewRequest, bu
              "group_index": np.array([-1 if g is None else number[g] for g in groups.group_of], dtype=np.intp),
              "group_tokens": {gid: sum(tokens[m] for m in ms) for gid, ms in members.items()}, "held_groups": held}
     assert explain_arrays(*args, None, None, np_in) == explain_arrays(*args)
+
+
+def test_block_lists_tier_is_the_shifting_tier():
+    """``engine.incremental._block_lists`` writes rule 5's tier inline: it equals ``engine.shifting.core._tier``."""
+    import itertools
+
+    from engine.incremental import _block_lists
+    from engine.schema.blocks import Block, BlockKind, BlockOrigin
+    from engine.shifting.core import _tier
+
+    blocks = [Block(id=f"b{k}", kind=kind, source=f"s{k}", history=history, origin=origin)
+              for k, (kind, history, origin) in enumerate(itertools.product(BlockKind, (False, True), BlockOrigin))]
+    assert _block_lists(blocks)["tier"] == [_tier(b) for b in blocks]
