@@ -140,8 +140,6 @@ _RUNS_LOCK = threading.Lock()
 #: Changed messages above which a warm run is not attempted (the pipeline runs in full).
 WARM_MAX_CHANGED = 64
 _TIME_MACRO = re.compile(r"\{\{\s*(?:time|date|weekday|isotime|isodate)\s*\}\}", re.IGNORECASE)
-_new = object.__new__
-_set = object.__setattr__
 
 
 def _context(request: Any, reg: Any) -> tuple[Any, ...]:
@@ -204,17 +202,15 @@ _FLAG_LISTS = ("pinned", "manual", "kept_reason")
 
 def _block_lists(blocks: Sequence[Any]) -> dict[str, list[Any]]:
     """The per-block lists of :class:`_Run` (one C-level pass of ``attrgetter`` per field where it can)."""
-    from .schema.blocks import BlockKind, BlockOrigin
+    from .shifting.core import removal_tier
 
     def column(name: str) -> list[Any]:
         return list(map(attrgetter(name), blocks))
 
     mindex, source, history, protected, pinned = (column(k) for k in (
         "message_index", "source", "history", "protected", "pinned"))
-    kinds, origins = column("kind"), column("origin")
-    # rule 5's removal tier (engine.shifting.core._tier): 0 interceptor-added, 1 examples, 2 history, 3 the rest
-    tier = [0 if o is BlockOrigin.INTERCEPTOR else 1 if k == BlockKind.EXAMPLE else 2 if h else 3
-            for o, k, h in zip(origins, kinds, history)]
+    kinds = column("kind")
+    tier = list(map(removal_tier, column("origin"), kinds, history))
     return {
         "id": column("id"),
         "kind": [k.value for k in kinds],
@@ -628,7 +624,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         bl["id"], bl["label"], bl["message_index"], kinds, bl["history"], bl["pinned"], bl["protected"],
         bl["source"], excluded, reason, kept, tok, shift_budget, run.bgroups, run.group_ids, run.b_group_of,
         step["trace_by_source"], prev.out.get("explanations") if prev is not None and prev.out else None,
-        explanations, _explain_arrays(run, shift.codes) if everything_sent and shift.codes is not None else None)
+        explanations, _explain_inputs(run, shift.codes) if everything_sent and shift.codes is not None else None)
     reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
     shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
                                             profile.approximate, priming, fixed_reserve=reserve_fixed)
@@ -672,7 +668,7 @@ _KEPT = "kept"
 _EXCLUDED = "excluded"
 
 
-def _explain_arrays(run: _Run, codes: Any) -> dict[str, Any]:
+def _explain_inputs(run: _Run, codes: Any) -> dict[str, Any]:
     """The numpy inputs of ``explain_arrays`` for a warm run whose blocks are all sendable.
 
     What depends only on the blocks (history flags, group numbers, group tokens) is built once
@@ -753,46 +749,54 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     else:
         fresh = range(n)
         pblocks = [None] * n
-    if isinstance(fresh, range):  # every row (a cold run): built column by column
-        return construct_many(PreviewBlock, _row_dicts(run, status, reason, detail, fits), fields)
+    if isinstance(fresh, range):  # every row (a cold run)
+        return construct_many(PreviewBlock, _row_dicts(run, fresh, status, reason, detail, fits), fields)
     if fresh:
-        dicts = [_row_values(run, i, status[i], reason[i], detail[i], fits[i]) for i in fresh]
-        deque(map(setitem, repeat(pblocks), fresh, construct_many(PreviewBlock, dicts, fields)), maxlen=0)
+        rows = construct_many(PreviewBlock, _row_dicts(run, fresh, status, reason, detail, fits), fields)
+        deque(map(setitem, repeat(pblocks), fresh, rows), maxlen=0)
     return pblocks
 
 
-def _row_dicts(run: _Run, status: list[str], reason: list[str], detail: list[Any],
+def _row_dicts(run: _Run, positions: Sequence[int], status: list[str], reason: list[str], detail: list[Any],
                fits: list[int | None]) -> list[dict[str, Any]]:
-    """Every block's ``PreviewBlock`` values (as :func:`_row_values` gives one), one C-level pass per field.
+    """The ``PreviewBlock`` values of the blocks at ``positions`` (a ``range`` for every block).
 
-    The dicts are copies of one split-key template (see :func:`_shared_keys_dict`), each field
-    set by ``operator.setitem`` over its column.
+    One C-level pass per field over the chosen positions (``operator.setitem`` into copies of one
+    split-key template, :func:`_row_template`); a lorebook block's trace gets the activation
+    record of its entry (``trace_by_source``).
     """
-    blocks = run.blocks
+    every = isinstance(positions, range) and len(positions) == len(run.blocks)
+
+    def pick(column: Sequence[Any]) -> Sequence[Any]:
+        return column if every else list(map(column.__getitem__, positions))
+
+    blocks = pick(run.blocks)
     bl = run.b
-    n = len(blocks)
-    messages = list(map(attrgetter("message"), blocks))
+    kinds, sources = pick(bl["kind"]), pick(bl["source"])
     traces = list(map(attrgetter("trace"), blocks))
     trace_by_source = run.step["trace_by_source"]
     if trace_by_source:
-        for i in compress(range(n), map(eq, bl["kind"], repeat("lorebook"))):
-            extra = trace_by_source.get(bl["source"][i])
+        for k in compress(range(len(blocks)), map(eq, kinds, repeat("lorebook"))):
+            extra = trace_by_source.get(sources[k])
             if extra is not None:
-                traces[i] = {**(traces[i] or {}), **extra}
-    template = _row_template()
-    dicts = list(map(dict.copy, repeat(template, n)))
+                traces[k] = {**(traces[k] or {}), **extra}
+    dicts = list(map(dict.copy, repeat(_row_template(), len(blocks))))
+    messages = map(attrgetter("message"), blocks)
     columns: dict[str, Any] = {
-        "id": bl["id"], "kind": bl["kind"], "role": map(attrgetter("role"), blocks), "source": bl["source"],
-        "position": range(n), "tokens": bl["tokens"], "status": status, "reason": reason,
-        "protected": bl["protected"], "pinned": bl["pinned"], "group": run.b_group_of, "text": bl["text"],
-        "name": map(getattr, messages, repeat("name"), repeat(None)), "manual_excluded": bl["manual"],
-        "message_index": bl["message_index"], "trace": traces,
-        "reason_detail": map(getattr, detail, repeat("text"), repeat(None)),
-        "reason_data": map(getattr, detail, repeat("data"), repeat(None)), "fit_window": fits}
+        "id": pick(bl["id"]), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
+        "position": positions, "tokens": pick(bl["tokens"]), "status": pick(status), "reason": pick(reason),
+        "protected": pick(bl["protected"]), "pinned": pick(bl["pinned"]), "group": pick(run.b_group_of),
+        "text": pick(bl["text"]), "name": map(getattr, messages, repeat("name"), repeat(None)),
+        "manual_excluded": pick(bl["manual"]), "message_index": pick(bl["message_index"]), "trace": traces}
     for key, column in columns.items():
         deque(map(setitem, dicts, repeat(key), column), maxlen=0)
+    explanations = pick(detail)
+    deque(map(setitem, dicts, repeat("reason_detail"), map(getattr, explanations, repeat("text"), repeat(None))),
+          maxlen=0)
+    deque(map(setitem, dicts, repeat("reason_data"), map(getattr, explanations, repeat("data"), repeat(None))),
+          maxlen=0)
+    deque(map(setitem, dicts, repeat("fit_window"), pick(fits)), maxlen=0)
     return dicts
-
 
 
 def _refated_rows(old_rows: Sequence[Any], idx: list[int], masks: dict[str, list[bool] | None],
@@ -821,26 +825,6 @@ def _refated_rows(old_rows: Sequence[Any], idx: list[int], masks: dict[str, list
     return construct_many(PreviewBlock, dicts, fields)
 
 
-def _row_values(run: _Run, i: int, status: str, reason: str, e: Any, fit: int | None) -> dict[str, Any]:
-    """The ``PreviewBlock`` field values of block ``i`` of ``run`` (its ``__dict__``)."""
-    b = run.blocks[i]
-    bl = run.b
-    kind = bl["kind"][i]
-    trace = b.trace
-    trace_by_source = run.step["trace_by_source"]
-    if kind == "lorebook" and b.source in trace_by_source:
-        trace = {**(trace or {}), **trace_by_source[b.source]}
-    msg = b.message
-    return _shared_keys_dict({
-        "id": b.id, "kind": kind, "role": b.role, "source": b.source, "position": i, "tokens": bl["tokens"][i],
-        "status": status, "reason": reason, "protected": b.protected, "pinned": b.pinned,
-        "group": run.b_group_of[i], "text": bl["text"][i], "name": msg.name if msg is not None else None,
-        "original_tokens": None, "summary_id": None, "manual_excluded": b.manual_excluded,
-        "template_tokens": None, "message_index": b.message_index, "trace": trace,
-        "reason_detail": e.text if e is not None else None,
-        "reason_data": e.data if e is not None else None, "fit_window": fit})
-
-
 class _RowDict:
     """Holder whose instance dicts share one key table (CPython's split dicts): a row's ``__dict__``.
 
@@ -852,16 +836,6 @@ class _RowDict:
 
 
 _ROW_TEMPLATE: list[dict[str, Any]] = []
-
-
-def _shared_keys_dict(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` (every ``PreviewBlock`` field) as a dict sharing :class:`_RowDict`'s key table.
-
-    A copy of :func:`_row_template` stays split while only its existing keys are set.
-    """
-    d = _row_template().copy()
-    d.update(values)
-    return d if len(d) == len(values) else dict(values)
 
 
 def _row_template() -> dict[str, Any]:
@@ -878,9 +852,6 @@ def _row_template() -> dict[str, Any]:
             setattr(holder, key, None)
         _ROW_TEMPLATE.append(holder.__dict__)
     return _ROW_TEMPLATE[0]
-
-
-
 
 
 __all__ = ["WARM_MAX_CHANGED", "blocks_frozen", "changed_positions", "finish_run", "frozen_blocks", "full_pipeline",

@@ -63,12 +63,21 @@ _TIER_REASON = {0: "PRIORITY_LOWEST_FIRST", 1: "EXAMPLES_PUSHED_OUT", 2: "HISTOR
 
 
 def _tier(block: Block) -> int:
-    """Rule 5's removal tier: 0 interceptor-added, 1 example dialogue, 2 history, 3 the rest (by priority)."""
-    if block.origin is BlockOrigin.INTERCEPTOR:
+    """Rule 5's removal tier of ``block`` (:func:`removal_tier`)."""
+    return removal_tier(block.origin, block.kind, block.history)
+
+
+def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
+    """Rule 5's removal tier: 0 interceptor-added, 1 example dialogue, 2 history, 3 the rest (by priority).
+
+    Takes a block's ``origin``, ``kind`` and ``history`` flag so that per-block lists can be mapped
+    over it (:mod:`engine.incremental`).
+    """
+    if origin is BlockOrigin.INTERCEPTOR:
         return 0
-    if block.kind == BlockKind.EXAMPLE:
+    if kind == BlockKind.EXAMPLE:
         return 1
-    if block.history:
+    if history:
         return 2
     return 3
 
