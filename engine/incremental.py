@@ -189,7 +189,7 @@ class _Run:
     incomplete: dict[str, Any]
     group_warnings: list[str]
     out: dict[str, Any] = field(default_factory=dict)  # last outcome per block (for reuse)
-    pblocks: list[Any] = field(default_factory=list)
+    pblocks: Sequence[Any] = field(default_factory=list)
     prepared: Any = None
     vectors: dict[str, Any] | None = None  # numpy arrays of a warm run (engine.shifting.arrays.numpy_vectors)
     rebuilt: list[int] | None = None  # a patched run: positions whose block is new against ``rebuilt_base``
@@ -697,9 +697,61 @@ def _explain_inputs(run: _Run, codes: Any) -> dict[str, Any]:
 _DICT_OF = attrgetter("__dict__")
 
 
+@dataclass(frozen=True)
+class _RowInputs:
+    """What building a run's preview rows reads: the run's blocks and per-block lists (not the run itself)."""
+
+    blocks: list[Any]
+    b: dict[str, list[Any]]
+    b_group_of: list[str | None]
+    trace_by_source: dict[str, Any]
+    rebuilt: list[int] | None
+    rebuilt_base: list[Any] | None
+
+
 def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[str], detail: list[Any],
-                  fits: list[int | None], arrays: dict[str, Any]) -> list[Any]:
+                  fits: list[int | None], arrays: dict[str, Any]) -> Any:
     """The preview rows (``PreviewBlock``) of ``run``, one per block, from the lists ``_compute`` worked out.
+
+    A cold run (``prev`` is ``None``) gets its rows built now, as a list. A warm run gets a
+    :class:`~engine.schema.preview.PreviewRows` that builds them on first read
+    (:func:`_built_rows`): against the previous run's rows when those were built by then (the
+    app reads every preview it shows), else every row from its block. What the builder holds is
+    the run's blocks and lists and the previous run's outcome, never a run (no chain of runs
+    stays alive through previews nobody read: the previous rows are held weakly while unbuilt).
+    """
+    from .schema.preview import PreviewRows
+
+    src = _RowInputs(run.blocks, run.b, run.b_group_of, run.step["trace_by_source"], run.rebuilt, run.rebuilt_base)
+    if prev is None or len(prev.pblocks) != len(run.blocks) or not prev.out:
+        if prev is None:
+            return _built_rows(src, None, None, None, status, reason, detail, fits, arrays)
+        prior_rows: Any = None
+    else:
+        prior = prev.pblocks
+        if isinstance(prior, PreviewRows):
+            prior_rows = prior.built if prior.built is not None else prior.weak()
+        else:
+            prior_rows = prior
+    prev_blocks, prev_out = (prev.blocks, prev.out) if prior_rows is not None else (None, None)
+
+    def build() -> list[Any]:
+        from .pipeline import gc_paused
+
+        rows = prior_rows
+        if rows is not None and type(rows) is not list:
+            alive = rows()
+            rows = alive.built if alive is not None else None
+        with gc_paused():
+            return _built_rows(src, prev_blocks, prev_out, rows, status, reason, detail, fits, arrays)
+
+    return PreviewRows(len(run.blocks), build)
+
+
+def _built_rows(src: _RowInputs, prev_blocks: list[Any] | None, po: dict[str, Any] | None, prev_rows: list[Any] | None,
+                status: list[str], reason: list[str], detail: list[Any], fits: list[int | None],
+                arrays: dict[str, Any]) -> list[Any]:
+    """Build the rows of :func:`_preview_rows` (``prev_rows``: the previous run's built rows, or ``None``).
 
     A row whose block, fate (status, reason), explanation and fit window equal the previous
     run's is the previous run's very object. A row whose block is the same object but whose
@@ -711,13 +763,12 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
     """
     from .schema.preview import PreviewBlock
 
-    blocks = run.blocks
+    blocks = src.blocks
     n = len(blocks)
     fields = set(model_fields_of(PreviewBlock))
-    if prev is not None and len(prev.pblocks) == n and prev.out:
-        po = prev.out
-        fresh: Sequence[int] = (run.rebuilt if run.rebuilt is not None and run.rebuilt_base is prev.blocks
-                                else list(compress(range(n), map(is_not, blocks, prev.blocks))))
+    if prev_rows is not None and prev_blocks is not None and po is not None and len(prev_rows) == n:
+        fresh: Sequence[int] = (src.rebuilt if src.rebuilt is not None and src.rebuilt_base is prev_blocks
+                                else list(compress(range(n), map(is_not, blocks, prev_blocks))))
         pa = po.get("arrays") or {}
         detail_changed = map(is_not, detail, po["detail"])  # explanations are shared objects
         if all(x.get(k) is not None for x in (arrays, pa) for k in ("codes", "fit")):
@@ -742,22 +793,22 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
             deque(map(setitem, repeat(redo_l), fresh, repeat(False)), maxlen=0)  # rebuilt whole below
             refate = list(compress(range(n), redo_l))
             masks = {k: list(map(m.__getitem__, refate)) for k, m in lists.items()}
-        pblocks = list(prev.pblocks)
+        pblocks = list(prev_rows)
         if refate:
-            rows = _refated_rows(prev.pblocks, refate, masks, status, reason, detail, fits, fields)
+            rows = _refated_rows(prev_rows, refate, masks, status, reason, detail, fits, fields)
             deque(map(setitem, repeat(pblocks), refate, rows), maxlen=0)
     else:
         fresh = range(n)
         pblocks = [None] * n
-    if isinstance(fresh, range):  # every row (a cold run)
-        return construct_many(PreviewBlock, _row_dicts(run, fresh, status, reason, detail, fits), fields)
+    if isinstance(fresh, range):  # every row (a cold run, or no built rows to start from)
+        return construct_many(PreviewBlock, _row_dicts(src, fresh, status, reason, detail, fits), fields)
     if fresh:
-        rows = construct_many(PreviewBlock, _row_dicts(run, fresh, status, reason, detail, fits), fields)
+        rows = construct_many(PreviewBlock, _row_dicts(src, fresh, status, reason, detail, fits), fields)
         deque(map(setitem, repeat(pblocks), fresh, rows), maxlen=0)
     return pblocks
 
 
-def _row_dicts(run: _Run, positions: Sequence[int], status: list[str], reason: list[str], detail: list[Any],
+def _row_dicts(run: _RowInputs, positions: Sequence[int], status: list[str], reason: list[str], detail: list[Any],
                fits: list[int | None]) -> list[dict[str, Any]]:
     """The ``PreviewBlock`` values of the blocks at ``positions`` (a ``range`` for every block).
 
@@ -774,7 +825,7 @@ def _row_dicts(run: _Run, positions: Sequence[int], status: list[str], reason: l
     bl = run.b
     kinds, sources = pick(bl["kind"]), pick(bl["source"])
     traces = list(map(attrgetter("trace"), blocks))
-    trace_by_source = run.step["trace_by_source"]
+    trace_by_source = run.trace_by_source
     if trace_by_source:
         for k in compress(range(len(blocks)), map(eq, kinds, repeat("lorebook"))):
             extra = trace_by_source.get(sources[k])

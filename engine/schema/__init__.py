@@ -8,7 +8,7 @@ from .blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
 from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
-from .preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from .preview import ContextPreview, PreviewBlock, PreviewError, PreviewRows, TokenizerInfo
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
 from .sillytavern import AuthorNote, PromptDefinition, PromptOrderItem, SillyTavernSetup
@@ -52,6 +52,7 @@ __all__ = [
     "PreviewBlock",
     "PreviewError",
     "PreviewRequest",
+    "PreviewRows",
     "ProgressEvent",
     "PromptContextAudit",
     "PromptDefinition",

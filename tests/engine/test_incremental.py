@@ -13,6 +13,7 @@ so no cache of any earlier run is involved. Run for every built-in strategy.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -286,3 +287,98 @@ def test_block_lists_tier_is_the_shifting_tier():
     blocks = [Block(id=f"b{k}", kind=kind, source=f"s{k}", history=history, origin=origin)
               for k, (kind, history, origin) in enumerate(itertools.product(BlockKind, (False, True), BlockOrigin))]
     assert _block_lists(blocks)["tier"] == [_tier(b) for b in blocks]
+
+
+@pytest.mark.parametrize("strategy", ("truncate", "manual"))
+@SETTINGS
+@given(data=st.data())
+def test_warm_rows_read_late_or_never_equal_the_reference(strategy: str, data: st.DataObject) -> None:
+    """A warm preview builds its rows on first read (``PreviewRows``): read after later toggles, out
+    of order, or never (the next run then builds every row from its block, or from the rows that
+    were read meanwhile), every preview still equals the reference preview of its own request."""
+    request = data.draw(requests())
+    request = request.model_copy(update={"settings": request.settings.model_copy(update={"strategy": strategy})})
+    regs = default_registries()
+    previews = [(request, preview(request, registries=regs))]
+    for what, i in data.draw(edits(len(request.chat.messages))):
+        request = _edited(request, what, i)
+        pv = preview(request, registries=regs)
+        previews.append((request, pv))
+        if data.draw(st.booleans()):  # the app reads some previews at once, others never
+            list(pv.blocks)
+    order = data.draw(st.permutations(range(len(previews))))
+    for k in order:
+        req, pv = previews[k]
+        assert pv.model_dump_json() == _reference(req), k
+
+
+def _toggle_chain(n: int = 60) -> tuple[PreviewRequest, Any]:
+    msgs = [ChatMessage(role="user" if k % 2 else "assistant", content=f"turn {k} " + "wave " * 20) for k in range(n)]
+    request = PreviewRequest(chat=Chat(messages=msgs), settings=ContextSettings(
+        model="gpt-4o", context_limit=900, reply_reserve=100))
+    regs = default_registries()
+    return request, regs
+
+
+def test_a_toggle_answers_without_building_rows_and_reads_as_the_list() -> None:
+    """The warm preview is complete except for its row objects, which the first read builds once."""
+    from engine.schema import PreviewRows
+
+    request, regs = _toggle_chain()
+    cold = preview(request, registries=regs)
+    assert type(cold.blocks) is list  # a cold run builds its rows at once
+    toggled = _edited(request, "exclude", 55)
+    warm = preview(toggled, registries=regs)
+    rows = warm.blocks
+    assert isinstance(rows, PreviewRows) and rows.built is None and len(rows) == len(cold.blocks)
+    from engine.schema import ContextPreview
+
+    ref = ContextPreview.model_validate_json(_reference(toggled))
+    assert (warm.prompt_tokens, warm.headroom, warm.messages) == (ref.prompt_tokens, ref.headroom, ref.messages)
+    assert rows.built is None  # the figures and what is sent are there unbuilt
+    assert cold.messages != warm.messages
+    first = rows[0]
+    assert rows.built is not None and rows[0] is first and list(rows) == rows.built
+    assert warm.model_dump_json() == _reference(toggled)
+
+
+def test_unread_warm_previews_hold_no_chain_of_runs() -> None:
+    """Toggles nobody reads: each preview's rows hold the previous rows only weakly, so dropping
+    the previews frees their runs' rows; reading the last one still gives the reference."""
+    import gc
+    import weakref
+
+    request, regs = _toggle_chain()
+    preview(request, registries=regs)
+    refs = []
+    pv = None
+    for k in range(8):
+        request = _edited(request, "exclude", 50 + k % 3)
+        pv = preview(request, registries=regs)
+        refs.append(weakref.ref(pv.blocks))
+    del pv
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= 2  # the last run is remembered (and the one before by the LRU)
+    last = preview(request, registries=regs)
+    assert last.model_dump_json() == _reference(request)
+
+
+def test_rows_built_on_two_threads_at_once_are_one_list() -> None:
+    import threading
+
+    request, regs = _toggle_chain(400)
+    preview(request, registries=regs)
+    warm = preview(_edited(request, "pin", 10), registries=regs)
+    got: list[Any] = []
+    start = threading.Barrier(4)
+
+    def read() -> None:
+        start.wait()
+        got.append(warm.blocks.rows())
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and all(g is got[0] for g in got)
