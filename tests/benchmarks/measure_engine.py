@@ -14,7 +14,10 @@ In this order, on the chat of ``chatgen.make_chat(N)``:
    an unrelated 8-message chat), as in an app that opens a new chat.
 3. **warm**: ``T`` exclude toggles, one after another (alternately a recent kept message and an
    old dropped one), each followed by ``preview()`` with the same registries; the time of each
-   preview. The request for each toggle is built outside the clock.
+   preview. The request for each toggle is built outside the clock. A warm preview's rows
+   (``PreviewRows``) are built on first read, so each preview's rows are then read as the app
+   reads them, timed apart (``warm_rows_s``; ``warm_read_s`` is the sum of both per toggle: a
+   toggle up to every row of the new preview in hand).
 4. **trim**: LangChain's ``trim_messages`` (strategy ``last``, ``include_system``,
    ``start_on="human"``) over the same messages, with the engine's own per-message count
    (OpenAI accounting, o200k_base) behind a per-text cache, and the preview's own budget
@@ -85,13 +88,18 @@ def measure_preview(chat: Chat, toggles: list[int]) -> tuple[dict[str, Any], Any
     cold, pv = _timed(preview, request, registries=regs)
     messages = list(chat.messages)
     warm: list[float] = []
+    rows: list[float] = []
     for index in toggles:
         messages = _toggled(messages, index)
         req = request.model_copy(update={"chat": chat.model_copy(update={"messages": messages})})
         seconds, out = _timed(preview, req, registries=regs)
         warm.append(seconds)
+        rows.append(_timed(list, out.blocks)[0])  # every row, built on this first read
     kept = sum(b.status == "kept" for b in pv.blocks)
+    read = [w + r for w, r in zip(warm, rows)]
     return {"cold_s": cold, "warm_runs_s": warm, "warm_s": statistics.median(warm), "kept_blocks": kept,
+            "warm_rows_runs_s": rows, "warm_rows_s": statistics.median(rows) if rows else 0.0,
+            "warm_read_runs_s": read, "warm_read_s": statistics.median(read) if read else 0.0,
             "blocks": len(pv.blocks), "prompt_tokens": pv.prompt_tokens, "budget": pv.budget,
             "last_prompt_tokens": out.prompt_tokens if toggles else pv.prompt_tokens}, pv
 

@@ -91,3 +91,22 @@ def test_a_builder_that_returns_another_number_of_rows_is_an_error() -> None:
     lazy = PreviewRows(4, lambda: _rows(3))
     with pytest.raises(ValueError, match="built 3 rows for 4 blocks"):
         lazy.rows()
+
+
+def test_serialized_inside_other_models_and_by_the_api_layer_as_the_list() -> None:
+    """pydantic-core serializes a nested preview without calling its methods (a ``TypeAdapter``, a
+    parent model, FastAPI's response encoding): the field's serializer builds the rows there too."""
+    from fastapi.encoders import jsonable_encoder
+    from pydantic import BaseModel
+
+    class Envelope(BaseModel):
+        preview: ContextPreview
+
+    rows = _rows()
+    eager = _preview(rows)
+    expected = json.loads(eager.model_dump_json())
+    assert json.loads(TypeAdapter(ContextPreview).dump_json(_preview(_lazy(rows)[0]))) == expected
+    assert TypeAdapter(ContextPreview).dump_python(_preview(_lazy(rows)[0]), mode="json") == expected
+    assert json.loads(Envelope.model_construct(preview=_preview(_lazy(rows)[0])).model_dump_json()) == {
+        "preview": expected}
+    assert jsonable_encoder(_preview(_lazy(rows)[0])) == expected
