@@ -133,7 +133,8 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
 # ``meta.manualExcluded`` (or in the text of a plain message, see :func:`_patched`) is answered
 # from them (:func:`warm_run`): the changed blocks are copied with their new flags (or message), shifting, explanations and the fit map run over the lists
 # (:mod:`engine.shifting.arrays`), the final recount goes through the per-text count cache, and
-# preview blocks whose figures did not change are the previous run's objects.
+# the preview's rows are a :class:`~engine.schema.preview.PreviewRows` built on first read
+# (:func:`_preview_rows`), where rows whose figures did not change are the previous run's objects.
 
 _RUNS = lru(4)
 _RUNS_LOCK = threading.Lock()

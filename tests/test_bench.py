@@ -42,6 +42,9 @@ def test_smoke_run_prints_one_table_and_writes_every_figure(smoke: tuple[str, di
         assert e["n"] == n and e["blocks"] == n
         assert e["floor_s"] > 0 and e["cold_s"] > 0 and e["warm_s"] > 0
         assert len(e["warm_runs_s"]) == len(e["toggles"]) == report["plan"]["toggles"][sizes.index(n)]
+        assert len(e["warm_rows_runs_s"]) == len(e["toggles"]) and e["warm_read_s"] >= e["warm_s"]
+        assert all(r == pytest.approx(w + b) for r, w, b in zip(e["warm_read_runs_s"], e["warm_runs_s"],
+                                                               e["warm_rows_runs_s"]))
         assert e["max_rss_mb"] > 0 and e["process_max_rss_mb"] >= e["max_rss_mb"] * 0.9
     p = report["raw"]["process"]
     assert p["loomscope_s"] > 0 and p["tiktoken_s"] > 0 and p["prompt_tokens"] > 0

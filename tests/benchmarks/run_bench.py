@@ -261,7 +261,7 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
     read = [e.get("warm_read_s") for e in eng]
     if all(x is not None for x in read):
         rows.append(Row("  toggle + every row read (median)", [fmt_s(s) for s in read],
-                        target="reference: the rows built on first read", values={"seconds": read}))
+                        target="reference", values={"seconds": read}))
     warm_pct = [100 * w / f for w, f in zip(warm, floor)]
     rows.append(Row("  warm ÷ floor", [f"{p:.1f} %" for p in warm_pct], target=f"≤ 3 % at {main:,}",
                     verdict=verdict(warm_pct[1] <= 3.0), values={"percent": warm_pct}))
