@@ -714,39 +714,115 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
                   fits: list[int | None], arrays: dict[str, Any]) -> Any:
     """The preview rows (``PreviewBlock``) of ``run``, one per block, from the lists ``_compute`` worked out.
 
-    A cold run (``prev`` is ``None``) gets its rows built now, as a list. A warm run gets a
-    :class:`~engine.schema.preview.PreviewRows` that builds them on first read
-    (:func:`_built_rows`): against the previous run's rows when those were built by then (the
-    app reads every preview it shows), else every row from its block. What the builder holds is
-    the run's blocks and lists and the previous run's outcome, never a run (no chain of runs
-    stays alive through previews nobody read: the previous rows are held weakly while unbuilt).
+    A :class:`~engine.schema.preview.PreviewRows` over a :class:`_RowSource`. A cold run
+    (``prev`` is ``None``) gets its rows built now. A warm run's rows are built when read: one
+    by index, or all at once (:func:`_built_rows`) against the previous run's rows when every one
+    of those was built by then, else every row from its block. What the source holds is the
+    run's blocks and lists and the previous run's outcome, never a run (no chain of runs stays
+    alive through previews nobody read: the previous rows are held weakly while unbuilt).
     """
     from .schema.preview import PreviewRows
 
     src = _RowInputs(run.blocks, run.b, run.b_group_of, run.step["trace_by_source"], run.rebuilt, run.rebuilt_base)
-    if prev is None or len(prev.pblocks) != len(run.blocks) or not prev.out:
-        if prev is None:
-            return _built_rows(src, None, None, None, status, reason, detail, fits, arrays)
-        prior_rows: Any = None
-    else:
+    n = len(run.blocks)
+    if prev is None:
+        source = _RowSource(src, status, reason, detail, fits, arrays, None, None, None)
+        return PreviewRows(n, source=source, rows=_built_rows(src, None, None, None, status, reason, detail, fits,
+                                                              arrays))
+    prior_rows: Any = None
+    if len(prev.pblocks) == n and prev.out:
         prior = prev.pblocks
         if isinstance(prior, PreviewRows):
             prior_rows = prior.built if prior.built is not None else prior.weak()
         else:
             prior_rows = prior
     prev_blocks, prev_out = (prev.blocks, prev.out) if prior_rows is not None else (None, None)
+    return PreviewRows(n, source=_RowSource(src, status, reason, detail, fits, arrays, prior_rows, prev_blocks,
+                                            prev_out))
 
-    def build() -> list[Any]:
+
+class _RowSource:
+    """Builds the rows of one run's preview (:class:`~engine.schema.preview.RowSource`): all at
+    once, one at a time, or a column of them without building any."""
+
+    __slots__ = ("arrays", "detail", "fits", "prev_blocks", "prev_out", "prior_rows", "reason", "src", "status")
+
+    def __init__(self, src: _RowInputs, status: list[str], reason: list[str], detail: list[Any],
+                 fits: list[int | None], arrays: dict[str, Any], prior_rows: Any, prev_blocks: list[Any] | None,
+                 prev_out: dict[str, Any] | None) -> None:
+        self.src, self.status, self.reason, self.detail, self.fits, self.arrays = src, status, reason, detail, fits, arrays
+        self.prior_rows, self.prev_blocks, self.prev_out = prior_rows, prev_blocks, prev_out
+
+    def build_all(self) -> list[Any]:
+        """Every row (:func:`_built_rows`; against the previous rows if every one was built by now)."""
         from .pipeline import gc_paused
 
-        rows = prior_rows
+        rows = self.prior_rows
         if rows is not None and type(rows) is not list:
             alive = rows()
             rows = alive.built if alive is not None else None
         with gc_paused():
-            return _built_rows(src, prev_blocks, prev_out, rows, status, reason, detail, fits, arrays)
+            out = _built_rows(self.src, self.prev_blocks, self.prev_out, rows, self.status, self.reason, self.detail,
+                              self.fits, self.arrays)
+        self.prior_rows = self.prev_blocks = self.prev_out = None  # built: nothing of the previous run is needed
+        return out
 
-    return PreviewRows(len(run.blocks), build)
+    def build_row(self, index: int) -> Any:
+        """Row ``index`` alone, built from its block and the run's lists (as a cold run builds it)."""
+        from .schema.preview import PreviewBlock
+
+        dicts = _row_dicts(self.src, [index], self.status, self.reason, self.detail, self.fits)
+        return construct_many(PreviewBlock, dicts, set(model_fields_of(PreviewBlock)))[0]
+
+    def column(self, name: str, positions: Sequence[int] | None = None) -> list[Any] | None:
+        """Field ``name`` at ``positions`` from the run's lists, or ``None`` for a field kept only in rows."""
+        if name in ("reason_detail", "reason_data"):
+            values: Sequence[Any] = self.detail
+            attr = "text" if name == "reason_detail" else "data"
+            picked = values if positions is None else list(map(values.__getitem__, positions))
+            return list(map(getattr, picked, repeat(attr), repeat(None)))
+        lists: dict[str, Sequence[Any]] = {"status": self.status, "reason": self.reason, "fit_window": self.fits,
+                                           "group": self.src.b_group_of}
+        column = lists.get(name)
+        if column is None and name in _ROW_LISTS:
+            column = self.src.b[_ROW_LISTS[name]]
+        if column is None:
+            return None
+        return list(column) if positions is None else list(map(column.__getitem__, positions))
+
+    def changes_since(self, other: Any) -> dict[str, list[int]] | None:
+        """Where this run's rows can differ from ``other``'s (:meth:`PreviewRows.changes_since`).
+
+        ``block``: the blocks that are not the same objects, and the positions where a per-block
+        list the rows read differs (list by list, skipped where both runs share the list); the
+        fate fields by one C-level comparison each (explanations by identity: equal ones are
+        shared between runs, so this errs on the side of naming a row).
+        """
+        if not isinstance(other, _RowSource):
+            return None
+        a, b = self.src, other.src
+        n = len(a.blocks)
+        if len(b.blocks) != n or (a.trace_by_source is not b.trace_by_source and a.trace_by_source != b.trace_by_source):
+            return None
+        whole = set(compress(range(n), map(is_not, a.blocks, b.blocks)))
+        for key in _ROW_LISTS.values():
+            if a.b[key] is not b.b[key]:
+                whole.update(compress(range(n), map(ne, a.b[key], b.b[key])))
+        if a.b_group_of is not b.b_group_of:
+            whole.update(compress(range(n), map(ne, a.b_group_of, b.b_group_of)))
+
+        def where(test: Any, mine: Sequence[Any], theirs: Sequence[Any]) -> list[int]:
+            return [] if mine is theirs else list(compress(range(n), map(test, mine, theirs)))
+
+        return {"block": sorted(whole), "status": where(ne, self.status, other.status),
+                "reason": where(ne, self.reason, other.reason),
+                "reason_detail": where(is_not, self.detail, other.detail),
+                "fit_window": where(ne, self.fits, other.fits)}
+
+
+#: ``PreviewBlock`` fields read from the run's per-block lists (field -> key in ``_Run.b``).
+_ROW_LISTS = {"id": "id", "kind": "kind", "source": "source", "tokens": "tokens", "protected": "protected",
+              "pinned": "pinned", "text": "text", "manual_excluded": "manual", "message_index": "message_index"}
 
 
 def _built_rows(src: _RowInputs, prev_blocks: list[Any] | None, po: dict[str, Any] | None, prev_rows: list[Any] | None,

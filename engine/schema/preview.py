@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Annotated, Any, Literal, overload
+from typing import Annotated, Any, Literal, Protocol, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
@@ -87,16 +87,37 @@ class PreviewBlock(BaseModel):
         return preview_block_origin(self.id, self.source)
 
 
+class RowSource(Protocol):
+    """What builds the rows of a :class:`PreviewRows` (the engine's warm run, :mod:`engine.incremental`).
+
+    ``build_all()`` returns every row in prompt order; ``build_row(i)`` row ``i`` alone, equal
+    to ``build_all()[i]``; ``column(name, positions)`` the values of field ``name`` at
+    ``positions`` (every position when ``None``) without building rows, or ``None`` when it
+    keeps no such column; ``changes_since(other)`` where the rows of two sources can differ
+    (see :meth:`PreviewRows.changes_since`), or ``None`` when it cannot tell.
+    """
+
+    def build_all(self) -> list[PreviewBlock]: ...
+
+    def build_row(self, index: int) -> PreviewBlock: ...
+
+    def column(self, name: str, positions: Sequence[int] | None = None) -> list[Any] | None: ...
+
+    def changes_since(self, other: Any) -> dict[str, list[int]] | None: ...
+
+
 class PreviewRows(Sequence[PreviewBlock]):
-    """The blocks of a warm preview, built on first read (issue 12: a toggle builds no row up front).
+    """The blocks of a preview from the engine's fast path, each row built when first read (issue 12).
 
     A pin / exclude toggle on a long chat moves a figure of nearly every row (every older
     message's ``fit_window``, every dropped message's free tokens in ``reason_detail`` /
     ``reason_data``), so building the rows costs more than working out the fates. The engine
     works the fates out in full (statuses, reasons, explanations, fit windows, the prompt that is
-    sent: everything but the row objects) and hands this sequence over; the first read of a row,
-    an iteration, a comparison or a serialization builds every row at once, under a lock, with the
-    engine's own row builder, and the rows stay.
+    sent: everything but the row objects) and hands this sequence over. Reading one row by index
+    builds that row alone (up to :attr:`SINGLE_ROWS` of them; past that, every row at once);
+    iterating, slicing, comparing or serializing builds every row at once with the engine's bulk
+    builder. Each row is built once, under a lock: a row read by index is the very object every
+    later read gives, the full list included.
 
     It behaves as the read-only ``list[PreviewBlock]`` it stands for: ``len``, indexing and slices
     (a slice is a ``list``), iteration, ``in``, ``index``, ``count``, ``==`` with any list or
@@ -106,22 +127,43 @@ class PreviewRows(Sequence[PreviewBlock]):
     to a preview whose blocks are a :class:`PreviewRows` (serialize ``list(preview.blocks)``
     with a ``TypeAdapter`` for that).
 
-    ``build`` returns the ``length`` rows in prompt order; it runs once (``ValueError`` if it
-    returns another number of rows).
+    Besides the list's reads: :meth:`column` (a field of many rows without building them) and
+    :meth:`changes_since` (where two previews' rows differ), for views that update in place.
+
+    ``build`` returns the ``length`` rows in prompt order and runs at most once (``ValueError`` if
+    it returns another number of rows); or ``source`` (a :class:`RowSource`) builds them, one at a
+    time or all at once; ``rows``: the rows already built (then ``build`` is not needed).
     """
 
-    __slots__ = ("__weakref__", "_build", "_length", "_lock", "_rows")
+    #: Rows read one at a time before a read builds every row instead (a view that walks many
+    #: rows by index pays the bulk builder's price once, not ~10 µs a row).
+    SINGLE_ROWS = 256
 
-    def __init__(self, length: int, build: Callable[[], list[PreviewBlock]]) -> None:
+    __slots__ = ("__weakref__", "_build", "_length", "_lock", "_rows", "_single", "_source")
+
+    def __init__(self, length: int, build: Callable[[], list[PreviewBlock]] | None = None, *,
+                 source: RowSource | None = None, rows: list[PreviewBlock] | None = None) -> None:
+        if build is None and source is None and rows is None:
+            raise TypeError("PreviewRows needs build, source or rows")
+        if rows is not None and len(rows) != length:
+            raise ValueError(f"preview rows: {len(rows)} rows for {length} blocks")
         self._length = length
-        self._build: Callable[[], list[PreviewBlock]] | None = build
-        self._rows: list[PreviewBlock] | None = None
+        self._source = source
+        self._build: Callable[[], list[PreviewBlock]] | None = (
+            None if rows is not None else build if build is not None else source.build_all)  # type: ignore[union-attr]
+        self._rows: list[PreviewBlock] | None = rows
+        self._single: dict[int, PreviewBlock] = {}
         self._lock = threading.Lock()
 
     @property
     def built(self) -> list[PreviewBlock] | None:
-        """The rows when they have been built, else ``None`` (building nothing)."""
+        """The rows when every one has been built, else ``None`` (building nothing)."""
         return self._rows
+
+    @property
+    def source(self) -> RowSource | None:
+        """What builds the rows (``None``: a plain ``build`` function)."""
+        return self._source
 
     def rows(self) -> list[PreviewBlock]:
         """Every row in prompt order, built now if not yet (the same list on every call; do not mutate it)."""
@@ -130,12 +172,68 @@ class PreviewRows(Sequence[PreviewBlock]):
             with self._lock:
                 rows = self._rows
                 if rows is None:
-                    assert self._build is not None
-                    rows = self._build()
-                    if len(rows) != self._length:
-                        raise ValueError(f"preview rows: built {len(rows)} rows for {self._length} blocks")
-                    self._rows, self._build = rows, None
+                    rows = self._build_all()
         return rows
+
+    def _build_all(self) -> list[PreviewBlock]:
+        assert self._build is not None
+        rows = self._build()
+        if len(rows) != self._length:
+            raise ValueError(f"preview rows: built {len(rows)} rows for {self._length} blocks")
+        if self._single:
+            rows = list(rows)
+            for i, row in self._single.items():  # a row handed out stays the object handed out
+                rows[i] = row
+        self._rows, self._build, self._single = rows, None, {}
+        return rows
+
+    def _row(self, index: int) -> PreviewBlock:
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("preview row index out of range")
+        with self._lock:
+            if self._rows is not None:
+                return self._rows[index]
+            row = self._single.get(index)
+            if row is None:
+                if self._source is None or len(self._single) >= self.SINGLE_ROWS:
+                    return self._build_all()[index]
+                row = self._single[index] = self._source.build_row(index)
+            return row
+
+    def column(self, name: str, positions: Sequence[int] | None = None) -> list[Any]:
+        """Field ``name`` of the rows at ``positions`` (every row when ``None``), in that order.
+
+        Taken from the engine's own per-block lists where it keeps them (``status``, ``reason``,
+        ``reason_detail``, ``reason_data``, ``fit_window``, ...: no row is built), else read from
+        the rows. ``AttributeError`` for a name that is no ``PreviewBlock`` field.
+        """
+        if name not in PreviewBlock.model_fields:
+            raise AttributeError(f"PreviewBlock has no field {name!r}")
+        rows = self._rows
+        if rows is None and self._source is not None:
+            values = self._source.column(name, positions)
+            if values is not None:
+                return values
+        picked = self.rows() if positions is None else [self[i] for i in positions]
+        return [getattr(r, name) for r in picked]
+
+    def changes_since(self, other: Sequence[PreviewBlock]) -> dict[str, list[int]] | None:
+        """Where these rows can differ from ``other``'s (another preview of the same chat), without building rows.
+
+        Returns ``{"block": [...], "status": [...], "reason": [...], "reason_detail": [...],
+        "fit_window": [...]}``, sorted positions: at a ``block`` position any field may differ;
+        at the others only that field (``reason_detail`` with ``reason_data``). Every other row
+        equals ``other``'s row field for field. The lists may name positions whose values turn
+        out equal (a superset, never a subset). ``None`` when it cannot tell (``other`` is no
+        :class:`PreviewRows` of the engine's, or the two have different rows).
+        """
+        if not isinstance(other, PreviewRows) or other._length != self._length:
+            return None
+        if self._source is None or other._source is None:
+            return None
+        return self._source.changes_since(other._source)
 
     def __len__(self) -> int:
         return self._length
@@ -147,7 +245,12 @@ class PreviewRows(Sequence[PreviewBlock]):
     def __getitem__(self, index: slice) -> list[PreviewBlock]: ...
 
     def __getitem__(self, index: int | slice) -> PreviewBlock | list[PreviewBlock]:
-        return self.rows()[index]
+        rows = self._rows
+        if rows is not None:
+            return rows[index]
+        if isinstance(index, slice):
+            return self.rows()[index]
+        return self._row(index.__index__())
 
     def __iter__(self) -> Iterator[PreviewBlock]:
         return iter(self.rows())

@@ -326,7 +326,7 @@ def test_a_toggle_answers_without_building_rows_and_reads_as_the_list() -> None:
 
     request, regs = _toggle_chain()
     cold = preview(request, registries=regs)
-    assert type(cold.blocks) is list  # a cold run builds its rows at once
+    assert isinstance(cold.blocks, PreviewRows) and cold.blocks.built is not None  # a cold run builds them at once
     toggled = _edited(request, "exclude", 55)
     warm = preview(toggled, registries=regs)
     rows = warm.blocks
@@ -338,7 +338,8 @@ def test_a_toggle_answers_without_building_rows_and_reads_as_the_list() -> None:
     assert rows.built is None  # the figures and what is sent are there unbuilt
     assert cold.messages != warm.messages
     first = rows[0]
-    assert rows.built is not None and rows[0] is first and list(rows) == rows.built
+    assert rows.built is None and rows[0] is first  # one row read: that row built
+    assert list(rows) == rows.built and rows.built[0] is first  # an iteration: every row
     assert warm.model_dump_json() == _reference(toggled)
 
 
@@ -382,3 +383,70 @@ def test_rows_built_on_two_threads_at_once_are_one_list() -> None:
     for t in threads:
         t.join()
     assert len(got) == 4 and all(g is got[0] for g in got)
+
+
+def test_a_row_read_by_index_is_built_alone_and_stays_the_same_object() -> None:
+    request, regs = _toggle_chain()
+    preview(request, registries=regs)
+    toggled = _edited(request, "exclude", 55)
+    warm = preview(toggled, registries=regs)
+    rows = warm.blocks
+    one, last = rows[40], rows[-1]
+    assert rows.built is None and rows[40] is one and rows[len(rows) - 1] is last
+    full = list(rows)
+    assert full[40] is one and full[-1] is last
+    assert warm.model_dump_json() == _reference(toggled)
+    with pytest.raises(IndexError):
+        rows[len(rows)]
+
+
+def test_many_rows_read_by_index_build_every_row_at_once() -> None:
+    from engine.schema import PreviewRows
+
+    request, regs = _toggle_chain(PreviewRows.SINGLE_ROWS + 40)
+    preview(request, registries=regs)
+    warm = preview(_edited(request, "pin", 3), registries=regs)
+    picked = [warm.blocks[i] for i in range(PreviewRows.SINGLE_ROWS + 1)]
+    assert warm.blocks.built is not None and warm.blocks.built[:len(picked)] == picked
+    assert all(a is b for a, b in zip(picked, warm.blocks.built))
+
+
+@pytest.mark.parametrize("strategy", ("truncate", "manual"))
+@SETTINGS
+@given(data=st.data())
+def test_changes_since_and_columns_describe_the_rows(strategy: str, data: st.DataObject) -> None:
+    """``PreviewRows.changes_since`` names every position where two previews' rows differ (a
+    superset: every other row is equal field for field), and ``column`` equals the field read
+    from the rows, both without building a row."""
+    from engine.schema import PreviewRows
+
+    request = data.draw(requests())
+    request = request.model_copy(update={"settings": request.settings.model_copy(update={"strategy": strategy})})
+    regs = default_registries()
+    old = preview(request, registries=regs)
+    for what, i in data.draw(edits(len(request.chat.messages))):
+        request = _edited(request, what, i)
+        new = preview(request, registries=regs)
+        ob, nb = old.blocks, new.blocks
+        assert isinstance(nb, PreviewRows)
+        changes = nb.changes_since(ob)
+        unbuilt = nb.built is None
+        columns = {k: nb.column(k) for k in ("status", "reason", "reason_detail", "reason_data", "fit_window",
+                                             "tokens", "pinned", "manual_excluded", "group")}
+        if unbuilt:
+            assert nb.built is None  # read from the run's lists
+        if changes is not None:
+            assert len(ob) == len(nb)
+            named = {k: set(v) for k, v in changes.items()}
+            for r, (a, b) in enumerate(zip(ob, nb)):
+                da, db = a.model_dump(), b.model_dump()
+                differ = {k for k in da if da[k] != db[k]}
+                if r in named["block"]:
+                    continue
+                allowed = {f for f, rows in named.items() if r in rows} | (
+                    {"reason_data"} if r in named["reason_detail"] else set())
+                assert differ <= allowed, (r, differ, allowed)
+        rows = list(nb)
+        for k, values in columns.items():
+            assert values == [getattr(b, k) for b in rows], k
+        old = new
