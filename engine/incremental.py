@@ -742,8 +742,10 @@ def _preview_rows(run: _Run, prev: _Run | None, status: list[str], reason: list[
 
 
 class _RowSource:
-    """Builds the rows of one run's preview (:class:`~engine.schema.preview.RowSource`): all at
-    once, one at a time, or a column of them without building any."""
+    """Builds the rows of one run's preview (:class:`~engine.schema.preview.RowSource`).
+
+    All at once, one at a time, or a column of them without building any.
+    """
 
     __slots__ = ("arrays", "detail", "fits", "prev_blocks", "prev_out", "prior_rows", "reason", "src", "status")
 
@@ -804,9 +806,15 @@ class _RowSource:
         n = len(a.blocks)
         if len(b.blocks) != n or (a.trace_by_source is not b.trace_by_source and a.trace_by_source != b.trace_by_source):
             return None
-        whole = set(compress(range(n), map(is_not, a.blocks, b.blocks)))
-        for key in _ROW_LISTS.values():
-            if a.b[key] is not b.b[key]:
+        # a run patched from ``other``'s (the next toggle): its new blocks are known, and a pin /
+        # exclude flag changes only with its block (``_patched``), so those lists need no pass
+        adjacent = a.rebuilt is not None and a.rebuilt_base is b.blocks
+        if adjacent:
+            whole = set(a.rebuilt or ())
+        else:
+            whole = set(compress(range(n), map(is_not, a.blocks, b.blocks)))
+        for field_name, key in _ROW_LISTS.items():
+            if a.b[key] is not b.b[key] and not (adjacent and field_name in ("pinned", "manual_excluded")):
                 whole.update(compress(range(n), map(ne, a.b[key], b.b[key])))
         if a.b_group_of is not b.b_group_of:
             whole.update(compress(range(n), map(ne, a.b_group_of, b.b_group_of)))
@@ -814,6 +822,16 @@ class _RowSource:
         def where(test: Any, mine: Sequence[Any], theirs: Sequence[Any]) -> list[int]:
             return [] if mine is theirs else list(compress(range(n), map(test, mine, theirs)))
 
+        mine, theirs = self.arrays, other.arrays
+        if all(x.get(k) is not None for x in (mine, theirs) for k in ("codes", "fit")):
+            # numpy (warm runs, every block sent): a status or an excluded block's reason changes
+            # with its code, a kept block's own reason only with its block (in ``block``)
+            import numpy as np
+
+            status = np.flatnonzero(mine["codes"] != theirs["codes"]).tolist()
+            fit = np.flatnonzero(mine["fit"] != theirs["fit"]).tolist()
+            return {"block": sorted(whole), "status": status, "reason": status,
+                    "reason_detail": where(is_not, self.detail, other.detail), "fit_window": fit}
         return {"block": sorted(whole), "status": where(ne, self.status, other.status),
                 "reason": where(ne, self.reason, other.reason),
                 "reason_detail": where(is_not, self.detail, other.detail),

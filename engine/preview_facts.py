@@ -8,7 +8,7 @@ CLI) draws the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -24,6 +24,7 @@ __all__ = [
     "compaction_stopped",
     "compaction_summary_row",
     "message_blocks",
+    "oldest_fitting_in",
     "oldest_fitting_index",
     "strategy_compaction_marks",
 ]
@@ -62,15 +63,30 @@ def oldest_fitting_index(preview: ContextPreview | Mapping[int, PreviewBlock], n
         was cut for the budget).
     """
     blocks = message_blocks(preview) if isinstance(preview, ContextPreview) else preview
+
+    def fate_of(i: int) -> tuple[str, str] | None:
+        block = blocks.get(i)
+        return None if block is None else (block.status, block.reason)
+
+    return oldest_fitting_in(fate_of, n_messages)
+
+
+def oldest_fitting_in(fate_of: Callable[[int], tuple[str, str] | None], n_messages: int) -> int | None:
+    """:func:`oldest_fitting_index` from ``fate_of(i)``, the ``(status, reason)`` of message ``i``'s block.
+
+    ``fate_of`` gives ``None`` for a message without a block (for a front end that keeps the
+    preview's status and reason columns rather than its blocks).
+    """
     oldest: int | None = None
     for i in range(n_messages - 1, -1, -1):
-        block = blocks.get(i)
-        if block is None:
+        fate = fate_of(i)
+        if fate is None:
             continue
-        if block.status == "kept":
+        status, reason = fate
+        if status == "kept":
             oldest = i
             continue
-        if block.status == "excluded" and block.reason in USER_EXCLUSIONS:
+        if status == "excluded" and reason in USER_EXCLUSIONS:
             continue
         return oldest
     return None

@@ -14,6 +14,7 @@ splitter, saved layout).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.resolve import honours_exclusions, speaker_names
-from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock
+from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, PreviewRows
 from engine.schema.audit import PromptContextAudit
 
 from .actions import build_actions
@@ -221,7 +222,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         doc = ctx.document
         ctx.preview.set_snapshot_provider(doc.snapshot)
         # the worker compares each new preview with the one the table shows, while the UI thread waits
-        ctx.preview.set_derive(self.blocks_panel.model.delta_maker)
+        ctx.preview.set_derive(self._derive_maker)
         ctx.preview.preview_ready.connect(self._on_preview_ready)
         ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
         doc.flags_changed.connect(lambda _i: ctx.preview.schedule(immediate=True))  # a click: no debounce
@@ -564,6 +565,23 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self._on_blocks_panel_block_selected(block)
         if emit:
             self.preview_applied.emit(preview)
+
+    def _derive_maker(self) -> Callable[[ContextPreview], PreviewDelta | None] | None:
+        """The worker's work on each new preview (:meth:`PreviewController.set_derive`), captured now.
+
+        The changed rows (:meth:`BlocksTableModel.delta_maker`). A warm preview builds its rows
+        when read; while the Audit tab holds an audit it compares every row with it on the UI
+        thread, so then every row is built here on the worker first.
+        """
+        diff = self.blocks_panel.model.delta_maker()
+        every_row = self.audit is not None
+
+        def derive(preview: ContextPreview) -> PreviewDelta | None:
+            if every_row and isinstance(preview.blocks, PreviewRows):
+                preview.blocks.rows()
+            return diff(preview) if diff is not None else None
+
+        return derive
 
     def _apply_views(self, preview: ContextPreview | None, delta: PreviewDelta | None) -> None:
         """Every view of ``preview`` but the blocks table and the header labels."""

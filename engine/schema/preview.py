@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Literal, Protocol, overload
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SerializationInfo
 
 from .blocks import BlockOrigin, preview_block_origin
 from .trace import TraceRecord
@@ -97,13 +97,17 @@ class RowSource(Protocol):
     (see :meth:`PreviewRows.changes_since`), or ``None`` when it cannot tell.
     """
 
-    def build_all(self) -> list[PreviewBlock]: ...
+    def build_all(self) -> list[PreviewBlock]:
+        """Every row, in prompt order."""
 
-    def build_row(self, index: int) -> PreviewBlock: ...
+    def build_row(self, index: int) -> PreviewBlock:
+        """Row ``index`` alone."""
 
-    def column(self, name: str, positions: Sequence[int] | None = None) -> list[Any] | None: ...
+    def column(self, name: str, positions: Sequence[int] | None = None) -> list[Any] | None:
+        """Field ``name`` at ``positions`` without building rows (``None``: not kept as a column)."""
 
-    def changes_since(self, other: Any) -> dict[str, list[int]] | None: ...
+    def changes_since(self, other: Any) -> dict[str, list[int]] | None:
+        """Where the rows can differ from ``other``'s (``None``: cannot tell)."""
 
 
 class PreviewRows(Sequence[PreviewBlock]):
@@ -122,10 +126,9 @@ class PreviewRows(Sequence[PreviewBlock]):
     It behaves as the read-only ``list[PreviewBlock]`` it stands for: ``len``, indexing and slices
     (a slice is a ``list``), iteration, ``in``, ``index``, ``count``, ``==`` with any list or
     sequence of rows, ``+`` and :meth:`copy` give lists; pickling and ``copy.deepcopy`` give a
-    ``list``. It is never mutated. :class:`ContextPreview` serializes it as that list (its
-    ``blocks`` field); nested ``include`` / ``exclude`` filters under ``blocks`` are not applied
-    to a preview whose blocks are a :class:`PreviewRows` (serialize ``list(preview.blocks)``
-    with a ``TypeAdapter`` for that).
+    ``list``. It is never mutated: treat ``ContextPreview.blocks`` as a read-only sequence
+    (``list(preview.blocks)`` for a list of one's own). :class:`ContextPreview` serializes it
+    as that list (its ``blocks`` field), nested ``include`` / ``exclude`` filters included.
 
     Besides the list's reads: :meth:`column` (a field of many rows without building them) and
     :meth:`changes_since` (where two previews' rows differ), for views that update in place.
@@ -310,7 +313,7 @@ class PreviewRows(Sequence[PreviewBlock]):
 
 
 def _rows_list(blocks: Sequence[PreviewBlock]) -> list[PreviewBlock]:
-    """``blocks`` as the list pydantic serializes (a :class:`PreviewRows` is built first)."""
+    """``blocks`` as a list (a :class:`PreviewRows` builds its rows first)."""
     if type(blocks) is list:
         return blocks
     if isinstance(blocks, PreviewRows):
@@ -318,9 +321,34 @@ def _rows_list(blocks: Sequence[PreviewBlock]) -> list[PreviewBlock]:
     return list(blocks)
 
 
-#: ``ContextPreview.blocks``: a list of rows, or a warm preview's :class:`PreviewRows`, serialized
-#: as the list either way (same JSON and JSON schema as ``list[PreviewBlock]``).
-PreviewBlocks = Annotated[list[PreviewBlock], PlainSerializer(_rows_list, return_type=list[PreviewBlock])]
+_ROWS_ADAPTER: list[Any] = []
+
+
+def _serialized_rows(blocks: Sequence[PreviewBlock], info: SerializationInfo) -> list[PreviewBlock]:
+    """``ContextPreview.blocks`` as pydantic serializes it: the list of rows.
+
+    Nested ``include`` / ``exclude`` filters under ``blocks`` (which a plain serializer's return
+    value would not see) are applied here: the rows are dumped with them and handed back as rows
+    holding only the fields kept (pydantic serializes the fields an instance holds).
+    """
+    rows = _rows_list(blocks)
+    if info.include is None and info.exclude is None:
+        return rows
+    from pydantic import TypeAdapter
+
+    from ._construct import construct
+
+    if not _ROWS_ADAPTER:
+        _ROWS_ADAPTER.append(TypeAdapter(list[PreviewBlock]))
+    dumped = _ROWS_ADAPTER[0].dump_python(
+        rows, include=info.include, exclude=info.exclude, exclude_unset=info.exclude_unset,
+        exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none)
+    return [construct(PreviewBlock, d, fields_set=set(d)) for d in dumped]
+
+
+#: ``ContextPreview.blocks``: a list of rows, or the engine's :class:`PreviewRows`, serialized as
+#: the list either way (same JSON and JSON schema as ``list[PreviewBlock]``).
+PreviewBlocks = Annotated[list[PreviewBlock], PlainSerializer(_serialized_rows, return_type=list[PreviewBlock])]
 
 
 class ContextPreview(BaseModel):

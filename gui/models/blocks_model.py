@@ -13,7 +13,7 @@ different row set resets the model.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from functools import lru_cache, partial
 from itertools import compress, repeat
@@ -163,7 +163,7 @@ class BlocksTableModel(QAbstractTableModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._preview: ContextPreview | None = None
-        self._blocks: list[PreviewBlock] = []
+        self._blocks: Sequence[PreviewBlock] = []
         self._group_sizes: dict[str, int] = {}
         self._row_by_message: dict[int, int] = {}
         self._row_by_source: dict[str, int] = {}
@@ -191,7 +191,10 @@ class BlocksTableModel(QAbstractTableModel):
             delta = diff_previews(self._preview, preview, self.last_delta)
         #: How ``preview`` differs from the preview shown before (``None``: the rows differ, reset).
         self.last_delta = delta
-        blocks = list(preview.blocks) if preview is not None else []
+        # the same rows: keep the preview's own sequence (a warm preview builds only the rows read);
+        # a reset reads every row anyway
+        blocks: Sequence[PreviewBlock] = ([] if preview is None else preview.blocks if delta is not None
+                                          else list(preview.blocks))
         rollbacks: list[FlagRollback] = []
         pending_rows: list[int] = []  # rows showing a pending flag: repainted even if their block is equal
         if preview is None:
@@ -251,7 +254,7 @@ class BlocksTableModel(QAbstractTableModel):
         return partial(diff_previews, self._preview, base=self.last_delta)
 
     @staticmethod
-    def _count_groups(blocks: list[PreviewBlock]) -> dict[str, int]:
+    def _count_groups(blocks: Sequence[PreviewBlock]) -> dict[str, int]:
         return dict(Counter(filter(None, map(_GROUP_OF, map(vars, blocks)))))
 
     def expect_flags(self, message_index: int, *, pinned: bool, manual_excluded: bool) -> bool:
@@ -286,7 +289,7 @@ class BlocksTableModel(QAbstractTableModel):
         """The preview shown."""
         return self._preview
 
-    def blocks(self) -> list[PreviewBlock]:
+    def blocks(self) -> Sequence[PreviewBlock]:
         """The blocks shown, one per row (read-only use)."""
         return self._blocks
 

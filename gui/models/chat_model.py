@@ -11,15 +11,23 @@ preview's flags, or a click's pending value until the preview confirms it
 
 from __future__ import annotations
 
+from collections.abc import Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from engine.compaction.strategy import SUMMARY_SOURCE
-from engine.preview_facts import compaction_stopped, compaction_summary_row, message_blocks, oldest_fitting_index
-from engine.schema import ChatMessage, ContextPreview, PreviewBlock, ProgressEvent
+from engine.preview_facts import (
+    compaction_stopped,
+    compaction_summary_row,
+    message_blocks,
+    oldest_fitting_in,
+    oldest_fitting_index,
+)
+from engine.schema import ChatMessage, ContextPreview, PreviewBlock, PreviewRows, ProgressEvent
 
 from ..roles import (
     FATE_ROLE,
@@ -57,7 +65,58 @@ _FATE_FIELDS = itemgetter("status", "reason", "tokens", "original_tokens", "prot
                           "manual_excluded", "group")
 
 
-def changed_fates(old: dict[int, PreviewBlock], new: dict[int, PreviewBlock], n: int) -> set[int]:
+def message_rows(blocks: Sequence[PreviewBlock]) -> dict[int, int]:
+    """``{message index: row}`` of the blocks of chat messages (from the ``message_index`` column
+    of a :class:`~engine.schema.PreviewRows`: no row built)."""
+    index = blocks.column("message_index") if isinstance(blocks, PreviewRows) else [b.message_index for b in blocks]
+    rows = list(compress(range(len(index)), map(is_not, index, repeat(None))))
+    return dict(zip(map(index.__getitem__, rows), rows))
+
+
+class MessageRows(Mapping[int, PreviewBlock]):
+    """``{message index: block}`` over a preview's blocks and the rows of its messages, reading a
+    block only when asked for it (a warm preview builds only the rows read)."""
+
+    def __init__(self, blocks: Sequence[PreviewBlock], rows: dict[int, int]) -> None:
+        self._blocks, self._rows = blocks, rows
+        self._status: list[str] | None = None
+        self._reason: list[str] | None = None
+
+    def __getitem__(self, index: int) -> PreviewBlock:
+        return self._blocks[self._rows[index]]
+
+    def get(self, index: int, default: Any = None) -> Any:  # one lookup, no KeyError raised
+        row = self._rows.get(index)
+        return default if row is None else self._blocks[row]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, index: object) -> bool:
+        return index in self._rows
+
+    def keys(self) -> KeysView[int]:  # the rows' own keys
+        return self._rows.keys()
+
+    def fate_of(self, index: int) -> tuple[str, str] | None:
+        """``(status, reason)`` of message ``index``'s block from the preview's columns, ``None`` without one."""
+        row = self._rows.get(index)
+        if row is None:
+            return None
+        if self._status is None:
+            blocks = self._blocks
+            if isinstance(blocks, PreviewRows):
+                self._status, self._reason = blocks.column("status"), blocks.column("reason")
+            else:
+                self._status, self._reason = [b.status for b in blocks], [b.reason for b in blocks]
+        assert self._reason is not None
+        return self._status[row], self._reason[row]
+
+
+def changed_fates(old: Mapping[int, PreviewBlock], new: Mapping[int, PreviewBlock], n: int) -> set[int]:
     """Message indices ``< n`` whose row shows differently between two previews' message blocks
     (``{message_index: block}``): a different fate or flag, or a block that came or went."""
     if old.keys() == new.keys():
@@ -89,7 +148,8 @@ class ChatMessagesModel(QAbstractListModel):
         super().__init__(parent)
         self._messages: list[ChatMessage] = []
         self._preview: ContextPreview | None = None
-        self._blocks: dict[int, PreviewBlock] = {}  # message index → block (fates built on demand)
+        #: message index → block (fates built on demand)
+        self._blocks: dict[int, PreviewBlock] | MessageRows = {}
         self._block_rows: dict[int, int] | None = None  # message index → row of its block, once needed
         self._has_summary_source = False  # a block of the preview is the compaction summary
         self._fates: dict[int, MessageFate] = {}
@@ -158,10 +218,8 @@ class ChatMessagesModel(QAbstractListModel):
             # the same rows: each message's new block sits where its old one did
             assert preview is not None
             if self._block_rows is None:
-                self._block_rows = {b.message_index: row for row, b in enumerate(preview.blocks)
-                                    if b.message_index is not None}
-            rows = self._block_rows
-            self._blocks = dict(zip(rows.keys(), map(preview.blocks.__getitem__, rows.values()), strict=True))
+                self._block_rows = message_rows(preview.blocks)
+            self._blocks = MessageRows(preview.blocks, self._block_rows)
         else:
             self._blocks = {} if preview is None else message_blocks(preview)
             self._block_rows = None
@@ -198,7 +256,11 @@ class ChatMessagesModel(QAbstractListModel):
             self.dataChanged.emit(self.index(first), self.index(last))
 
     def _recompute_marker(self) -> None:
-        self._marker = oldest_fitting_index(self._blocks, len(self._messages))
+        blocks = self._blocks
+        if isinstance(blocks, MessageRows):  # from the preview's status / reason columns: no row built
+            self._marker = oldest_fitting_in(blocks.fate_of, len(self._messages))
+        else:
+            self._marker = oldest_fitting_index(blocks, len(self._messages))
 
     def marker_index(self) -> int | None:
         """Message index of the oldest message that still fits (``None``: everything fits)."""

@@ -22,7 +22,7 @@ from itertools import compress, repeat
 from operator import contains, is_, itemgetter, ne, not_
 from typing import Any
 
-from engine.schema import ContextPreview, PreviewBlock
+from engine.schema import ContextPreview, PreviewBlock, PreviewRows
 from engine.vocabulary import words
 
 from ..words import reason_cell
@@ -68,7 +68,11 @@ def shaped_cells(blocks: Sequence[PreviewBlock], data: list[dict[str, Any] | Non
     found: set[int] = set()
     for key in _CELL_KEYS:
         found.update(compress(with_data, map(contains, dicts, repeat(key))))
-    return {rows[k]: reason_cell(blocks[rows[k]].reason, data[k]) for k in sorted(found)}
+    at = sorted(found)
+    # the reason codes from the engine's column where it keeps one (no row built), else the rows
+    reasons = (blocks.column("reason", [rows[k] for k in at]) if isinstance(blocks, PreviewRows)
+               else [blocks[rows[k]].reason for k in at])
+    return {rows[k]: reason_cell(code, data[k]) for k, code in zip(at, reasons, strict=True)}
 
 
 def reason_text(b: PreviewBlock) -> str:
@@ -140,6 +144,23 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
         base = None
     old_keys = base.keys if base is not None else row_keys(ob)
     old_shaped = base.shaped if base is not None and base.shaped is not None else shaped_cells(ob)
+    changes = nb.changes_since(ob) if base is not None and isinstance(nb, PreviewRows) else None
+    if changes is not None:
+        # the engine says where the rows can differ: only those rows are read (built), the fit
+        # windows and the Reason cells' data come from its lists (no row built for them)
+        assert base is not None
+        whole = changes["block"]
+        candidates = sorted(set(whole).union(changes["status"], changes["reason"]))
+        keys = list(old_keys)
+        for r in candidates:
+            keys[r] = _ROW_KEY(vars(nb[r]))
+        key_rows = [r for r in candidates if old_keys[r] != keys[r]]
+        fits = nb.column("fit_window")
+        data_rows = sorted(set(changes["reason_detail"]).union(candidates))
+        moved = set(data_rows)
+        shaped = {r: cell for r, cell in old_shaped.items() if r not in moved}
+        shaped.update(shaped_cells(nb, nb.column("reason_data", data_rows), data_rows))
+        return _finish(old, new, old_keys, old_shaped, keys, shaped, fits, key_rows)
     reused = list(map(is_, ob, nb))
     n_reused = sum(reused)
     if n_reused == n:
@@ -161,6 +182,13 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
         fits = list(map(_FIT, map(vars, nb)))
         shaped = shaped_cells(nb)
         key_rows = list(compress(range(n), map(ne, old_keys, keys)))
+    return _finish(old, new, old_keys, old_shaped, keys, shaped, fits, key_rows)
+
+
+def _finish(old: ContextPreview, new: ContextPreview, old_keys: list[tuple[Any, ...]], old_shaped: dict[int, str],
+            keys: list[tuple[Any, ...]], shaped: dict[int, str], fits: list[int | None],
+            key_rows: list[int]) -> PreviewDelta | None:
+    """The :class:`PreviewDelta` from the compared keys and cells (``None``: a row's identity moved)."""
     for r in key_rows:
         if old_keys[r][_IDENTITY] != keys[r][_IDENTITY]:
             return None

@@ -110,3 +110,16 @@ def test_serialized_inside_other_models_and_by_the_api_layer_as_the_list() -> No
     assert json.loads(Envelope.model_construct(preview=_preview(_lazy(rows)[0])).model_dump_json()) == {
         "preview": expected}
     assert jsonable_encoder(_preview(_lazy(rows)[0])) == expected
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_nested_include_and_exclude_under_blocks_apply(lazy: bool) -> None:
+    rows = _rows()
+    pv = _preview(_lazy(rows)[0] if lazy else rows)
+    ta = TypeAdapter(list[PreviewBlock])
+    assert json.loads(pv.model_dump_json(include={"blocks": {0: {"id"}}})) == {"blocks": [{"id": "b0"}]}
+    dumped = pv.model_dump(exclude={"blocks": {"__all__": {"text", "trace"}}})
+    assert dumped["blocks"] == ta.dump_python(rows, exclude={"__all__": {"text", "trace"}})
+    assert pv.model_dump(mode="json", exclude={"blocks": {"__all__": {"reason_data"}}}, exclude_none=True)["blocks"] == (
+        ta.dump_python(rows, mode="json", exclude={"__all__": {"reason_data"}}, exclude_none=True))
+    assert pv.model_dump(exclude={"blocks": True}) == _preview(rows).model_dump(exclude={"blocks"})
