@@ -809,10 +809,7 @@ class _RowSource:
         # a run patched from ``other``'s (the next toggle): its new blocks are known, and a pin /
         # exclude flag changes only with its block (``_patched``), so those lists need no pass
         adjacent = a.rebuilt is not None and a.rebuilt_base is b.blocks
-        if adjacent:
-            whole = set(a.rebuilt or ())
-        else:
-            whole = set(compress(range(n), map(is_not, a.blocks, b.blocks)))
+        whole = set(a.rebuilt or ()) if adjacent else set(compress(range(n), map(is_not, a.blocks, b.blocks)))
         for field_name, key in _ROW_LISTS.items():
             if a.b[key] is not b.b[key] and not (adjacent and field_name in ("pinned", "manual_excluded")):
                 whole.update(compress(range(n), map(ne, a.b[key], b.b[key])))
