@@ -142,7 +142,7 @@ class PreviewRows(Sequence[PreviewBlock]):
     #: rows by index pays the bulk builder's price once, not ~10 µs a row).
     SINGLE_ROWS = 256
 
-    __slots__ = ("__weakref__", "_build", "_length", "_lock", "_rows", "_single", "_source")
+    __slots__ = ("__weakref__", "_build", "_building", "_length", "_lock", "_rows", "_single", "_source")
 
     def __init__(self, length: int, build: Callable[[], list[PreviewBlock]] | None = None, *,
                  source: RowSource | None = None, rows: list[PreviewBlock] | None = None) -> None:
@@ -156,7 +156,9 @@ class PreviewRows(Sequence[PreviewBlock]):
             None if rows is not None else build if build is not None else source.build_all)  # type: ignore[union-attr]
         self._rows: list[PreviewBlock] | None = rows
         self._single: dict[int, PreviewBlock] = {}
-        self._lock = threading.Lock()
+        # re-entrant: a finalizer run by a collection during the build may read these rows
+        self._lock = threading.RLock()
+        self._building = False
 
     @property
     def built(self) -> list[PreviewBlock] | None:
@@ -180,7 +182,13 @@ class PreviewRows(Sequence[PreviewBlock]):
 
     def _build_all(self) -> list[PreviewBlock]:
         assert self._build is not None
-        rows = self._build()
+        if self._building:  # re-entered on this thread mid-build: the same rows, not kept
+            return self._build()
+        self._building = True
+        try:
+            rows = self._build()
+        finally:
+            self._building = False
         if len(rows) != self._length:
             raise ValueError(f"preview rows: built {len(rows)} rows for {self._length} blocks")
         if self._single:
