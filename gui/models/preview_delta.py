@@ -144,11 +144,10 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
         base = None
     old_keys = base.keys if base is not None else row_keys(ob)
     old_shaped = base.shaped if base is not None and base.shaped is not None else shaped_cells(ob)
-    changes = nb.changes_since(ob) if base is not None and isinstance(nb, PreviewRows) else None
+    changes = nb.changes_since(ob) if isinstance(nb, PreviewRows) else None
     if changes is not None:
         # the engine says where the rows can differ: only those rows are read (built), the fit
         # windows and the Reason cells' data come from its lists (no row built for them)
-        assert base is not None
         whole = changes["block"]
         candidates = sorted(set(whole).union(changes["status"], changes["reason"]))
         keys = list(old_keys)

@@ -218,3 +218,61 @@ def test_the_table_repaints_only_the_changed_rows_it_shows(qtbot, rows) -> None:
         assert paints.regions == []  # out of view: nothing to paint
     else:
         assert paints.regions and all(r.top() >= panel.table.rowViewportPosition(rows[0]) for r in paints.regions)
+
+
+def _warm_toggles(states):
+    """The previews of ``states`` (excluded, pinned) computed as the app computes them after a
+    click: the same message objects but the toggled one, the same registries, so each is answered
+    warm (``engine.incremental``) and its blocks are a ``PreviewRows`` that builds rows when read."""
+    from engine.pipeline import default_registries
+
+    regs = default_registries()
+    base = _request()
+    msgs = list(base.chat.messages)
+    out = []
+    for excluded, pinned in states:
+        for i, m in enumerate(msgs):
+            want = {"manualExcluded": i in excluded, "pinned": i in pinned}
+            if {"manualExcluded": m.meta.manualExcluded, "pinned": m.meta.pinned} != want:
+                msgs[i] = m.model_copy(update={"meta": m.meta.model_copy(update=want)})
+        req = base.model_copy(update={"chat": base.chat.model_copy(update={"messages": list(msgs)})})
+        out.append(engine_preview(req, registries=regs))
+    return out
+
+
+def test_views_updated_from_warm_previews_match_fresh_ones_and_build_few_rows(qtbot) -> None:
+    """After a click the views read only the rows the engine names (``PreviewRows.changes_since``)
+    and the rows they paint: the new preview's rows are never all built, and every view shows what
+    one built from scratch on the same preview shows."""
+    from engine.schema import PreviewRows
+
+    states = [(frozenset(), frozenset()), (frozenset({N - 5}), frozenset()), (frozenset({N - 5, 40}), frozenset()),
+              (frozenset({N - 5, 40}), frozenset({10})), (frozenset({40}), frozenset({10})), (frozenset(), frozenset())]
+    previews = _warm_toggles(states)
+    table, chat, bar, chart = BlocksTableModel(), ChatMessagesModel(), BudgetBar(), TokensChart()
+    qtbot.addWidget(bar)
+    qtbot.addWidget(chart)
+    chat.set_messages(list(_request().chat.messages))
+    for k, new in enumerate(previews):
+        table.set_preview(new, diff_previews(table._preview, new, table.last_delta) if k else None)
+        delta = table.last_delta
+        chat.set_preview(new, delta)
+        bar.set_preview(new, None, delta)
+        chart.set_preview(new, delta)
+        if k:
+            assert isinstance(new.blocks, PreviewRows) and delta is not None
+            assert new.blocks.built is None, k  # nothing walked every row of the warm preview
+        fresh_chat, fresh_bar, fresh_chart = ChatMessagesModel(), BudgetBar(), TokensChart()
+        qtbot.addWidget(fresh_bar)
+        qtbot.addWidget(fresh_chart)
+        fresh_chat.set_messages(list(_request().chat.messages))
+        fresh_chat.set_preview(new)
+        fresh_bar.set_preview(new)
+        fresh_chart.set_preview(new)
+        for role in (FATE_ROLE, GREYED_ROLE, MARKER_ROLE):
+            assert [chat.index(i).data(role) for i in range(N)] == [fresh_chat.index(i).data(role) for i in range(N)]
+        assert bar.segments() == fresh_bar.segments()
+        assert chart.items() == fresh_chart.items()
+        assert chart.fit_windows() == fresh_chart.fit_windows()
+        assert chart.fit_marks() == fresh_chart.fit_marks()
+        assert _cells(table) == _cells(_fresh_table(new))
