@@ -124,6 +124,23 @@ def test_the_delta_finds_reason_cells_and_other_rows() -> None:
     assert diff_previews(make_preview([make_block(i, message_index=i) for i in range(6)]), swapped) is None
 
 
+def _assert_like_fresh_views(qtbot, new, chat: ChatMessagesModel, bar: BudgetBar, chart: TokensChart) -> None:
+    """The chat list, bar and chart updated in place show what ones built from scratch on ``new`` show."""
+    fresh_chat, fresh_bar, fresh_chart = ChatMessagesModel(), BudgetBar(), TokensChart()
+    qtbot.addWidget(fresh_bar)
+    qtbot.addWidget(fresh_chart)
+    fresh_chat.set_messages(list(_request().chat.messages))
+    fresh_chat.set_preview(new)
+    fresh_bar.set_preview(new)
+    fresh_chart.set_preview(new)
+    for role in (FATE_ROLE, GREYED_ROLE, MARKER_ROLE):
+        assert [chat.index(i).data(role) for i in range(N)] == [fresh_chat.index(i).data(role) for i in range(N)]
+    assert bar.segments() == fresh_bar.segments()
+    assert chart.items() == fresh_chart.items()
+    assert chart.fit_windows() == fresh_chart.fit_windows()
+    assert chart.fit_marks() == fresh_chart.fit_marks()
+
+
 def test_chat_list_bar_and_chart_updated_from_the_delta_match_a_fresh_build(qtbot) -> None:
     previews = _toggles()
     table, chat, bar, chart = BlocksTableModel(), ChatMessagesModel(), BudgetBar(), TokensChart()
@@ -136,19 +153,7 @@ def test_chat_list_bar_and_chart_updated_from_the_delta_match_a_fresh_build(qtbo
         chat.set_preview(new, delta)
         bar.set_preview(new, None, delta)
         chart.set_preview(new, delta)
-        fresh_chat, fresh_bar, fresh_chart = ChatMessagesModel(), BudgetBar(), TokensChart()
-        qtbot.addWidget(fresh_bar)
-        qtbot.addWidget(fresh_chart)
-        fresh_chat.set_messages(list(_request().chat.messages))
-        fresh_chat.set_preview(new)
-        fresh_bar.set_preview(new)
-        fresh_chart.set_preview(new)
-        for role in (FATE_ROLE, GREYED_ROLE, MARKER_ROLE):
-            assert [chat.index(i).data(role) for i in range(N)] == [fresh_chat.index(i).data(role) for i in range(N)]
-        assert bar.segments() == fresh_bar.segments()
-        assert chart.items() == fresh_chart.items()
-        assert chart.fit_windows() == fresh_chart.fit_windows()
-        assert chart.fit_marks() == fresh_chart.fit_marks()
+        _assert_like_fresh_views(qtbot, new, chat, bar, chart)
 
 
 def test_a_delta_for_another_preview_is_not_used(qtbot) -> None:
@@ -262,17 +267,5 @@ def test_views_updated_from_warm_previews_match_fresh_ones_and_build_few_rows(qt
         if k:
             assert isinstance(new.blocks, PreviewRows) and delta is not None
             assert new.blocks.built is None, k  # nothing walked every row of the warm preview
-        fresh_chat, fresh_bar, fresh_chart = ChatMessagesModel(), BudgetBar(), TokensChart()
-        qtbot.addWidget(fresh_bar)
-        qtbot.addWidget(fresh_chart)
-        fresh_chat.set_messages(list(_request().chat.messages))
-        fresh_chat.set_preview(new)
-        fresh_bar.set_preview(new)
-        fresh_chart.set_preview(new)
-        for role in (FATE_ROLE, GREYED_ROLE, MARKER_ROLE):
-            assert [chat.index(i).data(role) for i in range(N)] == [fresh_chat.index(i).data(role) for i in range(N)]
-        assert bar.segments() == fresh_bar.segments()
-        assert chart.items() == fresh_chart.items()
-        assert chart.fit_windows() == fresh_chart.fit_windows()
-        assert chart.fit_marks() == fresh_chart.fit_marks()
+        _assert_like_fresh_views(qtbot, new, chat, bar, chart)
         assert _cells(table) == _cells(_fresh_table(new))
