@@ -655,7 +655,7 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         "lorebook_trace": [dict(d) if isinstance(d, dict) else d for d in step["lorebook_trace"]],
         "messages": list(map(dict.copy, messages_src)),  # type: ignore[arg-type]
         "tools": [dict(t) for t in send_tools], "diagnostics": diagnostics, "fit_method": fit_method,
-        "strategy_info": {}})
+        "strategy_info": {}, "api": "chat_completion", "prompt": None, "stop": []})
     run.out = {"reason": reason, "status": status, "fit": fits, "detail": detail, "explanations": explanations,
                "arrays": arrays}
     run.pblocks = pblocks

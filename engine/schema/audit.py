@@ -102,6 +102,11 @@ class PromptContextAudit(BaseModel):
     finish_reason: str | None = None
     usage: dict[str, int] = Field(default_factory=dict)
     request_params: dict[str, Any] = Field(default_factory=dict)
+    #: Which SillyTavern path the request took (``chat_completion`` / ``text_completion``) and,
+    #: for Text Completion, the exact prompt string and stop strings sent (SPEC §9.1).
+    api: Literal["chat_completion", "text_completion"] = "chat_completion"
+    prompt: str | None = None
+    stop: list[str] = Field(default_factory=list)
     #: What compaction did before this request (strategy ``compact``; see
     #: ``engine.compaction.run``): ``status``, the summary id and the message ``range`` it
     #: replaced, ``attempts``, ``error_code``, ``fallback``; ``None`` for other strategies.

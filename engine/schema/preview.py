@@ -75,6 +75,10 @@ class PreviewBlock(BaseModel):
     reason_detail: str | None = None
     reason_data: dict[str, Any] | None = None
     fit_window: int | None = None
+    #: Text Completion (``ContextPreview.api == "text_completion"``): the block's character range
+    #: ``[start, end)`` in ``ContextPreview.prompt`` (``None`` for blocks not in the string, and for
+    #: Chat Completion previews).
+    span: tuple[int, int] | None = None
 
     @property
     def origin(self) -> BlockOrigin:
@@ -398,3 +402,10 @@ class ContextPreview(BaseModel):
     #: The strategy's own report (``ShiftResult.info``): for ``compact`` the trigger, target and
     #: summary in use; for ``vector-recall`` the relevance scores. Empty for other strategies.
     strategy_info: dict[str, Any] = Field(default_factory=dict)
+    #: Which of SillyTavern's two paths the prompt takes (SPEC §9.1): ``chat_completion`` (a
+    #: ``messages`` list) or ``text_completion`` (one ``prompt`` string).
+    api: Literal["chat_completion", "text_completion"] = "chat_completion"
+    #: Text Completion only: the exact prompt string sent (``None`` for Chat Completion).
+    prompt: str | None = None
+    #: Text Completion only: the stop strings sent with the prompt.
+    stop: list[str] = Field(default_factory=list)
