@@ -343,3 +343,14 @@ def test_split_specials_longest_first() -> None:
     assert split_specials(text, TEKKEN_SPECIALS) == [(0, 1, False), (1, 13, True), (13, 26, True), (26, 27, False)]
     assert split_specials("", TEKKEN_SPECIALS) == []
     assert split_specials("plain", TEKKEN_SPECIALS) == [(0, 5, False)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", " ", "\n", "<s>", "<|eot_id|>", "[INST]", "\u00e9", "\U0001f600",
+                                           "<|im_start|>", "<|endoftext|>", "x"]), max_size=12).map("".join),
+                max_size=6))
+def test_batch_equals_one_by_one(texts: list[str]) -> None:
+    """count_many (one batch, cache) gives the same numbers as counting each text alone."""
+    for tid in (7, 12, 15, 17, 2, 1, 0):
+        tok = sillytavern_text_tokenizer(tid, "kobold")
+        assert tok.count_many(texts) == [tok.count(t) for t in texts]
