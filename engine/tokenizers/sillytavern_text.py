@@ -264,6 +264,14 @@ class TextTokenizer:
             return 0
         return self._counter.count(text)
 
+    @property
+    def profile(self) -> TokenizerProfile:
+        """These counts as a :class:`~.profiles.TokenizerProfile` (``count``/``count_many``/``token_spans``).
+
+        For pipeline steps that take a profile; it is the same object (and cache) :meth:`count` uses.
+        """
+        return self._counter
+
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """:meth:`count` of many pieces; the uncached ones are encoded in one batch."""
         return self._counter.count_many(texts)
@@ -311,9 +319,15 @@ def sillytavern_text_tokenizer(tokenizer_id: int, main_api: str, model: str | No
     Raises
     ------
     SettingsError
-        ``UNKNOWN_TOKENIZER`` for an id SillyTavern 1.12.6 does not define.
+        ``UNKNOWN_TOKENIZER`` for an id SillyTavern 1.12.6 does not define (or a value that is
+    not an integer).
     """
-    tid = int(tokenizer_id)
+    try:
+        tid = int(tokenizer_id)
+        if tid != tokenizer_id and str(tid) != str(tokenizer_id).strip():
+            tid = -1  # 3.5, "3.0": not an id
+    except (TypeError, ValueError):
+        tid = -1
     if tid not in ST_TOKENIZER_IDS:
         raise SettingsError("UNKNOWN_TOKENIZER",
                             f"power_user.tokenizer {tokenizer_id!r} is not a SillyTavern 1.12.6 tokenizer id "
@@ -468,7 +482,7 @@ def _st_count_batch(key: str) -> Callable[[Sequence[str]], list[int]]:
 def _counter(key: str) -> TokenizerProfile:
     spec = ST_TOKENIZERS[key]
     return TokenizerProfile(f"sillytavern-text-{key}", spec.approximate, _version(spec),
-                            f"SillyTavern 1.12.6 count for {spec.name}", _st_count_batch(key))
+                            f"SillyTavern 1.12.6 count for {spec.name}", _st_count_batch(key), spans=_span_fn(key))
 
 
 @memoized(32)
