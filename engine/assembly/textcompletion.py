@@ -70,7 +70,7 @@ _TRIM = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
 _NEWLINE = re.compile(r"\{\{newline\}\}", re.IGNORECASE)
 
 
-class TextTokenizer(Protocol):
+class TextCounter(Protocol):
     """What the Text Completion path counts with (``engine.tokenizers.sillytavern_text.TextTokenizer``)."""
 
     @property
@@ -140,7 +140,7 @@ class _TextAssembler(SillyTavernAssembler):
     """``Generate``'s Text Completion branch over the shared SillyTavern steps."""
 
     def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, tc: TextCompletionSetup,
-                 tokenizer: TextTokenizer, profile: TokenizerProfile, budget: int) -> None:
+                 tokenizer: TextCounter, profile: TokenizerProfile, budget: int) -> None:
         super().__init__(request, setup, profile, budget)
         self.tc = tc
         self.tok = tokenizer
@@ -718,4 +718,4 @@ def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, in
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(rows)]
 
 
-__all__ = ["TextTokenizer", "prepare_text_completion", "stopping_strings", "text_tokenizer_for"]
+__all__ = ["TextCounter", "prepare_text_completion", "stopping_strings", "text_tokenizer_for"]
