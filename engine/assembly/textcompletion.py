@@ -718,4 +718,19 @@ def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, in
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(rows)]
 
 
-__all__ = ["TextCounter", "prepare_text_completion", "stopping_strings", "text_tokenizer_for"]
+def text_completion_title(pv: ContextPreview) -> str | None:
+    """The header words of a Text Completion preview: mode, instruct preset and tokenizer.
+
+    ``"Text Completion · Alpaca · llama approximate"`` (``instruct off`` when instruct mode is off);
+    ``None`` for a Chat Completion preview.
+    """
+    if pv.api != "text_completion":
+        return None
+    info = pv.strategy_info
+    instruct = info.get("instruct") or "instruct off"
+    exactness = "approximate" if pv.tokenizer.approximate else "exact"
+    return f"Text Completion · {instruct} · {pv.tokenizer.profile} {exactness}"
+
+
+__all__ = ["TextCounter", "prepare_text_completion", "stopping_strings", "text_completion_title",
+           "text_tokenizer_for"]
