@@ -122,3 +122,23 @@ def test_story_string_error_names_the_preset_and_place(tmp_path: Path, char_toke
         preview(store.build_request(chat_id))
     assert err.value.code == "INVALID_SETTINGS"
     assert "'Default'" in str(err.value) and "never closed" in str(err.value) and "line 1, column 1" in str(err.value)
+
+
+def test_lorebook_report_counts_as_the_text_completion_preview(tmp_path: Path, capsys) -> None:
+    """``loomscope lorebook-report`` on a Text Completion chat: budget ``max_context − amount_gen``, entries
+    counted with SillyTavern's Text Completion tokenizer (issue 26 item 6)."""
+    from engine.cli import main
+    from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
+
+    folder = tc_cases.write_case(tmp_path / "st", "chatml", "full")
+    db = str(tmp_path / "lib.db")
+    assert main(["import", str(folder), "--db", db, "--format", "json"]) == 0
+    chat_id = next(r["id"] for r in json.loads(capsys.readouterr().out)["added"] if r["kind"] == "chat")
+    assert main(["lorebook-report", "--chat-id", chat_id, "--db", db, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["budget"] == 8192 - 300
+    tok = sillytavern_text_tokenizer(99, "textgenerationwebui", None)
+    entries = {e["uid"]: e for e in report["entries"]}
+    harbor = tc_cases.WORLD["entries"]["0"]["content"]
+    assert entries[0]["turns_fired"] == report["turns"][-1]["turn"]
+    assert {t for _turn, t in entries[0]["fired"]} == {tok.count(harbor)}
