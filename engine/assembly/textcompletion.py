@@ -104,7 +104,7 @@ class TextCounter(Protocol):
         """Token boundaries (character offsets)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Piece:
     """One part of the prompt string and what it explains (a future preview block)."""
 
@@ -120,7 +120,7 @@ class _Piece:
     ident: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     """A ``coreChat`` entry: a chat message, an injection or the jailbreak."""
 
@@ -595,6 +595,10 @@ def _count_many(tok: TextCounter, texts: list[str]) -> list[int]:
 
 
 def _excluded_item(asm: _TextAssembler, item: _Item, text: str, tokens: int) -> dict[str, Any]:
+    if item.index is not None and not item.injected:  # a chat message (most of a long chat's cut)
+        return dict(kind="message", role=item.role, source=item.source, text=text, tokens=tokens,
+                    reason="HISTORY_OLDEST_FIRST", protected=False, message_index=item.index, name=item.name,
+                    trace=None)
     p = _item_piece(asm, item, text)
     return dict(kind=p.kind.value, role=p.role, source=p.source, text=text, tokens=tokens,
                 reason="HISTORY_OLDEST_FIRST", protected=False, message_index=p.message_index, name=p.name,
