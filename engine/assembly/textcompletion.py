@@ -359,7 +359,9 @@ class _TextAssembler(SillyTavernAssembler):
         try:
             out = render_handlebars(ctx.story_string, {**values, "char": self.name2, "user": self.name1})
         except StoryStringError as exc:
-            raise SettingsError("INVALID_SETTINGS", f"context template {ctx.preset!r}: story string: {exc}") from exc
+            raise SettingsError("INVALID_SETTINGS", f"context template {ctx.preset!r}: story string: {exc}",
+                                file=f"context template {ctx.preset}",
+                                place=f"story_string line {exc.line}, column {exc.column}") from exc
         out = self.sub(out, f"context template {ctx.preset!r} story string")
         out = re.sub(r"^\n+", "", out)
         if out and not out.endswith("\n") and (not self.tc.instruct.enabled or self.tc.instruct.wrap):
