@@ -522,7 +522,7 @@ def _span_fn(key: str) -> Callable[[str], list[tuple[int, int]]]:
 def _vocab_spans(vocab: str, text: str) -> list[tuple[int, int]]:
     if vocab == "cl100k_base":
         return _tiktoken_spans(get_encoding("cl100k_base"), text, set())
-    spans = _encoder(vocab).spans(text)
+    spans = _encoder(vocab).spans(_clean_surrogates([text])[0])  # same length: offsets hold
     if spans and spans[-1][1] != len(text):
         # Qwen's spans are over the NFC-normalised text; for display they are fitted to the original.
         spans = [(a, min(b, len(text))) for a, b in spans if a < len(text)]
