@@ -4,7 +4,8 @@ Each case of :mod:`tests.engine.assembly.tc_cases` (instruct off / Default, Alpa
 Instruct, Mistral V2 & V3, Gemma 2, each with its context template, plus variants: pinned examples
 with a prompt bias and collapsed newlines, the card's post-history instructions with the system
 prompt off and single-line mode, a user alignment message with stripped examples, the card's own
-system prompt with ``{{original}}``, no names, skipped examples) is written as a SillyTavern user
+system prompt with ``{{original}}``, no names, skipped examples, the Author's Note after and before the
+story string with the persona at the top of it) is written as a SillyTavern user
 folder, imported, and previewed at two windows: one where everything fits and one where the
 history must be cut. ``textcompletion_expected.json`` holds the ``prompt`` and ``stop`` that
 SillyTavern's own code produced for the same inputs: ``public/script.js`` ``Generate`` (dry run,
