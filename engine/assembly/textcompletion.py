@@ -489,9 +489,11 @@ class _Counter:
         self.after = built.after.text if built.after else ""
 
     def one(self, text: str) -> int:
+        """``getTokenCountAsync(item)`` of one history entry or example (no padding)."""
         return self.asm.tok.count(text.replace("\r", ""))
 
     def fixed(self, examples_string: str, chat_string: str) -> int:
+        """``getMessagesTokenCount()``: the fixed parts and the chat so far, plus ``token_padding``."""
         text = "".join((self.before, self.story, self.after, examples_string, self.ua, chat_string, self.primer0))
         text = text.replace("\r", "")
         return self.asm.tok.count(text) + self.asm.tc.token_padding if text else 0
