@@ -712,6 +712,9 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
                                "modelled; the prompt is SillyTavern's without them")
     built = asm.build()
     fill = _fill(asm, built)
+    if built.items and not any(p.kind == BlockKind.MESSAGE for p in fill.sent):
+        asm.warnings.append(f"no chat message fits: the story string and the injections alone fill the budget "
+                            f"({budget} tokens = max_context − amount_gen); SillyTavern sends them without the chat")
     pieces = _assemble(asm, built, fill)
     prompt, spans = _clean(pieces, setup.collapse_newlines)
     stop = stopping_strings(asm)
