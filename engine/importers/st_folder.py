@@ -50,6 +50,7 @@ from ..schema.sillytavern import (
     default_prompt_order,
     default_prompts,
 )
+from .st_extras import with_entry_hashes
 
 #: Folders of a SillyTavern user folder; a folder with ``settings.json`` and one of these is one.
 ST_USER_MARKERS = ("characters", "worlds", "chats")
@@ -471,7 +472,7 @@ class _FolderReader:
             if got is None:
                 continue
             book, _spec, warnings = got
-            book = book.model_copy(update={"name": p.stem})
+            book = with_entry_hashes(book.model_copy(update={"name": p.stem}), p)  # issue 27: timers
             for w in warnings:
                 self.warn(rel, w)
             worlds[p.stem] = rel

@@ -66,7 +66,7 @@ from .models import ActivationResult, TraceRecord
 from .prepare import _Entry, _Prepared
 from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
-from .timed import _Timed, next_timed_state
+from .timed import _Timed, hash_function, next_timed_state
 
 __all__ = ["SCOPES", "activate_sillytavern", "book_scope"]
 
@@ -355,7 +355,8 @@ def activate_sillytavern(
     chat_len = len(window) + history_offset - hidden_before
     inject = [substitute_names(t, user=user_name, char=char_name) for t in extra_scan_text if t]
     scan = _StScan(prepared, settings, st_all, _sort_index(prepared, order), window, inject, clock,
-                   count_tokens=count_tokens, budget=budget, timed=_Timed(chat_metadata, chat_len),
+                   count_tokens=count_tokens, budget=budget,
+                   timed=_Timed(chat_metadata, chat_len, order, hash_function(prepared, books)),
                    chat_len=chat_len)
     scan.apply_static_checks(char_name, character, generation_type)
     scan.run_passes()
@@ -422,12 +423,11 @@ class _StScan:
         self.recursion = _Table(clock)
         self.buf = _Buffer(window, inject, clock)
         self.timed = timed
-        self.has_timed = bool(timed.sticky or timed.cooldown)
+        self.has_timed = timed.has_active
         self.ci_index, self.cs_index, self.always = _indexes(prepared, st_all)
         self.timed_gids = {x.gid for x in prepared.delayed}
         if self.has_timed:
-            labels = set(timed.sticky) | set(timed.cooldown)
-            self.timed_gids.update(x.gid for x in prepared.entries if x.label in labels)
+            self.timed_gids.update(timed.timed_gids())
         self.reasons: dict[int, tuple[str, dict[str, Any]]] = {}
         self.static: set[int] = set()
         self.levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
