@@ -215,3 +215,24 @@ def next_timed_state(timed: _Timed, accepted: Mapping[int, _Activation], prepare
             if not _js_truthy(state[kind].get(c.x.label)):
                 state[kind][c.x.label] = timed._effect(kind, c.x, protected=False)
     return state
+
+
+def running_timers(metadata: Mapping[str, Any] | None, book_name: str, uid: int | str) -> list[str]:
+    """The stored sticky / cooldown effects of entry ``uid`` of ``book_name``, in words.
+
+    Read from ``metadata["timedWorldInfo"]`` by SillyTavern's key ``"<world>.<uid>"``
+    (``#getEntryKey``, world-info.js 493–495), e.g. ``["sticky until message 13"]``. The GUI shows
+    them where the entry is edited: under the ``sillytavern`` rules an edit changes the entry's
+    hash, and SillyTavern then no longer applies the stored effect (it is orphaned).
+    """
+    tw = (metadata or {}).get("timedWorldInfo")
+    if not isinstance(tw, Mapping):
+        return []
+    out: list[str] = []
+    for kind in _TYPES:
+        effects = tw.get(kind)
+        effect = effects.get(f"{book_name}.{uid}") if isinstance(effects, Mapping) else None
+        if isinstance(effect, Mapping):
+            end = effect.get("end")
+            out.append(f"{kind} until message {end}" if end is not None else kind)
+    return out

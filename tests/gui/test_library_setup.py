@@ -524,3 +524,25 @@ def test_excluding_a_message_of_a_sillytavern_chat_sticks(qtbot, st_window) -> N
     assert (block.status, block.reason, block.manual_excluded) == ("excluded", "MANUAL_EXCLUDED", True)
     assert win.ctx.document.request.settings.strategy == strategy
     assert "does not show it" not in win.statusBar().currentMessage()
+
+
+def test_entry_editor_says_when_an_entry_has_a_running_timer(qtbot, st_window) -> None:
+    """Issue 27: editing an entry with a stored sticky / cooldown orphans it in SillyTavern; the editor says so."""
+    win = st_window["win"]
+    editor = win.library_setup.entry_editor
+    doc = win.ctx.document
+    realm = _book_id(win, "Realm")
+    tw = {"sticky": {"Realm.1": {"hash": 1, "start": 3, "end": 13, "protected": False}}, "cooldown": {}}
+    doc.request = doc.request.model_copy(update={"chat": doc.request.chat.model_copy(
+        update={"metadata": {**doc.request.chat.metadata, "timedWorldInfo": tw}})})
+    win.lorebook_tab.select_entry([*doc.lorebook_ids].index(realm), 1)
+    assert editor.entry is not None and int(editor.entry.uid) == 1
+    assert editor.timer_note.isVisibleTo(editor)
+    assert "sticky until message 13" in editor.timer_note.text() and "orphans" in editor.timer_note.text()
+    shots = Path("/work/notes/shots")
+    if shots.is_dir():
+        body = editor.widget()
+        body.resize(440, body.sizeHint().height())
+        body.grab().save(str(shots / "issue27-entry-timer-note.png"))
+    win.lorebook_tab.select_entry([*doc.lorebook_ids].index(realm), 0)
+    assert not editor.timer_note.isVisibleTo(editor)
