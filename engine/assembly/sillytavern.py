@@ -70,7 +70,7 @@ from ..schema.sillytavern import (
 )
 from ..schema.trace import TraceRecord
 from ..tokenizers import TokenizerProfile
-from .macros import MacroContext, expand_macros
+from .macros import MacroContext, expand_macros, macro_function
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -208,6 +208,10 @@ class _Assembler:
         self.excluded: list[dict[str, Any]] = []  # PreviewBlock fields of the blocks left out
         self._counts: dict[tuple[str, str, str | None], int] = {}
         self.values: dict[str, str] = {}
+        # chat_metadata.variables: {{setvar}} in one text is seen by {{getvar}} in later ones (a copy:
+        # the preview never writes the chat)
+        raw_vars = (request.chat.metadata or {}).get("variables")
+        self.variables: dict[str, Any] = dict(raw_vars) if isinstance(raw_vars, dict) else {}
         self.timed_effects: dict[str, Any] | None = None
         self.lorebook_trace: list[TraceRecord] = []
 
@@ -253,9 +257,7 @@ class _Assembler:
                 return ""
 
             text = _ORIGINAL.sub(mark, text)
-        ctx = MacroContext(user=self.name1, char=self.name2, values=self.values,
-                           seed=self.req.settings.world_info.seed)
-        out, unknown = expand_macros(text, ctx)
+        out, unknown = expand_macros(text, self.macro_context())
         if found:
             out = out.replace(_KEEP, "{{original}}").replace(_FILL, original or "")
         for u in dict.fromkeys(unknown):
@@ -263,6 +265,21 @@ class _Assembler:
             if w not in self.warnings:
                 self.warnings.append(w)
         return out
+
+    def macro_context(self) -> MacroContext:
+        """The macro values of this assembly (``substituteParams``'s environment), variables shared."""
+        return MacroContext(user=self.name1, char=self.name2, values=self.values,
+                            seed=self.req.settings.world_info.seed, variables=self.variables)
+
+    def wi_macros(self) -> Callable[[str], str]:
+        """``substituteParams`` for World Info contents and keys (unknown macros: one warning each)."""
+        def unknown(found: list[str]) -> None:
+            for u in dict.fromkeys(found):
+                w = f"unknown macro {u} in World Info (left as written)"
+                if w not in self.warnings:
+                    self.warnings.append(w)
+
+        return macro_function(self.macro_context(), unknown)
 
     def base_replace(self, text: str | None, where: str) -> str:
         r"""``baseChatReplace``: macros, ``collapse_newlines``, ``\\r`` removed."""
@@ -328,7 +345,7 @@ class _Assembler:
         act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
                        user_name=self.name1, char_name=self.name2, character=self.card,
                        persona=self.req.persona, chat_metadata=self.req.chat.metadata,
-                       extra_scan_text=extra_scan)
+                       extra_scan_text=extra_scan, macros=self.wi_macros())
         self.diagnostics.extend(act.diagnostics)
         self.timed_effects = dict(act.timed_effects)
         kept = self.wi_budget(list(act.activated), ordered, _sorted_entry_ranks(groups, ordered),
@@ -362,7 +379,8 @@ class _Assembler:
             if overflow:
                 dropped.extend((a, {"budget": wi_budget, "note": "scan stopped at the budget"}) for a in now)
                 continue
-            fill = fill_budget(now, content=lambda a: self.sub(a.content, f"lorebook {a.book!r} entry {a.uid}"),
+            # contents come with their macros substituted by the activation (world-info.js 4027)
+            fill = fill_budget(now, content=lambda a: a.content,
                                scanned_tokens=self.wi_count(all_text), budget=wi_budget, count=self.wi_count)
             kept.extend(fill.kept)
             if fill.overflow_at is not None:
