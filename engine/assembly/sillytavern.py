@@ -331,7 +331,7 @@ class _Assembler:
         over the books in ``getSortedEntries`` order), the budget loop pass by pass
         (:meth:`wi_budget`), the output buckets (:func:`_wi_output`).
         """
-        from ..lorebook import activate, compute_budget
+        from ..lorebook import activate, compute_budget, without_new_timers
 
         plan = lorebook_plan(self.req)
         if not plan.books:
@@ -350,6 +350,11 @@ class _Assembler:
         self.timed_effects = dict(act.timed_effects)
         kept = self.wi_budget(list(act.activated), ordered, _sorted_entry_ranks(groups, ordered),
                               compute_budget(wi, self.budget))
+        kept_keys = {(a.book, str(a.uid)) for a, _ in kept}
+        stopped = [f"{a.book}.{a.uid}" for a in act.activated if (a.book, str(a.uid)) not in kept_keys]
+        if stopped:  # setTimedEffects(allActivatedEntries): no timer for an entry the budget stopped
+            visible = sum(1 for m in scan if not m.meta.hidden)
+            self.timed_effects = without_new_timers(self.timed_effects, stopped, visible)
         out = _wi_output(kept)
         self.wi_trace(act.trace, order, kept)
         return out

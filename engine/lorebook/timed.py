@@ -236,3 +236,25 @@ def running_timers(metadata: Mapping[str, Any] | None, book_name: str, uid: int 
             end = effect.get("end")
             out.append(f"{kind} until message {end}" if end is not None else kind)
     return out
+
+
+def without_new_timers(state: Mapping[str, Any], labels: Sequence[str], chat_len: int) -> dict[str, Any]:
+    """``state`` without the effects this generation started for the entries ``labels``.
+
+    For callers that drop activated entries afterwards (the Chat Completion path's own budget
+    loop): SillyTavern's ``setTimedEffects`` runs only on ``allActivatedEntries``, which holds
+    no entry the budget stopped. A new effect is unprotected and starts at ``chat_len`` (older
+    unprotected ones that start there were dropped by ``checkTimedEffects``).
+    """
+    out = copy.deepcopy(dict(state))
+    drop = set(labels)
+    for kind in _TYPES:
+        effects = out.get(kind)
+        if not isinstance(effects, dict):
+            continue
+        for key in [k for k in effects if k in drop]:
+            eff = effects[key]
+            if isinstance(eff, dict) and not _js_truthy(eff.get("protected")) \
+                    and _js_number(eff.get("start")) == chat_len:
+                del effects[key]
+    return out

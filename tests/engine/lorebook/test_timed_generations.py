@@ -95,3 +95,14 @@ def test_raw_hash_of_real_world_file(shared_data: Path) -> None:
     raw = json.loads(path.read_text("utf-8"))
     got = [raw_entry_hash(e, "Eldoria") for e in raw["entries"].values()]
     assert got == [2425724865944486, 8357175851363033, 8346112030933010, 1131487206356401]
+
+
+def test_entries_stopped_by_the_budget_start_no_timer() -> None:
+    """setTimedEffects runs on allActivatedEntries only (world-info.js 4185): a budget-stopped entry gets none."""
+    from engine.lorebook import without_new_timers
+
+    state = {"sticky": {"Lore.0": {"hash": 1, "start": 5, "end": 7, "protected": False},
+                        "Lore.1": {"hash": 2, "start": 3, "end": 7, "protected": False}},
+             "cooldown": {"Lore.0": {"hash": 1, "start": 5, "end": 9, "protected": True}}}
+    out = without_new_timers(state, ["Lore.0", "Lore.1"], 5)
+    assert out == {"sticky": {"Lore.1": state["sticky"]["Lore.1"]}, "cooldown": state["cooldown"]}
