@@ -345,7 +345,9 @@ class _Assembler:
         act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
                        user_name=self.name1, char_name=self.name2, character=self.card,
                        persona=self.req.persona, chat_metadata=self.req.chat.metadata,
-                       extra_scan_text=extra_scan, macros=self.wi_macros())
+                       extra_scan_text=extra_scan, macros=self.wi_macros(),
+                       character_avatar=self.setup.character_avatar or None,
+                       character_tag_ids=self.setup.character_tags)
         self.diagnostics.extend(act.diagnostics)
         self.timed_effects = dict(act.timed_effects)
         kept = self.wi_budget(list(act.activated), ordered, _sorted_entry_ranks(groups, ordered),

@@ -3,6 +3,10 @@
 * World entry hashes (:func:`with_entry_hashes`): SillyTavern keys the stored timed effects by
   a hash of each entry's raw JSON (``getSortedEntries``), recorded at import so that timers
   stored by SillyTavern keep working (:mod:`engine.lorebook.st_hash`).
+* A chat's setup (:func:`extend_setup`): the card's file name and tag ids (``tag_map`` /
+  ``tags``), Start Reply With (``power_user.user_prompt_bias``), the Regex extension's global
+  scripts and switches, the card's own Author's Note (``extension_settings.note.chara``) and the
+  global variables.
 
 Each reader takes what :func:`engine.importers.st_folder.read_st_folder` already holds; none of
 them reads outside the folder or fails an import: a part that cannot be read is left out.
@@ -11,13 +15,66 @@ them reads outside the folder or fails an import: a part that cannot be read is 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from ..errors import LoomscopeImportError
 from ..lorebook.st_hash import record_hashes
 from ..schema.lorebook import Lorebook
+from ..schema.sillytavern import CharacterNote, RegexScript, SillyTavernSetup
 from ._io import decode_utf8, parse_json, read_bytes
 
-__all__ = ["with_entry_hashes"]
+__all__ = ["extend_setup", "with_entry_hashes"]
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def extend_setup(setup: SillyTavernSetup, settings: dict[str, Any], card_file: str | None,
+                 warn: Any = None) -> SillyTavernSetup:
+    """``setup`` with what issue 27 reads from ``settings.json`` for the chat's card ``card_file``.
+
+    ``card_file`` is the card's path in the folder (``characters/hero.png``) or ``None``.
+    ``warn(message)`` receives one warning per regex script that cannot be read (it is left out).
+    """
+    avatar = Path(card_file).name if card_file else ""
+    tag_map = _obj(settings.get("tag_map"))
+    tags = tag_map.get(avatar) if avatar else None
+    names = {str(t.get("id")): str(t.get("name", "")) for t in settings.get("tags") or []
+             if isinstance(t, dict) and t.get("id") is not None}
+    pu = _obj(settings.get("power_user"))
+    ext = _obj(settings.get("extension_settings"))
+    scripts: list[RegexScript] = []
+    for i, raw in enumerate(ext.get("regex") or []):
+        try:
+            scripts.append(RegexScript.model_validate(raw))
+        except ValidationError as exc:
+            if warn is not None:
+                name = raw.get("scriptName") if isinstance(raw, dict) else None
+                warn(f"regex script {name or i!r} (extension_settings.regex[{i}]) cannot be read: "
+                     f"{exc.errors()[0].get('msg', 'invalid')}; left out")
+    note = None
+    for c in _obj(ext.get("note")).get("chara") or []:
+        if isinstance(c, dict) and avatar and c.get("name") == Path(avatar).stem:
+            note = CharacterNote(prompt=str(c.get("prompt") or ""), use_chara=bool(c.get("useChara")),
+                                 position=int(c["position"]) if isinstance(c.get("position"), int) else 0)
+            break
+    disabled = ext.get("disabledExtensions")
+    allowed = ext.get("character_allowed_regex")
+    gvars = _obj(_obj(ext.get("variables")).get("global"))
+    return setup.model_copy(update={
+        "character_avatar": avatar,
+        "character_tags": [str(t) for t in tags] if isinstance(tags, list) else [],
+        "tag_names": names,
+        "start_reply_with": str(pu.get("user_prompt_bias") or ""),
+        "regex_scripts": scripts,
+        "regex_disabled": isinstance(disabled, list) and "regex" in disabled,
+        "character_regex_allowed": isinstance(allowed, list) and bool(avatar) and avatar in allowed,
+        "character_note": note,
+        "global_variables": dict(gvars),
+    })
 
 
 def with_entry_hashes(book: Lorebook, path: Path) -> Lorebook:

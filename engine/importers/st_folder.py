@@ -50,7 +50,7 @@ from ..schema.sillytavern import (
     default_prompt_order,
     default_prompts,
 )
-from .st_extras import with_entry_hashes
+from .st_extras import extend_setup, with_entry_hashes
 
 #: Folders of a SillyTavern user folder; a folder with ``settings.json`` and one of these is one.
 ST_USER_MARKERS = ("characters", "worlds", "chats")
@@ -589,6 +589,7 @@ class _FolderReader:
         source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
                   "character_file": card.key if card else None}
         setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
+        setup = extend_setup(setup, s.raw, card.key if card else None, lambda w: self.warn("settings.json", w))
         item = FolderItem("chat", rel, p.stem, chat, warnings=links.warnings,
                           character_key=card.key if card else None, persona_key=pitem.key,
                           lorebook_links=links.links, setup=setup, settings=s.context)

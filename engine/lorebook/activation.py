@@ -62,6 +62,8 @@ def activate(
     history_offset: int = 0,
     hidden_before: int = 0,
     macros: Callable[[str], str] | None = None,
+    character_avatar: str | None = None,
+    character_tag_ids: Sequence[str] | None = None,
 ) -> ActivationResult:
     """Activate World Info entries for a chat under ``settings.rules``.
 
@@ -93,6 +95,10 @@ def activate(
         :func:`engine.assembly.macros.macro_function`), run on each entry's content when it
         passes its probability roll, before the budget count and the recursion buffer
         (world-info.js 4027), and on keys holding macros. ``None``: names only.
+    character_avatar, character_tag_ids:
+        Under ``sillytavern``: the card's file name in ``characters/`` and its ``tag_map`` tag
+        ids; character filters compare them as SillyTavern does (``getCharaFilename``,
+        ``getTagKeyForEntity``). ``None``: the character's name and tags.
 
     Returns
     -------
@@ -120,7 +126,7 @@ def activate(
         character=character, persona=persona, chat_metadata=chat_metadata,
         extra_scan_text=extra_scan_text, generation_type=generation_type,
         book_scopes=book_scopes, clock=clock, history_offset=history_offset, hidden_before=hidden_before,
-        macros=macros)
+        macros=macros, character_avatar=character_avatar, character_tag_ids=character_tag_ids)
     if not compare_rules:
         return result
     other = _activate_loomscope(

@@ -382,6 +382,8 @@ def activate_sillytavern(
     history_offset: int = 0,
     hidden_before: int = 0,
     macros: Callable[[str], str] | None = None,
+    character_avatar: str | None = None,
+    character_tag_ids: Sequence[str] | None = None,
 ) -> ActivationResult:
     """Run SillyTavern 1.12.6 ``checkWorldInfo`` (see the module doc for every rule).
 
@@ -391,7 +393,9 @@ def activate_sillytavern(
     ``global``), ``clock`` the regex time limits, ``macros`` SillyTavern's ``substituteParams``
     (:func:`engine.assembly.macros.macro_function`; ``None``: ``{{user}}`` / ``{{char}}`` only),
     run on each entry's content when it passes its probability roll and on keys holding other
-    macros. Never raises for bad lorebook content.
+    macros, ``character_avatar`` / ``character_tag_ids`` the card's file name and ``tag_map``
+    entry for character filters (:func:`engine.lorebook.checks._static_reason`). Never raises for
+    bad lorebook content.
     """
     scopes = [book_scope(b, (book_scopes[i] if book_scopes is not None and i < len(book_scopes)
                              else None)) for i, b in enumerate(books)]
@@ -407,7 +411,8 @@ def activate_sillytavern(
                    timed=_Timed(chat_metadata, chat_len, order, hash_function(prepared, books)),
                    chat_len=chat_len)
     scan.macros = macros
-    scan.apply_static_checks(char_name, character, generation_type)
+    scan.apply_static_checks(char_name, character, generation_type, avatar=character_avatar,
+                             tag_ids=character_tag_ids)
     scan.run_passes()
     return scan.result()
 
@@ -504,10 +509,11 @@ class _StScan:
         sd = x.entry.scan_depth
         return int(sd) if sd is not None else self.settings.scan_depth + self.buf.skew
 
-    def apply_static_checks(self, char_name: str, character: Character | None, generation_type: str) -> None:
+    def apply_static_checks(self, char_name: str, character: Character | None, generation_type: str,
+                            *, avatar: str | None = None, tag_ids: Sequence[str] | None = None) -> None:
         """Disabled and filtered entries (world-info.js 3796–3829): never visited."""
         for x in self.prepared.special:
-            st = _static_reason(x, char_name, character, generation_type)
+            st = _static_reason(x, char_name, character, generation_type, avatar=avatar, tag_ids=tag_ids)
             if st is not None:
                 self.reasons[x.gid] = st
                 self.static.add(x.gid)

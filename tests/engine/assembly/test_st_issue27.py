@@ -1,0 +1,74 @@
+"""SillyTavern rules of issue 27 through the whole Chat Completion path (fixture folder of issue 17).
+
+Each expected result is derived from SillyTavern 1.12.6's code, cited per test; the folder is
+``tests/engine/importers/st_fixture.py`` with one setting changed per case.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.importers.st_folder import read_st_folder
+from engine.pipeline import preview
+from engine.storage import open_store
+from tests.engine.importers.st_fixture import CHAT_LINES, SETTINGS, WORLDS, build_st_user
+
+
+def _preview(tmp_path: Path, *, settings: Callable[[dict[str, Any]], None] | None = None,
+             worlds: Callable[[dict[str, Any]], None] | None = None,
+             chat: Callable[[list[dict[str, Any]]], None] | None = None,
+             warnings: list[tuple[str, str]] | None = None) -> Any:
+    s = json.loads(json.dumps(SETTINGS))
+    w = json.loads(json.dumps(WORLDS))
+    c = json.loads(json.dumps(CHAT_LINES))
+    for fn, obj in ((settings, s), (worlds, w), (chat, c)):
+        if fn is not None:
+            fn(obj)
+    user = build_st_user(tmp_path, settings=s, worlds=w, chat_lines=c)
+    store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
+    plan = read_st_folder(user.parent, on_warning=(lambda f, m: warnings.append((f, m))) if warnings is not None
+                          else None)
+    report = store.import_st_folder(plan)
+    chat_id = next(r.id for r in report.added if r.kind == "chat")
+    return preview(store.build_request(chat_id))
+
+
+def _text(pv: Any) -> str:
+    return "\n".join(str(m.get("content") or "") for m in pv.messages)
+
+
+HARBOR = "Realm: the harbor city of Quill sits on a cold sea."
+
+
+# ------------------------------------------------------------------ item 4: character and tag filters
+@pytest.mark.parametrize(("flt", "sent"), [
+    # checkWorldInfo (world-info.js 3801–3809): names.includes(getCharaFilename()), the card's file
+    # name without extension ("hero" for characters/hero.png), never the character's name "Kael"
+    ({"names": ["hero"], "isExclude": False, "tags": []}, True),
+    ({"names": ["Kael"], "isExclude": False, "tags": []}, False),
+    ({"names": ["hero"], "isExclude": True, "tags": []}, False),
+    ({"names": ["Kael"], "isExclude": True, "tags": []}, True),
+    # (3811–3827): tag_map[avatar] (tag ids) against the filter's tag ids, never tag names
+    ({"names": [], "isExclude": False, "tags": ["1700"]}, True),
+    ({"names": [], "isExclude": False, "tags": ["sailor"]}, False),
+    ({"names": [], "isExclude": True, "tags": ["1700"]}, False),
+])
+def test_character_filters_compare_file_name_and_tag_ids(tmp_path: Path, flt: dict[str, Any], sent: bool) -> None:
+    def settings(s: dict[str, Any]) -> None:
+        s["tag_map"] = {"hero.png": ["1700"]}
+        s["tags"] = [{"id": "1700", "name": "sailor"}, {"id": "1800", "name": "Kael"}]
+
+    def worlds(w: dict[str, Any]) -> None:
+        w["Realm"]["entries"]["0"]["characterFilter"] = flt
+
+    pv = _preview(tmp_path, settings=settings, worlds=worlds)
+    assert (HARBOR in _text(pv)) is sent
+    rec = next(t for t in pv.lorebook_trace if t.book == "Realm" and str(t.uid) == "0")
+    assert rec.activated is sent
+    if not sent:
+        assert rec.code == "LOREBOOK_FILTERED_CHARACTER"
