@@ -998,8 +998,8 @@ def _wi_output(kept: list[tuple[Any, str]]) -> dict[str, Any]:
                InsertionPosition.AN_TOP: out["an_top"], InsertionPosition.AN_BOTTOM: out["an_bottom"]}
     depth: dict[tuple[int, int], list[tuple[Any, str]]] = {}
     for a, content in sorted(kept, key=lambda ac: -float(ac[0].order)):
-        if not content:
-            continue
+        if not content or (a.trace or {}).get("no_position"):
+            continue  # an entry without a position is placed nowhere (world-info.js 4133–4173)
         if a.position in buckets:
             buckets[a.position].insert(0, (a, content))
         elif a.position == InsertionPosition.BEFORE_EXAMPLES:

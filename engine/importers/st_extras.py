@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import LoomscopeImportError
-from ..lorebook.st_hash import record_hashes
+from ..lorebook.st_hash import NO_POSITION_FIELD, entry_basis, record_hashes
 from ..schema.lorebook import Lorebook
 from ..schema.sillytavern import CharacterNote, RegexScript, SillyTavernSetup
 from ._io import decode_utf8, parse_json, read_bytes
@@ -77,12 +77,15 @@ def extend_setup(setup: SillyTavernSetup, settings: dict[str, Any], card_file: s
     })
 
 
-def with_entry_hashes(book: Lorebook, path: Path) -> Lorebook:
+def with_entry_hashes(book: Lorebook, path: Path, warn: Any = None) -> Lorebook:
     """``book`` (read from world file ``path``) with SillyTavern's entry hashes recorded.
 
     The book's ``st_entry_hashes`` maps a digest of each entry to the hash SillyTavern 1.12.6
-    gives its raw JSON (``getStringHash(JSON.stringify(entry))``, world-info.js 3620–3627). The
-    file was read already; if it cannot be read again the book is returned unchanged.
+    gives its raw JSON (``getStringHash(JSON.stringify(entry))``, world-info.js 3620–3627). Entries
+    written without a ``position`` (the oldest world format) are listed in ``st_no_position``
+    (digests): SillyTavern activates them but places them nowhere (world-info.js 4133–4173, the
+    ``switch`` has no case for ``undefined``); ``warn(message)`` gets one warning each. The file
+    was read already; if it cannot be read again the book is returned unchanged.
     """
     try:
         name, raw = read_bytes(path)
@@ -91,4 +94,19 @@ def with_entry_hashes(book: Lorebook, path: Path) -> Lorebook:
         return book
     if not isinstance(data, dict):
         return book
-    return record_hashes(book, data.get("entries"))
+    entries = data.get("entries")
+    book = record_hashes(book, entries)
+    raws = list(entries.values()) if isinstance(entries, dict) else entries if isinstance(entries, list) else []
+    if len(raws) != len(book.entries):
+        return book
+    missing = [e for e, r in zip(book.entries, raws, strict=True) if isinstance(r, dict) and "position" not in r]
+    if not missing:
+        return book
+    for e in missing:
+        if warn is not None:
+            title = f" ({e.comment!r})" if e.comment else ""
+            warn(f"entry uid {e.uid}{title} has no position (an old world format): SillyTavern activates it "
+                 "but never puts it in the prompt until its position is set")
+    extra = dict(book.model_extra or {})
+    extra[NO_POSITION_FIELD] = [entry_basis(e, book.name) for e in missing]
+    return book.model_copy(update=extra)

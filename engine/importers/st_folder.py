@@ -472,7 +472,7 @@ class _FolderReader:
             if got is None:
                 continue
             book, _spec, warnings = got
-            book = with_entry_hashes(book.model_copy(update={"name": p.stem}), p)  # issue 27: timers
+            book = with_entry_hashes(book.model_copy(update={"name": p.stem}), p, warnings.append)  # issue 27
             for w in warnings:
                 self.warn(rel, w)
             worlds[p.stem] = rel

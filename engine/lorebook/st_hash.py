@@ -32,6 +32,8 @@ __all__ = ["KNOWN_DECORATORS", "entry_basis", "entry_hash", "js_number_string", 
 KNOWN_DECORATORS = ("@@activate", "@@dont_activate")
 #: The book extra holding the hashes recorded at import (``{basis digest: hash}``).
 HASHES_FIELD = "st_entry_hashes"
+#: The book extra listing entries the world file gave no ``position`` (entry digests).
+NO_POSITION_FIELD = "st_no_position"
 _M32 = 0xFFFFFFFF
 
 
@@ -202,6 +204,15 @@ def entry_hash(entry: LorebookEntry, book: Lorebook) -> int:
             return got
     rest = entry.model_dump(mode="json")
     return string_hash(js_stringify(_scan_entry(rest, entry.uid, book.name)))
+
+
+def no_position(entry: LorebookEntry, book: Lorebook) -> bool:
+    """Whether the world file gave ``entry`` no ``position`` (recorded at import, unchanged since).
+
+    SillyTavern then activates the entry but places it nowhere (world-info.js 4133–4173).
+    """
+    listed = (book.model_extra or {}).get(NO_POSITION_FIELD)
+    return bool(listed) and isinstance(listed, list) and entry_basis(entry, book.name) in listed
 
 
 def record_hashes(book: Lorebook, raw_entries: Any) -> Lorebook:

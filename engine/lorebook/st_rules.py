@@ -66,8 +66,8 @@ from .models import ActivatedEntry, ActivationResult, TraceRecord
 from .prepare import _Entry, _Prepared
 from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
-from .st_hash import parse_decorators
-from .timed import _Timed, hash_function, next_timed_state
+from .st_hash import NO_POSITION_FIELD, no_position, parse_decorators
+from .timed import _Timed, books_fingerprint, hash_function, next_timed_state
 
 __all__ = ["SCOPES", "activate_sillytavern", "book_scope"]
 
@@ -411,6 +411,7 @@ def activate_sillytavern(
                    timed=_Timed(chat_metadata, chat_len, order, hash_function(prepared, books)),
                    chat_len=chat_len)
     scan.macros = macros
+    scan.no_position = _no_position_gids(prepared, books)
     scan.apply_static_checks(char_name, character, generation_type, avatar=character_avatar,
                              tag_ids=character_tag_ids)
     scan.run_passes()
@@ -422,6 +423,21 @@ def _with_content(model: ActivatedEntry, c: _C) -> ActivatedEntry:
     if c.content is None or c.content == model.content:
         return model
     return construct(ActivatedEntry, {**model.__dict__, "content": c.content})
+
+
+def _no_position_gids(prepared: _Prepared, books: Sequence[Lorebook]) -> frozenset[int]:
+    """Entries the world file gave no ``position`` (:func:`engine.lorebook.st_hash.no_position`), cached."""
+    flagged = {i for i, b in enumerate(books) if (b.model_extra or {}).get(NO_POSITION_FIELD)}
+    if not flagged:
+        return frozenset()
+    key = books_fingerprint(books)
+    cached = prepared.__dict__.get("_st_no_position")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out = frozenset(x.gid for x in prepared.entries if x.book_index in flagged
+                    and no_position(x.entry, books[x.book_index]))
+    prepared.__dict__["_st_no_position"] = (key, out)
+    return out
 
 
 def _sort_index(prepared: _Prepared, order: list[_Entry]) -> dict[int, int]:
@@ -503,6 +519,7 @@ class _StScan:
         self.all_text = ""                          # allActivatedText
         self.used = 0
         self.macros: Callable[[str], str] | None = None
+        self.no_position: frozenset[int] = frozenset()  # entries the world file gave no position
 
     def depth_of(self, x: _Entry) -> int:
         """The entry's scan depth (its own, else the global one widened by min activations)."""
@@ -763,6 +780,11 @@ class _StScan:
                     _role_name(e.role) if at_depth else "", float(e.order), -ins[c.x.gid])
 
         kept = sorted(self.activated.values(), key=placement)
+        for c in kept:
+            if c.x.gid in self.no_position:
+                # `switch (entry.position)` has no case for undefined (world-info.js 4133–4173): activated,
+                # counted in the budget and the recursion, placed nowhere
+                c.detail["no_position"] = True
         out_activated = [_with_content(_entry_model(c, self.tokens_of[c.x.gid], BLOCK_REASONS[c.code]), c)
                          for c in kept if c.text]
         budget_dropped = [_entry_model(c, t, "LOREBOOK_BUDGET")

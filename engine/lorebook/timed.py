@@ -30,7 +30,7 @@ from typing import Any
 from ..schema.lorebook import Lorebook
 from .prepare import _Entry, _Prepared
 from .records import _Activation
-from .st_hash import entry_hash, js_number_string
+from .st_hash import HASHES_FIELD, NO_POSITION_FIELD, entry_hash, js_number_string
 
 _TYPES = ("sticky", "cooldown")
 
@@ -183,12 +183,32 @@ class _Timed:
         return set(self.active["sticky"]) | set(self.active["cooldown"])
 
 
+def books_fingerprint(books: Sequence[Lorebook]) -> tuple[Any, ...]:
+    """What SillyTavern's hashes depend on besides the entries: names and recorded import data."""
+    out: list[Any] = []
+    for b in books:
+        extra = b.model_extra or {}
+        rec = extra.get(HASHES_FIELD)
+        nop = extra.get(NO_POSITION_FIELD)
+        out.append((b.name, hash(frozenset(rec.items())) if isinstance(rec, dict) else None,
+                    tuple(nop) if isinstance(nop, list) else None))
+    return tuple(out)
+
+
 def hash_function(prepared: _Prepared, books: Sequence[Lorebook]) -> Callable[[_Entry], int]:
     """``x -> entry hash`` for the prepared ``books`` (:func:`engine.lorebook.st_hash.entry_hash`).
 
     Hashes are cached on ``prepared`` (built per book content, so a cached hash stays right).
     """
-    cache: dict[int, int] = prepared.__dict__.setdefault("_st_hashes", {})
+    # the prepared-books cache keys entries, not book extras: hashes recorded at import and book
+    # names are part of this cache's key
+    key = books_fingerprint(books)
+    caches: dict[Any, dict[int, int]] = prepared.__dict__.setdefault("_st_hashes", {})
+    cache = caches.get(key)
+    if cache is None:
+        if len(caches) > 8:
+            caches.clear()
+        cache = caches[key] = {}
 
     def hash_of(x: _Entry) -> int:
         h = cache.get(x.gid)

@@ -72,3 +72,22 @@ def test_character_filters_compare_file_name_and_tag_ids(tmp_path: Path, flt: di
     assert rec.activated is sent
     if not sent:
         assert rec.code == "LOREBOOK_FILTERED_CHARACTER"
+
+
+# ------------------------------------------------------------------ item 5: entries without a position
+def test_entry_without_position_is_activated_but_placed_nowhere(tmp_path: Path) -> None:
+    """checkWorldInfo's output ``switch (entry.position)`` (world-info.js 4133–4173) has no case for an
+    entry whose world file has no ``position``: it is activated (and counted) but inserts nothing."""
+    def worlds(w: dict[str, Any]) -> None:
+        del w["Realm"]["entries"]["0"]["position"]
+
+    warnings: list[tuple[str, str]] = []
+    pv = _preview(tmp_path, worlds=worlds, warnings=warnings)
+    assert HARBOR not in _text(pv)
+    rec = next(t for t in pv.lorebook_trace if t.book == "Realm" and str(t.uid) == "0")
+    assert rec.activated and rec.detail.get("no_position") is True
+    assert any(f == "worlds/Realm.json" and "uid 0" in m and "no position" in m for f, m in warnings)
+
+
+def test_entry_with_position_is_placed(tmp_path: Path) -> None:
+    assert HARBOR in _text(_preview(tmp_path))
