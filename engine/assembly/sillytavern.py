@@ -71,6 +71,7 @@ from ..schema.sillytavern import (
 from ..schema.trace import TraceRecord
 from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros, macro_function
+from .st_bias import bias_strings
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -212,7 +213,9 @@ class _Assembler:
         # the preview never writes the chat)
         raw_vars = (request.chat.metadata or {}).get("variables")
         self.variables: dict[str, Any] = dict(raw_vars) if isinstance(raw_vars, dict) else {}
+        self.global_variables: dict[str, Any] = dict(setup.global_variables)
         self.timed_effects: dict[str, Any] | None = None
+        self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by run()
         self.lorebook_trace: list[TraceRecord] = []
 
     # ------------------------------------------------------------------ helpers
@@ -269,7 +272,8 @@ class _Assembler:
     def macro_context(self) -> MacroContext:
         """The macro values of this assembly (``substituteParams``'s environment), variables shared."""
         return MacroContext(user=self.name1, char=self.name2, values=self.values,
-                            seed=self.req.settings.world_info.seed, variables=self.variables)
+                            seed=self.req.settings.world_info.seed, variables=self.variables,
+                            global_variables=self.global_variables)
 
     def wi_macros(self) -> Callable[[str], str]:
         """``substituteParams`` for World Info contents and keys (unknown macros: one warning each)."""
@@ -437,6 +441,8 @@ class _Assembler:
         scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
                 for i, m in core if m is not None and i is not None]
         wi = self.world_info(scan, ext)
+        self.bias = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
+                                 lambda t: self.sub(t, "Start Reply With")).prompt_bias
         examples = self.mes_examples(fields["mesExamples"], wi["em"])
         self.wi_injections(ext, wi, should_add)
         oai = self.openai_messages(core, first_sub)
@@ -724,7 +730,7 @@ class _Assembler:
             {"role": "system", "content": scenario_text, "identifier": "scenario"},
             {"role": "system", "content": "", "identifier": "impersonate"},
             {"role": "system", "content": "", "identifier": "quietPrompt"},
-            {"role": "system", "content": "", "identifier": "bias"},
+            {"role": "system", "content": self.bias, "identifier": "bias"},
             {"role": "system", "content": self.sub(setup.group_nudge_prompt, "group nudge"), "identifier": "groupNudge"},
         ]
         an = ext.get("2_floating_prompt")
@@ -801,6 +807,8 @@ class _Assembler:
             add_to(ident)
         if get("enhanceDefinitions") is not None:
             add_to("enhanceDefinitions")
+        if self.bias.strip():  # Start Reply With (openai.js 1036), after every ordered prompt
+            add_to("bias")
         an = get("authorsNote")
         if an is not None and an.get("position") and cc.find("main") is not None:
             m = self.msg(an)

@@ -91,3 +91,29 @@ def test_entry_without_position_is_activated_but_placed_nowhere(tmp_path: Path) 
 
 def test_entry_with_position_is_placed(tmp_path: Path) -> None:
     assert HARBOR in _text(_preview(tmp_path))
+
+
+# ------------------------------------------------------------------ item 6: Start Reply With
+def test_start_reply_with_is_the_last_prompt(tmp_path: Path) -> None:
+    """getBiasStrings (script.js 4714–4746): no message bias, so power_user.user_prompt_bias,
+    substituteParams'd; preparePromptsForChatCompletion appends it as the system prompt ``bias``
+    (openai.js 1139) after the ordered prompts, and populateChatCompletion adds it last (1036)."""
+    pv = _preview(tmp_path, settings=lambda s: s["power_user"].update(user_prompt_bias="{{char}} grins:"))
+    assert pv.messages[-1] == {"role": "system", "content": "Kael grins:"}
+    block = next(b for b in pv.blocks if b.source == "prompt:bias")
+    assert block.status == "kept"
+
+
+def test_message_bias_wins_over_start_reply_with(tmp_path: Path) -> None:
+    """The newest user message's ``extra.bias`` (stored by sendMessageAsUser) comes before the setting."""
+    def chat(lines: list[dict[str, Any]]) -> None:
+        lines[-1]["extra"] = {"bias": " {{user}} nods."}
+
+    pv = _preview(tmp_path, chat=chat, settings=lambda s: s["power_user"].update(user_prompt_bias="ignored"))
+    # {{user}} is name1, the chat's persona (Alex), whoever wrote the message
+    assert pv.messages[-1] == {"role": "system", "content": " Alex nods."}
+
+
+def test_no_start_reply_with_sends_nothing(tmp_path: Path) -> None:
+    pv = _preview(tmp_path)
+    assert not any(b.source == "prompt:bias" for b in pv.blocks)
