@@ -24,8 +24,10 @@ _BIAS_HELPER = re.compile(r'\{\{bias\s+"((?:[^"\\]|\\.)*)"\s*\}\}')
 
 @dataclass(frozen=True)
 class BiasStrings:
-    """``getBiasStrings``' result: ``message_bias`` (from the sent text), ``prompt_bias`` (the one
-    used) and whether it is the Start Reply With setting (``is_user_prompt_bias``).
+    """``getBiasStrings``' result.
+
+    ``message_bias`` (from the sent text), ``prompt_bias`` (the one used) and whether it is the
+    Start Reply With setting (``is_user_prompt_bias``).
     """
 
     message_bias: str
