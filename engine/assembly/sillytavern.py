@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SettingsError
+from ..lorebook.jsregex import RegexClock
 from ..resolve import lorebook_plan, model_profile_and_limit, sillytavern_book_groups, speaker_names
 from ..schema.blocks import BlockKind
 from ..schema.lorebook import InsertionPosition, Lorebook
@@ -71,6 +72,7 @@ from ..schema.sillytavern import (
 from ..schema.trace import TraceRecord
 from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros, macro_function
+from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
 from .st_bias import bias_strings
 
 if TYPE_CHECKING:
@@ -216,6 +218,8 @@ class _Assembler:
         self.global_variables: dict[str, Any] = dict(setup.global_variables)
         self.timed_effects: dict[str, Any] | None = None
         self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by run()
+        self.regex_changes: dict[str, list[dict[str, str]]] = {}  # block source -> scripts that changed it
+        self.regex = self.regex_runner()
         self.lorebook_trace: list[TraceRecord] = []
 
     # ------------------------------------------------------------------ helpers
@@ -361,9 +365,20 @@ class _Assembler:
         if stopped:  # setTimedEffects(allActivatedEntries): no timer for an entry the budget stopped
             visible = sum(1 for m in scan if not m.meta.hidden)
             self.timed_effects = without_new_timers(self.timed_effects, stopped, visible)
+        kept = [(a, self.regexed_lore(a, c)) for a, c in kept]
         out = _wi_output(kept)
         self.wi_trace(act.trace, order, kept)
         return out
+
+    def regexed_lore(self, a: ActivatedEntry, content: str) -> str:
+        """``getRegexedString(entry.content, WORLD_INFO, {depth})`` (world-info.js 4127–4128)."""
+        if not self.regex.scripts:
+            return content
+        depth = int(a.depth) if a.position == InsertionPosition.AT_DEPTH else None
+        new, changes = self.regex.apply(content, WORLD_INFO, depth=depth)
+        if changes:
+            self.regex_changes[f"lorebook:{a.book}:{a.uid}"] = [c.as_dict() for c in changes]
+        return new
 
     def wi_budget(self, activated: list[Any], ordered: list[Lorebook], st_rank: dict[tuple[int, str], int],
                   wi_budget: int) -> list[tuple[Any, str]]:
@@ -433,7 +448,7 @@ class _Assembler:
         ext: dict[str, dict[str, Any]] = {}
         self.character_note(ext)
         st_chat = self.st_chat()
-        first_sub = self.first_message_macros(st_chat)
+        first_sub = self.regexed_chat(st_chat, self.first_message_macros(st_chat))
         core = self.core_chat(st_chat)
         should_add = self.authors_note(ext)
         self.persona_prompt(ext, persona_desc or "", should_add)
@@ -492,6 +507,38 @@ class _Assembler:
         ext["DEPTH_PROMPT"] = _ext_prompt(
             text, 1, int(d) if isinstance(d, (int, float)) else 4, self.setup.author_note.allow_wi_scan, role_num,
             [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}] if text else [])
+
+    def regex_runner(self) -> RegexRunner:
+        """The Regex extension's scripts for this chat (global, then the card's when allowed)."""
+        setup, wi = self.setup, self.req.settings.world_info
+        scripts = scripts_for(setup.regex_scripts, self.card.extensions if self.card is not None else None,
+                              allowed=setup.character_regex_allowed, disabled=setup.regex_disabled,
+                              warn=self.warnings.append)
+        return RegexRunner(scripts, lambda t: self.sub(t, "regex script"),
+                           RegexClock(wi.regex_timeout_ms / 1000, wi.regex_total_timeout_ms / 1000),
+                           self.warnings)
+
+    def regexed_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]],
+                     first_sub: dict[int, str]) -> dict[int, str]:
+        """``coreChat``'s ``getRegexedString`` (script.js 3567–3583): message index → its text.
+
+        User messages as user input, the others as AI output, ``depth`` = messages after it in
+        ``coreChat`` (hidden ones left out); before World Info scans them.
+        """
+        if not self.regex.scripts:
+            return first_sub
+        core = [(i, m) for i, m in st_chat if m is None or not (m.meta.hidden or m.meta.manualExcluded)]
+        out = dict(first_sub)
+        for k, (i, m) in enumerate(core):
+            if i is None or m is None:
+                continue
+            text = first_sub.get(i, m.text())
+            new, changes = self.regex.apply(text, USER_INPUT if m.role == "user" else AI_OUTPUT,
+                                            depth=len(core) - k - 1)
+            if changes:
+                out[i] = new
+                self.regex_changes[f"message:{i}"] = [c.as_dict() for c in changes]
+        return out
 
     def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
         """``Generate``: ``chat[0].mes = substituteParams(chat[0].mes)``; message index → its text."""
@@ -1073,7 +1120,7 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
     messages = [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})} for m in sent]
     prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
     error = None if overflow is None else _budget_error(overflow, details, budget, limit, reserve)
-    pv_blocks = _preview_blocks(sent, asm.excluded, error)
+    pv_blocks = _preview_blocks(sent, asm.excluded, error, asm.regex_changes)
     if error is not None:
         messages = []
         prompt_tokens = 0
@@ -1143,13 +1190,23 @@ def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: in
 
 
 def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
-                    error: PreviewError | None) -> list[PreviewBlock]:
-    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones."""
+                    error: PreviewError | None, regex_changes: dict[str, list[dict[str, str]]] | None = None
+                    ) -> list[PreviewBlock]:
+    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones.
+
+    A block a regex script changed (its own text or one of its parts) lists each change in
+    ``trace["regex"]``: ``{"source", "script", "before", "after"}``.
+    """
     blocks: list[dict[str, Any]] = []
     for m in sent:
         trace: dict[str, Any] = {"st_identifier": m.identifier}
         if m.parts:
             trace["parts"] = m.parts
+        if regex_changes:
+            changed = [{"source": src, **c} for src in dict.fromkeys([m.source, *(p.get("source") for p in m.parts)])
+                       if isinstance(src, str) for c in regex_changes.get(src, [])]
+            if changed:
+                trace["regex"] = changed
         if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
             trace.update(m.parts[0]["trace"])
         status = "excluded" if error is not None else "kept"

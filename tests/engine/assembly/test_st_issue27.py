@@ -117,3 +117,58 @@ def test_message_bias_wins_over_start_reply_with(tmp_path: Path) -> None:
 def test_no_start_reply_with_sends_nothing(tmp_path: Path) -> None:
     pv = _preview(tmp_path)
     assert not any(b.source == "prompt:bias" for b in pv.blocks)
+
+
+# ------------------------------------------------------------------ item 7: regex scripts on the prompt
+def _script(name: str, find: str, replace: str, placement: list[int], **kw: Any) -> dict[str, Any]:
+    return {"id": name, "scriptName": name, "findRegex": find, "replaceString": replace, "trimStrings": [],
+            "placement": placement, "disabled": False, "markdownOnly": False, "promptOnly": False,
+            "runOnEdit": True, "substituteRegex": False, "minDepth": None, "maxDepth": None, **kw}
+
+
+def test_regex_scripts_run_on_messages_and_world_info(tmp_path: Path) -> None:
+    """Generate (script.js 3567–3583): each coreChat message through getRegexedString (AI output for
+    the character's); checkWorldInfo (world-info.js 4128): each placed entry as World Info."""
+    scripts = [_script("swan", "/Gull/g", "Swan", [2]), _script("lore", "/two masts/g", "three masts", [5])]
+    pv = _preview(tmp_path, settings=lambda s: s["extension_settings"].update(regex=scripts))
+    text = _text(pv)
+    assert "The Swan sails at dawn" in text and "The Gull sails" not in text
+    assert "Voyage: the ship is the Gull, three masts." in text  # the WI placement only
+    msg = next(b for b in pv.blocks if b.source == "message:3")
+    assert msg.trace["regex"] == [{"source": "message:3", "script": "swan",
+                                   "before": "The Gull sails at dawn, if the storm allows.",
+                                   "after": "The Swan sails at dawn, if the storm allows."}]
+    wi = next(b for b in pv.blocks if any(p.get("source") == "lorebook:Voyage:0" for p in b.trace.get("parts", [])))
+    assert [r["script"] for r in wi.trace["regex"]] == ["lore"]
+
+
+def test_world_info_scans_the_regexed_chat(tmp_path: Path) -> None:
+    """chatForWI is built from the regexed coreChat (script.js 3662): a user-input script that
+    rewrites "harbor" hides the key from World Info."""
+    scripts = [_script("port", "/harbor/g", "port", [1])]
+    pv = _preview(tmp_path, settings=lambda s: s["extension_settings"].update(regex=scripts))
+    rec = next(t for t in pv.lorebook_trace if t.book == "Realm" and str(t.uid) == "0")
+    assert not rec.activated and HARBOR not in _text(pv)
+
+
+def test_card_scripts_run_only_when_allowed(tmp_path: Path) -> None:
+    from tests.engine.importers import st_fixture
+
+    card_script = [_script("card", "/Gull/g", "Heron", [2])]
+    original = json.loads(json.dumps(st_fixture.CARD))
+    try:
+        st_fixture.CARD["data"]["extensions"]["regex_scripts"] = card_script
+        denied = _text(_preview(tmp_path / "a"))
+        allowed = _text(_preview(tmp_path / "b", settings=lambda s: s["extension_settings"].update(
+            character_allowed_regex=["hero.png"])))
+    finally:
+        st_fixture.CARD.clear()
+        st_fixture.CARD.update(original)
+    assert "The Gull sails" in denied and "The Heron sails" in allowed
+
+
+def test_a_script_javascript_rejects_is_a_warning_naming_it(tmp_path: Path) -> None:
+    scripts = [_script("broken", "/(unclosed/g", "x", [2])]
+    pv = _preview(tmp_path, settings=lambda s: s["extension_settings"].update(regex=scripts))
+    assert any("'broken'" in w and "does not compile" in w for w in pv.warnings)
+    assert "The Gull sails" in _text(pv)
