@@ -579,6 +579,17 @@ class _Assembler:
             should_add = till == 0
         an_text = an.prompt if should_add else ""
         an_parts = [{"source": "author_note", "reason": "INSTRUCTION", "text": an_text}] if an_text else []
+        cn = self.setup.character_note
+        if should_add and self.card is not None and cn is not None and cn.use_chara:
+            # extension_settings.note.chara (authors-note.js 329–346): the card's own note replaces the
+            # chat's (position 0), or goes before (1) / after (2) it, joined by a newline
+            part = {"source": "character:author_note", "reason": "INSTRUCTION", "text": cn.prompt}
+            if cn.position == 1:
+                an_text, an_parts = f"{cn.prompt}\n{an_text}", [part, *an_parts]
+            elif cn.position == 2:
+                an_text, an_parts = f"{an_text}\n{cn.prompt}", [*an_parts, part]
+            else:
+                an_text, an_parts = cn.prompt, [part] if cn.prompt else []
         ext["2_floating_prompt"] = _ext_prompt(an_text, an.position, an.depth, an.allow_wi_scan, an.role, an_parts)
         return should_add
 

@@ -172,3 +172,23 @@ def test_a_script_javascript_rejects_is_a_warning_naming_it(tmp_path: Path) -> N
     pv = _preview(tmp_path, settings=lambda s: s["extension_settings"].update(regex=scripts))
     assert any("'broken'" in w and "does not compile" in w for w in pv.warnings)
     assert "The Gull sails" in _text(pv)
+
+
+# ------------------------------------------------------------------ item 8: the card's own Author's Note
+@pytest.mark.parametrize(("position", "use", "expected"), [
+    # setFloatingPrompt (authors-note.js 329–346): chara_note_position replace 0, before 1, after 2
+    (0, True, "Kael speaks softly."),
+    (1, True, "Kael speaks softly.\n[Keep the tone tense.]"),
+    (2, True, "[Keep the tone tense.]\nKael speaks softly."),
+    (1, False, "[Keep the tone tense.]"),
+])
+def test_character_note_relative_to_the_chat_note(tmp_path: Path, position: int, use: bool, expected: str) -> None:
+    def settings(s: dict[str, Any]) -> None:
+        s["extension_settings"]["note"]["chara"] = [
+            {"name": "other", "prompt": "never", "useChara": True, "position": 0},
+            {"name": "hero", "prompt": "{{char}} speaks softly.", "useChara": use, "position": position}]
+
+    pv = _preview(tmp_path, settings=settings)
+    note = next(b for b in pv.blocks if b.source.startswith("injection:depth2"))
+    # the note's macros are substituted where the extension prompt is used; World Info at depth 2 follows
+    assert note.text.startswith(expected + "\n") or note.text == expected
