@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import LoomscopeImportError
-from ..lorebook.st_hash import NO_POSITION_FIELD, entry_basis, record_hashes
+from ..lorebook.st_hash import HASHES_FIELD, NO_POSITION_FIELD, entry_basis, record_hashes
 from ..schema.lorebook import Lorebook
 from ..schema.sillytavern import CharacterNote, RegexScript, SillyTavernSetup
 from ._io import decode_utf8, parse_json, read_bytes
@@ -95,6 +95,14 @@ def with_entry_hashes(book: Lorebook, path: Path, warn: Any = None) -> Lorebook:
     if not isinstance(data, dict):
         return book
     entries = data.get("entries")
+    carried = data.get(HASHES_FIELD)
+    if isinstance(carried, dict) and carried and all(entry_basis(e, book.name) in carried for e in book.entries):
+        # a world Loomscope exported carries the hashes of the SillyTavern file it came from (and
+        # the entries that file gave no position): kept, so that the exported folder gives the same prompt
+        kept: dict[str, Any] = {HASHES_FIELD: carried}
+        if isinstance(data.get(NO_POSITION_FIELD), list):
+            kept[NO_POSITION_FIELD] = data[NO_POSITION_FIELD]
+        return book.model_copy(update=kept)
     book = record_hashes(book, entries)
     raws = list(entries.values()) if isinstance(entries, dict) else entries if isinstance(entries, list) else []
     if len(raws) != len(book.entries):
