@@ -95,8 +95,8 @@ class _Timed:
             state[t] = {k: v for k, v in state[t].items() if isinstance(v, (dict, list)) and v}
         self.state = state
         self.chat_len = chat_len
-        self.entries = list(entries)
-        self.by_label = {x.label: x for x in self.entries}
+        self.entries = entries
+        self._by_label: dict[str, _Entry] | None = None  # built only when there are stored effects
         self._hash_of = hash_of
         self.by_hash = by_hash and hash_of is not None
         self._hash_index: dict[str, _Entry] | None = None
@@ -109,6 +109,14 @@ class _Timed:
         self.sticky, self.cooldown = state["sticky"], state["cooldown"]
         self.has_active = bool(self.active["sticky"] or self.active["cooldown"])
 
+    def by_label(self) -> dict[str, _Entry]:
+        """Entries by their key ``"<world>.<uid>"`` (the first of a repeated key)."""
+        if self._by_label is None:
+            self._by_label = {}
+            for x in self.entries:
+                self._by_label.setdefault(x.label, x)
+        return self._by_label
+
     def hash_of(self, x: _Entry) -> int:
         """The entry's SillyTavern hash (0 without a hash function)."""
         return self._hash_of(x) if self._hash_of is not None else 0
@@ -116,9 +124,9 @@ class _Timed:
     def _find(self, key: str, value: dict[str, Any]) -> _Entry | None:
         """``this.#entries.find(x => String(hash(x)) === String(value.hash))`` (524)."""
         if not self.by_hash:
-            return self.by_label.get(key)
+            return self.by_label().get(key)
         want = _js_str(value.get("hash")) if "hash" in value else "undefined"
-        guess = self.by_label.get(key)
+        guess = self.by_label().get(key)
         # entries of one world never share a hash (it holds the uid): the keyed entry is the first
         if guess is not None and str(self.hash_of(guess)) == want:
             return guess

@@ -161,7 +161,9 @@ class EntryEditor(QScrollArea):
         self.delay_until_recursion = _spin(0, 1000, "off")
         self.ignore_budget = QCheckBox("Ignore budget")
         self.filter_names = QLineEdit()
-        self.filter_names.setPlaceholderText("character names, comma-separated")
+        self.filter_names.setPlaceholderText("card file names (hero for hero.png), comma-separated")
+        self.filter_names.setToolTip("SillyTavern compares a character filter with the card's file name "
+                                     "without extension, not with the character's name")
         self.filter_exclude = QCheckBox("Exclude")
         self.filter_exclude.setToolTip("Not for these characters (else: only for them)")
         for combo in (self.logic, self.position, self.role, self.case_sensitive, self.whole_words, self.group_scoring):

@@ -459,7 +459,8 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.prevent_recursion.setChecked(False)
     editor.delay_until_recursion.setValue(2)
     editor.ignore_budget.setChecked(True)
-    editor.filter_names.setText("Kael, Sam")
+    # SillyTavern's filter holds card file names (getCharaFilename): Kael's card is characters/hero.png
+    editor.filter_names.setText("hero, Sam")
     editor.filter_exclude.setChecked(True)
     rerun(qtbot, win, editor.apply_button.click)
     e = next(x for x in win.ctx.store.get_lorebook(realm).entries if int(x.uid) == 1)
@@ -470,7 +471,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     assert e.group == "weather" and e.group_weight == 250 and e.group_override and e.use_group_scoring is True
     assert (e.sticky, e.cooldown, e.delay) == (3, 4, 5)
     assert e.exclude_recursion and not e.prevent_recursion and e.delay_until_recursion == 2 and e.ignore_budget
-    assert e.model_extra["characterFilter"]["names"] == ["Kael", "Sam"]
+    assert e.model_extra["characterFilter"]["names"] == ["hero", "Sam"]
     assert e.model_extra["characterFilter"]["isExclude"] is True
     # the character filter decides alone once the other conditions hold again (SillyTavern
     # checkWorldInfo: characterFilter names, isExclude)
@@ -488,10 +489,13 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.case_sensitive.setCurrentIndex(editor.case_sensitive.findData(None))
     editor.whole_words.setCurrentIndex(editor.whole_words.findData(None))
     preview = rerun(qtbot, win, editor.apply_button.click)
-    assert not fired(preview)  # excluded for Kael
+    assert not fired(preview)  # excluded for hero.png (Kael)
     editor.filter_exclude.setChecked(False)
     preview = rerun(qtbot, win, editor.apply_button.click)
-    assert fired(preview)  # only for Kael and Sam: Kael is the character
+    assert fired(preview)  # only for hero and Sam: hero.png is the chat's card
+    editor.filter_names.setText("Kael")
+    preview = rerun(qtbot, win, editor.apply_button.click)
+    assert not fired(preview)  # the character's name is not its file name: SillyTavern filters it out
 
 
 def test_pick_persona_none_and_back(qtbot, st_window) -> None:
