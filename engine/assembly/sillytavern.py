@@ -473,6 +473,7 @@ class _Assembler:
                   "jailbreak": "", "persona": self.base_replace(persona_desc.strip(), "persona")}
         self.values = {"persona": fields["persona"], "charifnotgroup": self.name2, "group": self.name2,
                        "model": self.req.settings.model, "maxprompt": str(self.budget)}
+        self.values.update(_last_messages(self.req.chat.messages))
         if card is None:
             return fields
         scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
@@ -1050,6 +1051,19 @@ def _sorted_entry_ranks(groups: list[list[int]], ordered: list[Lorebook]) -> dic
 def _pass_of(a: Any) -> int:
     """The scan pass an activated entry came from (its trace's ``pass``)."""
     return int((a.trace or {}).get("pass", 0) or 0)
+
+
+def _last_messages(messages: list[ChatMessage]) -> dict[str, str]:
+    """``{{lastMessage}}``, ``{{lastMessageId}}``, ``{{lastUserMessage}}``, ``{{lastCharMessage}}`` (macros.js 172–239).
+
+    The newest message, the newest user message and the newest character message that is not a
+    system (hidden) one.
+    """
+    last = len(messages) - 1
+    user = next((m.text() for m in reversed(messages) if m.role == "user" and not m.meta.hidden), "")
+    char = next((m.text() for m in reversed(messages) if m.role != "user" and not m.meta.hidden), "")
+    return {"lastmessage": messages[last].text() if messages else "", "lastmessageid": str(last) if messages else "",
+            "lastusermessage": user, "lastcharmessage": char}
 
 
 def _wi_output(kept: list[tuple[Any, str]]) -> dict[str, Any]:

@@ -192,3 +192,19 @@ def test_character_note_relative_to_the_chat_note(tmp_path: Path, position: int,
     note = next(b for b in pv.blocks if b.source.startswith("injection:depth2"))
     # the note's macros are substituted where the extension prompt is used; World Info at depth 2 follows
     assert note.text.startswith(expected + "\n") or note.text == expected
+
+
+# ------------------------------------------------------------------ item 2 through the whole path
+def test_world_info_macros_in_the_chat_completion_path(tmp_path: Path) -> None:
+    """checkWorldInfo (world-info.js 4027) substitutes every macro in the content: a comment is gone,
+    {{getvar}} reads chat_metadata.variables, {{lastUserMessage}} the newest user message (macros.js 221)."""
+    def worlds(w: dict[str, Any]) -> None:
+        w["Realm"]["entries"]["0"]["content"] = ("Realm: {{// secret}}mood {{getvar::mood}}; "
+                                                 "heard: {{lastUserMessage}}{{trim}}\n")
+
+    def chat(lines: list[dict[str, Any]]) -> None:
+        lines[0]["chat_metadata"]["variables"] = {"mood": "grim"}
+
+    pv = _preview(tmp_path, worlds=worlds, chat=chat)
+    assert "Realm: mood grim; heard: Sam here. I brought the harbor map." in _text(pv)
+    assert "secret" not in _text(pv)
