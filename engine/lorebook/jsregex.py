@@ -37,7 +37,6 @@ Known remaining difference: without ``u`` JavaScript matches UTF-16 code units, 
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,7 +155,7 @@ def _translate_escape(pattern: str, i: int, *, unicode: bool, in_class: bool) ->
     return (rep if rep is not None else "\\" + nxt), i + 2
 
 
-@functools.cache
+@memoized(1)
 def _fold_tables() -> tuple[frozenset[int], dict[int, frozenset[int]], str]:
     """Where the ``regex`` package's ignore-case differs from JavaScript's non-Unicode one.
 
