@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog
 
 from engine.errors import LoomscopeError
+from engine.lorebook import running_timers
 
 from .errors import UserError, message_for, user_error
 from .folder_import import run_folder_import
@@ -292,9 +293,11 @@ class LibrarySetup(QObject):
             self.entry_editor.load(None, None)
             return
         row = tab.model.row_at(tab.proxy.mapToSource(idx).row())
+        request = self.ctx.document.request
+        timers = running_timers(request.chat.metadata if request is not None else None, row.book_name, row.entry.uid)
         self.entry_editor.load(row.lorebook_id, row.entry, editable=row.editable,
                                where=f"<b>{row.book_name}</b> · entry {row.entry.uid}"
-                               + ("" if row.editable else " (read-only here)"))
+                               + ("" if row.editable else " (read-only here)"), timers=timers)
 
     def _on_preview_applied(self, _preview: ContextPreview | None) -> None:
         if self._select_after is not None:

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SettingsError
+from ..lorebook.jsregex import RegexClock
 from ..resolve import lorebook_plan, model_profile_and_limit, sillytavern_book_groups, speaker_names
 from ..schema.blocks import BlockKind
 from ..schema.lorebook import InsertionPosition, Lorebook
@@ -70,7 +71,9 @@ from ..schema.sillytavern import (
 )
 from ..schema.trace import TraceRecord
 from ..tokenizers import TokenizerProfile
-from .macros import MacroContext, expand_macros
+from .macros import MacroContext, expand_macros, macro_function
+from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
+from .st_bias import bias_strings
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -208,7 +211,15 @@ class _Assembler:
         self.excluded: list[dict[str, Any]] = []  # PreviewBlock fields of the blocks left out
         self._counts: dict[tuple[str, str, str | None], int] = {}
         self.values: dict[str, str] = {}
+        # chat_metadata.variables: {{setvar}} in one text is seen by {{getvar}} in later ones (a copy:
+        # the preview never writes the chat)
+        raw_vars = (request.chat.metadata or {}).get("variables")
+        self.variables: dict[str, Any] = dict(raw_vars) if isinstance(raw_vars, dict) else {}
+        self.global_variables: dict[str, Any] = dict(setup.global_variables)
         self.timed_effects: dict[str, Any] | None = None
+        self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by run()
+        self.regex_changes: dict[str, list[dict[str, str]]] = {}  # block source -> scripts that changed it
+        self.regex = self.regex_runner()
         self.lorebook_trace: list[TraceRecord] = []
 
     # ------------------------------------------------------------------ helpers
@@ -253,9 +264,7 @@ class _Assembler:
                 return ""
 
             text = _ORIGINAL.sub(mark, text)
-        ctx = MacroContext(user=self.name1, char=self.name2, values=self.values,
-                           seed=self.req.settings.world_info.seed)
-        out, unknown = expand_macros(text, ctx)
+        out, unknown = expand_macros(text, self.macro_context())
         if found:
             out = out.replace(_KEEP, "{{original}}").replace(_FILL, original or "")
         for u in dict.fromkeys(unknown):
@@ -263,6 +272,22 @@ class _Assembler:
             if w not in self.warnings:
                 self.warnings.append(w)
         return out
+
+    def macro_context(self) -> MacroContext:
+        """The macro values of this assembly (``substituteParams``'s environment), variables shared."""
+        return MacroContext(user=self.name1, char=self.name2, values=self.values,
+                            seed=self.req.settings.world_info.seed, variables=self.variables,
+                            global_variables=self.global_variables)
+
+    def wi_macros(self) -> Callable[[str], str]:
+        """``substituteParams`` for World Info contents and keys (unknown macros: one warning each)."""
+        def unknown(found: list[str]) -> None:
+            for u in dict.fromkeys(found):
+                w = f"unknown macro {u} in World Info (left as written)"
+                if w not in self.warnings:
+                    self.warnings.append(w)
+
+        return macro_function(self.macro_context(), unknown)
 
     def base_replace(self, text: str | None, where: str) -> str:
         r"""``baseChatReplace``: macros, ``collapse_newlines``, ``\\r`` removed."""
@@ -314,7 +339,7 @@ class _Assembler:
         over the books in ``getSortedEntries`` order), the budget loop pass by pass
         (:meth:`wi_budget`), the output buckets (:func:`_wi_output`).
         """
-        from ..lorebook import activate, compute_budget
+        from ..lorebook import activate, compute_budget, without_new_timers
 
         plan = lorebook_plan(self.req)
         if not plan.books:
@@ -328,14 +353,32 @@ class _Assembler:
         act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
                        user_name=self.name1, char_name=self.name2, character=self.card,
                        persona=self.req.persona, chat_metadata=self.req.chat.metadata,
-                       extra_scan_text=extra_scan)
+                       extra_scan_text=extra_scan, macros=self.wi_macros(),
+                       character_avatar=self.setup.character_avatar or None,
+                       character_tag_ids=self.setup.character_tags)
         self.diagnostics.extend(act.diagnostics)
         self.timed_effects = dict(act.timed_effects)
         kept = self.wi_budget(list(act.activated), ordered, _sorted_entry_ranks(groups, ordered),
                               compute_budget(wi, self.budget))
+        kept_keys = {(a.book, str(a.uid)) for a, _ in kept}
+        stopped = [f"{a.book}.{a.uid}" for a in act.activated if (a.book, str(a.uid)) not in kept_keys]
+        if stopped:  # setTimedEffects(allActivatedEntries): no timer for an entry the budget stopped
+            visible = sum(1 for m in scan if not m.meta.hidden)
+            self.timed_effects = without_new_timers(self.timed_effects, stopped, visible)
+        kept = [(a, self.regexed_lore(a, c)) for a, c in kept]
         out = _wi_output(kept)
         self.wi_trace(act.trace, order, kept)
         return out
+
+    def regexed_lore(self, a: ActivatedEntry, content: str) -> str:
+        """``getRegexedString(entry.content, WORLD_INFO, {depth})`` (world-info.js 4127–4128)."""
+        if not self.regex.scripts:
+            return content
+        depth = int(a.depth) if a.position == InsertionPosition.AT_DEPTH else None
+        new, changes = self.regex.apply(content, WORLD_INFO, depth=depth)
+        if changes:
+            self.regex_changes[f"lorebook:{a.book}:{a.uid}"] = [c.as_dict() for c in changes]
+        return new
 
     def wi_budget(self, activated: list[Any], ordered: list[Lorebook], st_rank: dict[tuple[int, str], int],
                   wi_budget: int) -> list[tuple[Any, str]]:
@@ -362,7 +405,8 @@ class _Assembler:
             if overflow:
                 dropped.extend((a, {"budget": wi_budget, "note": "scan stopped at the budget"}) for a in now)
                 continue
-            fill = fill_budget(now, content=lambda a: self.sub(a.content, f"lorebook {a.book!r} entry {a.uid}"),
+            # contents come with their macros substituted by the activation (world-info.js 4027)
+            fill = fill_budget(now, content=lambda a: a.content,
                                scanned_tokens=self.wi_count(all_text), budget=wi_budget, count=self.wi_count)
             kept.extend(fill.kept)
             if fill.overflow_at is not None:
@@ -404,7 +448,7 @@ class _Assembler:
         ext: dict[str, dict[str, Any]] = {}
         self.character_note(ext)
         st_chat = self.st_chat()
-        first_sub = self.first_message_macros(st_chat)
+        first_sub = self.regexed_chat(st_chat, self.first_message_macros(st_chat))
         core = self.core_chat(st_chat)
         should_add = self.authors_note(ext)
         self.persona_prompt(ext, persona_desc or "", should_add)
@@ -412,6 +456,8 @@ class _Assembler:
         scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
                 for i, m in core if m is not None and i is not None]
         wi = self.world_info(scan, ext)
+        self.bias = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
+                                 lambda t: self.sub(t, "Start Reply With")).prompt_bias
         examples = self.mes_examples(fields["mesExamples"], wi["em"])
         self.wi_injections(ext, wi, should_add)
         oai = self.openai_messages(core, first_sub)
@@ -427,6 +473,7 @@ class _Assembler:
                   "jailbreak": "", "persona": self.base_replace(persona_desc.strip(), "persona")}
         self.values = {"persona": fields["persona"], "charifnotgroup": self.name2, "group": self.name2,
                        "model": self.req.settings.model, "maxprompt": str(self.budget)}
+        self.values.update(_last_messages(self.req.chat.messages))
         if card is None:
             return fields
         scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
@@ -461,6 +508,38 @@ class _Assembler:
         ext["DEPTH_PROMPT"] = _ext_prompt(
             text, 1, int(d) if isinstance(d, (int, float)) else 4, self.setup.author_note.allow_wi_scan, role_num,
             [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}] if text else [])
+
+    def regex_runner(self) -> RegexRunner:
+        """The Regex extension's scripts for this chat (global, then the card's when allowed)."""
+        setup, wi = self.setup, self.req.settings.world_info
+        scripts = scripts_for(setup.regex_scripts, self.card.extensions if self.card is not None else None,
+                              allowed=setup.character_regex_allowed, disabled=setup.regex_disabled,
+                              warn=self.warnings.append)
+        return RegexRunner(scripts, lambda t: self.sub(t, "regex script"),
+                           RegexClock(wi.regex_timeout_ms / 1000, wi.regex_total_timeout_ms / 1000),
+                           self.warnings)
+
+    def regexed_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]],
+                     first_sub: dict[int, str]) -> dict[int, str]:
+        """``coreChat``'s ``getRegexedString`` (script.js 3567–3583): message index → its text.
+
+        User messages as user input, the others as AI output, ``depth`` = messages after it in
+        ``coreChat`` (hidden ones left out); before World Info scans them.
+        """
+        if not self.regex.scripts:
+            return first_sub
+        core = [(i, m) for i, m in st_chat if m is None or not (m.meta.hidden or m.meta.manualExcluded)]
+        out = dict(first_sub)
+        for k, (i, m) in enumerate(core):
+            if i is None or m is None:
+                continue
+            text = first_sub.get(i, m.text())
+            new, changes = self.regex.apply(text, USER_INPUT if m.role == "user" else AI_OUTPUT,
+                                            depth=len(core) - k - 1)
+            if changes:
+                out[i] = new
+                self.regex_changes[f"message:{i}"] = [c.as_dict() for c in changes]
+        return out
 
     def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
         """``Generate``: ``chat[0].mes = substituteParams(chat[0].mes)``; message index → its text."""
@@ -501,6 +580,17 @@ class _Assembler:
             should_add = till == 0
         an_text = an.prompt if should_add else ""
         an_parts = [{"source": "author_note", "reason": "INSTRUCTION", "text": an_text}] if an_text else []
+        cn = self.setup.character_note
+        if should_add and self.card is not None and cn is not None and cn.use_chara:
+            # extension_settings.note.chara (authors-note.js 329–346): the card's own note replaces the
+            # chat's (position 0), or goes before (1) / after (2) it, joined by a newline
+            part = {"source": "character:author_note", "reason": "INSTRUCTION", "text": cn.prompt}
+            if cn.position == 1:
+                an_text, an_parts = f"{cn.prompt}\n{an_text}", [part, *an_parts]
+            elif cn.position == 2:
+                an_text, an_parts = f"{an_text}\n{cn.prompt}", [*an_parts, part]
+            else:
+                an_text, an_parts = cn.prompt, [part] if cn.prompt else []
         ext["2_floating_prompt"] = _ext_prompt(an_text, an.position, an.depth, an.allow_wi_scan, an.role, an_parts)
         return should_add
 
@@ -703,7 +793,7 @@ class _Assembler:
             {"role": "system", "content": scenario_text, "identifier": "scenario"},
             {"role": "system", "content": "", "identifier": "impersonate"},
             {"role": "system", "content": "", "identifier": "quietPrompt"},
-            {"role": "system", "content": "", "identifier": "bias"},
+            {"role": "system", "content": self.bias, "identifier": "bias"},
             {"role": "system", "content": self.sub(setup.group_nudge_prompt, "group nudge"), "identifier": "groupNudge"},
         ]
         an = ext.get("2_floating_prompt")
@@ -780,6 +870,8 @@ class _Assembler:
             add_to(ident)
         if get("enhanceDefinitions") is not None:
             add_to("enhanceDefinitions")
+        if self.bias.strip():  # Start Reply With (openai.js 1036), after every ordered prompt
+            add_to("bias")
         an = get("authorsNote")
         if an is not None and an.get("position") and cc.find("main") is not None:
             m = self.msg(an)
@@ -965,6 +1057,19 @@ def _pass_of(a: Any) -> int:
     return int((a.trace or {}).get("pass", 0) or 0)
 
 
+def _last_messages(messages: list[ChatMessage]) -> dict[str, str]:
+    """``{{lastMessage}}``, ``{{lastMessageId}}``, ``{{lastUserMessage}}``, ``{{lastCharMessage}}`` (macros.js 172–239).
+
+    The newest message, the newest user message and the newest character message that is not a
+    system (hidden) one.
+    """
+    last = len(messages) - 1
+    user = next((m.text() for m in reversed(messages) if m.role == "user" and not m.meta.hidden), "")
+    char = next((m.text() for m in reversed(messages) if m.role != "user" and not m.meta.hidden), "")
+    return {"lastmessage": messages[last].text() if messages else "", "lastmessageid": str(last) if messages else "",
+            "lastusermessage": user, "lastcharmessage": char}
+
+
 def _wi_output(kept: list[tuple[Any, str]]) -> dict[str, Any]:
     """``checkWorldInfo``'s output (world-info.js 4113–4145): each kept entry ``unshift``-ed into its bucket.
 
@@ -977,8 +1082,8 @@ def _wi_output(kept: list[tuple[Any, str]]) -> dict[str, Any]:
                InsertionPosition.AN_TOP: out["an_top"], InsertionPosition.AN_BOTTOM: out["an_bottom"]}
     depth: dict[tuple[int, int], list[tuple[Any, str]]] = {}
     for a, content in sorted(kept, key=lambda ac: -float(ac[0].order)):
-        if not content:
-            continue
+        if not content or (a.trace or {}).get("no_position"):
+            continue  # an entry without a position is placed nowhere (world-info.js 4133–4173)
         if a.position in buckets:
             buckets[a.position].insert(0, (a, content))
         elif a.position == InsertionPosition.BEFORE_EXAMPLES:
@@ -1044,7 +1149,7 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
     messages = [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})} for m in sent]
     prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
     error = None if overflow is None else _budget_error(overflow, details, budget, limit, reserve)
-    pv_blocks = _preview_blocks(sent, asm.excluded, error)
+    pv_blocks = _preview_blocks(sent, asm.excluded, error, asm.regex_changes)
     if error is not None:
         messages = []
         prompt_tokens = 0
@@ -1114,13 +1219,23 @@ def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: in
 
 
 def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
-                    error: PreviewError | None) -> list[PreviewBlock]:
-    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones."""
+                    error: PreviewError | None, regex_changes: dict[str, list[dict[str, str]]] | None = None
+                    ) -> list[PreviewBlock]:
+    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones.
+
+    A block a regex script changed (its own text or one of its parts) lists each change in
+    ``trace["regex"]``: ``{"source", "script", "before", "after"}``.
+    """
     blocks: list[dict[str, Any]] = []
     for m in sent:
         trace: dict[str, Any] = {"st_identifier": m.identifier}
         if m.parts:
             trace["parts"] = m.parts
+        if regex_changes:
+            changed = [{"source": src, **c} for src in dict.fromkeys([m.source, *(p.get("source") for p in m.parts)])
+                       if isinstance(src, str) for c in regex_changes.get(src, [])]
+            if changed:
+                trace["regex"] = changed
         if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
             trace.update(m.parts[0]["trace"])
         status = "excluded" if error is not None else "kept"

@@ -51,6 +51,7 @@ from ..schema.sillytavern import (
     default_prompt_order,
     default_prompts,
 )
+from .st_extras import extend_setup, with_entry_hashes
 from .st_presets import read_text_completion
 
 #: Folders of a SillyTavern user folder; a folder with ``settings.json`` and one of these is one.
@@ -485,7 +486,7 @@ class _FolderReader:
             if got is None:
                 continue
             book, _spec, warnings = got
-            book = book.model_copy(update={"name": p.stem})
+            book = with_entry_hashes(book.model_copy(update={"name": p.stem}), p, warnings.append)  # issue 27
             for w in warnings:
                 self.warn(rel, w)
             worlds[p.stem] = rel
@@ -604,6 +605,7 @@ class _FolderReader:
         setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
         if s.text_completion is not None:
             setup = setup.model_copy(update={"text_completion": s.text_completion})
+        setup = extend_setup(setup, s.raw, card.key if card else None, lambda w: self.warn("settings.json", w))
         item = FolderItem("chat", rel, p.stem, chat, warnings=links.warnings,
                           character_key=card.key if card else None, persona_key=pitem.key,
                           lorebook_links=links.links, setup=setup, settings=s.context)

@@ -17,6 +17,7 @@ from .activation import activate, clear_cache, compute_budget, test_text
 from .codes import ACTIVATED_CODES, BLOCK_REASONS, TRACE_CODES
 from .lint import LINT_CODES, lint_lorebook
 from .models import ActivatedEntry, ActivationResult, LintFinding, LintReport, TraceRecord
+from .timed import running_timers, without_new_timers
 
 __all__ = [
     "ACTIVATED_CODES",
@@ -32,5 +33,7 @@ __all__ = [
     "clear_cache",
     "compute_budget",
     "lint_lorebook",
+    "running_timers",
     "test_text",
+    "without_new_timers",
 ]

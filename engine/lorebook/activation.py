@@ -61,6 +61,9 @@ def activate(
     compare_rules: bool = True,
     history_offset: int = 0,
     hidden_before: int = 0,
+    macros: Callable[[str], str] | None = None,
+    character_avatar: str | None = None,
+    character_tag_ids: Sequence[str] | None = None,
 ) -> ActivationResult:
     """Activate World Info entries for a chat under ``settings.rules``.
 
@@ -87,6 +90,15 @@ def activate(
         that starts ``history_offset`` messages earlier, ``hidden_before`` of which are hidden.
         Message indexes in the trace and the chat length (timed effects, seeds) count them; only
         the tail is scanned, so pass at least the scan depth's worth of visible messages.
+    macros:
+        Under ``sillytavern``: SillyTavern's ``substituteParams`` (e.g.
+        :func:`engine.assembly.macros.macro_function`), run on each entry's content when it
+        passes its probability roll, before the budget count and the recursion buffer
+        (world-info.js 4027), and on keys holding macros. ``None``: names only.
+    character_avatar, character_tag_ids:
+        Under ``sillytavern``: the card's file name in ``characters/`` and its ``tag_map`` tag
+        ids; character filters compare them as SillyTavern does (``getCharaFilename``,
+        ``getTagKeyForEntity``). ``None``: the character's name and tags.
 
     Returns
     -------
@@ -113,7 +125,8 @@ def activate(
         budget=compute_budget(settings, context_limit), user_name=user_name, char_name=char_name,
         character=character, persona=persona, chat_metadata=chat_metadata,
         extra_scan_text=extra_scan_text, generation_type=generation_type,
-        book_scopes=book_scopes, clock=clock, history_offset=history_offset, hidden_before=hidden_before)
+        book_scopes=book_scopes, clock=clock, history_offset=history_offset, hidden_before=hidden_before,
+        macros=macros, character_avatar=character_avatar, character_tag_ids=character_tag_ids)
     if not compare_rules:
         return result
     other = _activate_loomscope(

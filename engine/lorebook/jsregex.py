@@ -19,9 +19,20 @@ package, which supports variable-width lookbehind, ``\\p{…}`` properties and a
   nothing: SillyTavern builds a fresh ``RegExp`` for every ``test()``, so ``lastIndex`` is
   always 0. ``y`` (sticky) therefore only matches at the start of the scanned text.
 
-Known small differences: ``\\W \\D \\S`` inside a character class keep Python's Unicode meaning;
-case-insensitive matching folds a few characters (the Kelvin sign, long s) that JavaScript's
-non-Unicode mode keeps apart.
+* ``i`` without ``u`` compares as JavaScript's ``Canonicalize`` (ECMA-262 22.2.2.7.3): by
+  ``toUpperCase``, never mapping a non-ASCII character to an ASCII one, so long s (U+017F) is not ``s``,
+  the Kelvin sign not ``k``, ``ẞ`` not ``ß``, ``ϴ`` not ``θ``, ``ᾀ`` not ``ᾈ``. The ~80 characters
+  where the ``regex`` package's case folding differs (:func:`_fold_tables`) are matched
+  explicitly: a literal one becomes the class of its JavaScript equivalents, a character class
+  lets them through only where JavaScript would, ``\\w \\d \\s \\b`` (and negations) match
+  case-sensitively (their sets are closed under JavaScript's folding).
+* ``\\W \\D \\S`` inside a character class are JavaScript's (the complements of the ASCII
+  word / digit sets and of JavaScript's space set), not Python's Unicode ones.
+* Without ``u``, an escaped letter with no meaning in JavaScript (``\\e``, ``\\K``, ``\\q``) is
+  the letter itself (an identity escape), not the ``regex`` package's escape.
+
+Known remaining difference: without ``u`` JavaScript matches UTF-16 code units, so ``.`` or
+``[^a]`` matches half of an astral character (an emoji); here they match the whole character.
 """
 
 from __future__ import annotations
@@ -59,29 +70,53 @@ def translate_js(pattern: str, flags: str) -> str:
     unicode = "u" in flags
     dotall = "s" in flags
     multiline = "m" in flags
+    fold = "i" in flags and not unicode  # JavaScript's Canonicalize, not Unicode case folding
     out: list[str] = []
     i = 0
     n = len(pattern)
     in_class = False
+    class_at = 0
     while i < n:
         ch = pattern[i]
-        if ch == "\\":
+        hexed = _HEX_ESCAPE.match(pattern, i) if fold and not in_class and ch == "\\" else None
+        if hexed is not None:  # \xHH / \uHHHH: a literal character, folded as JavaScript folds it
+            cp = int(hexed.group(1) or hexed.group(2), 16)
+            piece = _fold_literal(chr(cp)) if cp in _fold_tables()[0] else hexed.group(0)
+            i = hexed.end()
+        elif ch == "\\":
+            start = i
             piece, i = _translate_escape(pattern, i, unicode=unicode, in_class=in_class)
+            if fold and not in_class:
+                piece = _fold_escape(pattern[start:i], piece)
         elif in_class:
             in_class = ch != "]"
             piece = "\\[" if ch == "[" else ch  # "[" is a literal in JavaScript; a nested set in some engines
             i += 1
+            if fold and not in_class:
+                out[class_at:] = [_fold_class("".join(out[class_at:]) + "]")]
+                continue
         elif ch == "[":
+            class_at = len(out)
             piece, i, in_class = _translate_class_start(pattern, i)
         else:
             piece = _translate_char(ch, dotall=dotall, multiline=multiline)
+            if fold and len(ch) == 1 and ord(ch) in _fold_tables()[0]:
+                piece = _fold_literal(ch)
             i += 1
         out.append(piece)
     return "".join(out)
 
 
 #: ``\w`` and friends inside a class, and outside one (JavaScript's ASCII word and its space set).
-_CLASS_ESCAPES = {"w": _WORD, "d": "0-9", "s": _JS_SPACE}
+#: Inside a class the negations are written out as the complements' ranges.
+_CLASS_ESCAPES = {"w": _WORD, "d": "0-9", "s": _JS_SPACE,
+                  "W": "\\x00-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\U0010ffff",
+                  "D": "\\x00-\\x2f\\x3a-\\U0010ffff",
+                  "S": ("\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\xa1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027"
+                        "\\u202a-\\u202e\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\U0010ffff")}
+_HEX_ESCAPE = regex.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4}))")
+#: Escapes that mean something in JavaScript; another escaped ASCII letter is the letter (no ``u``).
+_JS_LETTER_ESCAPES = set("dDwWsSbBfnrtvcxukpP")
 _ESCAPES = {"w": f"[{_WORD}]", "W": f"[^{_WORD}]", "d": "[0-9]", "D": "[^0-9]",
             "s": f"[{_JS_SPACE}]", "S": f"[^{_JS_SPACE}]", "b": _B, "B": _NB}
 
@@ -115,7 +150,96 @@ def _translate_escape(pattern: str, i: int, *, unicode: bool, in_class: bool) ->
     rep = (_CLASS_ESCAPES if in_class else _ESCAPES).get(nxt)
     if rep is None and in_class and nxt == "b":
         rep = "\\x08"  # [\b] is a backspace in JavaScript
+    if rep is None and not unicode and nxt.isascii() and nxt.isalpha() and nxt not in _JS_LETTER_ESCAPES:
+        rep = nxt  # an identity escape: "\e" is "e" (the regex package would read \K, \X, \N, ...)
     return (rep if rep is not None else "\\" + nxt), i + 2
+
+
+@memoized(1)
+def _fold_tables() -> tuple[frozenset[int], dict[int, frozenset[int]], str]:
+    """Where the ``regex`` package's ignore-case differs from JavaScript's non-Unicode one.
+
+    Returns (the characters whose matches differ, each one's JavaScript equivalents, a class of
+    them). Characters are grouped by their case mappings; within a group, ``regex``'s verdict
+    (``(?i)c`` matches ``d``) is compared with JavaScript's ``Canonicalize(c) == Canonicalize(d)``
+    (``toUpperCase``, kept when it is several characters or maps non-ASCII to ASCII). Built on
+    first use (about 0.2 s), from the running Python's Unicode tables.
+    """
+    def canon(c: int) -> int:
+        u = chr(c).upper()
+        if len(u) != 1 or (c >= 128 and ord(u) < 128):
+            return c
+        return ord(u)
+
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    by_fold: dict[str, int] = {}
+    for c in range(0x10000):
+        if 0xD800 <= c < 0xE000:
+            continue
+        ch = chr(c)
+        for m in (ch.lower(), ch.upper(), ch.casefold()):
+            if m == ch:
+                continue
+            # one-character mappings, the same multi-character folding, and a multi-character
+            # mapping's first character (regex folds "İ" with "i")
+            links = [ord(m)] if len(m) == 1 else [by_fold.setdefault(m, c), ord(m[0])]
+            for other in links:
+                ra, rb = find(c), find(other)
+                if ra != rb:
+                    parent[ra] = rb
+    groups: dict[int, set[int]] = {}
+    for c in list(parent):
+        groups.setdefault(find(c), {find(c)}).add(c)
+    pairs: set[tuple[int, int]] = set()
+    for g in groups.values():
+        for c in g:
+            p = regex.compile(regex.escape(chr(c)), regex.IGNORECASE)
+            pairs.update((c, d) for d in g if bool(p.fullmatch(chr(d))) != (canon(c) == canon(d)))
+    bad = frozenset(x for pair in pairs for x in pair)
+    same = {c: frozenset(d for d in groups[find(c)] if canon(d) == canon(c)) | {c} for c in bad}
+    return bad, same, "".join(f"\\u{c:04x}" for c in sorted(bad))
+
+
+def _fold_literal(ch: str) -> str:
+    """A literal character whose case matches differ: the class of its JavaScript equivalents."""
+    same = _fold_tables()[1][ord(ch)]
+    return "(?-i:[" + "".join(f"\\u{c:04x}" for c in sorted(same)) + "])"
+
+
+def _fold_escape(written: str, piece: str) -> str:
+    r"""An escape under JavaScript's folding: ``\w``-style sets case-sensitive, an escaped character as a literal."""
+    if written[1:] in ("w", "W", "d", "D", "s", "S", "b", "B"):
+        return f"(?-i:{piece})"
+    if len(written) == 2 and ord(written[1]) in _fold_tables()[0]:
+        return _fold_literal(written[1])
+    return piece
+
+
+def _fold_class(cls: str) -> str:
+    """A translated character class under JavaScript's folding.
+
+    Characters outside :func:`_fold_tables`'s set match as the ``regex`` package folds them
+    (the same as JavaScript for them); one inside matches when JavaScript's class holds one of
+    its equivalents (or, negated, holds none).
+    """
+    bad, same, bad_class = _fold_tables()
+    negated = cls.startswith("[^")
+    try:
+        positive = regex.compile("[" + cls[2:] if negated else cls)
+    except (regex.error, OverflowError, ValueError, RecursionError):
+        return cls  # compile_js reports the error
+    allowed = [c for c in sorted(bad)
+               if any(positive.fullmatch(chr(d)) for d in same[c]) != negated]
+    guarded = f"(?![{bad_class}]){cls}"
+    if not allowed:
+        return guarded
+    return "(?:" + guarded + "|(?-i:[" + "".join(f"\\u{c:04x}" for c in allowed) + "]))"
 
 
 def _translate_class_start(pattern: str, i: int) -> tuple[str, int, bool]:

@@ -33,7 +33,7 @@ from .models import ActivatedEntry, ActivationResult, TraceRecord
 from .prepare import _Entry, _Key, _Prepared, _prepared_for
 from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
-from .timed import _Timed, next_timed_state
+from .timed import _Timed, hash_function, next_timed_state
 
 #: Upper bound on scan passes (recursion, min-activation widening, delay levels): a safety net.
 MAX_PASSES = 10_000
@@ -248,7 +248,9 @@ def _activate_loomscope(
     sources = _source_tables(prepared, scanner, character, persona, user_name, char_name, clock)
     scan = _LoomscopeScan(prepared, _Run(prepared, scanner, settings, extra, sources), settings,
                           budget=compute_budget(settings, context_limit), count_tokens=count_tokens,
-                          timed=_Timed(chat_metadata, chat_len), chat_len=chat_len)
+                          timed=_Timed(chat_metadata, chat_len, prepared.entries,
+                                                       hash_function(prepared, books), by_hash=False),
+                          chat_len=chat_len)
     scan.apply_static_checks(char_name, character, generation_type)
     scan.run_passes()
     scan.drop_after_late_constants()
@@ -328,7 +330,7 @@ class _LoomscopeScan:
         self.budget = budget
         self.count_tokens = count_tokens
         self.timed = timed
-        self.has_timed = bool(timed.sticky or timed.cooldown)
+        self.has_timed = timed.has_active
         self.chat_len = chat_len
         self.seed = settings.seed
         self.reasons: dict[int, Reason] = {}
@@ -340,8 +342,7 @@ class _LoomscopeScan:
         self.used = 0
         self.timed_gids: set[int] = set()
         if self.has_timed:
-            labels = set(timed.sticky) | set(timed.cooldown)
-            self.timed_gids = {x.gid for x in prepared.entries if x.label in labels}
+            self.timed_gids = timed.timed_gids()
             self.timed_gids.update(x.gid for x in prepared.delayed)
         self.delay_levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
         self.current_level = self.delay_levels.pop(0) if self.delay_levels else 0

@@ -62,11 +62,12 @@ from .codes import BLOCK_REASONS
 from .jsregex import JsRegex, RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
 from .loomscope import _Run
-from .models import ActivationResult, TraceRecord
+from .models import ActivatedEntry, ActivationResult, TraceRecord
 from .prepare import _Entry, _Prepared
 from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
-from .timed import _Timed, next_timed_state
+from .st_hash import NO_POSITION_FIELD, no_position, parse_decorators
+from .timed import _Timed, books_fingerprint, hash_function, next_timed_state
 
 __all__ = ["SCOPES", "activate_sillytavern", "book_scope"]
 
@@ -141,6 +142,41 @@ def _st_entries(prepared: _Prepared, user: str, char: str) -> list[_StEntry]:
         out.append(_StEntry(x, keys, secondary, always, norms))
     prepared._st_entries = ((user, char), out)  # type: ignore[attr-defined]
     return out
+
+
+def _with_macro_keys(st_all: list[_StEntry], macros: Callable[[str], str]) -> list[_StEntry]:
+    """``st_all`` with keys that hold macros besides the names run through ``macros``.
+
+    ``substituteParams(key)`` (world-info.js 3901, 3933). The cached list is not changed: the
+    few entries with such keys get fresh copies.
+    """
+    out = st_all
+    for i, s in enumerate(st_all):
+        raws = [str(r) for r in (*s.x.entry.keys, *s.x.entry.secondary_keys)]
+        if not any("{{" in r for r in raws):
+            continue
+        keys = [k for k in (_macro_key(r, macros) for r in s.x.entry.keys) if k is not None]
+        secondary = [k if k is not None else _StKey(str(r), "\0never", None)
+                     for r in s.x.entry.secondary_keys for k in (_macro_key(r, macros),)]
+        if out is st_all:
+            out = list(st_all)
+        out[i] = _StEntry(s.x, keys, secondary, True, [])
+    return out
+
+
+def _macro_key(raw: Any, macros: Callable[[str], str]) -> _StKey | None:
+    raw = raw if isinstance(raw, str) else str(raw)
+    sub = macros(raw)
+    if not sub:
+        return None
+    text = sub.strip()
+    regex = None
+    if text.startswith("/") and is_regex_key(text):
+        try:
+            regex = compile_regex_key(text)
+        except InvalidRegexKey:
+            regex = None
+    return _StKey(raw, text, regex)
 
 
 def _js_key_order(uid: int | str) -> tuple[int, int]:
@@ -314,10 +350,16 @@ class _C:
     code: str
     detail: dict[str, Any]
     sticky: bool = False
+    content: str | None = None  # after SillyTavern's macros (world-info.js 4027), once substituted
 
     @property
     def x(self) -> _Entry:
         return self.s.x
+
+    @property
+    def text(self) -> str:
+        """The content as SillyTavern uses it: macros substituted, else the prepared content."""
+        return self.content if self.content is not None else self.x.content
 
 
 def activate_sillytavern(
@@ -339,27 +381,63 @@ def activate_sillytavern(
     clock: RegexClock,
     history_offset: int = 0,
     hidden_before: int = 0,
+    macros: Callable[[str], str] | None = None,
+    character_avatar: str | None = None,
+    character_tag_ids: Sequence[str] | None = None,
 ) -> ActivationResult:
     """Run SillyTavern 1.12.6 ``checkWorldInfo`` (see the module doc for every rule).
 
     Parameters are those of :func:`engine.lorebook.activate` (already resolved): ``prepared``
     the prepared books, ``budget`` the lorebook budget in tokens, ``book_scopes`` one scope per
     book (``chat``/``persona``/``character``/``global``; ``None`` = the book's ``scope`` field or
-    ``global``), ``clock`` the regex time limits. Never raises for bad lorebook content.
+    ``global``), ``clock`` the regex time limits, ``macros`` SillyTavern's ``substituteParams``
+    (:func:`engine.assembly.macros.macro_function`; ``None``: ``{{user}}`` / ``{{char}}`` only),
+    run on each entry's content when it passes its probability roll and on keys holding other
+    macros, ``character_avatar`` / ``character_tag_ids`` the card's file name and ``tag_map``
+    entry for character filters (:func:`engine.lorebook.checks._static_reason`). Never raises for
+    bad lorebook content.
     """
     scopes = [book_scope(b, (book_scopes[i] if book_scopes is not None and i < len(book_scopes)
                              else None)) for i, b in enumerate(books)]
     st_all = _st_entries(prepared, user_name, char_name)
+    if macros is not None:
+        st_all = _with_macro_keys(st_all, macros)
     order = sorted_entries(prepared, books, scopes, settings.character_strategy)
     window = _core_chat(messages, settings, user_name, char_name, history_offset)
     chat_len = len(window) + history_offset - hidden_before
     inject = [substitute_names(t, user=user_name, char=char_name) for t in extra_scan_text if t]
     scan = _StScan(prepared, settings, st_all, _sort_index(prepared, order), window, inject, clock,
-                   count_tokens=count_tokens, budget=budget, timed=_Timed(chat_metadata, chat_len),
+                   count_tokens=count_tokens, budget=budget,
+                   timed=_Timed(chat_metadata, chat_len, order, hash_function(prepared, books)),
                    chat_len=chat_len)
-    scan.apply_static_checks(char_name, character, generation_type)
+    scan.macros = macros
+    scan.no_position = _no_position_gids(prepared, books)
+    scan.apply_static_checks(char_name, character, generation_type, avatar=character_avatar,
+                             tag_ids=character_tag_ids)
     scan.run_passes()
     return scan.result()
+
+
+def _with_content(model: ActivatedEntry, c: _C) -> ActivatedEntry:
+    """``model`` with the content after macros (when they changed it)."""
+    if c.content is None or c.content == model.content:
+        return model
+    return construct(ActivatedEntry, {**model.__dict__, "content": c.content})
+
+
+def _no_position_gids(prepared: _Prepared, books: Sequence[Lorebook]) -> frozenset[int]:
+    """Entries the world file gave no ``position`` (:func:`engine.lorebook.st_hash.no_position`), cached."""
+    flagged = {i for i, b in enumerate(books) if (b.model_extra or {}).get(NO_POSITION_FIELD)}
+    if not flagged:
+        return frozenset()
+    key = books_fingerprint(books)
+    cached = prepared.__dict__.get("_st_no_position")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out = frozenset(x.gid for x in prepared.entries if x.book_index in flagged
+                    and no_position(x.entry, books[x.book_index]))
+    prepared.__dict__["_st_no_position"] = (key, out)
+    return out
 
 
 def _sort_index(prepared: _Prepared, order: list[_Entry]) -> dict[int, int]:
@@ -422,12 +500,11 @@ class _StScan:
         self.recursion = _Table(clock)
         self.buf = _Buffer(window, inject, clock)
         self.timed = timed
-        self.has_timed = bool(timed.sticky or timed.cooldown)
+        self.has_timed = timed.has_active
         self.ci_index, self.cs_index, self.always = _indexes(prepared, st_all)
         self.timed_gids = {x.gid for x in prepared.delayed}
         if self.has_timed:
-            labels = set(timed.sticky) | set(timed.cooldown)
-            self.timed_gids.update(x.gid for x in prepared.entries if x.label in labels)
+            self.timed_gids.update(timed.timed_gids())
         self.reasons: dict[int, tuple[str, dict[str, Any]]] = {}
         self.static: set[int] = set()
         self.levels = sorted({x.delay_level for x in prepared.entries if x.delay_level > 0})
@@ -441,16 +518,19 @@ class _StScan:
         self.dropped: dict[int, tuple[_C, int]] = {}
         self.all_text = ""                          # allActivatedText
         self.used = 0
+        self.macros: Callable[[str], str] | None = None
+        self.no_position: frozenset[int] = frozenset()  # entries the world file gave no position
 
     def depth_of(self, x: _Entry) -> int:
         """The entry's scan depth (its own, else the global one widened by min activations)."""
         sd = x.entry.scan_depth
         return int(sd) if sd is not None else self.settings.scan_depth + self.buf.skew
 
-    def apply_static_checks(self, char_name: str, character: Character | None, generation_type: str) -> None:
+    def apply_static_checks(self, char_name: str, character: Character | None, generation_type: str,
+                            *, avatar: str | None = None, tag_ids: Sequence[str] | None = None) -> None:
         """Disabled and filtered entries (world-info.js 3796–3829): never visited."""
         for x in self.prepared.special:
-            st = _static_reason(x, char_name, character, generation_type)
+            st = _static_reason(x, char_name, character, generation_type, avatar=avatar, tag_ids=tag_ids)
             if st is not None:
                 self.reasons[x.gid] = st
                 self.static.add(x.gid)
@@ -614,7 +694,11 @@ class _StScan:
                     "probability": e.probability, "roll": round(roll, 4), "seed": seed_text})
                 return None
             c.detail["probability"] = {"probability": e.probability, "roll": round(roll, 4), "seed": seed_text}
-        return c.x.content
+        if self.macros is not None:
+            # `entry.content = substituteParams(entry.content)` (world-info.js 4027): every macro,
+            # before the budget count and the recursion buffer
+            c.content = self.macros(parse_decorators(c.x.entry.content or "")[1])
+        return c.text
 
     def take_budget(self, new: list[_C], text_tokens: int, pass_no: int) -> None:
         """Probability and budget (world-info.js 3996–4043, :func:`engine.lorebook.budget.fill_budget`)."""
@@ -624,7 +708,7 @@ class _StScan:
             self.used = fill.used
         for c, _text in fill.kept:
             self.activated[c.x.gid] = c
-            self.tokens_of[c.x.gid] = int(self.count_tokens(c.x.content)) if c.x.content else 0
+            self.tokens_of[c.x.gid] = int(self.count_tokens(c.text)) if c.text else 0
             self.reasons.pop(c.x.gid, None)
             self.dropped.pop(c.x.gid, None)
         if fill.overflow_at is not None:
@@ -637,7 +721,7 @@ class _StScan:
         for c in rest:
             if c.x.gid in self.failed_prob or c.x.gid in self.activated:
                 continue
-            tokens = int(self.count_tokens(c.x.content)) if c.x.content else 0
+            tokens = int(self.count_tokens(c.text)) if c.text else 0
             self.dropped[c.x.gid] = (c, tokens)
             detail = {"budget": self.budget, "used": self.used, "tokens": tokens, "would_activate": c.code,
                       "match": dict(c.detail), "pass": pass_no}
@@ -673,12 +757,12 @@ class _StScan:
 
     def add_recursion(self, for_recursion: list[_C], pass_no: int) -> None:
         """``buffer.addRecurse`` and ``allActivatedText`` (world-info.js 4102–4108)."""
-        text = "\n".join(c.x.content for c in for_recursion)
+        text = "\n".join(c.text for c in for_recursion)
         offsets: list[tuple[int, _Entry]] = []
         off = 0
         for c in for_recursion:
             offsets.append((off, c.x))
-            off += len(c.x.content) + 1
+            off += len(c.text) + 1
         self.buf.recurse.append(text)
         self.buf.recurse_from.append(offsets)
         self.recursion.add(self.scanner.text("recursion", text, added_in_pass=pass_no))
@@ -696,8 +780,13 @@ class _StScan:
                     _role_name(e.role) if at_depth else "", float(e.order), -ins[c.x.gid])
 
         kept = sorted(self.activated.values(), key=placement)
-        out_activated = [_entry_model(c, self.tokens_of[c.x.gid], BLOCK_REASONS[c.code])
-                         for c in kept if c.x.content]
+        for c in kept:
+            if c.x.gid in self.no_position:
+                # `switch (entry.position)` has no case for undefined (world-info.js 4133–4173): activated,
+                # counted in the budget and the recursion, placed nowhere
+                c.detail["no_position"] = True
+        out_activated = [_with_content(_entry_model(c, self.tokens_of[c.x.gid], BLOCK_REASONS[c.code]), c)
+                         for c in kept if c.text]
         budget_dropped = [_entry_model(c, t, "LOREBOOK_BUDGET")
                           for c, t in sorted(self.dropped.values(), key=lambda ct: self.sidx[ct[0].x.gid])]
         trace = self.trace(ins)
@@ -719,7 +808,7 @@ class _StScan:
             if gid in self.activated:
                 c = self.activated[gid]
                 detail = dict(c.detail)
-                if not x.content:
+                if not c.text:
                     detail["empty_content"] = True
                 detail["order_of_activation"] = ins[gid]
                 trace[gid] = _record(x, activated=True, code=c.code, detail=detail, tokens=self.tokens_of[gid])

@@ -303,6 +303,46 @@ class TextCompletionSetup(BaseModel):
     sysprompt_presets: list[SystemPromptPreset] = Field(default_factory=list)
 
 
+class RegexScript(BaseModel):
+    """One script of SillyTavern's Regex extension (``extensions/regex``), in its own field names.
+
+    ``placement``: 1 user input, 2 AI output, 3 slash commands, 5 World Info (``regex_placement``;
+    0 is the old Markdown display). ``minDepth`` / ``maxDepth``: message depths the script is
+    limited to (``None`` or negative: no limit). ``substituteRegex``: macros in ``findRegex``
+    first. Unknown keys are kept.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    scriptName: str = ""
+    findRegex: str = ""
+    replaceString: str = ""
+    trimStrings: list[str] = Field(default_factory=list)
+    placement: list[int] = Field(default_factory=list)
+    disabled: bool = False
+    markdownOnly: bool = False
+    promptOnly: bool = False
+    runOnEdit: bool = False
+    substituteRegex: bool | int = False
+    minDepth: int | float | None = None
+    maxDepth: int | float | None = None
+
+
+class CharacterNote(BaseModel):
+    """The character's own Author's Note (``extension_settings.note.chara[]``, authors-note.js).
+
+    ``position`` (``chara_note_position``): 0 replaces the chat's note, 1 goes before it, 2
+    after it; only with ``use_chara``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = ""
+    use_chara: bool = False
+    position: int = 0
+
+
 class SillyTavernSetup(BaseModel):
     """Everything beyond card, persona and worlds that SillyTavern's Chat Completion path reads.
 
@@ -340,6 +380,21 @@ class SillyTavernSetup(BaseModel):
     text_completion:
         SillyTavern's Text Completion setup when the folder's ``main_api`` is a Text Completion
         backend (the chat is then one prompt string); ``None`` = Chat Completion.
+    character_avatar, character_tags, tag_names:
+        The card's file name in ``characters/`` (``characters[chid].avatar``; World Info character
+        filters compare its stem, ``getCharaFilename``), its tag ids (``settings.json``
+        ``tag_map[avatar]``; tag filters compare them) and every tag's name by id (``tags``).
+    start_reply_with:
+        ``power_user.user_prompt_bias`` (Start Reply With), used when no message carries a bias
+        (``getBiasStrings``).
+    regex_scripts, regex_disabled, character_regex_allowed:
+        The Regex extension: the global scripts (``extension_settings.regex``), whether the
+        extension is disabled (``disabledExtensions``), and whether the card's own scripts
+        (``data.extensions.regex_scripts``) may run (``character_allowed_regex``).
+    character_note:
+        The card's own Author's Note (``extension_settings.note.chara``), or ``None``.
+    global_variables:
+        ``extension_settings.variables.global`` (``{{getglobalvar::…}}``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -371,3 +426,14 @@ class SillyTavernSetup(BaseModel):
     lorebook_scopes: list[LorebookScope] = Field(default_factory=list)
     source: dict[str, Any] = Field(default_factory=dict)
     text_completion: TextCompletionSetup | None = None
+
+    # ---- issue 27 (keep new fields at the end; issue 26 added text_completion above) ----
+    character_avatar: str = ""
+    character_tags: list[str] = Field(default_factory=list)
+    tag_names: dict[str, str] = Field(default_factory=dict)
+    start_reply_with: str = ""
+    regex_scripts: list[RegexScript] = Field(default_factory=list)
+    regex_disabled: bool = False
+    character_regex_allowed: bool = False
+    character_note: CharacterNote | None = None
+    global_variables: dict[str, Any] = Field(default_factory=dict)

@@ -104,6 +104,11 @@ class EntryEditor(QScrollArea):
         bar.addWidget(self.duplicate_button)
         bar.addWidget(self.delete_button)
         lay.addLayout(bar)
+        self.timer_note = QLabel()
+        self.timer_note.setObjectName("entryTimerNote")
+        self.timer_note.setWordWrap(True)
+        self.timer_note.hide()
+        lay.addWidget(self.timer_note)
         self.comment = QLineEdit()
         self.keys = QLineEdit()
         self.keys.setPlaceholderText("comma-separated; /regex/i allowed")
@@ -156,7 +161,9 @@ class EntryEditor(QScrollArea):
         self.delay_until_recursion = _spin(0, 1000, "off")
         self.ignore_budget = QCheckBox("Ignore budget")
         self.filter_names = QLineEdit()
-        self.filter_names.setPlaceholderText("character names, comma-separated")
+        self.filter_names.setPlaceholderText("card file names (hero for hero.png), comma-separated")
+        self.filter_names.setToolTip("SillyTavern compares a character filter with the card's file name "
+                                     "without extension, not with the character's name")
         self.filter_exclude = QCheckBox("Exclude")
         self.filter_exclude.setToolTip("Not for these characters (else: only for them)")
         for combo in (self.logic, self.position, self.role, self.case_sensitive, self.whole_words, self.group_scoring):
@@ -226,8 +233,18 @@ class EntryEditor(QScrollArea):
         self.new_button.setEnabled(bool(books))
 
     def load(self, lorebook_id: str | None, entry: LorebookEntry | None, *, editable: bool = True,
-             where: str = "") -> None:
-        """Show ``entry`` of ``lorebook_id`` (``None``: nothing selected)."""
+             where: str = "", timers: list[str] | None = None) -> None:
+        """Show ``entry`` of ``lorebook_id`` (``None``: nothing selected).
+
+        ``timers``: the entry's running timed effects in this chat
+        (:func:`engine.lorebook.running_timers`); when there are some, a note says that editing
+        the entry orphans them in SillyTavern.
+        """
+        self.timer_note.setVisible(bool(timers) and entry is not None)
+        if timers:
+            self.timer_note.setText(
+                f"Running timer in this chat: {', '.join(timers)}. SillyTavern finds timers by a hash of "
+                "the whole entry: any edit, even of the title, orphans it (it stops applying).")
         self.lorebook_id = lorebook_id if entry is not None else None
         self.entry = entry
         e = entry or LorebookEntry()

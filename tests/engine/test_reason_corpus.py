@@ -22,6 +22,7 @@ import json
 import pytest
 
 from engine.lorebook.codes import BLOCK_REASONS
+from engine.lorebook.st_hash import entry_hash
 from engine.pipeline import default_registries, preview
 from engine.reasons import REASON_CODES
 from engine.schema import (
@@ -88,7 +89,10 @@ def _synthetic_chat() -> Chat:
         ChatMessage(role="user", content="what about the dragon at the harbor?"),
     ]
     return Chat(messages=msgs, metadata={
-        "note_prompt": "Author's note.", "timedWorldInfo": {"sticky": {"book.s": {"start": 2, "end": 99}}}})
+        "note_prompt": "Author's note.",
+        # SillyTavern finds a stored effect by the entry's hash (WorldInfoTimedEffects, world-info.js 524)
+        "timedWorldInfo": {"sticky": {"book.s": {"hash": entry_hash(_book().entries[0], _book()),
+                                                 "start": 2, "end": 99}}}})
 
 
 def _requests(shared_data):

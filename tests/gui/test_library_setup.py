@@ -460,7 +460,8 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.prevent_recursion.setChecked(False)
     editor.delay_until_recursion.setValue(2)
     editor.ignore_budget.setChecked(True)
-    editor.filter_names.setText("Kael, Sam")
+    # SillyTavern's filter holds card file names (getCharaFilename): Kael's card is characters/hero.png
+    editor.filter_names.setText("hero, Sam")
     editor.filter_exclude.setChecked(True)
     rerun(qtbot, win, editor.apply_button.click)
     e = next(x for x in win.ctx.store.get_lorebook(realm).entries if int(x.uid) == 1)
@@ -471,7 +472,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     assert e.group == "weather" and e.group_weight == 250 and e.group_override and e.use_group_scoring is True
     assert (e.sticky, e.cooldown, e.delay) == (3, 4, 5)
     assert e.exclude_recursion and not e.prevent_recursion and e.delay_until_recursion == 2 and e.ignore_budget
-    assert e.model_extra["characterFilter"]["names"] == ["Kael", "Sam"]
+    assert e.model_extra["characterFilter"]["names"] == ["hero", "Sam"]
     assert e.model_extra["characterFilter"]["isExclude"] is True
     # the character filter decides alone once the other conditions hold again (SillyTavern
     # checkWorldInfo: characterFilter names, isExclude)
@@ -489,10 +490,13 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.case_sensitive.setCurrentIndex(editor.case_sensitive.findData(None))
     editor.whole_words.setCurrentIndex(editor.whole_words.findData(None))
     preview = rerun(qtbot, win, editor.apply_button.click)
-    assert not fired(preview)  # excluded for Kael
+    assert not fired(preview)  # excluded for hero.png (Kael)
     editor.filter_exclude.setChecked(False)
     preview = rerun(qtbot, win, editor.apply_button.click)
-    assert fired(preview)  # only for Kael and Sam: Kael is the character
+    assert fired(preview)  # only for hero and Sam: hero.png is the chat's card
+    editor.filter_names.setText("Kael")
+    preview = rerun(qtbot, win, editor.apply_button.click)
+    assert not fired(preview)  # the character's name is not its file name: SillyTavern filters it out
 
 
 def test_pick_persona_none_and_back(qtbot, st_window) -> None:
@@ -525,3 +529,25 @@ def test_excluding_a_message_of_a_sillytavern_chat_sticks(qtbot, st_window) -> N
     assert (block.status, block.reason, block.manual_excluded) == ("excluded", "MANUAL_EXCLUDED", True)
     assert win.ctx.document.request.settings.strategy == strategy
     assert "does not show it" not in win.statusBar().currentMessage()
+
+
+def test_entry_editor_says_when_an_entry_has_a_running_timer(qtbot, st_window) -> None:
+    """Issue 27: editing an entry with a stored sticky / cooldown orphans it in SillyTavern; the editor says so."""
+    win = st_window["win"]
+    editor = win.library_setup.entry_editor
+    doc = win.ctx.document
+    realm = _book_id(win, "Realm")
+    tw = {"sticky": {"Realm.1": {"hash": 1, "start": 3, "end": 13, "protected": False}}, "cooldown": {}}
+    doc.request = doc.request.model_copy(update={"chat": doc.request.chat.model_copy(
+        update={"metadata": {**doc.request.chat.metadata, "timedWorldInfo": tw}})})
+    win.lorebook_tab.select_entry([*doc.lorebook_ids].index(realm), 1)
+    assert editor.entry is not None and int(editor.entry.uid) == 1
+    assert editor.timer_note.isVisibleTo(editor)
+    assert "sticky until message 13" in editor.timer_note.text() and "orphans" in editor.timer_note.text()
+    shots = Path("/work/notes/shots")
+    if shots.is_dir():
+        body = editor.widget()
+        body.resize(440, body.sizeHint().height())
+        body.grab().save(str(shots / "issue27-entry-timer-note.png"))
+    win.lorebook_tab.select_entry([*doc.lorebook_ids].index(realm), 0)
+    assert not editor.timer_note.isVisibleTo(editor)

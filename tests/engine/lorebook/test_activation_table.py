@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from engine.lorebook import ActivationResult, activate
+from engine.lorebook.st_hash import entry_hash
 from engine.schema import InsertionPosition, Lorebook, SelectiveLogic, WorldInfoSettings
 
 from ._helpers import book, chat, entry, tokens_of, words
@@ -521,13 +522,29 @@ ST_DIFFERENT: dict[str, tuple[set[Any], dict[Any, str], Callable[[ActivationResu
 }
 
 
+def _with_hashes(case: Case) -> Case:
+    """The case with each stored timed effect carrying its entry's hash.
+
+    SillyTavern finds a stored effect by the entry's hash (``WorldInfoTimedEffects
+    #checkTimedEffectOfType``, world-info.js 524); the table writes effects by key only.
+    """
+    tw = (case.kwargs.get("chat_metadata") or {}).get("timedWorldInfo")
+    if not tw:
+        return case
+    hashes = {f"{b.name}.{e.uid}": entry_hash(e, b) for b in case.books for e in b.entries}
+    filled = {kind: {k: {"hash": hashes[k], **v} for k, v in effects.items()} for kind, effects in tw.items()}
+    kwargs = {**case.kwargs, "chat_metadata": {"timedWorldInfo": filled}}
+    return Case(case.id, case.books, case.messages, case.active, case.codes, case.settings, case.context_limit,
+                kwargs, case.check)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_activation_case_sillytavern(case: Case) -> None:
     if case.id in ST_DIFFERENT:
         active, codes, check = ST_DIFFERENT[case.id]
         case = Case(case.id, case.books, case.messages, active, codes, case.settings, case.context_limit,
                     case.kwargs, check)
-    test_activation_case(case, rules="sillytavern")
+    test_activation_case(_with_hashes(case), rules="sillytavern")
 
 
 def test_st_differences_are_all_known_cases() -> None:
