@@ -1111,7 +1111,11 @@ def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: in
 
 def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
                     error: PreviewError | None) -> list[PreviewBlock]:
-    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones."""
+    """One block per sent message in prompt order (all excluded on a budget error), with the left-out ones.
+
+    A left-out chat message sits in story order among the sent ones (:func:`_story_slot`); other
+    left-out blocks (examples pushed out, cut injections) follow at the end.
+    """
     blocks: list[dict[str, Any]] = []
     for m in sent:
         trace: dict[str, Any] = {"st_identifier": m.identifier}
@@ -1124,9 +1128,40 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
         blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
                            reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
                            message_index=m.message_index, trace=trace))
-    for x in excluded:
-        blocks.append(dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x}))
+    rest: list[dict[str, Any]] = []
+    for x in sorted(excluded, key=lambda x: -1 if x.get("message_index") is None else x["message_index"]):
+        row = dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x})
+        at = _story_slot(blocks, row)
+        if at is None:
+            rest.append(row)
+        else:
+            blocks.insert(at, row)
+    blocks.extend(rest)
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+
+
+def _story_slot(blocks: list[dict[str, Any]], row: dict[str, Any]) -> int | None:
+    """Where a left-out block goes among ``blocks`` so the rows keep story order.
+
+    A chat message: before the first message block of a later message; else after the last
+    message block (or after the new-chat marker when no message is sent). An example pushed
+    out: after the last example sent. ``None`` (append at the end) otherwise. A front end
+    shows the rows in this order, so a hidden or cut greeting stays at the top (issue 31).
+    """
+    index = row.get("message_index")
+    if index is None:
+        if row.get("source") != "character:mes_example":
+            return None
+        examples = [k for k, b in enumerate(blocks) if b.get("kind") == BlockKind.EXAMPLE.value]
+        return examples[-1] + 1 if examples else None
+    last: int | None = None
+    for k, b in enumerate(blocks):
+        mi = b.get("message_index")
+        if mi is not None and mi > index:
+            return k
+        if mi is not None or b.get("source") == "prompt:newMainChat":
+            last = k + 1
+    return last
 
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
