@@ -605,7 +605,9 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
 
     def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
         profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
-        self.block_inspector.set_block(block, profile)
+        doc = self.ctx.document
+        self.block_inspector.set_block(block, profile, self.preview,
+                                       len(doc.messages()) if doc.request is not None else None)
 
     def _on_tokens_chart_message_clicked(self, message_index: int) -> None:
         self.chat_view.scroll_to_message(message_index)

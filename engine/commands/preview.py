@@ -189,7 +189,7 @@ def render_table(pv: ContextPreview) -> None:
     the role column is left out (the kind says it for messages) and the text is shortened.
     """
     from ._tables import console as make_console
-    from ._tables import fits, is_narrow
+    from ._tables import fits, is_narrow, shrink_to_fit
 
     console = make_console()
     # the wide layout (role and source columns) only where rich measures that it fits: its minimum
@@ -197,6 +197,7 @@ def render_table(pv: ContextPreview) -> None:
     t = _blocks_table(pv, is_narrow(console))
     if not fits(console, t):
         t = _blocks_table(pv, True)
+    shrink_to_fit(console, t)  # rich may lay a table out wider than the console: no letter cropped
     console.print(t)
     _print_totals(console, pv)
     for w in pv.warnings:
@@ -236,11 +237,20 @@ def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
         # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]"
         # and "[/b]" from being read as markup
         kind = b.role if narrow and b.kind == "message" else b.kind
-        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(b.source)]) + [
+        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(_source_cell(b, pv))]) + [
             str(b.tokens), f"[{_STATUS_COLORS[b.status]}]{b.status}[/]", _reason_cell(b), markup_safe(marks),
             markup_safe(text)]
         t.add_row(*row)
     return t
+
+
+def _source_cell(b: PreviewBlock, pv: ContextPreview) -> str:
+    """The source, lorebook entries by title with the uid a detail (``engine.lorebook_facts``)."""
+    if b.trace is None or (b.kind != "lorebook" and "parts" not in b.trace):
+        return b.source
+    from ..lorebook_facts import block_source_label
+
+    return block_source_label(b.model_copy(update={"name": None}), pv)
 
 
 def _reason_cell(b: PreviewBlock) -> str:

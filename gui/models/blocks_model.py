@@ -23,6 +23,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 
+from engine.lorebook_facts import block_source_label
 from engine.schema import ContextPreview, PreviewBlock
 
 from ..labels import (
@@ -168,6 +169,7 @@ class BlocksTableModel(QAbstractTableModel):
         self._row_by_message: dict[int, int] = {}
         self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
+        self._source_cache: dict[int, str] = {}  # lorebook rows: entries named by title
         self.last_delta: PreviewDelta | None = None
         self._kept = 0  # rows with status "kept"
         self._highlight_group: str | None = None
@@ -222,6 +224,8 @@ class BlocksTableModel(QAbstractTableModel):
                               for r in delta.key_rows)
             for row in delta.key_rows:  # the Text cell is cached per row: its text may have changed
                 self._text_cache.pop(row, None)
+            for row in changed:
+                self._source_cache.pop(row, None)
             last = len(BlockColumn) - 1
             for first, end in changed_runs(changed):
                 self.dataChanged.emit(self.index(first, 0), self.index(end, last))
@@ -238,6 +242,7 @@ class BlocksTableModel(QAbstractTableModel):
             self._row_by_message = dict(zip(map(messages.__getitem__, with_message), with_message))
             self._row_by_source = {}  # built on first use
             self._text_cache = {}
+            self._source_cache = {}
             self.endResetModel()
         if self._highlight_group not in self._group_sizes:
             self._highlight_group = None
@@ -421,7 +426,12 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.ROLE:
             return b.role
         if col == BlockColumn.SOURCE:
-            return b.name + " · " + b.source if b.name else b.source
+            if b.trace is None or (b.kind != "lorebook" and "parts" not in b.trace):
+                return b.name + " · " + b.source if b.name else b.source
+            label = self._source_cache.get(row)
+            if label is None:  # World Info entries by title, the uid as a detail (engine.lorebook_facts)
+                label = self._source_cache[row] = block_source_label(b, self._preview)
+            return label
         if col == BlockColumn.TEXT:
             cached = self._text_cache.get(row)
             if cached is None:

@@ -19,17 +19,22 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCharFormat
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QCheckBox,
     QFormLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPlainTextEdit,
+    QTableWidget,
+    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from engine.errors import LoomscopeError
-from engine.schema import PreviewBlock
+from engine.lorebook_facts import EntryFact, block_entry_facts
+from engine.schema import ContextPreview, PreviewBlock
 from engine.tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry
 
 from ..errors import worker_error
@@ -102,6 +107,24 @@ class BlockInspector(QWidget):
         self._form = form
         layout.addLayout(form)
 
+        # The World Info entries a block holds: title · book · why · position · tokens
+        # (engine.lorebook_facts, the words the CLI and the report use too).
+        self.entries = QTableWidget(0, len(ENTRY_COLUMNS))
+        self.entries.setObjectName("block_entries")
+        self.entries.setHorizontalHeaderLabels(list(ENTRY_COLUMNS))
+        self.entries.verticalHeader().hide()
+        self.entries.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.entries.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.entries.setWordWrap(True)
+        self.entries.setTabKeyNavigation(False)
+        header = self.entries.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(ENTRY_COLUMNS.index("Why"), QHeaderView.ResizeMode.Stretch)
+        self.entries.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
+        self.entries.hide()
+        layout.addWidget(self.entries)
+        self._facts: list[EntryFact] = []
+
         bar = QHBoxLayout()
         self._shade_box = QCheckBox("Show token boundaries")
         self._shade_box.setChecked(True)
@@ -133,13 +156,17 @@ class BlockInspector(QWidget):
         self._set_rows_visible(False)
 
     # ------------------------------------------------------------------ public API
-    def set_block(self, block: PreviewBlock | None, profile_name: str) -> None:
+    def set_block(self, block: PreviewBlock | None, profile_name: str, preview: ContextPreview | None = None,
+                  chat_length: int | None = None) -> None:
         """Show ``block`` (a ``PreviewBlock`` or ``None``) under tokenizer ``profile_name``.
 
         Token boundaries come from ``profile.token_spans(text)`` (character spans); an unknown
-        profile shows the text without shading and says why.
+        profile shows the text without shading and says why. The World Info entries the block
+        holds are listed by title with why each fired (:func:`engine.lorebook_facts.block_entry_facts`;
+        ``preview`` names them, ``chat_length`` gives a sticky entry's turns left).
         """
         self._block = block
+        self._set_entries(block_entry_facts(block, preview, chat_length=chat_length) if block is not None else [])
         self._profile_name = profile_name or ""
         if block is None:
             self._title.setText("No block selected")
@@ -195,7 +222,7 @@ class BlockInspector(QWidget):
         lines = text.count("\n") + 1 if text else 0
         self._labels["chars"].setText(f"{len(text):,} characters · {lines:,} lines")
 
-        trace_text = self._trace_html(block.trace)
+        trace_text = "" if self._facts else self._trace_html(block.trace)
         self._labels["trace"].setText(trace_text)
         self._set_row_visible("trace", bool(trace_text))
 
@@ -213,6 +240,10 @@ class BlockInspector(QWidget):
         self._shown = (self._profile_name, text)
         self._text.setPlainText(text)
         self._apply_shading()
+
+    def entry_facts(self) -> list[EntryFact]:
+        """The entries listed in the entry table (for tests and the screenshot)."""
+        return list(self._facts)
 
     def shaded_token_count(self) -> int:
         """Number of distinct tokens that carry a shading run in the laid-out document.
@@ -278,6 +309,21 @@ class BlockInspector(QWidget):
         self._span_cache[key] = spans
         return spans, None
 
+    def _set_entries(self, facts: list[EntryFact]) -> None:
+        self._facts = facts
+        table = self.entries
+        table.setRowCount(len(facts))
+        for r, f in enumerate(facts):
+            cells = (f.title, f.book, f.why, f.position, "" if f.tokens is None else f"{f.tokens:,}")
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(f"{f.label} · {f.why} · {f.code}")
+                if c == len(cells) - 1:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                table.setItem(r, c, item)
+        table.resizeRowsToContents()
+        table.setVisible(bool(facts))
+
     def _badges_html(self, block: PreviewBlock) -> str:
         m = MARKS
         badges = []
@@ -318,8 +364,9 @@ class BlockInspector(QWidget):
             where.append(f"{trace['tokens']} tokens")
         if where:
             rows.append(_escape(" · ".join(where)))
+        # st_identifier (SillyTavern's prompt id) and parts (the entries table) are not for the writer
         known = {"code", "detail", "book", "book_index", "uid", "comment", "tokens", "activated",
-                 "key", "message_index", "depth", "pass", "source"}
+                 "key", "message_index", "depth", "pass", "source", "st_identifier", "parts"}
         for key, value in trace.items():
             if key in known or value in (None, "", [], {}):
                 continue
@@ -342,6 +389,10 @@ class BlockInspector(QWidget):
 
     def _on_shade_box_toggled(self, checked: bool) -> None:
         self._apply_shading()
+
+
+#: Columns of the entry table.
+ENTRY_COLUMNS = ("Entry", "Book", "Why", "Position", "Tokens")
 
 
 def _escape(text: str) -> str:

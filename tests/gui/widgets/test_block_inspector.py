@@ -146,10 +146,16 @@ def test_real_pipeline_lorebook_block_trace(inspector):
     )
     result = pipeline.preview(request)
     block = next(b for b in result.blocks if b.kind == "lorebook")
-    inspector.set_block(block, result.tokenizer.profile)
-    trace = inspector._labels["trace"].text()
-    assert 'key "dragon" in message 0' in trace
-    assert "book World" in trace and "entry #1 Dragon" in trace
+    inspector.set_block(block, result.tokenizer.profile, result)
+    # issue 31: a table of entries (title · book · why · position · tokens), no raw trace dump
+    table = inspector.entries
+    assert not table.isHidden() and table.rowCount() == 1
+    cells = [table.item(0, c).text() for c in range(table.columnCount())]
+    assert cells[0] == "Dragon" and cells[1] == "World"
+    assert cells[2] == 'key "dragon" in message 0 (depth 0)'
+    assert cells[3] == "before the chat"  # no character in this request
+    assert cells[4] and int(cells[4]) > 0
+    assert inspector._labels["trace"].text() == ""
     assert inspector.shaded_token_count() == default_tokenizer_registry().get(result.tokenizer.profile).count(
         block.text)
 
