@@ -83,6 +83,11 @@ MANUAL_STRATEGY = "manual"
 STAGE_PAUSE_MS = 1
 
 
+#: Why Pin is off on a chat from a SillyTavern folder (issue 31).
+ST_NO_PINNING = ("SillyTavern has no pinning: this chat is assembled exactly as SillyTavern sends it, "
+                 "so a pin would change nothing")
+
+
 class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
     """Loomscope's window.
 
@@ -328,7 +333,16 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
 
     # ================================================================ edits
     def set_pinned(self, message_index: int, value: bool) -> None:
-        """Pin / unpin a message (undoable, saved)."""
+        """Pin / unpin a message (undoable, saved).
+
+        A chat from a SillyTavern folder is assembled exactly as SillyTavern sends it, and
+        SillyTavern has no pinning: pinning is refused there with the reason (unpinning a pin
+        an earlier version stored still works).
+        """
+        doc = self.ctx.document
+        if value and doc.request is not None and doc.request.sillytavern is not None:
+            self.statusBar().showMessage(ST_NO_PINNING, 8000)
+            return
         self._push_flag(message_index, "pinned", value)
 
     def set_excluded(self, message_index: int, value: bool) -> None:
@@ -586,6 +600,9 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     def _apply_views(self, preview: ContextPreview | None, delta: PreviewDelta | None) -> None:
         """Every view of ``preview`` but the blocks table and the header labels."""
         doc = self.ctx.document
+        sillytavern = doc.request is not None and doc.request.sillytavern is not None
+        self.blocks_panel.model.set_pin_off_reason(ST_NO_PINNING if sillytavern else "")
+        self.chat_view.delegate.pin_available = not sillytavern
         self.chat_view.set_preview(preview, delta)
         self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None, delta)
         self.tokens_chart.set_preview(preview, delta)

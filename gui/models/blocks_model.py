@@ -174,6 +174,8 @@ class BlocksTableModel(QAbstractTableModel):
         self._kept = 0  # rows with status "kept"
         self._highlight_group: str | None = None
         self._pending = PendingFlags()
+        #: ``""`` while the Pin column works; else why it is off (a SillyTavern chat: no pinning).
+        self.pin_off_reason = ""
 
     # -- data source ---------------------------------------------------------------------
     def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> list[int] | None:
@@ -362,8 +364,19 @@ class BlocksTableModel(QAbstractTableModel):
         if not index.isValid():
             return _NO_FLAGS
         if index.column() in _CHECK_COLUMNS and self._is_toggleable(index.row()):
+            if self.pin_off_reason and index.column() == BlockColumn.PIN:
+                return Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsUserCheckable  # shown, greyed
             return _CHECKABLE_FLAGS
         return _BASE_FLAGS
+
+    def set_pin_off_reason(self, reason: str) -> None:
+        """Turn the Pin column off with ``reason`` as its tooltip (``""``: on again)."""
+        if reason == self.pin_off_reason:
+            return
+        self.pin_off_reason = reason
+        if self._blocks:
+            self.dataChanged.emit(self.index(0, int(BlockColumn.PIN)),
+                                  self.index(len(self._blocks) - 1, int(BlockColumn.PIN)))
 
     def _is_toggleable(self, row: int) -> bool:
         return offers_toggles(self._blocks[row])
@@ -411,6 +424,8 @@ class BlocksTableModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return self._sort_value(b, BlockColumn(col))
         if role == _TOOLTIP:
+            if col == BlockColumn.PIN and self.pin_off_reason and offers_toggles(b):
+                return self.pin_off_reason
             if col in _CHECK_COLUMNS and self.is_pending(row):
                 return "Saved; the preview is being recomputed"
             return self._tooltip(b, BlockColumn(col))

@@ -86,6 +86,8 @@ class ChatDelegate(QStyledItemDelegate):
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
+        #: ``False`` on a chat from a SillyTavern folder: the pin button is drawn faint (no pinning there).
+        self.pin_available = True
         self._size_cache: dict[tuple[int, int, int], QSize] = {}
 
     def clear_cache(self) -> None:
@@ -230,6 +232,10 @@ class ChatDelegate(QStyledItemDelegate):
         buttons = ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")) \
             if offers_toggles(msg, fate) else ()
         for r, on, glyph, color in buttons:
+            if glyph == PINNED_MARK and not self.pin_available and not on:  # SillyTavern: no pinning
+                p.setPen(QColor("#dfe2e6"))
+                p.drawText(r, int(Qt.AlignmentFlag.AlignCenter), glyph)
+                continue
             p.setPen(QColor(color) if on else QColor("#b5bac0"))
             if on:
                 p.fillRect(r.adjusted(1, 1, -1, -1), QColor(color).lighter(185))

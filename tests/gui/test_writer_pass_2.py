@@ -1,0 +1,131 @@
+"""Issue 31 (the writer's pass, round 2), on the real pipeline and a library with a SillyTavern folder.
+
+Items 1–4 and 6 of the GUI; the SillyTavern folder is ``tests.engine.importers.st_fixture`` (a hidden
+message, World Info before/after, an Author's Note with a World Info entry at its bottom).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QCoreApplication, Qt
+
+from engine.importers.st_folder import read_st_folder
+from gui.models.blocks_model import BlockColumn
+from tests.engine.importers.st_fixture import build_st_user
+from tests.gui.test_main_window import rerun
+
+
+@pytest.fixture
+def st_window(qtbot, tmp_path: Path, qsettings):
+    """A main window on the SillyTavern fixture's chat (first preview applied)."""
+    from engine.storage import open_store
+    from gui.app import build_context
+    from gui.main_window import MainWindow
+
+    store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
+    report = store.import_st_folder(read_st_folder(build_st_user(tmp_path)))
+    chat_id = next(r.id for r in report.added if r.kind == "chat")
+    ctx = build_context(store, settings=qsettings)
+    win = MainWindow(ctx)
+    qtbot.addWidget(win)
+    win.resize(1280, 800)
+    with qtbot.waitSignal(win.preview_applied, timeout=20000):
+        win.start(chat_id)
+    yield win
+    win.generation.wait(5000)
+    ctx.preview.shutdown()
+    store.close()
+
+
+def _blocks(win):
+    model = win.blocks_panel.model
+    return [model.block(r) for r in range(model.rowCount())]
+
+
+def _select(win, row: int) -> None:
+    panel = win.blocks_panel
+    panel.table.setCurrentIndex(panel.proxy.mapFromSource(panel.model.index(row, 0)))
+    QCoreApplication.processEvents()
+
+
+# ---------------------------------------------------------------------------- item 1
+def test_inspector_lists_entries_by_title_with_why(qtbot, st_window) -> None:
+    win = st_window
+    blocks = _blocks(win)
+    row = next(r for r, b in enumerate(blocks) if b.source == "prompt:worldInfoBefore")
+    _select(win, row)
+    insp = win.block_inspector
+    table = insp.entries
+    assert not table.isHidden() and table.rowCount() == 2
+    assert [table.item(r, 1).text() for r in range(2)] == ["Realm", "Voyage"]
+    assert table.item(0, 2).text().startswith('key "harbor" in message')
+    assert table.item(0, 3).text() == "before the character (World Info before)"
+    assert "parts" not in insp._labels["trace"].text() and "lorebook:" not in insp._labels["trace"].text()
+    # the table's Source cell names the entries, not lorebook:Realm:0
+    source = win.blocks_panel.model.index(row, BlockColumn.SOURCE).data()
+    assert source == "World Info before: entry 0, entry 0"
+    # a plain message shows no "Lorebook: st identifier: chatHistory-5"
+    msg_row = next(r for r, b in enumerate(blocks) if b.message_index == 4)
+    _select(win, msg_row)
+    assert table.isHidden()
+    assert "st identifier" not in insp._labels["trace"].text()
+    assert not insp._form.isRowVisible(insp._labels["trace"])
+
+
+# ---------------------------------------------------------------------------- item 2
+def test_blocks_table_keeps_story_order_with_a_hidden_message(st_window) -> None:
+    blocks = _blocks(st_window)
+    order = [b.message_index for b in blocks if b.message_index is not None]
+    assert order == [0, 1, 2, 3, 4]  # before: the hidden message 2 sat last, under message 4
+    hidden = next(b for b in blocks if b.message_index == 2)
+    assert hidden.status == "excluded"
+    model = st_window.blocks_panel.model
+    r = blocks.index(hidden)
+    assert model.index(r, BlockColumn.TEXT).data(Qt.ItemDataRole.ForegroundRole) is not None  # greyed in place
+
+
+# ---------------------------------------------------------------------------- item 3
+def test_sillytavern_controls_are_honest(qtbot, st_window) -> None:
+    from gui.main_window import ST_NO_PINNING
+
+    win = st_window
+    blocks = _blocks(win)
+    model = win.blocks_panel.model
+    r = next(k for k, b in enumerate(blocks) if b.message_index == 3)
+    pin = model.index(r, BlockColumn.PIN)
+    assert not (model.flags(pin) & Qt.ItemFlag.ItemIsEnabled)  # Pin is off, with the reason
+    assert "SillyTavern has no pinning" in pin.data(Qt.ItemDataRole.ToolTipRole)
+    excl = model.index(r, BlockColumn.EXCLUDE)
+    assert model.flags(excl) & Qt.ItemFlag.ItemIsEnabled  # exclude still works (SillyTavern hides)
+    win.set_pinned(3, True)
+    assert not win.ctx.document.messages()[3].meta.pinned
+    assert win.statusBar().currentMessage() == ST_NO_PINNING
+    assert not win.chat_view.delegate.pin_available
+    # the Settings tab names SillyTavern's assembly, as the header does
+    sp = win.settings_panel
+    assert sp.shows_sillytavern_strategy() and sp.strategy_box.currentText().startswith("sillytavern")
+    assert not sp.strategy_box.isEnabled()
+    assert "sillytavern" in win.preview.strategy
+    # no compaction marks where compaction is not the strategy
+    assert not win.budget_bar.shows_marks()
+
+
+def test_loomscope_chat_keeps_pin_and_its_strategy(window) -> None:
+    model = window.blocks_panel.model
+    r = next(k for k in range(model.rowCount()) if model.block(k).message_index == 3)
+    assert model.flags(model.index(r, BlockColumn.PIN)) & Qt.ItemFlag.ItemIsEnabled
+    assert not window.settings_panel.shows_sillytavern_strategy()
+    assert window.settings_panel.strategy_box.isEnabled()
+
+
+# ---------------------------------------------------------------------------- item 4
+def test_fired_only_follows_every_preview(qtbot, window) -> None:
+    tab = window.lorebook_tab
+    tab.fired_only.setChecked(True)
+    assert tab.proxy.rowCount() == 0  # "dragon" appears in no message yet
+    rerun(qtbot, window, lambda: window.edit_message(19, "A dragon lands on the quay."))
+    assert tab.proxy.rowCount() == 1  # before: stayed hidden until the box was clicked again
+    rerun(qtbot, window, lambda: window.edit_message(19, "Nothing lands on the quay."))
+    assert tab.proxy.rowCount() == 0
