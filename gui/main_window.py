@@ -88,6 +88,15 @@ ST_NO_PINNING = ("SillyTavern has no pinning: this chat is assembled exactly as 
                  "so a pin would change nothing")
 
 
+def newest_prose_message(messages: list[ChatMessage]) -> int:
+    """The newest message a writer reads (user or assistant text), else the newest message."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role in ("user", "assistant") and m.text().strip():
+            return i
+    return len(messages) - 1
+
+
 class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
     """Loomscope's window.
 
@@ -150,6 +159,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         from .library_setup import LibrarySetup  # issue 18: library panels, setup and entry editors
 
         self.library_setup = LibrarySetup(self)
+        self.library_setup.export_action.setEnabled(False)  # until a chat is open (issue 31)
         self.statusBar().showMessage("Ready")
 
     # ================================================================ building
@@ -211,7 +221,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.splitter.addWidget(self.library)
         self.splitter.addWidget(centre)
         self.splitter.addWidget(self.inspector_tabs)
-        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setStretchFactor(2, 1)  # the inspector grows with the window too (issue 31)
         # the inspector keeps its width when another tab (a wider form) is shown: its pages scroll
         # or elide instead of squeezing the prompt blocks
         self.inspector_tabs.setMinimumWidth(INSPECTOR_MIN_W)
@@ -574,7 +585,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
             self._select_on_next_preview = False
             if self.ctx.document.messages():
                 # a freshly opened chat selects its newest message, the one the reply answers
-                self.blocks_panel.select_message(len(self.ctx.document.messages()) - 1)
+                # (a writer's message, not a tool result or an empty tool call)
+                self.blocks_panel.select_message(newest_prose_message(self.ctx.document.messages()))
         block = self.blocks_panel.current_block()
         self._on_blocks_panel_block_selected(block)
         if emit:
@@ -601,6 +613,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         """Every view of ``preview`` but the blocks table and the header labels."""
         doc = self.ctx.document
         sillytavern = doc.request is not None and doc.request.sillytavern is not None
+        if getattr(self, "library_setup", None) is not None:
+            self.library_setup.export_action.setEnabled(doc.chat_id is not None)
         self.blocks_panel.model.set_pin_off_reason(ST_NO_PINNING if sillytavern else "")
         self.chat_view.delegate.pin_available = not sillytavern
         self.chat_view.set_preview(preview, delta)

@@ -204,7 +204,7 @@ def render_table(pv: ContextPreview) -> None:
         console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:
         console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
-    if pv.error:
+    if pv.error and pv.error.code != "TOKEN_BUDGET_EXCEEDED":  # that one: once, on stderr (run)
         console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
 
 
@@ -293,6 +293,20 @@ def _print_totals(console: Any, pv: ContextPreview) -> None:
                if used else ""))
 
 
+def default_reserve_hint(args: argparse.Namespace, request: PreviewRequest, pv: ContextPreview) -> str:
+    """The budget error's hint when the reply reserve is one nobody chose, else ``""``.
+
+    ``"; that is the default reply reserve of 1,024 tokens: set --reply-reserve"`` when no flag
+    set it and the settings hold the default.
+    """
+    if getattr(args, "reply_reserve", None) is not None:
+        return ""
+    default = ContextSettings.model_fields["reply_reserve"].default
+    if request.settings.reply_reserve != default or pv.reply_reserve != default:
+        return ""
+    return f"; that is the default reply reserve of {default:,} tokens: set --reply-reserve"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``loomscope preview``; returns the exit code (0, 2 or 3)."""
     from ..pipeline import gc_paused, preview
@@ -315,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_table(pv)
     if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
-        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}\n")
+        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}"
+                         f"{default_reserve_hint(args, request, pv)}\n")
         return 3
     return 0
