@@ -42,6 +42,7 @@ from .document import LoadedChat
 from .drop import IMPORT_FILTER, DropMixin
 from .errors import UserError
 from .generation import GenerationRunner
+from .keyboard import install_keyboard
 from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
@@ -160,6 +161,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
 
         self.library_setup = LibrarySetup(self)
         self.library_setup.export_action.setEnabled(False)  # until a chat is open (issue 31)
+        self.shortcuts = install_keyboard(self)  # Alt+1…5, Ctrl+Tab, Tab passes on, focus ring (issue 31)
         self.statusBar().showMessage("Ready")
 
     # ================================================================ building

@@ -129,3 +129,45 @@ def test_fired_only_follows_every_preview(qtbot, window) -> None:
     assert tab.proxy.rowCount() == 1  # before: stayed hidden until the box was clicked again
     rerun(qtbot, window, lambda: window.edit_message(19, "Nothing lands on the quay."))
     assert tab.proxy.rowCount() == 0
+
+
+# ---------------------------------------------------------------------------- item 5
+def test_keyboard_reaches_every_pane(qtbot, window) -> None:
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    window.show()
+    qtbot.waitExposed(window)
+    keys = {sc.key().toString(): sc for sc in window.shortcuts}
+    assert {"Alt+1", "Alt+2", "Alt+3", "Alt+4", "Alt+5", "Ctrl+Tab"} <= set(keys)
+    keys["Alt+3"].activated.emit()
+    assert window.centre_tabs.currentWidget() is window.chat_view
+    keys["Alt+2"].activated.emit()
+    assert window.centre_tabs.currentWidget() is window.blocks_panel
+    keys["Alt+5"].activated.emit()
+    assert window.inspector_tabs.currentWidget() is window.lorebook_tab
+    before = window.inspector_tabs.currentIndex()
+    keys["Ctrl+Tab"].activated.emit()
+    assert window.inspector_tabs.currentIndex() == (before + 1) % window.inspector_tabs.count()
+    boxes = window.findChildren(QPlainTextEdit)
+    assert boxes and all(b.tabChangesFocus() for b in boxes)  # the composer, the test box, the setup prompts
+    assert "focus" in window.styleSheet()
+
+
+# ---------------------------------------------------------------------------- item 6
+def test_big_chat_chrome(qtbot, window) -> None:
+    from gui.main_window import newest_prose_message
+    from gui.widgets.library_panel import EMPTY_TEXT
+    from engine.schema import ChatMessage
+
+    assert "preview took" in window.status_label.text() and " ms" in window.status_label.text()
+    assert "Open SillyTavern folder…" in EMPTY_TEXT and "Ctrl+Shift+O" in EMPTY_TEXT
+    assert window.library_setup.export_action.isEnabled()
+    window.open_chat(None)
+    QCoreApplication.processEvents()
+    assert not window.library_setup.export_action.isEnabled()
+    msgs = [ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="calling"),
+            ChatMessage(role="tool", content="{}", tool_call_id="c1")]
+    assert newest_prose_message(msgs) == 1  # not the tool result
+    # the inspector takes a share of a wider window (before: stretch 0, it kept its width)
+    assert window.splitter.widget(2) is window.inspector_tabs
+    assert window.inspector_tabs.sizePolicy().horizontalStretch() >= 1
