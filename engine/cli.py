@@ -113,8 +113,9 @@ def _add_contributed(parser: argparse.ArgumentParser, sub: argparse._SubParsersA
     lines = []
     for module in contributed.values():
         module.register(sub)
-        if getattr(module, "LEADING_HELP", None):
-            lines.append(str(module.LEADING_HELP))
+        help_line = getattr(module, "LEADING_HELP", None)
+        if help_line:
+            lines.append(str(help_line))
     if lines:
         parser.epilog = "\n".join(lines)
 

@@ -155,9 +155,9 @@ def test_keyboard_reaches_every_pane(qtbot, window) -> None:
 
 # ---------------------------------------------------------------------------- item 6
 def test_big_chat_chrome(qtbot, window) -> None:
+    from engine.schema import ChatMessage
     from gui.main_window import newest_prose_message
     from gui.widgets.library_panel import EMPTY_TEXT
-    from engine.schema import ChatMessage
 
     assert "preview took" in window.status_label.text() and " ms" in window.status_label.text()
     assert "Open SillyTavern folder…" in EMPTY_TEXT and "Ctrl+Shift+O" in EMPTY_TEXT
