@@ -390,6 +390,9 @@ class _Assembler:
                 update["book_index"] = order[bi]  # an index into request.lorebooks, as the stage pipeline gives
             if rec.activated and (rec.book, str(rec.uid)) not in kept_ids:
                 update["activated"], update["code"] = False, "LOREBOOK_BUDGET"
+            detail = self.chat_indexes(rec.detail)
+            if detail is not rec.detail:
+                update["detail"] = detail
             # (model_construct: the activation builds its records without validation, as valid)
             self.lorebook_trace.append(TraceRecord.model_construct(**{**rec.__dict__, **update}) if update else rec)
 
@@ -411,6 +414,8 @@ class _Assembler:
         # World Info, scanned over the chat without hidden messages (first message substituted)
         scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
                 for i, m in core if m is not None and i is not None]
+        # the trace's message indexes count the scanned chat (no hidden messages): name chat messages
+        self.scan_index = [i for i, m in core if m is not None and i is not None]
         wi = self.world_info(scan, ext)
         examples = self.mes_examples(fields["mesExamples"], wi["em"])
         self.wi_injections(ext, wi, should_add)
@@ -524,7 +529,18 @@ class _Assembler:
     def lore_parts(self, pairs: list[tuple[Any, str]]) -> list[dict[str, Any]]:
         """``trace["parts"]`` of a message joined from World Info entries."""
         return [{"source": f"lorebook:{a.book}:{a.uid}", "reason": a.reason, "text": c,
-                 "tokens": self.count("system", c), "trace": dict(a.trace or {})} for a, c in pairs]
+                 "tokens": self.count("system", c), "trace": dict(self.chat_indexes(a.trace or {}))}
+                for a, c in pairs]
+
+    def chat_indexes(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """``detail`` with its ``message_index`` (an index into the scanned chat, hidden messages
+        left out) turned into the chat's own message index; ``detail`` itself when it has none.
+        """
+        mi = detail.get("message_index")
+        index = getattr(self, "scan_index", None)
+        if not isinstance(mi, int) or index is None or not 0 <= mi < len(index) or index[mi] == mi:
+            return detail
+        return {**detail, "message_index": index[mi]}
 
     def mes_examples(self, mes_examples: str, em: list[tuple[str, str]]) -> list[str]:
         """``parseMesExamples`` with World Info's example-message entries before/after."""

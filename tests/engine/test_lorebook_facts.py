@@ -55,7 +55,9 @@ def test_sillytavern_joined_blocks_list_each_entry(tmp_path: Path) -> None:
     before = next(b for b in pv.blocks if b.source == "prompt:worldInfoBefore")
     facts = block_entry_facts(before, pv)
     assert [(f.book, f.uid) for f in facts] == [("Realm", 0), ("Voyage", 0)]
-    assert facts[0].why.startswith('key "harbor" in message') and facts[1].why.startswith('key "ship" in message')
+    # the chat's own message numbers (message 2 is hidden; the scan leaves it out, the index does not)
+    assert facts[0].why == 'key "harbor" in message 4 (depth 0)' and facts[1].why == 'key "ship" in message 1 (depth 2)'
+    assert "harbor" in pv.blocks[[b.message_index for b in pv.blocks].index(4)].text
     assert all(f.position == "before the character (World Info before)" for f in facts)
     assert block_source_label(before, pv) == "World Info before: entry 0, entry 0"
     note = next(b for b in pv.blocks if b.source.startswith("injection:"))
