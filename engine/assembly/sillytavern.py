@@ -533,8 +533,10 @@ class _Assembler:
                 for a, c in pairs]
 
     def chat_indexes(self, detail: dict[str, Any]) -> dict[str, Any]:
-        """``detail`` with its ``message_index`` (an index into the scanned chat, hidden messages
-        left out) turned into the chat's own message index; ``detail`` itself when it has none.
+        """``detail`` with its ``message_index`` turned into the chat's own message index.
+
+        The activation counts the scanned chat (hidden messages left out); ``detail`` itself is
+        returned when it names no message or the index is already the chat's.
         """
         mi = detail.get("message_index")
         index = getattr(self, "scan_index", None)
