@@ -113,6 +113,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     # built by gui.actions.build_actions
     undo_action: QAction
     redo_action: QAction
+    undo_menu_action: QAction
+    redo_menu_action: QAction
     import_action: QAction
     delete_action: QAction
     quit_action: QAction

@@ -171,3 +171,26 @@ def test_big_chat_chrome(qtbot, window) -> None:
     # the inspector takes a share of a wider window (before: stretch 0, it kept its width)
     assert window.splitter.widget(2) is window.inspector_tabs
     assert window.inspector_tabs.sizePolicy().horizontalStretch() >= 1
+
+
+def test_edit_menu_says_what_undo_will_do(qtbot, window) -> None:
+    from PySide6.QtWidgets import QMenu
+
+    rerun(qtbot, window, lambda: window.set_pinned(3, True))
+    menus = {m.title(): m for m in window.menuBar().findChildren(QMenu)}
+    texts = [a.text() for a in menus["&Edit"].actions()]
+    assert any(t.startswith("Undo") and "pin message 3" in t.lower() for t in texts), texts
+    assert window.undo_action.text() == "Undo"  # the toolbar keeps its words
+    assert window.undo_menu_action.shortcut().toString() == "Ctrl+Z"
+    rerun(qtbot, window, window.undo_action.trigger)  # Ctrl+Z's window action still undoes
+    assert not window.ctx.document.messages()[3].meta.pinned
+
+
+def test_ctrl_z_stays_one_shortcut(qtbot, window) -> None:
+    window.show()
+    qtbot.waitExposed(window)
+    rerun(qtbot, window, lambda: window.set_pinned(3, True))
+    window.blocks_panel.table.setFocus()
+    rerun(qtbot, window, lambda: qtbot.keyClick(window.blocks_panel.table, Qt.Key.Key_Z,
+                                                Qt.KeyboardModifier.ControlModifier))
+    assert not window.ctx.document.messages()[3].meta.pinned  # the menu's twin makes it no ambiguous shortcut
