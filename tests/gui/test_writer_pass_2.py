@@ -194,3 +194,24 @@ def test_ctrl_z_stays_one_shortcut(qtbot, window) -> None:
     rerun(qtbot, window, lambda: qtbot.keyClick(window.blocks_panel.table, Qt.Key.Key_Z,
                                                 Qt.KeyboardModifier.ControlModifier))
     assert not window.ctx.document.messages()[3].meta.pinned  # the menu's twin makes it no ambiguous shortcut
+
+
+def test_a_chat_without_a_character_can_be_given_one(qtbot, window, library) -> None:
+    from engine.schema import Character, Chat, ChatMessage
+
+    store, _, _ = library
+    bare = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hello")]), title="No card")
+    other = store.add_character(Character(name="Orrin", description="A lighthouse keeper who counts ships."))
+    window.refresh_library()
+    with qtbot.waitSignal(window.preview_applied, timeout=20000):
+        window.open_chat(bare)
+    assert not any(b.kind == "character" for b in window.preview.blocks)
+    setup = window.library_setup
+    setup.refresh_library()
+    panel = setup.tabs.panels["character"]
+    assert panel.select(other) and panel.use_button.isEnabled() and panel.use_button.isVisibleTo(panel)
+    rerun(qtbot, window, panel.use_button.click)
+    assert any("lighthouse keeper" in b.text for b in window.preview.blocks if b.kind == "character")
+    assert store.get_chat_setup(bare).character_id == other
+    rerun(qtbot, window, window.undo_action.trigger)  # undoable
+    assert store.get_chat_setup(bare).character_id is None
