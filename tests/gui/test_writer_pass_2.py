@@ -215,3 +215,32 @@ def test_a_chat_without_a_character_can_be_given_one(qtbot, window, library) -> 
     assert store.get_chat_setup(bare).character_id == other
     rerun(qtbot, window, window.undo_action.trigger)  # undoable
     assert store.get_chat_setup(bare).character_id is None
+
+
+def test_big_chat_paints_at_its_newest_message_at_once(qtbot) -> None:
+    from PySide6.QtCore import QPoint
+
+    from engine.schema import ChatMessage
+    from gui.widgets.chat_view import BIG_CHAT_ROWS, ChatView
+
+    n = 10_000
+    assert n > BIG_CHAT_ROWS
+    msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant",
+                        content=f"Message {i}: the courier counts lanterns on the quay. " * (1 + i % 5)) for i in range(n)]
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(900, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_messages(msgs, "Wren", "Marisol")
+    QCoreApplication.processEvents()  # one turn of the event loop: the first paint
+
+    def bottom_row() -> int:
+        return view.list.indexAt(view.list.viewport().rect().bottomLeft() + QPoint(8, -4)).row()
+
+    assert bottom_row() == n - 1  # before: row 0 (a batched layout from the top, then the jump)
+    assert view.measuring()  # older rows still estimated
+    delegate = view.delegate
+    qtbot.waitUntil(lambda: not view.measuring(), timeout=20000)
+    assert bottom_row() == n - 1  # laid out again with exact heights, still at the newest message
+    assert delegate.exact_from == 0  # every row measured: no estimate is left
