@@ -244,3 +244,28 @@ def test_big_chat_paints_at_its_newest_message_at_once(qtbot) -> None:
     qtbot.waitUntil(lambda: not view.measuring(), timeout=20000)
     assert bottom_row() == n - 1  # laid out again with exact heights, still at the newest message
     assert delegate.exact_from == 0  # every row measured: no estimate is left
+
+
+def test_setup_edits_apply_as_you_type_one_undo_step_per_burst(qtbot, st_window) -> None:
+    from PySide6.QtWidgets import QPushButton
+
+    win = st_window
+    win.show()
+    qtbot.waitExposed(win)
+    setup = win.library_setup.setup_panel
+    win.inspector_tabs.setCurrentWidget(setup)
+    applies = [b for b in setup.findChildren(QPushButton) if b.text().startswith("Apply")]
+    assert applies and not any(b.isVisibleTo(setup) for b in applies)  # no Apply buttons
+    stack = win.ctx.undo_stack
+    before = stack.count()
+    box = setup.note_text
+    box.setFocus()
+    box.moveCursor(box.textCursor().MoveOperation.End)
+    with qtbot.waitSignal(win.preview_applied, timeout=20000):
+        qtbot.keyClicks(box, " Mention the lighthouse.")
+    qtbot.waitUntil(lambda: "Mention the lighthouse." in " ".join(b.text for b in win.preview.blocks), timeout=20000)
+    assert stack.count() == before + 1  # the whole burst is one step
+    assert box.toPlainText().endswith(" Mention the lighthouse.")
+    assert box.textCursor().position() == len(box.toPlainText())  # the refill kept the cursor
+    rerun(qtbot, win, win.undo_action.trigger)
+    assert "Mention the lighthouse." not in " ".join(b.text for b in win.preview.blocks)
