@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import LoomscopeError
-from engine.lorebook_facts import EntryFact, block_entry_facts
+from engine.lorebook_facts import EntryFact, block_entry_facts, block_source_label
 from engine.schema import ContextPreview, PreviewBlock
 from engine.tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry
 
@@ -73,6 +73,7 @@ class BlockInspector(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
 
         self._title = QLabel("No block selected")
+        self._title.setWordWrap(True)
         title_font = self._title.font()
         title_font.setBold(True)
         title_font.setPointSizeF(title_font.pointSizeF() * 1.15)
@@ -119,7 +120,8 @@ class BlockInspector(QWidget):
         self.entries.setTabKeyNavigation(False)
         header = self.entries.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(ENTRY_COLUMNS.index("Why"), QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.entries.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.entries.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
         self.entries.hide()
         layout.addWidget(self.entries)
@@ -182,7 +184,8 @@ class BlockInspector(QWidget):
         text = block.text
         self._set_rows_visible(True)
         kind, source, name = block.kind, block.source, block.name
-        self._title.setText(f"{kind_label(kind)} — {source}" + (f" ({name})" if name else ""))
+        shown = block_source_label(block, preview) if self._facts else source  # entries by title
+        self._title.setText(f"{kind_label(kind)} — {shown}" + (f" ({name})" if name and not self._facts else ""))
         badges = self._badges_html(block)
         self._badges.setText(badges)
         self._badges.setVisible(bool(badges))
@@ -310,19 +313,30 @@ class BlockInspector(QWidget):
         return spans, None
 
     def _set_entries(self, facts: list[EntryFact]) -> None:
+        """One row per entry, two lines a cell so it reads in a narrow inspector:
+        ``Quill harbor / Realm #0`` · ``key "harbor" in message 4 / before the character`` · tokens."""
         self._facts = facts
         table = self.entries
         table.setRowCount(len(facts))
         for r, f in enumerate(facts):
-            cells = (f.title, f.book, f.why, f.position, "" if f.tokens is None else f"{f.tokens:,}")
+            tokens = "" if f.tokens is None else f"{f.tokens:,}"
+            cells = (f"{f.title}\n{f.book} #{f.uid}", f"{f.why}\n{f.position}" if f.position else f.why, tokens)
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setToolTip(f"{f.label} · {f.why} · {f.code}")
+                item.setToolTip(f"{f.label}\n{f.why}\n{f.position}\n{tokens} tokens · {f.code}")
                 if c == len(cells) - 1:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+                else:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
                 table.setItem(r, c, item)
         table.resizeRowsToContents()
         table.setVisible(bool(facts))
+
+    def entry_cells(self, row: int) -> dict[str, str]:
+        """The entry table's row ``row`` as ``{title, book, why, position, tokens}`` (tests, the screenshot)."""
+        f = self._facts[row]
+        return {"title": f.title, "book": f.book, "why": f.why, "position": f.position,
+                "tokens": "" if f.tokens is None else f"{f.tokens:,}"}
 
     def _badges_html(self, block: PreviewBlock) -> str:
         m = MARKS
@@ -392,7 +406,7 @@ class BlockInspector(QWidget):
 
 
 #: Columns of the entry table.
-ENTRY_COLUMNS = ("Entry", "Book", "Why", "Position", "Tokens")
+ENTRY_COLUMNS = ("Entry · book", "Why · where it goes", "Tokens")
 
 
 def _escape(text: str) -> str:

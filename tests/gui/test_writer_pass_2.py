@@ -59,9 +59,10 @@ def test_inspector_lists_entries_by_title_with_why(qtbot, st_window) -> None:
     insp = win.block_inspector
     table = insp.entries
     assert not table.isHidden() and table.rowCount() == 2
-    assert [table.item(r, 1).text() for r in range(2)] == ["Realm", "Voyage"]
-    assert table.item(0, 2).text().startswith('key "harbor" in message')
-    assert table.item(0, 3).text() == "before the character (World Info before)"
+    assert [insp.entry_cells(r)["book"] for r in range(2)] == ["Realm", "Voyage"]
+    assert insp.entry_cells(0)["why"] == 'key "harbor" in message 4 (depth 0)'
+    assert insp.entry_cells(0)["position"] == "before the character (World Info before)"
+    assert "lorebook:" not in insp._title.text() and "World Info before: entry 0" in insp._title.text()
     assert "parts" not in insp._labels["trace"].text() and "lorebook:" not in insp._labels["trace"].text()
     # the table's Source cell names the entries, not lorebook:Realm:0
     source = win.blocks_panel.model.index(row, BlockColumn.SOURCE).data()

@@ -150,11 +150,13 @@ def test_real_pipeline_lorebook_block_trace(inspector):
     # issue 31: a table of entries (title · book · why · position · tokens), no raw trace dump
     table = inspector.entries
     assert not table.isHidden() and table.rowCount() == 1
-    cells = [table.item(0, c).text() for c in range(table.columnCount())]
-    assert cells[0] == "Dragon" and cells[1] == "World"
-    assert cells[2] == 'key "dragon" in message 0 (depth 0)'
-    assert cells[3] == "before the chat"  # no character in this request
-    assert cells[4] and int(cells[4]) > 0
+    cells = inspector.entry_cells(0)
+    assert cells["title"] == "Dragon" and cells["book"] == "World"
+    assert cells["why"] == 'key "dragon" in message 0 (depth 0)'
+    assert cells["position"] == "before the chat"  # no character in this request
+    assert int(cells["tokens"]) > 0
+    shown = [table.item(0, c).text() for c in range(table.columnCount())]
+    assert shown[0] == "Dragon\nWorld #1" and shown[1].startswith('key "dragon"') and shown[2] == cells["tokens"]
     assert inspector._labels["trace"].text() == ""
     assert inspector.shaded_token_count() == default_tokenizer_registry().get(result.tokenizer.profile).count(
         block.text)
