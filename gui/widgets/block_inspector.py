@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCharFormat
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -329,8 +329,10 @@ class BlockInspector(QWidget):
                 else:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
                 table.setItem(r, c, item)
-        table.resizeRowsToContents()
         table.setVisible(bool(facts))
+        table.resizeRowsToContents()
+        # once the columns have their widths (the Why column stretches), the rows take their wrapped height
+        QTimer.singleShot(0, table.resizeRowsToContents)
 
     def entry_cells(self, row: int) -> dict[str, str]:
         """The entry table's row ``row`` as ``{title, book, why, position, tokens}`` (tests, the screenshot)."""

@@ -34,7 +34,9 @@ FROM_MODEL = "(from the model table)"
 
 #: ``ContextPreview.strategy`` of a chat assembled by SillyTavern's rules, and how the box shows it.
 SILLYTAVERN_STRATEGY = "sillytavern"
-SILLYTAVERN_STRATEGY_LABEL = "sillytavern — SillyTavern's own assembly"
+SILLYTAVERN_STRATEGY_LABEL = "sillytavern (its own assembly)"
+#: The line under the box (the tooltip says the rest).
+SILLYTAVERN_STRATEGY_DESC = "SillyTavern's assembly: the newest messages that fit."
 SILLYTAVERN_STRATEGY_TIP = ("This chat comes from a SillyTavern folder and is assembled exactly as SillyTavern "
                             "sends it: SillyTavern keeps the newest messages that fit, so Loomscope's strategies "
                             "do not apply.")
@@ -275,8 +277,11 @@ class SettingsPanel(QWidget):
 
     def _update_strategy_desc(self) -> None:
         if self.strategy_box.currentText() == SILLYTAVERN_STRATEGY_LABEL:
-            self.strategy_desc.setText(SILLYTAVERN_STRATEGY_TIP)
+            self.strategy_desc.setText(SILLYTAVERN_STRATEGY_DESC)
+            self.strategy_desc.setToolTip(SILLYTAVERN_STRATEGY_TIP)
+            self.strategy_desc.updateGeometry()
             return
+        self.strategy_desc.setToolTip("")
         name = self.strategy_box.currentData()
         desc = ""
         if name in self._registries.strategies:
