@@ -270,3 +270,17 @@ def test_setup_edits_apply_as_you_type_one_undo_step_per_burst(qtbot, st_window)
     assert box.textCursor().position() == len(box.toPlainText())  # the refill kept the cursor
     rerun(qtbot, win, win.undo_action.trigger)
     assert "Mention the lighthouse." not in " ".join(b.text for b in win.preview.blocks)
+
+
+# ---------------------------------------------------------------------------- item 8
+def test_qt_platform_noise_is_not_printed(capsys) -> None:
+    from PySide6.QtCore import QMessageLogContext, QtMsgType
+
+    from gui.app import _qt_message
+
+    ctx = QMessageLogContext()
+    _qt_message(QtMsgType.QtWarningMsg, ctx, "This plugin does not support propagateSizeHints()")
+    _qt_message(QtMsgType.QtDebugMsg, ctx, "debug chatter")
+    assert capsys.readouterr().err == ""
+    _qt_message(QtMsgType.QtWarningMsg, ctx, "QPainter::begin: Paint device returned engine == 0")
+    assert capsys.readouterr().err == "loomscope: Qt: QPainter::begin: Paint device returned engine == 0\n"
