@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -36,7 +37,7 @@ FROM_MODEL = "(from the model table)"
 SILLYTAVERN_STRATEGY = "sillytavern"
 SILLYTAVERN_STRATEGY_LABEL = "sillytavern (its own assembly)"
 #: The line under the box (the tooltip says the rest).
-SILLYTAVERN_STRATEGY_DESC = "SillyTavern's assembly: the newest messages that fit."
+SILLYTAVERN_STRATEGY_DESC = "SillyTavern's rules: newest messages first."
 SILLYTAVERN_STRATEGY_TIP = ("This chat comes from a SillyTavern folder and is assembled exactly as SillyTavern "
                             "sends it: SillyTavern keeps the newest messages that fit, so Loomscope's strategies "
                             "do not apply.")
@@ -205,6 +206,14 @@ class SettingsPanel(QWidget):
             self._update_strategy_desc()
         finally:
             self._loading = False
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        # a wrapped label whose text changed while the tab was hidden keeps its old row height
+        # until the form asks again (the strategy's description, issue 31)
+        layout = self.layout()
+        if layout is not None:
+            layout.invalidate()
 
     def set_preview(self, preview: ContextPreview | None) -> None:
         """Show the approximate-profile badge, the preview's warnings and, for a chat from a
