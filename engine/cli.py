@@ -100,14 +100,30 @@ def build_parser(contributed: Mapping[str, CommandModule] | None = None) -> argp
     ``contributed`` defaults to :func:`contributed_commands` (every installed one).
     """
     parser, sub = _engine_parser()
-    for module in (contributed_commands() if contributed is None else contributed).values():
-        module.register(sub)
+    _add_contributed(parser, sub, contributed_commands() if contributed is None else contributed)
     return parser
+
+
+def _add_contributed(parser: argparse.ArgumentParser, sub: argparse._SubParsersAction,
+                     contributed: Mapping[str, CommandModule]) -> None:
+    """Register the contributed commands; their ``LEADING_HELP`` lines close ``loomscope --help``.
+
+    ``LEADING_HELP`` names the flags that select a command (``loomscope --screenshot PATH``).
+    """
+    lines = []
+    for module in contributed.values():
+        module.register(sub)
+        help_line = getattr(module, "LEADING_HELP", None)
+        if help_line:
+            lines.append(str(help_line))
+    if lines:
+        parser.epilog = "\n".join(lines)
 
 
 def _engine_parser(modules: Sequence[str] = COMMAND_MODULES) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     """The parser with the engine's own subcommands (those of ``modules``), and its subparsers (to add more to)."""
-    parser = _Parser(prog="loomscope", description="See exactly what an LLM will see.")
+    parser = _Parser(prog="loomscope", description="See exactly what an LLM will see.",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     for name in modules:
         importlib.import_module(f"engine.commands.{name}").register(sub)
@@ -159,8 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args_list and args_list[0] in sub.choices):
         contributed = contributed_commands()
         args_list = _with_command(args_list, contributed)
-        for module in contributed.values():
-            module.register(sub)
+        _add_contributed(parser, sub, contributed)
     args = parser.parse_args(args_list)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -1,7 +1,7 @@
 """Stable reason codes for every inclusion and exclusion of a prompt block (SPEC §3).
 
 Codes are a public interface (CLI JSON, audit, GUI): extend, never rename; add them to
-:mod:`engine.vocabulary`, the one table of codes, words and colours. The README's
+:mod:`engine.vocabulary`, the one table of codes, words and colours. The documentation's
 table is generated from :data:`REASON_CODES`; ``tests/engine/test_codes.py`` pins the list and
 ``tests/engine/test_reason_corpus.py`` runs the engine over a corpus and fails on any code a
 block carries (as its reason or its trace ``code``) that is not listed here.
@@ -24,7 +24,7 @@ REASON_CODES: dict[str, tuple[Category, str]] = reason_codes()
 
 
 def reasons_markdown_table() -> str:
-    """The README's reason table: ``| code | status | meaning |`` rows."""
+    """The reason table of ``docs/shifting.md``: ``| code | status | meaning |`` rows."""
     rows = ["| code | status | meaning |", "|---|---|---|"]
     rows += [f"| `{c}` | {cat} | {text} |" for c, (cat, text) in REASON_CODES.items()]
     return "\n".join(rows)

@@ -9,6 +9,7 @@ select, the ``{{user}}``/``{{char}}`` names, which lorebooks a chat uses (and ho
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from .schema.lorebook import Lorebook
 from .schema.request import PreviewRequest
 from .schema.settings import ContextSettings
 from .tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry, lookup_model
+from .tokenizers.models import known_models
 
 if TYPE_CHECKING:
     from .shifting.registry import ContextStrategyRegistry
@@ -99,6 +101,23 @@ def model_profile_and_limit(settings: ContextSettings, tokenizers: TokenizerRegi
                          budget=limit - reserve, tokenizer=profile, warnings=tuple(warnings))
 
 
+@lru_cache(maxsize=256)
+def did_you_mean(model: str) -> str:
+    """``" (did you mean 'gpt-4o'?)"`` for a model name close to a known one (``difflib``), else ``""``.
+
+    Parameters
+    ----------
+    model:
+        The model name the settings give (``"gpt4o"``, ``"claude-3-5-sonet"``).
+    """
+    names = known_models()
+    close = difflib.get_close_matches(model.strip().lower(), [n.lower() for n in names], n=1, cutoff=0.75)
+    if not close:
+        return ""
+    match = next(n for n in names if n.lower() == close[0])
+    return f" (did you mean {match!r}?)" if match != model else ""
+
+
 def _pipeline_warnings(settings: ContextSettings, known: bool, known_limit: int, profile: TokenizerProfile,
                        limit: int) -> list[str]:
     warnings: list[str] = []
@@ -110,8 +129,8 @@ def _pipeline_warnings(settings: ContextSettings, known: bool, known_limit: int,
                else f"a default {limit}-token context limit")
         missing = [w for w, given in (("the context limit", settings.context_limit),
                                       ("the tokenizer", settings.tokenizer)) if not given]
-        warnings.append(f"unknown model {settings.model!r}: counting with {tok} and {lim}"
-                        + (f"; set {' and '.join(missing)} for exact figures" if missing else ""))
+        warnings.append(f"unknown model {settings.model!r}{did_you_mean(settings.model)}: counting with {tok} and "
+                        f"{lim}" + (f"; set {' and '.join(missing)} for exact figures" if missing else ""))
     if settings.context_limit and known and settings.context_limit > known_limit:
         warnings.append(f"context limit {settings.context_limit} is above {settings.model}'s known "
                         f"limit of {known_limit} tokens")
@@ -124,7 +143,8 @@ def _sillytavern_warnings(settings: ContextSettings, known: bool, table_profile:
                           profile: TokenizerProfile) -> list[str]:
     warnings: list[str] = []
     if not known:
-        warnings.append(f"unknown model {settings.model!r}: counting with the approximate profile "
+        warnings.append(f"unknown model {settings.model!r}{did_you_mean(settings.model)}: counting with the "
+                        f"approximate profile "
                         f"{table_profile!r}; set the tokenizer for exact figures")
     if profile.approximate:
         warnings.append(f"token counts are approximate ({profile.name}: {profile.description})")

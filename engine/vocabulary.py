@@ -8,7 +8,7 @@ category, meaning), :data:`engine.lorebook.codes.TRACE_CODES` and
 from here (``gui.words``) and keeps no table of its own.
 
 Codes are a public interface (CLI JSON, audit, API, GUI): extend, never rename.
-``tests/engine/test_codes.py`` pins the block reasons and the README's table generated from
+``tests/engine/test_codes.py`` pins the block reasons and the table in ``docs/shifting.md`` generated from
 them; ``tests/engine/test_reason_corpus.py`` runs the engine over a corpus and fails on any
 emitted code this table does not hold.
 """
@@ -41,7 +41,7 @@ class Term:
         A few writer-facing words, lower case (``"oldest history goes first"``): what the GUI
         shows in table cells, the inspectors and the chat view.
     meaning:
-        The full meaning, one sentence without a final stop: the README's reason table,
+        The full meaning, one sentence without a final stop: the reason table of ``docs/shifting.md``,
         tooltips, ``--help`` texts.
     scopes:
         Where the code appears (:data:`Scope`); a lorebook code can be both a block reason and
@@ -73,7 +73,7 @@ def _t(code: str, category: Category, words: str, meaning: str, scopes: frozense
     return Term(code, category, words, meaning, scopes, status or _DEFAULT_STATUS[category])
 
 
-#: Every code, in the README's order for the block reasons (kept, excluded, truncated), then the
+#: Every code, in the documentation's order for the block reasons (kept, excluded, truncated), then the
 #: trace codes of entries that did not activate, then the lint codes.
 _TERMS: tuple[Term, ...] = (
     # ---------------------------------------------------------------- block reasons: kept

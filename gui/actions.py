@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QToolBar
 
@@ -69,6 +69,14 @@ def _undo_actions(window: MainWindow) -> None:
     describe_undo(window.redo_action, "Redo", stack.redoText(), "Ctrl+Shift+Z")
     window.undo_action.setEnabled(stack.canUndo())
     window.redo_action.setEnabled(stack.canRedo())
+    # The Edit menu says what Undo / Redo would do ("Undo Pin message 3"); the toolbar keeps its
+    # fixed words. The menu's actions show the keys but only act while the menu has the focus,
+    # so Ctrl+Z stays one unambiguous window shortcut (issue 31).
+    window.undo_menu_action = stack.createUndoAction(window, "Undo")
+    window.redo_menu_action = stack.createRedoAction(window, "Redo")
+    for action, twin in ((window.undo_menu_action, window.undo_action), (window.redo_menu_action, window.redo_action)):
+        action.setShortcuts(twin.shortcuts())
+        action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
 
 
 def _file_actions(window: MainWindow) -> None:
@@ -113,8 +121,8 @@ def _menus(window: MainWindow) -> None:
     file_menu.addSeparator()
     file_menu.addAction(window.quit_action)
     edit_menu = bar.addMenu("&Edit")
-    edit_menu.addAction(window.undo_action)
-    edit_menu.addAction(window.redo_action)
+    edit_menu.addAction(window.undo_menu_action)
+    edit_menu.addAction(window.redo_menu_action)
     gen_menu = bar.addMenu("&Generate")
     for action in (window.generate_action, window.cancel_action, window.provider_action, window.refresh_action):
         gen_menu.addAction(action)

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QCoreApplication, QEventLoop, QSettings, QTimer
+from PySide6.QtCore import (
+    QCoreApplication,
+    QEventLoop,
+    QMessageLogContext,
+    QSettings,
+    QTimer,
+    QtMsgType,
+    qInstallMessageHandler,
+)
 from PySide6.QtGui import QUndoStack
 from PySide6.QtWidgets import QApplication
 
@@ -239,6 +247,23 @@ def install_excepthook(window: MainWindow) -> None:
     sys.excepthook = hook
 
 
+#: Qt messages that say nothing to a writer (the offscreen platform's missing window features,
+#: a runtime directory Qt falls back from): not printed by :func:`quiet_qt_messages`.
+QT_NOISE = ("does not support propagateSizeHints", "XDG_RUNTIME_DIR", "QStandardPaths: runtime directory",
+            "propagateSizeHints", "This plugin does not support")
+
+
+def _qt_message(kind: QtMsgType, _context: QMessageLogContext, message: str) -> None:
+    if kind in (QtMsgType.QtDebugMsg, QtMsgType.QtInfoMsg) or any(n in message for n in QT_NOISE):
+        return
+    sys.stderr.write(f"loomscope: Qt: {message}\n")
+
+
+def quiet_qt_messages() -> None:
+    """Print Qt's warnings as one ``loomscope: Qt: …`` line each, without its platform noise (issue 31)."""
+    qInstallMessageHandler(_qt_message)
+
+
 def run_app(db: str | None = None, screenshot: str | None = None, chat: str | None = None,
             tab: str | None = None, size: tuple[int, int] | None = None) -> int:
     """Open the desktop app (or write a screenshot and exit). Returns the exit code.
@@ -254,6 +279,7 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
     """
     from engine.storage import open_store
 
+    quiet_qt_messages()
     if QApplication.instance() is None:
         problem = display_problem()
         if problem is not None:

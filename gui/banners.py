@@ -23,14 +23,15 @@ BANNER_STYLE = ("QLabel#errorBanner { background: #fdecea; color: #8a1f1c; "
 def token_summary(preview: ContextPreview, elapsed_s: float = 0.0) -> str:
     """The header's one-line summary: prompt vs budget, headroom, context window, strategy, tokenizer.
 
-    ``"prompt 1,520 / budget 1,536 tokens · headroom 16 · context window 2,048 · manual · o200k_base · 12 ms"``
+    ``"prompt 1,520 / budget 1,536 tokens · headroom 16 · context window 2,048 · manual · o200k_base ·
+    preview took 12 ms"``
     (all figures in tokens; the budget is the context window minus the reply reserve, and the
     headroom is the budget minus the safety margin and the prompt, as in :class:`ContextPreview`).
     """
     approx = " ≈ approximate" if preview.tokenizer.approximate else ""
     return (f"prompt {preview.prompt_tokens:,} / budget {preview.budget:,} tokens · "
             f"headroom {preview.headroom:,} · context window {preview.context_limit:,} · "
-            f"{preview.strategy} · {preview.tokenizer.profile}{approx} · {1000 * elapsed_s:.0f} ms")
+            f"{preview.strategy} · {preview.tokenizer.profile}{approx} · preview took {1000 * elapsed_s:,.0f} ms")
 
 
 def compaction_options(settings: ContextSettings) -> CompactionOptions | None:

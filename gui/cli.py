@@ -18,6 +18,9 @@ from .tabs import TAB_NAMES
 DEFAULT_COMMAND = True
 #: Flags that, first on the command line, mean ``loomscope gui ...``.
 LEADING_FLAGS = ("--screenshot", "--size", "--tab", "--chat")
+#: The line ``loomscope --help`` shows for the leading flags.
+LEADING_HELP = ("loomscope --screenshot PATH [--chat ID] [--tab NAME] [--size WxH]: render the main window "
+                "offscreen to a PNG and exit (short for `loomscope gui --screenshot ...`)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

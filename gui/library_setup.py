@@ -24,6 +24,7 @@ from .setup_commands import (
     AddLorebookEntryCommand,
     DeleteLorebookEntryCommand,
     EditPersonaCommand,
+    SetChatCharacterCommand,
     SetChatSetupCommand,
     SetupState,
 )
@@ -104,6 +105,7 @@ class LibrarySetup(QObject):
             panel.delete_requested.connect(self.delete)
             panel.export_requested.connect(lambda _k, obj_id: self.export([obj_id]))
             panel.action_requested.connect(self._on_action)
+            panel.use_requested.connect(lambda _k, obj_id: self.use_character(obj_id))
         self.refresh_library()
 
     # ================================================================ library panels
@@ -203,6 +205,24 @@ class LibrarySetup(QObject):
             self.setup_panel.attach(obj_id, "chat")
         elif kind == "persona":
             self.setup_panel.pick_persona(obj_id)
+
+    def use_character(self, character_id: str) -> bool:
+        """Make ``character_id`` the open chat's character (undoable): a chat without one gets one.
+
+        A chat from a SillyTavern folder keeps its card's fields as SillyTavern reads them; the
+        new character replaces the card in the preview (issue 31).
+        """
+        doc = self.ctx.document
+        store = self.store
+        if doc.chat_id is None or store is None:
+            self.window.statusBar().showMessage("Open a chat first", 5000)
+            return False
+        old = store.get_chat_setup(doc.chat_id).character_id
+        if old == character_id:
+            return False
+        name = store.get_character(character_id).name
+        return self.window.commands.push("Use character", SetChatCharacterCommand(
+            doc, store, doc.chat_id, old, character_id, name)).ok
 
     def new_chat(self, character_id: str) -> str | None:
         """Start a chat with the character (its first message, the open chat's persona) and open it."""

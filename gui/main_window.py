@@ -42,6 +42,7 @@ from .document import LoadedChat
 from .drop import IMPORT_FILTER, DropMixin
 from .errors import UserError
 from .generation import GenerationRunner
+from .keyboard import install_keyboard
 from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
@@ -83,6 +84,20 @@ MANUAL_STRATEGY = "manual"
 STAGE_PAUSE_MS = 1
 
 
+#: Why Pin is off on a chat from a SillyTavern folder (issue 31).
+ST_NO_PINNING = ("SillyTavern has no pinning: this chat is assembled exactly as SillyTavern sends it, "
+                 "so a pin would change nothing")
+
+
+def newest_prose_message(messages: list[ChatMessage]) -> int:
+    """The newest message a writer reads (user or assistant text), else the newest message."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role in ("user", "assistant") and m.text().strip():
+            return i
+    return len(messages) - 1
+
+
 class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
     """Loomscope's window.
 
@@ -98,6 +113,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     # built by gui.actions.build_actions
     undo_action: QAction
     redo_action: QAction
+    undo_menu_action: QAction
+    redo_menu_action: QAction
     import_action: QAction
     delete_action: QAction
     quit_action: QAction
@@ -145,6 +162,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         from .library_setup import LibrarySetup  # issue 18: library panels, setup and entry editors
 
         self.library_setup = LibrarySetup(self)
+        self.library_setup.export_action.setEnabled(False)  # until a chat is open (issue 31)
+        self.shortcuts = install_keyboard(self)  # Alt+1…5, Ctrl+Tab, Tab passes on, focus ring (issue 31)
         self.statusBar().showMessage("Ready")
 
     # ================================================================ building
@@ -206,7 +225,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.splitter.addWidget(self.library)
         self.splitter.addWidget(centre)
         self.splitter.addWidget(self.inspector_tabs)
-        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setStretchFactor(2, 1)  # the inspector grows with the window too (issue 31)
         # the inspector keeps its width when another tab (a wider form) is shown: its pages scroll
         # or elide instead of squeezing the prompt blocks
         self.inspector_tabs.setMinimumWidth(INSPECTOR_MIN_W)
@@ -328,7 +348,16 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
 
     # ================================================================ edits
     def set_pinned(self, message_index: int, value: bool) -> None:
-        """Pin / unpin a message (undoable, saved)."""
+        """Pin / unpin a message (undoable, saved).
+
+        A chat from a SillyTavern folder is assembled exactly as SillyTavern sends it, and
+        SillyTavern has no pinning: pinning is refused there with the reason (unpinning a pin
+        an earlier version stored still works).
+        """
+        doc = self.ctx.document
+        if value and doc.request is not None and doc.request.sillytavern is not None:
+            self.statusBar().showMessage(ST_NO_PINNING, 8000)
+            return
         self._push_flag(message_index, "pinned", value)
 
     def set_excluded(self, message_index: int, value: bool) -> None:
@@ -560,7 +589,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
             self._select_on_next_preview = False
             if self.ctx.document.messages():
                 # a freshly opened chat selects its newest message, the one the reply answers
-                self.blocks_panel.select_message(len(self.ctx.document.messages()) - 1)
+                # (a writer's message, not a tool result or an empty tool call)
+                self.blocks_panel.select_message(newest_prose_message(self.ctx.document.messages()))
         block = self.blocks_panel.current_block()
         self._on_blocks_panel_block_selected(block)
         if emit:
@@ -586,6 +616,11 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     def _apply_views(self, preview: ContextPreview | None, delta: PreviewDelta | None) -> None:
         """Every view of ``preview`` but the blocks table and the header labels."""
         doc = self.ctx.document
+        sillytavern = doc.request is not None and doc.request.sillytavern is not None
+        if getattr(self, "library_setup", None) is not None:
+            self.library_setup.export_action.setEnabled(doc.chat_id is not None)
+        self.blocks_panel.model.set_pin_off_reason(ST_NO_PINNING if sillytavern else "")
+        self.chat_view.delegate.pin_available = not sillytavern
         self.chat_view.set_preview(preview, delta)
         self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None, delta)
         self.tokens_chart.set_preview(preview, delta)
@@ -605,7 +640,9 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
 
     def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
         profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
-        self.block_inspector.set_block(block, profile)
+        doc = self.ctx.document
+        self.block_inspector.set_block(block, profile, self.preview,
+                                       len(doc.messages()) if doc.request is not None else None)
 
     def _on_tokens_chart_message_clicked(self, message_index: int) -> None:
         self.chat_view.scroll_to_message(message_index)

@@ -166,3 +166,20 @@ class DeleteLorebookEntryCommand(QUndoCommand):
     def undo(self) -> None:
         self._store.insert_lorebook_entry(self._book, self.entry, self._index)
         _reload(self._document, None)
+
+
+class SetChatCharacterCommand(QUndoCommand):
+    """Give a chat a character (or take it away): ``Store.set_chat_character``, then the chat re-reads."""
+
+    def __init__(self, document: ChatDocument, store: Store, chat_id: str, old: str | None, new: str | None,
+                 name: str) -> None:
+        super().__init__(f"Use character {name!r} in the chat")
+        self._document, self._store, self._chat, self._old, self._new = document, store, chat_id, old, new
+
+    def redo(self) -> None:
+        self._store.set_chat_character(self._chat, self._new)
+        _reload(self._document, self._chat)
+
+    def undo(self) -> None:
+        self._store.set_chat_character(self._chat, self._old)
+        _reload(self._document, self._chat)

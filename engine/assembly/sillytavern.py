@@ -434,6 +434,9 @@ class _Assembler:
                 update["book_index"] = order[bi]  # an index into request.lorebooks, as the stage pipeline gives
             if rec.activated and (rec.book, str(rec.uid)) not in kept_ids:
                 update["activated"], update["code"] = False, "LOREBOOK_BUDGET"
+            detail = self.chat_indexes(rec.detail)
+            if detail is not rec.detail:
+                update["detail"] = detail
             # (model_construct: the activation builds its records without validation, as valid)
             self.lorebook_trace.append(TraceRecord.model_construct(**{**rec.__dict__, **update}) if update else rec)
 
@@ -455,6 +458,8 @@ class _Assembler:
         # World Info, scanned over the chat without hidden messages (first message substituted)
         scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
                 for i, m in core if m is not None and i is not None]
+        # the trace's message indexes count the scanned chat (no hidden messages): name chat messages
+        self.scan_index = [i for i, m in core if m is not None and i is not None]
         wi = self.world_info(scan, ext)
         self.bias = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
                                  lambda t: self.sub(t, "Start Reply With")).prompt_bias
@@ -614,7 +619,20 @@ class _Assembler:
     def lore_parts(self, pairs: list[tuple[Any, str]]) -> list[dict[str, Any]]:
         """``trace["parts"]`` of a message joined from World Info entries."""
         return [{"source": f"lorebook:{a.book}:{a.uid}", "reason": a.reason, "text": c,
-                 "tokens": self.count("system", c), "trace": dict(a.trace or {})} for a, c in pairs]
+                 "tokens": self.count("system", c), "trace": dict(self.chat_indexes(a.trace or {}))}
+                for a, c in pairs]
+
+    def chat_indexes(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """``detail`` with its ``message_index`` turned into the chat's own message index.
+
+        The activation counts the scanned chat (hidden messages left out); ``detail`` itself is
+        returned when it names no message or the index is already the chat's.
+        """
+        mi = detail.get("message_index")
+        index = getattr(self, "scan_index", None)
+        if not isinstance(mi, int) or index is None or not 0 <= mi < len(index) or index[mi] == mi:
+            return detail
+        return {**detail, "message_index": index[mi]}
 
     def mes_examples(self, mes_examples: str, em: list[tuple[str, str]], strip: bool = True) -> list[str]:
         """``parseMesExamples`` with World Info's example-message entries before/after.
@@ -1221,10 +1239,12 @@ def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: in
 def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
                     error: PreviewError | None, regex_changes: dict[str, list[dict[str, str]]] | None = None
                     ) -> list[PreviewBlock]:
-    """One block per sent message in prompt order (all excluded on a budget error), then the left-out ones.
+    """One block per sent message in prompt order (all excluded on a budget error), with the left-out ones.
 
-    A block a regex script changed (its own text or one of its parts) lists each change in
-    ``trace["regex"]``: ``{"source", "script", "before", "after"}``.
+    A left-out chat message sits in story order among the sent ones (:func:`_story_slot`); other
+    left-out blocks (examples pushed out, cut injections) follow at the end. A block a regex script
+    changed (its own text or one of its parts) lists each change in ``trace["regex"]``:
+    ``{"source", "script", "before", "after"}``.
     """
     blocks: list[dict[str, Any]] = []
     for m in sent:
@@ -1243,9 +1263,40 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
         blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
                            reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
                            message_index=m.message_index, trace=trace))
-    for x in excluded:
-        blocks.append(dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x}))
+    rest: list[dict[str, Any]] = []
+    for x in sorted(excluded, key=lambda x: -1 if x.get("message_index") is None else x["message_index"]):
+        row = dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x})
+        at = _story_slot(blocks, row)
+        if at is None:
+            rest.append(row)
+        else:
+            blocks.insert(at, row)
+    blocks.extend(rest)
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+
+
+def _story_slot(blocks: list[dict[str, Any]], row: dict[str, Any]) -> int | None:
+    """Where a left-out block goes among ``blocks`` so the rows keep story order.
+
+    A chat message: before the first message block of a later message; else after the last
+    message block (or after the new-chat marker when no message is sent). An example pushed
+    out: after the last example sent. ``None`` (append at the end) otherwise. A front end
+    shows the rows in this order, so a hidden or cut greeting stays at the top (issue 31).
+    """
+    index = row.get("message_index")
+    if index is None:
+        if row.get("source") != "character:mes_example":
+            return None
+        examples = [k for k, b in enumerate(blocks) if b.get("kind") == BlockKind.EXAMPLE.value]
+        return examples[-1] + 1 if examples else None
+    last: int | None = None
+    for k, b in enumerate(blocks):
+        mi = b.get("message_index")
+        if mi is not None and mi > index:
+            return k
+        if mi is not None or b.get("source") == "prompt:newMainChat":
+            last = k + 1
+    return last
 
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:

@@ -58,3 +58,32 @@ def fits(con: Any, t: Any) -> bool:
 def is_narrow(con: Any) -> bool:
     """Whether ``con`` is under 100 columns wide."""
     return int(con.width) < 100
+
+
+def shrink_to_fit(con: Any, t: Any) -> None:
+    """Narrow the text columns of ``t`` until rich lays it out within ``con``'s width.
+
+    Rich collapses wrappable columns only down to their longest word; when that is not enough
+    it reduces every column by ratio and the console crops the right edge, so the text column
+    loses the letters at the end of each wrapped line. This takes the excess off the widest
+    text (wrappable) columns, down to their ``min_width`` (words longer than the column fold),
+    measured with rich's own layout, so every wrapped line is printed whole (issue 31).
+    """
+    try:
+        for _ in range(len(t.columns) * 2):
+            widths = t._calculate_column_widths(con, con.options)
+            excess = sum(widths) + t._extra_width - int(con.width)
+            if excess <= 0:
+                return
+            room = []
+            for k, col in enumerate(t.columns):
+                pad = t._get_padding_width(k)
+                floor = (col.min_width or 4) + pad
+                if not col.no_wrap and widths[k] > floor:
+                    room.append((widths[k], k, floor, pad))
+            if not room:
+                return
+            width, k, floor, pad = max(room)
+            t.columns[k].max_width = max(floor, width - excess) - pad
+    except (AttributeError, TypeError, IndexError):  # another rich version: print as rich lays it out
+        return

@@ -103,37 +103,62 @@ def sparkline(values: list[int], width: int = 60) -> str:
     return "".join(_SPARK[min(8, round(8 * v / top))] for v in buckets)
 
 
-def render_table(report) -> None:  # report: LorebookReport
-    """Print the report as rich tables: entries (by total tokens), then books and a sparkline."""
-    from rich.console import Console
-    from rich.table import Table
-
+def _entries_table(report, narrow: bool):  # (LorebookReport, bool) -> rich Table
+    """The entries table; ``narrow`` puts first–last turn and the key or never-fired reason in one column each."""
     from ..lorebook.report import NEVER_FIRED_REASONS
-    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
+    from ..lorebook_facts import entry_title
+    from ..terminal import markup_safe as escape
+    from ._tables import key_column, table, text_column
 
-    console = Console(width=max(Console().width, 150))
     n = len(report.turns)
-    table = Table(title=escape(f"lorebook report · {report.messages} messages · {n} turns · budget "
-                               f"{report.budget} tokens · rules {report.rules}"))
-    for col, kw in (("book", {"no_wrap": True, "max_width": 18, "overflow": "ellipsis"}),
-                    ("uid", {"justify": "right"}), ("entry", {"max_width": 24, "overflow": "ellipsis", "no_wrap": True}),
-                    ("fired", {"justify": "right"}), ("first", {"justify": "right"}), ("last", {"justify": "right"}),
-                    ("tokens", {"justify": "right"}), ("total", {"justify": "right"}),
-                    ("dropped", {"justify": "right"}), ("matched key", {"max_width": 22, "overflow": "ellipsis"}),
-                    ("never fired because", {"max_width": 44})):
-        table.add_column(col, **kw)
+    t = table(escape(f"lorebook report · {report.messages} messages · {n} turns · budget "
+                     f"{report.budget} tokens · rules {report.rules}"), narrow=narrow)
+    text_column(t, "entry", min_width=8)
+    text_column(t, "book", min_width=6)
+    key_column(t, "uid", justify="right")
+    # under 100 columns: first and last turn in one column, the key or the never-fired reason in one
+    numbers = ("fired", "turns", "total", "drop") if narrow else (
+        "fired", "first", "last", "tokens", "total", "dropped")
+    for col in numbers:
+        key_column(t, col, justify="right")
+    for col in (("key, or why never",) if narrow else ("matched key", "never fired because")):
+        text_column(t, col, min_width=10)
     for s in sorted(report.entries, key=lambda s: (-s.total_tokens, -s.turns_fired, s.book_index, str(s.uid))):
-        keys = ", ".join(f"{k}×{c}" for k, c in list(s.keys.items())[:2])
-        table.add_row(escape(s.book), escape(str(s.uid)), escape(s.comment), f"{s.turns_fired}/{n}",
-                      str(s.first_turn or ""), str(s.last_turn or ""), f"{s.mean_tokens:.0f}" if s.turns_fired else "",
-                      str(s.total_tokens), str(s.budget_dropped or ""), escape(keys),
-                      escape(NEVER_FIRED_REASONS.get(s.never_fired, s.never_fired)) if s.never_fired else "")
-    console.print(table)
+        keys = escape(", ".join(f"{k}×{c}" for k, c in list(s.keys.items())[:2]))
+        never = escape(NEVER_FIRED_REASONS.get(s.never_fired, s.never_fired)) if s.never_fired else ""
+        first, last = str(s.first_turn or ""), str(s.last_turn or "")
+        mean = f"{s.mean_tokens:.0f}" if s.turns_fired else ""
+        figures = ([f"{first}–{last}" if first else "", str(s.total_tokens), str(s.budget_dropped or "")] if narrow
+                   else [first, last, mean, str(s.total_tokens), str(s.budget_dropped or "")])
+        why = [keys or never] if narrow else [keys, never]
+        t.add_row(escape(entry_title(s.comment, s.uid)), escape(s.book), escape(str(s.uid)), f"{s.turns_fired}/{n}",
+                  *figures, *why)
+    return t
+
+
+def render_table(report) -> None:  # report: LorebookReport
+    """Print the report as rich tables that fit the terminal: entries (by total tokens), books, a sparkline.
+
+    Entries are named by title (:func:`engine.lorebook_facts.entry_title`), the uid a detail.
+    Numbers never wrap; the title, book, keys and the never-fired reason wrap inside their
+    cells at any width from 80 columns up (:func:`._tables.shrink_to_fit`).
+    """
+    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
+    from ._tables import console as make_console
+    from ._tables import fits, is_narrow, shrink_to_fit
+
+    console = make_console()
+    n = len(report.turns)
+    t = _entries_table(report, is_narrow(console))
+    if not fits(console, t):
+        t = _entries_table(report, True)
+    shrink_to_fit(console, t)
+    console.print(t)
     for b in report.books:
         console.print(f"[bold]{escape(b.book)}[/]: {b.entries_fired}/{b.entries} entries fired · {b.total_tokens} "
                       f"tokens over {n} turns · budget share mean {100 * b.mean_share:.1f} % · max "
                       f"{100 * b.max_share:.1f} %")
-    console.print("tokens per turn: " + sparkline([t.tokens for t in report.turns]))
+    console.print("tokens per turn: " + sparkline([t.tokens for t in report.turns], max(10, console.width - 20)))
     for d in report.diagnostics[:20]:
         console.print(f"[cyan]diagnostic:[/] {escape(d)}")
 

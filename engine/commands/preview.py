@@ -190,7 +190,7 @@ def render_table(pv: ContextPreview) -> None:
     the role column is left out (the kind says it for messages) and the text is shortened.
     """
     from ._tables import console as make_console
-    from ._tables import fits, is_narrow
+    from ._tables import fits, is_narrow, shrink_to_fit
 
     console = make_console()
     # the wide layout (role and source columns) only where rich measures that it fits: its minimum
@@ -198,13 +198,14 @@ def render_table(pv: ContextPreview) -> None:
     t = _blocks_table(pv, is_narrow(console))
     if not fits(console, t):
         t = _blocks_table(pv, True)
+    shrink_to_fit(console, t)  # rich may lay a table out wider than the console: no letter cropped
     console.print(t)
     _print_totals(console, pv)
     for w in pv.warnings:
         console.print(f"[yellow]warning:[/] {markup_safe(w)}")
     for d in pv.diagnostics:
         console.print(f"[cyan]diagnostic:[/] {markup_safe(d)}")
-    if pv.error:
+    if pv.error and pv.error.code != "TOKEN_BUDGET_EXCEEDED":  # that one: once, on stderr (run)
         console.print(f"[red bold]{pv.error.code}[/]: {markup_safe(pv.error.message)}")
 
 
@@ -238,11 +239,20 @@ def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
         # text is shown as written (control characters made visible): markup_safe() keeps "[sigh]"
         # and "[/b]" from being read as markup
         kind = b.role if narrow and b.kind == "message" else b.kind
-        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(b.source)]) + [
+        row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(_source_cell(b, pv))]) + [
             str(b.tokens), f"[{_STATUS_COLORS[b.status]}]{b.status}[/]", _reason_cell(b), markup_safe(marks),
             markup_safe(text)]
         t.add_row(*row)
     return t
+
+
+def _source_cell(b: PreviewBlock, pv: ContextPreview) -> str:
+    """The source, lorebook entries by title with the uid a detail (``engine.lorebook_facts``)."""
+    if b.trace is None or (b.kind != "lorebook" and "parts" not in b.trace):
+        return b.source
+    from ..lorebook_facts import block_source_label
+
+    return block_source_label(b.model_copy(update={"name": None}), pv)
 
 
 def _reason_cell(b: PreviewBlock) -> str:
@@ -289,6 +299,20 @@ def _print_totals(console: Any, pv: ContextPreview) -> None:
                if used else ""))
 
 
+def default_reserve_hint(args: argparse.Namespace, request: PreviewRequest, pv: ContextPreview) -> str:
+    """The budget error's hint when the reply reserve is one nobody chose, else ``""``.
+
+    ``"; that is the default reply reserve of 1,024 tokens: set --reply-reserve"`` when no flag
+    set it and the settings hold the default.
+    """
+    if getattr(args, "reply_reserve", None) is not None:
+        return ""
+    default = ContextSettings.model_fields["reply_reserve"].default
+    if request.settings.reply_reserve != default or pv.reply_reserve != default:
+        return ""
+    return f"; that is the default reply reserve of {default:,} tokens: set --reply-reserve"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``loomscope preview``; returns the exit code (0, 2 or 3)."""
     from ..pipeline import gc_paused, preview
@@ -311,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_table(pv)
     if pv.error and pv.error.code == "TOKEN_BUDGET_EXCEEDED":
-        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}\n")
+        sys.stderr.write(f"loomscope: preview: TOKEN_BUDGET_EXCEEDED: {visible(pv.error.message)}"
+                         f"{default_reserve_hint(args, request, pv)}\n")
         return 3
     return 0

@@ -54,8 +54,13 @@ def read_bytes(path: str | Path) -> tuple[str, bytes]:
     p = Path(path)
     try:
         st = p.stat()
-    except (OSError, ValueError) as exc:
-        fail("IMPORT_FILE_NOT_FOUND", f"cannot read the file ({exc.__class__.__name__})", name)
+    except FileNotFoundError:
+        fail("IMPORT_FILE_NOT_FOUND", "file not found", name)
+    except PermissionError:
+        fail("IMPORT_FILE_NOT_FOUND", "cannot read the file: permission denied", name)
+    except (OSError, ValueError) as exc:  # words, never a Python exception name (issue 31)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "the path is not valid"
+        fail("IMPORT_FILE_NOT_FOUND", f"cannot read the file: {why.lower()}", name)
     if not p.is_file():
         fail("IMPORT_FILE_NOT_FOUND", "not a regular file", name)
     if st.st_size > MAX_FILE_BYTES:
@@ -64,7 +69,7 @@ def read_bytes(path: str | Path) -> tuple[str, bytes]:
     try:
         data = p.read_bytes()
     except OSError as exc:
-        fail("IMPORT_FILE_NOT_FOUND", f"cannot read the file ({exc.strerror or exc})", name)
+        fail("IMPORT_FILE_NOT_FOUND", f"cannot read the file: {(exc.strerror or str(exc)).lower()}", name)
     if len(data) > MAX_FILE_BYTES:  # grew between stat and read
         fail("IMPORT_TOO_LARGE", f"file is over {MAX_FILE_BYTES:,} bytes", name)
     if not data.strip():

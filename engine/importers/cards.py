@@ -171,7 +171,7 @@ def read_png_text_chunk_list(data: bytes, file: str) -> list[PngText]:
     except png.FormatError as exc:
         fail("IMPORT_INVALID_PNG", f"not a PNG file ({exc})", file, "byte 0")
     except (ValueError, struct.error, EOFError) as exc:
-        fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc.__class__.__name__}: {exc})", file)
+        fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc})", file)
     return out
 
 
@@ -305,7 +305,7 @@ def card_json_from_charx(data: bytes, file: str, reader: FieldReader | None = No
             assets = [n for n in names if n.startswith("assets/") and not n.endswith("/")]
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError,
             ValueError, RuntimeError, zlib.error, struct.error) as exc:  # corrupt archive, unsupported compression, bad CRC
-        fail("IMPORT_INVALID_CARD", f"corrupt .charx archive ({exc.__class__.__name__}: {exc})", file)
+        fail("IMPORT_INVALID_CARD", f"corrupt .charx archive ({exc})", file)
     if assets and reader is not None:
         reader.warn(f".charx: {len(assets)} asset file(s) not imported (only card.json is read)")
     return parse_json(decode_utf8(payload, file, "card.json"), file, what="card.json")

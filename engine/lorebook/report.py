@@ -347,8 +347,9 @@ def _key_presence(books: Sequence[Lorebook], messages: Sequence[ChatMessage], se
 def report_for_request(request: PreviewRequest, *, registries: Registries | None = None) -> LorebookReport:
     """The report for a :class:`engine.schema.PreviewRequest`.
 
-    Its books (the card's embedded book included once, as the preview does), names, tokenizer and budget (context limit
-    minus reply reserve, as :func:`engine.pipeline.preview`).
+    Its books exactly as the preview uses them (:func:`engine.resolve.lorebook_plan`: for a SillyTavern chat its
+    linked worlds only; otherwise the card's embedded book included once), names, tokenizer and budget (context
+    limit minus reply reserve, as :func:`engine.pipeline.preview`).
 
     Raises
     ------
@@ -365,11 +366,12 @@ def report_for_request(request: PreviewRequest, *, registries: Registries | None
     limit, reserve = resolved.context_limit, resolved.reply_reserve
     if reserve >= limit:
         raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
-    # The stage pipeline's rules, also for a SillyTavern chat (as before issue 10; its preview
-    # uses SillyTavern's names and books).
-    stage_request = request.model_copy(update={"sillytavern": None}) if request.sillytavern is not None else request
-    names = speaker_names(stage_request)
-    plan = lorebook_plan(stage_request)
+    # Exactly the books the preview uses (issue 31): a SillyTavern chat's linked worlds only (a
+    # card's embedded book is used by SillyTavern only once it is linked as a world, so replaying
+    # it beside the world made from it counted its entries twice); a Loomscope chat's books plus
+    # the card's embedded book once.
+    names = speaker_names(request)
+    plan = lorebook_plan(request)
     count_tokens: Callable[[str], int] = resolved.tokenizer.count
     tc = request.sillytavern.text_completion if request.sillytavern is not None else None
     if tc is not None:

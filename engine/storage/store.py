@@ -582,6 +582,13 @@ class Store:
             setattr(row, column, item_id)
             self._touch(row)
 
+    def set_chat_character(self, chat_id: str, character_id: str | None) -> None:
+        """Give the chat a character (or none): a chat imported without its card gets one.
+
+        Raises ``CHAT_NOT_FOUND``/``CHARACTER_NOT_FOUND``.
+        """
+        self._attach(chat_id, "character_id", orm.CharacterRow, character_id, "CHARACTER_NOT_FOUND", "character")
+
     def set_chat_persona(self, chat_id: str, persona_id: str | None) -> None:
         """Attach a persona (or none). Raises ``CHAT_NOT_FOUND``/``PERSONA_NOT_FOUND``."""
         self._attach(chat_id, "persona_id", orm.PersonaRow, persona_id, "PERSONA_NOT_FOUND", "persona")

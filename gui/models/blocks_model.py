@@ -23,6 +23,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 
+from engine.lorebook_facts import block_source_label
 from engine.schema import ContextPreview, PreviewBlock
 
 from ..labels import (
@@ -168,10 +169,13 @@ class BlocksTableModel(QAbstractTableModel):
         self._row_by_message: dict[int, int] = {}
         self._row_by_source: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
+        self._source_cache: dict[int, str] = {}  # lorebook rows: entries named by title
         self.last_delta: PreviewDelta | None = None
         self._kept = 0  # rows with status "kept"
         self._highlight_group: str | None = None
         self._pending = PendingFlags()
+        #: ``""`` while the Pin column works; else why it is off (a SillyTavern chat: no pinning).
+        self.pin_off_reason = ""
 
     # -- data source ---------------------------------------------------------------------
     def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> list[int] | None:
@@ -222,6 +226,8 @@ class BlocksTableModel(QAbstractTableModel):
                               for r in delta.key_rows)
             for row in delta.key_rows:  # the Text cell is cached per row: its text may have changed
                 self._text_cache.pop(row, None)
+            for row in changed:
+                self._source_cache.pop(row, None)
             last = len(BlockColumn) - 1
             for first, end in changed_runs(changed):
                 self.dataChanged.emit(self.index(first, 0), self.index(end, last))
@@ -238,6 +244,7 @@ class BlocksTableModel(QAbstractTableModel):
             self._row_by_message = dict(zip(map(messages.__getitem__, with_message), with_message))
             self._row_by_source = {}  # built on first use
             self._text_cache = {}
+            self._source_cache = {}
             self.endResetModel()
         if self._highlight_group not in self._group_sizes:
             self._highlight_group = None
@@ -357,8 +364,19 @@ class BlocksTableModel(QAbstractTableModel):
         if not index.isValid():
             return _NO_FLAGS
         if index.column() in _CHECK_COLUMNS and self._is_toggleable(index.row()):
+            if self.pin_off_reason and index.column() == BlockColumn.PIN:
+                return Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsUserCheckable  # shown, greyed
             return _CHECKABLE_FLAGS
         return _BASE_FLAGS
+
+    def set_pin_off_reason(self, reason: str) -> None:
+        """Turn the Pin column off with ``reason`` as its tooltip (``""``: on again)."""
+        if reason == self.pin_off_reason:
+            return
+        self.pin_off_reason = reason
+        if self._blocks:
+            self.dataChanged.emit(self.index(0, int(BlockColumn.PIN)),
+                                  self.index(len(self._blocks) - 1, int(BlockColumn.PIN)))
 
     def _is_toggleable(self, row: int) -> bool:
         return offers_toggles(self._blocks[row])
@@ -406,6 +424,8 @@ class BlocksTableModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return self._sort_value(b, BlockColumn(col))
         if role == _TOOLTIP:
+            if col == BlockColumn.PIN and self.pin_off_reason and offers_toggles(b):
+                return self.pin_off_reason
             if col in _CHECK_COLUMNS and self.is_pending(row):
                 return "Saved; the preview is being recomputed"
             return self._tooltip(b, BlockColumn(col))
@@ -421,7 +441,12 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.ROLE:
             return b.role
         if col == BlockColumn.SOURCE:
-            return b.name + " · " + b.source if b.name else b.source
+            if b.trace is None or (b.kind != "lorebook" and "parts" not in b.trace):
+                return b.name + " · " + b.source if b.name else b.source
+            label = self._source_cache.get(row)
+            if label is None:  # World Info entries by title, the uid as a detail (engine.lorebook_facts)
+                label = self._source_cache[row] = block_source_label(b, self._preview)
+            return label
         if col == BlockColumn.TEXT:
             cached = self._text_cache.get(row)
             if cached is None:

@@ -16,20 +16,25 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QTextCharFormat
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QCheckBox,
     QFormLayout,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPlainTextEdit,
+    QTableWidget,
+    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from engine.errors import LoomscopeError
-from engine.schema import PreviewBlock
+from engine.lorebook_facts import EntryFact, block_entry_facts, block_source_label
+from engine.schema import ContextPreview, PreviewBlock
 from engine.tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry
 
 from ..errors import worker_error
@@ -68,6 +73,7 @@ class BlockInspector(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
 
         self._title = QLabel("No block selected")
+        self._title.setWordWrap(True)
         title_font = self._title.font()
         title_font.setBold(True)
         title_font.setPointSizeF(title_font.pointSizeF() * 1.15)
@@ -102,6 +108,25 @@ class BlockInspector(QWidget):
         self._form = form
         layout.addLayout(form)
 
+        # The World Info entries a block holds: title · book · why · position · tokens
+        # (engine.lorebook_facts, the words the CLI and the report use too).
+        self.entries = QTableWidget(0, len(ENTRY_COLUMNS))
+        self.entries.setObjectName("block_entries")
+        self.entries.setHorizontalHeaderLabels(list(ENTRY_COLUMNS))
+        self.entries.verticalHeader().hide()
+        self.entries.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.entries.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.entries.setWordWrap(True)
+        self.entries.setTabKeyNavigation(False)
+        header = self.entries.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.entries.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.entries.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
+        self.entries.hide()
+        layout.addWidget(self.entries)
+        self._facts: list[EntryFact] = []
+
         bar = QHBoxLayout()
         self._shade_box = QCheckBox("Show token boundaries")
         self._shade_box.setChecked(True)
@@ -133,13 +158,17 @@ class BlockInspector(QWidget):
         self._set_rows_visible(False)
 
     # ------------------------------------------------------------------ public API
-    def set_block(self, block: PreviewBlock | None, profile_name: str) -> None:
+    def set_block(self, block: PreviewBlock | None, profile_name: str, preview: ContextPreview | None = None,
+                  chat_length: int | None = None) -> None:
         """Show ``block`` (a ``PreviewBlock`` or ``None``) under tokenizer ``profile_name``.
 
         Token boundaries come from ``profile.token_spans(text)`` (character spans); an unknown
-        profile shows the text without shading and says why.
+        profile shows the text without shading and says why. The World Info entries the block
+        holds are listed by title with why each fired (:func:`engine.lorebook_facts.block_entry_facts`;
+        ``preview`` names them, ``chat_length`` gives a sticky entry's turns left).
         """
         self._block = block
+        self._set_entries(block_entry_facts(block, preview, chat_length=chat_length) if block is not None else [])
         self._profile_name = profile_name or ""
         if block is None:
             self._title.setText("No block selected")
@@ -155,7 +184,8 @@ class BlockInspector(QWidget):
         text = block.text
         self._set_rows_visible(True)
         kind, source, name = block.kind, block.source, block.name
-        self._title.setText(f"{kind_label(kind)} — {source}" + (f" ({name})" if name else ""))
+        shown = block_source_label(block, preview) if self._facts else source  # entries by title
+        self._title.setText(f"{kind_label(kind)} — {shown}" + (f" ({name})" if name and not self._facts else ""))
         badges = self._badges_html(block)
         self._badges.setText(badges)
         self._badges.setVisible(bool(badges))
@@ -195,7 +225,7 @@ class BlockInspector(QWidget):
         lines = text.count("\n") + 1 if text else 0
         self._labels["chars"].setText(f"{len(text):,} characters · {lines:,} lines")
 
-        trace_text = self._trace_html(block.trace)
+        trace_text = "" if self._facts else self._trace_html(block.trace)
         self._labels["trace"].setText(trace_text)
         self._set_row_visible("trace", bool(trace_text))
 
@@ -213,6 +243,10 @@ class BlockInspector(QWidget):
         self._shown = (self._profile_name, text)
         self._text.setPlainText(text)
         self._apply_shading()
+
+    def entry_facts(self) -> list[EntryFact]:
+        """The entries listed in the entry table (for tests and the screenshot)."""
+        return list(self._facts)
 
     def shaded_token_count(self) -> int:
         """Number of distinct tokens that carry a shading run in the laid-out document.
@@ -278,6 +312,34 @@ class BlockInspector(QWidget):
         self._span_cache[key] = spans
         return spans, None
 
+    def _set_entries(self, facts: list[EntryFact]) -> None:
+        """One row per entry, two lines a cell so it reads in a narrow inspector:
+        ``Quill harbor / Realm #0`` · ``key "harbor" in message 4 / before the character`` · tokens."""
+        self._facts = facts
+        table = self.entries
+        table.setRowCount(len(facts))
+        for r, f in enumerate(facts):
+            tokens = "" if f.tokens is None else f"{f.tokens:,}"
+            cells = (f"{f.title}\n{f.book} #{f.uid}", f"{f.why}\n{f.position}" if f.position else f.why, tokens)
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(f"{f.label}\n{f.why}\n{f.position}\n{tokens} tokens · {f.code}")
+                if c == len(cells) - 1:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+                else:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+                table.setItem(r, c, item)
+        table.setVisible(bool(facts))
+        table.resizeRowsToContents()
+        # once the columns have their widths (the Why column stretches), the rows take their wrapped height
+        QTimer.singleShot(0, table.resizeRowsToContents)
+
+    def entry_cells(self, row: int) -> dict[str, str]:
+        """The entry table's row ``row`` as ``{title, book, why, position, tokens}`` (tests, the screenshot)."""
+        f = self._facts[row]
+        return {"title": f.title, "book": f.book, "why": f.why, "position": f.position,
+                "tokens": "" if f.tokens is None else f"{f.tokens:,}"}
+
     def _badges_html(self, block: PreviewBlock) -> str:
         m = MARKS
         badges = []
@@ -318,8 +380,9 @@ class BlockInspector(QWidget):
             where.append(f"{trace['tokens']} tokens")
         if where:
             rows.append(_escape(" · ".join(where)))
+        # st_identifier (SillyTavern's prompt id) and parts (the entries table) are not for the writer
         known = {"code", "detail", "book", "book_index", "uid", "comment", "tokens", "activated",
-                 "key", "message_index", "depth", "pass", "source"}
+                 "key", "message_index", "depth", "pass", "source", "st_identifier", "parts"}
         for key, value in trace.items():
             if key in known or value in (None, "", [], {}):
                 continue
@@ -342,6 +405,10 @@ class BlockInspector(QWidget):
 
     def _on_shade_box_toggled(self, checked: bool) -> None:
         self._apply_shading()
+
+
+#: Columns of the entry table.
+ENTRY_COLUMNS = ("Entry · book", "Why · where it goes", "Tokens")
 
 
 def _escape(text: str) -> str:

@@ -4,7 +4,7 @@ Painted with ``QPainter`` (no extra dependency). Marks: the compaction trigger
 (``limit × (1 − 0.08) × 0.80``, SPEC §4) and the compaction target (65 % of the limit) with the
 chat's own compaction options, exactly where the ``compact`` strategy puts them
 (:func:`engine.preview_facts.strategy_compaction_marks`; under ``compact`` the preview's own
-``strategy_info``). A mark past the prompt budget stays there (the strategy compares the chat
+``strategy_info``), drawn only where ``compact`` is the strategy. A mark past the prompt budget stays there (the strategy compares the chat
 before fitting with it), and its tooltip says so.
 """
 
@@ -213,7 +213,7 @@ class BudgetBar(QWidget):
         p.drawRect(QRectF(1.0, bar_top, limit * self._scale, bar_h))
         self._mark_x: dict[str, float] = {}
         marks = self.marks()
-        for key, tokens in (("trigger", marks.trigger), ("target", marks.target)):
+        for key, tokens in (("trigger", marks.trigger), ("target", marks.target)) if self.shows_marks() else ():
             x = 1.0 + tokens * self._scale
             self._mark_x[key] = x
             color = QColor("#c0392b") if key == "trigger" else QColor("#1f6fb2")
@@ -239,6 +239,10 @@ class BudgetBar(QWidget):
                                          int(inner.width())))
         p.setPen(QColor("#333"))
         p.drawText(QRectF(2, 0, 300, 14), int(Qt.AlignmentFlag.AlignLeft), self.caption())
+
+    def shows_marks(self) -> bool:
+        """The compaction marks are drawn only where compaction is the strategy (``compact``, issue 31)."""
+        return self._preview is not None and self._preview.strategy == "compact"
 
     def marks(self) -> CompactionMarks:
         """The compaction marks drawn: the ones the ``compact`` strategy uses for this preview."""
@@ -287,6 +291,8 @@ class BudgetBar(QWidget):
         if self._preview is None:
             return None
         self._layout()
+        if not self.shows_marks():
+            return None
         marks = self.marks()
         for key, tokens in (("trigger", marks.trigger), ("target", marks.target)):
             mx = 1.0 + tokens * self._scale

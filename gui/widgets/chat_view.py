@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPen, QShortcut, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -52,6 +52,13 @@ MARKER_H = 20
 BUTTON_W = 26
 #: Lines of a compaction summary shown above the message it is sent before (header included).
 SUMMARY_LINES = 4
+#: A chat with more messages than this opens at its newest message at once (issue 31): its
+#: older rows get an estimated height first and are measured in the background.
+BIG_CHAT_ROWS = 1500
+#: Newest rows measured exactly before the first paint of a big chat.
+EXACT_TAIL_ROWS = 200
+#: Rows measured per background step (a few ms each step).
+MEASURE_CHUNK_ROWS = 400
 
 
 def swipe_info(message: ChatMessage) -> tuple[int, int] | None:
@@ -86,11 +93,49 @@ class ChatDelegate(QStyledItemDelegate):
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
+        #: ``False`` on a chat from a SillyTavern folder: the pin button is drawn faint (no pinning there).
+        self.pin_available = True
         self._size_cache: dict[tuple[int, int, int], QSize] = {}
+        #: Rows under this index get an estimated height until measured (a big chat; 0: none).
+        self.exact_from = 0
+        self._estimates: dict[tuple[int, int, int], QSize] = {}
+        self._paragraphs: list[tuple[int, ...]] = []
+        self._metrics: tuple[QFont, int, int] | None = None
+        self._width = 0
+        #: Called when the width changed while rows were estimated (the view measures again).
+        self.on_width_changed: Any = None
 
     def clear_cache(self) -> None:
         """Forget row sizes (after the messages change)."""
         self._size_cache.clear()
+        self._estimates.clear()
+
+    def _estimate(self, row: int, width: int, model: Any, font: QFont) -> QSize:
+        """A row's height from its paragraph lengths and the font's average character width (no text layout)."""
+        shape = 0
+        if isinstance(model, ChatMessagesModel):
+            shape = int(model.marker_index() == row) + 2 * int(model.summary_row() == row)
+        key = (row, width, shape)
+        cached = self._estimates.get(key)
+        if cached is not None:
+            return cached
+        if self._metrics is None or self._metrics[0] != font:
+            fm = QFontMetrics(font)
+            self._metrics = (QFont(font), max(1, fm.averageCharWidth()), fm.lineSpacing())
+        _, char_w, line_h = self._metrics
+        per_line = max(1, (width - 2 * PAD - 8) // char_w)
+        if width != self._width:
+            self._width = width
+            if self.on_width_changed is not None:
+                self.on_width_changed()
+        lines = sum(max(1, -(-n // per_line)) for n in self._paragraphs[row])
+        h = PAD + 22 + line_h * max(1, min(lines, MAX_TEXT_LINES)) + PAD
+        if shape & 1:
+            h += MARKER_H
+        if shape & 2:
+            h += self.summary_height(font)
+        size = self._estimates[key] = QSize(width, h)
+        return size
 
     def forget_row(self, row: int) -> None:
         """Forget the sizes of ``row`` (its text changed)."""
@@ -116,9 +161,16 @@ class ChatDelegate(QStyledItemDelegate):
         pin = QRect(excl.left() - BUTTON_W - 2, body.top(), BUTTON_W, h)
         return pin, excl
 
+    def set_paragraphs(self, lengths: list[tuple[int, ...]]) -> None:
+        """Each message's paragraph lengths (characters), for the estimated heights of a big chat."""
+        self._paragraphs = lengths
+        self._estimates.clear()
+
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
         width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
         row, model = index.row(), index.model()
+        if row < self.exact_from and row < len(self._paragraphs):  # a big chat's older row: estimated
+            return self._estimate(row, width, model, option.font)
         if isinstance(model, ChatMessagesModel):  # a layout asks for every row: no data() round trips
             shape = int(model.marker_index() == row) + 2 * int(model.summary_row() == row)
         else:
@@ -127,6 +179,10 @@ class ChatDelegate(QStyledItemDelegate):
         cached = self._size_cache.get(key)
         if cached is not None:
             return cached
+        if width != self._width:
+            self._width = width
+            if self.on_width_changed is not None:
+                self.on_width_changed()
         fm = QFontMetrics(option.font)
         if index.data(PROGRESS_ROLE) is not None:
             size = QSize(width, fm.height() * 3 + 2 * PAD)
@@ -230,6 +286,10 @@ class ChatDelegate(QStyledItemDelegate):
         buttons = ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")) \
             if offers_toggles(msg, fate) else ()
         for r, on, glyph, color in buttons:
+            if glyph == PINNED_MARK and not self.pin_available and not on:  # SillyTavern: no pinning
+                p.setPen(QColor("#dfe2e6"))
+                p.drawText(r, int(Qt.AlignmentFlag.AlignCenter), glyph)
+                continue
             p.setPen(QColor(color) if on else QColor("#b5bac0"))
             if on:
                 p.fillRect(r.adjusted(1, 1, -1, -1), QColor(color).lighter(185))
@@ -413,6 +473,8 @@ class ChatView(QWidget):
         self.list.setModel(self.model)
         self.list.setItemDelegate(self.delegate)
         self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        # a scroll bar that comes and goes changes the width every row is measured at
+        self.list.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         self.list.setLayoutMode(QListView.LayoutMode.Batched)
         self.list.setBatchSize(100)  # rows measured per turn of the event loop: a few ms each
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -424,6 +486,11 @@ class ChatView(QWidget):
         self.delegate.exclude_clicked.connect(self.exclude_toggled)
         self.model.modelReset.connect(self.delegate.clear_cache)
         self.model.rowsInserted.connect(lambda *_: self.list.scrollToBottom())
+        self._measure_timer = QTimer(self)  # a big chat's older rows, measured after the first paint
+        self._measure_timer.setSingleShot(True)
+        self._measure_timer.setInterval(0)
+        self._measure_timer.timeout.connect(self._measure_step)
+        self.delegate.on_width_changed = self._on_delegate_width_changed
 
         self.composer = QPlainTextEdit(self)
         self.composer.setObjectName("composer")
@@ -450,8 +517,54 @@ class ChatView(QWidget):
 
     # -- state in --------------------------------------------------------------------------
     def set_messages(self, messages: list[ChatMessage], user_name: str, char_name: str) -> None:
-        """Show the chat's messages."""
+        """Show the chat's messages, at the newest one.
+
+        A big chat (over :data:`BIG_CHAT_ROWS` messages) paints at once: its newest rows are
+        measured, the older ones get an estimated height and are measured in the background
+        (:meth:`_measure_step`), then laid out again at the same place.
+        """
+        big = len(messages) > BIG_CHAT_ROWS
+        self.delegate.exact_from = max(0, len(messages) - EXACT_TAIL_ROWS) if big else 0
+        self.delegate.set_paragraphs([tuple(len(p) for p in m.text()[:4000].split("\n")) for m in messages]
+                                     if big else [])
+        # one pass: with estimates a layout is cheap; a batched layout starts at the oldest row
+        self.list.setLayoutMode(QListView.LayoutMode.SinglePass if big else QListView.LayoutMode.Batched)
         self.model.set_messages(messages, user_name, char_name)
+        self.list.scrollToBottom()
+        if big:
+            self._measure_timer.start()
+
+    def measuring(self) -> bool:
+        """``True`` while older rows of a big chat still carry estimated heights."""
+        return self.delegate.exact_from > 0
+
+    def _on_delegate_width_changed(self) -> None:
+        n = self.model.message_count()
+        if n > BIG_CHAT_ROWS:  # measure again at the new width, newest first
+            self.delegate.exact_from = max(0, n - EXACT_TAIL_ROWS)
+            self._measure_timer.start()
+
+    def _measure_step(self) -> None:
+        """Measure the next :data:`MEASURE_CHUNK_ROWS` older rows; lay out again when all are."""
+        d = self.delegate
+        end = d.exact_from
+        if end <= 0:
+            return
+        start = max(0, end - MEASURE_CHUNK_ROWS)
+        d.exact_from = start
+        for r in range(end - 1, start - 1, -1):
+            self.list.sizeHintForIndex(self.model.index(r))
+        if start > 0:
+            self._measure_timer.start()
+            return
+        bar = self.list.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 2
+        top = QPersistentModelIndex(self.list.indexAt(QPoint(8, 8)))
+        self.list.doItemsLayout()
+        if at_bottom or not top.isValid():
+            self.list.scrollToBottom()
+        else:
+            self.list.scrollTo(self.model.index(top.row()), QAbstractItemView.ScrollHint.PositionAtTop)
 
     def update_message(self, index: int, message: ChatMessage) -> None:
         """Message ``index`` changed in place (a flag or its text): repaint, re-lay out only if its text changed."""

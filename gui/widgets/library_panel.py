@@ -85,7 +85,9 @@ class ChatRowDelegate(QStyledItemDelegate):
 
 
 #: Shown instead of the list when the library has no chat yet.
-EMPTY_TEXT = ("<b>No chats yet.</b><br><br>Import a chat (SillyTavern .jsonl, an OpenAI message list "
+EMPTY_TEXT = ("<b>No chats yet.</b><br><br>Using SillyTavern? <b>File → Open SillyTavern folder…</b> "
+              "(Ctrl+Shift+O) imports your characters, worlds and chats as SillyTavern sends them."
+              "<br><br>Or import a chat (SillyTavern .jsonl, an OpenAI message list "
               "or an agent transcript) with <b>Import…</b> below or Ctrl+O, or drop it on this window."
               "<br><br>Import its character card (.png / .json) and world (.json) in the same go and "
               "they are attached to it.")

@@ -44,6 +44,8 @@ class ObjectListPanel(QWidget):
     delete_requested = Signal(str, str)
     export_requested = Signal(str, str)
     action_requested = Signal(str, str)
+    #: ``(kind, id)``: use this character in the open chat (the Characters panel's second action).
+    use_requested = Signal(str, str)
 
     def __init__(self, kind: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -73,6 +75,11 @@ class ObjectListPanel(QWidget):
         self.delete_button = QPushButton("Delete…", self)
         self.export_button = QPushButton("Export…", self)
         self.action_button.clicked.connect(lambda: self._emit(self.action_requested))
+        self.use_button = QPushButton("Use in chat", self)
+        self.use_button.setObjectName(f"{kind}UseButton")
+        self.use_button.setToolTip("Make this the open chat's character (a chat imported without its card)")
+        self.use_button.clicked.connect(lambda: self._emit(self.use_requested))
+        self.use_button.setVisible(kind == "character")
         self.rename_button.clicked.connect(lambda: self._emit(self.rename_requested))
         self.delete_button.clicked.connect(lambda: self._emit(self.delete_requested))
         self.export_button.clicked.connect(lambda: self._emit(self.export_requested))
@@ -85,6 +92,7 @@ class ObjectListPanel(QWidget):
         lay.addWidget(self.usage)
         row1 = QHBoxLayout()
         row1.addWidget(self.action_button)
+        row1.addWidget(self.use_button)
         row1.addWidget(self.export_button)
         row2 = QHBoxLayout()
         row2.addWidget(self.rename_button)
@@ -143,7 +151,7 @@ class ObjectListPanel(QWidget):
 
     def _update_buttons(self) -> None:
         on = self.current_id() is not None
-        for b in (self.action_button, self.rename_button, self.delete_button, self.export_button):
+        for b in (self.action_button, self.rename_button, self.delete_button, self.export_button, self.use_button):
             b.setEnabled(on)
 
 

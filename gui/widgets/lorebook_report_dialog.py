@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
+from engine.lorebook_facts import entry_title
 from engine.schema import PreviewRequest
 
 from ..errors import worker_error
@@ -33,9 +34,9 @@ from ..roles import SORT_ROLE
 
 #: Table columns: (title, tooltip).
 COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Entry", "the entry's title (its comment; else its first words)"),
     ("Book", "the lorebook"),
     ("UID", "the entry's id in its book"),
-    ("Entry", "the entry's title (comment)"),
     ("Fired", "turns the entry was inserted, of all replayed turns"),
     ("First", "first turn it fired"),
     ("Last", "last turn it fired"),
@@ -199,8 +200,9 @@ class LorebookReportDialog(QDialog):
         for s in report.entries:
             keys = ", ".join(f"{k} ×{c}" for k, c in s.keys.items())
             never = NEVER_FIRED_REASONS.get(s.never_fired, s.never_fired) if s.never_fired else ""
+            title = entry_title(s.comment, s.uid)  # named by title, the uid as a detail (engine.lorebook_facts)
             cells: list[tuple[str, Any]] = [
-                (s.book, s.book.lower()), (str(s.uid), _uid_key(s.uid)), (s.comment, s.comment.lower()),
+                (title, title.lower()), (s.book, s.book.lower()), (str(s.uid), _uid_key(s.uid)),
                 (f"{s.turns_fired}/{n}", s.turns_fired),
                 (str(s.first_turn or ""), s.first_turn if s.first_turn is not None else 10**9),
                 (str(s.last_turn or ""), s.last_turn if s.last_turn is not None else -1),
@@ -212,7 +214,7 @@ class LorebookReportDialog(QDialog):
             for col, (text, key) in enumerate(cells):
                 item = QStandardItem(text)
                 item.setData(key, SORT_ROLE)
-                if col in (1, 3, 4, 5, 6, 7, 8):
+                if col in (2, 3, 4, 5, 6, 7, 8):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if col == 10 and never:
                     item.setToolTip(never)
@@ -223,7 +225,7 @@ class LorebookReportDialog(QDialog):
             self.model.appendRow(row)
         self.table.sortByColumn(7, Qt.SortOrder.DescendingOrder)
         self.table.resizeColumnsToContents()
-        for col in (2, 9):
+        for col in (0, 9):
             self.table.setColumnWidth(col, min(self.table.columnWidth(col), 220))
         self.ready.emit()
 

@@ -41,6 +41,7 @@ from engine.schema.sillytavern import PromptOrderItem, SillyTavernSetup
 
 from ..roles import PROMPT_ID_ROLE
 from ..setup_commands import SetupState
+from .auto_apply import AutoApply, hold
 
 if TYPE_CHECKING:  # the storage package (SQLAlchemy) loads with the store, not with this widget
     from engine.storage.models import LorebookSummary, PersonaSummary
@@ -137,6 +138,7 @@ class PromptSetupPanel(QScrollArea):
             for w in body.findChildren(cls):
                 w.setMinimumWidth(48)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.auto_apply = self._apply_as_you_type()
         self.set_state(None)
 
     # ------------------------------------------------------------------ sections
@@ -313,6 +315,33 @@ class PromptSetupPanel(QScrollArea):
         form.addRow("", self.model_apply)
         return box
 
+    def _apply_as_you_type(self) -> list[AutoApply]:
+        """Each section applies itself after a pause in editing (one undo step per burst); no Apply buttons."""
+        sections = (
+            (self.apply_persona, (self.persona_name, self.persona_description, self.persona_position,
+                                  self.persona_depth, self.persona_role), self.persona_apply),
+            (self.apply_prompts, (self.main_prompt, self.nsfw_prompt, self.jailbreak_prompt), self.prompts_apply),
+            (self.apply_note, (self.note_text, self.note_position, self.note_depth, self.note_role,
+                               self.note_interval), self.note_apply),
+            (self.apply_world_info, (self.wi_depth, self.wi_budget, self.wi_cap, self.wi_min_act, self.wi_min_depth,
+                                     self.wi_max_rec, self.wi_strategy, self.wi_rules, self.wi_names,
+                                     self.wi_recursive, self.wi_case, self.wi_words, self.wi_group_scoring),
+             self.wi_apply),
+            (self.apply_model, (self.model_edit, self.context_limit, self.reply_reserve), self.model_apply),
+        )
+        out = []
+        for apply, widgets, button in sections:
+            auto = AutoApply(apply, widgets, loading=lambda: self._loading, parent=self)
+            # a direct call (a test, a shortcut) applies now and ends the wait: never twice
+            setattr(self, apply.__name__, auto.apply_now)
+            button.hide()  # edits apply themselves
+            out.append(auto)
+        self.apply_note_label = QLabel("Edits apply as you type, after a short pause; Ctrl+Z undoes each burst.")
+        self.apply_note_label.setWordWrap(True)
+        self.apply_note_label.setStyleSheet("color: #666;")
+        self.widget().layout().insertWidget(1, self.apply_note_label)
+        return out
+
     # ------------------------------------------------------------------ state
     def set_state(self, state: SetupState | None, books: list[LorebookSummary] | None = None,
                   personas: list[PersonaSummary] | None = None, persona: Persona | None = None,
@@ -320,13 +349,15 @@ class PromptSetupPanel(QScrollArea):
         """Show ``state`` (``None``: no library chat open). ``books``/``personas`` are the
         library's ``LorebookSummary``/``PersonaSummary`` rows; ``persona`` the chat's persona;
         ``card_book`` the name of the card's embedded book when the chat activates it."""
+        same_chat = state is not None and self.state is not None and state.chat_id == self.state.chat_id
         self._loading = True
         try:
             self.state = state
             self._books = list(books or [])
             self._personas = list(personas or [])
             self._persona = persona
-            self._fill(card_book)
+            with hold(getattr(self, "auto_apply", []), same_chat=same_chat):  # typing in progress survives
+                self._fill(card_book)
         finally:
             self._loading = False
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -31,6 +32,15 @@ from engine.tokenizers import known_models, lookup_model
 
 FROM_MODEL = "(from the model table)"
 
+
+#: ``ContextPreview.strategy`` of a chat assembled by SillyTavern's rules, and how the box shows it.
+SILLYTAVERN_STRATEGY = "sillytavern"
+SILLYTAVERN_STRATEGY_LABEL = "sillytavern (its own assembly)"
+#: The line under the box (the tooltip says the rest).
+SILLYTAVERN_STRATEGY_DESC = "SillyTavern's rules: newest messages first."
+SILLYTAVERN_STRATEGY_TIP = ("This chat comes from a SillyTavern folder and is assembled exactly as SillyTavern "
+                            "sends it: SillyTavern keeps the newest messages that fit, so Loomscope's strategies "
+                            "do not apply.")
 
 class SettingsPanel(QWidget):
     """Form over one chat's :class:`ContextSettings`. Signal ``settings_edited(object ContextSettings)``."""
@@ -197,8 +207,18 @@ class SettingsPanel(QWidget):
         finally:
             self._loading = False
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        # a wrapped label whose text changed while the tab was hidden keeps its old row height
+        # until the form asks again (the strategy's description, issue 31)
+        layout = self.layout()
+        if layout is not None:
+            layout.invalidate()
+
     def set_preview(self, preview: ContextPreview | None) -> None:
-        """Show the approximate-profile badge and the preview's warnings."""
+        """Show the approximate-profile badge, the preview's warnings and, for a chat from a
+        SillyTavern folder, SillyTavern's assembly as the strategy (the header's word)."""
+        self._show_sillytavern_strategy(preview is not None and preview.strategy == SILLYTAVERN_STRATEGY)
         if preview is not None and preview.tokenizer.approximate:
             self.badge.setText(f"⚠ Approximate token counts: profile <b>{preview.tokenizer.profile}</b> "
                                f"estimates this model's tokenizer; a {preview.safety_margin:,}-token "
@@ -236,7 +256,41 @@ class SettingsPanel(QWidget):
         else:
             self.model_info.setText(f"custom model: estimated with {info.profile}; set the limit and profile")
 
+    def shows_sillytavern_strategy(self) -> bool:
+        """``True`` while the strategy box shows SillyTavern's assembly (and is locked)."""
+        return self.strategy_box.findText(SILLYTAVERN_STRATEGY_LABEL) >= 0
+
+    def _show_sillytavern_strategy(self, on: bool) -> None:
+        """A SillyTavern chat is assembled by SillyTavern's rules, whatever ``settings.strategy`` says.
+
+        Shown as a locked entry with no data (so an edit elsewhere keeps the stored strategy);
+        off again for a Loomscope chat.
+        """
+        at = self.strategy_box.findText(SILLYTAVERN_STRATEGY_LABEL)
+        if on == (at >= 0):
+            return
+        self._loading = True
+        try:
+            if on:
+                self.strategy_box.addItem(SILLYTAVERN_STRATEGY_LABEL, None)
+                self.strategy_box.setCurrentIndex(self.strategy_box.count() - 1)
+            else:
+                self.strategy_box.removeItem(at)
+                self._select_data(self.strategy_box, self._settings.strategy)
+            for w in (self.strategy_box, self.options_edit):
+                w.setEnabled(not on)
+                w.setToolTip(SILLYTAVERN_STRATEGY_TIP if on else "")
+            self._update_strategy_desc()
+        finally:
+            self._loading = False
+
     def _update_strategy_desc(self) -> None:
+        if self.strategy_box.currentText() == SILLYTAVERN_STRATEGY_LABEL:
+            self.strategy_desc.setText(SILLYTAVERN_STRATEGY_DESC)
+            self.strategy_desc.setToolTip(SILLYTAVERN_STRATEGY_TIP)
+            self.strategy_desc.updateGeometry()
+            return
+        self.strategy_desc.setToolTip("")
         name = self.strategy_box.currentData()
         desc = ""
         if name in self._registries.strategies:

@@ -4,7 +4,7 @@ Runs the engine over a corpus — the real chats, cards and lorebooks of ``../sh
 synthetic chats built to reach every path (sticky and ``@@activate`` lorebook entries, hidden,
 excluded, orphaned and incomplete tool groups, examples, memory, interceptors, budgets from
 roomy to impossible) — under every built-in strategy, and fails on any block reason or trace
-``code`` missing from :data:`engine.reasons.REASON_CODES` (whose README table
+``code`` missing from :data:`engine.reasons.REASON_CODES` (whose table in docs/shifting.md
 ``tests/engine/test_codes.py`` checks). Before this test ``LOREBOOK_STICKY`` and
 ``LOREBOOK_DECORATOR_ACTIVATE`` reached blocks without being listed.
 
@@ -163,7 +163,7 @@ _CORPUS_TRACE: dict[str, str] = {}
 
 def test_every_code_on_a_block_is_documented(corpus_codes):
     unlisted = {c: where for c, where in corpus_codes.items() if c not in REASON_CODES}
-    assert not unlisted, f"codes on blocks missing from REASON_CODES / the README table: {json.dumps(unlisted)}"
+    assert not unlisted, f"codes on blocks missing from REASON_CODES / the table in docs/shifting.md: {json.dumps(unlisted)}"
 
 
 def test_the_corpus_reaches_the_codes_that_leaked(corpus_codes):

@@ -254,7 +254,7 @@ def test_honest_chrome(qtbot, window, library) -> None:
     marks = compaction_marks(128_000)
     assert marks == {"trigger": 94_208, "target": 83_200}
     assert "94,208" in compaction_mark_tooltip("trigger", pv) and "prompt budget" in compaction_mark_tooltip("trigger", pv)
-    window.budget_bar.set_preview(pv)
+    window.budget_bar.set_preview(pv.model_copy(update={"strategy": "compact"}))  # marks: only under compact
     window.budget_bar.resize(800, 50)
     x = 1.0 + marks["trigger"] * (window.budget_bar._layout() and window.budget_bar._scale)
     assert window.budget_bar.mark_at(x) == "trigger"

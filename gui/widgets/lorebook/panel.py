@@ -47,7 +47,7 @@ from .entry_form import EntryForm
 from .proxy import EntriesProxy
 from .rows import EntryRow, TraceKey, build_rows, index_trace, trace_key
 from .table_model import COLUMN_INDEX, LorebookEntriesModel
-from .test_text import TextTestOutcome, TextTestRunner, describe_result
+from .test_text import TextTestOutcome, TextTestRunner, describe_result, highlight_keys
 
 if TYPE_CHECKING:
     from ...context import AppContext
@@ -247,6 +247,7 @@ class LorebookTab(QWidget):
             self.test_runner.cancel()
             self._test_trace = None
             self.test_result.setText("")
+            self.test_edit.setExtraSelections([])
             self._rebuild()
             return None
         return self._submit_test(text)
@@ -286,6 +287,8 @@ class LorebookTab(QWidget):
         else:
             self._test_trace = index_trace(outcome.result.trace)
             self.test_result.setText(describe_result(outcome.result, self._test_trace))
+            if outcome.text == self.test_edit.toPlainText():
+                highlight_keys(self.test_edit, outcome.result.trace)
         self._rebuild()
         self.test_text_finished.emit(outcome)
 
@@ -306,6 +309,7 @@ class LorebookTab(QWidget):
         vbar, hbar = self.table.verticalScrollBar(), self.table.horizontalScrollBar()
         scroll = (vbar.value(), hbar.value())
         self.model.set_rows(rows, dark=is_dark(self))
+        self.proxy.refilter()
         single_book = len({r.book_index for r in rows}) <= 1
         self.table.setColumnHidden(COLUMN_INDEX["book"], single_book)
         self._update_summary(rows)

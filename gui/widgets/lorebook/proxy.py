@@ -36,6 +36,15 @@ class EntriesProxy(QSortFilterProxyModel):
             self.fired_only = value
             self.invalidateFilter()
 
+    def refilter(self) -> None:
+        """Apply "fired only" again after the rows were updated in place (a new preview, issue 31).
+
+        The proxy does not re-filter on ``dataChanged`` (rows keep their place), so an entry
+        that stopped or started firing would otherwise stay shown or hidden until a click.
+        """
+        if self.fired_only:
+            self.set_fired_only(True)
+
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         if self.fired_only:
             trace = self.sourceModel().row_at(source_row).trace

@@ -15,8 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtGui import QColor, QTextCursor
+from PySide6.QtWidgets import QPlainTextEdit, QTextEdit
 
 from engine.lorebook import ActivationResult, TraceRecord
+from engine.lorebook_facts import key_spans, record_fact
 from engine.pipeline import activate_text
 from engine.schema import PreviewRequest
 from engine.tokenizers import TokenizerRegistry
@@ -61,8 +64,7 @@ def run_text_test(request: PreviewRequest, text: str,
 
 
 def _record_title(rec: TraceRecord) -> str:
-    title = f"#{rec.uid} {rec.comment or ''}".strip()
-    return f"{title} ({rec.book})" if rec.book else title
+    return record_fact(rec).label  # the entry's title, then book and uid (engine.lorebook_facts)
 
 
 def describe_result(result: ActivationResult, trace: dict[TraceKey, TraceRecord]) -> str:
@@ -78,8 +80,10 @@ def describe_result(result: ActivationResult, trace: dict[TraceKey, TraceRecord]
     fired = [rec for rec in trace.values() if rec.activated]
     dropped = [rec for rec in trace.values() if rec.code == "LOREBOOK_BUDGET"]
     if fired:
-        names = ", ".join(_record_title(r) for r in fired)
-        msg = f"<b>{len(fired)} {'entry' if len(fired) == 1 else 'entries'} would fire:</b> {escape(names)}"
+        msg = f"<b>{len(fired)} {'entry' if len(fired) == 1 else 'entries'} would fire:</b>"
+        for rec in fired:  # the same why as the Block inspector's entry table
+            fact = record_fact(rec, scanned="the test text")
+            msg += f"<br>• {escape(fact.label)} — {escape(fact.why)}"
     else:
         msg = "<b>No entry would fire.</b>"
     if dropped:
@@ -90,6 +94,36 @@ def describe_result(result: ActivationResult, trace: dict[TraceKey, TraceRecord]
     for diag in result.diagnostics:
         msg += f"<br><span style='color:#b54708'>⚠ {escape(str(diag))}</span>"
     return msg
+
+
+#: Background of a matched key in the test box.
+MATCH_COLOUR = QColor("#ffe08a")
+
+
+def highlight_keys(edit: QPlainTextEdit, trace: list[TraceRecord]) -> int:
+    """Mark in ``edit`` every occurrence of the keys that fired (``engine.lorebook_facts.key_spans``).
+
+    Returns the number of marked spans. Offsets are code points; the box's text is mapped to
+    Qt's UTF-16 positions.
+    """
+    text = edit.toPlainText()
+    utf16 = [0]
+    for ch in text:
+        utf16.append(utf16[-1] + (2 if ord(ch) > 0xFFFF else 1))
+    selections = []
+    keys = {str(r.detail.get("key")) for r in trace
+            if r.activated and r.code == "LOREBOOK_KEY_MATCH" and r.detail.get("key") is not None}
+    for key in sorted(keys):
+        for start, end in key_spans(text, key):
+            sel = QTextEdit.ExtraSelection()
+            cursor = QTextCursor(edit.document())
+            cursor.setPosition(utf16[start])
+            cursor.setPosition(utf16[end], QTextCursor.MoveMode.KeepAnchor)
+            sel.cursor = cursor  # type: ignore[attr-defined]
+            sel.format.setBackground(MATCH_COLOUR)  # type: ignore[attr-defined]
+            selections.append(sel)
+    edit.setExtraSelections(selections)
+    return len(selections)
 
 
 @dataclass(frozen=True)

@@ -89,12 +89,13 @@ def join_keys(keys: list[str]) -> str:
 
 
 def entry_title(entry: LorebookEntry) -> str:
-    """``#uid comment``; without a comment, the first keys in brackets (real books often lack titles)."""
+    """``comment  #uid``: the entry by its title, the uid as a detail (issue 31); without a comment,
+    the first keys in brackets (real books often lack titles)."""
     if entry.comment:
-        return f"#{entry.uid} {entry.comment}"
+        return f"{entry.comment}  #{entry.uid}"
     if entry.keys:
         keys = join_keys(entry.keys[:3]) + (", …" if len(entry.keys) > 3 else "")
-        return f"#{entry.uid} [{keys}]"
+        return f"[{keys}]  #{entry.uid}"
     return f"#{entry.uid}"
 
 

@@ -121,3 +121,49 @@ def test_preview_table_fits_between_the_narrow_and_the_wide_layout(files, capsys
     _assert_fits(out, columns)
     assert all(line.rstrip().endswith(("│", "┃", "┓", "┩", "┘", "┐", "┤", "┫", "┛", "╇", "┷", "─", "━"))
                for line in out.splitlines() if line.startswith(("│", "┃", "┏", "┡", "└")))
+
+
+# ---------------------------------------------------------------------------- issue 31 item 8
+@pytest.mark.parametrize("columns", [80, 100, 120, 160, 200])
+def test_sillytavern_preview_and_report_fit_every_width_without_losing_letters(tmp_path, capsys, monkeypatch,
+                                                                               columns):
+    from engine.importers.st_folder import read_st_folder
+    from engine.storage import open_store
+    from tests.engine.importers.st_fixture import build_st_user
+
+    db = tmp_path / "lib.db"
+    store = open_store(f"sqlite:///{db}", seed=False)
+    report = store.import_st_folder(read_st_folder(build_st_user(tmp_path)))
+    chat_id = next(r.id for r in report.added if r.kind == "chat")
+    store.close()
+    out = _run(capsys, monkeypatch, "preview", "--chat-id", chat_id, "--db", str(db), "--format", "table",
+               columns=columns)
+    _assert_fits(out, columns)
+    words = " ".join(out.replace("│", " ").replace("┃", " ").split())
+    # rich once laid the table out a few cells wider than the terminal and cropped each wrapped
+    # line's end: "You are Kael" (no "."), "Alex is a yo" (no "ung")
+    assert "Kael." in words and "young" in words
+    out = _run(capsys, monkeypatch, "lorebook-report", "--chat-id", chat_id, "--db", str(db), "--format", "table",
+               columns=columns)
+    _assert_fits(out, columns)
+    words = " ".join(out.replace("│", " ").replace("┃", " ").split())  # wrapped cells, read in order
+    assert "none of its keys appears anywhere in the chat" in words  # the reason, whole
+    assert "HeroLore" in words.replace("HeroLo re", "HeroLore")
+
+
+def test_cli_errors_in_words(tmp_path, capsys) -> None:
+    from engine.cli import build_parser
+
+    code = cli_main(["preview", "--chat", str(tmp_path / "missing.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "file not found" in err and "Error" not in err  # no FileNotFoundError
+    assert "--screenshot" in build_parser().format_help()
+    chat = tmp_path / "c.json"
+    chat.write_text(json.dumps([{"role": "system", "content": "rule " * 1200}, {"role": "user", "content": "hi"}]))
+    code = cli_main(["preview", "--chat", str(chat), "--context-limit", "1500", "--format", "table"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert "the default reply reserve of 1,024 tokens: set --reply-reserve" in err
+    assert "TOKEN_BUDGET_EXCEEDED" not in out and err.count("TOKEN_BUDGET_EXCEEDED") == 1  # once
+    cli_main(["preview", "--chat", str(chat), "--model", "gpt4o", "--format", "json"])
+    assert "did you mean 'gpt-4o'?" in capsys.readouterr().out

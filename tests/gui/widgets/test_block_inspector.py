@@ -146,10 +146,18 @@ def test_real_pipeline_lorebook_block_trace(inspector):
     )
     result = pipeline.preview(request)
     block = next(b for b in result.blocks if b.kind == "lorebook")
-    inspector.set_block(block, result.tokenizer.profile)
-    trace = inspector._labels["trace"].text()
-    assert 'key "dragon" in message 0' in trace
-    assert "book World" in trace and "entry #1 Dragon" in trace
+    inspector.set_block(block, result.tokenizer.profile, result)
+    # issue 31: a table of entries (title · book · why · position · tokens), no raw trace dump
+    table = inspector.entries
+    assert not table.isHidden() and table.rowCount() == 1
+    cells = inspector.entry_cells(0)
+    assert cells["title"] == "Dragon" and cells["book"] == "World"
+    assert cells["why"] == 'key "dragon" in message 0 (depth 0)'
+    assert cells["position"] == "before the chat"  # no character in this request
+    assert int(cells["tokens"]) > 0
+    shown = [table.item(0, c).text() for c in range(table.columnCount())]
+    assert shown[0] == "Dragon\nWorld #1" and shown[1].startswith('key "dragon"') and shown[2] == cells["tokens"]
+    assert inspector._labels["trace"].text() == ""
     assert inspector.shaded_token_count() == default_tokenizer_registry().get(result.tokenizer.profile).count(
         block.text)
 

@@ -32,14 +32,14 @@ def test_dialog_fills_sortable_table_and_chart(qtbot) -> None:
     assert report is not None and len(report.turns) == 13
     assert dialog.model.rowCount() == 3 and dialog.model.columnCount() == len(COLUMNS)
     # sorted by total tokens, largest first: swords fire on 9 turns (8 + the next one), dragons on 4
-    assert dialog.column_values(2) == ["Swords", "Dragons", "Unicorns"]
+    assert dialog.column_values(0) == ["Swords", "Dragons", "Unicorns"]  # entries by title first (issue 31)
     assert dialog.column_values(3) == ["9/13", "4/13", "0/13"]
     assert "never appears" in dialog.column_values(10)[2] or "none of its keys" in dialog.column_values(10)[2]
     # numeric sorting of the UID column (10 after 2), both ways
-    dialog.table.sortByColumn(1, Qt.SortOrder.AscendingOrder)
-    assert dialog.column_values(1) == ["1", "2", "10"]
+    dialog.table.sortByColumn(2, Qt.SortOrder.AscendingOrder)
+    assert dialog.column_values(2) == ["1", "2", "10"]
     dialog.table.sortByColumn(3, Qt.SortOrder.AscendingOrder)
-    assert dialog.column_values(2) == ["Unicorns", "Dragons", "Swords"]
+    assert dialog.column_values(0) == ["Unicorns", "Dragons", "Swords"]
     # the chart has one bar per turn and names the turn under the mouse
     assert dialog.chart.values == [t.tokens for t in report.turns]
     assert dialog.chart.turn_at(0) == 1 and dialog.chart.turn_at(12.5 * dialog.chart._step()) == 13
@@ -55,7 +55,7 @@ def test_menu_action_opens_the_report(window, qtbot) -> None:
     with qtbot.waitSignal(dialog.ready, timeout=30000):
         pass
     assert dialog.isVisible() and dialog.report is not None
-    assert dialog.column_values(2) == ["Dragons"]  # the library chat's book
+    assert dialog.column_values(0) == ["Dragons"]  # the library chat's book
     dialog.close()
 
 

@@ -20,7 +20,7 @@ def test_rows_and_display_roles(tab):
     m = tab.model
     assert m.rowCount() == 4
     assert cell(tab, 0, "book") == "World"
-    assert cell(tab, 0, "entry") == "#1 Dragon"
+    assert cell(tab, 0, "entry") == "Dragon  #1"  # title first, uid a detail (issue 31)
     assert cell(tab, 0, "keys") == "dragon, wyrm"
     assert cell(tab, 1, "secondary") == "ruined"
     assert cell(tab, 1, "logic") == "AND ALL"

@@ -28,7 +28,11 @@ def test_test_text_box_marks_triggered_entries(tab, qtbot):
     assert cell(tab, 0, "test") == "✓ would fire"
     assert cell(tab, 1, "test") != "✓ would fire"
     assert "2 entries would fire" in tab.test_result.text()
-    assert "#1 Dragon" in tab.test_result.text()
+    # issue 31: named by title, uid as a detail, and why in the Block inspector's words
+    assert 'Dragon (World #1) — key "wyrm" in the test text' in tab.test_result.text()
+    assert "Rules (World #3) — constant" in tab.test_result.text()
+    marks = tab.test_edit.extraSelections()  # the matched word is highlighted
+    assert len(marks) == 1 and marks[0].cursor.selectedText().lower() == "wyrm"
 
     tab.test_edit.setPlainText("A ruined castle.")
     with qtbot.waitSignal(tab.test_text_finished, timeout=5000):

@@ -15,7 +15,7 @@ def test_split_and_join_keys():
 
 
 def test_entry_title_and_escape():
-    assert entry_title(LorebookEntry(uid=7, comment="Keep")) == "#7 Keep"
-    assert entry_title(LorebookEntry(uid=7, keys=["a", "b", "c", "d"])) == "#7 [a, b, c, …]"
+    assert entry_title(LorebookEntry(uid=7, comment="Keep")) == "Keep  #7"
+    assert entry_title(LorebookEntry(uid=7, keys=["a", "b", "c", "d"])) == "[a, b, c, …]  #7"
     assert entry_title(LorebookEntry(uid=7)) == "#7"
     assert escape("<b>&</b>") == "&lt;b&gt;&amp;&lt;/b&gt;"
