@@ -701,6 +701,30 @@ def st_timestamp(when: Any) -> str:
     return f"{months[d.month - 1]} {d.day}, {d.year} {hours}:{d.minute:02d}{'pm' if d.hour >= 12 else 'am'}"
 
 
+def _js_date(d: Any) -> str:
+    """A time as ``JSON.stringify(new Date())`` writes it: ``2024-06-19T14:20:03.123Z``."""
+    from datetime import UTC
+
+    d = d.astimezone(UTC)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+
+
+def stamp_message_times(m: ChatMessage, started: Any, finished: Any) -> ChatMessage:
+    """``m`` with the times SillyTavern records on a message it sends or receives, in ``meta``.
+
+    ``send_date`` (``getMessageTimeStamp``) for every message; ``gen_started`` / ``gen_finished``
+    (``saveReply``, JSON dates) for an assistant reply. ``started`` / ``finished`` are aware
+    :class:`datetime.datetime` values (``finished`` ``None``: ``started``). Keys already set are kept.
+    """
+    finished = finished or started
+    times: dict[str, Any] = {"send_date": st_timestamp(finished)}
+    if m.role == "assistant":
+        times.update(gen_started=_js_date(started), gen_finished=_js_date(finished))
+    have = m.meta.model_extra or {}
+    new = {k: v for k, v in times.items() if k not in have}
+    return m.model_copy(update={"meta": m.meta.model_copy(update=new)}) if new else m
+
+
 def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
     meta_extra = dict(m.meta.model_extra or {})
     st_keys = meta_extra.pop("st_keys", None)
@@ -789,6 +813,6 @@ def write_chat_jsonl(chat: Chat, path: str | Path) -> None:
     atomic_write_text(path, export_chat_jsonl(chat))
 
 
-__all__ = ["chat_shape", "export_chat_jsonl", "load_chat", "load_chats",
+__all__ = ["chat_shape", "export_chat_jsonl", "st_timestamp", "stamp_message_times", "load_chat", "load_chats",
            "load_chats_with_info", "parse_chat_document", "parse_chat_text", "parse_st_jsonl",
            "write_chat_jsonl"]

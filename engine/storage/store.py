@@ -1350,6 +1350,10 @@ class Store:
                 row.data = data  # a new dict, so the JSON column is written
             new = [m for m in (user_message, reply) if m is not None]
             if new:
+                from ..importers.chats import stamp_message_times  # lazy: the importers are a sibling package
+
+                # SillyTavern's send_date / gen_started / gen_finished, so an export carries them
+                new = [stamp_message_times(m, audit.created_at, audit.finished_at) for m in new]
                 self._chat_row(session, audit.chat_id, lock=True)
                 last = session.scalar(select(func.max(orm.MessageRow.idx))
                                       .where(orm.MessageRow.chat_id == audit.chat_id))
