@@ -20,6 +20,7 @@ an avatar image); warnings (a chat without its character, ...) on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -144,10 +145,8 @@ def _prepare_folders(items: list[dict[str, Any]], root: Path) -> list[Path]:
 def _remove_folders(created: list[Path]) -> None:
     """Remove the (empty) folders an export created, deepest first."""
     for d in reversed(created):
-        try:
+        with contextlib.suppress(OSError):  # not empty, or gone: left as it is
             d.rmdir()
-        except OSError:
-            pass
 
 
 def write_export(items: list[dict[str, Any]], to: str | Path, *, force: bool = False, merge: bool = False) -> None:

@@ -813,6 +813,16 @@ def write_chat_jsonl(chat: Chat, path: str | Path) -> None:
     atomic_write_text(path, export_chat_jsonl(chat))
 
 
-__all__ = ["chat_shape", "export_chat_jsonl", "st_timestamp", "stamp_message_times", "load_chat", "load_chats",
-           "load_chats_with_info", "parse_chat_document", "parse_chat_text", "parse_st_jsonl",
-           "write_chat_jsonl"]
+__all__ = [
+    "chat_shape",
+    "export_chat_jsonl",
+    "load_chat",
+    "load_chats",
+    "load_chats_with_info",
+    "parse_chat_document",
+    "parse_chat_text",
+    "parse_st_jsonl",
+    "st_timestamp",
+    "stamp_message_times",
+    "write_chat_jsonl",
+]
