@@ -667,7 +667,8 @@ def _new_st_line(m: ChatMessage, chat: Chat, lms: dict[str, Any]) -> dict[str, A
     meta_extra = dict(m.meta.model_extra or {})
     name = m.name
     if name is None:
-        name = {"user": chat.user_name, "assistant": chat.character_name}.get(m.role, m.role)
+        # SillyTavern names narrator messages "System" (NARRATOR_NAME_DEFAULT, slash-commands.js)
+        name = {"user": chat.user_name, "assistant": chat.character_name, "system": "System"}.get(m.role, m.role)
     if m.name is None:
         lms["no_name"] = True
     text = m.text()
