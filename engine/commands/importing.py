@@ -6,9 +6,13 @@ stored (exit 2 naming the file, place and ``IMPORT_*`` code). Output: ``[{"kind"
 A SillyTavern user folder (``data/<user>/``, or the ``data/`` root: ``default-user`` or
 ``--st-user NAME``): every card, world, persona and chat with its SillyTavern setup, in one
 transaction; re-importing updates in place (identity: the file's path relative to the user
-folder). ``--skip-bad`` imports the rest when a file is bad and lists what it skipped. Output:
-``{"folder", "user", "added", "changed", "unchanged", "skipped", "warnings"}`` (each of the first
-three a list of ``{"kind", "id", "name", "key"}``). A folder that is not a SillyTavern folder:
+folder). ``--skip-bad`` imports the rest when a file is bad and lists what it skipped. Importing
+the folder again brings in only what changed (:func:`engine.st_sync.sync_st_folder`: by path and
+content hash; an unchanged folder answers at once); an object changed in the folder that was also
+edited in Loomscope is a conflict, never overwritten silently (``--on-conflict ask|keep-local|
+use-folder``). Output: ``{"folder", "user", "added", "changed", "unchanged", "skipped",
+"warnings", "conflicts", "files_changed"}`` (each of the first three a list of ``{"kind", "id",
+"name", "key"}``; ``conflicts`` ``{"kind", "id", "name", "key", "resolution"}``). A folder that is not a SillyTavern folder:
 ``IMPORT_UNSUPPORTED_FORMAT`` naming it (exit 2).
 """
 
@@ -37,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the SillyTavern user folder to take under a data/ folder (default default-user)")
     p.add_argument("--skip-bad", action="store_true",
                    help="folder import: skip unreadable files (listed) instead of importing nothing")
+    p.add_argument("--on-conflict", choices=("ask", "keep-local", "use-folder"), default="ask",
+                   help="folder import again: what to do with an object changed both in the folder and in Loomscope "
+                        "(default ask: keep Loomscope's, list the conflict)")
     add_db_argument(p)
     add_format_argument(p)
     p.set_defaults(func=run)
@@ -127,26 +134,36 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str], None]) -> int:
-    from ..importers.st_folder import read_st_folder
+    from ..st_sync import sync_st_folder
 
-    plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn)
-    for s in plan.skipped:
-        place = f" ({s.place})" if s.place else ""
-        sys.stderr.write(f"loomscope: {visible(plan.folder / s.file)}: skipped: {s.code}: {visible(s.message)}"
-                         f"{visible(place)}\n")
     with open_library(args) as store:
-        report = store.import_st_folder(plan)
+        # again: only what changed is read and stored; conflicts with Loomscope edits are listed
+        report = sync_st_folder(store, folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn,
+                                on_conflict=args.on_conflict)
+    for s in report.skipped:
+        place = f" ({s['place']})" if s.get("place") else ""
+        sys.stderr.write(f"loomscope: {visible(str(Path(report.folder) / s['file']))}: skipped: {s['code']}: "
+                         f"{visible(s['message'])}{visible(place)}\n")
+    for c in report.conflicts:
+        what = {"unresolved": "kept Loomscope's version (choose with --on-conflict keep-local or use-folder)",
+                "kept-local": "kept Loomscope's version", "used-folder": "replaced by the folder's version"}
+        sys.stderr.write(f"loomscope: {visible(c.key)}: conflict: changed in the folder and in Loomscope; "
+                         f"{what[c.resolution]}\n")
     if output_format(args) == "json":
         print_json(report.model_dump(mode="json"))
         return 0
     from rich.console import Console
     from rich.table import Table
 
+    files = "" if report.files_changed is None else f"; {len(report.files_changed)} file(s) changed since last import"
     table = Table(title=markup_safe(f"SillyTavern folder {report.folder} (user {report.user}): "
                                f"{len(report.added)} added, {len(report.changed)} changed, "
-                               f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"))
+                               f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped, "
+                               f"{len(report.conflicts)} conflict(s){files}"))
     for col in ("status", "kind", "id", "name", "file"):
         table.add_column(col, no_wrap=col == "id")
+    for c in report.conflicts:
+        table.add_row(f"conflict ({c.resolution})", c.kind, c.id, markup_safe(c.name), markup_safe(c.key))
     for status, refs in (("added", report.added), ("changed", report.changed), ("unchanged", report.unchanged)):
         for r in refs:
             table.add_row(status, r.kind, r.id, markup_safe(r.name), markup_safe(r.key or ""))

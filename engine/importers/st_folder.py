@@ -131,6 +131,10 @@ def _digest(*parts: Any) -> str:
     return h.hexdigest()
 
 
+#: The content digest of a folder item (public name: the library compares it to spot local edits).
+content_digest = _digest
+
+
 def is_st_user_folder(path: Path) -> bool:
     """True when ``path`` holds ``settings.json`` and one of ``characters/``, ``worlds/``, ``chats/``."""
     return (path / "settings.json").is_file() and any((path / m).is_dir() for m in ST_USER_MARKERS)
@@ -606,5 +610,5 @@ class _FolderReader:
                                                          "group chats are not supported; skipped"))
 
 
-__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "is_st_user_folder", "read_st_folder",
-           "resolve_user_folder"]
+__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "content_digest", "is_st_user_folder",
+           "read_st_folder", "resolve_user_folder"]

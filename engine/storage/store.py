@@ -45,6 +45,7 @@ from .models import (
     LorebookSummary,
     PersonaSummary,
     StoredChat,
+    SyncConflict,
     Usage,
 )
 
@@ -164,6 +165,12 @@ def _entry_row(lorebook_id: str, position: int, entry: LorebookEntry) -> orm.Lor
         data=entry.model_dump(mode="json"),
     )
 
+
+
+def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
+    """``values`` in lists of at most ``size`` (bound parameters per statement stay few)."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
 
 
 def _read_import_files(path_list: list[str | Path], on_warning: Callable[[str, str], None] | None,
@@ -1193,7 +1200,7 @@ class Store:
             chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
         return chat_refs
 
-    def import_st_folder(self, plan: Any) -> FolderImportReport:
+    def import_st_folder(self, plan: Any, *, on_conflict: str = "ask") -> FolderImportReport:
         """Store a SillyTavern folder read by :func:`engine.importers.st_folder.read_st_folder`.
 
         One transaction: every character (with its card PNG and embedded book), world, persona
@@ -1203,11 +1210,18 @@ class Store:
         are linked to their character, persona and worlds (with scopes) and keep their
         :class:`~engine.schema.sillytavern.SillyTavernSetup` and context settings.
 
+        An object that changed in the folder but was also edited in Loomscope since it was
+        imported (:meth:`_locally_edited`) is a conflict (``report.conflicts``), handled by
+        ``on_conflict``: ``ask`` keeps Loomscope's version and leaves the conflict open (reported
+        again next time), ``keep-local`` keeps Loomscope's version and takes the folder's as seen,
+        ``use-folder`` replaces Loomscope's version with the folder's.
+
         Raises ``STORAGE_ERROR``; nothing is stored then.
         """
         added: list[ImportRef] = []
         changed: list[ImportRef] = []
         unchanged: list[ImportRef] = []
+        conflicts: list[SyncConflict] = []
         row_cls = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow,
                    "persona": orm.PersonaRow, "chat": orm.ChatRow}
         with self._unit() as session:
@@ -1224,6 +1238,9 @@ class Store:
                 if obj_id is None:
                     obj_id = self._st_insert(session, item, ids)
                     added.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
+                elif src is not None and self._st_conflict(session, item, obj_id, src, on_conflict, conflicts):
+                    ids[item.key] = obj_id
+                    continue
                 else:
                     self._st_update(session, item, obj_id, ids)
                     changed.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
@@ -1236,7 +1253,89 @@ class Store:
         warnings = [{"file": i.key, "message": w} for i in plan.items for w in i.warnings]
         return FolderImportReport(folder=str(plan.folder), user=plan.user, added=added, changed=changed,
                                   unchanged=unchanged, skipped=[x.as_dict() for x in plan.skipped],
-                                  warnings=warnings)
+                                  warnings=warnings, conflicts=conflicts)
+
+    def _st_conflict(self, session: Session, item: Any, obj_id: str, src: orm.ImportSourceRow, on_conflict: str,
+                     conflicts: list[SyncConflict]) -> bool:
+        """Record a conflict when ``obj_id`` was edited locally; True when the folder's version must not be stored."""
+        if not self._locally_edited(session, item.kind, obj_id, src):
+            return False
+        resolution = {"keep-local": "kept-local", "use-folder": "used-folder"}.get(on_conflict, "unresolved")
+        conflicts.append(SyncConflict(kind=item.kind, id=obj_id, name=item.name, key=item.key,
+                                      resolution=resolution))  # type: ignore[arg-type]
+        if resolution == "kept-local":
+            # the folder's version counts as seen; a later change in the folder is a conflict again
+            src.digest, src.updated_at = item.digest, _now()
+        return resolution != "used-folder"
+
+    def _locally_edited(self, session: Session, kind: str, obj_id: str, src: orm.ImportSourceRow) -> bool:
+        """Whether the object was edited in Loomscope since it was last imported from ``src``.
+
+        A chat: changed after the import (every chat edit stamps ``updated_at``). A character,
+        lorebook or persona: what it is now no longer has the content digest it was imported with
+        (:func:`engine.importers.st_folder.content_digest`).
+        """
+        from ..importers.st_folder import content_digest  # lazy: the importers are a sibling package
+
+        if kind == "chat":
+            row = session.get(orm.ChatRow, obj_id)
+            return row is not None and _utc(row.updated_at) > _utc(src.updated_at)
+        value: Any
+        if kind == "character":
+            value = self._load_character(session, obj_id)[0]
+        elif kind == "lorebook":
+            value = self._load_lorebook(session, self._lorebook_row(session, obj_id))
+        else:
+            value = Persona.model_validate(self._persona_row(session, obj_id).data)
+        return bool(content_digest(value) != src.digest)
+
+    # ---------------------------------------------------------------- SillyTavern folder sync state (issue 30)
+    @staticmethod
+    def _sync_key(folder: str) -> str:
+        import hashlib
+
+        return "st-sync:" + hashlib.sha256(folder.encode("utf-8")).hexdigest()[:40]
+
+    def get_folder_sync_state(self, folder: str) -> dict[str, Any] | None:
+        """What the last import of SillyTavern user folder ``folder`` recorded (files and items), or ``None``."""
+        import json
+
+        with self._unit(write=False) as session:
+            row = session.get(orm.LibraryMetaRow, self._sync_key(folder))
+            if row is None:
+                return None
+            try:
+                state = json.loads(row.value)
+            except ValueError:
+                return None  # unreadable: the next import reads the whole folder again
+            return state if isinstance(state, dict) else None
+
+    def put_folder_sync_state(self, folder: str, state: dict[str, Any]) -> None:
+        """Record ``state`` (JSON) as what the import of ``folder`` saw."""
+        import json
+
+        with self._unit() as session:
+            session.merge(orm.LibraryMetaRow(key=self._sync_key(folder), value=json.dumps(state, ensure_ascii=False)))
+
+    def imported_refs(self, items: Sequence[tuple[str, str, str]]) -> list[ImportRef] | None:
+        """``ImportRef`` per ``(kind, key, name)`` imported before, or ``None`` when any is no longer in the library."""
+        row_cls: dict[str, Any] = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow,
+                   "persona": orm.PersonaRow, "chat": orm.ChatRow}
+        with self._unit(write=False) as session:
+            sources = {(k, key): oid for k, key, oid in session.execute(
+                select(orm.ImportSourceRow.kind, orm.ImportSourceRow.key, orm.ImportSourceRow.object_id)).all()}
+            ids = [sources.get((kind, key)) for kind, key, _ in items]
+            if any(i is None for i in ids):
+                return None
+            for kind, cls in row_cls.items():
+                wanted = {i for (k, _, _), i in zip(items, ids) if k == kind}
+                found = 0
+                for chunk in _chunks(sorted(str(i) for i in wanted), 500):
+                    found += int(session.scalar(select(func.count()).select_from(cls).where(cls.id.in_(chunk))) or 0)
+                if found != len(wanted):
+                    return None
+            return [ImportRef(kind=kind, id=str(i), name=name, key=key)  # type: ignore[arg-type]
+                    for (kind, key, name), i in zip(items, ids)]
 
     @staticmethod
     def _st_chat_refs(item: Any, ids: dict[str, str]) -> tuple[str | None, str | None, list[str], list[str]]:
