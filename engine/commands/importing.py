@@ -1,7 +1,10 @@
 """``loomscope import FILE...`` / ``loomscope import DIR``: add data to the library.
 
 Files: all files are read first and stored in one transaction: if any file is bad, nothing is
-stored (exit 2 naming the file, place and ``IMPORT_*`` code). Output: ``[{"kind", "id", "name"}]``.
+stored (exit 2 naming the file, place and ``IMPORT_*`` code). No silent duplicates: a file
+imported before (same path) is updated in place, one whose card / book / chat is in the library
+already (same name and content) is not stored again; ``--as-new`` keeps both. Output:
+``[{"kind", "id", "name", "status"}]`` (``status``: ``added``, ``changed`` or ``unchanged``).
 
 A SillyTavern user folder (``data/<user>/``, or the ``data/`` root: ``default-user`` or
 ``--st-user NAME``): every card, world, persona and chat with its SillyTavern setup, in one
@@ -41,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the SillyTavern user folder to take under a data/ folder (default default-user)")
     p.add_argument("--skip-bad", action="store_true",
                    help="folder import: skip unreadable files (listed) instead of importing nothing")
+    p.add_argument("--as-new", action="store_true",
+                   help="files: import as new objects even when the same file or content is in the library already "
+                        "(default: update it in place, or leave it when unchanged)")
     p.add_argument("--on-conflict", choices=("ask", "keep-local", "use-folder"), default="ask",
                    help="folder import again: what to do with an object changed both in the folder and in Loomscope "
                         "(default ask: keep Loomscope's, list the conflict)")
@@ -113,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     sources: list[str] = []
     on_progress, display = terminal_progress()
     with open_library(args) as store, display:
-        refs = store.import_files(args.files, on_warning=warn, sources=sources, on_progress=on_progress)
+        refs = store.import_files(args.files, on_warning=warn, sources=sources, on_progress=on_progress,
+                                  as_new=args.as_new)
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
@@ -122,13 +129,15 @@ def run(args: argparse.Namespace) -> int:
     from ._tables import is_narrow, key_column, table, text_column
 
     console = make_console()
-    t = table(f"imported {len(refs)} item(s)", narrow=is_narrow(console))
+    counts = ", ".join(f"{sum(r.status == st for r in refs)} {st}" for st in ("added", "changed", "unchanged"))
+    t = table(f"imported {len(refs)} item(s): {counts}", narrow=is_narrow(console))
+    key_column(t, "status")
     key_column(t, "kind")
     key_column(t, "id", min_width=32)  # ids are copied into other commands: never cut
     text_column(t, "name", ratio=1)
     text_column(t, "file", ratio=1)
     for ref, path in zip(refs, sources):
-        t.add_row(ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
+        t.add_row(ref.status or "", ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
     console.print(t)
     return 0
 

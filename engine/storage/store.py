@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -190,6 +191,67 @@ def _read_import_files(path_list: list[str | Path], on_warning: Callable[[str, s
     if on_progress is not None and path_list:
         on_progress("read", str(path_list[-1]), len(path_list), len(path_list))
     return items
+
+class _SameFile:
+    """Imports of single files without silent duplicates (issue 30).
+
+    A file imported before (identity: its resolved path, ``file:<path>`` in ``import_sources``; a
+    file of several transcripts adds ``#k``) is updated in place (``changed``), or left alone when
+    its content is the same (``unchanged``); failing that, an object of the same kind, name and
+    content digest already in the library is that object (``unchanged``). An object edited in
+    Loomscope since its file was imported is never overwritten: the file comes in as a new copy,
+    with a warning. ``as_new`` keeps both always (a new object; later imports of the path update it).
+    """
+
+    def __init__(self, store: Store, session: Session, as_new: bool,
+                 on_warning: Callable[[str, str], None] | None) -> None:
+        self.s, self.session, self.as_new, self.on_warning = store, session, as_new, on_warning
+
+    def _find(self, kind: str, key: str, name: str, digest: str, value: Any, path: Path) -> tuple[str | None, str]:
+        from ..importers.st_folder import content_digest  # lazy: the importers are a sibling package
+
+        session = self.session
+        src = session.get(orm.ImportSourceRow, (kind, key))
+        row_cls: Any = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow, "chat": orm.ChatRow}[kind]
+        if src is not None and session.get(row_cls, src.object_id) is not None:
+            if src.digest == digest:
+                return src.object_id, "unchanged"
+            if self.s._locally_edited(session, kind, src.object_id, src):
+                if self.on_warning is not None:
+                    self.on_warning(str(path), f"the {kind} imported from this file before was edited in Loomscope "
+                                               "since; kept, and the file imported as a new copy")
+                return None, "added"
+            self.s._replace_imported(session, kind, src.object_id, value)
+            return src.object_id, "changed"
+        name_col = row_cls.title if kind == "chat" else row_cls.name
+        for cand in session.scalars(select(row_cls.id).where(name_col == name)).all():
+            found = self.s._load_value(session, kind, cand)
+            if kind == "chat":
+                found = found.model_copy(update={"title": name})
+            if content_digest(found) == digest:
+                return str(cand), "unchanged"
+        return None, "added"
+
+    def store(self, kind: str, path: Path, name: str, value: Any, insert: Callable[[], str],
+              part: str = "") -> ImportRef:
+        """Insert ``value`` (``insert()``), or find / update the object it already is; record the file's identity."""
+        from ..importers.st_folder import content_digest
+
+        key = f"file:{path.resolve()}{part}"
+        digest = content_digest(value)
+        obj_id, status = (None, "added") if self.as_new else self._find(kind, key, name, digest, value, path)
+        if obj_id is None:
+            obj_id = insert()
+        if status != "unchanged":
+            src = self.session.get(orm.ImportSourceRow, (kind, key))
+            if src is None:
+                self.session.add(orm.ImportSourceRow(kind=kind, key=key, object_id=obj_id, digest=digest,
+                                                     updated_at=_now()))
+            else:
+                src.object_id, src.digest, src.updated_at = obj_id, digest, _now()
+            self.session.flush()
+        return ImportRef(kind=kind, id=obj_id, name=name, status=status)  # type: ignore[arg-type]
+
 
 class Store:
     """The library. Build it with :func:`engine.storage.open_store` (which migrates and seeds).
@@ -1116,8 +1178,13 @@ class Store:
         on_warning: Callable[[str, str], None] | None = None,
         sources: list[str] | None = None,
         on_progress: Callable[[str, str, int, int], None] | None = None,
+        as_new: bool = False,
     ) -> list[ImportRef]:
         """Parse every file, then store them all in ONE transaction.
+
+        A file imported before (the same path) is updated in place, and a file whose object is
+        already in the library (same kind, name and content) is not stored twice: ``status`` says
+        ``added``, ``changed`` or ``unchanged`` (see :class:`_SameFile`); ``as_new`` keeps both.
 
         A character card's embedded book becomes a lorebook linked to it. A chat is linked to
         the character of the same name (imported earlier or in the same call), if any.
@@ -1152,20 +1219,23 @@ class Store:
         refs: dict[int, ImportRef | list[ImportRef]] = {}
         with self._unit() as session:
             by_name: dict[str, str] = {}
+            same = _SameFile(self, session, as_new, on_warning)
             # cards and books first, so a chat links to a card imported in the same call
             order = sorted(range(len(items)), key=lambda i: items[i][1].kind == "chat")
             for i in order:
                 path, item = items[i]
                 kind, value = item.kind, item.value
                 if kind == "character" and isinstance(value, Character):
-                    char_id = self._insert_character(session, value)
-                    by_name[value.name] = char_id
-                    refs[i] = ImportRef(kind="character", id=char_id, name=value.name or path.stem)
+                    char_ref = same.store("character", path, value.name or path.stem, value,
+                                          partial(self._insert_character, session, value))
+                    by_name[value.name] = char_ref.id
+                    refs[i] = char_ref
                 elif kind == "lorebook" and isinstance(value, Lorebook):
                     book = value if value.name else value.model_copy(update={"name": path.stem})
-                    refs[i] = ImportRef(kind="lorebook", id=self._insert_lorebook(session, book), name=book.name)
+                    refs[i] = same.store("lorebook", path, book.name, book,
+                                         partial(self._insert_lorebook, session, book))
                 elif kind == "chat":
-                    refs[i] = self._insert_imported_chats(session, path, item, by_name, on_progress)
+                    refs[i] = self._insert_imported_chats(session, path, item, by_name, on_progress, same)
                 else:  # pragma: no cover - load_any only returns the three kinds, each with its value type
                     raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
                                        file=str(path))
@@ -1179,7 +1249,8 @@ class Store:
         return out
 
     def _insert_imported_chats(self, session: Session, path: Path, item: Any, by_name: dict[str, str],
-                               on_progress: Callable[[str, str, int, int], None] | None) -> list[ImportRef]:
+                               on_progress: Callable[[str, str, int, int], None] | None,
+                               same: _SameFile | None = None) -> list[ImportRef]:
         """Every transcript of one imported chat file, linked to its character by name (this call's, else the newest)."""
         # a file may hold several transcripts (tau-bench, ToolBench): store them all
         transcripts = list(getattr(item, "chats", None) or [item.value])
@@ -1195,10 +1266,43 @@ class Store:
             title = f"{titles[k]} #{k + 1}" if numbered else titles[k]
             progress = None if on_progress is None else (
                 lambda done, total, _f=str(path): on_progress("store", _f, done, total))
-            chat_id = self._insert_chat(session, chat, title=title, character_id=character_id,
-                                        on_progress=progress)
-            chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
+            def insert(c: Chat = chat, t: str = title, ch: str | None = character_id,
+                       pr: Callable[[int, int], None] | None = progress) -> str:
+                return self._insert_chat(session, c, title=t, character_id=ch, on_progress=pr)
+
+            if same is None:
+                chat_refs.append(ImportRef(kind="chat", id=insert(), name=title))
+            else:
+                part = f"#{k}" if len(transcripts) > 1 else ""
+                chat_refs.append(same.store("chat", path, title, chat.model_copy(update={"title": title}), insert,
+                                            part=part))
         return chat_refs
+
+    def _replace_imported(self, session: Session, kind: str, obj_id: str, value: Any) -> None:
+        """Replace what ``obj_id`` holds with ``value`` read from the same file again (its links are kept)."""
+        from types import SimpleNamespace
+
+        if kind == "chat":
+            row = session.get_one(orm.ChatRow, obj_id)
+            row.title = value.title
+            row.data = value.model_dump(mode="json", exclude={"messages", "title"})
+            session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == obj_id))
+            session.flush()
+            session.add_all(_message_row(obj_id, i, m) for i, m in enumerate(value.messages))
+            self._touch(row)
+            return
+        avatar = session.get_one(orm.CharacterRow, obj_id).avatar if kind == "character" else None
+        self._st_update(session, SimpleNamespace(kind=kind, value=value, avatar=avatar, name=value.name), obj_id, {})
+
+    def _load_value(self, session: Session, kind: str, obj_id: str) -> Any:
+        """The library object ``obj_id`` of ``kind`` as a model (a chat: its :class:`Chat`)."""
+        if kind == "character":
+            return self._load_character(session, obj_id)[0]
+        if kind == "lorebook":
+            return self._load_lorebook(session, self._lorebook_row(session, obj_id))
+        if kind == "persona":
+            return Persona.model_validate(self._persona_row(session, obj_id).data)
+        return self._stored_chat(session, self._chat_row(session, obj_id)).chat
 
     def import_st_folder(self, plan: Any, *, on_conflict: str = "ask") -> FolderImportReport:
         """Store a SillyTavern folder read by :func:`engine.importers.st_folder.read_st_folder`.
