@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,13 @@ def folder_changes(folder: Path, previous: dict[str, list[Any]]) -> tuple[dict[s
     return now, sorted(changed, key=lambda c: c.lstrip("+-"))
 
 
+def last_synced_folder(store: Any) -> str | None:
+    """The SillyTavern user folder imported most recently into ``store`` (*File → Reload*), or ``None``."""
+    states = store.folder_sync_states()
+    best = max(states, key=lambda st: float(st.get("synced_at") or 0), default=None)
+    return str(best["folder"]) if best and best.get("folder") else None
+
+
 def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
                    on_warning: Callable[[str, str], object] | None = None,
                    on_conflict: str = "ask") -> FolderImportReport:
@@ -142,9 +150,9 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
         # not recorded as seen: the folder's version is offered again next time
         files.pop("settings.json" if c.startswith("User Avatars/") else c, None)
     store.put_folder_sync_state(key, {
-        "files": files, "items": [[i.kind, i.key, i.name] for i in plan.items], "skip_bad": skip_bad,
+        "folder": key, "user": user, "synced_at": time.time(), "files": files, "items": [[i.kind, i.key, i.name] for i in plan.items], "skip_bad": skip_bad,
         "skipped": report.skipped, "warnings": report.warnings})
     return report.model_copy(update={"files_changed": changed if state is not None else None})
 
 
-__all__ = ["CONFLICT_CHOICES", "folder_changes", "sync_st_folder"]
+__all__ = ["CONFLICT_CHOICES", "folder_changes", "last_synced_folder", "sync_st_folder"]

@@ -1414,6 +1414,22 @@ class Store:
                 return None  # unreadable: the next import reads the whole folder again
             return state if isinstance(state, dict) else None
 
+    def folder_sync_states(self) -> list[dict[str, Any]]:
+        """The recorded state of every SillyTavern folder imported into the library (see :meth:`get_folder_sync_state`)."""
+        import json
+
+        out: list[dict[str, Any]] = []
+        with self._unit(write=False) as session:
+            for value in session.scalars(select(orm.LibraryMetaRow.value).where(
+                    orm.LibraryMetaRow.key.startswith("st-sync:"))).all():
+                try:
+                    state = json.loads(value)
+                except ValueError:
+                    continue
+                if isinstance(state, dict):
+                    out.append(state)
+        return out
+
     def put_folder_sync_state(self, folder: str, state: dict[str, Any]) -> None:
         """Record ``state`` (JSON) as what the import of ``folder`` saw."""
         import json
