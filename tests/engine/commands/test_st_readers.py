@@ -35,6 +35,7 @@ def exported(tmp_path: Path, capsys) -> Path:
     assert main(["import", str(user), "--db", db, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     chats = {r["key"]: r["id"] for r in report["added"] if r["kind"] == "chat"}
+    drafts = next(r["id"] for r in report["added"] if r["key"] == "worlds/Drafts.json")
     kael = chats[f"chats/Kael/{KAEL_CHAT}.jsonl"]
     at = datetime(2024, 10, 4, 13, 5, 7, 250000, tzinfo=UTC)
     with open_store(db, seed=False) as store:
@@ -43,14 +44,17 @@ def exported(tmp_path: Path, capsys) -> Path:
         store.append_message(kael, stamp_message_times(ChatMessage(role="assistant", content="Open.", name="Kael",
                                                                    meta=MessageMeta(manualExcluded=True)), at, at))
         store.append_message(kael, ChatMessage(role="system", content="A bell rings."))
+        # a character lorebook for Kael: the V3 card changes (extensions.world) and is written anew
+        links = [(link.lorebook_id, link.scope) for link in store.get_chat_setup(kael).lorebooks]
+        store.set_chat_lorebook_links(kael, [*links, (drafts, "character")])
     out = tmp_path / "out"
     assert main(["export", *chats.values(), "--to", str(out), "--db", db, "--format", "json"]) == 0
     capsys.readouterr()
     return out
 
 
-def _st_read_card(png: bytes) -> dict:
-    """``character-card-parser.js`` ``read``: the tEXt chunks; ``ccv3`` wins over ``chara``; base64 → UTF-8 JSON."""
+def _text_chunks(png: bytes) -> list[tuple[str, bytes]]:
+    """The PNG's ``tEXt`` chunks, ``(keyword lower-cased, text)``, in file order (``png-chunks-extract``)."""
     pos, texts = 8, []
     while pos < len(png):
         (length,) = struct.unpack(">I", png[pos:pos + 4])
@@ -59,19 +63,30 @@ def _st_read_card(png: bytes) -> dict:
             keyword, _, text = data.partition(b"\x00")
             texts.append((keyword.decode("latin-1").lower(), text))
         pos += 12 + length
-    chosen = dict(texts).get("ccv3") or dict(texts)["chara"]
-    return json.loads(base64.b64decode(chosen).decode("utf-8"))
+    return texts
+
+
+def _st_read_card(png: bytes) -> dict:
+    """``character-card-parser.js`` ``read``: ``ccv3`` wins over ``chara``; base64 → UTF-8 JSON."""
+    texts = dict(_text_chunks(png))
+    return json.loads(base64.b64decode(texts.get("ccv3") or texts["chara"]).decode("utf-8"))
 
 
 def test_sillytavern_reads_the_cards(exported: Path) -> None:
-    # Node, parse(): Lumine.png → spec chara_card_v2, world Lumine-Lore; Kael.png → the ccv3 chunk, chara_card_v3
+    # Node, parse(): Lumine.png → spec chara_card_v2, world Lumine-Lore; Kael.png → the ccv3 chunk, chara_card_v3,
+    # world Drafts (the card changed: written anew with both chunks, as charaWrite does)
     seen = {}
     for f in sorted((exported / "characters").iterdir()):
         card = _st_read_card(f.read_bytes())
         data = card["data"]
         seen[f.name] = (data["name"], card["spec"], data["extensions"].get("world"), data.get("nickname"))
-    assert seen == {"Kael.png": ("Kael", "chara_card_v3", "", "Sir Kael"),
+    assert seen == {"Kael.png": ("Kael", "chara_card_v3", "Drafts", "Sir Kael"),
                     "Lumine.png": ("Lumine", "chara_card_v2", "Lumine-Lore", None)}
+    kael = _text_chunks((exported / "characters" / "Kael.png").read_bytes())
+    assert [k for k, _ in kael] == ["chara", "ccv3"]
+    chara = json.loads(base64.b64decode(dict(kael)["chara"]))
+    assert chara["spec"] == "chara_card_v2" and chara["data"]["extensions"]["world"] == "Drafts"
+    assert [k for k, _ in _text_chunks((exported / "characters" / "Lumine.png").read_bytes())] == ["chara"]
 
 
 def _st_get_chat(path: Path) -> tuple[int, list[dict]]:
@@ -122,7 +137,7 @@ def test_sillytavern_reads_the_worlds_and_settings(exported: Path) -> None:
         world = json.loads(f.read_text("utf-8"))
         assert isinstance(world["entries"], dict)
         counts[f.stem] = (len(world["entries"]), next(iter(world["entries"].values()))["key"])
-    assert counts == {"GI-Core": (5, ["Mondstadt"]), "Lumine-Lore": (2, ["brother", "Aether"]),
+    assert counts == {"Drafts": (1, ["draft"]), "GI-Core": (5, ["Mondstadt"]), "Lumine-Lore": (2, ["brother", "Aether"]),
                       "Mondstadt": (2, ["gate", "gates"]), "Teyvat-Extra": (1, ["Paimon"])}
     settings = json.loads((exported / "settings.json").read_text("utf-8"))
     assert settings["power_user"]["personas"] == {"paimon.png": "Paimon", "aether.png": "Aether"}
