@@ -18,7 +18,10 @@ depends on:
   character lorebooks (``world_info.charLore``), World Info settings, the persona
   (``power_user.personas`` / ``persona_descriptions``, ``user_avatar``), the Author's Note's
   ``allowWIScan``, and ``oai_settings`` (model, context size, reply length, the Prompt Manager's
-  prompts and order);
+  prompts and order); for a Text Completion chat also ``main_api``, the live instruct / context /
+  system prompt templates and the server settings (:func:`text_completion_settings`);
+- ``instruct/``, ``context/``, ``sysprompt/``: the preset libraries of a Text Completion setup
+  (:func:`preset_files`; files already there are kept);
 - ``User Avatars/<avatar>``: an image for each persona (SillyTavern lists personas by their image).
 
 A chat whose character was deleted from the library is written without a card, with a warning.
@@ -36,7 +39,7 @@ from typing import Any
 
 from .errors import NotFoundError
 from .schema import Character
-from .schema.sillytavern import AuthorNote, SillyTavernSetup
+from .schema.sillytavern import AuthorNote, SillyTavernSetup, TextCompletionSetup
 
 _UNSAFE = re.compile(r'[\x00-\x1f<>:"/\\|?*]')
 #: The avatar SillyTavern gives the first persona (``user_avatar`` default).
@@ -275,11 +278,16 @@ def plan_st_export(store: Any, ids: list[str]) -> ExportPlan:
             continue
         p.card(obj_id, None)
     if p.first is not None:
-        doc = settings_document(p.first.setup or SillyTavernSetup(), p.first.settings, p.personas,
-                                p.user_avatar or DEFAULT_AVATAR, p.global_select, p.char_lore)
+        setup = p.first.setup or SillyTavernSetup()
+        doc = settings_document(setup, p.first.settings, p.personas, p.user_avatar or DEFAULT_AVATAR,
+                                p.global_select, p.char_lore)
         p.add("settings", p.first.id, "settings.json", "settings.json",
               (json.dumps(doc, ensure_ascii=False, indent=4) + "\n").encode("utf-8"))
-    order = {"lorebook": 0, "character": 1, "persona": 2, "chat": 3, "settings": 4}
+        if setup.text_completion is not None:
+            for file, data in preset_files(setup.text_completion).items():
+                p.add("preset", p.first.id, file.rsplit("/", 1)[1].removesuffix(".json"), file, data,
+                      keep_existing=True)
+    order = {"lorebook": 0, "character": 1, "persona": 2, "chat": 3, "preset": 4, "settings": 5}
     p.plan.items.sort(key=lambda i: order[i["kind"]])
     return p.plan
 
@@ -295,7 +303,7 @@ def settings_document(setup: SillyTavernSetup, settings: Any, personas: dict[str
     limit = settings.context_limit or 4095
     wi = settings.world_info
     name, desc = personas.get(user_avatar, (setup.user_name, {"description": ""}))
-    return {
+    doc = {
         "username": name, "user_avatar": user_avatar, "main_api": "openai",
         "world_info_settings": {
             "world_info": {"globalSelect": list(global_select),
@@ -324,6 +332,72 @@ def settings_document(setup: SillyTavernSetup, settings: Any, personas: dict[str
         "extension_settings": {"note": {"allowWIScan": setup.author_note.allow_wi_scan}},
         "oai_settings": _oai_settings(setup, settings, limit),
     }
+    if setup.text_completion is not None:
+        doc = merge_settings(doc, text_completion_settings(setup.text_completion, limit,
+                                                           settings.resolve_reply_reserve(limit)))
+    return doc
+
+
+#: ``textgen-settings.js`` ``getTextGenModel``: the ``textgenerationwebui_settings`` key of each type's model.
+TEXTGEN_MODEL_KEYS = {"ooba": "custom_model", "mancer": "mancer_model", "togetherai": "togetherai_model",
+                      "infermaticai": "infermaticai_model", "dreamgen": "dreamgen_model",
+                      "openrouter": "openrouter_model", "vllm": "vllm_model", "aphrodite": "aphrodite_model",
+                      "ollama": "ollama_model", "featherless": "featherless_model", "tabby": "tabby_model"}
+
+
+def _live_instruct(tc: TextCompletionSetup) -> dict[str, Any]:
+    # separator_sequence is the pre-1.12 name of output_suffix: written, migrateInstructModeSettings would move it over
+    return tc.instruct.model_dump(mode="json", exclude={"separator_sequence"})
+
+
+def text_completion_settings(tc: TextCompletionSetup, max_context: int, amount_gen: int) -> dict[str, Any]:
+    """The ``settings.json`` keys of a Text Completion setup (what ``st_presets.read_text_completion`` reads).
+
+    ``main_api``; ``power_user.instruct`` / ``context`` / ``sysprompt`` (the live values), tokenizer,
+    padding, stopping strings and switches; top-level ``max_context`` / ``amount_gen`` (``script.js``
+    ``saveSettings``: the context window Loomscope uses); the server type, URL and model
+    (``textgenerationwebui_settings``, ``api_server`` for KoboldAI, ``horde_settings.models``).
+    """
+    pu: dict[str, Any] = {
+        "instruct": _live_instruct(tc), "context": tc.context.model_dump(mode="json", exclude_none=True),
+        "sysprompt": tc.sysprompt.model_dump(mode="json"), "tokenizer": tc.tokenizer,
+        "token_padding": tc.token_padding, "custom_stopping_strings": tc.custom_stopping_strings,
+        "custom_stopping_strings_macro": tc.custom_stopping_strings_macro,
+        "always_force_name2": tc.always_force_name2, "trim_sentences": tc.trim_sentences,
+        "single_line": tc.single_line, "user_prompt_bias": tc.user_prompt_bias,
+    }
+    textgen: dict[str, Any] = {"type": tc.textgen_type, "server_urls": {tc.textgen_type: tc.server_url}}
+    if tc.model and tc.textgen_type in TEXTGEN_MODEL_KEYS:
+        textgen[TEXTGEN_MODEL_KEYS[tc.textgen_type]] = tc.model
+    out: dict[str, Any] = {"main_api": tc.main_api, "power_user": pu, "max_context": max_context,
+                           "amount_gen": amount_gen, "textgenerationwebui_settings": textgen}
+    if tc.main_api == "kobold":
+        out["api_server"] = tc.server_url
+    if tc.main_api == "koboldhorde":
+        out["horde_settings"] = {"models": [tc.model] if tc.model else []}
+    return out
+
+
+def preset_files(tc: TextCompletionSetup) -> dict[str, bytes]:
+    """The folder's preset libraries: ``instruct/<name>.json``, ``context/<name>.json``, ``sysprompt/<name>.json``.
+
+    As SillyTavern saves presets (``src/endpoints/presets.js``): the preset's fields with its name under ``name``.
+    """
+    out: dict[str, bytes] = {}
+
+    def add(kind: str, name: str, doc: dict[str, Any]) -> None:
+        out[f"{kind}/{safe_name(name, kind)}.json"] = (json.dumps(doc, ensure_ascii=False, indent=4)
+                                                       + "\n").encode("utf-8")
+
+    for ip in tc.instruct_presets:
+        doc = ip.model_dump(mode="json", exclude={"separator_sequence", "enabled"})
+        add("instruct", ip.preset, {"name": doc.pop("preset"), **doc})
+    for cp in tc.context_presets:
+        doc = cp.model_dump(mode="json", exclude_none=True)
+        add("context", cp.preset, {"name": doc.pop("preset"), **doc})
+    for sp in tc.sysprompt_presets:
+        add("sysprompt", sp.name, sp.model_dump(mode="json", exclude={"enabled"}))
+    return out
 
 
 def _oai_settings(setup: SillyTavernSetup, settings: Any, limit: int) -> dict[str, Any]:
@@ -365,4 +439,5 @@ def merge_settings(existing: dict[str, Any], ours: dict[str, Any]) -> dict[str, 
     return out
 
 
-__all__ = ["ExportPlan", "merge_settings", "plan_st_export", "safe_name", "settings_document"]
+__all__ = ["ExportPlan", "merge_settings", "plan_st_export", "preset_files", "safe_name", "settings_document",
+           "text_completion_settings"]

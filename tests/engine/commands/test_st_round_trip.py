@@ -63,7 +63,16 @@ def test_lived_in_folder_round_trip(tmp_path: Path, capsys) -> None:
 
 
 def test_shared_default_user_round_trip(shared_data: Path, tmp_path: Path, capsys) -> None:
-    _round_trip_each_chat(capsys, tmp_path, shared_data / "st-user" / "default-user")
+    """The folder says ``main_api: koboldhorde``: a Text Completion chat (issue 26), exported with its presets."""
+    user = shared_data / "st-user" / "default-user"
+    _round_trip_each_chat(capsys, tmp_path, user)
+    settings = json.loads((tmp_path / "out0" / "settings.json").read_text("utf-8"))
+    original = json.loads((user / "settings.json").read_text("utf-8"))
+    assert settings["main_api"] == original["main_api"] == "koboldhorde"
+    assert settings["power_user"]["instruct"]["preset"] == original["power_user"]["instruct"]["preset"]
+    assert settings["power_user"]["context"]["story_string"] == original["power_user"]["context"]["story_string"]
+    assert sorted(p.name for p in (tmp_path / "out0" / "instruct").iterdir()) == sorted(
+        p.name for p in (user / "instruct").iterdir())
 
 
 def test_lumine_export_holds_everything_its_prompt_needs(tmp_path: Path, capsys) -> None:
