@@ -11,8 +11,9 @@ modification time and SHA-256 of the content) and the objects they became
 2. when nothing changed and every object is still in the library, answers at once: everything
    ``unchanged`` (an unchanged 1,000-chat folder: well under 2 s);
 3. otherwise reads the folder (:func:`engine.importers.st_folder.read_st_folder`) and stores it
-   (:meth:`engine.storage.Store.import_st_folder`): only objects whose content changed are
-   updated; an object also edited in Loomscope since the last import is a conflict, listed and
+   (:meth:`engine.storage.Store.import_st_folder`): when only chats and worlds changed (the usual
+   case: a writer chatted or edited a lorebook in SillyTavern), only those files (and the cards of
+   those chats) are read; only objects whose content changed are updated; an object also edited in Loomscope since the last import is a conflict, listed and
    never overwritten unless the writer chose ``use-folder``.
 
 ``report.files_changed`` says which files changed (``+`` added, ``-`` removed, else changed).
@@ -143,16 +144,49 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
                     on_warning(w["file"], w["message"])
             return FolderImportReport(folder=str(folder), user=user, unchanged=refs, skipped=state.get("skipped") or [],
                                       warnings=state.get("warnings") or [], files_changed=[])
-    plan = read_st_folder(folder, st_user=st_user, skip_bad=skip_bad, on_warning=on_warning)
+    only, rest = _partial(store, folder, state, changed, skip_bad)
+    plan = read_st_folder(folder, st_user=st_user, skip_bad=skip_bad, on_warning=on_warning, only=only)
     report = store.import_st_folder(plan, on_conflict=on_conflict)
     open_conflicts = {c.key for c in report.conflicts if c.resolution == "unresolved"}
     for c in open_conflicts:
         # not recorded as seen: the folder's version is offered again next time
         files.pop("settings.json" if c.startswith("User Avatars/") else c, None)
+    read = {i.key for i in plan.items}
+    kept = [r for r in rest if r.key not in read]
+    items = [[i.kind, i.key, i.name] for i in plan.items] + [[r.kind, r.key, r.name] for r in kept]
+    warnings = report.warnings
+    if only is not None:  # the warnings of the files not read again still hold
+        warnings = [w for w in (state or {}).get("warnings") or [] if w.get("file") not in read] + warnings
     store.put_folder_sync_state(key, {
-        "folder": key, "user": user, "synced_at": time.time(), "files": files, "items": [[i.kind, i.key, i.name] for i in plan.items], "skip_bad": skip_bad,
-        "skipped": report.skipped, "warnings": report.warnings})
-    return report.model_copy(update={"files_changed": changed if state is not None else None})
+        "folder": key, "user": user, "synced_at": time.time(), "files": files, "items": items,
+        "skip_bad": skip_bad, "skipped": report.skipped, "warnings": warnings})
+    return report.model_copy(update={"files_changed": changed if state is not None else None,
+                                     "unchanged": [*report.unchanged, *kept], "warnings": warnings})
+
+
+def _partial(store: Any, folder: Path, state: dict[str, Any] | None, changed: list[str],
+             skip_bad: bool) -> tuple[set[str] | None, list[Any]]:
+    """The files to read when only chats and worlds changed, and the other objects (unchanged); else ``(None, [])``.
+
+    Reading only those is exact when ``settings.json``, the cards and the set of worlds are as
+    before: a chat's links and setup come from those, and a world is linked by its name.
+    """
+    if state is None or not changed or skip_bad != bool(state.get("skip_bad")):
+        return None, []
+    for c in changed:
+        rel = c.lstrip("+-")
+        if rel == "settings.json" or rel.startswith("characters/") or (rel.startswith("worlds/") and c[0] in "+-"):
+            return None, []
+        if rel.startswith("chats/"):
+            if c[0] == "-":
+                return None, []
+            # the chat's card by its file name (a folder named otherwise is matched by name: read it all)
+            if not (folder / "characters" / f"{rel.split('/')[1]}.png").is_file():
+                return None, []
+    only = {c.lstrip("+-") for c in changed}
+    others = [tuple(i) for i in state.get("items") or [] if i[1] not in only]
+    rest = store.imported_refs(others)
+    return (only, rest) if rest is not None else (None, [])
 
 
 __all__ = ["CONFLICT_CHOICES", "folder_changes", "last_synced_folder", "sync_st_folder"]

@@ -51,6 +51,7 @@ def test_only_what_changed_is_brought_in_and_local_edits_are_never_lost(tmp_path
     synced, _ = _import(capsys, user, db)
     assert synced["files_changed"] == [LUMINE, "worlds/Mondstadt.json"]
     assert _keys(synced["changed"]) == {LUMINE, "worlds/Mondstadt.json"} and not synced["added"]
+    assert _keys(synced["changed"]) | _keys(synced["unchanged"]) == _keys(first["added"])  # all accounted for
     assert not synced["conflicts"]
     with open_store(db, seed=False) as store:
         assert store.get_chat(ids[LUMINE]).chat.messages[-1].content == "Then let us go."
@@ -100,3 +101,28 @@ def test_keep_local_takes_the_folder_version_as_seen(tmp_path: Path, capsys) -> 
     with open_store(db, seed=False) as store:
         entries = store.get_lorebook(book_id).entries
         assert entries[0].content == "mine" and not entries[1].disable
+
+
+def test_settings_or_a_new_world_read_everything_again(tmp_path: Path, capsys) -> None:
+    """settings.json and the set of worlds decide every chat's setup and links: a change there reads the whole folder."""
+    user = build_lived_in(tmp_path)
+    db = str(tmp_path / "lib.db")
+    _import(capsys, user, db)
+    settings = json.loads((user / "settings.json").read_text("utf-8"))
+    settings["power_user"]["persona_descriptions"]["aether.png"]["description"] = "{{user}} travels light."
+    settings["oai_settings"]["openai_max_context"] = 8192
+    (user / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    report, _ = _import(capsys, user, db)
+    assert report["files_changed"] == ["settings.json"]
+    # the persona, and both chats (their context size)
+    assert _keys(report["changed"]) == {"User Avatars/aether.png", LUMINE, "chats/Kael/Kael - 2024-10-03 @22h 00m 00s 000ms.jsonl"}
+    # a chat linking a world that did not exist: linked once the world file appears
+    (user / "worlds" / "Snezhnaya.json").write_text(json.dumps({"entries": {}}), encoding="utf-8")
+    lines = (user / LUMINE).read_text("utf-8").split("\n")
+    header = json.loads(lines[0])
+    header["chat_metadata"]["world_info"] = "Snezhnaya"
+    (user / LUMINE).write_text("\n".join([json.dumps(header), *lines[1:]]), encoding="utf-8")
+    linked, _ = _import(capsys, user, db)
+    assert linked["files_changed"] == [LUMINE, "+worlds/Snezhnaya.json"]
+    assert _keys(linked["added"]) == {"worlds/Snezhnaya.json"} and LUMINE in _keys(linked["changed"])
+    assert not linked["warnings"] or all("Snezhnaya" not in w["message"] for w in linked["warnings"])
