@@ -241,11 +241,11 @@ NOTE = {"note_prompt": "[Style: terse, {{char}} speaks little.]", "note_interval
 PERSONA_DESCRIPTION = "{{user}} is a cartographer with ink-stained hands."
 
 
-def chat_messages() -> list[dict[str, Any]]:
-    """The chat: a greeting, twelve turns (one of them hidden) in SillyTavern's ``.jsonl`` message shape."""
+def chat_messages(turns: int = 12) -> list[dict[str, Any]]:
+    """The chat: a greeting, ``turns`` turns (the sixth hidden) in SillyTavern's ``.jsonl`` message shape."""
     out: list[dict[str, Any]] = [{"name": CHAR, "is_user": False, "is_system": False, "mes": CARD["first_mes"],
                                   "send_date": "2024-01-01", "extra": {}}]
-    for k in range(12):
+    for k in range(turns):
         user = k % 2 == 0
         text = (f"Turn {k}: " + ("I unfold the map and point at the coast road, asking about the bridge."
                                   if user else "He shakes his head. \"The bridge washed out last spring.\""))
@@ -313,16 +313,25 @@ def card_data(case: str) -> dict[str, Any]:
             "extensions": {"world": "Lore", "depth_prompt": DEPTH_PROMPT}, **extra}
 
 
-def write_case(root: Path, case: str, budget: str) -> Path:
-    """Write the case's user folder under ``root``; returns it (``root/default-user``)."""
+def write_case(root: Path, case: str, budget: str, *, turns: int = 12, main_api: str | None = None) -> Path:
+    """Write the case's user folder under ``root``; returns it (``root/default-user``).
+
+    ``turns``: chat length after the greeting; ``main_api``: replaces ``textgenerationwebui`` (e.g.
+    ``openai`` for the same folder over Chat Completion, with the same window in ``oai_settings``).
+    """
     user = root / "default-user"
     for sub in ("characters", "worlds", "chats/kael", "User Avatars"):
         (user / sub).mkdir(parents=True, exist_ok=True)
-    (user / "settings.json").write_text(json.dumps(settings(case, budget), indent=2), encoding="utf-8")
+    data = settings(case, budget)
+    if main_api is not None:
+        data["main_api"] = main_api
+        data["oai_settings"] = {"openai_max_context": data["max_context"], "openai_max_tokens": data["amount_gen"],
+                                "openai_model": "gpt-4-turbo"}
+    (user / "settings.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     card = {"spec": "chara_card_v2", "spec_version": "2.0", **CARD, "data": card_data(case)}
     (user / "characters" / "kael.png").write_bytes(card_png(card))
     (user / "worlds" / "Lore.json").write_text(json.dumps(WORLD), encoding="utf-8")
     header = {"user_name": USER, "character_name": CHAR, "create_date": "2024-01-01", "chat_metadata": dict(NOTE)}
-    lines = [json.dumps(header)] + [json.dumps(m) for m in chat_messages()]
+    lines = [json.dumps(header)] + [json.dumps(m) for m in chat_messages(turns)]
     (user / "chats" / "kael" / "inn.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return user
