@@ -450,8 +450,10 @@ class LibrarySetup(QObject):
         folder = folder or self.ask_directory("Export into folder")
         if not folder:
             return []
+        warnings: list[dict[str, str]] = []
+
         def run() -> list[Any]:
-            items = plan_export(self.store, ids)
+            items = plan_export(self.store, ids, warnings)
             try:
                 write_export(items, folder)
             except LoomscopeError as exc:
@@ -467,7 +469,8 @@ class LibrarySetup(QObject):
             return []
         items = exported.value
         files = [str(Path(folder) / it["file"]) for it in items]
-        self.window.statusBar().showMessage(f"Exported {len(files)} file(s) to {folder}", 10000)
+        note = f" — {warnings[0]['message']}" if warnings else ""  # e.g. a chat whose character was deleted
+        self.window.statusBar().showMessage(f"Exported {len(files)} file(s) to {folder}{note}", 10000)
         return files
 
     # ================================================================ dialogs

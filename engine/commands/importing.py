@@ -112,7 +112,13 @@ def run(args: argparse.Namespace) -> int:
     if dirs:
         if len(args.files) != 1:
             raise SettingsError("INVALID_SETTINGS", "give one SillyTavern folder, or files only", file=dirs[0])
+        if args.as_new:
+            raise SettingsError("INVALID_SETTINGS", "--as-new applies to files; a folder is kept in step by path",
+                                file="--as-new")
         return _run_folder(args, dirs[0], warn)
+    if args.on_conflict != "ask":
+        raise SettingsError("INVALID_SETTINGS", "--on-conflict applies to a SillyTavern folder import",
+                            file="--on-conflict")
     if args.skip_bad or args.st_user:
         flag = "--skip-bad" if args.skip_bad else "--st-user"
         raise SettingsError("INVALID_SETTINGS", f"{flag} applies to a SillyTavern folder import", file=flag)

@@ -64,3 +64,12 @@ def test_a_locally_edited_import_is_never_overwritten(tmp_path: Path, capsys) ->
     with open_store(db, seed=False) as store:
         assert store.get_chat(first["id"]).title == "my edit"
         assert store.get_chat(second["id"]).chat.messages[-1].content == "later"
+
+
+def test_flags_for_the_other_kind_of_import_are_refused(tmp_path: Path, capsys) -> None:
+    user = build_st_user(tmp_path)
+    assert main(["import", str(user), "--as-new", "--db", str(tmp_path / "l.db")]) == 2
+    assert "--as-new: INVALID_SETTINGS" in capsys.readouterr().err
+    assert main(["import", str(user / "worlds" / "Realm.json"), "--on-conflict", "use-folder",
+                 "--db", str(tmp_path / "l.db")]) == 2
+    assert "--on-conflict: INVALID_SETTINGS" in capsys.readouterr().err
