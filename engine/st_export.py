@@ -225,7 +225,10 @@ def _chat(p: _Planner, stored: Any) -> None:
     avatar = p.persona(stored, setup)
     meta = _chat_metadata(stored, setup, chat_worlds[0] if chat_worlds else None, avatar, p.user_avatar)
     chat = stored.chat.model_copy(update={"metadata": meta})
-    stem = p.unique(f"chats/{folder}", safe_name(stored.title, stored.id), ".jsonl")
+    # the file name it was imported under (a chat renamed in Loomscope stays the same file), else its title
+    key = p.store.source_key("chat", stored.id)
+    name = key.rsplit("/", 1)[-1].removesuffix(".jsonl") if key and key.startswith("chats/") else stored.title
+    stem = p.unique(f"chats/{folder}", safe_name(name, stored.id), ".jsonl")
     p.add("chat", stored.id, stored.title, f"chats/{folder}/{stem}.jsonl", export_chat_jsonl(chat).encode("utf-8"))
 
 

@@ -97,6 +97,36 @@ def folder_changes(folder: Path, previous: dict[str, list[Any]]) -> tuple[dict[s
     return now, sorted(changed, key=lambda c: c.lstrip("+-"))
 
 
+def note_export(store: Any, to: str | Path, items: list[dict[str, Any]]) -> list[str]:
+    """After an export into a SillyTavern folder the library keeps in step with: what was written is the synced state.
+
+    The objects written back to the files they were imported from count as in step (their
+    Loomscope edits are in the folder now), and those files are read again on the next import, so
+    what SillyTavern changes afterwards comes in without a conflict. Nothing happens for a folder
+    never imported. Returns the keys marked.
+    """
+    folder = Path(to).resolve()
+    state = store.get_folder_sync_state(str(folder))
+    if state is None:
+        return []
+    written = [(i["kind"], i["id"], i["file"]) for i in items if i["kind"] in ("chat", "character", "lorebook")]
+    if any(i["kind"] == "settings" for i in items if not i.get("skipped")):
+        written += [("persona", pid, key) for kind, key, _n in state.get("items") or [] if kind == "persona"
+                    for pid in [_persona_id(store, key)] if pid]
+    marked = store.mark_exported(written)
+    files = dict(state.get("files") or {})
+    for i in items:
+        if not i.get("skipped"):
+            files.pop(i["file"], None)  # read again next time
+    store.put_folder_sync_state(str(folder), {**state, "files": files})
+    return marked
+
+
+def _persona_id(store: Any, key: str) -> str | None:
+    refs = store.imported_refs([("persona", key, "")])
+    return refs[0].id if refs else None
+
+
 def last_synced_folder(store: Any) -> str | None:
     """The SillyTavern user folder imported most recently into ``store`` (*File → Reload*), or ``None``."""
     states = store.folder_sync_states()
@@ -189,4 +219,4 @@ def _partial(store: Any, folder: Path, state: dict[str, Any] | None, changed: li
     return (only, rest) if rest is not None else (None, [])
 
 
-__all__ = ["CONFLICT_CHOICES", "folder_changes", "last_synced_folder", "sync_st_folder"]
+__all__ = ["CONFLICT_CHOICES", "folder_changes", "last_synced_folder", "note_export", "sync_st_folder"]

@@ -446,6 +446,7 @@ class LibrarySetup(QObject):
         if self.store is None or not ids:
             return []
         from engine.commands.exporting import plan_export, write_export
+        from engine.st_sync import note_export
 
         folder = folder or self.ask_directory("Export into folder")
         if not folder:
@@ -462,6 +463,7 @@ class LibrarySetup(QObject):
                         "settings.json is merged key by key, never replaced.)"):
                     raise
                 write_export(items, folder, force=True, merge=True)
+            note_export(self.store, folder, items)  # back into a folder kept in step: no false conflicts
             return items
 
         exported = self.window.commands.do("Export", run)

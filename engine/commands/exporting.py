@@ -12,7 +12,10 @@ replaced without ``--force`` (exit 2, ``EXPORT_TARGET_EXISTS`` naming it); an ex
 ``settings.json`` is merged key by key with ``--merge`` (:func:`engine.st_export.merge_settings`)
 or replaced with ``--force``; an existing file of the same name that is not SillyTavern's is
 never replaced (``EXPORT_TARGET_FOREIGN``); a folder that cannot be written:
-``EXPORT_NOT_WRITABLE``. Persona images already there are kept. Output:
+``EXPORT_NOT_WRITABLE``. Persona images already there are kept. Exporting back into a SillyTavern
+folder the library was imported from (to play there what was tuned here) makes the written
+objects the synced state (:func:`engine.st_sync.note_export`): the next ``loomscope import DIR``
+takes what SillyTavern changed since without reporting conflicts. Output:
 ``[{"kind", "id", "name", "file"}]`` (``kind`` ``settings`` for ``settings.json``, ``persona`` for
 an avatar image); warnings (a chat without its character, ...) on stderr.
 """
@@ -195,10 +198,13 @@ def write_export(items: list[dict[str, Any]], to: str | Path, *, force: bool = F
 
 def run(args: argparse.Namespace) -> int:
     """Export the ids and print ``[{"kind", "id", "name", "file"}]``."""
+    from ..st_sync import note_export
+
     warnings: list[dict[str, str]] = []
     with open_library(args) as store:
         items = plan_export(store, args.ids, warnings)
-    write_export(items, args.to, force=args.force, merge=args.merge)
+        write_export(items, args.to, force=args.force, merge=args.merge)
+        note_export(store, args.to, items)  # written back into a folder kept in step: no false conflicts
     for w in warnings:
         sys.stderr.write(f"loomscope: {visible(w['id'])}: warning: {visible(w['message'])}\n")
     rows = [{"kind": i["kind"], "id": i["id"], "name": i["name"], "file": str(Path(args.to) / i["file"])}

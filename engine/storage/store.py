@@ -1437,6 +1437,28 @@ class Store:
         with self._unit() as session:
             session.merge(orm.LibraryMetaRow(key=self._sync_key(folder), value=json.dumps(state, ensure_ascii=False)))
 
+    def mark_exported(self, exported: Sequence[tuple[str, str, str]]) -> list[str]:
+        """Record that ``(kind, object_id, key)`` objects were written back into the folder they were imported from.
+
+        For each whose import identity is ``(kind, key)`` and still names that object, Loomscope's
+        version becomes the synced one (its edits so far are in the folder now): the next import of
+        the folder updates it from the file without calling it a conflict. Returns the keys marked.
+        """
+        from ..importers.st_folder import content_digest  # lazy: the importers are a sibling package
+
+        marked: list[str] = []
+        with self._unit() as session:
+            for kind, obj_id, key in exported:
+                src = session.get(orm.ImportSourceRow, (kind, key))
+                if src is None or src.object_id != obj_id:
+                    continue
+                # the baseline becomes Loomscope's version: a card, book or persona by its content digest;
+                # a chat by time ("" is no digest: its file is stored again, no longer a local edit)
+                src.digest = "" if kind == "chat" else content_digest(self._load_value(session, kind, obj_id))
+                src.updated_at = _now()
+                marked.append(key)
+        return marked
+
     def imported_refs(self, items: Sequence[tuple[str, str, str]]) -> list[ImportRef] | None:
         """``ImportRef`` per ``(kind, key, name)`` imported before, or ``None`` when any is no longer in the library."""
         row_cls: dict[str, Any] = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow,

@@ -126,3 +126,30 @@ def test_settings_or_a_new_world_read_everything_again(tmp_path: Path, capsys) -
     assert linked["files_changed"] == [LUMINE, "+worlds/Snezhnaya.json"]
     assert _keys(linked["added"]) == {"worlds/Snezhnaya.json"} and LUMINE in _keys(linked["changed"])
     assert not linked["warnings"] or all("Snezhnaya" not in w["message"] for w in linked["warnings"])
+
+
+def test_tuned_here_exported_there_played_there_reloaded_here(tmp_path: Path, capsys) -> None:
+    """The writer's loop: edit in Loomscope, export back into the SillyTavern folder, chat there, reload: no conflicts."""
+    user = build_lived_in(tmp_path)
+    db = str(tmp_path / "lib.db")
+    first, _ = _import(capsys, user, db)
+    ids = {r["key"]: r["id"] for r in first["added"]}
+    with open_store(db, seed=False) as store:
+        store.rename_chat(ids[LUMINE], "Lumine, tuned")  # a chat edit (the file name stays)
+        book = store.get_lorebook(ids["worlds/Mondstadt.json"])
+        store.update_lorebook_entry(ids["worlds/Mondstadt.json"],
+                                    book.entries[0].model_copy(update={"content": "Mondstadt: tuned here."}))
+    assert main(["export", ids[LUMINE], "--to", str(user), "--db", db, "--force", "--merge", "--format", "json"]) == 0
+    capsys.readouterr()
+    assert (user / LUMINE).is_file() and not (user / "chats" / "Lumine" / "Lumine, tuned.jsonl").exists()
+    # played in SillyTavern: one more message
+    _append_line(user / LUMINE, {"name": "Lumine", "is_user": False, "is_system": False,
+                                 "send_date": "October 5, 2024 9:00pm", "mes": "Played in SillyTavern.", "extra": {}})
+    reloaded, _ = _import(capsys, user, db)
+    assert not reloaded["conflicts"] and not reloaded["added"]
+    assert LUMINE in _keys(reloaded["changed"])
+    with open_store(db, seed=False) as store:
+        assert store.get_chat(ids[LUMINE]).chat.messages[-1].content == "Played in SillyTavern."
+        assert store.get_lorebook(ids["worlds/Mondstadt.json"]).entries[0].content == "Mondstadt: tuned here."
+    again, _ = _import(capsys, user, db)
+    assert again["files_changed"] == [] and not again["conflicts"]
