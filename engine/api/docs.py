@@ -27,6 +27,7 @@ def install_docs(app: FastAPI, prefix: str) -> str:
 
     @app.get(docs, include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
+        """Swagger UI over the API's OpenAPI schema, its files served from ``static``."""
         return get_swagger_ui_html(openapi_url=app.openapi_url or f"{prefix}/openapi.json",
                                    title=f"{app.title} — interactive docs",
                                    swagger_js_url=f"{static}/swagger-ui-bundle.js",
@@ -35,6 +36,7 @@ def install_docs(app: FastAPI, prefix: str) -> str:
 
     @app.get("/", include_in_schema=False)
     def home() -> HTMLResponse:
+        """A short page linking to the docs and the schema."""
         return HTMLResponse(
             "<!doctype html><html><head><meta charset='utf-8'><title>Loomscope local API</title></head>"
             f"<body><h1>Loomscope local API</h1><p><a href='{docs}'>Interactive API docs</a> · "
