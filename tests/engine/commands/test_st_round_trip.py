@@ -118,3 +118,18 @@ def test_chat_without_its_character_exports_with_a_warning(tmp_path: Path, capsy
     files = sorted(str(Path(r["file"]).relative_to(out)) for r in json.loads(captured.out))
     assert not any(f.startswith("characters/") for f in files)
     assert "chats/Kael/Kael - 2024-10-03 @22h 00m 00s 000ms.jsonl" in files
+
+
+def test_all_chats_exported_together_round_trip(tmp_path: Path, capsys) -> None:
+    """Both chats of the lived-in folder in one export (one settings.json, two personas): same previews."""
+    folder = build_lived_in(tmp_path, shared_data_path())
+    db, db2 = str(tmp_path / "lib.db"), str(tmp_path / "again.db")
+    report = _import(capsys, folder, db)
+    chats = {r["key"]: r["id"] for r in report["added"] if r["kind"] == "chat"}
+    _cli(capsys, "export", *chats.values(), "--to", str(tmp_path / "out"), "--db", db, "--format", "json")
+    again = _import(capsys, tmp_path / "out", db2)
+    assert not again["warnings"]
+    back = {r["key"]: r["id"] for r in again["added"] if r["kind"] == "chat"}
+    assert set(back) == set(chats)
+    for key, chat_id in chats.items():
+        assert _preview_digest(capsys, db2, back[key])[1] == _preview_digest(capsys, db, chat_id)[1], key
