@@ -136,7 +136,8 @@ def last_synced_folder(store: Any) -> str | None:
 
 def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
                    on_warning: Callable[[str, str], object] | None = None,
-                   on_conflict: str = "ask") -> FolderImportReport:
+                   on_conflict: str = "ask", on_read: Callable[[int, int], object] | None = None,
+                   on_store: Callable[[int, int], object] | None = None) -> FolderImportReport:
     """Import a SillyTavern user folder, or bring in what changed since it was last imported.
 
     Parameters
@@ -149,6 +150,9 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
     on_conflict:
         ``ask`` (default: conflicts are listed, Loomscope's version kept, asked again next time),
         ``keep-local`` or ``use-folder`` (see :meth:`engine.storage.Store.import_st_folder`).
+    on_read, on_store:
+        Progress callbacks handed to ``read_st_folder`` / ``import_st_folder`` as their
+        ``on_progress`` (issue 25), when given.
 
     Returns
     -------
@@ -175,8 +179,11 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
             return FolderImportReport(folder=str(folder), user=user, unchanged=refs, skipped=state.get("skipped") or [],
                                       warnings=state.get("warnings") or [], files_changed=[])
     only, rest = _partial(store, folder, state, changed, skip_bad)
-    plan = read_st_folder(folder, st_user=st_user, skip_bad=skip_bad, on_warning=on_warning, only=only)
-    report = store.import_st_folder(plan, on_conflict=on_conflict)
+    read_progress = {} if on_read is None else {"on_progress": on_read}
+    store_progress = {} if on_store is None else {"on_progress": on_store}
+    plan = read_st_folder(folder, st_user=st_user, skip_bad=skip_bad, on_warning=on_warning, only=only,
+                          **read_progress)
+    report = store.import_st_folder(plan, on_conflict=on_conflict, **store_progress)
     open_conflicts = {c.key for c in report.conflicts if c.resolution == "unresolved"}
     for c in open_conflicts:
         # not recorded as seen: the folder's version is offered again next time
