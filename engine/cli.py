@@ -40,6 +40,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lint",
     "lorebook_report",
     "library",
+    "listing",
     "generate",
     "serve",
 )
@@ -56,6 +57,7 @@ ENGINE_COMMANDS: dict[str, str] = {
     "preview": "preview", "inspect": "inspect", "import": "importing", "export": "exporting",
     "lint-lorebook": "lint", "lorebook-report": "lorebook_report", "chats": "library", "delete-chat": "library",
     "audit": "library", "generate": "generate", "serve": "serve",
+    "characters": "listing", "lorebooks": "listing", "personas": "listing",
 }
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"

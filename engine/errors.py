@@ -36,6 +36,8 @@ ERROR_CODES: dict[str, str] = {
     "IMPORT_UNSUPPORTED_SPEC": "the card or lorebook declares an unsupported spec version",
     "IMPORT_UNSUPPORTED_FORMAT": "the file is not a format Loomscope reads",
     "EXPORT_TARGET_EXISTS": "an export would overwrite an existing file (use --force)",
+    "EXPORT_TARGET_FOREIGN": "a file the export would replace is not SillyTavern's (not a card, world, chat or settings)",
+    "EXPORT_NOT_WRITABLE": "the export folder cannot be written",
     # storage / library
     "CHAT_NOT_FOUND": "no chat with that id in the library",
     "AUDIT_NOT_FOUND": "the chat has no stored audit",

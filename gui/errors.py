@@ -50,6 +50,8 @@ USER_MESSAGES: dict[str, str] = {
     "MESSAGE_NOT_FOUND": "That message is no longer in the chat.",
     "PERSONA_NOT_FOUND": "That persona is no longer in the library.",
     "EXPORT_TARGET_EXISTS": "The export would overwrite a file that already exists.",
+    "EXPORT_TARGET_FOREIGN": "The export folder holds a file of the same name that is not SillyTavern's.",
+    "EXPORT_NOT_WRITABLE": "The export folder cannot be written.",
     "STORAGE_ERROR": "The library database could not be read or written.",
     "INVALID_REQUEST": "The request is malformed.",
     "ROUTE_NOT_FOUND": "The local API has no such route.",

@@ -25,19 +25,22 @@ class _Relay(QObject):
 
 
 class _FolderImportJob(QRunnable):
-    def __init__(self, store: Store, folder: str | Path, st_user: str | None, relay: _Relay) -> None:
+    def __init__(self, store: Store, folder: str | Path, st_user: str | None, relay: _Relay,
+                 on_conflict: str = "ask") -> None:
         super().__init__()
         self.setAutoDelete(True)
         self._store, self._folder, self._st_user, self._relay = store, folder, st_user, relay
+        self._on_conflict = on_conflict
 
     def run(self) -> None:  # worker thread
-        from engine.importers.st_folder import read_st_folder
+        from engine.st_sync import sync_st_folder
 
         report: FolderImportReport | None = None
         error: UserError | None = None
         try:
-            plan = read_st_folder(self._folder, st_user=self._st_user, skip_bad=True)
-            report = self._store.import_st_folder(plan)
+            # again: only what changed is read and stored (engine.st_sync)
+            report = sync_st_folder(self._store, self._folder, st_user=self._st_user, skip_bad=True,
+                                    on_conflict=self._on_conflict)
         except Exception as exc:  # an engine error by its code; anything else is logged
             error = worker_error(exc, f"importing the SillyTavern folder {self._folder}")
         with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
@@ -45,7 +48,8 @@ class _FolderImportJob(QRunnable):
 
 
 def run_folder_import(store: Store, folder: str | Path, *, st_user: str | None = None,
-                      pool: QThreadPool | None = None) -> tuple[FolderImportReport | None, UserError | None]:
+                      pool: QThreadPool | None = None,
+                      on_conflict: str = "ask") -> tuple[FolderImportReport | None, UserError | None]:
     """Import ``folder`` (a SillyTavern ``data/<user>`` or ``data/`` folder) on a worker.
 
     Returns ``(report, None)`` on success or ``(None, error)`` (nothing imported; a non-engine
@@ -60,7 +64,7 @@ def run_folder_import(store: Store, folder: str | Path, *, st_user: str | None =
         loop.quit()
 
     relay.finished.connect(done)
-    (pool or QThreadPool.globalInstance()).start(_FolderImportJob(store, folder, st_user, relay))
+    (pool or QThreadPool.globalInstance()).start(_FolderImportJob(store, folder, st_user, relay, on_conflict))
     if not outcome:
         loop.exec()
     relay.deleteLater()

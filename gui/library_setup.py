@@ -65,6 +65,7 @@ class LibrarySetup(QObject):
         self._select_after: tuple[str, int | str] | None = None
         self.ask_text = self._ask_text
         self.ask_directory = self._ask_directory
+        self.ask_conflicts = self._ask_conflicts
 
         self.tabs = LibraryTabs()
         sizes = window.splitter.sizes()
@@ -81,12 +82,17 @@ class LibrarySetup(QObject):
         self.open_folder_action = QAction("Open SillyTavern &folder…", window)
         self.open_folder_action.setShortcut("Ctrl+Shift+O")
         self.open_folder_action.triggered.connect(self._on_open_folder)
+        self.reload_folder_action = QAction("&Reload SillyTavern folder", window)
+        self.reload_folder_action.setShortcut("Ctrl+Shift+R")
+        self.reload_folder_action.setStatusTip("Bring in what changed in the SillyTavern folder imported last")
+        self.reload_folder_action.triggered.connect(lambda: self.reload_folder())
         self.export_action = QAction("&Export chat…", window)
         self.export_action.setShortcut("Ctrl+E")
         self.export_action.triggered.connect(lambda: self.export([self.ctx.document.chat_id or ""]))
         file_menu = window.menuBar().actions()[0].menu()
         first = file_menu.actions()[1] if len(file_menu.actions()) > 1 else None
         file_menu.insertAction(first, self.open_folder_action)
+        file_menu.insertAction(first, self.reload_folder_action)
         file_menu.insertAction(first, self.export_action)
 
         self.setup_panel.setup_edited.connect(self.edit_setup)
@@ -334,7 +340,44 @@ class LibrarySetup(QObject):
         if folder:
             self.import_folder(folder)
 
-    def import_folder(self, folder: str | Path, *, st_user: str | None = None) -> FolderImportReport | None:
+    def reload_folder(self, folder: str | Path | None = None) -> FolderImportReport | None:
+        """*File → Reload SillyTavern folder*: import the folder imported last again (only what changed).
+
+        Conflicts (changed in the folder and edited here) are asked about: keep mine, use the folder's, or later.
+        """
+        from engine.st_sync import last_synced_folder
+
+        if self.store is None:
+            return None
+        folder = folder or last_synced_folder(self.store)
+        if folder is None:
+            self.window.statusBar().showMessage("No SillyTavern folder imported yet: File → Open SillyTavern folder…",
+                                                10000)
+            return None
+        report = self.import_folder(folder)
+        open_conflicts = [c for c in report.conflicts if c.resolution == "unresolved"] if report else []
+        if open_conflicts:
+            choice = self.ask_conflicts(open_conflicts)
+            if choice in ("keep-local", "use-folder"):
+                report = self.import_folder(folder, on_conflict=choice)
+        return report
+
+    def _ask_conflicts(self, conflicts: list[Any]) -> str:
+        """Ask what to do with objects changed both in the folder and here: ``keep-local``, ``use-folder`` or ``ask``."""
+        names = "\n".join(f"• {c.name} ({c.key})" for c in conflicts[:12])
+        box = QMessageBox(QMessageBox.Icon.Question, "Changed in both places",
+                          f"{len(conflicts)} item(s) changed in the SillyTavern folder and were edited here since the "
+                          "last import. Your edits are kept until you choose.", QMessageBox.StandardButton.NoButton,
+                          self.window)
+        box.setInformativeText(names)
+        mine = box.addButton("Keep my edits", QMessageBox.ButtonRole.AcceptRole)
+        theirs = box.addButton("Use the folder's version", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton("Decide later", QMessageBox.ButtonRole.RejectRole)
+        box.exec()
+        return "keep-local" if box.clickedButton() is mine else "use-folder" if box.clickedButton() is theirs else "ask"
+
+    def import_folder(self, folder: str | Path, *, st_user: str | None = None,
+                      on_conflict: str = "ask") -> FolderImportReport | None:
         """Import a SillyTavern folder with a progress dialog, then show what was added / changed /
         unchanged / skipped. Returns the ``FolderImportReport`` (``None`` on error: nothing imported)."""
         if self.store is None:
@@ -344,7 +387,7 @@ class LibrarySetup(QObject):
         progress.setCancelButton(None)
         progress.setWindowModality(Qt.WindowModality.WindowModal)
         progress.setMinimumDuration(300)
-        report, err = run_folder_import(self.store, folder, st_user=st_user)
+        report, err = run_folder_import(self.store, folder, st_user=st_user, on_conflict=on_conflict)
         progress.close()
         progress.deleteLater()
         if err is not None or report is None:
@@ -381,9 +424,16 @@ class LibrarySetup(QObject):
             return ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(by.items())) or "nothing"
 
         lines = [f"Imported {report.folder}: {len(report.added)} added, {len(report.changed)} changed, "
-                 f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped.",
+                 f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"
+                 + (f", {len(report.conflicts)} changed in both places." if report.conflicts else "."),
                  f"Added: {count(report.added)} (Library → Chats, Characters, Lorebooks, Personas)",
                  f"Changed: {count(report.changed)}", f"Unchanged: {count(report.unchanged)}"]
+        if report.files_changed is not None:
+            lines.append(f"Files changed since the last import: {', '.join(report.files_changed[:10]) or 'none'}")
+        for c in report.conflicts[:10]:
+            lines.append(f"Changed in both places {c.key}: "
+                         + {"unresolved": "your edits kept (choose on reload)", "kept-local": "your edits kept",
+                            "used-folder": "replaced by the folder's version"}[c.resolution])
         for s in report.skipped[:10]:
             lines.append(f"Skipped {s.get('file')}: {s.get('message') or s.get('code')}")
         for w in report.warnings[:10]:
@@ -419,19 +469,24 @@ class LibrarySetup(QObject):
         if self.store is None or not ids:
             return []
         from engine.commands.exporting import plan_export, write_export
+        from engine.st_sync import note_export
 
         folder = folder or self.ask_directory("Export into folder")
         if not folder:
             return []
+        warnings: list[dict[str, str]] = []
+
         def run() -> list[Any]:
-            items = plan_export(self.store, ids)
+            items = plan_export(self.store, ids, warnings)
             try:
                 write_export(items, folder)
             except LoomscopeError as exc:
                 if exc.code != "EXPORT_TARGET_EXISTS" or not self.window.confirm(
-                        "Export", f"{export_exists_text(exc)}\nOverwrite the existing files?"):
+                        "Export", f"{export_exists_text(exc)}\nOverwrite the existing files? (An existing "
+                        "settings.json is merged key by key, never replaced.)"):
                     raise
-                write_export(items, folder, force=True)
+                write_export(items, folder, force=True, merge=True)
+            note_export(self.store, folder, items)  # back into a folder kept in step: no false conflicts
             return items
 
         exported = self.window.commands.do("Export", run)
@@ -439,7 +494,8 @@ class LibrarySetup(QObject):
             return []
         items = exported.value
         files = [str(Path(folder) / it["file"]) for it in items]
-        self.window.statusBar().showMessage(f"Exported {len(files)} file(s) to {folder}", 10000)
+        note = f" — {warnings[0]['message']}" if warnings else ""  # e.g. a chat whose character was deleted
+        self.window.statusBar().showMessage(f"Exported {len(files)} file(s) to {folder}{note}", 10000)
         return files
 
     # ================================================================ dialogs

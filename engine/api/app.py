@@ -3,6 +3,8 @@
 Build it with :func:`create_app`; one app serves one :class:`~engine.storage.Store` and keeps
 no module globals. Routes (all JSON, all under ``/api/v2``):
 
+``GET /api/v2/docs`` (and ``GET /``, a page linking to it)
+    Interactive API docs (Swagger UI served locally, :mod:`engine.api.docs`).
 ``GET /api/v2/health``
     :class:`~engine.api.models.Health`.
 ``GET /api/v2/chats``
@@ -46,6 +48,7 @@ from ..errors import LoomscopeError, NotFoundError, SettingsError
 from ..schema import ContextPreview, ContextSettings, PreviewRequest
 from ..schema.audit import PromptContextAudit
 from ..storage import ChatSummary, Store
+from .docs import install_docs
 from .errors import (
     error_response,
     json_path,
@@ -178,9 +181,10 @@ def create_app(
         description="See exactly what an LLM will see: context previews and generation audits. "
                     "Every error is {\"error\": {\"code\", \"message\", ...}} with a stable code.",
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=None,  # Swagger UI would load scripts from a CDN; the schema is at openapi_url
+        docs_url=None,  # FastAPI's Swagger UI loads scripts from a CDN: engine.api.docs serves them locally
         redoc_url=None,
     )
+    install_docs(app, API_PREFIX)
     app.state.store = store
     # body size, read time and strict JSON, before any route or FastAPI's own parsing (engine.api.limits)
     app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)

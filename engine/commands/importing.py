@@ -1,14 +1,21 @@
 """``loomscope import FILE...`` / ``loomscope import DIR``: add data to the library.
 
 Files: all files are read first and stored in one transaction: if any file is bad, nothing is
-stored (exit 2 naming the file, place and ``IMPORT_*`` code). Output: ``[{"kind", "id", "name"}]``.
+stored (exit 2 naming the file, place and ``IMPORT_*`` code). No silent duplicates: a file
+imported before (same path) is updated in place, one whose card / book / chat is in the library
+already (same name and content) is not stored again; ``--as-new`` keeps both. Output:
+``[{"kind", "id", "name", "status"}]`` (``status``: ``added``, ``changed`` or ``unchanged``).
 
 A SillyTavern user folder (``data/<user>/``, or the ``data/`` root: ``default-user`` or
 ``--st-user NAME``): every card, world, persona and chat with its SillyTavern setup, in one
 transaction; re-importing updates in place (identity: the file's path relative to the user
-folder). ``--skip-bad`` imports the rest when a file is bad and lists what it skipped. Output:
-``{"folder", "user", "added", "changed", "unchanged", "skipped", "warnings"}`` (each of the first
-three a list of ``{"kind", "id", "name", "key"}``). A folder that is not a SillyTavern folder:
+folder). ``--skip-bad`` imports the rest when a file is bad and lists what it skipped. Importing
+the folder again brings in only what changed (:func:`engine.st_sync.sync_st_folder`: by path and
+content hash; an unchanged folder answers at once); an object changed in the folder that was also
+edited in Loomscope is a conflict, never overwritten silently (``--on-conflict ask|keep-local|
+use-folder``). Output: ``{"folder", "user", "added", "changed", "unchanged", "skipped",
+"warnings", "conflicts", "files_changed"}`` (each of the first three a list of ``{"kind", "id",
+"name", "key"}``; ``conflicts`` ``{"kind", "id", "name", "key", "resolution"}``). A folder that is not a SillyTavern folder:
 ``IMPORT_UNSUPPORTED_FORMAT`` naming it (exit 2).
 """
 
@@ -37,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the SillyTavern user folder to take under a data/ folder (default default-user)")
     p.add_argument("--skip-bad", action="store_true",
                    help="folder import: skip unreadable files (listed) instead of importing nothing")
+    p.add_argument("--as-new", action="store_true",
+                   help="files: import as new objects even when the same file or content is in the library already "
+                        "(default: update it in place, or leave it when unchanged)")
+    p.add_argument("--on-conflict", choices=("ask", "keep-local", "use-folder"), default="ask",
+                   help="folder import again: what to do with an object changed both in the folder and in Loomscope "
+                        "(default ask: keep Loomscope's, list the conflict)")
     add_db_argument(p)
     add_format_argument(p)
     p.set_defaults(func=run)
@@ -99,14 +112,21 @@ def run(args: argparse.Namespace) -> int:
     if dirs:
         if len(args.files) != 1:
             raise SettingsError("INVALID_SETTINGS", "give one SillyTavern folder, or files only", file=dirs[0])
+        if args.as_new:
+            raise SettingsError("INVALID_SETTINGS", "--as-new applies to files; a folder is kept in step by path",
+                                file="--as-new")
         return _run_folder(args, dirs[0], warn)
+    if args.on_conflict != "ask":
+        raise SettingsError("INVALID_SETTINGS", "--on-conflict applies to a SillyTavern folder import",
+                            file="--on-conflict")
     if args.skip_bad or args.st_user:
         flag = "--skip-bad" if args.skip_bad else "--st-user"
         raise SettingsError("INVALID_SETTINGS", f"{flag} applies to a SillyTavern folder import", file=flag)
     sources: list[str] = []
     on_progress, display = terminal_progress()
     with open_library(args) as store, display:
-        refs = store.import_files(args.files, on_warning=warn, sources=sources, on_progress=on_progress)
+        refs = store.import_files(args.files, on_warning=warn, sources=sources, on_progress=on_progress,
+                                  as_new=args.as_new)
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
@@ -115,38 +135,50 @@ def run(args: argparse.Namespace) -> int:
     from ._tables import is_narrow, key_column, table, text_column
 
     console = make_console()
-    t = table(f"imported {len(refs)} item(s)", narrow=is_narrow(console))
+    counts = ", ".join(f"{sum(r.status == st for r in refs)} {st}" for st in ("added", "changed", "unchanged"))
+    t = table(f"imported {len(refs)} item(s): {counts}", narrow=is_narrow(console))
+    key_column(t, "status")
     key_column(t, "kind")
     key_column(t, "id", min_width=32)  # ids are copied into other commands: never cut
     text_column(t, "name", ratio=1)
     text_column(t, "file", ratio=1)
     for ref, path in zip(refs, sources):
-        t.add_row(ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
+        t.add_row(ref.status or "", ref.kind, ref.id, markup_safe(ref.name), markup_safe(path))
     console.print(t)
     return 0
 
 
 def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str], None]) -> int:
-    from ..importers.st_folder import read_st_folder
+    from ..st_sync import sync_st_folder
 
-    plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn)
-    for s in plan.skipped:
-        place = f" ({s.place})" if s.place else ""
-        sys.stderr.write(f"loomscope: {visible(plan.folder / s.file)}: skipped: {s.code}: {visible(s.message)}"
-                         f"{visible(place)}\n")
     with open_library(args) as store:
-        report = store.import_st_folder(plan)
+        # again: only what changed is read and stored; conflicts with Loomscope edits are listed
+        report = sync_st_folder(store, folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn,
+                                on_conflict=args.on_conflict)
+    for s in report.skipped:
+        place = f" ({s['place']})" if s.get("place") else ""
+        sys.stderr.write(f"loomscope: {visible(str(Path(report.folder) / s['file']))}: skipped: {s['code']}: "
+                         f"{visible(s['message'])}{visible(place)}\n")
+    for c in report.conflicts:
+        what = {"unresolved": "kept Loomscope's version (choose with --on-conflict keep-local or use-folder)",
+                "kept-local": "kept Loomscope's version", "used-folder": "replaced by the folder's version"}
+        sys.stderr.write(f"loomscope: {visible(c.key)}: conflict: changed in the folder and in Loomscope; "
+                         f"{what[c.resolution]}\n")
     if output_format(args) == "json":
         print_json(report.model_dump(mode="json"))
         return 0
     from rich.console import Console
     from rich.table import Table
 
+    files = "" if report.files_changed is None else f"; {len(report.files_changed)} file(s) changed since last import"
     table = Table(title=markup_safe(f"SillyTavern folder {report.folder} (user {report.user}): "
                                f"{len(report.added)} added, {len(report.changed)} changed, "
-                               f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"))
+                               f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped, "
+                               f"{len(report.conflicts)} conflict(s){files}"))
     for col in ("status", "kind", "id", "name", "file"):
         table.add_column(col, no_wrap=col == "id")
+    for c in report.conflicts:
+        table.add_row(f"conflict ({c.resolution})", c.kind, c.id, markup_safe(c.name), markup_safe(c.key))
     for status, refs in (("added", report.added), ("changed", report.changed), ("unchanged", report.unchanged)):
         for r in refs:
             table.add_row(status, r.kind, r.id, markup_safe(r.name), markup_safe(r.key or ""))

@@ -5,7 +5,8 @@
 Listens on loopback by default. A non-loopback ``--host`` (``0.0.0.0``, a LAN address, a host
 name) is refused with ``REMOTE_HOST_REFUSED`` (exit 2) unless ``--allow-remote`` is given: the
 API has no authentication. ``--port 0`` picks a free port. The address actually served is
-printed on stderr (``loomscope: serving http://127.0.0.1:8765/api/v2 ...``). Ctrl+C stops it
+printed on stderr (``loomscope: serving http://127.0.0.1:8765/api/v2 ...``), and the URL of the
+interactive API docs (``loomscope: interactive API docs: http://127.0.0.1:8765/api/v2/docs``). Ctrl+C stops it
 gracefully with exit 0 (SIGTERM also shuts down gracefully, then ends the process by that signal).
 A port in use → ``ADDRESS_UNAVAILABLE`` (exit 2).
 """
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; returns 0 (errors are raised as ``LoomscopeError``)."""
     from ..api.app import API_PREFIX
+    from ..api.docs import DOCS_PATH
     from ..api.server import check_host, is_loopback, make_server
 
     check_host(args.host, allow_remote=args.allow_remote)  # before touching the library
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                              "authentication and exposes every chat and audit\n")
         sys.stderr.write(f"loomscope: serving {server.url}{API_PREFIX} (library {store.url}); "
                          "Ctrl+C stops\n")
+        sys.stderr.write(f"loomscope: interactive API docs: {server.url}{API_PREFIX}{DOCS_PATH}\n")
         sys.stderr.flush()
         try:
             server.run()

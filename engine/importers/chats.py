@@ -10,8 +10,9 @@ Shapes read (FORMATS.md b5; SOURCES.md):
   ``meta.hidden``. Every other key of the line (``send_date``, ``swipes``, ``swipe_id``,
   ``swipe_info``, ``extra``, ``force_avatar``, ``gen_started``, ...) is kept in ``meta`` under its
   own name, plus ``meta.st_keys`` (the line's key order) so that an export writes the same line.
-  ``pinned`` / ``manualExcluded`` come from the line's ``loomscope`` object, else its ``meta``
-  object, else its ``extra`` object.
+  ``pinned`` / ``manualExcluded`` come from the line's ``extra.loomscope`` object (or the
+  line-level ``loomscope`` object earlier exports wrote), else its ``meta`` object, else its
+  ``extra`` object; ``extra.loomscope`` itself is not kept (the export writes it anew).
 - **Lines that are not messages** (e.g. the ``{"system": "..."}`` line a dataset-export plugin put
   into the Seraphina chat): not a SillyTavern message (no ``mes``/``is_user``/``is_system``/
   ``swipes``), so they are *not* part of ``Chat.messages`` (``message:<i>`` indexes only real
@@ -325,7 +326,11 @@ def st_message(r: FieldReader, d: dict[str, Any], path: str) -> ChatMessage:
     is_user = r.boolean(d, "is_user", path, False)
     is_system = r.boolean(d, "is_system", path, False)
     extra = r.dict_field(d, "extra", path)
-    lms = r.dict_field(d, "loomscope", path)
+    lms = dict(r.dict_field(d, "loomscope", path))  # Loomscope < issue 30 wrote it on the line
+    if "loomscope" in extra:
+        lms.update(r.dict_field(extra, "loomscope", f"{path}.extra"))
+        d = _without_loomscope_extra(d, lms)
+        extra = r.dict_field(d, "extra", path)
     line_meta = r.dict_field(d, "meta", path)
     for key in ("swipes", "swipe_info"):
         if d.get(key) is not None and not isinstance(d[key], list):
@@ -335,7 +340,7 @@ def st_message(r: FieldReader, d: dict[str, Any], path: str) -> ChatMessage:
     flags = {k: _flag(r, [(lms, f"{path}.loomscope"), (line_meta, f"{path}.meta"),
                           (extra, f"{path}.extra")], k) for k in _FLAG_KEYS}
     if "message" in lms:
-        # a message Loomscope exported from another shape: restore it exactly
+        # written by Loomscope before issue 30 (the whole message repeated): restore it exactly
         msg = openai_message(r, lms["message"], f"{path}.loomscope.message")
         update: dict[str, Any] = {}
         if mes != msg.text():
@@ -359,6 +364,8 @@ def st_message(r: FieldReader, d: dict[str, Any], path: str) -> ChatMessage:
     role = lms.get("role") if isinstance(lms.get("role"), str) else _st_role(is_user, is_system, extra)
     if role not in ROLES:
         r.fail("IMPORT_INVALID_CHAT", f"unknown role {role!r}", f"{path}.loomscope.role")
+    if lms.get("no_name") is True:
+        name = None  # the export filled in a name SillyTavern needs
     values: dict[str, Any] = {"role": role, "content": mes, "name": name}
     if "content" in lms:
         c = lms["content"]
@@ -376,8 +383,19 @@ def st_message(r: FieldReader, d: dict[str, Any], path: str) -> ChatMessage:
             values[key] = r.string(lms, key, f"{path}.loomscope")
     fields = r.dict_field(lms, "fields", f"{path}.loomscope")
     fields = {k: v for k, v in fields.items() if k not in ChatMessage.model_fields}
+    for k, v in r.dict_field(lms, "meta", f"{path}.loomscope").items():
+        if k not in MessageMeta.model_fields:
+            meta_extra.setdefault(k, v)
     meta = MessageMeta(hidden=is_system, **flags, **meta_extra)
     return ChatMessage(**values, meta=meta, **fields)
+
+
+def _without_loomscope_extra(d: dict[str, Any], lms: dict[str, Any]) -> dict[str, Any]:
+    """The line without ``extra.loomscope``; without ``extra`` at all when the export added it (``lms.no_extra``)."""
+    extra = {k: v for k, v in d["extra"].items() if k != "loomscope"}
+    if lms.get("no_extra") is True and not extra:
+        return {k: v for k, v in d.items() if k != "extra"}
+    return {**d, "extra": extra}
 
 
 def _line_obj(r: FieldReader, line: str, n: int) -> dict[str, Any]:
@@ -602,24 +620,119 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+#: Meta keys a Loomscope-made message carries as SillyTavern's own line fields.
+ST_TIME_KEYS = ("send_date", "gen_started", "gen_finished")
+
+
+def _loomscope_fields(m: ChatMessage, line: dict[str, Any], lms: dict[str, Any]) -> None:
+    """Add to ``lms`` what SillyTavern's line cannot hold: role, non-text content, tool calls, unknown fields."""
+    given_extra = line.get("extra")
+    extra = given_extra if isinstance(given_extra, dict) else {}
+    derived = _st_role(bool(line.get("is_user")), bool(line.get("is_system")), extra)
+    if m.role != derived:
+        lms["role"] = m.role
+    if not isinstance(m.content, str):
+        lms["content"] = m.content
+    if m.tool_calls is not None:
+        lms["tool_calls"] = [c.model_dump(mode="json") for c in m.tool_calls]
+    for key in ("tool_call_id", "toolCallId", "callId"):
+        if getattr(m, key) is not None:
+            lms[key] = getattr(m, key)
+    if m.model_extra:
+        lms["fields"] = dict(m.model_extra)
+
+
+def _put_loomscope(line: dict[str, Any], lms: dict[str, Any]) -> dict[str, Any]:
+    """``line`` with ``lms`` as ``extra.loomscope`` (SillyTavern keeps ``extra`` whole; nothing when ``lms`` is empty)."""
+    if not lms:
+        return line
+    extra = line.get("extra")
+    if "extra" not in line:
+        lms = {**lms, "no_extra": True}  # read back without an `extra` the line never had
+        line["extra"] = {"loomscope": lms}
+    elif isinstance(extra, dict):
+        line["extra"] = {**extra, "loomscope": lms}
+    else:
+        line["loomscope"] = lms  # `extra` is not an object: SillyTavern would drop ours inside it
+    return line
+
+
+def _new_st_line(m: ChatMessage, chat: Chat, lms: dict[str, Any]) -> dict[str, Any]:
+    """A message made in Loomscope as SillyTavern 1.12.6 writes one.
+
+    ``sendMessageAsUser`` for user messages; ``saveReply`` for replies: ``send_date``
+    (``getMessageTimeStamp``), ``extra``, ``swipes`` / ``swipe_id`` / ``swipe_info`` and, for a
+    generated reply, ``gen_started`` / ``gen_finished``; narrator ``extra.type`` for system messages.
+    """
+    meta_extra = dict(m.meta.model_extra or {})
+    name = m.name
+    if name is None:
+        # SillyTavern names narrator messages "System" (NARRATOR_NAME_DEFAULT, slash-commands.js)
+        name = {"user": chat.user_name, "assistant": chat.character_name, "system": "System"}.get(m.role, m.role)
+    if m.name is None:
+        lms["no_name"] = True
+    text = m.text()
+    line: dict[str, Any] = {"name": name, "is_user": m.role == "user", "is_system": m.meta.hidden}
+    line["send_date"] = meta_extra.pop("send_date", None) or st_timestamp(None)
+    line["mes"] = text
+    line["extra"] = {"type": "narrator"} if m.role == "system" else {}
+    if m.role not in ("user", "system"):
+        times = {k: meta_extra.pop(k) for k in ("gen_started", "gen_finished") if meta_extra.get(k)}
+        line.update(times)
+        line["swipe_id"] = 0
+        line["swipes"] = [text]
+        line["swipe_info"] = [{"send_date": line["send_date"], **times, "extra": {}}]
+    if meta_extra:
+        lms["meta"] = meta_extra
+    _loomscope_fields(m, line, lms)
+    return _put_loomscope(line, lms)
+
+
+def st_timestamp(when: Any) -> str:
+    """A time as SillyTavern's ``getMessageTimeStamp`` writes it (``June 19, 2023 2:20pm``), in UTC.
+
+    ``when`` is a :class:`datetime.datetime` (``None``: now).
+    """
+    from datetime import UTC, datetime
+
+    d = when if isinstance(when, datetime) else datetime.now(UTC)
+    months = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+              "October", "November", "December")
+    hours = d.hour % 12 or 12
+    return f"{months[d.month - 1]} {d.day}, {d.year} {hours}:{d.minute:02d}{'pm' if d.hour >= 12 else 'am'}"
+
+
+def _js_date(d: Any) -> str:
+    """A time as ``JSON.stringify(new Date())`` writes it: ``2024-06-19T14:20:03.123Z``."""
+    from datetime import UTC
+
+    d = d.astimezone(UTC)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+
+
+def stamp_message_times(m: ChatMessage, started: Any, finished: Any) -> ChatMessage:
+    """``m`` with the times SillyTavern records on a message it sends or receives, in ``meta``.
+
+    ``send_date`` (``getMessageTimeStamp``) for every message; ``gen_started`` / ``gen_finished``
+    (``saveReply``, JSON dates) for an assistant reply. ``started`` / ``finished`` are aware
+    :class:`datetime.datetime` values (``finished`` ``None``: ``started``). Keys already set are kept.
+    """
+    finished = finished or started
+    times: dict[str, Any] = {"send_date": st_timestamp(finished)}
+    if m.role == "assistant":
+        times.update(gen_started=_js_date(started), gen_finished=_js_date(finished))
+    have = m.meta.model_extra or {}
+    new = {k: v for k, v in times.items() if k not in have}
+    return m.model_copy(update={"meta": m.meta.model_copy(update=new)}) if new else m
+
+
 def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
     meta_extra = dict(m.meta.model_extra or {})
     st_keys = meta_extra.pop("st_keys", None)
     flags = {k: getattr(m.meta, k) for k in _FLAG_KEYS}
     lms: dict[str, Any] = {k: True for k, v in flags.items() if v}
     if not isinstance(st_keys, list):
-        # not read from SillyTavern: write ST's fields and carry the whole message
-        name = m.name
-        if name is None:
-            name = {"user": chat.user_name, "assistant": chat.character_name}.get(m.role, m.role)
-        line: dict[str, Any] = {"name": name, "is_user": m.role == "user",
-                                "is_system": m.meta.hidden, "mes": m.text()}
-        if m.role == "system":
-            line["extra"] = {"type": "narrator"}
-        dump = m.model_dump(mode="json", exclude_none=False)
-        lms["message"] = dump
-        line["loomscope"] = lms
-        return line
+        return _new_st_line(m, chat, lms)
     flag_places = meta_extra.pop("st_flag_keys", None) or {}
     values: dict[str, Any] = {}
     for k, v in meta_extra.items():
@@ -648,23 +761,8 @@ def _export_st_message(m: ChatMessage, chat: Chat) -> dict[str, Any]:
     if values.get("name") is None:
         values.pop("name", None)
     line.update(values)
-    given_extra = line.get("extra")
-    extra = given_extra if isinstance(given_extra, dict) else {}
-    derived = _st_role(bool(line.get("is_user")), bool(line.get("is_system")), extra)
-    if m.role != derived:
-        lms["role"] = m.role
-    if not isinstance(m.content, str):
-        lms["content"] = m.content
-    if m.tool_calls is not None:
-        lms["tool_calls"] = [c.model_dump(mode="json") for c in m.tool_calls]
-    for key in ("tool_call_id", "toolCallId", "callId"):
-        if getattr(m, key) is not None:
-            lms[key] = getattr(m, key)
-    if m.model_extra:
-        lms["fields"] = dict(m.model_extra)
-    if lms:
-        line["loomscope"] = lms
-    return line
+    _loomscope_fields(m, line, lms)
+    return _put_loomscope(line, lms)
 
 
 def export_chat_jsonl(chat: Chat) -> str:
@@ -672,9 +770,13 @@ def export_chat_jsonl(chat: Chat) -> str:
 
     Messages read from SillyTavern are written back with their original keys and key order
     (``send_date``, ``swipes``, ``extra``, ...); ``is_user`` / ``is_system`` follow the current
-    role and hidden flag; what SillyTavern cannot express (tool calls, other roles, pinned /
-    manual-exclude flags, tools, other chat fields) goes into a ``loomscope`` object on the line,
-    which SillyTavern ignores and :func:`load_chat` reads back. Lines that were not messages
+    role and hidden flag; messages made in Loomscope get SillyTavern's own fields (``name``,
+    ``is_user``, ``is_system``, ``send_date``, ``mes``, ``extra``, and for replies ``swipes``,
+    ``swipe_id``, ``swipe_info``, ``gen_started``, ``gen_finished``). What SillyTavern cannot
+    express (pinned / manual-exclude flags, tool calls, other roles) goes into one small
+    ``extra.loomscope`` object, which SillyTavern keeps and ignores and :func:`load_chat` reads
+    back (as it reads the line-level ``loomscope`` object of earlier exports); tools and other
+    chat fields go into the header's ``loomscope`` object. Lines that were not messages
     (``Chat.st_extra_lines``) are written back in place. Like SillyTavern's ``saveChat``
     (``JSON.stringify`` per line, joined by ``\\n``): compact separators, no trailing newline.
 
@@ -712,6 +814,16 @@ def write_chat_jsonl(chat: Chat, path: str | Path) -> None:
     atomic_write_text(path, export_chat_jsonl(chat))
 
 
-__all__ = ["chat_shape", "export_chat_jsonl", "load_chat", "load_chats",
-           "load_chats_with_info", "parse_chat_document", "parse_chat_text", "parse_st_jsonl",
-           "write_chat_jsonl"]
+__all__ = [
+    "chat_shape",
+    "export_chat_jsonl",
+    "load_chat",
+    "load_chats",
+    "load_chats_with_info",
+    "parse_chat_document",
+    "parse_chat_text",
+    "parse_st_jsonl",
+    "st_timestamp",
+    "stamp_message_times",
+    "write_chat_jsonl",
+]

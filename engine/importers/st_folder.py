@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -132,6 +132,10 @@ def _digest(*parts: Any) -> str:
         h.update(json.dumps(p, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()
+
+
+#: The content digest of a folder item (public name: the library compares it to spot local edits).
+content_digest = _digest
 
 
 def is_st_user_folder(path: Path) -> bool:
@@ -346,7 +350,8 @@ def _sorted_files(folder: Path, pattern: str) -> list[Path]:
 
 
 def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
-                   on_warning: Callable[[str, str], object] | None = None) -> FolderPlan:
+                   on_warning: Callable[[str, str], object] | None = None,
+                   only: Collection[str] | None = None) -> FolderPlan:
     """Read a SillyTavern user folder (or the ``data/`` folder holding it) into a :class:`FolderPlan`.
 
     Parameters
@@ -359,6 +364,10 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         Skip unreadable cards, worlds and chats (listed in ``plan.skipped``) instead of failing.
     on_warning:
         ``fn(file, message)`` for each warning (importer warnings, links to missing worlds).
+    only:
+        Paths (relative to the user folder) of the worlds, cards and chats to read, for a re-import
+        of what changed (:mod:`engine.st_sync`); the other worlds are listed for links, not read,
+        and only the cards of the chats read are read. ``None``: everything.
 
     Raises
     ------
@@ -368,7 +377,8 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         ``settings.json`` always.
     """
     folder, user = resolve_user_folder(path, st_user)
-    reader = _FolderReader(FolderPlan(folder=folder, user=user), skip_bad, on_warning, _read_folder_settings(folder))
+    reader = _FolderReader(FolderPlan(folder=folder, user=user), skip_bad, on_warning, _read_folder_settings(folder),
+                           None if only is None else frozenset(only))
     for file, message in reader.settings.warnings:
         reader.warn(file, message)
     worlds = reader.read_worlds()
@@ -457,6 +467,11 @@ class _FolderReader:
     skip_bad: bool
     on_warning: Callable[[str, str], object] | None
     settings: _FolderSettings
+    only: frozenset[str] | None = None  # read_st_folder's `only`
+
+    def skips(self, rel: str) -> bool:
+        """Whether file ``rel`` is left unread (a re-import of what changed reads only those files)."""
+        return self.only is not None and rel not in self.only
 
     def warn(self, file: str, message: str) -> None:
         """Report one warning on ``file`` (relative to the user folder)."""
@@ -482,6 +497,9 @@ class _FolderReader:
         worlds: dict[str, str] = {}
         for p in _sorted_files(self.plan.folder / "worlds", "*.json"):
             rel = f"worlds/{p.name}"
+            if self.skips(rel):
+                worlds[p.stem] = rel  # unchanged: still linked by name
+                continue
             got = self.attempt(rel, partial(load_lorebook_with_info, p))
             if got is None:
                 continue
@@ -499,8 +517,11 @@ class _FolderReader:
         from .cards import load_character_with_info
 
         cards: dict[str, FolderItem] = {}
+        chat_dirs = {r.split("/")[1] for r in self.only or () if r.startswith("chats/")}
         for p in _sorted_files(self.plan.folder / "characters", "*.png"):
             rel = f"characters/{p.name}"
+            if self.skips(rel) and p.stem not in chat_dirs:
+                continue
             got = self.attempt(rel, partial(load_character_with_info, p))
             if got is None:
                 continue
@@ -529,7 +550,8 @@ class _FolderReader:
             if card is None and len(by_name.get(d.name, [])) == 1:
                 card = fallback = by_name[d.name][0]
             for p in _sorted_files(d, "*.jsonl"):
-                self.read_chat(p, d.name, card, fallback, worlds, personas)
+                if not self.skips(f"chats/{d.name}/{p.name}"):
+                    self.read_chat(p, d.name, card, fallback, worlds, personas)
         return personas
 
     def _load_chat(self, p: Path, rel: str) -> tuple[Chat, list[str]] | None:
@@ -624,5 +646,5 @@ class _FolderReader:
                                                          "group chats are not supported; skipped"))
 
 
-__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "is_st_user_folder", "read_st_folder",
-           "resolve_user_folder"]
+__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "content_digest", "is_st_user_folder",
+           "read_st_folder", "resolve_user_folder"]

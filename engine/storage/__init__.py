@@ -18,6 +18,7 @@ from .models import (
     LorebookSummary,
     PersonaSummary,
     StoredChat,
+    SyncConflict,
     Usage,
 )
 from .store import Store
@@ -25,7 +26,7 @@ from .store import Store
 __all__ = [
     "DB_ENV", "CharacterSummary", "ChatSetup", "ChatSummary", "FolderImportReport", "ImportRef",
     "LorebookLink", "LorebookSummary", "PersonaSummary",
-    "Store", "StoredChat", "Usage", "default_db_path", "default_db_url", "normalize_url", "open_store",
+    "Store", "StoredChat", "SyncConflict", "Usage", "default_db_path", "default_db_url", "normalize_url", "open_store",
 ]
 
 

@@ -105,6 +105,9 @@ class ImportRef(BaseModel):
     id: str
     name: str
     key: str | None = None
+    #: What the import did with it (issue 30): ``added``, ``changed`` (updated in place: the same
+    #: file, or the same name and content, imported before) or ``unchanged``; ``None`` where not told.
+    status: Literal["added", "changed", "unchanged"] | None = None
 
 
 class LorebookLink(BaseModel):
@@ -142,13 +145,33 @@ class ChatSetup(BaseModel):
     sillytavern: SillyTavernSetup | None = None
 
 
+class SyncConflict(BaseModel):
+    """An object changed both in the SillyTavern folder and in Loomscope since the last import.
+
+    ``resolution``: ``unresolved`` (Loomscope's version kept; reported again until the writer
+    chooses), ``kept-local`` (the writer chose Loomscope's version: the folder's is taken as seen)
+    or ``used-folder`` (the writer chose the folder's version: Loomscope's edits were replaced).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["chat", "character", "lorebook", "persona"]
+    id: str
+    name: str
+    key: str
+    resolution: Literal["unresolved", "kept-local", "used-folder"] = "unresolved"
+
+
 class FolderImportReport(BaseModel):
     """What ``loomscope import DIR`` did with a SillyTavern folder.
 
     ``added``/``changed``/``unchanged``: one :class:`ImportRef` per object (character, lorebook,
     persona, chat), by identity (its file's path relative to the user folder: ``key``);
     ``skipped``: ``{"file", "code", "message", "place"}`` per file not imported (group chats,
-    bad files under ``--skip-bad``); ``warnings``: ``{"file", "message"}``.
+    bad files under ``--skip-bad``); ``warnings``: ``{"file", "message"}``. ``conflicts``: objects
+    that changed in the folder AND were edited in Loomscope since they were imported
+    (:class:`SyncConflict`); ``files_changed``: the folder's files found changed, added or removed
+    since the last import (by path and content hash; ``None`` on a first import).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -160,6 +183,8 @@ class FolderImportReport(BaseModel):
     unchanged: list[ImportRef] = Field(default_factory=list)
     skipped: list[dict[str, Any]] = Field(default_factory=list)
     warnings: list[dict[str, str]] = Field(default_factory=list)
+    conflicts: list[SyncConflict] = Field(default_factory=list)
+    files_changed: list[str] | None = None
 
 
 class Usage(BaseModel):

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -45,6 +46,7 @@ from .models import (
     LorebookSummary,
     PersonaSummary,
     StoredChat,
+    SyncConflict,
     Usage,
 )
 
@@ -166,6 +168,12 @@ def _entry_row(lorebook_id: str, position: int, entry: LorebookEntry) -> orm.Lor
 
 
 
+def _chunks(values: list[str], size: int) -> Iterator[list[str]]:
+    """``values`` in lists of at most ``size`` (bound parameters per statement stay few)."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
 def _read_import_files(path_list: list[str | Path], on_warning: Callable[[str, str], None] | None,
                        on_progress: Callable[[str, str, int, int], None] | None) -> list[tuple[Path, Any]]:
     """Parse every file (``load_any``), reporting warnings and read progress; the first bad file raises."""
@@ -183,6 +191,67 @@ def _read_import_files(path_list: list[str | Path], on_warning: Callable[[str, s
     if on_progress is not None and path_list:
         on_progress("read", str(path_list[-1]), len(path_list), len(path_list))
     return items
+
+class _SameFile:
+    """Imports of single files without silent duplicates (issue 30).
+
+    A file imported before (identity: its resolved path, ``file:<path>`` in ``import_sources``; a
+    file of several transcripts adds ``#k``) is updated in place (``changed``), or left alone when
+    its content is the same (``unchanged``); failing that, an object of the same kind, name and
+    content digest already in the library is that object (``unchanged``). An object edited in
+    Loomscope since its file was imported is never overwritten: the file comes in as a new copy,
+    with a warning. ``as_new`` keeps both always (a new object; later imports of the path update it).
+    """
+
+    def __init__(self, store: Store, session: Session, as_new: bool,
+                 on_warning: Callable[[str, str], None] | None) -> None:
+        self.s, self.session, self.as_new, self.on_warning = store, session, as_new, on_warning
+
+    def _find(self, kind: str, key: str, name: str, digest: str, value: Any, path: Path) -> tuple[str | None, str]:
+        from ..importers.st_folder import content_digest  # lazy: the importers are a sibling package
+
+        session = self.session
+        src = session.get(orm.ImportSourceRow, (kind, key))
+        row_cls: Any = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow, "chat": orm.ChatRow}[kind]
+        if src is not None and session.get(row_cls, src.object_id) is not None:
+            if src.digest == digest:
+                return src.object_id, "unchanged"
+            if self.s._locally_edited(session, kind, src.object_id, src):
+                if self.on_warning is not None:
+                    self.on_warning(str(path), f"the {kind} imported from this file before was edited in Loomscope "
+                                               "since; kept, and the file imported as a new copy")
+                return None, "added"
+            self.s._replace_imported(session, kind, src.object_id, value)
+            return src.object_id, "changed"
+        name_col = row_cls.title if kind == "chat" else row_cls.name
+        for cand in session.scalars(select(row_cls.id).where(name_col == name)).all():
+            found = self.s._load_value(session, kind, cand)
+            if kind == "chat":
+                found = found.model_copy(update={"title": name})
+            if content_digest(found) == digest:
+                return str(cand), "unchanged"
+        return None, "added"
+
+    def store(self, kind: str, path: Path, name: str, value: Any, insert: Callable[[], str],
+              part: str = "") -> ImportRef:
+        """Insert ``value`` (``insert()``), or find / update the object it already is; record the file's identity."""
+        from ..importers.st_folder import content_digest
+
+        key = f"file:{path.resolve()}{part}"
+        digest = content_digest(value)
+        obj_id, status = (None, "added") if self.as_new else self._find(kind, key, name, digest, value, path)
+        if obj_id is None:
+            obj_id = insert()
+        if status != "unchanged":
+            src = self.session.get(orm.ImportSourceRow, (kind, key))
+            if src is None:
+                self.session.add(orm.ImportSourceRow(kind=kind, key=key, object_id=obj_id, digest=digest,
+                                                     updated_at=_now()))
+            else:
+                src.object_id, src.digest, src.updated_at = obj_id, digest, _now()
+            self.session.flush()
+        return ImportRef(kind=kind, id=obj_id, name=name, status=status)  # type: ignore[arg-type]
+
 
 class Store:
     """The library. Build it with :func:`engine.storage.open_store` (which migrates and seeds).
@@ -1116,8 +1185,13 @@ class Store:
         on_warning: Callable[[str, str], None] | None = None,
         sources: list[str] | None = None,
         on_progress: Callable[[str, str, int, int], None] | None = None,
+        as_new: bool = False,
     ) -> list[ImportRef]:
         """Parse every file, then store them all in ONE transaction.
+
+        A file imported before (the same path) is updated in place, and a file whose object is
+        already in the library (same kind, name and content) is not stored twice: ``status`` says
+        ``added``, ``changed`` or ``unchanged`` (see :class:`_SameFile`); ``as_new`` keeps both.
 
         A character card's embedded book becomes a lorebook linked to it. A chat is linked to
         the character of the same name (imported earlier or in the same call), if any.
@@ -1152,20 +1226,23 @@ class Store:
         refs: dict[int, ImportRef | list[ImportRef]] = {}
         with self._unit() as session:
             by_name: dict[str, str] = {}
+            same = _SameFile(self, session, as_new, on_warning)
             # cards and books first, so a chat links to a card imported in the same call
             order = sorted(range(len(items)), key=lambda i: items[i][1].kind == "chat")
             for i in order:
                 path, item = items[i]
                 kind, value = item.kind, item.value
                 if kind == "character" and isinstance(value, Character):
-                    char_id = self._insert_character(session, value)
-                    by_name[value.name] = char_id
-                    refs[i] = ImportRef(kind="character", id=char_id, name=value.name or path.stem)
+                    char_ref = same.store("character", path, value.name or path.stem, value,
+                                          partial(self._insert_character, session, value))
+                    by_name[value.name] = char_ref.id
+                    refs[i] = char_ref
                 elif kind == "lorebook" and isinstance(value, Lorebook):
                     book = value if value.name else value.model_copy(update={"name": path.stem})
-                    refs[i] = ImportRef(kind="lorebook", id=self._insert_lorebook(session, book), name=book.name)
+                    refs[i] = same.store("lorebook", path, book.name, book,
+                                         partial(self._insert_lorebook, session, book))
                 elif kind == "chat":
-                    refs[i] = self._insert_imported_chats(session, path, item, by_name, on_progress)
+                    refs[i] = self._insert_imported_chats(session, path, item, by_name, on_progress, same)
                 else:  # pragma: no cover - load_any only returns the three kinds, each with its value type
                     raise StorageError("STORAGE_ERROR", f"cannot store an item of kind {kind!r}",
                                        file=str(path))
@@ -1179,7 +1256,8 @@ class Store:
         return out
 
     def _insert_imported_chats(self, session: Session, path: Path, item: Any, by_name: dict[str, str],
-                               on_progress: Callable[[str, str, int, int], None] | None) -> list[ImportRef]:
+                               on_progress: Callable[[str, str, int, int], None] | None,
+                               same: _SameFile | None = None) -> list[ImportRef]:
         """Every transcript of one imported chat file, linked to its character by name (this call's, else the newest)."""
         # a file may hold several transcripts (tau-bench, ToolBench): store them all
         transcripts = list(getattr(item, "chats", None) or [item.value])
@@ -1195,12 +1273,45 @@ class Store:
             title = f"{titles[k]} #{k + 1}" if numbered else titles[k]
             progress = None if on_progress is None else (
                 lambda done, total, _f=str(path): on_progress("store", _f, done, total))
-            chat_id = self._insert_chat(session, chat, title=title, character_id=character_id,
-                                        on_progress=progress)
-            chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
+            def insert(c: Chat = chat, t: str = title, ch: str | None = character_id,
+                       pr: Callable[[int, int], None] | None = progress) -> str:
+                return self._insert_chat(session, c, title=t, character_id=ch, on_progress=pr)
+
+            if same is None:
+                chat_refs.append(ImportRef(kind="chat", id=insert(), name=title))
+            else:
+                part = f"#{k}" if len(transcripts) > 1 else ""
+                chat_refs.append(same.store("chat", path, title, chat.model_copy(update={"title": title}), insert,
+                                            part=part))
         return chat_refs
 
-    def import_st_folder(self, plan: Any) -> FolderImportReport:
+    def _replace_imported(self, session: Session, kind: str, obj_id: str, value: Any) -> None:
+        """Replace what ``obj_id`` holds with ``value`` read from the same file again (its links are kept)."""
+        from types import SimpleNamespace
+
+        if kind == "chat":
+            row = session.get_one(orm.ChatRow, obj_id)
+            row.title = value.title
+            row.data = value.model_dump(mode="json", exclude={"messages", "title"})
+            session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == obj_id))
+            session.flush()
+            session.add_all(_message_row(obj_id, i, m) for i, m in enumerate(value.messages))
+            self._touch(row)
+            return
+        avatar = session.get_one(orm.CharacterRow, obj_id).avatar if kind == "character" else None
+        self._st_update(session, SimpleNamespace(kind=kind, value=value, avatar=avatar, name=value.name), obj_id, {})
+
+    def _load_value(self, session: Session, kind: str, obj_id: str) -> Any:
+        """The library object ``obj_id`` of ``kind`` as a model (a chat: its :class:`Chat`)."""
+        if kind == "character":
+            return self._load_character(session, obj_id)[0]
+        if kind == "lorebook":
+            return self._load_lorebook(session, self._lorebook_row(session, obj_id))
+        if kind == "persona":
+            return Persona.model_validate(self._persona_row(session, obj_id).data)
+        return self._stored_chat(session, self._chat_row(session, obj_id)).chat
+
+    def import_st_folder(self, plan: Any, *, on_conflict: str = "ask") -> FolderImportReport:
         """Store a SillyTavern folder read by :func:`engine.importers.st_folder.read_st_folder`.
 
         One transaction: every character (with its card PNG and embedded book), world, persona
@@ -1210,11 +1321,18 @@ class Store:
         are linked to their character, persona and worlds (with scopes) and keep their
         :class:`~engine.schema.sillytavern.SillyTavernSetup` and context settings.
 
+        An object that changed in the folder but was also edited in Loomscope since it was
+        imported (:meth:`_locally_edited`) is a conflict (``report.conflicts``), handled by
+        ``on_conflict``: ``ask`` keeps Loomscope's version and leaves the conflict open (reported
+        again next time), ``keep-local`` keeps Loomscope's version and takes the folder's as seen,
+        ``use-folder`` replaces Loomscope's version with the folder's.
+
         Raises ``STORAGE_ERROR``; nothing is stored then.
         """
         added: list[ImportRef] = []
         changed: list[ImportRef] = []
         unchanged: list[ImportRef] = []
+        conflicts: list[SyncConflict] = []
         row_cls = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow,
                    "persona": orm.PersonaRow, "chat": orm.ChatRow}
         with self._unit() as session:
@@ -1231,6 +1349,9 @@ class Store:
                 if obj_id is None:
                     obj_id = self._st_insert(session, item, ids)
                     added.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
+                elif src is not None and self._st_conflict(session, item, obj_id, src, on_conflict, conflicts):
+                    ids[item.key] = obj_id
+                    continue
                 else:
                     self._st_update(session, item, obj_id, ids)
                     changed.append(ImportRef(kind=item.kind, id=obj_id, name=item.name, key=item.key))
@@ -1243,7 +1364,127 @@ class Store:
         warnings = [{"file": i.key, "message": w} for i in plan.items for w in i.warnings]
         return FolderImportReport(folder=str(plan.folder), user=plan.user, added=added, changed=changed,
                                   unchanged=unchanged, skipped=[x.as_dict() for x in plan.skipped],
-                                  warnings=warnings)
+                                  warnings=warnings, conflicts=conflicts)
+
+    def _st_conflict(self, session: Session, item: Any, obj_id: str, src: orm.ImportSourceRow, on_conflict: str,
+                     conflicts: list[SyncConflict]) -> bool:
+        """Record a conflict when ``obj_id`` was edited locally; True when the folder's version must not be stored."""
+        if not self._locally_edited(session, item.kind, obj_id, src):
+            return False
+        resolution = {"keep-local": "kept-local", "use-folder": "used-folder"}.get(on_conflict, "unresolved")
+        conflicts.append(SyncConflict(kind=item.kind, id=obj_id, name=item.name, key=item.key,
+                                      resolution=resolution))  # type: ignore[arg-type]
+        if resolution == "kept-local":
+            # the folder's version counts as seen; a later change in the folder is a conflict again
+            src.digest, src.updated_at = item.digest, _now()
+        return resolution != "used-folder"
+
+    def _locally_edited(self, session: Session, kind: str, obj_id: str, src: orm.ImportSourceRow) -> bool:
+        """Whether the object was edited in Loomscope since it was last imported from ``src``.
+
+        A chat: changed after the import (every chat edit stamps ``updated_at``). A character,
+        lorebook or persona: what it is now no longer has the content digest it was imported with
+        (:func:`engine.importers.st_folder.content_digest`).
+        """
+        from ..importers.st_folder import content_digest  # lazy: the importers are a sibling package
+
+        if kind == "chat":
+            row = session.get(orm.ChatRow, obj_id)
+            return row is not None and _utc(row.updated_at) > _utc(src.updated_at)
+        value: Any
+        if kind == "character":
+            value = self._load_character(session, obj_id)[0]
+        elif kind == "lorebook":
+            value = self._load_lorebook(session, self._lorebook_row(session, obj_id))
+        else:
+            value = Persona.model_validate(self._persona_row(session, obj_id).data)
+        return bool(content_digest(value) != src.digest)
+
+    # ---------------------------------------------------------------- SillyTavern folder sync state (issue 30)
+    @staticmethod
+    def _sync_key(folder: str) -> str:
+        import hashlib
+
+        return "st-sync:" + hashlib.sha256(folder.encode("utf-8")).hexdigest()[:40]
+
+    def get_folder_sync_state(self, folder: str) -> dict[str, Any] | None:
+        """What the last import of SillyTavern user folder ``folder`` recorded (files and items), or ``None``."""
+        import json
+
+        with self._unit(write=False) as session:
+            row = session.get(orm.LibraryMetaRow, self._sync_key(folder))
+            if row is None:
+                return None
+            try:
+                state = json.loads(row.value)
+            except ValueError:
+                return None  # unreadable: the next import reads the whole folder again
+            return state if isinstance(state, dict) else None
+
+    def folder_sync_states(self) -> list[dict[str, Any]]:
+        """The recorded state of every SillyTavern folder imported into the library (see :meth:`get_folder_sync_state`)."""
+        import json
+
+        out: list[dict[str, Any]] = []
+        with self._unit(write=False) as session:
+            for value in session.scalars(select(orm.LibraryMetaRow.value).where(
+                    orm.LibraryMetaRow.key.startswith("st-sync:"))).all():
+                try:
+                    state = json.loads(value)
+                except ValueError:
+                    continue
+                if isinstance(state, dict):
+                    out.append(state)
+        return out
+
+    def put_folder_sync_state(self, folder: str, state: dict[str, Any]) -> None:
+        """Record ``state`` (JSON) as what the import of ``folder`` saw."""
+        import json
+
+        with self._unit() as session:
+            session.merge(orm.LibraryMetaRow(key=self._sync_key(folder), value=json.dumps(state, ensure_ascii=False)))
+
+    def mark_exported(self, exported: Sequence[tuple[str, str, str]]) -> list[str]:
+        """Record that ``(kind, object_id, key)`` objects were written back into the folder they were imported from.
+
+        For each whose import identity is ``(kind, key)`` and still names that object, Loomscope's
+        version becomes the synced one (its edits so far are in the folder now): the next import of
+        the folder updates it from the file without calling it a conflict. Returns the keys marked.
+        """
+        from ..importers.st_folder import content_digest  # lazy: the importers are a sibling package
+
+        marked: list[str] = []
+        with self._unit() as session:
+            for kind, obj_id, key in exported:
+                src = session.get(orm.ImportSourceRow, (kind, key))
+                if src is None or src.object_id != obj_id:
+                    continue
+                # the baseline becomes Loomscope's version: a card, book or persona by its content digest;
+                # a chat by time ("" is no digest: its file is stored again, no longer a local edit)
+                src.digest = "" if kind == "chat" else content_digest(self._load_value(session, kind, obj_id))
+                src.updated_at = _now()
+                marked.append(key)
+        return marked
+
+    def imported_refs(self, items: Sequence[tuple[str, str, str]]) -> list[ImportRef] | None:
+        """``ImportRef`` per ``(kind, key, name)`` imported before, or ``None`` when any is no longer in the library."""
+        row_cls: dict[str, Any] = {"character": orm.CharacterRow, "lorebook": orm.LorebookRow,
+                   "persona": orm.PersonaRow, "chat": orm.ChatRow}
+        with self._unit(write=False) as session:
+            sources = {(k, key): oid for k, key, oid in session.execute(
+                select(orm.ImportSourceRow.kind, orm.ImportSourceRow.key, orm.ImportSourceRow.object_id)).all()}
+            ids = [sources.get((kind, key)) for kind, key, _ in items]
+            if any(i is None for i in ids):
+                return None
+            for kind, cls in row_cls.items():
+                wanted = {i for (k, _, _), i in zip(items, ids) if k == kind}
+                found = 0
+                for chunk in _chunks(sorted(str(i) for i in wanted), 500):
+                    found += int(session.scalar(select(func.count()).select_from(cls).where(cls.id.in_(chunk))) or 0)
+                if found != len(wanted):
+                    return None
+            return [ImportRef(kind=kind, id=str(i), name=name, key=key)  # type: ignore[arg-type]
+                    for (kind, key, name), i in zip(items, ids)]
 
     @staticmethod
     def _st_chat_refs(item: Any, ids: dict[str, str]) -> tuple[str | None, str | None, list[str], list[str]]:
@@ -1357,6 +1598,10 @@ class Store:
                 row.data = data  # a new dict, so the JSON column is written
             new = [m for m in (user_message, reply) if m is not None]
             if new:
+                from ..importers.chats import stamp_message_times  # lazy: the importers are a sibling package
+
+                # SillyTavern's send_date / gen_started / gen_finished, so an export carries them
+                new = [stamp_message_times(m, audit.created_at, audit.finished_at) for m in new]
                 self._chat_row(session, audit.chat_id, lock=True)
                 last = session.scalar(select(func.max(orm.MessageRow.idx))
                                       .where(orm.MessageRow.chat_id == audit.chat_id))

@@ -265,7 +265,7 @@ def test_cli_library_commands(tmp_path, capsys, monkeypatch) -> None:
     code, out, err = run_cli(capsys, "import", str(chat_file), "--format", "json")
     assert code == 0, err
     [ref] = json.loads(out)
-    assert set(ref) == {"kind", "id", "name"} and ref["kind"] == "chat"
+    assert set(ref) == {"kind", "id", "name", "status"} and ref["kind"] == "chat" and ref["status"] == "added"
     code, out, _ = run_cli(capsys, "chats", "--format", "json")
     [row] = json.loads(out)
     assert {"id", "title", "character", "messages", "has_audit"} <= set(row)

@@ -93,6 +93,8 @@ def test_loomscope_serve_runs_answers_and_stops_on_sigint(tmp_path: Path) -> Non
         assert line.startswith("loomscope: serving http://127.0.0.1:"), line + proc.stderr.read()
         base = line.split()[2]
         assert base.endswith(API_PREFIX)
+        docs_line = proc.stderr.readline()  # "loomscope: interactive API docs: http://127.0.0.1:PORT/api/v2/docs"
+        assert docs_line.strip() == f"loomscope: interactive API docs: {base}/docs", docs_line
         with httpx.Client(trust_env=False, timeout=10) as client:
             for _ in range(100):  # the socket is bound before the line is printed; uvicorn starts next
                 try:
@@ -102,6 +104,12 @@ def test_loomscope_serve_runs_answers_and_stops_on_sigint(tmp_path: Path) -> Non
                     time.sleep(0.05)
             assert resp.status_code == 200 and resp.json()["status"] == "ok"
             assert client.get(f"{base}/chats").json() == []
+            # issue 30: the docs are served (Swagger UI from the installed package, no CDN) and / links to them
+            docs = client.get(f"{base}/docs")
+            assert docs.status_code == 200 and "swagger-ui" in docs.text and "cdn" not in docs.text.lower()
+            assert client.get(f"{base}/docs/static/swagger-ui-bundle.js").status_code == 200
+            home = client.get(base.removesuffix(API_PREFIX) + "/")
+            assert home.status_code == 200 and f"href='{API_PREFIX}/docs'" in home.text
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=15) == 0
     finally:

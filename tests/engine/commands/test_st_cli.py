@@ -79,18 +79,56 @@ def test_export_never_overwrites_without_force(tmp_path: Path, capsys) -> None:
     code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db, "--format", "json")
     assert code == 0, err
     files = sorted(str(Path(r["file"]).relative_to(out_dir)) for r in json.loads(out))
-    assert files == ["characters/hero.png", "chats/hero/voyage.jsonl", "settings.json", "worlds/HeroLore.json",
-                     "worlds/Realm.json", "worlds/Unused.json", "worlds/Voyage.json"]
-    (out_dir / "settings.json").write_text("{}")  # the user's own settings.json is never replaced
-    (out_dir / "worlds" / "Realm.json").write_text("mine")
+    assert files == ["User Avatars/alex.png", "characters/hero.png", "chats/hero/voyage.jsonl", "settings.json",
+                     "worlds/HeroLore.json", "worlds/Realm.json", "worlds/Unused.json", "worlds/Voyage.json"]
+    (out_dir / "settings.json").write_text('{"mine": 1, "world_info_settings": {"world_info": {"globalSelect": ["Old"]}}}')
+    (out_dir / "worlds" / "Realm.json").write_text('{"entries": {}}')
     (out_dir / "worlds" / "Voyage.json").unlink()
     code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db)
     assert code == 2 and ".json: EXPORT_TARGET_EXISTS" in err
-    assert (out_dir / "worlds" / "Realm.json").read_text() == "mine"
+    assert (out_dir / "worlds" / "Realm.json").read_text() == '{"entries": {}}'
     assert not (out_dir / "worlds" / "Voyage.json").exists()  # nothing at all was written
-    code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db, "--force")
-    assert code == 0 and (out_dir / "worlds" / "Realm.json").read_text() != "mine"
-    assert (out_dir / "settings.json").read_text() == "{}"
+    code, out, err = _cli(capsys, "export", *ids, "--to", str(out_dir), "--db", db, "--force", "--merge")
+    assert code == 0 and (out_dir / "worlds" / "Realm.json").read_text() != '{"entries": {}}'
+    merged = json.loads((out_dir / "settings.json").read_text())  # merged key by key: theirs kept, ours added
+    assert merged["mine"] == 1 and merged["world_info_settings"]["world_info"]["globalSelect"] == ["Old", "Realm"]
+    assert merged["power_user"]["personas"] == {"alex.png": "Alex"}
+
+
+def test_export_refuses_foreign_files_and_unwritable_folders(tmp_path: Path, capsys) -> None:
+    build_st_user(tmp_path)
+    db = str(tmp_path / "lib.db")
+    report = _import(capsys, tmp_path / "data", db)
+    chat = next(r["id"] for r in report["added"] if r["kind"] == "chat")
+    out_dir = tmp_path / "out"
+    (out_dir / "worlds").mkdir(parents=True)
+    (out_dir / "worlds" / "Realm.json").write_text("my shopping list")  # not SillyTavern's
+    code, _, err = _cli(capsys, "export", chat, "--to", str(out_dir), "--db", db, "--force")
+    assert code == 2 and "Realm.json: EXPORT_TARGET_FOREIGN" in err
+    assert sorted(p.name for p in out_dir.rglob("*")) == ["Realm.json", "worlds"]  # nothing else written
+    (out_dir / "worlds" / "Realm.json").unlink()
+    (out_dir / "settings.json").write_text("[1, 2]")
+    code, _, err = _cli(capsys, "export", chat, "--to", str(out_dir), "--db", db, "--merge")
+    assert code == 2 and "settings.json: EXPORT_TARGET_FOREIGN" in err
+    (out_dir / "settings.json").unlink()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code, _, err = _cli(capsys, "export", chat, "--to", str(locked), "--db", db)
+        import os
+
+        if os.geteuid() != 0:  # root writes anywhere
+            assert code == 2 and "EXPORT_NOT_WRITABLE" in err and str(locked) in err
+            assert not list(locked.rglob("*"))
+    finally:
+        locked.chmod(0o700)
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "chats").write_text("a file where the chats folder goes")
+    code, _, err = _cli(capsys, "export", chat, "--to", str(blocked), "--db", db)
+    assert code == 2 and "EXPORT_NOT_WRITABLE" in err and "chats" in err
+    assert sorted(p.name for p in blocked.rglob("*")) == ["chats"]  # nothing half-written
 
 
 def test_import_export_import_is_equal(tmp_path: Path, capsys) -> None:
@@ -117,7 +155,8 @@ def test_import_export_import_is_equal(tmp_path: Path, capsys) -> None:
         assert load_lorebook(out_dir / key).model_dump() == book.model_dump(), key
     # a second import of the exported files equals the first (a fresh library)
     code, out, err = _cli(capsys, "import", *[str(p) for p in sorted(out_dir.rglob("*"))
-                                              if p.is_file() and p.name != "settings.json"],
+                                              if p.is_file() and p.name != "settings.json"
+                                              and p.parent.name != "User Avatars"],
                           "--db", str(tmp_path / "lib2.db"), "--format", "json")
     assert code == 0, err
     with open_store(str(tmp_path / "lib2.db"), seed=False) as store2:

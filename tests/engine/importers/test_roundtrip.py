@@ -28,6 +28,25 @@ CHATS = ["Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl", "1673323621108.jsonl"
          "127_ChatGPT_DFS_woFilter_w2.json"]
 
 
+#: Keys a message made in Loomscope gains as a SillyTavern line (``_new_st_line``): kept in ``meta`` on re-import.
+ST_LINE_KEYS = {"st_keys", "send_date", "gen_started", "gen_finished", "swipe_id", "swipes", "swipe_info", "extra"}
+
+
+def _prompt_view(chat: Chat) -> list[dict]:
+    """Each message without the SillyTavern line fields an export adds (what a prompt is built from)."""
+    out = []
+    for m in chat.messages:
+        d = m.model_dump(mode="json")
+        d["meta"] = {k: v for k, v in d["meta"].items() if k not in ST_LINE_KEYS}
+        out.append(d)
+    return out
+
+
+def _same_chat(again: Chat, chat: Chat) -> None:
+    assert again.model_copy(update={"title": chat.title, "messages": []}) == chat.model_copy(update={"messages": []})
+    assert _prompt_view(again) == _prompt_view(chat)
+
+
 def _reload_chat(chat: Chat, tmp_path: Path, stem: str) -> Chat:
     path = tmp_path / f"{stem}.jsonl"
     write_chat_jsonl(chat, path)
@@ -69,14 +88,16 @@ def test_keqing_original_data_survives(shared_data: Path) -> None:
 def test_real_chat_roundtrip(shared_data: Path, tmp_path: Path, name: str) -> None:
     for chat in load_chats(shared_data / "chats" / name):
         again = _reload_chat(chat, tmp_path, Path(name).stem)
-        assert again.model_copy(update={"title": chat.title}) == chat
+        _same_chat(again, chat)
+        twice = _reload_chat(again, tmp_path, "twice")
+        assert twice.model_copy(update={"title": again.title}) == again  # once SillyTavern lines: exact
 
 
 def test_tau_bench_roundtrip_every_transcript(shared_data: Path, tmp_path: Path) -> None:
     chats = load_chats(shared_data / "chats/gpt-4o-airline.json")
     for chat in chats[:: 10]:
         again = _reload_chat(chat, tmp_path, "t")
-        assert again.model_copy(update={"title": chat.title}) == chat
+        _same_chat(again, chat)
 
 
 @pytest.mark.parametrize("name", ["Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl",
@@ -117,7 +138,7 @@ def test_synthetic_st_chat_flags_roles_and_lines(tmp_path: Path) -> None:
     assert again == edited
     out = [json.loads(x) for x in export_chat_jsonl(edited).splitlines()]
     assert out[2]["extra"] == {"pinned": False} and out[2]["is_system"] is False
-    assert out[1]["loomscope"] == {"pinned": True}
+    assert out[1]["extra"]["loomscope"] == {"pinned": True} and "loomscope" not in out[1]
 
 
 def test_openai_chat_through_st_jsonl(tmp_path: Path) -> None:
@@ -139,12 +160,41 @@ def test_openai_chat_through_st_jsonl(tmp_path: Path) -> None:
         request_fields={"model": "gpt-4o"},
     )
     again = _reload_chat(chat, tmp_path, "t")
-    assert again == chat
+    _same_chat(again, chat)
     # SillyTavern sees plausible lines
     lines = [json.loads(x) for x in export_chat_jsonl(chat).splitlines()]
     assert lines[1]["is_user"] is False and lines[1]["mes"] == "policy"
     assert lines[2]["is_user"] is True and lines[2]["mes"] == "hi"
     assert lines[7]["is_system"] is True
+    # nothing repeated: no copy of the message, only what SillyTavern's line cannot say
+    assert all("loomscope" not in line and "message" not in line["extra"].get("loomscope", {}) for line in lines[1:])
+    assert lines[3]["extra"]["loomscope"]["tool_calls"][0]["id"] == "a"
+    assert lines[5]["extra"]["loomscope"] == {"pinned": True, "no_name": True, "role": "tool", "callId": "b"}
+    # a reply has SillyTavern's reply fields (saveReply): swipes, swipe_id, swipe_info, send_date
+    assert lines[7]["swipes"] == ["ok"] and lines[7]["swipe_id"] == 0 and lines[7]["send_date"]
+
+
+def test_old_exports_with_a_message_copy_still_import(tmp_path: Path) -> None:
+    """Loomscope before issue 30 wrote ``loomscope.message`` (the whole message) on the line."""
+    lines = [{"user_name": "U", "character_name": "C", "chat_metadata": {}},
+             {"name": "tool", "is_user": False, "is_system": False, "mes": "2",
+              "loomscope": {"pinned": True, "message": {"role": "tool", "content": "2", "callId": "b",
+                                                        "meta": {"pinned": True}}}}]
+    path = write(tmp_path / "old.jsonl", "\n".join(json.dumps(x) for x in lines))
+    m = load_chat(path).messages[0]
+    assert (m.role, m.content, m.callId, m.meta.pinned) == ("tool", "2", "b", True)
+
+
+def test_generated_reply_times_are_sillytavern_fields(tmp_path: Path) -> None:
+    """``gen_started`` / ``gen_finished`` / ``send_date`` stamped on a reply become the line's own fields."""
+    reply = ChatMessage(role="assistant", content="hi", name="C", meta=MessageMeta(
+        send_date="June 19, 2023 2:20pm", gen_started="2023-06-19T14:20:00.000Z", gen_finished="2023-06-19T14:20:03.000Z"))
+    line = json.loads(export_chat_jsonl(Chat(messages=[reply])).splitlines()[1])
+    assert {k: line[k] for k in ("send_date", "gen_started", "gen_finished")} == {
+        "send_date": "June 19, 2023 2:20pm", "gen_started": "2023-06-19T14:20:00.000Z",
+        "gen_finished": "2023-06-19T14:20:03.000Z"}
+    assert line["swipe_info"][0]["gen_finished"] == "2023-06-19T14:20:03.000Z"
+    assert line["extra"] == {}  # nothing Loomscope-only to carry
 
 
 def test_mes_edited_in_sillytavern_wins(tmp_path: Path) -> None:

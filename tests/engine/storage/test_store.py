@@ -249,3 +249,22 @@ def test_foreign_key_cascade_deletes_audit_in_sql(store: Store, db_url: str) -> 
         conn.execute(text("DELETE FROM chats WHERE id = :chat"), {"chat": chat_id})
     assert _count(db_url, "SELECT COUNT(*) FROM audits WHERE chat_id = :chat", chat=chat_id) == 0
     assert _count(db_url, "SELECT COUNT(*) FROM messages WHERE chat_id = :chat", chat=chat_id) == 0
+
+
+def test_record_generation_stamps_sillytavern_times(store: Store) -> None:
+    """Issue 30: the reply keeps ``gen_started`` / ``gen_finished`` (``saveReply``'s JSON dates) and
+    ``send_date`` (``getMessageTimeStamp``), the user message its ``send_date``, so an export writes them."""
+    from datetime import UTC, datetime
+
+    from engine.schema import ChatMessage
+
+    chat_id = store.add_chat(rich_chat())
+    record = audit(chat_id, "g1").model_copy(update={
+        "created_at": datetime(2024, 6, 19, 14, 20, 0, 125000, tzinfo=UTC),
+        "finished_at": datetime(2024, 6, 19, 14, 20, 3, 500000, tzinfo=UTC)})
+    store.record_generation(record, ChatMessage(role="assistant", content="reply"),
+                            user_message=ChatMessage(role="user", content="hi"))
+    user_msg, reply = store.get_chat(chat_id).chat.messages[-2:]
+    assert (user_msg.meta.model_extra or {}) == {"send_date": "June 19, 2024 2:20pm"}
+    assert reply.meta.model_extra == {"send_date": "June 19, 2024 2:20pm", "gen_started": "2024-06-19T14:20:00.125Z",
+                                      "gen_finished": "2024-06-19T14:20:03.500Z"}
