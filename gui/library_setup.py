@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog
+from PySide6.QtWidgets import QInputDialog, QMessageBox, QProgressDialog
 
 from engine.errors import LoomscopeError
 
 from .errors import UserError, message_for, user_error
+from .file_dialogs import ask_directory
 from .folder_import import run_folder_import
 from .setup_commands import (
     AddLorebookEntryCommand,
@@ -425,4 +426,4 @@ class LibrarySetup(QObject):
         return text if ok else None
 
     def _ask_directory(self, title: str) -> str | None:
-        return QFileDialog.getExistingDirectory(self.window, title) or None
+        return ask_directory(self.window, title)
