@@ -1219,7 +1219,7 @@ class Store:
             # new identities in one INSERT: a 10,000-chat folder spent most of its import in those
             # lookups and flushes (issue 25 item 4)
             sources = {(r.kind, r.key): r for r in session.scalars(select(orm.ImportSourceRow))}
-            existing = {kind: set(session.scalars(select(cls.id))) for kind, cls in row_cls.items()}
+            existing = {kind: set(session.scalars(select(cls.__table__.c.id))) for kind, cls in row_cls.items()}
             new_sources: dict[tuple[str, str], dict[str, Any]] = {}
             for item in plan.items:
                 src = sources.get((item.kind, item.key))
