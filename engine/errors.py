@@ -35,6 +35,8 @@ ERROR_CODES: dict[str, str] = {
     "IMPORT_WRONG_TYPE": "a field has the wrong JSON type (JSON path given)",
     "IMPORT_UNSUPPORTED_SPEC": "the card or lorebook declares an unsupported spec version",
     "IMPORT_UNSUPPORTED_FORMAT": "the file is not a format Loomscope reads",
+    "IMPORT_OUTSIDE_FOLDER": "a link leads outside the folder being imported; it was not followed",
+    "IMPORT_FORBIDDEN_FILE": "the file is never read (secrets.json, or the open library database itself)",
     "EXPORT_TARGET_EXISTS": "an export would overwrite an existing file (use --force)",
     # storage / library
     "CHAT_NOT_FOUND": "no chat with that id in the library",

@@ -52,7 +52,7 @@ def read_bytes(path: str | Path) -> tuple[str, bytes]:
     ------
     LoomscopeImportError
         ``IMPORT_FILE_NOT_FOUND``, ``IMPORT_TOO_LARGE`` (over :data:`MAX_FILE_BYTES`, checked by
-        ``stat`` before reading), ``IMPORT_EMPTY_FILE``; ``IMPORT_UNSUPPORTED_FORMAT`` without
+        ``stat`` before reading), ``IMPORT_EMPTY_FILE``; ``IMPORT_FORBIDDEN_FILE`` without
         opening the file for ``secrets.json`` (or a link to it) and for the library database this
         process has open (reading it would drop SQLite's locks, issue 25; :mod:`engine.library_files`).
     """
@@ -93,15 +93,15 @@ def link_target(path: Path) -> Path | None:
 
 
 def refuse_forbidden(path: Path, name: str) -> None:
-    """``IMPORT_UNSUPPORTED_FORMAT`` for ``secrets.json`` (also through a link) and the open library file.
+    """``IMPORT_FORBIDDEN_FILE`` for ``secrets.json`` (also through a link) and the open library file.
 
     Nothing is opened: names, links and ``stat`` only.
     """
     target = link_target(path)
     if path.name.lower() == SECRETS_FILE or (target is not None and target.name.lower() == SECRETS_FILE):
-        fail("IMPORT_UNSUPPORTED_FORMAT", f"{SECRETS_FILE} holds API keys and is never read", name)
+        fail("IMPORT_FORBIDDEN_FILE", f"{SECRETS_FILE} holds API keys and is never read", name)
     if library_files.is_library_file(path):
-        fail("IMPORT_UNSUPPORTED_FORMAT", "this is the open library database itself; it is read by SQLite "
+        fail("IMPORT_FORBIDDEN_FILE", "this is the open library database itself; it is read by SQLite "
              "only, never imported", name)
 
 

@@ -21,6 +21,14 @@ What is read (``src/constants.js`` ``USER_DIRECTORY_TEMPLATE``; FORMATS.md b1, b
   ``.json``), ``chats/<card file name>/*.jsonl``. ``group chats/`` and ``groups/`` are listed as
   skipped (group chats are not supported).
 
+The folder is read without leaving it (issue 25): a symbolic link (file or folder) whose target
+resolves outside the folder the writer pointed at is not followed, and a link whose target is named
+``secrets.json`` is never opened, wherever it points; each is listed in ``plan.skipped``
+(``IMPORT_OUTSIDE_FOLDER`` / ``IMPORT_FORBIDDEN_FILE``) with its target. A sub-folder that exists but
+cannot be listed (no permission, not a folder, a dangling link) is a warning and is listed in
+``plan.unreadable``: the import is partial. Only names taken from the listing are opened; names read from
+files (a chat's world, a persona's avatar) are only looked up among what was listed.
+
 Links, as ``world-info.js`` makes them (``getGlobalLore``, ``getCharacterLore``,
 ``getChatLore``): global books = ``globalSelect``; character books = the card's
 ``data.extensions.world`` plus the ``charLore`` extra books of its file name; chat book =
@@ -119,6 +127,9 @@ class FolderPlan:
     user: str
     items: list[FolderItem] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    #: ``(folder relative to the user folder, why)`` of each folder that exists but could not be listed
+    #: (``chats/``, ``worlds/``, ``characters/``, a character's chat folder): the import is partial.
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _digest(*parts: Any) -> str:
@@ -338,8 +349,64 @@ def _context_settings(settings: dict[str, Any]) -> ContextSettings:
                            world_info=wi, safety_margin_percent=0)  # type: ignore[arg-type]
 
 
-def _sorted_files(folder: Path, pattern: str) -> list[Path]:
-    return sorted((p for p in folder.glob(pattern) if p.is_file()), key=lambda p: p.name)
+def _within(path: Path, boundary: Path) -> bool:
+    return path == boundary or boundary in path.parents
+
+
+@dataclass
+class _Walk:
+    """Listing a user folder without leaving ``boundary`` (the real path of the folder given to the import)."""
+
+    folder: Path
+    boundary: Path
+    plan: FolderPlan
+    warn: Callable[[str, str], object]
+
+    def blocked(self, path: Path, rel: str) -> bool:
+        """Whether ``path`` may not be followed (a link out, or to ``secrets.json``); such a path is listed as skipped."""
+        from ._io import SECRETS_FILE, link_target
+
+        target = link_target(path)
+        if target is None:
+            return False
+        if target.name.lower() == SECRETS_FILE:
+            self.plan.skipped.append(SkippedFile(rel, "IMPORT_FORBIDDEN_FILE",
+                                                 f"a link to {target}; {SECRETS_FILE} is never opened"))
+            return True
+        if not _within(target, self.boundary):
+            self.plan.skipped.append(SkippedFile(rel, "IMPORT_OUTSIDE_FOLDER",
+                                                 f"a link to {target}, outside {self.boundary}; not followed"))
+            return True
+        return False
+
+    def entries(self, rel_dir: str, *, suffix: str | None = None, dirs: bool = False) -> list[Path]:
+        """The files ending in ``suffix`` (or the folders) of ``rel_dir``, by name; ``[]`` when it is absent.
+
+        A folder that exists but cannot be listed is a warning and goes to ``plan.unreadable``.
+        """
+        import os
+
+        d = self.folder / rel_dir
+        if not os.path.lexists(d) or self.blocked(d, rel_dir):
+            return []
+        try:
+            with os.scandir(d) as it:
+                names = sorted(e.name for e in it)
+        except OSError as exc:
+            why = ("not a folder" if isinstance(exc, NotADirectoryError) else
+                   "a link to nothing" if isinstance(exc, FileNotFoundError) else
+                   f"cannot be listed ({exc.strerror or type(exc).__name__})")
+            self.plan.unreadable.append((rel_dir, why))
+            self.warn(rel_dir, f"{why}; nothing in it was imported")
+            return []
+        out = []
+        for name in names:
+            p = d / name
+            if (suffix is not None and not name.endswith(suffix)) or self.blocked(p, f"{rel_dir}/{name}"):
+                continue
+            if p.is_dir() if dirs else p.is_file():
+                out.append(p)
+        return out
 
 
 def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
@@ -364,8 +431,17 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         ``IMPORT_*`` error of a bad file (naming it, with the place) unless ``skip_bad``; a bad
         ``settings.json`` always.
     """
+    import os
+
+    boundary = Path(os.path.realpath(path))
     folder, user = resolve_user_folder(path, st_user)
-    reader = _FolderReader(FolderPlan(folder=folder, user=user), skip_bad, on_warning, _read_folder_settings(folder))
+    real = Path(os.path.realpath(folder))
+    if not _within(real, boundary):
+        raise LoomscopeImportError("IMPORT_OUTSIDE_FOLDER", f"the user folder is a link to {real}, outside {boundary}; "
+                                   "not followed", file=str(folder))
+    plan = FolderPlan(folder=folder, user=user)
+    walk = _Walk(folder, boundary, plan, lambda file, msg: on_warning(file, msg) if on_warning is not None else None)
+    reader = _FolderReader(plan, skip_bad, on_warning, _read_folder_settings(folder, walk), walk)
     worlds = reader.read_worlds()
     cards = reader.read_cards()
     personas = reader.read_chats(worlds, cards)
@@ -390,12 +466,20 @@ class _FolderSettings:
     context: ContextSettings
 
 
-def _read_folder_settings(folder: Path) -> _FolderSettings:
-    """``settings.json`` of ``folder``, read and checked (a bad one always raises)."""
+def _read_folder_settings(folder: Path, walk: _Walk | None = None) -> _FolderSettings:
+    """``settings.json`` of ``folder``, read and checked (a bad one always raises).
+
+    A ``settings.json`` that is a link out of the folder (``walk``) is not read: SillyTavern's defaults apply.
+    """
     from ._guard import guarded
 
     settings_file = folder / "settings.json"
-    settings = guarded(settings_file, lambda: _read_json_file(settings_file, "settings"))
+    settings: Any
+    if walk is not None and walk.blocked(settings_file, "settings.json"):
+        walk.warn("settings.json", "not read (a link out of the folder); SillyTavern's defaults are used")
+        settings = {}
+    else:
+        settings = guarded(settings_file, lambda: _read_json_file(settings_file, "settings"))
     if not isinstance(settings, dict):
         raise LoomscopeImportError("IMPORT_WRONG_TYPE", "settings.json is not a JSON object",
                                    file=str(settings_file), place="$")
@@ -442,6 +526,7 @@ class _FolderReader:
     skip_bad: bool
     on_warning: Callable[[str, str], object] | None
     settings: _FolderSettings
+    walk: _Walk
 
     def warn(self, file: str, message: str) -> None:
         """Report one warning on ``file`` (relative to the user folder)."""
@@ -465,7 +550,7 @@ class _FolderReader:
         from .lorebooks import load_lorebook_with_info
 
         worlds: dict[str, str] = {}
-        for p in _sorted_files(self.plan.folder / "worlds", "*.json"):
+        for p in self.walk.entries("worlds", suffix=".json"):
             rel = f"worlds/{p.name}"
             got = self.attempt(rel, partial(load_lorebook_with_info, p))
             if got is None:
@@ -484,7 +569,7 @@ class _FolderReader:
         from .cards import load_character_with_info
 
         cards: dict[str, FolderItem] = {}
-        for p in _sorted_files(self.plan.folder / "characters", "*.png"):
+        for p in self.walk.entries("characters", suffix=".png"):
             rel = f"characters/{p.name}"
             got = self.attempt(rel, partial(load_character_with_info, p))
             if got is None:
@@ -504,7 +589,7 @@ class _FolderReader:
         by_name: dict[str, list[FolderItem]] = {}
         for c in cards.values():
             by_name.setdefault(c.name, []).append(c)
-        chat_dirs = sorted((x for x in (self.plan.folder / "chats").glob("*") if x.is_dir()), key=lambda x: x.name)
+        chat_dirs = self.walk.entries("chats", dirs=True)
         for d in chat_dirs:
             # SillyTavern keeps a character's chats under its card's file name (getCharaFilename);
             # a folder named after the character instead (as in the shared example) falls back to
@@ -513,7 +598,7 @@ class _FolderReader:
             fallback = None
             if card is None and len(by_name.get(d.name, [])) == 1:
                 card = fallback = by_name[d.name][0]
-            for p in _sorted_files(d, "*.jsonl"):
+            for p in self.walk.entries(f"chats/{d.name}", suffix=".jsonl"):
                 self.read_chat(p, d.name, card, fallback, worlds, personas)
         return personas
 

@@ -148,7 +148,9 @@ class FolderImportReport(BaseModel):
     ``added``/``changed``/``unchanged``: one :class:`ImportRef` per object (character, lorebook,
     persona, chat), by identity (its file's path relative to the user folder: ``key``);
     ``skipped``: ``{"file", "code", "message", "place"}`` per file not imported (group chats,
-    bad files under ``--skip-bad``); ``warnings``: ``{"file", "message"}``.
+    bad files under ``--skip-bad``, links out of the folder, links to ``secrets.json``); ``warnings``:
+    ``{"file", "message"}``; ``unreadable``: ``{"folder", "message"}`` per sub-folder that exists but
+    could not be listed, which makes the import ``partial`` (the CLI then exits 5).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -160,6 +162,8 @@ class FolderImportReport(BaseModel):
     unchanged: list[ImportRef] = Field(default_factory=list)
     skipped: list[dict[str, Any]] = Field(default_factory=list)
     warnings: list[dict[str, str]] = Field(default_factory=list)
+    unreadable: list[dict[str, str]] = Field(default_factory=list)
+    partial: bool = False
 
 
 class Usage(BaseModel):

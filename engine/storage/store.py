@@ -1251,7 +1251,8 @@ class Store:
         warnings = [{"file": i.key, "message": w} for i in plan.items for w in i.warnings]
         return FolderImportReport(folder=str(plan.folder), user=plan.user, added=added, changed=changed,
                                   unchanged=unchanged, skipped=[x.as_dict() for x in plan.skipped],
-                                  warnings=warnings)
+                                  warnings=warnings, partial=bool(getattr(plan, "unreadable", ())),
+                                  unreadable=[{"folder": f, "message": m} for f, m in getattr(plan, "unreadable", ())])
 
     @staticmethod
     def _st_chat_refs(item: Any, ids: dict[str, str]) -> tuple[str | None, str | None, list[str], list[str]]:
