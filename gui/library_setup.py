@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QProgressDialog
 
 from engine.errors import LoomscopeError
+from engine.importers.warning_groups import group_warnings
 
 from .errors import UserError, message_for, user_error
 from .file_dialogs import ask_directory
@@ -322,7 +323,14 @@ class LibrarySetup(QObject):
         progress.setCancelButton(None)
         progress.setWindowModality(Qt.WindowModality.WindowModal)
         progress.setMinimumDuration(300)
-        report, err = run_folder_import(self.store, folder, st_user=st_user)
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            what = "Reading files" if stage == "read" else "Storing in the library"
+            progress.setLabelText(f"{what}: {done:,} of {total:,}")
+            progress.setMaximum(total)
+            progress.setValue(done)
+
+        report, err = run_folder_import(self.store, folder, st_user=st_user, on_progress=on_progress)
         progress.close()
         progress.deleteLater()
         if err is not None or report is None:
@@ -364,8 +372,11 @@ class LibrarySetup(QObject):
                  f"Changed: {count(report.changed)}", f"Unchanged: {count(report.unchanged)}"]
         for s in report.skipped[:10]:
             lines.append(f"Skipped {s.get('file')}: {s.get('message') or s.get('code')}")
-        for w in report.warnings[:10]:
-            lines.append(f"Warning {w.get('file')}: {w.get('message')}")
+        for folder in report.unreadable:
+            lines.append(f"Could not read {folder.get('folder')}/: {folder.get('message')} (partial import)")
+        # a message repeated for many files is one line with their count ("10,000 chats: …")
+        for group in group_warnings((w.get("file", ""), w.get("message", "")) for w in report.warnings)[:10]:
+            lines.append(f"Warning {group.line()}")
         return "\n".join(lines)
 
     def import_dropped(self, paths: list[str]) -> None:

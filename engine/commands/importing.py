@@ -10,6 +10,12 @@ folder). ``--skip-bad`` imports the rest when a file is bad and lists what it sk
 ``{"folder", "user", "added", "changed", "unchanged", "skipped", "warnings"}`` (each of the first
 three a list of ``{"kind", "id", "name", "key"}``). A folder that is not a SillyTavern folder:
 ``IMPORT_UNSUPPORTED_FORMAT`` naming it (exit 2).
+
+Folder imports never leave the folder: links out of it, and links to ``secrets.json``, are listed as
+skipped with their targets. A sub-folder that exists but cannot be listed is a warning, the report says
+``"partial": true`` (with ``"unreadable"``) and the exit code is 5 (:data:`EXIT_PARTIAL`): everything
+else was imported. On a terminal a progress bar follows the reading and the storing; each warning
+message is printed once, with the number of files it concerns (``10,000 chats: …``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from typing import Any
 from ..errors import SettingsError
 from ..terminal import markup_safe, visible
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
+
+#: Exit code of a folder import that imported what it could read but found a sub-folder it could not list.
+EXIT_PARTIAL = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -99,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if dirs:
         if len(args.files) != 1:
             raise SettingsError("INVALID_SETTINGS", "give one SillyTavern folder, or files only", file=dirs[0])
-        return _run_folder(args, dirs[0], warn)
+        return _run_folder(args, dirs[0])
     if args.skip_bad or args.st_user:
         flag = "--skip-bad" if args.skip_bad else "--st-user"
         raise SettingsError("INVALID_SETTINGS", f"{flag} applies to a SillyTavern folder import", file=flag)
@@ -126,19 +135,62 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str], None]) -> int:
-    from ..importers.st_folder import read_st_folder
+def folder_progress() -> tuple[Callable[[int, int], None] | None, Callable[[int, int], None] | None,
+                             AbstractContextManager[Any]]:
+    """``(on_read, on_store, display)`` for a folder import: rich bars on a terminal, nothing when piped.
 
-    plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn)
+    ``on_read(files read, files)`` has :func:`~engine.importers.st_folder.read_st_folder`'s ``on_progress`` shape,
+    ``on_store(items stored, items)`` :meth:`~engine.storage.Store.import_st_folder`'s.
+    """
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return None, None, contextlib.nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=False)
+    tasks: dict[str, TaskID] = {}
+
+    def bar(name: str) -> Callable[[int, int], None]:
+        def update(done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = progress.add_task(name, total=total)
+            if done == total or done % 50 == 0:  # a redraw per file would cost more than the file
+                progress.update(tasks[name], completed=done, total=total)
+        return update
+
+    return bar("reading files"), bar("storing"), progress
+
+
+def _run_folder(args: argparse.Namespace, folder: str) -> int:
+    from ..importers.st_folder import read_st_folder
+    from ..importers.warning_groups import group_warnings
+
+    warnings: list[tuple[str, str]] = []
+    on_read, on_store, display = folder_progress()
+    with display:
+        plan = read_st_folder(folder, st_user=args.st_user, skip_bad=args.skip_bad,
+                              on_warning=lambda f, m: warnings.append((f, m)), on_progress=on_read)
+        with open_library(args) as store:
+            report = store.import_st_folder(plan, on_progress=on_store)
+    for group in group_warnings(warnings):
+        if len(group.files) == 1:  # as a file import prints it
+            sys.stderr.write(f"loomscope: {visible(group.files[0])}: warning: {visible(group.message)}\n")
+        else:
+            sys.stderr.write(f"loomscope: warning: {visible(group.line())}\n")
     for s in plan.skipped:
         place = f" ({s.place})" if s.place else ""
         sys.stderr.write(f"loomscope: {visible(plan.folder / s.file)}: skipped: {s.code}: {visible(s.message)}"
                          f"{visible(place)}\n")
-    with open_library(args) as store:
-        report = store.import_st_folder(plan)
+    code = EXIT_PARTIAL if report.partial else 0
+    if report.partial:
+        sys.stderr.write(f"loomscope: {visible(str(plan.folder))}: partial import: "
+                         f"{len(report.unreadable)} folder(s) could not be read (exit {EXIT_PARTIAL})\n")
     if output_format(args) == "json":
         print_json(report.model_dump(mode="json"))
-        return 0
+        return code
     from rich.console import Console
     from rich.table import Table
 
@@ -153,4 +205,4 @@ def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str]
     for s in report.skipped:
         table.add_row("skipped", "", "", markup_safe(f"{s['code']}: {s['message']}"), markup_safe(s["file"]))
     Console().print(table)
-    return 0
+    return code

@@ -361,6 +361,7 @@ class _Walk:
     boundary: Path
     plan: FolderPlan
     warn: Callable[[str, str], object]
+    _listed: dict[tuple[str, str | None, bool], list[Path]] = field(default_factory=dict)
 
     def blocked(self, path: Path, rel: str) -> bool:
         """Whether ``path`` may not be followed (a link out, or to ``secrets.json``); such a path is listed as skipped."""
@@ -382,8 +383,20 @@ class _Walk:
     def entries(self, rel_dir: str, *, suffix: str | None = None, dirs: bool = False) -> list[Path]:
         """The files ending in ``suffix`` (or the folders) of ``rel_dir``, by name; ``[]`` when it is absent.
 
-        A folder that exists but cannot be listed is a warning and goes to ``plan.unreadable``.
+        A folder that exists but cannot be listed is a warning and goes to ``plan.unreadable``. Each folder is
+        listed once (a second call returns the first listing).
         """
+        key = (rel_dir, suffix, dirs)
+        if key not in self._listed:
+            self._listed[key] = self._list(rel_dir, suffix, dirs)
+        return self._listed[key]
+
+    def count_files(self) -> int:
+        """How many worlds, cards and chat files the folder lists (the total of a progress display)."""
+        chats = sum(len(self.entries(f"chats/{d.name}", suffix=".jsonl")) for d in self.entries("chats", dirs=True))
+        return len(self.entries("worlds", suffix=".json")) + len(self.entries("characters", suffix=".png")) + chats
+
+    def _list(self, rel_dir: str, suffix: str | None, dirs: bool) -> list[Path]:
         import os
 
         d = self.folder / rel_dir
@@ -410,7 +423,8 @@ class _Walk:
 
 
 def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
-                   on_warning: Callable[[str, str], object] | None = None) -> FolderPlan:
+                   on_warning: Callable[[str, str], object] | None = None,
+                   on_progress: Callable[[int, int], object] | None = None) -> FolderPlan:
     """Read a SillyTavern user folder (or the ``data/`` folder holding it) into a :class:`FolderPlan`.
 
     Parameters
@@ -423,6 +437,9 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         Skip unreadable cards, worlds and chats (listed in ``plan.skipped``) instead of failing.
     on_warning:
         ``fn(file, message)`` for each warning (importer warnings, links to missing worlds).
+    on_progress:
+        ``fn(files read, files in all)`` after each world, card and chat file (worlds, cards and chats are
+        listed first).
 
     Raises
     ------
@@ -442,6 +459,8 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
     plan = FolderPlan(folder=folder, user=user)
     walk = _Walk(folder, boundary, plan, lambda file, msg: on_warning(file, msg) if on_warning is not None else None)
     reader = _FolderReader(plan, skip_bad, on_warning, _read_folder_settings(folder, walk), walk)
+    if on_progress is not None:
+        reader.progress = (on_progress, walk.count_files())
     worlds = reader.read_worlds()
     cards = reader.read_cards()
     personas = reader.read_chats(worlds, cards)
@@ -527,6 +546,14 @@ class _FolderReader:
     on_warning: Callable[[str, str], object] | None
     settings: _FolderSettings
     walk: _Walk
+    progress: tuple[Callable[[int, int], object], int] | None = None
+    files_read: int = 0
+
+    def tick(self) -> None:
+        """One more file read (for ``on_progress``)."""
+        self.files_read += 1
+        if self.progress is not None:
+            self.progress[0](self.files_read, self.progress[1])
 
     def warn(self, file: str, message: str) -> None:
         """Report one warning on ``file`` (relative to the user folder)."""
@@ -553,6 +580,7 @@ class _FolderReader:
         for p in self.walk.entries("worlds", suffix=".json"):
             rel = f"worlds/{p.name}"
             got = self.attempt(rel, partial(load_lorebook_with_info, p))
+            self.tick()
             if got is None:
                 continue
             book, _spec, warnings = got
@@ -572,6 +600,7 @@ class _FolderReader:
         for p in self.walk.entries("characters", suffix=".png"):
             rel = f"characters/{p.name}"
             got = self.attempt(rel, partial(load_character_with_info, p))
+            self.tick()
             if got is None:
                 continue
             char, _spec, warnings = got
@@ -600,6 +629,7 @@ class _FolderReader:
                 card = fallback = by_name[d.name][0]
             for p in self.walk.entries(f"chats/{d.name}", suffix=".jsonl"):
                 self.read_chat(p, d.name, card, fallback, worlds, personas)
+                self.tick()
         return personas
 
     def _load_chat(self, p: Path, rel: str) -> tuple[Chat, list[str]] | None:

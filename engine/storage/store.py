@@ -1196,7 +1196,7 @@ class Store:
             chat_refs.append(ImportRef(kind="chat", id=chat_id, name=title))
         return chat_refs
 
-    def import_st_folder(self, plan: Any) -> FolderImportReport:
+    def import_st_folder(self, plan: Any, *, on_progress: Callable[[int, int], object] | None = None) -> FolderImportReport:
         """Store a SillyTavern folder read by :func:`engine.importers.st_folder.read_st_folder`.
 
         One transaction: every character (with its card PNG and embedded book), world, persona
@@ -1205,6 +1205,8 @@ class Store:
         when what it becomes differs, else left alone (``unchanged``); never duplicated. Chats
         are linked to their character, persona and worlds (with scopes) and keep their
         :class:`~engine.schema.sillytavern.SillyTavernSetup` and context settings.
+
+        ``on_progress(items done, items in all)`` follows along (issue 25).
 
         Raises ``STORAGE_ERROR``; nothing is stored then.
         """
@@ -1221,7 +1223,9 @@ class Store:
             sources = {(r.kind, r.key): r for r in session.scalars(select(orm.ImportSourceRow))}
             existing = {kind: set(session.scalars(select(cls.__table__.c.id))) for kind, cls in row_cls.items()}
             new_sources: dict[tuple[str, str], dict[str, Any]] = {}
-            for item in plan.items:
+            for done, item in enumerate(plan.items, start=1):
+                if on_progress is not None:
+                    on_progress(done, len(plan.items))
                 src = sources.get((item.kind, item.key))
                 known = ({"object_id": src.object_id, "digest": src.digest} if src is not None
                          else new_sources.get((item.kind, item.key)))
