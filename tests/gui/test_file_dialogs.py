@@ -84,3 +84,15 @@ def test_each_file_dialog_keeps_the_library_lock(lib_window) -> None:
     subprocess.run([sys.executable, "-m", "engine.cli", "chats", "--db", str(db), "--format", "json"],
                    capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=True)
     assert wal.exists(), "another process deleted the WAL: it did not see the app's lock"
+
+
+def test_every_file_dialog_goes_through_the_helper() -> None:
+    """A static ``QFileDialog.get…`` (or a bare ``QFileDialog(…)``) would bring back the content-sniffing provider."""
+    offenders = []
+    for path in sorted((REPO / "gui").rglob("*.py")):
+        if path.name == "file_dialogs.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if "QFileDialog" in line or "QFileSystemModel" in line:
+                offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not offenders, "use gui/file_dialogs.py:\n" + "\n".join(offenders)
