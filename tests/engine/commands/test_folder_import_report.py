@@ -11,9 +11,13 @@ import json
 import os
 import pty
 import re
+import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from engine.cli import main
 from engine.commands.importing import EXIT_PARTIAL
@@ -93,3 +97,26 @@ def test_progress_on_a_terminal_and_quiet_when_piped(tmp_path: Path) -> None:
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err)
     assert code == 0 and "reading files" in plain and "storing" in plain
     assert "66/66" in plain  # 4 worlds, 1 card, 61 chats: the bars end full
+
+
+def test_a_chats_folder_without_permission_is_partial(tmp_path: Path) -> None:
+    """``chmod 000 chats``: as a user (root runs without the capabilities that bypass permissions, util-linux setpriv)."""
+    user = build_st_user(tmp_path)
+    argv = [sys.executable, "-m", "engine.cli", "import", str(tmp_path / "data"), "--db", str(tmp_path / "lib.db"),
+            "--format", "json"]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permissions cannot be made to apply")
+        drop = "-dac_override,-dac_read_search,-fowner"
+        argv = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", *argv]
+    (user / "chats").chmod(0)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        (user / "chats").chmod(stat.S_IRWXU)
+    assert proc.returncode == EXIT_PARTIAL, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["partial"] and report["unreadable"][0]["folder"] == "chats"
+    assert "Permission denied" in report["unreadable"][0]["message"]
+    assert "worlds/Realm.json" in {r["key"] for r in report["added"]}
