@@ -7,6 +7,7 @@ extend the list, never rename. ``tests/engine/test_errors.py`` pins the full lis
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: Every stable error code, with a one-line meaning. Pinned by a test.
@@ -35,6 +36,8 @@ ERROR_CODES: dict[str, str] = {
     "IMPORT_WRONG_TYPE": "a field has the wrong JSON type (JSON path given)",
     "IMPORT_UNSUPPORTED_SPEC": "the card or lorebook declares an unsupported spec version",
     "IMPORT_UNSUPPORTED_FORMAT": "the file is not a format Loomscope reads",
+    "IMPORT_OUTSIDE_FOLDER": "a link leads outside the folder being imported; it was not followed",
+    "IMPORT_FORBIDDEN_FILE": "the file is never read (secrets.json, or the open library database itself)",
     "EXPORT_TARGET_EXISTS": "an export would overwrite an existing file (use --force)",
     "EXPORT_TARGET_FOREIGN": "a file the export would replace is not SillyTavern's (not a card, world, chat or settings)",
     "EXPORT_NOT_WRITABLE": "the export folder cannot be written",
@@ -98,9 +101,9 @@ class LoomscopeError(Exception):
         if code not in ERROR_CODES:
             raise ValueError(f"unknown error code {code!r}")
         self.code = code
-        self.message = message
+        self.message = clip_values(message)
         self.file = file
-        self.place = place
+        self.place = clip_values(place) if place is not None else None
         self.details = dict(details or {})
         super().__init__(self.describe())
 
@@ -119,6 +122,31 @@ class LoomscopeError(Exception):
             "place": self.place,
             "details": self.details,
         }
+
+
+#: Characters of one value an error message quotes (issue 25: a 100 KB bad value was quoted whole).
+MAX_QUOTED_CHARS = 120
+# a quoted value ('…' or "…", escapes allowed) or a run without spaces (or slashes: paths stay whole), longer
+# than the limit
+_MORE = "{%d,}" % (MAX_QUOTED_CHARS + 1)  # noqa: UP031 - a regex quantifier, braces and all
+_LONG_VALUE = re.compile(rf"""'(?:[^'\\]|\\.){_MORE}'|"(?:[^"\\]|\\.){_MORE}"|[^\s'"/]{_MORE}""", re.DOTALL)
+
+
+def _clip(match: re.Match[str]) -> str:
+    text = match.group()
+    quote = text[0] if text[0] in "'\"" else ""
+    body = text[1:-1] if quote else text
+    return f"{quote}{body[:MAX_QUOTED_CHARS - 20]}…{quote} ({len(body):,} characters)"
+
+
+def clip_values(text: str) -> str:
+    """``text`` with each quoted value (or run without spaces and slashes) over :data:`MAX_QUOTED_CHARS` characters cut short.
+
+    The cut value keeps its first characters and says how long it was: ``'xxxx…' (100,000 characters)``.
+    """
+    if len(text) <= MAX_QUOTED_CHARS:
+        return text
+    return _LONG_VALUE.sub(_clip, text)
 
 
 class ImportError_(LoomscopeError):

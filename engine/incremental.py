@@ -102,11 +102,14 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
     latest result too (tool groups depend on shapes and positions only).
     """
     key = tuple(map(id, blocks))
-    hit = _GROUPS.get(key)
+    # every read under the lock too: an LRU read reorders the cache, and two threads reordering
+    # at once corrupt it (KeyError, issue 25 item 5)
+    with _GROUPS_LOCK:
+        hit = _GROUPS.get(key)
+        prev = _GROUPS_BY_LENGTH.get(len(blocks)) if hit is None else None
     if hit is not None:
         return hit[1]
     result: Any = None
-    prev = _GROUPS_BY_LENGTH.get(len(blocks))
     if prev is not None:
         changed = changed_positions(blocks, prev[0])
         if len(changed) <= _REUSE_MAX_CHANGED and all(shape(blocks[i]) == shape(prev[0][i]) for i in changed):

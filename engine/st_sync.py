@@ -6,15 +6,19 @@ modification time and SHA-256 of the content) and the objects they became
 (:meth:`engine.storage.Store.get_folder_sync_state`). Importing the folder again:
 
 1. lists the files SillyTavern's folder holds for Loomscope (``settings.json``,
-   ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``) and hashes those whose size or
-   time changed (a file touched but not changed is not a change);
+   ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``, the Text Completion presets)
+   exactly as the import lists them (:func:`engine.importers.st_folder.st_folder_files`: no link out
+   of the folder is followed, ``secrets.json`` and the open library are never opened, issue 25) and
+   hashes those whose size or time changed (a file touched but not changed is not a change);
 2. when nothing changed and every object is still in the library, answers at once: everything
    ``unchanged`` (an unchanged 1,000-chat folder: well under 2 s);
 3. otherwise reads the folder (:func:`engine.importers.st_folder.read_st_folder`) and stores it
    (:meth:`engine.storage.Store.import_st_folder`): when only chats and worlds changed (the usual
    case: a writer chatted or edited a lorebook in SillyTavern), only those files (and the cards of
-   those chats) are read; only objects whose content changed are updated; an object also edited in Loomscope since the last import is a conflict, listed and
-   never overwritten unless the writer chose ``use-folder``.
+   those chats) are read; only objects whose content changed are updated; an object also edited in
+   Loomscope since the last import is a conflict, listed and never overwritten unless the writer
+   chose ``use-folder``. A folder with a sub-folder that cannot be listed is always read in full, so
+   its report stays ``partial`` (issue 25).
 
 ``report.files_changed`` says which files changed (``+`` added, ``-`` removed, else changed).
 """
@@ -22,76 +26,66 @@ modification time and SHA-256 of the content) and the objects they became
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .importers.st_folder import read_st_folder, resolve_user_folder
+from .importers.st_folder import PRESET_KINDS, checked_user_folder, read_st_folder, st_folder_files
 from .storage import FolderImportReport
 
 #: ``on_conflict`` values (``loomscope import DIR --on-conflict``).
 CONFLICT_CHOICES = ("ask", "keep-local", "use-folder")
-#: Folders of a user folder whose files become library objects, and the suffix of those files.
-SCANNED: tuple[tuple[str, str, int], ...] = (("characters", ".png", 0), ("worlds", ".json", 0), ("chats", ".jsonl", 1))
 
 
-def _stat_files(folder: Path) -> dict[str, tuple[int, int]]:
-    """``rel path → (size, mtime_ns)`` of the files :func:`read_st_folder` reads (links are not followed)."""
+def _stat_files(files: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """``rel path → (size, mtime_ns)`` of the files listed (a file gone or unreadable since is left out)."""
     out: dict[str, tuple[int, int]] = {}
-
-    def add(entry: os.DirEntry[str], rel: str) -> None:
-        st = entry.stat(follow_symlinks=False)
-        out[rel] = (st.st_size, st.st_mtime_ns)
-
-    settings = folder / "settings.json"
-    if settings.is_file():
-        st = settings.stat()
-        out["settings.json"] = (st.st_size, st.st_mtime_ns)
-    for top, suffix, depth in SCANNED:
-        base = folder / top
-        if not base.is_dir():
+    for rel, p in files.items():
+        try:
+            st = p.stat()  # a link here stays inside the folder (st_folder_files)
+        except OSError:
             continue
-        dirs = [(base, top)]
-        if depth:
-            with os.scandir(base) as it:
-                dirs = [(Path(e.path), f"{top}/{e.name}") for e in it if e.is_dir(follow_symlinks=False)]
-        for d, rel in dirs:
-            with os.scandir(d) as it:
-                for e in it:
-                    if e.name.endswith(suffix) and e.is_file(follow_symlinks=False):
-                        add(e, f"{rel}/{e.name}")
+        out[rel] = (st.st_size, st.st_mtime_ns)
     return out
 
 
 def _sha256(path: Path) -> str:
+    """The SHA-256 of the file's content; ``""`` when it cannot be read (then it counts as changed and is read)."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    try:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return ""
     return h.hexdigest()
 
 
-def folder_changes(folder: Path, previous: dict[str, list[Any]]) -> tuple[dict[str, list[Any]], list[str]]:
+def folder_changes(folder: Path, previous: dict[str, list[Any]],
+                   files: dict[str, Path] | None = None) -> tuple[dict[str, list[Any]], list[str]]:
     """The folder's files now (``rel → [size, mtime_ns, sha256]``) and what changed since ``previous``.
 
-    A file whose size and time are as before keeps its recorded hash; any other is hashed, and is
-    a change only when its content differs. Returns the new state and the changed paths, sorted:
-    ``+rel`` added, ``-rel`` removed, ``rel`` changed.
+    ``files`` is the listing of :func:`engine.importers.st_folder.st_folder_files` (taken when not
+    given): the files :func:`read_st_folder` reads, never a link out of the folder. A file whose size
+    and time are as before keeps its recorded hash; any other is hashed, and is a change only when its
+    content differs. Returns the new state and the changed paths, sorted: ``+rel`` added, ``-rel``
+    removed, ``rel`` changed.
     """
+    if files is None:
+        files = st_folder_files(folder, folder.resolve())[0]
     now: dict[str, list[Any]] = {}
     changed: list[str] = []
-    for rel, (size, mtime) in _stat_files(folder).items():
+    for rel, (size, mtime) in _stat_files(files).items():
         old = previous.get(rel)
-        if old is not None and old[0] == size and old[1] == mtime:
+        if old is not None and old[0] == size and old[1] == mtime and old[2]:
             now[rel] = list(old)
             continue
-        digest = _sha256(folder / rel)
+        digest = _sha256(files[rel])
         now[rel] = [size, mtime, digest]
         if old is None:
             changed.append(f"+{rel}")
-        elif old[2] != digest:
+        elif old[2] != digest or not digest:
             changed.append(rel)
     changed += [f"-{rel}" for rel in previous if rel not in now]
     return now, sorted(changed, key=lambda c: c.lstrip("+-"))
@@ -165,12 +159,14 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
     LoomscopeImportError
         As :func:`read_st_folder` (nothing stored then).
     """
-    folder, user = resolve_user_folder(path, st_user)
+    folder, user, boundary = checked_user_folder(path, st_user)
     key = str(folder.resolve())
     state = store.get_folder_sync_state(key)
     previous = state.get("files") if state is not None and isinstance(state.get("files"), dict) else {}
-    files, changed = folder_changes(folder, previous)
-    if state is not None and not changed and skip_bad == bool(state.get("skip_bad")):
+    listed, unreadable = st_folder_files(folder, boundary)
+    files, changed = folder_changes(folder, previous, listed)
+    # a sub-folder that cannot be listed: read all that can be, so the report says the import is partial
+    if state is not None and not changed and not unreadable and skip_bad == bool(state.get("skip_bad")):
         refs = store.imported_refs([tuple(i) for i in state.get("items") or []])
         if refs is not None:
             for w in state.get("warnings") or []:
@@ -178,7 +174,7 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
                     on_warning(w["file"], w["message"])
             return FolderImportReport(folder=str(folder), user=user, unchanged=refs, skipped=state.get("skipped") or [],
                                       warnings=state.get("warnings") or [], files_changed=[])
-    only, rest = _partial(store, folder, state, changed, skip_bad)
+    only, rest = (None, []) if unreadable else _partial(store, folder, state, changed, skip_bad)
     read_progress = {} if on_read is None else {"on_progress": on_read}
     store_progress = {} if on_store is None else {"on_progress": on_store}
     plan = read_st_folder(folder, st_user=st_user, skip_bad=skip_bad, on_warning=on_warning, only=only,
@@ -191,28 +187,33 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
     read = {i.key for i in plan.items}
     kept = [r for r in rest if r.key not in read]
     items = [[i.kind, i.key, i.name] for i in plan.items] + [[r.kind, r.key, r.name] for r in kept]
-    warnings = report.warnings
-    if only is not None:  # the warnings of the files not read again still hold
+    warnings, skipped = report.warnings, report.skipped
+    if only is not None:  # the warnings and skips of the files not read again still hold
         warnings = [w for w in (state or {}).get("warnings") or [] if w.get("file") not in read] + warnings
+        seen = {(x.get("file"), x.get("code")) for x in skipped}
+        skipped = [x for x in (state or {}).get("skipped") or []
+                   if x.get("file") not in only and (x.get("file"), x.get("code")) not in seen] + skipped
     store.put_folder_sync_state(key, {
         "folder": key, "user": user, "synced_at": time.time(), "files": files, "items": items,
-        "skip_bad": skip_bad, "skipped": report.skipped, "warnings": warnings})
+        "skip_bad": skip_bad, "skipped": skipped, "warnings": warnings})
     return report.model_copy(update={"files_changed": changed if state is not None else None,
-                                     "unchanged": [*report.unchanged, *kept], "warnings": warnings})
+                                     "unchanged": [*report.unchanged, *kept], "warnings": warnings,
+                                     "skipped": skipped})
 
 
 def _partial(store: Any, folder: Path, state: dict[str, Any] | None, changed: list[str],
              skip_bad: bool) -> tuple[set[str] | None, list[Any]]:
     """The files to read when only chats and worlds changed, and the other objects (unchanged); else ``(None, [])``.
 
-    Reading only those is exact when ``settings.json``, the cards and the set of worlds are as
-    before: a chat's links and setup come from those, and a world is linked by its name.
+    Reading only those is exact when ``settings.json`` (with its Text Completion presets), the cards and
+    the set of worlds are as before: a chat's links and setup come from those, and a world is linked by its name.
     """
     if state is None or not changed or skip_bad != bool(state.get("skip_bad")):
         return None, []
     for c in changed:
         rel = c.lstrip("+-")
-        if rel == "settings.json" or rel.startswith("characters/") or (rel.startswith("worlds/") and c[0] in "+-"):
+        if (rel == "settings.json" or rel.split("/")[0] in ("characters", *PRESET_KINDS)
+                or (rel.startswith("worlds/") and c[0] in "+-")):
             return None, []
         if rel.startswith("chats/"):
             if c[0] == "-":

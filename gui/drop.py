@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFileDialog
+
+from .file_dialogs import ask_open_files
 
 #: Every format the importer reads (engine.importers.detect sniffs the content): cards (PNG, JSON),
 #: worlds and NovelAI lorebooks, SillyTavern JSONL chats, OpenAI message arrays and agent
@@ -24,7 +25,7 @@ class DropMixin:
 
     def ask_import_files(self) -> None:
         """Ask for files (*File → Import…*) and import them."""
-        paths, _ = QFileDialog.getOpenFileNames(self, "Import cards, worlds and chats", "", IMPORT_FILTER)
+        paths = ask_open_files(self, "Import cards, worlds and chats", "", IMPORT_FILTER)
         if paths:
             self.import_files(paths)
 

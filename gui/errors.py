@@ -43,6 +43,8 @@ USER_MESSAGES: dict[str, str] = {
     "IMPORT_WRONG_TYPE": "A field in the file has the wrong type.",
     "IMPORT_UNSUPPORTED_SPEC": "The file declares a card or lorebook version Loomscope does not read.",
     "IMPORT_UNSUPPORTED_FORMAT": "This is not a character card, world/lorebook or chat file.",
+    "IMPORT_OUTSIDE_FOLDER": "A link in the folder leads outside it; Loomscope did not follow it.",
+    "IMPORT_FORBIDDEN_FILE": "Loomscope never reads this file (API keys, or the open library itself).",
     "CHAT_NOT_FOUND": "That chat is no longer in the library.",
     "AUDIT_NOT_FOUND": "This chat has no stored generation audit yet.",
     "CHARACTER_NOT_FOUND": "That character is no longer in the library.",

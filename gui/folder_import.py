@@ -9,6 +9,7 @@ the progress dialog animating) without a busy loop.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QEventLoop, QObject, QRunnable, QThreadPool, Signal
@@ -22,6 +23,7 @@ class _Relay(QObject):
     """Lives on the main thread; the worker emits through it (queued connection)."""
 
     finished = Signal(object, object)  # FolderImportReport | None, UserError | None
+    progressed = Signal(str, int, int)  # stage ("read" / "store"), done, total
 
 
 class _FolderImportJob(QRunnable):
@@ -40,22 +42,35 @@ class _FolderImportJob(QRunnable):
         try:
             # again: only what changed is read and stored (engine.st_sync)
             report = sync_st_folder(self._store, self._folder, st_user=self._st_user, skip_bad=True,
-                                    on_conflict=self._on_conflict)
+                                    on_conflict=self._on_conflict,
+                                    on_read=lambda done, total: self._progress("read", done, total),
+                                    on_store=lambda done, total: self._progress("store", done, total))
         except Exception as exc:  # an engine error by its code; anything else is logged
             error = worker_error(exc, f"importing the SillyTavern folder {self._folder}")
         with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
             self._relay.finished.emit(report, error)
 
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        # a queued signal per file would flood the event loop on a 10,000-chat folder
+        if done == total or done % 25 == 0:
+            with contextlib.suppress(RuntimeError):
+                self._relay.progressed.emit(stage, done, total)
+
 
 def run_folder_import(store: Store, folder: str | Path, *, st_user: str | None = None,
                       pool: QThreadPool | None = None,
+                      on_progress: Callable[[str, int, int], None] | None = None,
                       on_conflict: str = "ask") -> tuple[FolderImportReport | None, UserError | None]:
     """Import ``folder`` (a SillyTavern ``data/<user>`` or ``data/`` folder) on a worker.
 
     Returns ``(report, None)`` on success or ``(None, error)`` (nothing imported; a non-engine
     exception is logged and reads ``INTERNAL_ERROR``). Events keep being processed while waiting.
+    ``on_progress(stage, done, total)`` runs on the main thread: stage ``"read"`` counts files read,
+    ``"store"`` items stored. ``on_conflict`` as :func:`engine.st_sync.sync_st_folder` takes it.
     """
     relay = _Relay()
+    if on_progress is not None:
+        relay.progressed.connect(on_progress)
     loop = QEventLoop()
     outcome: list[tuple[FolderImportReport | None, UserError | None]] = []
 

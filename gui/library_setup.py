@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QProgressDialog
+from PySide6.QtWidgets import QInputDialog, QMessageBox, QProgressDialog
 
 from engine.errors import LoomscopeError
+from engine.importers.warning_groups import group_warnings
 from engine.lorebook import running_timers
 
 from .errors import UserError, message_for, user_error
+from .file_dialogs import ask_directory
 from .folder_import import run_folder_import
 from .setup_commands import (
     AddLorebookEntryCommand,
@@ -387,7 +389,15 @@ class LibrarySetup(QObject):
         progress.setCancelButton(None)
         progress.setWindowModality(Qt.WindowModality.WindowModal)
         progress.setMinimumDuration(300)
-        report, err = run_folder_import(self.store, folder, st_user=st_user, on_conflict=on_conflict)
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            what = "Reading files" if stage == "read" else "Storing in the library"
+            progress.setLabelText(f"{what}: {done:,} of {total:,}")
+            progress.setMaximum(total)
+            progress.setValue(done)
+
+        report, err = run_folder_import(self.store, folder, st_user=st_user, on_progress=on_progress,
+                                        on_conflict=on_conflict)
         progress.close()
         progress.deleteLater()
         if err is not None or report is None:
@@ -436,8 +446,11 @@ class LibrarySetup(QObject):
                             "used-folder": "replaced by the folder's version"}[c.resolution])
         for s in report.skipped[:10]:
             lines.append(f"Skipped {s.get('file')}: {s.get('message') or s.get('code')}")
-        for w in report.warnings[:10]:
-            lines.append(f"Warning {w.get('file')}: {w.get('message')}")
+        for folder in report.unreadable:
+            lines.append(f"Could not read {folder.get('folder')}/: {folder.get('message')} (partial import)")
+        # a message repeated for many files is one line with their count ("10,000 chats: …")
+        for group in group_warnings((w.get("file", ""), w.get("message", "")) for w in report.warnings)[:10]:
+            lines.append(f"Warning {group.line()}")
         return "\n".join(lines)
 
     def import_dropped(self, paths: list[str]) -> None:
@@ -504,4 +517,4 @@ class LibrarySetup(QObject):
         return text if ok else None
 
     def _ask_directory(self, title: str) -> str | None:
-        return QFileDialog.getExistingDirectory(self.window, title) or None
+        return ask_directory(self.window, title)

@@ -87,15 +87,19 @@ _HOST_RE = re.compile(r"\[(?P<ip6>[0-9a-f:.]+)\](?::(?P<port6>[0-9]{1,5}))?|(?P<
 def _host_name(header: str | None) -> str | None:
     """The host part of a ``Host`` header, parsed strictly; ``None`` when it is malformed.
 
-    ``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``, ``LOCALHOST.`` → ``localhost``;
-    ``[::1]evil.com``, ``localhost:80@evil.com``, ``localhost:http`` → ``None``.
+    ``[::1]:8765`` → ``::1``, ``localhost:80`` → ``localhost``; ``[::1]evil.com``,
+    ``localhost:80@evil.com``, ``localhost:http`` and ``localhost.`` → ``None``. A trailing dot makes a
+    name fully qualified: ``localhost.`` is looked up in DNS, not in the hosts file, so it is not the
+    loopback name (issue 25).
     """
     if not header:
         return None
     m = _HOST_RE.fullmatch(header.strip().lower())
     if m is None:
         return None
-    name = m.group("ip6") or (m.group("name") or "").rstrip(".")
+    name = m.group("ip6") or m.group("name") or ""
+    if name.endswith("."):
+        return None
     return name or None
 
 

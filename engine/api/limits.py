@@ -11,8 +11,9 @@ body (``POST``/``PUT``/``PATCH``) it
 - checks the JSON before any route sees it: ``NaN``/``Infinity``, numbers too large for a
   double (they are not JSON, and could not be answered as JSON) and strings or keys holding a
   lone UTF-16 surrogate (``"\\ud800"`` without its pair: not text, so it cannot be tokenized,
-  stored or sent) are 422 with the value's JSON path in ``place`` (``INVALID_SETTINGS`` under
-  ``$.settings``, else ``INVALID_REQUEST``).
+  stored or sent) and integers beyond :data:`MAX_JSON_INT` (a 4,000-digit ``context_limit``, issue 25:
+  no count, limit or index is that large, and arithmetic on it overflows) are 422 with the value's JSON
+  path in ``place`` (``INVALID_SETTINGS`` under ``$.settings``, else ``INVALID_REQUEST``).
 
 The body is then handed on unchanged. Errors use the API's envelope
 (:func:`engine.api.errors.error_response`).
@@ -34,7 +35,11 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 #: Default longest time to receive a whole request body (seconds).
 DEFAULT_BODY_TIMEOUT_S = 30.0
 
+#: Largest integer the API takes (JavaScript's ``Number.MAX_SAFE_INTEGER``, 2**53 - 1).
+MAX_JSON_INT = 2**53 - 1
+
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONG_NUMBER = re.compile(rb"[0-9]{16,}")
 #: What Python's json reads as a non-finite float: NaN, Infinity, or an exponent large enough.
 _NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+]?[0-9]{3,}")
 
@@ -50,6 +55,9 @@ def _first_unusable(value: Any) -> tuple[list[Any], str] | None:
         v, path = stack.pop()
         if isinstance(v, float) and not math.isfinite(v):
             return path, f"{v!r} is not a JSON number (JSON has no NaN or Infinity)"
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_JSON_INT:
+            digits = len(str(abs(v)))
+            return path, f"a number of {digits:,} digits is too large (at most {MAX_JSON_INT:,})"
         if isinstance(v, str):
             if len(v) > MAX_MESSAGE_CHARS:
                 return path, (f"a text of {len(v):,} characters is over the limit of {MAX_MESSAGE_CHARS:,} "
@@ -83,9 +91,12 @@ def body_problem(body: bytes) -> tuple[int, str, str, str] | None:
         value = json.loads(body)
     except RecursionError:
         return 400, "INVALID_REQUEST", "the body is not valid JSON: nested too deeply", "$"
-    except (ValueError, TypeError):
+    except (ValueError, TypeError) as exc:
+        if "integer string conversion" in str(exc):  # over Python's 4,300 digits: no path to name
+            return 422, "INVALID_REQUEST", f"$: a number of more than 4,300 digits is too large (at most {MAX_JSON_INT:,})", "$"
         return None  # FastAPI reports the syntax error itself
-    if not (_SURROGATE_ESCAPE.search(body) or _NON_FINITE.search(body)) and len(body) <= MAX_MESSAGE_CHARS:
+    suspicious = _SURROGATE_ESCAPE.search(body) or _NON_FINITE.search(body) or _LONG_NUMBER.search(body)
+    if not suspicious and len(body) <= MAX_MESSAGE_CHARS:
         return None
     found = _first_unusable(value)
     if found is None:

@@ -14,9 +14,16 @@ the folder again brings in only what changed (:func:`engine.st_sync.sync_st_fold
 content hash; an unchanged folder answers at once); an object changed in the folder that was also
 edited in Loomscope is a conflict, never overwritten silently (``--on-conflict ask|keep-local|
 use-folder``). Output: ``{"folder", "user", "added", "changed", "unchanged", "skipped",
-"warnings", "conflicts", "files_changed"}`` (each of the first three a list of ``{"kind", "id",
-"name", "key"}``; ``conflicts`` ``{"kind", "id", "name", "key", "resolution"}``). A folder that is not a SillyTavern folder:
-``IMPORT_UNSUPPORTED_FORMAT`` naming it (exit 2).
+"warnings", "conflicts", "files_changed", "unreadable", "partial"}`` (each of the first three a
+list of ``{"kind", "id", "name", "key"}``; ``conflicts`` ``{"kind", "id", "name", "key",
+"resolution"}``). A folder that is not a SillyTavern folder: ``IMPORT_UNSUPPORTED_FORMAT`` naming
+it (exit 2).
+
+Folder imports never leave the folder: links out of it, and links to ``secrets.json``, are listed as
+skipped with their targets. A sub-folder that exists but cannot be listed is a warning, the report says
+``"partial": true`` (with ``"unreadable"``) and the exit code is 5 (:data:`EXIT_PARTIAL`): everything
+else was imported. On a terminal a progress bar follows the reading and the storing; each warning
+message is printed once, with the number of files it concerns (``10,000 chats: …``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ from typing import Any
 from ..errors import SettingsError
 from ..terminal import markup_safe, visible
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
+
+#: Exit code of a folder import that imported what it could read but found a sub-folder it could not list.
+EXIT_PARTIAL = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -115,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         if args.as_new:
             raise SettingsError("INVALID_SETTINGS", "--as-new applies to files; a folder is kept in step by path",
                                 file="--as-new")
-        return _run_folder(args, dirs[0], warn)
+        return _run_folder(args, dirs[0])
     if args.on_conflict != "ask":
         raise SettingsError("INVALID_SETTINGS", "--on-conflict applies to a SillyTavern folder import",
                             file="--on-conflict")
@@ -148,13 +158,51 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str], None]) -> int:
+def folder_progress() -> tuple[Callable[[int, int], None] | None, Callable[[int, int], None] | None,
+                             AbstractContextManager[Any]]:
+    """``(on_read, on_store, display)`` for a folder import: rich bars on a terminal, nothing when piped.
+
+    ``on_read(files read, files)`` has :func:`~engine.importers.st_folder.read_st_folder`'s ``on_progress`` shape,
+    ``on_store(items stored, items)`` :meth:`~engine.storage.Store.import_st_folder`'s.
+    """
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return None, None, contextlib.nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=False)
+    tasks: dict[str, TaskID] = {}
+
+    def bar(name: str) -> Callable[[int, int], None]:
+        def update(done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = progress.add_task(name, total=total)
+            if done == total or done % 50 == 0:  # a redraw per file would cost more than the file
+                progress.update(tasks[name], completed=done, total=total)
+        return update
+
+    return bar("reading files"), bar("storing"), progress
+
+
+def _run_folder(args: argparse.Namespace, folder: str) -> int:
+    from ..importers.warning_groups import group_warnings
     from ..st_sync import sync_st_folder
 
-    with open_library(args) as store:
+    warnings: list[tuple[str, str]] = []
+    on_read, on_store, display = folder_progress()
+    with display, open_library(args) as store:
         # again: only what changed is read and stored; conflicts with Loomscope edits are listed
-        report = sync_st_folder(store, folder, st_user=args.st_user, skip_bad=args.skip_bad, on_warning=warn,
-                                on_conflict=args.on_conflict)
+        report = sync_st_folder(store, folder, st_user=args.st_user, skip_bad=args.skip_bad,
+                                on_warning=lambda f, m: warnings.append((f, m)), on_conflict=args.on_conflict,
+                                on_read=on_read, on_store=on_store)
+    for group in group_warnings(warnings):
+        if len(group.files) == 1:  # as a file import prints it
+            sys.stderr.write(f"loomscope: {visible(group.files[0])}: warning: {visible(group.message)}\n")
+        else:
+            sys.stderr.write(f"loomscope: warning: {visible(group.line())}\n")
     for s in report.skipped:
         place = f" ({s['place']})" if s.get("place") else ""
         sys.stderr.write(f"loomscope: {visible(str(Path(report.folder) / s['file']))}: skipped: {s['code']}: "
@@ -164,9 +212,13 @@ def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str]
                 "kept-local": "kept Loomscope's version", "used-folder": "replaced by the folder's version"}
         sys.stderr.write(f"loomscope: {visible(c.key)}: conflict: changed in the folder and in Loomscope; "
                          f"{what[c.resolution]}\n")
+    code = EXIT_PARTIAL if report.partial else 0
+    if report.partial:
+        sys.stderr.write(f"loomscope: {visible(report.folder)}: partial import: "
+                         f"{len(report.unreadable)} folder(s) could not be read (exit {EXIT_PARTIAL})\n")
     if output_format(args) == "json":
         print_json(report.model_dump(mode="json"))
-        return 0
+        return code
     from rich.console import Console
     from rich.table import Table
 
@@ -185,4 +237,4 @@ def _run_folder(args: argparse.Namespace, folder: str, warn: Callable[[str, str]
     for s in report.skipped:
         table.add_row("skipped", "", "", markup_safe(f"{s['code']}: {s['message']}"), markup_safe(s["file"]))
     Console().print(table)
-    return 0
+    return code

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .. import library_files
 from ..errors import LoomscopeImportError
 
 #: Largest input file read at all (bytes). Larger files get ``IMPORT_TOO_LARGE`` before reading.
@@ -29,6 +30,9 @@ MAX_MESSAGES: int = 100_000
 MAX_MESSAGE_CHARS: int = 4 * 1024 * 1024
 #: Deepest JSON nesting accepted (objects and arrays). Real cards and chats stay below ~12.
 MAX_JSON_DEPTH: int = 200
+#: SillyTavern's API keys file (``src/endpoints/secrets.js`` ``SECRETS_FILE``): never opened, not even
+#: through a link with another name.
+SECRETS_FILE = "secrets.json"
 
 
 def fail(code: str, message: str, file: str | None, place: str | None = None) -> NoReturn:
@@ -48,10 +52,13 @@ def read_bytes(path: str | Path) -> tuple[str, bytes]:
     ------
     LoomscopeImportError
         ``IMPORT_FILE_NOT_FOUND``, ``IMPORT_TOO_LARGE`` (over :data:`MAX_FILE_BYTES`, checked by
-        ``stat`` before reading), ``IMPORT_EMPTY_FILE``.
+        ``stat`` before reading), ``IMPORT_EMPTY_FILE``; ``IMPORT_FORBIDDEN_FILE`` without
+        opening the file for ``secrets.json`` (or a link to it) and for the library database this
+        process has open (reading it would drop SQLite's locks, issue 25; :mod:`engine.library_files`).
     """
     name = str(path)
     p = Path(path)
+    refuse_forbidden(p, name)
     try:
         st = p.stat()
     except FileNotFoundError:
@@ -76,6 +83,31 @@ def read_bytes(path: str | Path) -> tuple[str, bytes]:
         fail("IMPORT_EMPTY_FILE", "the file is empty" if not data else "the file holds only whitespace",
              name)
     return name, data
+
+
+def link_target(path: Path) -> Path | None:
+    """Where ``path`` leads when it or a folder on its way is a symbolic link (``None``: no link).
+
+    Resolved without opening anything (``os.path.realpath`` reads links only).
+    """
+    try:
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return None
+    return None if real == Path(os.path.abspath(path)) else real
+
+
+def refuse_forbidden(path: Path, name: str) -> None:
+    """``IMPORT_FORBIDDEN_FILE`` for ``secrets.json`` (also through a link) and the open library file.
+
+    Nothing is opened: names, links and ``stat`` only.
+    """
+    target = link_target(path)
+    if path.name.lower() == SECRETS_FILE or (target is not None and target.name.lower() == SECRETS_FILE):
+        fail("IMPORT_FORBIDDEN_FILE", f"{SECRETS_FILE} holds API keys and is never read", name)
+    if library_files.is_library_file(path):
+        fail("IMPORT_FORBIDDEN_FILE", "this is the open library database itself; it is read by SQLite "
+             "only, never imported", name)
 
 
 def reject_binary(data: bytes, file: str, expected: str) -> None:

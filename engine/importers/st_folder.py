@@ -21,6 +21,14 @@ What is read (``src/constants.js`` ``USER_DIRECTORY_TEMPLATE``; FORMATS.md b1, b
   ``.json``), ``chats/<card file name>/*.jsonl``. ``group chats/`` and ``groups/`` are listed as
   skipped (group chats are not supported).
 
+The folder is read without leaving it (issue 25): a symbolic link (file or folder) whose target
+resolves outside the folder the writer pointed at is not followed, and a link whose target is named
+``secrets.json`` is never opened, wherever it points; each is listed in ``plan.skipped``
+(``IMPORT_OUTSIDE_FOLDER`` / ``IMPORT_FORBIDDEN_FILE``) with its target. A sub-folder that exists but
+cannot be listed (no permission, not a folder, a dangling link) is a warning and is listed in
+``plan.unreadable``: the import is partial. Only names taken from the listing are opened; names read from
+files (a chat's world, a persona's avatar) are only looked up among what was listed.
+
 Links, as ``world-info.js`` makes them (``getGlobalLore``, ``getCharacterLore``,
 ``getChatLore``): global books = ``globalSelect``; character books = the card's
 ``data.extensions.world`` plus the ``charLore`` extra books of its file name; chat book =
@@ -33,12 +41,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from .. import library_files
 from ..errors import LoomscopeImportError
 from ..schema import Character, Chat, ContextSettings, Persona
 from ..schema.sillytavern import (
@@ -52,8 +62,10 @@ from ..schema.sillytavern import (
     default_prompts,
 )
 from .st_extras import extend_setup, with_entry_hashes
-from .st_presets import read_text_completion
+from .st_presets import PRESET_FOLDERS, read_text_completion
 
+#: The Text Completion preset folders of a user folder (read with ``settings.json``, issue 26).
+PRESET_KINDS = tuple(PRESET_FOLDERS)
 #: Folders of a SillyTavern user folder; a folder with ``settings.json`` and one of these is one.
 ST_USER_MARKERS = ("characters", "worlds", "chats")
 #: The user SillyTavern creates (``src/constants.js`` ``DEFAULT_USER``).
@@ -122,6 +134,9 @@ class FolderPlan:
     user: str
     items: list[FolderItem] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    #: ``(folder relative to the user folder, why)`` of each folder that exists but could not be listed
+    #: (``chats/``, ``worlds/``, ``characters/``, a character's chat folder): the import is partial.
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _digest(*parts: Any) -> str:
@@ -345,13 +360,143 @@ def _context_settings(settings: dict[str, Any]) -> ContextSettings:
                            world_info=wi, safety_margin_percent=0)  # type: ignore[arg-type]
 
 
-def _sorted_files(folder: Path, pattern: str) -> list[Path]:
-    return sorted((p for p in folder.glob(pattern) if p.is_file()), key=lambda p: p.name)
+def _within(path: Path, boundary: Path) -> bool:
+    return path == boundary or boundary in path.parents
+
+
+@dataclass
+class _Walk:
+    """Listing a user folder without leaving ``boundary`` (the real path of the folder given to the import)."""
+
+    folder: Path
+    boundary: Path
+    plan: FolderPlan
+    warn: Callable[[str, str], object]
+    _listed: dict[tuple[str, str | None, bool], list[Path]] = field(default_factory=dict)
+
+    def blocked(self, path: Path, rel: str) -> bool:
+        """Whether ``path`` may not be followed (a link out, or to ``secrets.json``); such a path is listed as skipped."""
+        from ._io import SECRETS_FILE, link_target
+
+        target = link_target(path)
+        if target is None:
+            return False
+        if target.name.lower() == SECRETS_FILE:
+            self.plan.skipped.append(SkippedFile(rel, "IMPORT_FORBIDDEN_FILE",
+                                                 f"a link to {target}; {SECRETS_FILE} is never opened"))
+            return True
+        if not _within(target, self.boundary):
+            self.plan.skipped.append(SkippedFile(rel, "IMPORT_OUTSIDE_FOLDER",
+                                                 f"a link to {target}, outside {self.boundary}; not followed"))
+            return True
+        return False
+
+    def entries(self, rel_dir: str, *, suffix: str | None = None, dirs: bool = False) -> list[Path]:
+        """The files ending in ``suffix`` (or the folders) of ``rel_dir``, by name; ``[]`` when it is absent.
+
+        A folder that exists but cannot be listed is a warning and goes to ``plan.unreadable``. Each folder is
+        listed once (a second call returns the first listing).
+        """
+        key = (rel_dir, suffix, dirs)
+        if key not in self._listed:
+            self._listed[key] = self._list(rel_dir, suffix, dirs)
+        return self._listed[key]
+
+    def count_files(self) -> int:
+        """How many worlds, cards and chat files the folder lists (the total of a progress display)."""
+        chats = sum(len(self.entries(f"chats/{d.name}", suffix=".jsonl")) for d in self.entries("chats", dirs=True))
+        return len(self.entries("worlds", suffix=".json")) + len(self.entries("characters", suffix=".png")) + chats
+
+    def _list(self, rel_dir: str, suffix: str | None, dirs: bool) -> list[Path]:
+        d = self.folder / rel_dir
+        if not os.path.lexists(d) or self.blocked(d, rel_dir):
+            return []
+        try:
+            with os.scandir(d) as it:
+                found = sorted(((e.name, e) for e in it), key=lambda ne: ne[0])
+        except OSError as exc:
+            why = ("not a folder" if isinstance(exc, NotADirectoryError) else
+                   "a link to nothing" if isinstance(exc, FileNotFoundError) else
+                   f"cannot be listed ({exc.strerror or type(exc).__name__})")
+            self.plan.unreadable.append((rel_dir, why))
+            self.warn(rel_dir, f"{why}; nothing in it was imported")
+            return []
+        # no link on the way to ``d``: only an entry that is itself a link can lead elsewhere, so the others
+        # need no realpath (a 10,000-chat folder spent most of its listing there)
+        direct = os.path.realpath(d) == os.path.abspath(d)
+        out = []
+        for name, entry in found:
+            if suffix is not None and not name.endswith(suffix):
+                continue
+            p = d / name
+            if (not direct or entry.is_symlink()) and self.blocked(p, f"{rel_dir}/{name}"):
+                continue
+            try:
+                kept = entry.is_dir() if dirs else entry.is_file()  # links followed, as Path.is_dir / is_file
+            except OSError:
+                kept = False
+            if kept:
+                out.append(p)
+        return out
+
+
+def checked_user_folder(path: str | Path, st_user: str | None = None) -> tuple[Path, str, Path]:
+    """The user folder of ``path`` (:func:`resolve_user_folder`), its user name, and the folder no read may leave.
+
+    The boundary is the real path of ``path`` as given (nothing is opened to find it).
+
+    Raises
+    ------
+    LoomscopeImportError
+        As :func:`resolve_user_folder`; ``IMPORT_OUTSIDE_FOLDER`` when the user folder is a link out of ``path``.
+    """
+    boundary = Path(os.path.realpath(path))
+    folder, user = resolve_user_folder(path, st_user)
+    real = Path(os.path.realpath(folder))
+    if not _within(real, boundary):
+        raise LoomscopeImportError("IMPORT_OUTSIDE_FOLDER", f"the user folder is a link to {real}, outside {boundary}; "
+                                   "not followed", file=str(folder))
+    return folder, user, boundary
+
+
+def st_folder_files(folder: Path, boundary: Path) -> tuple[dict[str, Path], list[tuple[str, str]]]:
+    """The files :func:`read_st_folder` would read, listed as it lists them, and the sub-folders it could not list.
+
+    Parameters
+    ----------
+    folder, boundary:
+        As :func:`checked_user_folder` returns them.
+
+    Returns
+    -------
+    (files, unreadable)
+        ``files``: path relative to ``folder`` (``settings.json``, ``worlds/*.json``, ``characters/*.png``,
+        ``chats/<card>/*.jsonl``, and the Text Completion presets ``instruct/``, ``context/``, ``sysprompt/``
+        ``*.json``) → path; links out of ``boundary``, ``secrets.json`` (named so, or a link to
+        it) and the open library's files are left out (nothing is opened: ``scandir``, ``realpath`` and ``stat`` only).
+        ``unreadable``: ``(folder, why)`` per sub-folder that exists but could not be listed.
+    """
+    plan = FolderPlan(folder=folder, user="")
+    walk = _Walk(folder, boundary, plan, lambda _file, _msg: None)
+    out: dict[str, Path] = {}
+    settings = folder / "settings.json"
+    if os.path.lexists(settings) and not walk.blocked(settings, "settings.json") and settings.is_file():
+        out["settings.json"] = settings
+    presets = [(kind, ".json") for kind in PRESET_KINDS if os.path.isdir(folder / kind)]
+    for top, suffix in (("worlds", ".json"), ("characters", ".png"), *presets):
+        out.update((f"{top}/{p.name}", p) for p in walk.entries(top, suffix=suffix))
+    for d in walk.entries("chats", dirs=True):
+        out.update((f"chats/{d.name}/{p.name}", p) for p in walk.entries(f"chats/{d.name}", suffix=".jsonl"))
+    from ._io import SECRETS_FILE
+
+    return ({rel: p for rel, p in out.items() if p.name.lower() != SECRETS_FILE and not library_files.is_library_file(p)},
+            plan.unreadable)
 
 
 def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bool = False,
                    on_warning: Callable[[str, str], object] | None = None,
-                   only: Collection[str] | None = None) -> FolderPlan:
+                   only: Collection[str] | None = None,
+                   on_progress: Callable[[int, int], object] | None = None) -> FolderPlan:
     """Read a SillyTavern user folder (or the ``data/`` folder holding it) into a :class:`FolderPlan`.
 
     Parameters
@@ -368,6 +513,9 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         Paths (relative to the user folder) of the worlds, cards and chats to read, for a re-import
         of what changed (:mod:`engine.st_sync`); the other worlds are listed for links, not read,
         and only the cards of the chats read are read. ``None``: everything.
+    on_progress:
+        ``fn(files done, files in all)`` after each world, card and chat file (worlds, cards and chats are
+        listed first; a file left unread because of ``only`` counts as done).
 
     Raises
     ------
@@ -376,11 +524,15 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
         ``IMPORT_*`` error of a bad file (naming it, with the place) unless ``skip_bad``; a bad
         ``settings.json`` always.
     """
-    folder, user = resolve_user_folder(path, st_user)
-    reader = _FolderReader(FolderPlan(folder=folder, user=user), skip_bad, on_warning, _read_folder_settings(folder),
+    folder, user, boundary = checked_user_folder(path, st_user)
+    plan = FolderPlan(folder=folder, user=user)
+    walk = _Walk(folder, boundary, plan, lambda file, msg: on_warning(file, msg) if on_warning is not None else None)
+    reader = _FolderReader(plan, skip_bad, on_warning, _read_folder_settings(folder, walk), walk,
                            None if only is None else frozenset(only))
     for file, message in reader.settings.warnings:
         reader.warn(file, message)
+    if on_progress is not None:
+        reader.progress = (on_progress, walk.count_files())
     worlds = reader.read_worlds()
     cards = reader.read_cards()
     personas = reader.read_chats(worlds, cards)
@@ -408,12 +560,20 @@ class _FolderSettings:
     warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _read_folder_settings(folder: Path) -> _FolderSettings:
-    """``settings.json`` of ``folder``, read and checked (a bad one always raises)."""
+def _read_folder_settings(folder: Path, walk: _Walk | None = None) -> _FolderSettings:
+    """``settings.json`` of ``folder``, read and checked (a bad one always raises).
+
+    A ``settings.json`` that is a link out of the folder (``walk``) is not read: SillyTavern's defaults apply.
+    """
     from ._guard import guarded
 
     settings_file = folder / "settings.json"
-    settings = guarded(settings_file, lambda: _read_json_file(settings_file, "settings"))
+    settings: Any
+    if walk is not None and walk.blocked(settings_file, "settings.json"):
+        walk.warn("settings.json", "not read (a link out of the folder); SillyTavern's defaults are used")
+        settings = {}
+    else:
+        settings = guarded(settings_file, lambda: _read_json_file(settings_file, "settings"))
     if not isinstance(settings, dict):
         raise LoomscopeImportError("IMPORT_WRONG_TYPE", "settings.json is not a JSON object",
                                    file=str(settings_file), place="$")
@@ -426,7 +586,8 @@ def _read_folder_settings(folder: Path) -> _FolderSettings:
     prompts, order = guarded(settings_file, lambda: _prompts_and_order(oai))
     context = guarded(settings_file, lambda: _context_settings(settings))
     found = _FolderSettings(settings_file, settings, global_select, char_lore, prompts, order, context)
-    tc = read_text_completion(folder, settings, lambda f, m: found.warnings.append((f, m)))
+    listing = None if walk is None else (lambda kind: walk.entries(kind, suffix=".json"))
+    tc = read_text_completion(folder, settings, lambda f, m: found.warnings.append((f, m)), listing)
     if tc is not None:
         # the Text Completion window: max_context, amount_gen (getMaxContextSize)
         found.context = context.model_copy(update={"context_limit": max(1, tc.max_context),
@@ -467,11 +628,20 @@ class _FolderReader:
     skip_bad: bool
     on_warning: Callable[[str, str], object] | None
     settings: _FolderSettings
+    walk: _Walk
     only: frozenset[str] | None = None  # read_st_folder's `only`
+    progress: tuple[Callable[[int, int], object], int] | None = None
+    files_read: int = 0
 
     def skips(self, rel: str) -> bool:
         """Whether file ``rel`` is left unread (a re-import of what changed reads only those files)."""
         return self.only is not None and rel not in self.only
+
+    def tick(self) -> None:
+        """One more file done, read or left unread (for ``on_progress``)."""
+        self.files_read += 1
+        if self.progress is not None:
+            self.progress[0](self.files_read, self.progress[1])
 
     def warn(self, file: str, message: str) -> None:
         """Report one warning on ``file`` (relative to the user folder)."""
@@ -495,12 +665,14 @@ class _FolderReader:
         from .lorebooks import load_lorebook_with_info
 
         worlds: dict[str, str] = {}
-        for p in _sorted_files(self.plan.folder / "worlds", "*.json"):
+        for p in self.walk.entries("worlds", suffix=".json"):
             rel = f"worlds/{p.name}"
             if self.skips(rel):
                 worlds[p.stem] = rel  # unchanged: still linked by name
+                self.tick()
                 continue
             got = self.attempt(rel, partial(load_lorebook_with_info, p))
+            self.tick()
             if got is None:
                 continue
             book, _spec, warnings = got
@@ -518,11 +690,13 @@ class _FolderReader:
 
         cards: dict[str, FolderItem] = {}
         chat_dirs = {r.split("/")[1] for r in self.only or () if r.startswith("chats/")}
-        for p in _sorted_files(self.plan.folder / "characters", "*.png"):
+        for p in self.walk.entries("characters", suffix=".png"):
             rel = f"characters/{p.name}"
             if self.skips(rel) and p.stem not in chat_dirs:
+                self.tick()
                 continue
             got = self.attempt(rel, partial(load_character_with_info, p))
+            self.tick()
             if got is None:
                 continue
             char, _spec, warnings = got
@@ -540,7 +714,7 @@ class _FolderReader:
         by_name: dict[str, list[FolderItem]] = {}
         for c in cards.values():
             by_name.setdefault(c.name, []).append(c)
-        chat_dirs = sorted((x for x in (self.plan.folder / "chats").glob("*") if x.is_dir()), key=lambda x: x.name)
+        chat_dirs = self.walk.entries("chats", dirs=True)
         for d in chat_dirs:
             # SillyTavern keeps a character's chats under its card's file name (getCharaFilename);
             # a folder named after the character instead (as in the shared example) falls back to
@@ -549,9 +723,10 @@ class _FolderReader:
             fallback = None
             if card is None and len(by_name.get(d.name, [])) == 1:
                 card = fallback = by_name[d.name][0]
-            for p in _sorted_files(d, "*.jsonl"):
+            for p in self.walk.entries(f"chats/{d.name}", suffix=".jsonl"):
                 if not self.skips(f"chats/{d.name}/{p.name}"):
                     self.read_chat(p, d.name, card, fallback, worlds, personas)
+                self.tick()
         return personas
 
     def _load_chat(self, p: Path, rel: str) -> tuple[Chat, list[str]] | None:
@@ -646,5 +821,5 @@ class _FolderReader:
                                                          "group chats are not supported; skipped"))
 
 
-__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "content_digest", "is_st_user_folder",
-           "read_st_folder", "resolve_user_folder"]
+__all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "checked_user_folder", "content_digest",
+           "is_st_user_folder", "read_st_folder", "resolve_user_folder", "st_folder_files"]

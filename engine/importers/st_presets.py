@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..errors import LoomscopeImportError
 from ..schema.sillytavern import ContextTemplate, InstructTemplate, SystemPromptPreset, TextCompletionSetup
 
 #: ``main_api`` values that use the Text Completion path (everything but ``openai``).
@@ -49,6 +50,8 @@ _CONTEXT_GLOBALS = ("always_force_name2", "trim_sentences", "single_line")
 _PRESET_FILE_ONLY = {"name"}
 
 Warn = Callable[[str, str], None]
+#: ``fn(kind)``: the ``.json`` files of the user folder's ``<kind>/`` folder, sorted by name.
+Listing = Callable[[str], list[Path]]
 
 
 def _coerce(model: type[BaseModel], raw: dict[str, Any], rel: str, place: str, warn: Warn,
@@ -175,23 +178,33 @@ def read_live_sysprompt(raw: Any, rel: str, warn: Warn) -> SystemPromptPreset:
     return SystemPromptPreset(**_coerce(SystemPromptPreset, raw, rel, "power_user.sysprompt", warn))
 
 
-def read_presets(folder: Path, kind: str, warn: Warn) -> list[Any]:
+def read_presets(folder: Path, kind: str, warn: Warn, listing: Listing | None = None) -> list[Any]:
     """Every ``<kind>/*.json`` preset of the user folder, sorted by file name.
 
-    A file that is not a JSON object is a warning and is left out; each field is checked as in
-    :func:`_coerce` (a preset's ``name`` defaults to the file name).
+    ``listing(kind)`` lists the folder's ``.json`` files (the folder import's listing, which follows no
+    link out of the folder, issue 25); without it the folder is globbed. ``secrets.json`` and the open
+    library are never opened (:func:`engine.importers._io.read_bytes`). A file that is not a JSON object is
+    a warning and is left out; each field is checked as in :func:`_coerce` (a preset's ``name`` defaults to
+    the file name).
     """
+    from ._io import read_bytes
+
     model = PRESET_FOLDERS[kind]
     base = folder / kind
-    if not base.is_dir():
+    if listing is not None:
+        paths = listing(kind)
+    elif base.is_dir():
+        paths = sorted((p for p in base.glob("*.json") if p.is_file()), key=lambda p: p.name)
+    else:
         return []
     out: list[Any] = []
-    for path in sorted((p for p in base.glob("*.json") if p.is_file()), key=lambda p: p.name):
+    for path in paths:
         rel = f"{kind}/{path.name}"
         try:
-            raw = json.loads(path.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            warn(rel, f"not a readable JSON preset ({exc.__class__.__name__}: {exc}); left out")
+            raw = json.loads(read_bytes(path)[1].decode("utf-8-sig"))
+        except (LoomscopeImportError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            why = exc.message if isinstance(exc, LoomscopeImportError) else f"{exc.__class__.__name__}: {exc}"
+            warn(rel, f"not a readable JSON preset ({why}); left out")
             continue
         if not isinstance(raw, dict):
             warn(rel, "not a JSON object; left out")
@@ -252,7 +265,8 @@ def _int_or(value: Any, default: int) -> int:
         return default
 
 
-def read_text_completion(folder: Path, settings: dict[str, Any], warn: Warn) -> TextCompletionSetup | None:
+def read_text_completion(folder: Path, settings: dict[str, Any], warn: Warn,
+                         listing: Listing | None = None) -> TextCompletionSetup | None:
     """The folder's Text Completion setup, or ``None`` when ``main_api`` is ``openai`` (or absent).
 
     Parameters
@@ -263,6 +277,8 @@ def read_text_completion(folder: Path, settings: dict[str, Any], warn: Warn) -> 
         Its ``settings.json``, parsed.
     warn:
         ``fn(file, message)`` for each problem (file relative to ``folder``).
+    listing:
+        ``fn(kind)``: the ``.json`` files of ``folder/<kind>`` (see :func:`read_presets`).
 
     Returns
     -------
@@ -300,9 +316,9 @@ def read_text_completion(folder: Path, settings: dict[str, Any], warn: Warn) -> 
     for key in ("custom_stopping_strings", "user_prompt_bias"):
         if isinstance(pu.get(key), str):
             values[key] = pu[key]
-    values["instruct_presets"] = read_presets(folder, "instruct", warn)
-    values["context_presets"] = read_presets(folder, "context", warn)
-    values["sysprompt_presets"] = read_presets(folder, "sysprompt", warn)
+    values["instruct_presets"] = read_presets(folder, "instruct", warn, listing)
+    values["context_presets"] = read_presets(folder, "context", warn, listing)
+    values["sysprompt_presets"] = read_presets(folder, "sysprompt", warn, listing)
     setup = TextCompletionSetup(**values)
     _warn_missing_selected(setup, warn)
     return setup

@@ -148,22 +148,53 @@ def whole_word_at(text: str, start: int, end: int) -> bool:
 # --------------------------------------------------------------------------- multi-key scan
 
 
+#: Deepest nesting of groups a trie pattern may have. Each key that is a prefix of a longer one adds
+#: a level; ``re`` compiles nested groups recursively, so a deeper trie (a 600-character key with
+#: many prefixes of itself) becomes one flat alternation instead (issue 25 item 3).
+MAX_TRIE_NESTING = 64
+
+
 def _trie_pattern(words: Iterable[str]) -> str:
-    trie: dict[str, dict] = {}
-    for w in words:
-        node = trie
+    """One regex matching the longest of ``words`` at a position, without recursion.
+
+    A trie of the words, written bottom-up with an explicit stack; a run of single-child nodes is one
+    literal. When the pattern would nest deeper than :data:`MAX_TRIE_NESTING` groups, the words are
+    one flat alternation, longest first (``re`` takes the first alternative that matches, so the
+    longest key at a position still wins).
+    """
+    keys = [w for w in words if w]
+    root: dict[str, dict] = {}
+    for w in keys:
+        node = root
         for ch in w:
             node = node.setdefault(ch, {})
         node[""] = {}
-
-    def build(node: dict[str, dict]) -> str:
-        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+    # post-order over the trie: (node, pattern, nesting) of every child is known before its parent
+    done: dict[int, tuple[str, int]] = {}
+    stack: list[tuple[dict[str, dict], bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        children = [(ch, child) for ch, child in sorted(node.items()) if ch]
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((child, False) for _, child in children)
+            continue
+        branches = [(re.escape(ch) + done[id(child)][0], done.pop(id(child))[1]) for ch, child in children]
         if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        return f"(?:{body})?" if "" in node else body
-
-    return build(trie)
+            done[id(node)] = ("", 0)
+            continue
+        depth = max(d for _, d in branches)
+        if len(branches) == 1:
+            body = branches[0][0]
+        else:
+            body, depth = "(?:" + "|".join(b for b, _ in branches) + ")", depth + 1
+        if "" in node:
+            body, depth = f"(?:{body})?", depth + 1
+        done[id(node)] = (body, depth)
+    pattern, nesting = done[id(root)]
+    if nesting > MAX_TRIE_NESTING:
+        return "|".join(re.escape(w) for w in sorted(set(keys), key=lambda w: (-len(w), w)))
+    return pattern
 
 
 @dataclass

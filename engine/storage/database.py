@@ -16,6 +16,21 @@ brand-new library at once all succeed.
 
 Migrations live in ``engine/storage/migrations`` (shipped as package data) and run through a
 programmatic :class:`alembic.config.Config`, so no ``alembic.ini`` is needed.
+
+**The library file is opened by SQLite only (issue 25).** On POSIX a process loses *all* its advisory
+locks on a file when any descriptor of that file is closed in it, so ``open(library).read()`` anywhere
+in the process (a file-type sniffer, a file dialog's icon lookup, a backup) drops the read lock SQLite
+holds; another process then takes itself for the last user, checkpoints and deletes the ``-wal`` file
+and every later write of this process goes into the deleted file, invisible to everyone else. Rule for
+contributors: never open the library file or its ``-wal``/``-shm`` siblings with anything but SQLite
+(:mod:`engine.library_files` lists them; the importers refuse them; the app's file dialogs never read
+file contents). And the storage layer defends itself: before each unit of work (a pool checkout) the
+connection's files are checked (:class:`~engine.storage.lock_guard.LockGuard`): the library file and the ``-wal`` file on disk must
+be the ones the connection opened (device and inode) and, where ``/proc/locks`` exists, the process
+must still hold its lock on the library. When not, the connection checkpoints what its WAL holds (when
+that WAL is still the one on disk), every pooled connection is closed so that SQLite takes its locks
+afresh, one warning is logged, and the unit of work runs on a new connection. Nothing is retried, so
+nothing is written twice.
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..cache import lru
 from ..errors import StorageError
+from .lock_guard import LockGuard
 
 #: Environment variable naming the library URL (same as every ``--db`` flag).
 DB_ENV = "LOOMSCOPE_DB"
@@ -104,6 +120,8 @@ def create_db_engine(url: str) -> Engine:
             kwargs["poolclass"] = StaticPool  # one shared in-memory database
         engine = create_engine(parsed, **kwargs)
         _install_sqlite_pragmas(engine, wal=not memory and not read_only)
+        if not memory and "immutable=1" not in (parsed.database or ""):  # immutable: SQLite takes no locks
+            LockGuard(engine, Path(database).expanduser().resolve()).install()
         return engine
     try:
         return create_engine(parsed, pool_pre_ping=True)

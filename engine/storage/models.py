@@ -168,8 +168,10 @@ class FolderImportReport(BaseModel):
     ``added``/``changed``/``unchanged``: one :class:`ImportRef` per object (character, lorebook,
     persona, chat), by identity (its file's path relative to the user folder: ``key``);
     ``skipped``: ``{"file", "code", "message", "place"}`` per file not imported (group chats,
-    bad files under ``--skip-bad``); ``warnings``: ``{"file", "message"}``. ``conflicts``: objects
-    that changed in the folder AND were edited in Loomscope since they were imported
+    bad files under ``--skip-bad``, links out of the folder, links to ``secrets.json``); ``warnings``:
+    ``{"file", "message"}``; ``unreadable``: ``{"folder", "message"}`` per sub-folder that exists but
+    could not be listed, which makes the import ``partial`` (the CLI then exits 5). ``conflicts``:
+    objects that changed in the folder AND were edited in Loomscope since they were imported
     (:class:`SyncConflict`); ``files_changed``: the folder's files found changed, added or removed
     since the last import (by path and content hash; ``None`` on a first import).
     """
@@ -185,6 +187,8 @@ class FolderImportReport(BaseModel):
     warnings: list[dict[str, str]] = Field(default_factory=list)
     conflicts: list[SyncConflict] = Field(default_factory=list)
     files_changed: list[str] | None = None
+    unreadable: list[dict[str, str]] = Field(default_factory=list)
+    partial: bool = False
 
 
 class Usage(BaseModel):

@@ -119,7 +119,8 @@ def test_unknown_strategy_place_is_the_strategy_setting(live: Live) -> None:
 
 @pytest.mark.parametrize("host", ["[::1]evil.com", "localhost:80@evil.com", "localhost:http", "127.0.0.1 evil",
                                   "evil.com#127.0.0.1", "[::1", "localhost:", "localhost:80:80", "user@localhost",
-                                  "127.0.0.1.evil.com", "[::1]:80x", ""])
+                                  "127.0.0.1.evil.com", "[::1]:80x", "", "localhost.", "LOCALHOST.:8765",
+                                  "127.0.0.1.:80"])
 def test_malformed_host_headers_are_refused(live: Live, host: str) -> None:
     assert _host_name(host) in (None, "127.0.0.1.evil.com")
     resp = live.client.get(f"{API_PREFIX}/health", headers={"Host": host})
@@ -127,7 +128,7 @@ def test_malformed_host_headers_are_refused(live: Live, host: str) -> None:
     assert resp.json()["error"]["file"] == "Host"
 
 
-@pytest.mark.parametrize(("host", "name"), [("localhost", "localhost"), ("LOCALHOST.:8765", "localhost"),
+@pytest.mark.parametrize(("host", "name"), [("localhost", "localhost"), ("LOCALHOST:8765", "localhost"),
                                             ("[::1]:8765", "::1"), ("[::1]", "::1"), ("127.0.0.1:1", "127.0.0.1")])
 def test_wellformed_loopback_hosts_pass(live: Live, host: str, name: str) -> None:
     assert _host_name(host) == name
@@ -253,3 +254,24 @@ def test_export_of_a_book_with_non_ascii_digit_uids(tmp_path) -> None:
     path = tmp_path / "B.json"
     path.write_text(json.dumps(export_world_json(book)))
     assert len(load_lorebook(path).entries) == 2
+
+
+# ------------------------------------------------------------------------------ huge integers (issue 25)
+
+
+@pytest.mark.parametrize(("digits", "code", "place"), [(4_000, "INVALID_SETTINGS", "$.settings.context_limit"),
+                                                       (17, "INVALID_SETTINGS", "$.settings.context_limit"),
+                                                       (5_000, "INVALID_REQUEST", "$")])
+def test_a_huge_context_limit_is_422(live: Live, digits: int, code: str, place: str) -> None:
+    body = ('{"chat": {"messages": [{"role": "user", "content": "hi"}]}, "settings": {"context_limit": '
+            + "9" * digits + "}}")
+    resp = _post_raw(live, body.encode())
+    assert resp.status_code == 422, resp.text[:300]
+    err = resp.json()["error"]
+    assert err["code"] == code and err["place"] == place and "too large" in err["message"]
+    assert len(resp.text) < 1_000  # the value is not echoed back
+
+
+def test_a_large_but_safe_integer_still_passes(live: Live) -> None:
+    body = '{"chat": {"messages": [{"role": "user", "content": "call 1234567890123456789 now"}]}, "settings": {"context_limit": 9007199254740991}}'
+    assert _post_raw(live, body.encode()).status_code == 200
