@@ -1,5 +1,10 @@
 """``loomscope generate CHAT_ID``: run the pipeline and ask an OpenAI-compatible provider to reply.
 
+A Text Completion chat (a SillyTavern folder whose ``main_api`` is KoboldCpp, llama.cpp,
+text-generation-webui, TabbyAPI, …) sends the preview's exact prompt string, its stop strings and
+``max_tokens`` = the reply length to ``{base}/v1/completions``; an endpoint that speaks only Chat
+Completion fails with ``PROVIDER_NO_TEXT_COMPLETION`` (exit 4, one line on stderr).
+
 The reply is appended to the chat and the run's ``PromptContextAudit`` replaces the chat's
 previous one. The reply reserve is sent as ``max_tokens`` (or ``max_completion_tokens`` for
 models that reject it; ``--reply-limit-param`` overrides) and recorded in the audit's
@@ -221,6 +226,7 @@ def _print_result(result: GenerationResult, fmt: str, live: bool) -> None:
             "generation_id": audit.generation_id,
             "status": audit.status,
             "error_code": audit.error_code,
+            "api": audit.api,
             "prompt_tokens": audit.prompt_tokens,
             "request_params": audit.request_params,
             "reply_index": result.reply_index,
