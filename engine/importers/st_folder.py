@@ -47,9 +47,11 @@ from ..schema.sillytavern import (
     PromptDefinition,
     PromptOrderItem,
     SillyTavernSetup,
+    TextCompletionSetup,
     default_prompt_order,
     default_prompts,
 )
+from .st_presets import read_text_completion
 
 #: Folders of a SillyTavern user folder; a folder with ``settings.json`` and one of these is one.
 ST_USER_MARKERS = ("characters", "worlds", "chats")
@@ -366,6 +368,8 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
     """
     folder, user = resolve_user_folder(path, st_user)
     reader = _FolderReader(FolderPlan(folder=folder, user=user), skip_bad, on_warning, _read_folder_settings(folder))
+    for file, message in reader.settings.warnings:
+        reader.warn(file, message)
     worlds = reader.read_worlds()
     cards = reader.read_cards()
     personas = reader.read_chats(worlds, cards)
@@ -388,6 +392,9 @@ class _FolderSettings:
     prompts: list[PromptDefinition]
     order: list[PromptOrderItem]
     context: ContextSettings
+    # Text Completion (issue 26, engine.importers.st_presets); warnings reported by read_st_folder
+    text_completion: TextCompletionSetup | None = None
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _read_folder_settings(folder: Path) -> _FolderSettings:
@@ -407,7 +414,14 @@ def _read_folder_settings(folder: Path) -> _FolderSettings:
                  for e in wi_obj.get("charLore") or [] if isinstance(e, dict)}
     prompts, order = guarded(settings_file, lambda: _prompts_and_order(oai))
     context = guarded(settings_file, lambda: _context_settings(settings))
-    return _FolderSettings(settings_file, settings, global_select, char_lore, prompts, order, context)
+    found = _FolderSettings(settings_file, settings, global_select, char_lore, prompts, order, context)
+    tc = read_text_completion(folder, settings, lambda f, m: found.warnings.append((f, m)))
+    if tc is not None:
+        # the Text Completion window: max_context, amount_gen (getMaxContextSize)
+        found.context = context.model_copy(update={"context_limit": max(1, tc.max_context),
+                                                   "reply_reserve": max(0, tc.amount_gen)})
+        found.text_completion = tc
+    return found
 
 
 @dataclass
@@ -588,6 +602,8 @@ class _FolderReader:
         source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
                   "character_file": card.key if card else None}
         setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
+        if s.text_completion is not None:
+            setup = setup.model_copy(update={"text_completion": s.text_completion})
         item = FolderItem("chat", rel, p.stem, chat, warnings=links.warnings,
                           character_key=card.key if card else None, persona_key=pitem.key,
                           lorebook_links=links.links, setup=setup, settings=s.context)

@@ -11,7 +11,16 @@ from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, co
 from .preview import ContextPreview, PreviewBlock, PreviewError, PreviewRows, TokenizerInfo
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
-from .sillytavern import AuthorNote, PromptDefinition, PromptOrderItem, SillyTavernSetup
+from .sillytavern import (
+    AuthorNote,
+    ContextTemplate,
+    InstructTemplate,
+    PromptDefinition,
+    PromptOrderItem,
+    SillyTavernSetup,
+    SystemPromptPreset,
+    TextCompletionSetup,
+)
 
 if TYPE_CHECKING:
     from .audit import PromptContextAudit
@@ -41,9 +50,11 @@ __all__ = [
     "ChatMessage",
     "ContextPreview",
     "ContextSettings",
+    "ContextTemplate",
     "DepthPrompt",
     "ExcludedBlock",
     "InsertionPosition",
+    "InstructTemplate",
     "Lorebook",
     "LorebookEntry",
     "MemoryItem",
@@ -60,6 +71,8 @@ __all__ = [
     "SelectiveLogic",
     "ShiftResult",
     "SillyTavernSetup",
+    "SystemPromptPreset",
+    "TextCompletionSetup",
     "TokenizerInfo",
     "ToolCall",
     "ToolFunction",

@@ -128,6 +128,177 @@ def default_prompt_order() -> list[PromptOrderItem]:
     return [PromptOrderItem(identifier=i, enabled=e) for i, e in DEFAULT_PROMPT_ORDER]
 
 
+# --- Text Completion (issue 26) ---------------------------------------------------------------
+
+#: SillyTavern ``names_behavior_types`` (``instruct-mode.js``): whether instruct mode writes
+#: ``Name: `` before a message's text.
+InstructNamesBehavior = Literal["none", "force", "always"]
+INSTRUCT_NAMES_NONE: InstructNamesBehavior = "none"
+INSTRUCT_NAMES_FORCE: InstructNamesBehavior = "force"
+INSTRUCT_NAMES_ALWAYS: InstructNamesBehavior = "always"
+
+#: SillyTavern 1.12.6 ``defaultStoryString`` (``power-user.js``).
+DEFAULT_STORY_STRING = (
+    "{{#if system}}{{system}}\n{{/if}}{{#if description}}{{description}}\n{{/if}}"
+    "{{#if personality}}{{char}}'s personality: {{personality}}\n{{/if}}"
+    "{{#if scenario}}Scenario: {{scenario}}\n{{/if}}{{#if persona}}{{persona}}\n{{/if}}"
+)
+#: SillyTavern 1.12.6 ``defaultExampleSeparator`` / ``defaultChatStart`` (``power-user.js``).
+DEFAULT_EXAMPLE_SEPARATOR = "***"
+DEFAULT_CHAT_START = "***"
+#: SillyTavern ``tokenizers.BEST_MATCH`` (``tokenizers.js``), ``power_user.tokenizer``'s default.
+TOKENIZER_BEST_MATCH = 99
+
+
+class InstructTemplate(BaseModel):
+    """SillyTavern's instruct mode settings (``power_user.instruct``, ``instruct-mode.js``).
+
+    Field names and defaults are 1.12.6's ``power_user.instruct`` defaults, completed by
+    ``migrateInstructModeSettings`` (``first_input_sequence``, ``last_input_sequence``,
+    ``skip_examples``, ``names_force_groups``). ``preset`` is the selected preset's name (a preset
+    file's ``name``); ``enabled`` only means something for the live settings. Sequences may hold
+    macros (``{{char}}``, ``{{user}}``, ``{{name}}``) expanded when ``macro`` is on.
+    ``separator_sequence`` is the deprecated name of ``output_suffix`` (migrated on import).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    preset: str = "Alpaca"
+    input_sequence: str = "### Instruction:"
+    input_suffix: str = ""
+    output_sequence: str = "### Response:"
+    output_suffix: str = ""
+    system_sequence: str = ""
+    system_suffix: str = ""
+    last_system_sequence: str = ""
+    first_input_sequence: str = ""
+    last_input_sequence: str = ""
+    first_output_sequence: str = ""
+    last_output_sequence: str = ""
+    system_sequence_prefix: str = ""
+    system_sequence_suffix: str = ""
+    stop_sequence: str = ""
+    wrap: bool = True
+    macro: bool = True
+    names_behavior: InstructNamesBehavior = INSTRUCT_NAMES_FORCE
+    activation_regex: str = ""
+    bind_to_context: bool = False
+    user_alignment_message: str = ""
+    system_same_as_user: bool = False
+    skip_examples: bool = False
+    names_force_groups: bool = True
+    separator_sequence: str = ""
+
+
+class ContextTemplate(BaseModel):
+    r"""SillyTavern's context template (``power_user.context``, ``power-user.js``).
+
+    ``story_string`` is a Handlebars template (``renderStoryString``: ``{{#if}}`` blocks over
+    ``system``, ``description``, ``personality``, ``scenario``, ``persona``, ``wiBefore``,
+    ``wiAfter``, ``loreBefore``, ``loreAfter``, ``mesExamples``, ``mesExamplesRaw``, ``char``,
+    ``user``, then SillyTavern's macros). ``example_separator`` heads each example dialogue,
+    ``chat_start`` precedes the history. ``use_stop_strings`` adds both as stop strings,
+    ``names_as_stop_strings`` adds ``\nName:`` ones. The last three fields are carried by
+    context *preset files* only (SillyTavern applies them to the global ``power_user``
+    switches of the same names when a preset is selected); ``None`` = not in the file.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: str = "Default"
+    story_string: str = DEFAULT_STORY_STRING
+    chat_start: str = DEFAULT_CHAT_START
+    example_separator: str = DEFAULT_EXAMPLE_SEPARATOR
+    use_stop_strings: bool = True
+    allow_jailbreak: bool = False
+    names_as_stop_strings: bool = True
+    always_force_name2: bool | None = None
+    trim_sentences: bool | None = None
+    single_line: bool | None = None
+
+
+class SystemPromptPreset(BaseModel):
+    """SillyTavern 1.12.6's system prompt (``power_user.sysprompt``, ``sysprompt.js``).
+
+    ``name`` is the selected preset (a ``sysprompt/*.json`` file's ``name``); ``content`` may
+    hold macros. With ``enabled`` off the Text Completion story string gets no ``{{system}}``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    name: str = "Neutral - Chat"
+    content: str = "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
+
+
+class TextCompletionSetup(BaseModel):
+    r"""What SillyTavern 1.12.6's Text Completion path reads beyond the Chat Completion setup.
+
+    Present (``SillyTavernSetup.text_completion``) when the folder's ``main_api`` is not
+    ``openai``: the chat is then sent as ONE prompt string built by ``script.js`` ``Generate``'s
+    non-OpenAI branch and ``instruct-mode.js`` (:mod:`engine.assembly.textcompletion`).
+    Switches shared with Chat Completion (``collapse_newlines``, ``pin_examples``,
+    ``strip_examples``, ``prefer_character_prompt``, ``prefer_character_jailbreak``, the persona
+    and the Author's Note) stay on :class:`SillyTavernSetup`.
+
+    Attributes
+    ----------
+    main_api:
+        ``settings.json`` ``main_api``: ``kobold``, ``koboldhorde``, ``textgenerationwebui``,
+        ``novel``.
+    instruct, context, sysprompt:
+        The live ``power_user.instruct`` / ``power_user.context`` / ``power_user.sysprompt``
+        (what SillyTavern builds with; the preset name is only a label).
+    tokenizer:
+        ``power_user.tokenizer``: a ``tokenizers.js`` ``tokenizers`` id (99 best match).
+    token_padding:
+        ``power_user.token_padding``: tokens added to each whole-prompt count
+        (``getTokenCountAsync(text, padding)``), a margin for the history cut.
+    max_context, amount_gen:
+        ``settings.json`` ``max_context`` (context size, tokens) and ``amount_gen`` (reply
+        length, tokens); the history fills ``max_context - amount_gen``.
+    textgen_type, server_url, model:
+        ``textgenerationwebui_settings.type`` (``ooba``, ``koboldcpp``, ``llamacpp``,
+        ``tabby``, ``vllm``, ``ollama``, ...), the server URL for that type
+        (``server_urls[type]``, or ``api_server`` for ``kobold``) and the model name when the
+        settings name one.
+    custom_stopping_strings, custom_stopping_strings_macro:
+        ``power_user.custom_stopping_strings`` (a JSON array as text, as SillyTavern keeps it)
+        and whether macros are expanded in them.
+    always_force_name2, trim_sentences, single_line, user_prompt_bias:
+        ``power_user`` switches: end a plain prompt with ``{{char}}:``; trim the reply to whole
+        sentences; stop at the first newline (adds ``"\n"`` as a stop string); the "Start
+        Reply With" text.
+    instruct_presets, context_presets, sysprompt_presets:
+        The folder's ``instruct/``, ``context/`` and ``sysprompt/`` presets, for switching
+        (empty when the folder has none).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    main_api: str = "textgenerationwebui"
+    instruct: InstructTemplate = Field(default_factory=InstructTemplate)
+    context: ContextTemplate = Field(default_factory=ContextTemplate)
+    sysprompt: SystemPromptPreset = Field(default_factory=SystemPromptPreset)
+    tokenizer: int = TOKENIZER_BEST_MATCH
+    token_padding: int = 64
+    max_context: int = 2048
+    amount_gen: int = 80
+    textgen_type: str = "ooba"
+    server_url: str = ""
+    model: str | None = None
+    custom_stopping_strings: str = ""
+    custom_stopping_strings_macro: bool = True
+    always_force_name2: bool = False
+    trim_sentences: bool = False
+    single_line: bool = False
+    user_prompt_bias: str = ""
+    instruct_presets: list[InstructTemplate] = Field(default_factory=list)
+    context_presets: list[ContextTemplate] = Field(default_factory=list)
+    sysprompt_presets: list[SystemPromptPreset] = Field(default_factory=list)
+
+
 class SillyTavernSetup(BaseModel):
     """Everything beyond card, persona and worlds that SillyTavern's Chat Completion path reads.
 
@@ -162,6 +333,9 @@ class SillyTavernSetup(BaseModel):
     source:
         Where the chat came from: ``{"folder", "user", "chat_file", "character_file"}``
         (informational; never read back from disk).
+    text_completion:
+        SillyTavern's Text Completion setup when the folder's ``main_api`` is a Text Completion
+        backend (the chat is then one prompt string); ``None`` = Chat Completion.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -192,3 +366,4 @@ class SillyTavernSetup(BaseModel):
     collapse_newlines: bool = False
     lorebook_scopes: list[LorebookScope] = Field(default_factory=list)
     source: dict[str, Any] = Field(default_factory=dict)
+    text_completion: TextCompletionSetup | None = None
