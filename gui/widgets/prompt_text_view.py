@@ -148,8 +148,15 @@ class PromptTextView(QWidget):
             self._dirty = True
 
     def text(self) -> str:
-        """The text shown (code points): the prompt string, or the laid-out messages."""
+        """The text shown (code points): the prompt string, or the laid-out messages (laid out now
+        if the view was hidden when the preview came)."""
+        self.ensure_rendered()
         return self.layout_.text
+
+    def ensure_rendered(self) -> None:
+        """Lay out the latest preview now if it waits for the view to be shown."""
+        if self._dirty:
+            self._render()
 
     def select_block(self, index: int | None) -> None:
         """Outline block ``index`` (into ``ContextPreview.blocks``) and scroll to it; ``None`` clears."""
@@ -394,6 +401,7 @@ class PromptTextView(QWidget):
 
     def click_at(self, pos: int) -> int | None:
         """A click on code point ``pos``: selects the block there (emits ``block_clicked``)."""
+        self.ensure_rendered()
         index = self.block_at(pos)
         if index is not None:
             self.select_block(index)
