@@ -16,7 +16,9 @@ reported with its status and stable reason.
 
 A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) is assembled by
 :func:`engine.assembly.sillytavern.prepare_sillytavern` instead: SillyTavern's Chat Completion
-path, with its own history fill (newest first within the budget) in place of a strategy.
+path, with its own history fill (newest first within the budget) in place of a strategy; one
+whose setup has ``text_completion`` by :func:`engine.assembly.textcompletion.prepare_text_completion`
+(SillyTavern's Text Completion path: one prompt string).
 """
 
 from __future__ import annotations
@@ -296,6 +298,11 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         ``preview.error`` with ``budget_ok=False``.
     """
     reg = registries or shared_registries()
+    if request.sillytavern is not None and request.sillytavern.text_completion is not None:
+        # a SillyTavern folder on a Text Completion backend: SillyTavern's one prompt string
+        from .assembly.textcompletion import prepare_text_completion
+
+        return prepare_text_completion(request, reg)
     if request.sillytavern is not None:
         # a chat from a SillyTavern folder: SillyTavern's own Chat Completion assembly
         from .assembly.sillytavern import prepare_sillytavern

@@ -526,8 +526,12 @@ class _Assembler:
         return [{"source": f"lorebook:{a.book}:{a.uid}", "reason": a.reason, "text": c,
                  "tokens": self.count("system", c), "trace": dict(a.trace or {})} for a, c in pairs]
 
-    def mes_examples(self, mes_examples: str, em: list[tuple[str, str]]) -> list[str]:
-        """``parseMesExamples`` with World Info's example-message entries before/after."""
+    def mes_examples(self, mes_examples: str, em: list[tuple[str, str]], strip: bool = True) -> list[str]:
+        """``parseMesExamples`` with World Info's example-message entries before/after.
+
+        ``strip``: apply ``strip_examples`` here (Chat Completion); the Text Completion path
+        strips them only after the story string is rendered.
+        """
         examples = self.parse_mes_examples(mes_examples)
         for where, content in em:
             cleaned = self.parse_mes_examples(self.base_replace(content, "lorebook example entry"))
@@ -535,7 +539,7 @@ class _Assembler:
                 examples[0:0] = cleaned
             else:
                 examples.extend(cleaned)
-        if self.setup.strip_examples:
+        if strip and self.setup.strip_examples:
             examples = []
         return examples
 
@@ -1156,4 +1160,10 @@ def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
     return out
 
 
-__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "prepare_sillytavern"]
+#: The shared SillyTavern steps (card fields, Character's Note, Author's Note, persona, World Info,
+#: example parsing), also run by the Text Completion path (:mod:`engine.assembly.textcompletion`).
+SillyTavernAssembler = _Assembler
+ext_prompt = _ext_prompt
+
+__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "SillyTavernAssembler", "ext_prompt",
+           "prepare_sillytavern"]
