@@ -1,4 +1,4 @@
-"""Tokenizer profiles, the offline tiktoken backend, the model table and chat accounting."""
+"""Tokenizer profiles, the offline tiktoken backend, the model table, chat accounting, ST Text Completion counts."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from .accounting import (
 from .chat import prompt_count, reply_priming_tokens
 from .models import MODEL_TABLE, ModelInfo, known_models, lookup_model
 from .profiles import TokenizerProfile, TokenizerRegistry, builtin_profiles, default_tokenizer_registry
+from .sillytavern_text import TextTokenizer, sillytavern_text_tokenizer, tokenizer_best_match
 from .tiktoken_offline import get_encoding
 
 __all__ = [
     "MODEL_TABLE",
     "REPLY_PRIMING_TOKENS",
     "ModelInfo",
+    "TextTokenizer",
     "TokenizerProfile",
     "TokenizerRegistry",
     "builtin_profiles",
@@ -33,4 +35,6 @@ __all__ = [
     "num_tokens_from_messages",
     "prompt_count",
     "reply_priming_tokens",
+    "sillytavern_text_tokenizer",
+    "tokenizer_best_match",
 ]
