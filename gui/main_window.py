@@ -46,7 +46,7 @@ from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
-from .prompt_text import profile_token_spans
+from .prompt_text import token_spans_for
 from .undo import (
     DeleteMessageCommand,
     EditLorebookEntryCommand,
@@ -597,7 +597,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.settings_panel.set_preview(preview)
         self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
         self.audit_tab.set_state(self.audit, preview)
-        self.prompt_text_view.set_preview(preview, doc.request, profile_token_spans(preview, self.ctx.registries.tokenizers))
+        self.prompt_text_view.set_preview(preview, doc.request,
+                                          token_spans_for(preview, doc.request, self.ctx.registries.tokenizers))
 
     def budget_message(self, preview: ContextPreview) -> str:
         """The message for a preview error (:func:`gui.banners.budget_message`)."""

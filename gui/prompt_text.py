@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.errors import LoomscopeError
 from engine.schema import ContextPreview, PreviewRequest
+from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
 
 #: ``ContextPreview.api`` values.
 TEXT_COMPLETION = "text_completion"
@@ -218,9 +219,17 @@ def owner_at(layout: Layout, pos: int) -> int:
     return -1
 
 
-def instruct_label(request: PreviewRequest | None) -> str | None:
-    """The instruct part of the header: the preset's name, or "instruct off · <context preset>"
-    (``None`` when the chat has no Text Completion setup)."""
+def instruct_label(preview: ContextPreview | None, request: PreviewRequest | None = None) -> str | None:
+    """The instruct part of the header: the preset's name, or "instruct off · <context preset>".
+
+    Read from what the preview was built with (``strategy_info``: ``instruct``, ``context``), else
+    from the chat's Text Completion setup; ``None`` when neither says.
+    """
+    info = preview.strategy_info if preview is not None else {}
+    if info.get("api") == TEXT_COMPLETION:
+        if info.get("instruct"):
+            return str(info["instruct"])
+        return f"instruct off · {info.get('context') or 'context'}"
     st = request.sillytavern if request is not None else None
     tc = st.text_completion if st is not None else None
     if tc is None:
@@ -231,10 +240,14 @@ def instruct_label(request: PreviewRequest | None) -> str | None:
 
 
 def tokenizer_label(preview: ContextPreview, label: str | None = None) -> str:
-    """The tokenizer part of the header: ``label`` (the tokenizer's own words) or the preview's
-    profile with ``exact`` / ``≈ approximate``."""
+    """The tokenizer part of the header: ``label``, the tokenizer the preview counted with in its own
+    words (``strategy_info["tokenizer"]``, e.g. "Llama 3 · exact"), or the preview's profile with
+    ``exact`` / ``≈ approximate``."""
     if label:
         return label
+    own = preview.strategy_info.get("tokenizer") if preview.api == TEXT_COMPLETION else None
+    if isinstance(own, str) and own:
+        return own
     return f"{preview.tokenizer.profile} {'≈ approximate' if preview.tokenizer.approximate else 'exact'}"
 
 
@@ -245,11 +258,30 @@ def header_text(preview: ContextPreview | None, request: PreviewRequest | None =
         return "No preview"
     tok = tokenizer_label(preview, tokenizer)
     if preview.api == TEXT_COMPLETION:
-        return " · ".join(p for p in ("Text Completion", instruct_label(request) or "", tok) if p)
+        return " · ".join(p for p in ("Text Completion", instruct_label(preview, request) or "", tok) if p)
     return f"Chat Completion · {preview.model} · {tok}"
 
 
-def profile_token_spans(preview: ContextPreview | None, tokenizers: Any) -> Callable[[str], list[tuple[int, int]]] | None:
+TokenSpansFn = Callable[[str], list[tuple[int, int]]]
+
+
+def text_token_spans(preview: ContextPreview | None, request: PreviewRequest | None) -> TokenSpansFn | None:
+    """The token boundaries SillyTavern's tokenizer gives a Text Completion prompt
+    (:func:`engine.tokenizers.sillytavern_text.sillytavern_text_tokenizer` for the id the preview
+    counted with, ``strategy_info["st_tokenizer_id"]``, else the setup's ``power_user.tokenizer``);
+    ``None`` for another preview, or when the chat has no Text Completion setup."""
+    st = request.sillytavern if request is not None else None
+    tc = st.text_completion if st is not None else None
+    if preview is None or preview.api != TEXT_COMPLETION or tc is None:
+        return None
+    st_id = preview.strategy_info.get("st_tokenizer_id", tc.tokenizer)
+    try:
+        return sillytavern_text_tokenizer(int(st_id), tc.main_api, tc.model or preview.model).spans
+    except (LoomscopeError, TypeError, ValueError):  # UNKNOWN_TOKENIZER: the profile's spans instead
+        return None
+
+
+def profile_token_spans(preview: ContextPreview | None, tokenizers: Any) -> TokenSpansFn | None:
     """The token spans of ``preview``'s tokenizer profile from the registry ``tokenizers``
     (``None``: no preview, or the profile is not registered)."""
     if preview is None:
@@ -259,3 +291,9 @@ def profile_token_spans(preview: ContextPreview | None, tokenizers: Any) -> Call
     except LoomscopeError:  # UNKNOWN_TOKENIZER: the header still names it; no boundaries
         return None
     return profile.token_spans
+
+
+def token_spans_for(preview: ContextPreview | None, request: PreviewRequest | None, tokenizers: Any) -> TokenSpansFn | None:
+    """The view's token boundaries: SillyTavern's Text Completion tokenizer for a Text Completion
+    preview (:func:`text_token_spans`), else the preview's tokenizer profile from ``tokenizers``."""
+    return text_token_spans(preview, request) or profile_token_spans(preview, tokenizers)

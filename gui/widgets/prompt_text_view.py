@@ -39,11 +39,12 @@ from ..labels import BUDGET_GROUPS, KIND_GROUP, kind_label
 from ..prompt_text import CHAT_NOTE, TEXT_COMPLETION, Layout, header_text, layout_of, owner_at, shade_runs
 from ..theme import is_dark
 from ..token_shading import utf16_offsets
+from .elided_label import ElidedLabel
 
 #: Token spans of a text (code points), or ``None`` when the tokenizer cannot cut it.
 TokenSpans = Callable[[str], list[tuple[int, int]]]
 #: Share of the kind colour in a block's two shades (over the base colour), and its outline.
-SHADE_ALPHAS = (0.16, 0.28)
+SHADE_ALPHAS = (0.18, 0.34)
 SELECTED_ALPHA = 0.55
 #: Darker step for odd tokens when token boundaries are on.
 TOKEN_DARKER = 118
@@ -72,10 +73,9 @@ class PromptTextView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("promptTextView")
-        self.header = QLabel("No preview", self)
+        self.header = ElidedLabel("No preview", self, always_tooltip=True)
         self.header.setObjectName("promptTextHeader")
         self.header.setStyleSheet("font-weight: bold;")
-        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.note = QLabel(CHAT_NOTE, self)
         self.note.setObjectName("promptTextNote")
         self.note.setWordWrap(True)
@@ -140,7 +140,6 @@ class PromptTextView(QWidget):
         self._token_spans_of = token_spans
         self._tokenizer_label = tokenizer_label
         self.header.setText(header_text(preview, request, tokenizer_label))
-        self.header.setToolTip(self.header.text())
         self.note.setVisible(preview is not None and preview.api != TEXT_COMPLETION)
         if self.isVisible():
             self._render()

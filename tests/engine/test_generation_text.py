@@ -156,3 +156,56 @@ def test_cli_generate_text_completion(library, server, capsys, monkeypatch) -> N
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith(f"loomscope: {chat_id}: PROVIDER_NO_TEXT_COMPLETION: ")
     assert "Chat Completion" in lines[0] and UPSTREAM_MARKER not in err + out
+
+
+# ------------------------------------------------------- the engine's own string, imported folder
+
+
+@pytest.fixture
+def st_library(tmp_path: Path, shared_data: Path):
+    """``(store, chat_id, url)``: the shared SillyTavern user folder (koboldhorde, Default context) imported."""
+    from engine.importers.st_folder import read_st_folder
+
+    url = f"sqlite:///{tmp_path / 'st.db'}"
+    store = open_store(url, seed=False)
+    report = store.import_st_folder(read_st_folder(shared_data / "st-user" / "default-user"))
+    chat_id = next(r.id for r in report.added if r.kind == "chat")
+    try:
+        yield store, chat_id, url
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_imported_text_completion_chat_sends_the_engine_string(st_library, server, stream: bool) -> None:
+    store, chat_id, _ = st_library
+    request = store.build_request(chat_id)
+    assert request.sillytavern is not None and request.sillytavern.text_completion is not None
+    pv = pipeline.preview(request)
+    assert pv.api == "text_completion" and pv.prompt and pv.stop
+    server.mode = "stream" if stream else "answer"
+    server.reply_text = "*Seraphina smiles.* Rest now.\nUser: and then"
+    result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "", None, stream=stream))
+    assert result.audit.status == "completed", result.audit.error_message
+    body = server.requests[0]["body"]
+    assert body["prompt"] == pv.prompt  # character for character what the preview shows
+    assert body["max_tokens"] == pv.reply_reserve == request.sillytavern.text_completion.amount_gen
+    assert body["stop"] == pv.stop and body["stream"] is stream
+    audit = store.get_audit(chat_id)
+    assert (audit.api, audit.prompt, audit.stop) == ("text_completion", pv.prompt, pv.stop)
+    assert [b.span for b in audit.blocks] == [b.span for b in pv.blocks]
+    assert all(audit.prompt[s:e] for s, e in (b.span for b in audit.blocks if b.span))
+    # the reply is cut at the "\nUser:" stop string, as SillyTavern keeps it
+    assert store.get_chat(chat_id).chat.messages[-1].content == "*Seraphina smiles.* Rest now."
+
+
+def test_cli_preview_and_generate_agree_on_the_imported_folder(st_library, server, capsys, monkeypatch) -> None:
+    _store, chat_id, url = st_library
+    monkeypatch.setenv("LOOMSCOPE_DB", url)
+    monkeypatch.setattr("engine.generation.resolve_api_key", lambda: None)
+    assert cli_main(["preview", "--chat-id", chat_id, "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert cli_main(["generate", chat_id, "--base-url", server.base_url.removesuffix("/v1"), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["api"] == "text_completion" and out["request_params"]["max_tokens"] == shown["reply_reserve"]
+    assert server.requests[0]["body"]["prompt"] == shown["prompt"] and server.requests[0]["body"]["stop"] == shown["stop"]

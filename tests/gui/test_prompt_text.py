@@ -85,3 +85,34 @@ def test_chat_only_endpoint_is_one_clear_message(qtbot, window, tc_pipeline) -> 
     assert err.args[0].code == "PROVIDER_NO_TEXT_COMPLETION"
     assert "only speaks Chat Completion" in err.args[0].text and UPSTREAM_MARKER not in err.args[0].text
     assert window.audit is not None and window.audit.error_code == "PROVIDER_NO_TEXT_COMPLETION"
+
+
+def test_imported_text_completion_folder_shows_the_engine_string(qtbot, tmp_path, qsettings, shared_data) -> None:
+    from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
+    from tests.gui.test_library_setup import _close, _open_window
+
+    win = _open_window(qtbot, f"sqlite:///{tmp_path / 'library.sqlite3'}", qsettings)
+    try:
+        with qtbot.waitSignal(win.preview_applied, timeout=60000):
+            win.library_setup.import_folder(shared_data / "st-user" / "default-user")
+        win.library_setup.summary_box.close()
+        pv = win.preview
+        assert pv.api == "text_completion"
+        win.select_tab("prompt")
+        view = win.prompt_text_view
+        assert view.text() == pv.prompt
+        tok_label = pv.strategy_info["tokenizer"]
+        assert view.header.text() == f"Text Completion · instruct off · Default · {tok_label}"
+        shaded = [i for i, b in enumerate(pv.blocks) if b.span is not None and b.span[1] > b.span[0]]
+        assert {view.block_at(pv.blocks[i].span[0]) for i in shaded} == set(shaded)
+        view.tokens_box.setChecked(True)
+        tc = win.ctx.document.request.sillytavern.text_completion
+        expected = sillytavern_text_tokenizer(pv.strategy_info["st_tokenizer_id"], tc.main_api,
+                                              tc.model or pv.model).spans(pv.prompt)
+        assert view.token_spans() == sorted(expected) and len(expected) > 100
+        # the blocks table and the text follow each other on the real preview
+        lore = next(i for i in shaded if pv.blocks[i].kind == "lorebook")
+        view.click_at(pv.blocks[lore].span[0])
+        assert win.blocks_panel.current_block().position == lore
+    finally:
+        _close(win)
