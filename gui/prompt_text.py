@@ -266,10 +266,12 @@ TokenSpansFn = Callable[[str], list[tuple[int, int]]]
 
 
 def text_token_spans(preview: ContextPreview | None, request: PreviewRequest | None) -> TokenSpansFn | None:
-    """The token boundaries SillyTavern's tokenizer gives a Text Completion prompt
-    (:func:`engine.tokenizers.sillytavern_text.sillytavern_text_tokenizer` for the id the preview
-    counted with, ``strategy_info["st_tokenizer_id"]``, else the setup's ``power_user.tokenizer``);
-    ``None`` for another preview, or when the chat has no Text Completion setup."""
+    """The token boundaries SillyTavern's tokenizer gives a Text Completion prompt.
+
+    :func:`engine.tokenizers.sillytavern_text.sillytavern_text_tokenizer` for the id the preview
+    counted with (``strategy_info["st_tokenizer_id"]``, else the setup's ``power_user.tokenizer``);
+    ``None`` for another preview, or when the chat has no Text Completion setup.
+    """
     st = request.sillytavern if request is not None else None
     tc = st.text_completion if st is not None else None
     if preview is None or preview.api != TEXT_COMPLETION or tc is None:
@@ -277,7 +279,7 @@ def text_token_spans(preview: ContextPreview | None, request: PreviewRequest | N
     st_id = preview.strategy_info.get("st_tokenizer_id", tc.tokenizer)
     try:
         return sillytavern_text_tokenizer(int(st_id), tc.main_api, tc.model or preview.model).spans
-    except (LoomscopeError, TypeError, ValueError):  # UNKNOWN_TOKENIZER: the profile's spans instead
+    except (LoomscopeError, TypeError, ValueError):  # UNKNOWN_TOKENIZER: no boundaries
         return None
 
 
@@ -294,6 +296,10 @@ def profile_token_spans(preview: ContextPreview | None, tokenizers: Any) -> Toke
 
 
 def token_spans_for(preview: ContextPreview | None, request: PreviewRequest | None, tokenizers: Any) -> TokenSpansFn | None:
-    """The view's token boundaries: SillyTavern's Text Completion tokenizer for a Text Completion
-    preview (:func:`text_token_spans`), else the preview's tokenizer profile from ``tokenizers``."""
-    return text_token_spans(preview, request) or profile_token_spans(preview, tokenizers)
+    """The view's token boundaries: those of the tokenizer the preview's counts come from.
+
+    The preview's tokenizer profile (``preview.tokenizer.profile``) when ``tokenizers`` has it,
+    else SillyTavern's Text Completion tokenizer (:func:`text_token_spans`) — the boundaries
+    shown always belong to the counts shown.
+    """
+    return profile_token_spans(preview, tokenizers) or text_token_spans(preview, request)

@@ -5,7 +5,7 @@ llama3 exact"); the text is ``ContextPreview.prompt`` with each block's ``span``
 background in its kind's colour (neighbouring blocks alternate two shades; template text no block
 owns stays unshaded). Hovering a shaded range names its block; clicking it emits
 ``block_clicked(index)`` (the window selects that row of the blocks table); :meth:`select_block`
-outlines a block chosen elsewhere and scrolls to it. *Token boundaries* shades every token on
+shades a block chosen elsewhere in its strong colour and scrolls to it. *Token boundaries* shades every token on
 demand (two shades per block colour), with the spans of the chat's tokenizer. A Chat Completion
 preview shows its messages one after another, with a note that the request is a message list.
 
@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QTextEdit,
     QToolTip,
     QVBoxLayout,
     QWidget,
@@ -118,7 +117,8 @@ class PromptTextView(QWidget):
         self._tokens_for: str | None = None
         self._u16: list[int] | None = None
         self._shaded: set[int] = set()
-        #: Block kind → its four formats: [shade 0 even token, shade 0 odd, shade 1 even, shade 1 odd].
+        #: Block kind → its six formats: [shade 0 even token, shade 0 odd, shade 1 even, shade 1 odd,
+        #: selected even, selected odd].
         self._kind_formats: dict[str, list[QTextCharFormat]] = {}
         self._plain_token_formats: list[QTextCharFormat] = []
         self._selected: int | None = None
@@ -158,14 +158,15 @@ class PromptTextView(QWidget):
             self._render()
 
     def select_block(self, index: int | None) -> None:
-        """Outline block ``index`` (into ``ContextPreview.blocks``) and scroll to it; ``None`` clears."""
+        """Shade block ``index`` (into ``ContextPreview.blocks``) as selected and scroll to it; ``None`` clears."""
+        previous = self.selected_ranges()
         self._selected = index
         if self._dirty:
             return
-        self._apply_selection(scroll=True)
+        self._apply_selection(scroll=True, previous=previous)
 
     def selected_block(self) -> int | None:
-        """The block outlined (``None``: none)."""
+        """The block shown as selected (``None``: none)."""
         return self._selected
 
     def block_at(self, pos: int) -> int | None:
@@ -217,7 +218,6 @@ class PromptTextView(QWidget):
             self._ensure_tokens()
         self._update_facts()
         self._shade_visible()
-        self._apply_selection(scroll=False)
 
     def _make_formats(self) -> None:
         base = self.edit.palette().color(self.edit.backgroundRole())
@@ -226,7 +226,7 @@ class PromptTextView(QWidget):
         for kind in set(self.layout_.kinds):
             hex_colour = _GROUP_HEX.get(KIND_GROUP.get(kind, "system"), "#6c7a89")
             shades = []
-            for alpha in SHADE_ALPHAS:
+            for alpha in (*SHADE_ALPHAS, SELECTED_ALPHA):
                 colour = _blend(hex_colour, base, alpha * (1.4 if dark else 1.0))
                 even, odd = QTextCharFormat(), QTextCharFormat()
                 even.setBackground(colour)
@@ -242,6 +242,8 @@ class PromptTextView(QWidget):
         if owner < 0:
             return self._plain_token_formats[1] if token >= 0 and parity else None
         shades = self._kind_formats[self.layout_.kinds[owner]]
+        if self._selected is not None and self.layout_.owners[owner] == self._selected:
+            return shades[4 + parity]
         return shades[self.layout_.shade[owner] * 2 + parity]
 
     def _qt(self, pos: int) -> int:
@@ -321,32 +323,34 @@ class PromptTextView(QWidget):
         self._shaded.clear()
         self._relayout(numbers)
 
-    def _apply_selection(self, *, scroll: bool) -> None:
+    def selected_ranges(self) -> list[tuple[int, int]]:
+        """The code-point ranges of the selected block in the text (``[]``: none selected)."""
         index = self._selected
-        spans = [] if index is None else [r for r, o in zip(self.layout_.ranges, self.layout_.owners) if o == index]
-        if not spans:
-            self.edit.setExtraSelections([])
-            return
-        base = self.edit.palette().color(self.edit.backgroundRole())
-        block = self.preview.blocks[index] if self.preview is not None and index < len(self.preview.blocks) else None
-        hex_colour = _GROUP_HEX.get(KIND_GROUP.get(block.kind if block else "system", "system"), "#6c7a89")
-        fmt = QTextCharFormat()
-        fmt.setBackground(_blend(hex_colour, base, SELECTED_ALPHA))
-        selections = []
-        for start, end in spans:
-            sel = QTextEdit.ExtraSelection()
-            cursor = QTextCursor(self.edit.document())
-            cursor.setPosition(self._qt(start))
-            cursor.setPosition(self._qt(end), QTextCursor.MoveMode.KeepAnchor)
-            sel.cursor = cursor
-            sel.format = fmt
-            selections.append(sel)
-        self.edit.setExtraSelections(selections)
-        if scroll:
+        if index is None:
+            return []
+        return [r for r, o in zip(self.layout_.ranges, self.layout_.owners) if o == index]
+
+    def _paragraphs_of(self, ranges: list[tuple[int, int]]) -> set[int]:
+        doc = self.edit.document()
+        out: set[int] = set()
+        for start, end in ranges:
+            first = doc.findBlock(self._qt(start)).blockNumber()
+            last = doc.findBlock(self._qt(max(start, end - 1))).blockNumber()
+            out.update(range(first, last + 1))
+        return out
+
+    def _apply_selection(self, *, scroll: bool, previous: list[tuple[int, int]] | None = None) -> None:
+        """Shade the selected block in its strong colour (token shades kept) and, if ``scroll``,
+        bring it into view. ``previous``: the ranges selected before, to shade back."""
+        spans = self.selected_ranges()
+        # the paragraphs of the old and new selection are shaded again when next on screen
+        self._shaded -= self._paragraphs_of(spans + (previous or []))
+        if scroll and spans:
             cursor = QTextCursor(self.edit.document())
             cursor.setPosition(self._qt(spans[0][0]))
             self.edit.setTextCursor(cursor)
             self.edit.centerCursor()
+        self._shade_visible()
 
     # ------------------------------------------------------------------ tokens
     def _ensure_tokens(self) -> None:

@@ -125,16 +125,27 @@ def test_click_selects_and_table_selection_outlines(view, qtbot) -> None:
     with qtbot.waitSignal(view.block_clicked) as sig:
         assert view.click_at(start + 2) == target
     assert sig.args == [target] and view.selected_block() == target
-    [sel] = view.edit.extraSelections()
-    assert (sel.cursor.selectionStart(), sel.cursor.selectionEnd()) == (start, end)
+    assert view.selected_ranges() == [(start, end)]
+    assert _colour_at(view, start) != _colour_at(view, pv.blocks[target - 2].span[0])  # the strong shade
+    strong = _colour_at(view, start)
     # template text is no block: a click there selects nothing
     assert view.click_at(pv.prompt.index("### Response:")) is None
     view.select_block(5)
-    [sel] = view.edit.extraSelections()
-    assert sel.cursor.selectionStart() == pv.blocks[5].span[0]
+    assert view.selected_ranges() == [pv.blocks[5].span]
+    assert _colour_at(view, pv.blocks[5].span[0]) == strong and _colour_at(view, start) != strong
     assert "Message" in view.describe_block(5) and "tokens" in view.describe_block(5)
     view.select_block(None)
-    assert view.edit.extraSelections() == []
+    assert view.selected_ranges() == [] and _colour_at(view, pv.blocks[5].span[0]) != strong
+
+
+def _colour_at(view, pos: int) -> str:
+    """The background of code point ``pos`` as shaded (ASCII text: Qt positions are code points)."""
+    block = view.edit.document().findBlock(pos)
+    at = pos - block.position()
+    for start, length, colour in view.paragraph_runs(block.blockNumber()):
+        if start <= at < start + length:
+            return colour.name()
+    return ""
 
 
 def test_real_mouse_click_emits_the_block(view, qtbot) -> None:
@@ -167,6 +178,10 @@ def test_token_boundaries_on_demand(view) -> None:
     assert f"{len(tokens):,} tokens" in view.facts.text()
     colours = [c.name() for *_, c in view.paragraph_runs(0)]
     assert len(set(colours[:4])) == 2  # odd tokens a shade darker
+    # the selected block keeps its token shades (two strong shades)
+    view.select_block(0)
+    assert len({c.name() for *_, c in view.paragraph_runs(0)}) == 2
+    view.select_block(None)
     view.tokens_box.setChecked(False)
     assert len(view.paragraph_runs(0)) == before
 
