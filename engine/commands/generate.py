@@ -63,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--message", metavar="TEXT", default=None,
                    help="append this user message first")
     p.add_argument("--base-url", metavar="URL", default=None,
-                   help="OpenAI-compatible endpoint (env LOOMSCOPE_BASE_URL or OPENAI_BASE_URL; "
-                        "default https://api.openai.com/v1)")
+                   help="OpenAI-compatible endpoint (env LOOMSCOPE_BASE_URL or OPENAI_BASE_URL; default: a "
+                        "Text Completion chat's server URL from its SillyTavern settings, else "
+                        "https://api.openai.com/v1)")
     p.add_argument("--model", metavar="NAME", default=None, help="model (default: the chat's settings)")
     p.add_argument("--context-limit", type=int, metavar="N", default=None, help="context window in tokens")
     p.add_argument("--reply-reserve", metavar="N|P%", default=None, help="tokens (or percent) kept for the reply")
@@ -189,8 +190,10 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = output_format(args)
     live = fmt == "table" and sys.stdout.isatty()
-    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)),
-                                     DEFAULT_BASE_URL)
+    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)), None)
+    if base_url is None:
+        with open_library(args) as store:
+            base_url = _setup_server_url(store, args.chat_id) or DEFAULT_BASE_URL
     api_key = _api_key(args, base_url)
     shown = [0]
 
@@ -213,6 +216,19 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     _print_result(result, fmt, live)
     return _exit_code(result.audit, terminated)
+
+
+def _setup_server_url(store, chat_id: str) -> str | None:
+    """The server URL of a Text Completion chat's SillyTavern setup, or ``None``.
+
+    SillyTavern's ``server_urls[type]`` (KoboldCpp, llama.cpp, TabbyAPI, … serve
+    ``/v1/completions`` there), used when no ``--base-url`` or environment variable names one;
+    ``None`` for other chats and for Kobold Horde (not an OpenAI-compatible server). Raises
+    ``CHAT_NOT_FOUND``.
+    """
+    st = store.get_chat_setup(chat_id).sillytavern
+    tc = st.text_completion if st is not None else None
+    return tc.server_url.strip() or None if tc is not None and tc.main_api != "koboldhorde" else None
 
 
 def _print_result(result: GenerationResult, fmt: str, live: bool) -> None:

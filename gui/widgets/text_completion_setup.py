@@ -89,6 +89,7 @@ def _text(rows: int = 2) -> QPlainTextEdit:
     height = edit.fontMetrics().lineSpacing() * rows + 12
     edit.setFixedHeight(height)
     edit.setTabChangesFocus(True)
+    edit.setPlaceholderText("(empty)")  # tells an empty field from one holding only line breaks
     return edit
 
 

@@ -209,3 +209,19 @@ def test_cli_preview_and_generate_agree_on_the_imported_folder(st_library, serve
     out = json.loads(capsys.readouterr().out)
     assert out["api"] == "text_completion" and out["request_params"]["max_tokens"] == shown["reply_reserve"]
     assert server.requests[0]["body"]["prompt"] == shown["prompt"] and server.requests[0]["body"]["stop"] == shown["stop"]
+
+
+def test_cli_generate_defaults_to_the_setups_server_url(st_library, server, capsys, monkeypatch) -> None:
+    store, chat_id, url = st_library
+    for var in ("LOOMSCOPE_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LOOMSCOPE_DB", url)
+    monkeypatch.setattr("engine.generation.resolve_api_key", lambda: None)
+    st = store.get_chat_setup(chat_id).sillytavern
+    # a KoboldCpp setup: SillyTavern keeps its server URL without /v1
+    tc = st.text_completion.model_copy(update={"main_api": "textgenerationwebui", "textgen_type": "koboldcpp",
+                                               "server_url": server.base_url.removesuffix("/v1")})
+    store.save_chat_setup(chat_id, st.model_copy(update={"text_completion": tc}))
+    assert cli_main(["generate", chat_id, "--format", "json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
+    assert [r["path"] for r in server.requests] == ["/v1/completions"]
