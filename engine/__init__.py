@@ -46,6 +46,7 @@ _LAZY = {
     "CompareRow": "engine.audit_compare", "ComparisonSummary": "engine.audit_compare",
     "oldest_fitting_index": "engine.preview_facts", "compaction_marks": "engine.preview_facts",
     "CompactionMarks": "engine.preview_facts",
+    "text_completion_title": "engine.assembly.textcompletion",
 }
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,28 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("../shared/data is absent")
     return path
+
+
+def st_user_copy(shared: Path, dest: Path, main_api: str = "openai", top: dict[str, object] | None = None,
+                 **power_user: object) -> Path:
+    """A copy of ``st-user/default-user`` under ``dest`` with ``settings.json``'s ``main_api`` set.
+
+    The shared folder says ``koboldhorde`` (SillyTavern's Text Completion path, issue 26); tests of
+    the Chat Completion path import a copy that says ``openai``. ``power_user`` keys are merged into
+    ``settings.json``'s ``power_user`` (nested dicts one level deep, e.g. ``instruct={"enabled": True}``);
+    ``top`` keys replace top-level ones (``max_context``, ``amount_gen``).
+    """
+    folder = dest / "default-user"
+    shutil.copytree(shared / "st-user" / "default-user", folder)
+    settings_file = folder / "settings.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    settings["main_api"] = main_api
+    settings.update(top or {})
+    pu = settings.setdefault("power_user", {})
+    for key, value in power_user.items():
+        pu[key] = {**pu.get(key, {}), **value} if isinstance(value, dict) else value
+    settings_file.write_text(json.dumps(settings, indent=4), encoding="utf-8")
+    return folder
 
 
 _LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")

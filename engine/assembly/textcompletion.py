@@ -66,11 +66,12 @@ _S0, _S1, _S2 = "\ue000", "\ue001", "\ue002"  # span markers around story string
 _MARK = re.compile(f"{_S0}(\\d+){_S1}|{_S2}")
 _STORY_KEYS = ("system", "description", "personality", "scenario", "persona", "wiBefore", "wiAfter",
                "loreBefore", "loreAfter", "mesExamples", "mesExamplesRaw")
+_NO_EXTRA: dict[str, Any] = {}
 _TRIM = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
 _NEWLINE = re.compile(r"\{\{newline\}\}", re.IGNORECASE)
 
 
-class TextTokenizer(Protocol):
+class TextCounter(Protocol):
     """What the Text Completion path counts with (``engine.tokenizers.sillytavern_text.TextTokenizer``)."""
 
     @property
@@ -103,7 +104,7 @@ class TextTokenizer(Protocol):
         """Token boundaries (character offsets)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Piece:
     """One part of the prompt string and what it explains (a future preview block)."""
 
@@ -119,7 +120,7 @@ class _Piece:
     ident: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     """A ``coreChat`` entry: a chat message, an injection or the jailbreak."""
 
@@ -140,12 +141,13 @@ class _TextAssembler(SillyTavernAssembler):
     """``Generate``'s Text Completion branch over the shared SillyTavern steps."""
 
     def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, tc: TextCompletionSetup,
-                 tokenizer: TextTokenizer, profile: TokenizerProfile, budget: int) -> None:
+                 tokenizer: TextCounter, profile: TokenizerProfile, budget: int) -> None:
         super().__init__(request, setup, profile, budget)
         self.tc = tc
         self.tok = tokenizer
         self.is_instruct = tc.instruct.enabled
         self.char_prompt = ""
+        self._template_subs: dict[str, str] = {}
 
     # -- counting and macros, as the Text Completion path does them
     def count(self, role: str, content: Any, name: str | None = None) -> int:
@@ -166,7 +168,17 @@ class _TextAssembler(SillyTavernAssembler):
         return super().sub(text, where, original)
 
     def s(self, text: str | None) -> str:
-        return self.sub(text, "text completion template")
+        """``substituteParams`` of a template text (sequences, separators), once per distinct text.
+
+        Macro results depend only on the text within one preview (names fixed, random macros
+        seeded by their text), and each message's sequences are the same few texts.
+        """
+        if not text:
+            return ""
+        hit = self._template_subs.get(text)
+        if hit is None:
+            hit = self._template_subs[text] = self.sub(text, "text completion template")
+        return hit
 
     def parse_mes_examples(self, text: str) -> list[str]:
         r"""``Generate``'s ``parseMesExamples``: blocks headed by ``example_separator`` (or ``<START>`` in instruct)."""
@@ -234,11 +246,11 @@ class _TextAssembler(SillyTavernAssembler):
             if m is None or i is None:
                 items.append(_Item("", False, None, source="message:foreign"))
                 continue
-            meta = dict(m.meta.model_extra or {})
-            extra = _extra(m)
-            is_user = m.role == "user"
-            items.append(_Item(first_sub.get(i, m.text()), is_user, m.name or None,
-                               narrator=extra.get("type") == "narrator", force_avatar=bool(meta.get("force_avatar")),
+            meta = m.meta.model_extra or _NO_EXTRA
+            raw = meta.get("extra")
+            narrator = isinstance(raw, dict) and raw.get("type") == "narrator"
+            items.append(_Item(first_sub[i] if i in first_sub else m.text(), m.role == "user", m.name or None,
+                               narrator=narrator, force_avatar=bool(meta.get("force_avatar")),
                                index=i, role=m.role, source=f"message:{i}"))
         return self.do_chat_inject(items, ext)
 
@@ -347,7 +359,9 @@ class _TextAssembler(SillyTavernAssembler):
         try:
             out = render_handlebars(ctx.story_string, {**values, "char": self.name2, "user": self.name1})
         except StoryStringError as exc:
-            raise SettingsError("INVALID_SETTINGS", f"context template {ctx.preset!r}: story string: {exc}") from exc
+            raise SettingsError("INVALID_SETTINGS", f"context template {ctx.preset!r}: story string: {exc}",
+                                file=f"context template {ctx.preset}",
+                                place=f"story_string line {exc.line}, column {exc.column}") from exc
         out = self.sub(out, f"context template {ctx.preset!r} story string")
         out = re.sub(r"^\n+", "", out)
         if out and not out.endswith("\n") and (not self.tc.instruct.enabled or self.tc.instruct.wrap):
@@ -528,8 +542,9 @@ def _fill(asm: _TextAssembler, built: _Built) -> _Fill:
             n_examples += 1
     shown = built.examples if setup.pin_examples else built.examples[:n_examples]
     sent = [p for p in reversed(origin) if p is not None]
-    excluded = [_excluded_item(asm, items[len(items) - 1 - i], chat2[i]) for i in range(len(chat2))
-                if arr[i] is None and built.items]
+    left = [i for i in range(len(chat2)) if arr[i] is None and built.items]
+    counts = _count_many(asm.tok, [chat2[i] for i in left])  # one batch: a long chat leaves most out
+    excluded = [_excluded_item(asm, items[len(items) - 1 - i], chat2[i], n) for i, n in zip(left, counts, strict=True)]
     return _Fill(sent, excluded, shown, built.examples[len(shown):], _primer(asm, sent, bias, force_name2))
 
 
@@ -575,9 +590,19 @@ def _item_piece(asm: _TextAssembler, item: _Item, text: str) -> _Piece:
                   message_index=item.index, name=item.name, ident="chatHistory")
 
 
-def _excluded_item(asm: _TextAssembler, item: _Item, text: str) -> dict[str, Any]:
+def _count_many(tok: TextCounter, texts: list[str]) -> list[int]:
+    """``tok.count`` of each text, in one batch when the tokenizer has ``count_many``."""
+    many = getattr(tok, "count_many", None)
+    return list(many(texts)) if many is not None else [tok.count(t) for t in texts]
+
+
+def _excluded_item(asm: _TextAssembler, item: _Item, text: str, tokens: int) -> dict[str, Any]:
+    if item.index is not None and not item.injected:  # a chat message (most of a long chat's cut)
+        return dict(kind="message", role=item.role, source=item.source, text=text, tokens=tokens,
+                    reason="HISTORY_OLDEST_FIRST", protected=False, message_index=item.index, name=item.name,
+                    trace=None)
     p = _item_piece(asm, item, text)
-    return dict(kind=p.kind.value, role=p.role, source=p.source, text=text, tokens=asm.tok.count(text),
+    return dict(kind=p.kind.value, role=p.role, source=p.source, text=text, tokens=tokens,
                 reason="HISTORY_OLDEST_FIRST", protected=False, message_index=p.message_index, name=p.name,
                 trace={"parts": p.parts} if p.parts else None)
 
@@ -718,4 +743,19 @@ def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, in
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(rows)]
 
 
-__all__ = ["TextTokenizer", "prepare_text_completion", "stopping_strings", "text_tokenizer_for"]
+def text_completion_title(pv: ContextPreview) -> str | None:
+    """The header words of a Text Completion preview: mode, instruct preset and tokenizer.
+
+    ``"Text Completion · Alpaca · llama approximate"`` (``instruct off`` when instruct mode is off);
+    ``None`` for a Chat Completion preview.
+    """
+    if pv.api != "text_completion":
+        return None
+    info = pv.strategy_info
+    instruct = info.get("instruct") or "instruct off"
+    exactness = "approximate" if pv.tokenizer.approximate else "exact"
+    return f"Text Completion · {instruct} · {pv.tokenizer.profile} {exactness}"
+
+
+__all__ = ["TextCounter", "prepare_text_completion", "stopping_strings", "text_completion_title",
+           "text_tokenizer_for"]

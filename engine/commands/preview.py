@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..assembly.textcompletion import text_completion_title
 from ..errors import SettingsError
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 from ..schema.preview import PreviewBlock
@@ -214,9 +215,10 @@ def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
     """One row per block; ``narrow`` leaves out the role and source columns and shortens the text."""
     from ._tables import key_column, table, text_column
 
-    t = table(markup_safe(f"{pv.model} · {pv.tokenizer.profile}"
-                          f"{' (approximate)' if pv.tokenizer.approximate else ''} · strategy {pv.strategy}"),
-              narrow=narrow)
+    title = text_completion_title(pv) or (f"{pv.model} · {pv.tokenizer.profile}"
+                                           f"{' (approximate)' if pv.tokenizer.approximate else ''} · "
+                                           f"strategy {pv.strategy}")
+    t = table(markup_safe(title), narrow=narrow)
     key_column(t, "#", justify="right")
     key_column(t, "kind")
     if not narrow:
@@ -274,6 +276,10 @@ def _print_totals(console: Any, pv: ContextPreview) -> None:
         f"{pv.context_limit} − reply reserve {pv.reply_reserve}; safety margin {pv.safety_margin}; "
         f"headroom {pv.headroom}")
     info = pv.strategy_info
+    if pv.api == "text_completion":
+        console.print(f"stop strings: {markup_safe(', '.join(repr(x) for x in pv.stop) or 'none')} · "
+                      f"context template {markup_safe(str(info.get('context')))} · counted with "
+                      f"{markup_safe(str(info.get('tokenizer')))}, padding {info.get('token_padding')}")
     if "trigger" in info:  # compact: where the prompt stands against SPEC §4's thresholds
         used = info.get("summary")
         console.print(

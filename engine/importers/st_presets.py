@@ -213,7 +213,7 @@ def _textgen(settings: dict[str, Any], main_api: str) -> dict[str, Any]:
     kind = str(tg["type"]) if isinstance(tg.get("type"), str) else "ooba"
     urls = _obj(tg.get("server_urls"))
     url = urls.get(kind) or settings.get("api_server_textgenerationwebui") or ""
-    model = tg.get(f"{kind}_model") if isinstance(tg.get(f"{kind}_model"), str) else None
+    model = _textgen_model(tg, kind)
     if main_api == "kobold":
         url = settings.get("api_server") or ""
     if main_api == "koboldhorde":
@@ -222,6 +222,21 @@ def _textgen(settings: dict[str, Any], main_api: str) -> dict[str, Any]:
         url, model = "", (models[0] if models else None)
     return {"textgen_type": str(kind), "server_url": str(url) if isinstance(url, str) else "",
             "model": model or None}
+
+
+#: ``getTextGenModel`` (``textgen-settings.js``): the settings key holding each API type's model.
+_TEXTGEN_MODEL_KEYS = {"ooba": "custom_model", "mancer": "mancer_model", "togetherai": "togetherai_model",
+                       "infermaticai": "infermaticai_model", "dreamgen": "dreamgen_model",
+                       "openrouter": "openrouter_model", "vllm": "vllm_model", "aphrodite": "aphrodite_model",
+                       "ollama": "ollama_model", "featherless": "featherless_model", "tabby": "tabby_model"}
+
+
+def _textgen_model(tg: dict[str, Any], kind: str) -> str | None:
+    """``getTextGenModel()``: the model name SillyTavern sees for the API type (``None`` when it has none)."""
+    if kind == "huggingface":
+        return "tgi"
+    value = tg.get(_TEXTGEN_MODEL_KEYS.get(kind, ""))
+    return value if isinstance(value, str) and value else None
 
 
 def _obj(value: Any) -> dict[str, Any]:

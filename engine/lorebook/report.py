@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..schema.lorebook import Lorebook
 from ..schema.messages import ChatMessage
 from ..schema.settings import WorldInfoSettings
+from ..tokenizers.sillytavern_text import sillytavern_text_tokenizer
 from .activation import activate, compute_budget
 from .jsregex import RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
@@ -369,8 +370,13 @@ def report_for_request(request: PreviewRequest, *, registries: Registries | None
     stage_request = request.model_copy(update={"sillytavern": None}) if request.sillytavern is not None else request
     names = speaker_names(stage_request)
     plan = lorebook_plan(stage_request)
+    count_tokens: Callable[[str], int] = resolved.tokenizer.count
+    tc = request.sillytavern.text_completion if request.sillytavern is not None else None
+    if tc is not None:
+        # a Text Completion chat (issue 26): entries counted as its preview counts them
+        count_tokens = sillytavern_text_tokenizer(tc.tokenizer, tc.main_api, tc.model).count
     return build_report(plan.activated, request.chat.messages, request.settings.world_info,
-                        count_tokens=resolved.tokenizer.count, context_limit=resolved.budget,
+                        count_tokens=count_tokens, context_limit=resolved.budget,
                         user_name=names.user, char_name=names.char, character=request.character,
                         persona=request.persona, book_scopes=[plan.scopes[i] for i in plan.order])
 

@@ -16,6 +16,8 @@ and each peak RSS is that child's own), one after another, never in parallel:
   --format json`` against ``tiktoken_process.py FILE`` (python + tiktoken counting the same
   texts), alternated, median of 5 each; and one ``loomscope preview`` of the 50,000-message file
   for the peak RSS of a preview at 50,000;
+* ``measure_st.py``: a SillyTavern folder's chat of 10,000 messages previewed over Chat Completion
+  and over Text Completion (issue 26), alternated, median of 3 children each (cold and repeated);
 * ``measure_gui.py``: click → repainted row at 10,000 messages and the longest UI-thread stall
   while opening a 5,000-message chat (offscreen).
 
@@ -63,10 +65,11 @@ class Plan:
     gui_click: int = 10_000
     gui_samples: int = 7
     timeout_s: float = 420.0
+    st_repeats: int = 3  # alternated Chat / Text Completion children of measure_st.py at process_size
 
 
 SMOKE = Plan(sizes=(30, 60, 120), toggles=(2, 2, 2), floor_repeats=(1, 1, 1), process_size=60, process_repeats=1,
-             rss_size=60, gui_open=40, gui_click=80, gui_samples=1, timeout_s=240.0)
+             rss_size=60, gui_open=40, gui_click=80, gui_samples=1, timeout_s=240.0, st_repeats=1)
 
 
 @dataclass
@@ -188,12 +191,32 @@ def measure(plan: Plan, *, gui: bool, log: Callable[[str], None]) -> dict[str, A
             big = write_chat_file(make_chat(plan.rss_size), Path(tmp) / f"chat-{plan.rss_size}.json")
             child = run_child(preview_argv(big), plan.timeout_s)
         raw["rss"] = {"n": plan.rss_size, "max_rss_mb": child.max_rss_mb, "seconds": child.seconds}
+    raw["st"] = measure_st(plan, log)
     if gui:
         log(f"GUI: open {plan.gui_open:,}, click at {plan.gui_click:,} …")
         child = run_child([sys.executable, str(HERE / "measure_gui.py"), "--open", str(plan.gui_open),
                            "--click", str(plan.gui_click), "--samples", str(plan.gui_samples)], plan.timeout_s)
         raw["gui"] = {**child.json(), "process_s": child.seconds}
     return raw
+
+
+def measure_st(plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
+    """A SillyTavern folder's preview at ``process_size`` messages over Chat and Text Completion (issue 26).
+
+    ``measure_st.py`` children, alternated (Chat Completion, then Text Completion) ``st_repeats`` times;
+    the medians of their cold and repeated previews.
+    """
+    log(f"SillyTavern folder at {plan.process_size:,} messages: Chat vs Text Completion …")
+    runs: dict[str, list[dict[str, Any]]] = {"chat_completion": [], "text_completion": []}
+    for _ in range(plan.st_repeats):
+        for api, out in runs.items():
+            child = run_child([sys.executable, str(HERE / "measure_st.py"), str(plan.process_size), "--api", api],
+                              plan.timeout_s)
+            out.append(child.json())
+    return {api: {"n": plan.process_size, "cold_s": statistics.median(r["cold_s"] for r in rs),
+                  "repeat_s": statistics.median(r["repeat_s"] for r in rs), "runs": rs,
+                  "tokenizer": rs[-1]["tokenizer"], "prompt_tokens": rs[-1]["prompt_tokens"]}
+            for api, rs in runs.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -296,6 +319,17 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
     r = raw["rss"]
     rows.append(Row("peak RSS, loomscope preview", span=f"{r['max_rss_mb']:.0f} MB at {r['n']:,} (own process, "
                     f"{fmt_s(r['seconds'])})", target="reported", values={"mb": r["max_rss_mb"]}))
+    st = raw.get("st")
+    if st:
+        cc, tc = st["chat_completion"], st["text_completion"]
+        rows.append(Row("SillyTavern preview, Chat Completion", span=f"cold {fmt_s(cc['cold_s'])} · repeat "
+                        f"{fmt_s(cc['repeat_s'])} at {cc['n']:,} ({cc['tokenizer']})", target="reference",
+                        values={"cold_s": cc["cold_s"], "repeat_s": cc["repeat_s"]}))
+        rows.append(Row("SillyTavern preview, Text Completion", span=f"cold {fmt_s(tc['cold_s'])} · repeat "
+                        f"{fmt_s(tc['repeat_s'])} at {tc['n']:,} ({tc['tokenizer']})",
+                        target="≤ Chat Completion (medians)",
+                        verdict=verdict(tc["cold_s"] <= cc["cold_s"], tc["repeat_s"] <= cc["repeat_s"]),
+                        values={"cold_s": tc["cold_s"], "repeat_s": tc["repeat_s"]}))
     g = raw.get("gui")
     if g:
         away = f", {g['click_row_scrolled_away']} scrolled away" if g["click_row_scrolled_away"] else ""

@@ -18,6 +18,7 @@ from engine.pipeline import default_registries, preview
 from engine.resolve import SpeakerNames
 from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, Persona, PreviewRequest
 from engine.storage import open_store
+from tests.conftest import st_user_copy
 from tests.engine.importers.st_fixture import build_st_user
 
 CHAT = "chats/Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl"
@@ -77,7 +78,7 @@ def test_limit_above_the_known_one_is_warned(seraphina: PreviewRequest) -> None:
 
 
 def test_sillytavern_warnings_are_worded_as_its_preview(shared_data: Path, tmp_path: Path) -> None:
-    request = _st_request(shared_data / ST_USER, tmp_path)
+    request = _st_request(st_user_copy(shared_data, tmp_path), tmp_path)
     request = request.model_copy(update={"settings": request.settings.model_copy(update={"model": "mystery"})})
     resolved = model_profile_and_limit(request.settings, sillytavern=True)
     pv = preview(request)
@@ -119,7 +120,7 @@ def test_no_card_no_names(shared_data: Path) -> None:
 
 def test_sillytavern_names_ignore_the_nickname(shared_data: Path, tmp_path: Path) -> None:
     """SillyTavern's name2 is the card's name (never its nickname) and name1 its own user name."""
-    request = _st_request(shared_data / ST_USER, tmp_path)
+    request = _st_request(st_user_copy(shared_data, tmp_path), tmp_path)
     card = request.character.model_copy(update={"nickname": "Sera"})
     request = request.model_copy(update={"character": card, "persona": Persona(name="Ana")})
     names = speaker_names(request)
@@ -186,7 +187,7 @@ def test_sillytavern_books_in_scan_order(tmp_path: Path) -> None:
 
 
 def test_sillytavern_folder_ignores_an_unlinked_card_book(shared_data: Path, tmp_path: Path) -> None:
-    request = _st_request(shared_data / ST_USER, tmp_path)
+    request = _st_request(st_user_copy(shared_data, tmp_path), tmp_path)
     assert request.character is not None and request.character.character_book is not None
     assert chat_lorebooks(request) == list(request.lorebooks)
 

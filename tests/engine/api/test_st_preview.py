@@ -27,3 +27,24 @@ def test_chat_preview_uses_the_stored_sillytavern_setup(live: Live, tmp_path: Pa
     resp = live.client.post(PREVIEW, json={"chat_id": chat_id, "settings": {"context_limit": 3000}})
     assert resp.status_code == 200 and resp.json()["context_limit"] == 3000
     assert resp.json()["messages"][0]["content"] == "You are Kael. Reply to Alex."
+
+
+def test_text_completion_chat_preview_carries_prompt_stop_and_spans(live: Live, tmp_path: Path) -> None:
+    """Issue 26: a Text Completion chat's preview has ``api``, the exact ``prompt``, ``stop`` and block spans."""
+    from tests.engine.assembly.tc_cases import write_case
+
+    report = live.store.import_st_folder(read_st_folder(write_case(tmp_path, "chatml", "cut")))
+    chat_id = next(r.id for r in report.added if r.kind == "chat")
+    resp = live.client.post(PREVIEW, json={"chat_id": chat_id})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body == preview(live.store.build_request(chat_id)).model_dump(mode="json")
+    assert body["api"] == "text_completion" and body["messages"] == []
+    assert body["prompt"].startswith("<|im_start|>system\nWrite Kael's next reply")
+    assert "\n<|im_end|>" in body["stop"]
+    kept = [b for b in body["blocks"] if b["status"] == "kept"]
+    assert all(body["prompt"][b["span"][0]:b["span"][1]] == b["text"] for b in kept)
+    assert any(b["reason"] == "HISTORY_OLDEST_FIRST" and b["span"] is None for b in body["blocks"])
+    # the window can be changed without saving, as for any chat
+    resp = live.client.post(PREVIEW, json={"chat_id": chat_id, "settings": {"context_limit": 8000}})
+    assert resp.status_code == 200 and resp.json()["budget"] == 8000 - 220

@@ -20,6 +20,7 @@ from engine.importers.st_folder import read_st_folder
 from engine.pipeline import default_registries, preview
 from engine.resolve import honours_exclusions
 from engine.storage import open_store
+from tests.conftest import st_user_copy
 from tests.engine.importers.st_fixture import SETTINGS, build_st_user
 
 ST_USER = "st-user/default-user"
@@ -76,7 +77,7 @@ def test_seraphina_messages_at_its_own_settings(shared_data: Path, tmp_path: Pat
     prompt_order has no entry for the global dummy id 100001: sanitizeServiceSettings adds
     promptManagerDefaultPromptOrder)."""
     s = Seraphina(shared_data)
-    store, report = _import(shared_data / ST_USER, tmp_path)
+    store, report = _import(st_user_copy(shared_data, tmp_path), tmp_path)
     pv = preview(store.build_request(_chat_id(report)))
     assert (pv.context_limit, pv.reply_reserve, pv.model) == (4095, 300, "gpt-4-turbo")
     assert pv.error is None and pv.tokenizer.profile == "cl100k_base"
@@ -105,7 +106,7 @@ def test_seraphina_messages_at_its_own_settings(shared_data: Path, tmp_path: Pat
 
 def test_seraphina_messages_at_context_1800(shared_data: Path, tmp_path: Path) -> None:
     s = Seraphina(shared_data)
-    store, report = _import(shared_data / ST_USER, tmp_path)
+    store, report = _import(st_user_copy(shared_data, tmp_path), tmp_path)
     request = store.build_request(_chat_id(report))
     request = request.model_copy(update={"settings": request.settings.model_copy(update={"context_limit": 1800})})
     pv = preview(request)
@@ -131,7 +132,7 @@ def test_seraphina_messages_at_context_1800(shared_data: Path, tmp_path: Path) -
 def test_required_prompts_over_budget_are_token_budget_exceeded(shared_data: Path, tmp_path: Path) -> None:
     """SillyTavern sends a partial prompt when a required prompt throws TokenBudgetExceededError;
     Loomscope reports TOKEN_BUDGET_EXCEEDED and sends nothing (documented difference)."""
-    store, report = _import(shared_data / ST_USER, tmp_path)
+    store, report = _import(st_user_copy(shared_data, tmp_path), tmp_path)
     request = store.build_request(_chat_id(report))
     request = request.model_copy(update={"settings": request.settings.model_copy(
         update={"context_limit": 900, "reply_reserve": 300})})

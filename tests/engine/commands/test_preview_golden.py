@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from tests.conftest import shared_data_path
+from tests.conftest import shared_data_path, st_user_copy
 
 GOLDEN = Path(__file__).with_name("golden_preview.json")
 GOLDEN_STRATEGIES = Path(__file__).with_name("golden_preview_strategies.json")
@@ -67,9 +67,15 @@ def _digest(text: str) -> str:
 
 
 def _st_user_digests(capsys, data: Path, tmp_path: Path, budget: str) -> dict[str, str]:
-    """Import ``st-user/default-user`` into a fresh SQLite library; digest each chat's preview by chat name."""
+    """Import ``st-user/default-user`` into a fresh SQLite library; digest each chat's preview by chat name.
+
+    The folder says ``main_api: koboldhorde`` (Text Completion, issue 26, tested in
+    ``tests/engine/assembly/test_textcompletion*.py``); these digests guard the Chat Completion path,
+    so a copy saying ``openai`` is imported.
+    """
     db = str(tmp_path / f"golden-{budget}.db")
-    code = main(["import", str(data / "st-user" / "default-user"), "--db", db, "--format", "json"])
+    folder = st_user_copy(data, tmp_path / f"cc-{budget}")
+    code = main(["import", str(folder), "--db", db, "--format", "json"])
     report = json.loads(capsys.readouterr().out)
     assert code in (0, 1), report
     out: dict[str, str] = {}

@@ -10,6 +10,7 @@ from engine.importers import load_character, load_chat, load_lorebook
 from engine.importers.card_export import export_card_png
 from engine.pipeline import preview
 from engine.storage import open_store
+from tests.conftest import st_user_copy
 from tests.engine.importers.st_fixture import build_st_user
 
 
@@ -169,7 +170,8 @@ def test_exported_folder_imports_back_with_the_same_prompt(tmp_path: Path, capsy
 
 def test_pristine_folder_round_trip(shared_data: Path, tmp_path: Path, capsys) -> None:
     db, db2 = str(tmp_path / "lib.db"), str(tmp_path / "lib2.db")
-    report = _import(capsys, shared_data / "st-user" / "default-user", db)
+    # a Chat Completion copy: the export writes no Text Completion setup back (main_api, instruct, context)
+    report = _import(capsys, st_user_copy(shared_data, tmp_path / "cc"), db)
     code, _, err = _cli(capsys, "export", *[r["id"] for r in report["added"] if r["kind"] != "persona"],
                         "--to", str(tmp_path / "out"), "--db", db)
     assert code == 0, err

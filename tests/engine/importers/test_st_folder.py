@@ -40,7 +40,8 @@ def test_pristine_folder_links_and_settings(shared_data: Path, tmp_path: Path) -
     assert stored.persona is not None and stored.persona.name == "User"
     assert [(link.name, link.scope) for link in setup.lorebooks] == [("Eldoria", "character")]
     s = setup.settings
-    assert (s.model, s.context_limit, s.reply_reserve) == ("gpt-4-turbo", 4095, 300)
+    # main_api koboldhorde: SillyTavern's Text Completion window, max_context 8192 − amount_gen 350 (issue 26)
+    assert (s.model, s.context_limit, s.reply_reserve) == ("gpt-4-turbo", 8192, 350)
     wi = s.world_info
     assert (wi.scan_depth, wi.budget_percent, wi.recursive, wi.match_whole_words, wi.character_strategy,
             wi.rules) == (2, 25, True, True, "character_first", "sillytavern")
@@ -51,6 +52,14 @@ def test_pristine_folder_links_and_settings(shared_data: Path, tmp_path: Path) -
     main = next(p for p in st.prompts if p.identifier == "main")
     assert main.content == "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
     assert (st.author_note.depth, st.author_note.position, st.author_note.interval) == (4, 1, 1)
+    tc = st.text_completion
+    assert tc is not None and (tc.main_api, tc.max_context, tc.amount_gen, tc.tokenizer, tc.token_padding) == (
+        "koboldhorde", 8192, 350, 99, 64)
+    assert (tc.instruct.enabled, tc.instruct.preset, tc.context.preset, tc.sysprompt.name) == (
+        False, "Alpaca", "Default", "Neutral - Chat")
+    # power_user.context lacks names_as_stop_strings: loadContextSettings' default (true)
+    assert (tc.context.use_stop_strings, tc.context.names_as_stop_strings, tc.context.chat_start) == (True, True, "***")
+    assert len(tc.instruct_presets) == 29 and len(tc.context_presets) == 26 and len(tc.sysprompt_presets) == 12
 
 
 def test_folder_is_byte_identical_after_import(shared_data: Path, tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ Three kinds of expected values:
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +42,7 @@ from engine.tokenizers.sillytavern_text import (
     utf16_length,
 )
 
+HERE = Path(__file__).parent
 CASES = [
     "Hello world", " Hello world", "Hello  world\n\nHow are you?", "\n\nNew line first", "   ", "a",
     "The quick brown fox jumps over the lazy dog.",
@@ -158,6 +161,26 @@ def test_unknown_id_is_a_clear_error() -> None:
     assert "42" in str(err.value)
 
 
+@pytest.mark.parametrize("bad", [None, "llama", 3.5, "", -1, 18])
+def test_bad_ids_are_clear_errors(bad: object) -> None:
+    with pytest.raises(SettingsError) as err:
+        sillytavern_text_tokenizer(bad, "kobold")  # type: ignore[arg-type]
+    assert err.value.code == "UNKNOWN_TOKENIZER"
+
+
+def test_string_id_from_settings_json() -> None:
+    assert sillytavern_text_tokenizer("12", "kobold").key == "llama3"  # type: ignore[arg-type]
+
+
+def test_profile_is_the_same_counter() -> None:
+    tok = sillytavern_text_tokenizer(12, "kobold")
+    text = "<|eot_id|>Hello world"
+    assert tok.profile.count(text) == tok.count(text) == 3
+    assert tok.profile.token_spans(text) == tok.spans(text)
+    assert tok.profile.approximate is tok.approximate is False
+    assert sillytavern_text_tokenizer(99, "textgenerationwebui", "llama3-8b").profile is tok.profile
+
+
 def test_every_id_builds() -> None:
     for tid in ST_TOKENIZER_IDS:
         tok = sillytavern_text_tokenizer(tid, "textgenerationwebui", "some-model")
@@ -175,6 +198,15 @@ def test_count_equals_sillytavern(st_id: int) -> None:
     assert tok.key == (EXACT | APPROXIMATE)[st_id]
     assert [tok.count(c) for c in CASES] == ST_COUNTS[st_id]
     assert tok.count_many(CASES) == ST_COUNTS[st_id]
+
+
+@pytest.mark.parametrize("st_id", [0, 2, 7, 12, 15, 17])
+def test_count_equals_sillytavern_on_synthetic_texts(st_id: int) -> None:
+    """200 synthetic texts (specials, whitespace runs, NUL, combining marks) counted by SillyTavern's
+    routes (how: the data file's "about")."""
+    data = json.loads((HERE / "sillytavern_text_counts.json").read_text(encoding="utf-8"))
+    tok = sillytavern_text_tokenizer(st_id, "kobold")
+    assert tok.count_many(data["cases"]) == data["counts"][str(st_id)]
 
 
 def test_exact_and_approximate_flags() -> None:
@@ -343,3 +375,14 @@ def test_split_specials_longest_first() -> None:
     assert split_specials(text, TEKKEN_SPECIALS) == [(0, 1, False), (1, 13, True), (13, 26, True), (26, 27, False)]
     assert split_specials("", TEKKEN_SPECIALS) == []
     assert split_specials("plain", TEKKEN_SPECIALS) == [(0, 5, False)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", " ", "\n", "<s>", "<|eot_id|>", "[INST]", "\u00e9", "\U0001f600",
+                                           "<|im_start|>", "<|endoftext|>", "x"]), max_size=12).map("".join),
+                max_size=6))
+def test_batch_equals_one_by_one(texts: list[str]) -> None:
+    """count_many (one batch, cache) gives the same numbers as counting each text alone."""
+    for tid in (7, 12, 15, 17, 2, 1, 0):
+        tok = sillytavern_text_tokenizer(tid, "kobold")
+        assert tok.count_many(texts) == [tok.count(t) for t in texts]
