@@ -20,6 +20,7 @@ from functools import cached_property
 from itertools import pairwise
 from typing import Any
 
+from engine import text_completion_title
 from engine.errors import LoomscopeError
 from engine.schema import ContextPreview, PreviewRequest
 from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
@@ -256,6 +257,10 @@ def header_text(preview: ContextPreview | None, request: PreviewRequest | None =
     """"Text Completion · <instruct preset> · <tokenizer>" or "Chat Completion · <model> · <tokenizer>"."""
     if preview is None:
         return "No preview"
+    if preview.api == TEXT_COMPLETION and tokenizer is None and preview.strategy_info.get("api") == TEXT_COMPLETION:
+        title = text_completion_title(preview)  # the engine's words for a preview it built
+        if title:
+            return title
     tok = tokenizer_label(preview, tokenizer)
     if preview.api == TEXT_COMPLETION:
         return " · ".join(p for p in ("Text Completion", instruct_label(preview, request) or "", tok) if p)

@@ -88,6 +88,7 @@ def test_chat_only_endpoint_is_one_clear_message(qtbot, window, tc_pipeline) -> 
 
 
 def test_imported_text_completion_folder_shows_the_engine_string(qtbot, tmp_path, qsettings, shared_data) -> None:
+    from engine import text_completion_title
     from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
     from tests.gui.test_library_setup import _close, _open_window
 
@@ -101,8 +102,8 @@ def test_imported_text_completion_folder_shows_the_engine_string(qtbot, tmp_path
         win.select_tab("prompt")
         view = win.prompt_text_view
         assert view.text() == pv.prompt
-        tok_label = pv.strategy_info["tokenizer"]
-        assert view.header.text() == f"Text Completion · instruct off · Default · {tok_label}"
+        assert view.header.text() == text_completion_title(pv)  # the engine's words
+        assert view.header.text().startswith("Text Completion · instruct off · ")
         shaded = [i for i, b in enumerate(pv.blocks) if b.span is not None and b.span[1] > b.span[0]]
         assert {view.block_at(pv.blocks[i].span[0]) for i in shaded} == set(shaded)
         view.tokens_box.setChecked(True)
