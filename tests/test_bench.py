@@ -55,7 +55,11 @@ def test_smoke_run_prints_one_table_and_writes_every_figure(smoke: tuple[str, di
     rows = {r["figure"]: r for r in report["rows"]}
     judged = [r for r in rows.values() if r["target"] and r["target"] not in ("the floor", "reference", "reported")
               and not r["target"].startswith("LangChain")]
-    assert len(judged) == (10 if HAS_LANGCHAIN else 9)
+    assert len(judged) == (11 if HAS_LANGCHAIN else 10)  # + Text Completion vs Chat Completion (issue 26)
+    st = report["raw"]["st"]
+    assert st["chat_completion"]["cold_s"] > 0 and st["text_completion"]["repeat_s"] > 0
+    assert st["text_completion"]["prompt_tokens"] > 0 and len(st["text_completion"]["runs"]) == report["plan"][
+        "st_repeats"]
     assert all(r["verdict"] in ("pass", "FAIL") for r in judged)
     assert rows["scaling exponent, cold"]["values"]["exponent"] == pytest.approx(
         run_bench.exponent(sizes, [report["raw"]["engine"][str(n)]["cold_s"] for n in sizes]))

@@ -705,6 +705,9 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     tok = text_tokenizer_for(tc, settings.model_copy(update={"context_limit": limit}), registries)
     profile = profile_of(tok)
     asm = _TextAssembler(request, setup, tc, tok, profile, budget)
+    if tc.main_api == "novel":
+        asm.diagnostics.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
+                               "modelled; the prompt is SillyTavern's without them")
     built = asm.build()
     fill = _fill(asm, built)
     pieces = _assemble(asm, built, fill)

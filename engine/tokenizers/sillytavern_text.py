@@ -129,11 +129,11 @@ class _Spec:
     why: str = ""                           # for approximate ones: why, and the stand-in
 
 
-_STANDIN_SPM = ("counted with Mistral V1's SentencePiece (mistral-common), the nearest shipped 32k "
-                "SentencePiece vocabulary")
+#: The nearest shipped SentencePiece vocabulary (32k, byte fallback, like LLaMA's).
+_STANDIN_SPM = "counted with Mistral V1's vocabulary"
 ST_TOKENIZERS: dict[str, _Spec] = {s.key: s for s in (
     _Spec("none", "None / Estimated", True, "", bos=False,
-          why="SillyTavern's own estimate ceil(characters / 3.35), counted as it does; the model's tokens are unknown"),
+          why="SillyTavern's own estimate, ceil(characters / 3.35); the model's tokens are unknown"),
     _Spec("gpt2", "GPT-2", True, "cl100k_base", zero_if=GPT2_SPECIALS, bos=False,
           why="no well-kept package ships GPT-2's vocab.bpe; counted with OpenAI cl100k"),
     _Spec("openai", "OpenAI cl100k (legacy GPT-2/3 option)", False, "cl100k_base", zero_if=CL100K_SPECIALS,
@@ -141,25 +141,25 @@ ST_TOKENIZERS: dict[str, _Spec] = {s.key: s for s in (
     _Spec("llama", "Llama 1/2", True, "mistral-v1", prompt_specials=SPM_SPECIALS,
           why="SillyTavern's llama.model is not shipped by any package; " + _STANDIN_SPM),
     _Spec("nerdstash", "NerdStash (NovelAI Clio)", True, "mistral-v1",
-          why="NovelAI's nerdstash.model ships only in novelai-api, whose pinned dependencies conflict; "
+          why="NovelAI's nerdstash.model is only in novelai-api, whose pins conflict with ours; "
               + _STANDIN_SPM),
     _Spec("nerdstash_v2", "NerdStash v2 (NovelAI Kayra)", True, "mistral-v1",
-          why="NovelAI's nerdstash_v2.model ships only in novelai-api, whose pinned dependencies conflict; "
+          why="NovelAI's nerdstash_v2.model is only in novelai-api, whose pins conflict with ours; "
               + _STANDIN_SPM),
     _Spec("mistral", "Mistral V1", False, "mistral-v1", prompt_specials=SPM_SPECIALS),
     _Spec("yi", "Yi", True, "mistral-v1", bos=False,
           why="SillyTavern's yi.model is not shipped by any package; " + _STANDIN_SPM),
     _Spec("claude", "Claude 1/2", True, "cl100k_base", bos=False,
-          why="Anthropic's legacy tokenizer.json is not a runtime dependency; counted with OpenAI cl100k"),
+          why="Anthropic's legacy tokenizer.json is not a dependency; counted with OpenAI cl100k"),
     _Spec("llama3", "Llama 3", False, "llama3", count_specials=LLAMA30_SPECIALS, prompt_specials=LLAMA31_SPECIALS),
     _Spec("gemma", "Gemma / Gemini", True, "llama3",
-          why="Gemma's tokenizer.model is not shipped by any package; counted with Llama 3's 128k vocabulary"),
+          why="Gemma's tokenizer.model is not shipped by any package; counted with Llama 3's vocabulary"),
     _Spec("jamba", "Jamba", True, "mistral-v1",
           why="SillyTavern's jamba.model is not shipped by any package; " + _STANDIN_SPM),
     _Spec("qwen2", "Qwen2", False, "qwen2-st", bos=False, prompt_vocab="qwen"),
     _Spec("command-r", "Command-R", True, "llama3", count_specials=LLAMA30_SPECIALS,
           why="Cohere's tokenizer is not shipped by any package; counted with Llama 3's vocabulary, "
-              "SillyTavern's own fallback when command-r.json cannot be downloaded"),
+              "SillyTavern's own fallback for it"),
     _Spec("nemo", "Mistral Nemo", False, "mistral-tekken", count_specials=TEKKEN_SPECIALS,
           prompt_specials=TEKKEN_SPECIALS),
 )}
@@ -357,8 +357,8 @@ def _tokenizer(st_id: int, key: str) -> TextTokenizer:
 def _api_tokenizer(st_id: int, key: str) -> TextTokenizer:
     spec = ST_TOKENIZERS[key]
     api = "API (KoboldAI Classic)" if st_id == API_KOBOLD else "API (Text Completion)"
-    how = (f"counted with {spec.name}'s vocabulary, the model name's family" if key != "none"
-           else "estimated as SillyTavern does when the backend cannot be asked: ceil(characters / 3.35)")
+    how = (f"counted with {spec.name}'s vocabulary, from the model name" if key != "none"
+           else "estimated as SillyTavern does without it, ceil(characters / 3.35)")
     label = f"{api} · approximate (SillyTavern asks the connected backend; {how})"
     return TextTokenizer(key=key, st_id=st_id, label=label, approximate=True, version="api:" + _version(spec),
                          _counter=_counter(key), _prompt=_prompt_counter(key), _spans=_span_fn(key))
@@ -522,7 +522,7 @@ def _span_fn(key: str) -> Callable[[str], list[tuple[int, int]]]:
 def _vocab_spans(vocab: str, text: str) -> list[tuple[int, int]]:
     if vocab == "cl100k_base":
         return _tiktoken_spans(get_encoding("cl100k_base"), text, set())
-    spans = _encoder(vocab).spans(text)
+    spans = _encoder(vocab).spans(_clean_surrogates([text])[0])  # same length: offsets hold
     if spans and spans[-1][1] != len(text):
         # Qwen's spans are over the NFC-normalised text; for display they are fitted to the original.
         spans = [(a, min(b, len(text))) for a, b in spans if a < len(text)]

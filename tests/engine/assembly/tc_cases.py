@@ -3,8 +3,8 @@
 Each case is a SillyTavern 1.12.6 user folder written under ``tmp_path``: ``settings.json`` (main_api
 ``textgenerationwebui``, the instruct / context / system prompt settings as SillyTavern holds them
 after loading, persona, Author's Note defaults), a card with example dialogue and a Character's Note,
-a character world with constant entries before / after the card, at depth and at the top of the
-Author's Note, and a chat with a hidden message and an Author's Note at depth.
+a character world with constant entries before / after the card, at depth, at the top and bottom of
+the Author's Note and before / after the example dialogue, and a chat with a hidden message and an Author's Note at depth.
 
 The preset values are copied from SillyTavern 1.12.6's ``default/content/presets/instruct`` and
 ``context`` files (so the tests do not read ``../shared/data``).
@@ -235,6 +235,11 @@ WORLD = {"entries": {
     "2": entry(2, [], "Lore (depth): the tide is rising.", constant=True, order=10, position=4, depth=1),
     "3": entry(3, [], "Lore (AN top): fog rolls in.", constant=True, order=20, position=2),
     "4": entry(4, [], "Lore: {{user}} carries a brass compass.", constant=True, order=90, position=0),
+    "5": entry(5, [], "Lore (AN bottom): the lamps gutter.", constant=True, order=15, position=3),
+    "6": entry(6, [], "{{user}}: Any news from the pass?\n{{char}}: Snow. Nothing else.", constant=True, order=30,
+               position=5),
+    "7": entry(7, [], "<START>\n{{user}}: Your blade?\n{{char}}: Ember. It stays sheathed.", constant=True,
+               order=40, position=6),
 }}
 NOTE = {"note_prompt": "[Style: terse, {{char}} speaks little.]", "note_interval": 1, "note_depth": 3,
         "note_position": 1, "note_role": 0}

@@ -243,8 +243,11 @@ def test_count_is_cached_and_stable() -> None:
 
 
 def test_lone_surrogate_does_not_crash() -> None:
-    for tid in (7, 12, 15, 17, 3):
-        assert sillytavern_text_tokenizer(tid, "kobold").count("a\ud800b") > 0
+    for tid in ST_TOKENIZER_IDS:
+        tok = sillytavern_text_tokenizer(tid, "kobold")
+        assert tok.count("a\ud800b") > 0
+        assert tok.prompt_tokens("a\ud800b<s>") > 0
+        assert tok.spans("a\ud800b")[-1][1] == 3
 
 
 # --- prompt_tokens(): the backend's context ----------------------------------------------------------
