@@ -389,7 +389,12 @@ class PromptTextView(QWidget):
             parts.append(f"stop: {stops}" if pv.stop else "no stop strings")
             parts.append(f"reply ≤ {pv.reply_reserve:,} tokens")
         if self.tokens_box.isChecked():
-            parts.append(self._token_error or f"{len(self._tokens or []):,} tokens")
+            n = len(self._tokens or [])
+            shown = f"{n:,} tokens shown"
+            if pv.api == TEXT_COMPLETION and self._tokens and n != pv.prompt_tokens:
+                # the backend's count holds what the text does not show: BOS, control tokens
+                shown += f" ({pv.prompt_tokens - n:+,} in the backend's count: BOS / control tokens)"
+            parts.append(self._token_error or shown)
         self.facts.setText(" · ".join(parts))
 
     # ------------------------------------------------------------------ mouse

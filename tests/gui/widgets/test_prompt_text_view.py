@@ -175,7 +175,7 @@ def test_token_boundaries_on_demand(view) -> None:
     tokens = view.token_spans()
     assert tokens == spans_of(pv.prompt)
     assert len(view.paragraph_runs(0)) > before  # one range per token piece now
-    assert f"{len(tokens):,} tokens" in view.facts.text()
+    assert f"{len(tokens):,} tokens shown" in view.facts.text()
     colours = [c.name() for *_, c in view.paragraph_runs(0)]
     assert len(set(colours[:4])) == 2  # odd tokens a shade darker
     # the selected block keeps its token shades (two strong shades)
