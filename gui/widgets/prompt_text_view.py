@@ -86,6 +86,7 @@ class PromptTextView(QWidget):
         self.tokens_box.toggled.connect(self._on_tokens_box_toggled)
         self.facts = QLabel("", self)
         self.facts.setObjectName("promptTextFacts")
+        self.facts.setWordWrap(True)
         self.facts.setStyleSheet("color: #555;")
         self.facts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.edit = QPlainTextEdit(self)
