@@ -39,10 +39,13 @@ class ProviderSettings:
     stream: bool
 
 
-def load_provider_settings(settings: QSettings, default_model: str = "gpt-4o") -> ProviderSettings:
-    """Provider settings from ``settings`` (with defaults)."""
+def load_provider_settings(settings: QSettings, default_model: str = "gpt-4o",
+                           default_base_url: str | None = None) -> ProviderSettings:
+    """Provider settings from ``settings`` (with defaults; ``default_base_url`` replaces
+    :data:`DEFAULT_BASE_URL` when none is saved, e.g. a Text Completion chat's server URL)."""
+    fallback = default_base_url or DEFAULT_BASE_URL
     return ProviderSettings(
-        base_url=str(settings.value("provider/base_url", DEFAULT_BASE_URL) or DEFAULT_BASE_URL),
+        base_url=str(settings.value("provider/base_url", fallback) or fallback),
         model=str(settings.value("provider/model", "") or default_model),
         timeout_s=float(settings.value("provider/timeout_s", 60.0) or 60.0),
         stream=str(settings.value("provider/stream", "true")).lower() in ("1", "true", "yes"),
@@ -70,11 +73,12 @@ def key_source() -> str:
 class ProviderDialog(QDialog):
     """Edit :class:`ProviderSettings`; ``accepted`` saves them (and the key to the keyring if given)."""
 
-    def __init__(self, settings: QSettings, default_model: str, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: QSettings, default_model: str, parent: QWidget | None = None,
+                 default_base_url: str | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Provider settings")
         self._settings = settings
-        current = load_provider_settings(settings, default_model)
+        current = load_provider_settings(settings, default_model, default_base_url)
         self.base_url = QLineEdit(current.base_url, self)
         self.base_url.setPlaceholderText("https://api.openai.com/v1")
         self.model = QLineEdit(current.model, self)

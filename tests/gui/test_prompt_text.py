@@ -121,3 +121,24 @@ def test_imported_text_completion_folder_shows_the_engine_string(qtbot, tmp_path
         assert win.blocks_panel.current_block().position == lore
     finally:
         _close(win)
+
+
+def test_provider_dialog_offers_the_text_completion_server_url(window, library, qsettings) -> None:
+    from engine.schema.sillytavern import SillyTavernSetup, TextCompletionSetup
+    from gui.widgets.provider_dialog import DEFAULT_BASE_URL, ProviderDialog
+
+    store, chat_id, _ = library
+    assert window._setup_server_url() is None  # a Chat Completion chat: the usual default
+    tc = TextCompletionSetup(main_api="textgenerationwebui", textgen_type="koboldcpp",
+                             server_url="http://127.0.0.1:5001")
+    store.save_chat_setup(chat_id, SillyTavernSetup(text_completion=tc))
+    window.ctx.document.reload()
+    assert window._setup_server_url() == "http://127.0.0.1:5001"
+    dialog = ProviderDialog(window.ctx.settings, "m", window, default_base_url=window._setup_server_url())
+    assert dialog.base_url.text() == "http://127.0.0.1:5001"
+    dialog.deleteLater()
+    # a URL the writer saved wins
+    window.ctx.settings.setValue("provider/base_url", DEFAULT_BASE_URL)
+    dialog = ProviderDialog(window.ctx.settings, "m", window, default_base_url=window._setup_server_url())
+    assert dialog.base_url.text() == DEFAULT_BASE_URL
+    dialog.deleteLater()
