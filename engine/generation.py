@@ -253,7 +253,8 @@ def _generate(
     report = _stream_reporter(on_progress, f"stream:{audit.generation_id}")
     report("running", "", model=model, prompt_tokens=prepared.preview.prompt_tokens)
     # What goes into the body besides messages and tools, recorded before the call.
-    audit = audit.model_copy(update={"request_params": {"model": model, "stream": provider.stream, **reply_limit}})
+    audit = audit.model_copy(update={"request_params": {**_extra_fields(provider.extra_body), "model": model,
+                                                        "stream": provider.stream, **reply_limit}})
     if prepared.preview.api == TEXT_COMPLETION:
         return _send_text(request, prepared, provider, model, reply_limit, audit, report, cancel)
     return _send(request, prepared, provider, model, reply_limit, audit, report, cancel)
@@ -261,6 +262,16 @@ def _generate(
 
 #: ``ContextPreview.api`` of a SillyTavern Text Completion prompt (one string, SPEC §9.1).
 TEXT_COMPLETION = "text_completion"
+
+
+#: Body fields Loomscope sets itself; ``ProviderConfig.extra_body`` never replaces them.
+OWN_FIELDS = frozenset({"model", "messages", "prompt", "stream", "stop", "tools", "max_tokens",
+                        "max_completion_tokens"})
+
+
+def _extra_fields(extra_body: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``extra_body`` fields that reach the body (sampler settings and the like), for the audit."""
+    return {k: v for k, v in (extra_body or {}).items() if k not in OWN_FIELDS}
 
 
 def _reply_limit(preview: ContextPreview, model: str, provider: ProviderConfig) -> dict[str, int]:

@@ -58,7 +58,7 @@ class GenerationMixin:
         model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
         ps = load_provider_settings(self.ctx.settings, model)
         return ProviderConfig(base_url=ps.base_url, model=ps.model, api_key=resolve_key(),
-                              timeout_s=ps.timeout_s, stream=ps.stream)
+                              timeout_s=ps.timeout_s, stream=ps.stream, extra_body=dict(ps.extra_body) or None)
 
     def generate(self) -> bool:
         """Generate a reply for the open chat; returns ``False`` when nothing was started."""

@@ -77,9 +77,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default="auto",
                    help="request field that carries the reply reserve (default auto: max_completion_tokens for "
                         "OpenAI o-series and gpt-5 models, max_tokens otherwise)")
+    p.add_argument("--param", metavar="NAME=VALUE", action="append", default=[], type=_param,
+                   help="a further request field, e.g. sampler settings: --param temperature=0.7 "
+                        "--param top_k=40 (VALUE is read as JSON, else as text; repeatable; never replaces "
+                        "model, messages, prompt, stop, stream or the reply limit)")
     add_db_argument(p)
     add_format_argument(p)
     p.set_defaults(func=run)
+
+
+def _param(text: str) -> tuple[str, object]:
+    """``--param NAME=VALUE``: the field name and its value (JSON when it parses, else the text)."""
+    import json
+
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE such as temperature=0.7, not {text!r}")
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name, value
 
 
 def _settings(stored, args: argparse.Namespace):
@@ -207,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         settings = _settings(store.get_chat(args.chat_id).settings, args)
         provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
                                   timeout_s=args.timeout, stream=not args.no_stream,
+                                  extra_body=dict(args.param) or None,
                                   reply_limit_param=None if args.reply_limit_param == "auto"
                                   else args.reply_limit_param)
         result, terminated = _run_cancellable(lambda cancel: generate_and_store(

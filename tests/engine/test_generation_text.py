@@ -225,3 +225,22 @@ def test_cli_generate_defaults_to_the_setups_server_url(st_library, server, caps
     assert cli_main(["generate", chat_id, "--format", "json"]) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["status"] == "completed"
     assert [r["path"] for r in server.requests] == ["/v1/completions"]
+
+
+def test_cli_param_sends_sampler_fields_and_the_audit_records_them(library, server, capsys, monkeypatch) -> None:
+    _store, chat_id, url = library
+    monkeypatch.setenv("LOOMSCOPE_DB", url)
+    monkeypatch.setattr("engine.generation.resolve_api_key", lambda: None)
+    code = cli_main(["generate", chat_id, "--base-url", server.base_url, "--format", "json", "--param",
+                     "temperature=0.7", "--param", "top_k=40", "--param", "mirostat_mode=off",
+                     "--param", "prompt=not this", "--param", "stop=[\"x\"]"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    body = server.requests[-1]["body"]
+    assert (body["temperature"], body["top_k"], body["mirostat_mode"]) == (0.7, 40, "off")
+    assert body["prompt"] != "not this" and body["stop"] == STOP  # never replaced
+    assert json.loads(out)["request_params"] == {"temperature": 0.7, "top_k": 40, "mirostat_mode": "off",
+                                                 "model": SETTINGS.model, "stream": True, "max_tokens": 300}
+    with pytest.raises(SystemExit) as bad:  # argparse's usage error: exit 2, one line
+        cli_main(["generate", chat_id, "--base-url", server.base_url, "--param", "no-equals-sign"])
+    assert bad.value.code == 2 and "NAME=VALUE" in capsys.readouterr().err

@@ -54,21 +54,23 @@ def test_chat_completion_chat_says_it_is_a_message_list(window) -> None:
     assert "── user ──" in view.text()
 
 
-def _configure(window, server) -> None:
-    save_provider_settings(window.ctx.settings, ProviderSettings(server.base_url, "fake-model", 10.0, True))
+def _configure(window, server, extra: dict | None = None) -> None:
+    save_provider_settings(window.ctx.settings, ProviderSettings(server.base_url, "fake-model", 10.0, True,
+                                                                 extra or {}))
 
 
 def test_generate_sends_the_prompt_string(qtbot, window, library, tc_pipeline) -> None:
     store, chat_id, _ = library
     expected = pipeline.prepare(window.ctx.document.snapshot()).preview
     with FakeProviderServer("stream", reply_text="The ravens have already told her.", chunk_delay_s=0.01) as server:
-        _configure(window, server)
+        _configure(window, server, {"temperature": 0.8, "min_p": 0.05})
         with qtbot.waitSignal(window.generation.finished, timeout=30000) as blocker:
             assert window.generate()
     audit = blocker.args[0].audit
     assert audit.status == "completed", audit.error_message
     [req] = server.requests
     assert req["path"] == "/v1/completions"
+    assert (req["body"]["temperature"], req["body"]["min_p"]) == (0.8, 0.05)  # the provider settings' samplers
     assert req["body"]["prompt"] == expected.prompt and req["body"]["stop"] == STOP
     assert req["body"]["max_tokens"] == expected.reply_reserve
     stored = store.get_audit(chat_id)
