@@ -489,9 +489,11 @@ class _Counter:
         self.after = built.after.text if built.after else ""
 
     def one(self, text: str) -> int:
+        """``getTokenCountAsync(item)`` of one history entry or example (no padding)."""
         return self.asm.tok.count(text.replace("\r", ""))
 
     def fixed(self, examples_string: str, chat_string: str) -> int:
+        """``getMessagesTokenCount()``: the fixed parts and the chat so far, plus ``token_padding``."""
         text = "".join((self.before, self.story, self.after, examples_string, self.ua, chat_string, self.primer0))
         text = text.replace("\r", "")
         return self.asm.tok.count(text) + self.asm.tc.token_padding if text else 0
@@ -705,11 +707,17 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     tok = text_tokenizer_for(tc, settings.model_copy(update={"context_limit": limit}), registries)
     profile = profile_of(tok)
     asm = _TextAssembler(request, setup, tc, tok, profile, budget)
+    if tc.main_api == "koboldhorde" and tc.horde_auto_adjust_context:
+        asm.diagnostics.append("Kobold Horde with 'adjust context to workers': SillyTavern shrinks the window to "
+                               "the chosen workers' limit, unknown offline; the preview uses max_context")
     if tc.main_api == "novel":
         asm.diagnostics.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
                                "modelled; the prompt is SillyTavern's without them")
     built = asm.build()
     fill = _fill(asm, built)
+    if built.items and not any(p.kind == BlockKind.MESSAGE for p in fill.sent):
+        asm.warnings.append(f"no chat message fits: the story string and the injections alone fill the budget "
+                            f"({budget} tokens = max_context − amount_gen); SillyTavern sends them without the chat")
     pieces = _assemble(asm, built, fill)
     prompt, spans = _clean(pieces, setup.collapse_newlines)
     stop = stopping_strings(asm)

@@ -291,6 +291,9 @@ def read_text_completion(folder: Path, settings: dict[str, Any], warn: Warn) -> 
         "amount_gen": _int_or(settings.get("amount_gen"), 80),
         **_textgen(settings, main_api),
     }
+    horde = _obj(settings.get("horde_settings"))
+    if main_api == "koboldhorde" and isinstance(horde.get("auto_adjust_context_length"), bool):
+        values["horde_auto_adjust_context"] = horde["auto_adjust_context_length"]
     for key in ("always_force_name2", "trim_sentences", "single_line", "custom_stopping_strings_macro"):
         if isinstance(pu.get(key), bool):
             values[key] = pu[key]

@@ -270,6 +270,9 @@ class TextCompletionSetup(BaseModel):
         ``power_user`` switches: end a plain prompt with ``{{char}}:``; trim the reply to whole
         sentences; stop at the first newline (adds ``"\n"`` as a stop string); the "Start
         Reply With" text.
+    horde_auto_adjust_context:
+        ``horde_settings.auto_adjust_context_length`` (Kobold Horde: SillyTavern shrinks the window
+        to the chosen workers' limit, which is not known offline).
     instruct_presets, context_presets, sysprompt_presets:
         The folder's ``instruct/``, ``context/`` and ``sysprompt/`` presets, for switching
         (empty when the folder has none).
@@ -294,6 +297,7 @@ class TextCompletionSetup(BaseModel):
     trim_sentences: bool = False
     single_line: bool = False
     user_prompt_bias: str = ""
+    horde_auto_adjust_context: bool = False
     instruct_presets: list[InstructTemplate] = Field(default_factory=list)
     context_presets: list[ContextTemplate] = Field(default_factory=list)
     sysprompt_presets: list[SystemPromptPreset] = Field(default_factory=list)

@@ -214,6 +214,13 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "plain-no-names": ("plain", {"always_force_name2": False, "context": {"names_as_stop_strings": False}}, {}),
     "gemma2-skip-examples": ("gemma2", {"instruct": {"skip_examples": True},
                                         "context": {"example_separator": "---", "use_stop_strings": True}}, {}),
+    "alpaca-note-in-prompt": ("alpaca", {"persona_description_position": 2}, {}),
+    "plain-note-before": ("plain", {}, {}),
+}
+#: case -> Author's Note (``chat_metadata``) overrides: position 0 after the story string, 2 before it
+NOTE_CHANGES: dict[str, dict[str, Any]] = {
+    "alpaca-note-in-prompt": {"note_position": 0},
+    "plain-note-before": {"note_position": 2, "note_interval": 2},
 }
 #: budget name -> (max_context, amount_gen): everything fits / the history must be cut
 BUDGETS: dict[str, tuple[int, int]] = {"full": (8192, 300), "cut": (620, 220)}
@@ -244,6 +251,11 @@ WORLD = {"entries": {
 NOTE = {"note_prompt": "[Style: terse, {{char}} speaks little.]", "note_interval": 1, "note_depth": 3,
         "note_position": 1, "note_role": 0}
 PERSONA_DESCRIPTION = "{{user}} is a cartographer with ink-stained hands."
+
+
+def note(case: str) -> dict[str, Any]:
+    """The chat's Author's Note fields (``chat_metadata``) for a case."""
+    return {**NOTE, **NOTE_CHANGES.get(case, {})}
 
 
 def chat_messages(turns: int = 12) -> list[dict[str, Any]]:
@@ -336,7 +348,7 @@ def write_case(root: Path, case: str, budget: str, *, turns: int = 12, main_api:
     card = {"spec": "chara_card_v2", "spec_version": "2.0", **CARD, "data": card_data(case)}
     (user / "characters" / "kael.png").write_bytes(card_png(card))
     (user / "worlds" / "Lore.json").write_text(json.dumps(WORLD), encoding="utf-8")
-    header = {"user_name": USER, "character_name": CHAR, "create_date": "2024-01-01", "chat_metadata": dict(NOTE)}
+    header = {"user_name": USER, "character_name": CHAR, "create_date": "2024-01-01", "chat_metadata": note(case)}
     lines = [json.dumps(header)] + [json.dumps(m) for m in chat_messages(turns)]
     (user / "chats" / "kael" / "inn.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return user

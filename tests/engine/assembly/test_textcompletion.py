@@ -4,7 +4,8 @@ Each case of :mod:`tests.engine.assembly.tc_cases` (instruct off / Default, Alpa
 Instruct, Mistral V2 & V3, Gemma 2, each with its context template, plus variants: pinned examples
 with a prompt bias and collapsed newlines, the card's post-history instructions with the system
 prompt off and single-line mode, a user alignment message with stripped examples, the card's own
-system prompt with ``{{original}}``, no names, skipped examples) is written as a SillyTavern user
+system prompt with ``{{original}}``, no names, skipped examples, the Author's Note after and before the
+story string with the persona at the top of it) is written as a SillyTavern user
 folder, imported, and previewed at two windows: one where everything fits and one where the
 history must be cut. ``textcompletion_expected.json`` holds the ``prompt`` and ``stop`` that
 SillyTavern's own code produced for the same inputs: ``public/script.js`` ``Generate`` (dry run,
@@ -142,3 +143,18 @@ def test_lorebook_report_counts_as_the_text_completion_preview(tmp_path: Path, c
     harbor = tc_cases.WORLD["entries"]["0"]["content"]
     assert entries[0]["turns_fired"] == report["turns"][-1]["turn"]
     assert {t for _turn, t in entries[0]["fired"]} == {tok.count(harbor)}
+
+
+def test_a_window_too_small_for_any_message_warns(tmp_path: Path, char_tokenizer) -> None:
+    """Nothing of the chat fits (``Generate`` then sends the story string alone): a warning, no error."""
+    folder = tc_cases.write_case(tmp_path / "st", "chatml", "cut")
+    settings_file = folder / "settings.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    settings["max_context"], settings["amount_gen"] = 300, 100
+    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
+    report = store.import_st_folder(read_st_folder(folder))
+    pv = preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+    assert pv.error is None and pv.prompt
+    assert not any(b.kind == "message" and b.status == "kept" for b in pv.blocks)
+    assert any("no chat message fits" in w for w in pv.warnings)

@@ -76,6 +76,9 @@ def test_chat_completion_folder_has_no_text_completion_setup(tmp_path: Path) -> 
 
 def test_missing_fields_follow_sillytavern_loading(tmp_path: Path) -> None:
     """``Object.assign`` keeps a saved object whole: a missing ``wrap`` is off; ``loadContextSettings`` defaults."""
+    horde = read_text_completion(tmp_path, {"main_api": "koboldhorde",
+                                            "horde_settings": {"auto_adjust_context_length": True}}, lambda f, m: None)
+    assert horde is not None and horde.horde_auto_adjust_context
     settings = {"main_api": "kobold", "api_server": "http://127.0.0.1:5001/api",
                 "power_user": {"instruct": {"enabled": True, "preset": "X", "input_sequence": "IN"},
                                "context": {"preset": "Y", "story_string": "{{description}}"}}}
