@@ -136,7 +136,7 @@ class PromptTextView(QWidget):
         """
         self.preview = preview
         self._request = request
-        if token_spans is not self._token_spans_of:
+        if token_spans != self._token_spans_of:  # bound methods: equal when the same tokenizer
             self._tokens_for = None
         self._token_spans_of = token_spans
         self._tokenizer_label = tokenizer_label

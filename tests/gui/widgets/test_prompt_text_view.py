@@ -250,3 +250,23 @@ def test_hidden_view_lays_out_when_shown(qtbot) -> None:
     widget.show()
     qtbot.waitExposed(widget)
     assert widget.edit.toPlainText() == pv.prompt
+
+
+def test_a_refresh_with_the_same_string_does_not_tokenize_again(view) -> None:
+    request, pv = _tc(4)
+
+    class Tok:
+        calls = 0
+
+        def spans(self, text):
+            Tok.calls += 1
+            return default_tokenizer_registry().get("o200k_base").token_spans(text)
+
+    tok = Tok()
+    view.set_preview(pv, request, tok.spans)
+    view.tokens_box.setChecked(True)
+    view.set_preview(pv.model_copy(update={"prompt_tokens": 5}), request, tok.spans)  # a new bound method, same tokenizer
+    assert Tok.calls == 1 and view.token_spans()
+    other = as_text_completion(pv, stop=[])
+    view.set_preview(other.model_copy(update={"prompt": other.prompt + "x"}), request, tok.spans)
+    assert Tok.calls == 2  # a new string is cut again
