@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, Signal
 from PySide6.QtGui import QColor, QFontDatabase, QMouseEvent, QTextCharFormat, QTextCursor, QTextLayout
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -47,6 +47,8 @@ SHADE_ALPHAS = (0.18, 0.34)
 SELECTED_ALPHA = 0.55
 #: Darker step for odd tokens when token boundaries are on.
 TOKEN_DARKER = 118
+#: Texts shorter than this (characters) are cut into tokens at once; longer ones on a worker thread.
+SYNC_TOKENIZE_CHARS = 100_000
 #: Paragraphs shaded beyond the viewport's edges (smooth scrolling shows them shaded).
 SHADE_MARGIN_PARAGRAPHS = 8
 _GROUP_HEX = dict(BUDGET_GROUPS)
@@ -57,6 +59,33 @@ def _blend(hex_colour: str, base: QColor, alpha: float) -> QColor:
     return QColor(round(base.red() + (c.red() - base.red()) * alpha),
                   round(base.green() + (c.green() - base.green()) * alpha),
                   round(base.blue() + (c.blue() - base.blue()) * alpha))
+
+
+def _cut(token_spans: TokenSpans, text: str) -> tuple[list[tuple[int, int]] | None, str | None]:
+    """``(sorted spans, None)`` or ``(None, what went wrong)``: a tokenizer failing never takes the view down."""
+    try:
+        return sorted(token_spans(text)), None
+    except Exception as exc:
+        return None, f"token boundaries unavailable ({type(exc).__name__})"
+
+
+class _CutRelay(QObject):
+    """Carries a worker's token cut to the view's thread: ``done(generation, text, spans, error)``."""
+
+    done = Signal(int, str, object, object)
+
+
+class _CutJob(QRunnable):
+    """Cut one text into tokens on a pool thread (a long prompt: ~0.5 s for 500,000 characters)."""
+
+    def __init__(self, generation: int, text: str, token_spans: TokenSpans, relay: _CutRelay) -> None:
+        super().__init__()
+        self._args = (generation, text, token_spans)
+        self._relay = relay
+
+    def run(self) -> None:  # worker thread
+        generation, text, token_spans = self._args
+        self._relay.done.emit(generation, text, *_cut(token_spans, text))
 
 
 class PromptTextView(QWidget):
@@ -124,6 +153,11 @@ class PromptTextView(QWidget):
         self._plain_token_formats: list[QTextCharFormat] = []
         self._selected: int | None = None
         self._dirty = False
+        #: A token cut running on a worker, and the number of the latest one asked for.
+        self._cutting: int | None = None
+        self._cut_generation = 0
+        self._relay = _CutRelay(self)
+        self._relay.done.connect(self._on_tokens_cut)
 
     # ------------------------------------------------------------------ public
     def set_preview(self, preview: ContextPreview | None, request: PreviewRequest | None = None,
@@ -355,19 +389,47 @@ class PromptTextView(QWidget):
 
     # ------------------------------------------------------------------ tokens
     def _ensure_tokens(self) -> None:
+        """Cut the text into tokens: at once for a short text, on a worker for a long one (the
+        shading follows when it is done; a newer text or tokenizer drops the old result)."""
         text = self.layout_.text
-        if self._tokens_for == text and (self._tokens is not None or self._token_error):
+        if self._tokens_for == text and (self._tokens is not None or self._token_error
+                                         or self._cutting == self._cut_generation):
             return
         self._tokens_for = text
-        self._tokens, self._token_error = None, None
+        self._tokens, self._token_error, self._token_ends = None, None, []
         if self._token_spans_of is None:
             self._token_error = "no tokenizer to cut this text"
-        else:
-            try:
-                self._tokens = sorted(self._token_spans_of(text))
-            except Exception as exc:  # a tokenizer failing must not take the view down
-                self._token_error = f"token boundaries unavailable ({type(exc).__name__})"
-        self._token_ends = [e for _, e in self._tokens] if self._tokens else []
+            return
+        self._cut_generation += 1
+        if len(text) < SYNC_TOKENIZE_CHARS:
+            self._on_tokens_cut(self._cut_generation, text, *_cut(self._token_spans_of, text))
+            return
+        self._cutting = self._cut_generation
+        job = _CutJob(self._cut_generation, text, self._token_spans_of, self._relay)
+        QThreadPool.globalInstance().start(job)
+
+    def _on_tokens_cut(self, generation: int, text: str, tokens: list[tuple[int, int]] | None,
+                       error: str | None) -> None:
+        if generation == self._cutting:
+            self._cutting = None
+        if generation != self._cut_generation or text != self.layout_.text:
+            return  # cut for a text or tokenizer the view has left
+        self._tokens, self._token_error = tokens, error
+        self._token_ends = [e for _, e in tokens] if tokens else []
+        self._update_facts()
+        if self.tokens_box.isChecked():
+            self._clear_shading()
+            self._shade_visible()
+
+    def wait_for_tokens(self, timeout_ms: int = 30000) -> bool:
+        """Block until a token cut running on a worker has been applied (tests); ``True`` when none is left."""
+        from PySide6.QtCore import QCoreApplication, QDeadlineTimer
+
+        deadline = QDeadlineTimer(timeout_ms)
+        while self._cutting is not None and not deadline.hasExpired():
+            QThreadPool.globalInstance().waitForDone(50)
+            QCoreApplication.processEvents()
+        return self._cutting is None
 
     def _on_tokens_box_toggled(self, checked: bool) -> None:
         if checked:
@@ -389,7 +451,9 @@ class PromptTextView(QWidget):
             stops = ", ".join(repr(s) for s in pv.stop[:4]) + (" …" if len(pv.stop) > 4 else "")
             parts.append(f"stop: {stops}" if pv.stop else "no stop strings")
             parts.append(f"reply ≤ {pv.reply_reserve:,} tokens")
-        if self.tokens_box.isChecked():
+        if self.tokens_box.isChecked() and self._cutting is not None:
+            parts.append("cutting tokens…")
+        elif self.tokens_box.isChecked():
             n = len(self._tokens or [])
             shown = f"{n:,} tokens shown"
             if pv.api == TEXT_COMPLETION and self._tokens and n != pv.prompt_tokens:

@@ -270,3 +270,22 @@ def test_a_refresh_with_the_same_string_does_not_tokenize_again(view) -> None:
     other = as_text_completion(pv, stop=[])
     view.set_preview(other.model_copy(update={"prompt": other.prompt + "x"}), request, tok.spans)
     assert Tok.calls == 2  # a new string is cut again
+
+
+def test_a_long_prompt_is_cut_into_tokens_on_a_worker(view, qtbot) -> None:
+    from gui.widgets.prompt_text_view import SYNC_TOKENIZE_CHARS
+
+    request, pv = _tc(1200, text="Fog over the harbour.\n")
+    assert len(pv.prompt) > SYNC_TOKENIZE_CHARS
+    spans_of = default_tokenizer_registry().get("o200k_base").token_spans
+    view.set_preview(pv, request, spans_of)
+    view.tokens_box.setChecked(True)
+    assert view.token_spans() is None and "cutting tokens…" in view.facts.text()  # the window stays responsive
+    # a newer string arrives before the cut is done: the old cut is dropped, the new one shown
+    newer = pv.model_copy(update={"prompt": pv.prompt + "Marisol:"})
+    view.set_preview(newer, request, spans_of)
+    assert view.wait_for_tokens()
+    assert view.token_spans() == sorted(spans_of(newer.prompt))
+    assert "tokens shown" in view.facts.text()
+    first = view.shaded_paragraphs()
+    assert first and len(view.paragraph_runs(min(first))) > 1
