@@ -23,10 +23,12 @@ from typing import Any
 from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, Signal
 from PySide6.QtGui import QColor, QFontDatabase, QMouseEvent, QTextCharFormat, QTextCursor, QTextLayout
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QPushButton,
     QToolTip,
     QVBoxLayout,
     QWidget,
@@ -126,9 +128,14 @@ class PromptTextView(QWidget):
         self.edit.viewport().setMouseTracking(True)
         self.edit.viewport().installEventFilter(self)
         self.edit.verticalScrollBar().valueChanged.connect(lambda _v: self._shade_visible())
+        self.copy_button = QPushButton("Copy", self)
+        self.copy_button.setObjectName("promptTextCopy")
+        self.copy_button.setToolTip("Copy the exact prompt string (as sent) to the clipboard")
+        self.copy_button.clicked.connect(self.copy_text)
         bar = QHBoxLayout()
         bar.addWidget(self.header, 1)
         bar.addWidget(self.tokens_box)
+        bar.addWidget(self.copy_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
@@ -186,6 +193,10 @@ class PromptTextView(QWidget):
         if the view was hidden when the preview came)."""
         self.ensure_rendered()
         return self.layout_.text
+
+    def copy_text(self) -> None:
+        """Put the whole text on the clipboard: the exact prompt string (Text Completion) or the laid-out messages."""
+        QApplication.clipboard().setText(self.text())
 
     def ensure_rendered(self) -> None:
         """Lay out the latest preview now if it waits for the view to be shown."""

@@ -289,3 +289,12 @@ def test_a_long_prompt_is_cut_into_tokens_on_a_worker(view, qtbot) -> None:
     assert "tokens shown" in view.facts.text()
     first = view.shaded_paragraphs()
     assert first and len(view.paragraph_runs(min(first))) > 1
+
+
+def test_copy_puts_the_exact_string_on_the_clipboard(view) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    request, pv = _tc(3)
+    view.set_preview(pv, request)
+    view.copy_button.click()
+    assert QApplication.clipboard().text() == pv.prompt
