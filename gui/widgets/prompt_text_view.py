@@ -205,6 +205,8 @@ class PromptTextView(QWidget):
 
     def select_block(self, index: int | None) -> None:
         """Shade block ``index`` (into ``ContextPreview.blocks``) as selected and scroll to it; ``None`` clears."""
+        if index == self._selected:
+            return  # a preview refresh re-selects the same block: the reader's scroll position stays
         previous = self.selected_ranges()
         self._selected = index
         if self._dirty:

@@ -298,3 +298,16 @@ def test_copy_puts_the_exact_string_on_the_clipboard(view) -> None:
     view.set_preview(pv, request)
     view.copy_button.click()
     assert QApplication.clipboard().text() == pv.prompt
+
+
+def test_reselecting_the_same_block_keeps_the_scroll(view, qtbot) -> None:
+    request, pv = _tc(200)
+    view.set_preview(pv, request)
+    view.select_block(3)
+    bar = view.edit.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    qtbot.wait(20)
+    value = bar.value()
+    view.select_block(3)  # what a preview refresh does
+    qtbot.wait(20)
+    assert bar.value() == value > 0 and view.selected_block() == 3
