@@ -270,22 +270,26 @@ def header_text(preview: ContextPreview | None, request: PreviewRequest | None =
 TokenSpansFn = Callable[[str], list[tuple[int, int]]]
 
 
-def text_token_spans(preview: ContextPreview | None, request: PreviewRequest | None) -> TokenSpansFn | None:
-    """The token boundaries SillyTavern's tokenizer gives a Text Completion prompt.
-
-    :func:`engine.tokenizers.sillytavern_text.sillytavern_text_tokenizer` for the id the preview
-    counted with (``strategy_info["st_tokenizer_id"]``, else the setup's ``power_user.tokenizer``);
-    ``None`` for another preview, or when the chat has no Text Completion setup.
-    """
+def _text_tokenizer(preview: ContextPreview | None, request: PreviewRequest | None) -> Any:
+    """SillyTavern's Text Completion tokenizer for ``preview`` (the id it counted with,
+    ``strategy_info["st_tokenizer_id"]``, else the setup's ``power_user.tokenizer``), or ``None``."""
     st = request.sillytavern if request is not None else None
     tc = st.text_completion if st is not None else None
     if preview is None or preview.api != TEXT_COMPLETION or tc is None:
         return None
     st_id = preview.strategy_info.get("st_tokenizer_id", tc.tokenizer)
     try:
-        return sillytavern_text_tokenizer(int(st_id), tc.main_api, tc.model or preview.model).spans
-    except (LoomscopeError, TypeError, ValueError):  # UNKNOWN_TOKENIZER: no boundaries
+        return sillytavern_text_tokenizer(int(st_id), tc.main_api, tc.model or preview.model)
+    except (LoomscopeError, TypeError, ValueError):  # UNKNOWN_TOKENIZER: no boundaries from it
         return None
+
+
+def text_token_spans(preview: ContextPreview | None, request: PreviewRequest | None) -> TokenSpansFn | None:
+    """The token boundaries SillyTavern's Text Completion tokenizer gives a prompt
+    (:func:`engine.tokenizers.sillytavern_text.sillytavern_text_tokenizer`); ``None`` for another
+    preview, or when the chat has no Text Completion setup."""
+    tok = _text_tokenizer(preview, request)
+    return tok.spans if tok is not None else None
 
 
 def profile_token_spans(preview: ContextPreview | None, tokenizers: Any) -> TokenSpansFn | None:
@@ -303,8 +307,11 @@ def profile_token_spans(preview: ContextPreview | None, tokenizers: Any) -> Toke
 def token_spans_for(preview: ContextPreview | None, request: PreviewRequest | None, tokenizers: Any) -> TokenSpansFn | None:
     """The view's token boundaries: those of the tokenizer the preview's counts come from.
 
-    The preview's tokenizer profile (``preview.tokenizer.profile``) when ``tokenizers`` has it,
-    else SillyTavern's Text Completion tokenizer (:func:`text_token_spans`) — the boundaries
-    shown always belong to the counts shown.
+    SillyTavern's Text Completion tokenizer when the preview counted with it (its ``key`` is the
+    preview's ``tokenizer.profile``: it knows the template's control tokens), else the preview's
+    tokenizer profile from ``tokenizers``, else SillyTavern's tokenizer anyway.
     """
-    return profile_token_spans(preview, tokenizers) or text_token_spans(preview, request)
+    tok = _text_tokenizer(preview, request)
+    if tok is not None and preview is not None and tok.key == preview.tokenizer.profile:
+        return tok.spans
+    return profile_token_spans(preview, tokenizers) or (tok.spans if tok is not None else None)

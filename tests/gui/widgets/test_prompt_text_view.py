@@ -311,3 +311,26 @@ def test_reselecting_the_same_block_keeps_the_scroll(view, qtbot) -> None:
     view.select_block(3)  # what a preview refresh does
     qtbot.wait(20)
     assert bar.value() == value > 0 and view.selected_block() == 3
+
+
+def test_token_spans_come_from_the_tokenizer_the_preview_counted_with() -> None:
+    from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
+    from gui.prompt_text import token_spans_for
+
+    registry = default_tokenizer_registry()
+    request, pv = _tc(2)
+    # a hand-built preview counted with o200k_base: the registry profile
+    assert token_spans_for(pv, request, registry) == registry.get("o200k_base").token_spans
+    # a preview counted with SillyTavern's Llama 3 tokenizer: its spans (control tokens whole)
+    tok = sillytavern_text_tokenizer(12, "textgenerationwebui")
+    counted = pv.model_copy(update={"tokenizer": pv.tokenizer.model_copy(update={"profile": tok.key}),
+                                    "strategy_info": {"api": "text_completion", "st_tokenizer_id": 12}})
+    tc = request.sillytavern.text_completion.model_copy(update={"main_api": "textgenerationwebui"})
+    req = request.model_copy(update={"sillytavern": request.sillytavern.model_copy(update={"text_completion": tc})})
+    spans = token_spans_for(counted, req, registry)
+    assert spans == tok.spans
+    text = "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+    assert (0, len("<|start_header_id|>")) in spans(text)
+    # a Chat Completion preview: the profile
+    cc = run_preview(request.model_copy(update={"sillytavern": None}))
+    assert token_spans_for(cc, None, registry) == registry.get("o200k_base").token_spans
