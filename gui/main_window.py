@@ -47,6 +47,7 @@ from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
+from .prompt_text import token_spans_for
 from .undo import (
     DeleteMessageCommand,
     EditLorebookEntryCommand,
@@ -62,6 +63,7 @@ from .widgets.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
 from .widgets.library_panel import LibraryPanel
 from .widgets.lorebook import LorebookTab
+from .widgets.prompt_text_view import PromptTextView
 from .widgets.settings_panel import SettingsPanel
 from .widgets.tokens_chart import TokensChart
 from .window_generation import GenerationMixin
@@ -178,6 +180,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.centre_tabs.setObjectName("centreTabs")
         self.centre_tabs.addTab(self.blocks_panel, "Prompt blocks")
         self.centre_tabs.addTab(self.chat_view, "Chat")
+        self.prompt_text_view = PromptTextView(self)  # issue 26: the exact string sent, blocks shaded
+        self.centre_tabs.addTab(self.prompt_text_view, "Prompt text")
         centre = QWidget(self)
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(4, 4, 4, 4)
@@ -261,6 +265,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.blocks_panel.model.exclude_toggled.connect(self.set_excluded)
         self.blocks_panel.model.flags_rolled_back.connect(self._on_blocks_model_flags_rolled_back)
         self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
+        self.prompt_text_view.block_clicked.connect(self._on_prompt_text_view_block_clicked)
         self.chat_view.pin_toggled.connect(self.set_pinned)
         self.chat_view.exclude_toggled.connect(self.set_excluded)
         self.chat_view.branch_requested.connect(self.branch_chat)
@@ -627,6 +632,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.settings_panel.set_preview(preview)
         self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
         self.audit_tab.set_state(self.audit, preview)
+        self.prompt_text_view.set_preview(preview, doc.request,
+                                          token_spans_for(preview, doc.request, self.ctx.registries.tokenizers))
 
     def budget_message(self, preview: ContextPreview) -> str:
         """The message for a preview error (:func:`gui.banners.budget_message`)."""
@@ -643,6 +650,13 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         doc = self.ctx.document
         self.block_inspector.set_block(block, profile, self.preview,
                                        len(doc.messages()) if doc.request is not None else None)
+        self.prompt_text_view.select_block(block.position if block is not None else None)
+
+    def _on_prompt_text_view_block_clicked(self, index: int) -> None:
+        """A block clicked in the Prompt text view: select its row in the blocks table."""
+        idx = self.blocks_panel.proxy.mapFromSource(self.blocks_panel.model.index(index, 0))
+        if idx.isValid():
+            self.blocks_panel.table.setCurrentIndex(idx)
 
     def _on_tokens_chart_message_clicked(self, message_index: int) -> None:
         self.chat_view.scroll_to_message(message_index)
