@@ -20,7 +20,10 @@ Record (``PromptContextAudit.compaction``): ``status`` is one of
 with ``trigger``, ``target``, ``prompt_tokens_before``, ``prompt_tokens_after``, ``attempts``
 (each ``{"outcome", "tokens", "error_code"}``), ``error_code``, ``summary_id``, ``range``
 (first and last message index the summary covers), ``replaced_tokens``, ``summary_tokens``,
-``reappended`` (count), ``model`` and ``failures`` (in a row, after this run).
+``reappended`` (count), ``covered`` (every message index the new summary stands for),
+``artifacts`` (``found``, ``reattached``, ``dropped``, ``dropped_kinds``: every artifact of the
+summarized messages is in the summary or counted as dropped), ``diagnostics`` (sentences, e.g.
+the artifacts that did not fit), ``model`` and ``failures`` (in a row, after this run).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from ..schema.messages import ChatMessage
 from ..schema.progress import ProgressEvent
 from ..schema.request import PreviewRequest
 from .options import CHAT_KEY, MAX_FAILURES, CompactionOptions
-from .state import CompactionState, CompactionSummary, make_summary
+from .state import CompactionState, CompactionSummary, covers_label, make_summary
 from .strategy import JUST_COMPACTED
 from .summarizer import Summarizer, SummaryOutcome, provider_summarizer, summarize_history
 
@@ -138,7 +141,8 @@ def run_compaction(
     summary, replaced = _new_summary(run, asked, outcome.text)
     if _count_block(prepared.profile, summary) >= replaced:
         record["summary_id"] = None
-        return run.fall_back("the summary freed nothing", outcome.error_code, stall=True)
+        return run.fall_back(f"the summary ({_count_block(prepared.profile, summary):,} tokens) would cost as much "
+                             f"as the {replaced:,} tokens of history it replaces", outcome.error_code, stall=True)
     return run.compacted(summary, replaced, summary.tokens)
 
 
@@ -204,8 +208,21 @@ def _new_summary(run: _CompactionRun, asked: _Asked, text: str) -> tuple[Compact
                            replaced_tokens=replaced, profile=profile.name, model=asked.model,
                            attempts=len(outcome.attempts), reappended=outcome.reappended)
     run.record.update(summary_id=summary.id, range=[summary.first, summary.last], summary_tokens=summary_tokens,
-                      replaced_tokens=replaced, reappended=len(outcome.reappended), prose_cut=outcome.prose_cut)
+                      replaced_tokens=replaced, reappended=len(outcome.reappended), prose_cut=outcome.prose_cut,
+                      covered=sorted(covered), artifacts=outcome.artifact_report())
+    if outcome.dropped:
+        note = artifacts_note(outcome)
+        run.record.setdefault("diagnostics", []).append(note)
+        log.warning("%s", note)
     return summary, replaced
+
+
+def artifacts_note(outcome: SummaryOutcome) -> str:
+    """The diagnostic for artifacts a summary lost: how many, of which kinds (never silent)."""
+    kinds = outcome.artifact_report()["dropped_kinds"]
+    what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return (f"compaction: {len(outcome.dropped)} of {outcome.artifacts} verbatim artifacts of the summarized "
+            f"messages did not fit the summary cap and are not in the summary ({what})")
 
 
 @dataclass
@@ -280,9 +297,10 @@ class _CompactionRun:
         log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
                  summary_tokens, replaced)
         self.report("done", LABEL_DONE,
-                    f"messages #{summary.first}–#{summary.last} ({replaced:,} tokens) → a {summary_tokens:,}-token "
+                    f"messages {covers_label(summary.covered)} ({replaced:,} tokens) → a {summary_tokens:,}-token "
                     "summary", summary_tokens=summary_tokens, replaced_tokens=replaced,
-                    range=[summary.first, summary.last])
+                    range=[summary.first, summary.last], messages=len(record.get("covered") or summary.covered),
+                    artifacts=record.get("artifacts"))
         return CompactionOutcome(req, new, record, again)
 
 

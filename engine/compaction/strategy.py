@@ -38,7 +38,7 @@ from ..schema.messages import ChatMessage
 from ..shifting.core import shift_context
 from ..shifting.groups import find_tool_groups
 from .options import HOST_KEY, MAX_FAILURES, CompactionOptions, thresholds
-from .state import CompactionState, CompactionSummary, message_fingerprint
+from .state import CompactionState, CompactionSummary, covers_label, message_fingerprint
 
 SUMMARY_BLOCK_ID = "sc0"
 #: Option the generation sets on the prepares right after a compaction: fit to the target even
@@ -49,8 +49,12 @@ _PRE_REMOVED = ("HIDDEN", "TOOL_RESULT_ORPHANED", "MANUAL_EXCLUDED")
 
 
 def summary_block(summary: CompactionSummary) -> Block:
-    """The prompt block for a stored summary: a header naming the messages it covers, then its text."""
-    header = f"[Summary of the earlier conversation, messages #{summary.first}–#{summary.last}]"
+    """The prompt block for a stored summary: a header naming exactly the messages it covers, then its text.
+
+    The header lists the covered indices as runs (``messages #0–#4, #6–#9``): a pinned message
+    inside the range, or one the summarizer never saw, is not claimed.
+    """
+    header = f"[Summary of the earlier conversation, messages {covers_label(summary.covered)}]"
     return Block(id=SUMMARY_BLOCK_ID, kind=BlockKind.SUMMARY, role="system", source=SUMMARY_SOURCE,
                  message=ChatMessage(role="system", content=f"{header}\n{summary.text}"), reason="SUMMARY",
                  trace={"summary_id": summary.id, "covers": [summary.first, summary.last],
