@@ -38,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "importing",
     "exporting",
     "lint",
+    "embedding",
     "lorebook_report",
     "library",
     "generate",
@@ -56,6 +57,7 @@ ENGINE_COMMANDS: dict[str, str] = {
     "preview": "preview", "inspect": "inspect", "import": "importing", "export": "exporting",
     "lint-lorebook": "lint", "lorebook-report": "lorebook_report", "chats": "library", "delete-chat": "library",
     "audit": "library", "generate": "generate", "serve": "serve",
+    "download-embedding-model": "embedding",
 }
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"
