@@ -269,8 +269,8 @@ class _CompactionRun:
         req, again = self._prepare(new)
         self.record["prompt_tokens_after"] = again.preview.prompt_tokens
         self.report("failed", LABEL_FELL_BACK,
-                    f"{why} ({error_code or 'no error code'}); the oldest history was truncated instead",
-                    error_code=error_code, reason=why)
+                    f"fell back to truncation: {why} ({error_code or 'no error code'}); the oldest history was "
+                    "truncated instead", outcome="fell_back", error_code=error_code, reason=why)
         return CompactionOutcome(req, new, self.record, again)
 
     def compacted(self, summary: CompactionSummary, replaced: int, summary_tokens: int) -> CompactionOutcome:
@@ -296,12 +296,27 @@ class _CompactionRun:
         record["truncated_to_target"] = bool(again.preview.strategy_info.get("truncated_to_target"))
         log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
                  summary_tokens, replaced)
-        self.report("done", LABEL_DONE,
-                    f"messages {covers_label(summary.covered)} ({replaced:,} tokens) → a {summary_tokens:,}-token "
-                    "summary", summary_tokens=summary_tokens, replaced_tokens=replaced,
+        self.report("done", LABEL_DONE, done_text(record, summary, replaced, summary_tokens),
+                    outcome=record["status"], summary_tokens=summary_tokens, replaced_tokens=replaced,
                     range=[summary.first, summary.last], messages=len(record.get("covered") or summary.covered),
                     artifacts=record.get("artifacts"))
         return CompactionOutcome(req, new, record, again)
+
+
+def done_text(record: dict[str, Any], summary: CompactionSummary, replaced: int, summary_tokens: int) -> str:
+    """The finished row's words: ``compacted 12 messages (#0–#11, 3,400 tokens) into a 380-token summary; …``."""
+    n = len(record.get("covered") or summary.covered)
+    text = (f"compacted {n} message{'s' if n != 1 else ''} ({covers_label(summary.covered)}, {replaced:,} tokens) "
+            f"into a {summary_tokens:,}-token summary")
+    arts = record.get("artifacts") or {}
+    if arts.get("reattached"):
+        text += f"; {arts['reattached']} verbatim artifact{'s' if arts['reattached'] != 1 else ''} re-attached"
+    if arts.get("dropped"):
+        kinds = ", ".join(f"{v} {k}" for k, v in sorted((arts.get("dropped_kinds") or {}).items()))
+        text += f"; {arts['dropped']} did not fit the cap ({kinds})"
+    if record.get("status") == "compacted_then_truncated":
+        text += "; still at the trigger, so the oldest history was also truncated to the target"
+    return text
 
 
 def _count_block(profile: TokenizerProfile, summary: CompactionSummary) -> int:

@@ -69,6 +69,8 @@ REDUNDANT_SIMILARITY = 0.8
 TAIL_UNITS = 200
 SUMMARY_ID = "s0"
 SUMMARY_SOURCE = "summary:auto"
+#: Artifact kinds too common in stories to lift a sentence ("4 days", "30 s").
+_WEAK_KINDS = frozenset({"quantity"})
 _PRE_REMOVED = ("HIDDEN", "TOOL_RESULT_ORPHANED", "MANUAL_EXCLUDED", "TOOL_PAIR_INCOMPLETE")
 _HISTORY_REASONS = ("HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "TOO_LARGE_FOR_BUDGET")
 
@@ -150,7 +152,8 @@ def score_sentences(sentences: Sequence[str], matrix: Any = None) -> list[float]
     out = []
     for s, b in zip(sentences, base):
         words = len(s.split())
-        out.append(b * min(1.0, words / 6) + (ARTIFACT_BONUS if find_artifacts(s) else 0.0))
+        strong = any(a.kind not in _WEAK_KINDS for a in find_artifacts(s))
+        out.append(b * min(1.0, words / 6) + (ARTIFACT_BONUS if strong else 0.0))
     return out
 
 
