@@ -16,7 +16,6 @@ from gui.widgets.provider_dialog import ProviderSettings, save_provider_settings
 from tests.fake_provider import FakeProviderServer
 
 
-
 @pytest.fixture(autouse=True)
 def _no_keys(monkeypatch) -> None:
     monkeypatch.delenv("LOOMSCOPE_API_KEY", raising=False)
@@ -49,8 +48,7 @@ def _row(window) -> tuple[str, str, ProgressEvent]:
     return head, detail, event
 
 
-def test_row_while_a_slow_summary_is_requested_and_after(qtbot, window, library) -> None:
-    store, chat_id, _ = library
+def test_row_while_a_slow_summary_is_requested_and_after(qtbot, window) -> None:
     _compact(window, qtbot)
     n = len(window.preview.strategy_info["candidates"])
     with FakeProviderServer("answer", reply_text="The lanterns are counted.", summary_delay_s=20) as server:
@@ -82,7 +80,7 @@ def test_row_while_a_slow_summary_is_requested_and_after(qtbot, window, library)
     _shot(window, "issue28-compaction-done.png")
 
 
-def test_row_says_why_it_fell_back(qtbot, window, library) -> None:
+def test_row_says_why_it_fell_back(qtbot, window) -> None:
     _compact(window, qtbot)
     with FakeProviderServer("500", reply_text="Fine.") as server:
         server.script.extend(["500", "500", "answer"])
