@@ -13,9 +13,10 @@ kind           what (examples)
 ``trace``      a Python traceback (``Traceback (most recent call last):`` through its last line, the
                exception) or a JavaScript/Java error line followed by ``at f (file:line)`` frames
 ``error``      a line naming an error (``KeyError: 'id'``, ``Error: ENOENT …``, ``error[E0382]: …``,
-               ``fatal: …``, ``panic: …``); an exception inside another line, from its name to the
-               end of the line (``FAILED tests/t.py::test_x - AssertionError: assert 1 == 2`` gives
-               ``AssertionError: assert 1 == 2``); a bare exception name in prose (``a KeyError``)
+               ``fatal: …``, ``panic: …``); a test runner's failure line, whole *and* its exception
+               (``FAILED tests/t.py::test_x - AssertionError: assert 1 == 2`` gives the line and
+               ``AssertionError: assert 1 == 2``); an exception inside another line, from its name to
+               the end of the line; a bare exception name in prose (``a KeyError``)
 ``log``        a log line with a level near its start (``2024-05-01 12:00:01 ERROR db: refused``,
                ``[WARN] disk 91% full``, ``level=error msg=…``): the whole line
 ``path``       POSIX absolute or home paths (``/home/u/x.py``, ``~/x``), Windows paths
@@ -58,6 +59,8 @@ _ERROR_LINE = re.compile(
     r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Warning)(?::[^\n]*|$)"  # KeyError: 'id'
     r"|(?:error|Error|ERROR|fatal|FATAL|panic|E)(?:\[[A-Z]?\d+\])?: [^\n]+"  # error: ..., E: ...
     r")")
+#: A test runner's failure line (pytest ``FAILED tests/t.py::test_x - KeyError: 'id'``, unittest ``FAIL: test_x``).
+_RUNNER_LINE = re.compile(r"(?m)^[ \t]*(?:FAILED|FAIL:|ERROR:?|✗|✕)[ \t]+\S[^\n]*")
 _LEVELS = r"ERROR|FATAL|CRITICAL|SEVERE|WARN|WARNING"
 _LOG_LINE = re.compile(
     rf"(?m)^(?=[^\n]{{0,60}}?(?:\[(?:{_LEVELS})\]|(?<![\w-])(?:{_LEVELS})(?=[\s:\]|])|level=(?:error|fatal|warn(?:ing)?)\b))"
@@ -148,7 +151,7 @@ def _setting_ok(text: str) -> bool:
 
 
 _LINE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("error", _ERROR_LINE), ("log", _LOG_LINE), ("url", _URL), ("span", _SPAN), ("error", _ERROR_IN_LINE),
+    ("error", _RUNNER_LINE), ("error", _ERROR_LINE), ("log", _LOG_LINE), ("url", _URL), ("span", _SPAN), ("error", _ERROR_IN_LINE),
     ("path", _PATH), ("setting", _SETTING), ("identifier", _IDENT), ("id", _ID), ("quantity", _QUANTITY))
 _CHECKS = {"path": _path_ok, "identifier": _ident_ok, "setting": _setting_ok}
 
@@ -196,6 +199,11 @@ def find_artifacts(text: str, *, nested: bool = False) -> list[Artifact]:
                 continue
             found.append(Artifact(kind, value, start))
             taken.append((start, end))
+    for art in [a for a in found if a.kind == "error" and _RUNNER_LINE.match(a.text)]:
+        # a test runner's line also names its exception on its own (a summary may quote just that)
+        inner = _ERROR_IN_LINE.search(art.text, 1)
+        if inner is not None and inner.group(0).strip() != art.text:
+            found.append(Artifact("error", inner.group(0).strip(), art.start + inner.start()))
     if nested:  # a trace's last line, the exception, is worth keeping on its own
         for art in [a for a in found if a.kind == "trace"]:
             last = art.text.rstrip().rsplit("\n", 1)[-1].strip()

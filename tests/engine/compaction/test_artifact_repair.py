@@ -127,7 +127,7 @@ def _chats(draw):
     for i in range(n):
         parts = draw(st.lists(st.sampled_from(_KINDS_TEXT), max_size=3))
         filler = " ".join(draw(st.lists(st.sampled_from(["salt", "road", "mapper", "retry", "queue"]),
-                                        min_size=5, max_size=60)))
+                                        min_size=20, max_size=80)))
         msgs.append(ChatMessage(role="user" if i % 2 == 0 else "assistant",
                                 content=f"Turn {i}. {filler}.\n" + "\n".join(parts)))
     msgs.append(ChatMessage(role="user", content="Go on."))
@@ -138,7 +138,7 @@ def _chats(draw):
 @given(msgs=_chats(), cap=st.integers(40, 400), keep=st.integers(2, 6), drop_every=st.integers(1, 3))
 def test_property_compaction_is_cheaper_keeps_the_newest_and_loses_nothing_silently(msgs, cap, keep, drop_every):
     request = PreviewRequest(chat=Chat(messages=msgs), settings=ContextSettings(
-        model="gpt-4o", context_limit=1500, reply_reserve=100, strategy="compact",
+        model="gpt-4o", context_limit=900, reply_reserve=100, strategy="compact",
         strategy_options={"retry_delay_s": 0, "summary_cap_tokens": cap, "keep_recent": keep}))
 
     def summarizer(request):  # keeps every drop_every-th line of the transcript, drops the rest

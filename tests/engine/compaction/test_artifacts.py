@@ -41,7 +41,10 @@ def test_urls_are_urls_and_fractions_and_prose_are_not_artifacts():
 #: One sample per kind of issue 28 item 1: (text, kind, the artifact's exact text).
 KIND_CASES = [
     ("FAILED tests/test_mapper.py::test_map_row - KeyError: 'id'", "error", "KeyError: 'id'"),
-    ("FAILED tests/test_mapper.py::test_map_row - KeyError: 'id'", "path", "tests/test_mapper.py"),
+    ("FAILED tests/test_mapper.py::test_map_row - KeyError: 'id'", "error",
+     "FAILED tests/test_mapper.py::test_map_row - KeyError: 'id'"),
+    ("ERROR tests/test_io.py - ImportError: cannot import name 'load'", "error",
+     "ImportError: cannot import name 'load'"),
     ("It raised a ValueError when the file was empty.", "error", "ValueError"),
     ("2024-05-01 12:00:01,123 ERROR app.db: connection refused", "log",
      "2024-05-01 12:00:01,123 ERROR app.db: connection refused"),
