@@ -11,7 +11,8 @@ Record (``PromptContextAudit.compaction``): ``status`` is one of
 - ``compacted`` (a new summary, the prompt is below the trigger),
 - ``compacted_then_truncated`` (a new summary, but the prompt stayed at or above the trigger:
   the same pass truncated to the target; the next turns do not fire again without progress),
-- ``fell_back`` (the summary failed twice, was over its cap twice, or freed nothing:
+- ``fell_back`` (the summary failed twice, was over its cap twice, freed nothing, or would
+  push out one of the newest ``keep_recent`` messages:
   truncation to the target instead; ``fallback: "truncation"``),
 - ``disabled`` (stopped after ``MAX_FAILURES`` failures in a row),
 - ``no_candidates`` / ``no_progress`` (at or above the trigger, but nothing new to summarize, or
@@ -280,6 +281,9 @@ class _CompactionRun:
                                             "last": {"status": "compacted", "generation_id": generation_id}})
         req, again = self._prepare(new, just_compacted=True)
         after = again.preview.strategy_info
+        if not after.get("summary"):  # the strategy would not send it (it pushed out a newest message)
+            record["summary_id"] = None
+            return self.fall_back("the summary would push out one of the newest messages", None, stall=True)
         record["prompt_tokens_after"] = again.preview.prompt_tokens
         record["failures"] = 0
         if after.get("prompt_tokens", 0) >= self.info["trigger"]:
