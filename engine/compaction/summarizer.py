@@ -341,8 +341,8 @@ def _artifacts_of(messages: dict[int, ChatMessage], covered: list[int],
     for i in covered:
         artifacts.extend(find_artifacts(transcript_line(i, messages[i]).split("] ", 1)[-1]))
     if previous is not None:
-        artifacts.extend(a for a in find_artifacts(previous.text) if a.text not in {x.text for x in artifacts})
-    return artifacts
+        artifacts.extend(find_artifacts(previous.text))
+    return _unique(artifacts)  # the same text in two messages is one artifact to keep
 
 
 def _attempt(summarizer: Summarizer, request: list[dict[str, Any]], cap: int, count: Callable[[str], int],
