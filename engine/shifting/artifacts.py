@@ -18,20 +18,23 @@ kind           what (examples)
                ``AssertionError: assert 1 == 2``); an exception inside another line, from its name to
                the end of the line; a bare exception name in prose (``a KeyError``)
 ``log``        a log line with a level near its start (``2024-05-01 12:00:01 ERROR db: refused``,
-               ``[WARN] disk 91% full``, ``level=error msg=…``): the whole line
+               ``[WARN] disk 91% full``, ``level=error msg=…``, ``{"level":"error",…}``,
+               ``npm ERR! code ENOENT``): the whole line
 ``path``       POSIX absolute or home paths (``/home/u/x.py``, ``~/x``), Windows paths
                (``C:\\x\\y.txt``), relative paths with a directory and an extension
-               (``apps/api/mapper.py``), bare file names with a known extension (``mapper.py``),
-               each with an optional ``:line`` or ``:line:column`` (``mapper.py:42``)
+               (``apps/api/mapper.py``), bare file names with a known extension (``mapper.py``) and
+               dot files (``.env``), each with an optional test node id (``tests/t.py::test_x``)
+               and ``:line`` or ``:line:column`` (``mapper.py:42``)
 ``span``       a backticked span in prose (`` `user.save()` ``); checked by its inside
-``identifier`` a dotted name (``np.linalg.norm``, ``user.profile.save()``) or a call of a
+``identifier`` a dotted or ``::`` name (``np.linalg.norm``, ``user.profile.save()``,
+               ``Vec::with_capacity(8)``) or a call of a
                snake_case / camelCase name or with empty parentheses (``getUserById(42)``,
                ``load_config()``, ``main()``)
 ``setting``    ``NAME=value`` with an upper-case, dotted, dashed or snake_case name, or a
                ``--flag=value`` (``MAX_RETRIES=5``, ``retry_delay=2``, ``--workers=4``)
 ``url``        ``http(s)://``, ``ftp://``, ``ws(s)://`` addresses (trailing punctuation left out)
 ``id``         ticket ids (``PROJ-123``), issue numbers (``#1234``), UUIDs, git hashes (7–40 hex
-               characters with a digit and a letter)
+               characters with a digit and a letter), versions (``4.2.1``, ``v1.0.0-rc.1``)
 ``quantity``   a number with a unit (``30 s``, ``120ms``, ``512 MiB``, ``2.5 GB``, ``85 %``,
                ``4 days``, ``$40``): the values a conversation decides on
 =============  =====================================================================================
@@ -63,7 +66,8 @@ _ERROR_LINE = re.compile(
 _RUNNER_LINE = re.compile(r"(?m)^[ \t]*(?:FAILED|FAIL:|ERROR:?|✗|✕)[ \t]+\S[^\n]*")
 _LEVELS = r"ERROR|FATAL|CRITICAL|SEVERE|WARN|WARNING"
 _LOG_LINE = re.compile(
-    rf"(?m)^(?=[^\n]{{0,60}}?(?:\[(?:{_LEVELS})\]|(?<![\w-])(?:{_LEVELS})(?=[\s:\]|])|level=(?:error|fatal|warn(?:ing)?)\b))"
+    rf"(?m)^(?=[^\n]{{0,60}}?(?:\[(?:{_LEVELS})\]|(?<![\w-])(?:{_LEVELS}|ERR!)(?=[\s:\]|])"
+    r"|level=(?:error|fatal|warn(?:ing)?)\b|\"level\":\s*\"(?:error|fatal|critical|warn(?:ing)?)\"))"
     r"[^\n]*\S[^\n]*")
 _ERROR_IN_LINE = re.compile(
     r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\b(?::[ \t]*[^\n]*)?")
@@ -79,16 +83,19 @@ _PATH = re.compile(
     r"|[A-Za-z]:\\(?:[\w .@+-]+\\)*[\w.@+-]+"  # C:\path\file
     r"|(?:\.{1,2}/)?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*\.[A-Za-z][\w]{0,7}"  # rel/dir/file.ext
     rf"|[\w-][\w.-]*\.{_EXT}(?![\w(])"  # mapper.py
-    r")(?::\d+(?::\d+)?)?(?![\w/])")
+    r"|\.(?:env|gitignore|dockerignore|npmrc|bashrc|zshrc|profile|editorconfig)(?:\.[\w-]+)?"  # .env
+    r")(?:::[\w\[\]./-]+)*(?::\d+(?::\d+)?)?(?![\w/])")
 _SETTING = re.compile(r"(?<![\w=-])(?:--)?[A-Za-z_][\w.-]*=[^\s,;'\"`)\]}]+")
 _IDENT = re.compile(
-    r"(?<![\w.@/:-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\([^()\n]{0,60}\))?"  # dotted, maybe called
+    r"(?<![\w.@/:-])[A-Za-z_]\w*(?:::[A-Za-z_]\w*)+(?:\([^()\n]{0,60}\))?"  # Type::method, maybe called
+    r"|(?<![\w.@/:-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\([^()\n]{0,60}\))?"  # dotted, maybe called
     r"|(?<![\w.@/:-])[A-Za-z_]\w*\([^()\n]{0,60}\)")  # called
 _ID = re.compile(
     r"(?<![\w-])(?:[A-Z][A-Z0-9]{1,9}-\d+"  # PROJ-123
     r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # UUID
     r"|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}"  # git hash
-    r")(?![\w-])|(?<![\w&])#\d{2,}\b")
+    r")(?![\w-])|(?<![\w&])#\d{2,}\b"
+    r"|(?<![\w.])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?(?:\+[0-9A-Za-z.]+)?(?![\w.])")  # versions: 4.2.1
 _UNITS = (r"ms|µs|us|ns|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|years?|"
           r"[KMGTP]i?B|kB|bytes?|px|pt|em|rem|dpi|tokens?|req/s|rps|rpm|qps|fps|Hz|kHz|MHz|GHz|"
           r"°C|°F|kg|mg|km|cm|mm|MB/s|GB/s|Mbps|Gbps|USD|EUR|GBP|cores?|threads?|workers?|retries|times")
@@ -133,6 +140,8 @@ def _path_ok(text: str) -> bool:
 
 def _ident_ok(text: str) -> bool:
     name = text.split("(", 1)[0]
+    if "::" in name:
+        return len(name) >= 5
     parts = name.split(".")
     if len(parts) > 1:
         if re.fullmatch(rf"[\w.-]+\.{_EXT}", name, flags=re.I) and "(" not in text:

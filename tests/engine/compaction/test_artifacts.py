@@ -62,6 +62,13 @@ KIND_CASES = [
     ("Fixed in commit 3fa9c1e yesterday.", "id", "3fa9c1e"),
     ("See #1234 for the thread.", "id", "#1234"),
     ("We agreed on a 30 s timeout.", "quantity", "30 s"),
+    ("npm ERR! code ENOENT", "log", "npm ERR! code ENOENT"),
+    ('{"level":"error","msg":"db down"}', "log", '{"level":"error","msg":"db down"}'),
+    ("Edit .env first.", "path", ".env"),
+    ("Rerun tests/test_x.py::test_y[1] now.", "path", "tests/test_x.py::test_y[1]"),
+    ("Use Vec::with_capacity(8) there.", "identifier", "Vec::with_capacity(8)"),
+    ("Pin it to v1.0.0-rc.1 today.", "id", "v1.0.0-rc.1"),
+    ("E       KeyError: 'id'", "error", "KeyError: 'id'"),
     ("Cap it at 512 MiB of memory.", "quantity", "512 MiB"),
 ]
 
