@@ -115,6 +115,9 @@ class EmbeddingModelBox(QWidget):
             self.status.setText("Not on this computer: press Download (for a model id) or pick a folder. "
                                 "Until then vector-recall ranks with BM25.")
             return
+        except (ImportError, OSError, ValueError) as exc:  # model2vec missing, an unreadable folder
+            self.status.setText(f"Cannot use it ({exc}); vector-recall ranks with BM25.")
+            return
         self.status.setText(f"Ready: {folder}")
 
     def _on_name_edit_finished(self) -> None:
