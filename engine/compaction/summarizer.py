@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -165,10 +166,44 @@ def fit_transcript(lines: list[tuple[int, str]], budget: int, count: Callable[[s
     return out, len(cut)
 
 
-def _sentences(text: str) -> list[str]:
-    from ..shifting.summarize import split_sentences
+_BOUNDARY = re.compile(r"(?<=[.!?…])[ \t]+|\n+")
 
-    return split_sentences(text) or [text]
+
+def sentence_spans(prose: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of ``prose``, in order; code blocks and traces stay whole.
+
+    Spans are exact slices of ``prose`` (nothing squashed or shortened), so cutting some keeps
+    the rest as the model wrote it.
+    """
+    atoms = sorted((a.start, a.start + len(a.text)) for a in find_artifacts(prose) if a.kind in ("code", "trace"))
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for a, b in [*atoms, (len(prose), len(prose))]:
+        if a < pos:
+            continue
+        start = pos
+        for m in _BOUNDARY.finditer(prose, pos, a):
+            if prose[start:m.start()].strip():
+                spans.append((start, m.start()))
+            start = m.end()
+        if prose[start:a].strip():
+            spans.append((start, a))
+        if a < b:
+            spans.append((a, b))
+        pos = b
+    return spans
+
+
+def _join_spans(prose: str, spans: list[tuple[int, int]], kept: list[int]) -> str:
+    """The kept sentences with the text between neighbours as written (a newline or a space across a cut)."""
+    out: list[str] = []
+    for n, k in enumerate(kept):
+        if n:
+            prev = kept[n - 1]
+            gap = prose[spans[prev][1]:spans[k][0]]
+            out.append(gap if prev == k - 1 else ("\n" if "\n" in gap else " "))
+        out.append(prose[spans[k][0]:spans[k][1]])
+    return "".join(out).strip()
 
 
 @dataclass
@@ -190,17 +225,18 @@ def repair(prose: str, artifacts: list[Artifact], cap: int, count: Callable[[str
     prose = prose.strip()
     missing = missing_artifacts(artifacts, prose)
     items = sorted(_unique(missing), key=lambda a: (PRIORITY.get(a.kind, 99), a.start))
-    sentences = _sentences(prose)
+    spans = sentence_spans(prose)
+    kept = list(range(len(spans)))
     cut = False
 
     def render(items_: list[Artifact]) -> str:
-        body = " ".join(sentences) if cut else prose
+        body = _join_spans(prose, spans, kept) if cut else prose
         return body if not items_ else f"{body}\n\n{KEPT_HEADER}\n" + "\n".join(a.text for a in items_)
 
     while count(render(items)) > cap:
-        k = _cuttable_sentence(sentences, artifacts)
+        k = _cuttable_sentence([prose[spans[i][0]:spans[i][1]] for i in kept], artifacts)
         if k is not None:
-            sentences.pop(k)
+            kept.pop(k)
             cut = True
             continue
         if not items:
