@@ -242,6 +242,7 @@ def summarize_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], 
     summary: Block | None = None
     lined: set[int] = set()
     folded = list(plan.removed)
+    room = plan.room
     for extra in range(len(plan.kept_units) + 1):  # fold kept units (oldest first) only to make room
         room = plan.room + sum(u.tokens for u in plan.kept_units[:extra])
         last_try = room >= want or extra == len(plan.kept_units)
@@ -252,8 +253,12 @@ def summarize_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], 
         if summary is not None or last_try:
             break
     if summary is None:
-        why = ("a summary of the removed messages would cost more tokens than they do, or not fit the room "
-               "the kept blocks leave")
+        if room < SUMMARY_MIN_TOKENS:
+            why = (f"at most {room} tokens could be made free for it, fewer than the {SUMMARY_MIN_TOKENS} "
+                   "a summary needs")
+        else:
+            why = (f"no summary of the oldest messages fits {min(cap, room)} tokens and costs fewer tokens than "
+                   "the messages it would stand for")
         return plain.model_copy(update={"info": {"summary": None, "fallback": "truncation", "reason": why},
                                         "diagnostics": [*plain.diagnostics, f"summarize: no summary ({why}); "
                                                         "the oldest history was truncated instead"]})
