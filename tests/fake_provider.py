@@ -138,6 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": "unknown path"}})
             return
         reply = self.server.summary_text if kind == "summary" else self.server.reply_text
+        if kind == "summary" and self.server.summary_delay_s:
+            self.server.release.wait(self.server.summary_delay_s)  # a slow summarizer (released early on demand)
         if mode == "answer":
             self._send_json(200, {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
@@ -268,6 +270,8 @@ class FakeProviderServer(ThreadingHTTPServer):
         Reply text, the model name echoed, delay between streamed pieces (s), longest stall (s).
     summary_text:
         The answer to summary (compaction) requests.
+    summary_delay_s:
+        Seconds a summary request waits before its answer (a slow summarizer; ``release`` ends it early).
     """
 
     daemon_threads = True
@@ -275,13 +279,15 @@ class FakeProviderServer(ThreadingHTTPServer):
 
     def __init__(self, mode: str = "answer", *, port: int = 0,
                  reply_text: str = f"The ravens have already told her. {UPSTREAM_MARKER}",
-                 chunk_delay_s: float = 0.0, stall_s: float = 30.0, summary_text: str = DEFAULT_SUMMARY) -> None:
+                 chunk_delay_s: float = 0.0, stall_s: float = 30.0, summary_text: str = DEFAULT_SUMMARY,
+                 summary_delay_s: float = 0.0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.script: deque[str] = deque()
         self.requests: list[dict[str, Any]] = []
         self.reply_text = reply_text
         self.summary_text = summary_text
+        self.summary_delay_s = summary_delay_s
         self.model_name = "fake-model"
         self.text_route = "ok"
         self.chunk_delay_s = chunk_delay_s
@@ -335,10 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply", default=None, help="reply text")
     parser.add_argument("--delay", type=float, default=0.05, help="seconds between streamed pieces")
     parser.add_argument("--summary", default=None, help="answer to summary (compaction) requests")
+    parser.add_argument("--summary-delay", type=float, default=0.0, help="seconds before a summary answer")
     parser.add_argument("--fail-first", type=int, default=0, metavar="N",
                         help="answer the first N requests with HTTP 429 (then --mode)")
     args = parser.parse_args(argv)
-    kwargs: dict[str, Any] = {"port": args.port, "chunk_delay_s": args.delay}
+    kwargs: dict[str, Any] = {"port": args.port, "chunk_delay_s": args.delay, "summary_delay_s": args.summary_delay}
     if args.reply:
         kwargs["reply_text"] = args.reply
     if args.summary:

@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scan-depth", type=int, default=None, help="World Info scan depth (messages)")
     p.add_argument("--lorebook-budget", type=float, default=None, metavar="PERCENT",
                    help="World Info budget, percent of the context")
+    p.add_argument("--embedding-model", default=None, metavar="FOLDER|ID",
+                   help="vector-recall: rank with this model2vec model (a folder, or an id already downloaded "
+                        "with download-embedding-model; never downloads)")
     p.add_argument("--format", choices=("table", "json"), default=None,
                    help="output format (default: table on a terminal, json when piped)")
     p.set_defaults(func=run)
@@ -107,6 +110,8 @@ def _settings_with_flags(base: ContextSettings, args: argparse.Namespace) -> Con
     if getattr(args, "lorebook_budget", None) is not None:
         wi["budget_percent"] = args.lorebook_budget
     values["world_info"] = wi
+    if getattr(args, "embedding_model", None):
+        values["strategy_options"] = {**(values.get("strategy_options") or {}), "embedding_model": args.embedding_model}
     try:
         return ContextSettings.model_validate(values)
     except ValidationError as exc:
