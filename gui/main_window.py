@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent
@@ -47,7 +47,7 @@ from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
-from .prompt_text import token_spans_for
+from .prompt_text import profile_for, token_spans_for
 from .undo import (
     DeleteMessageCommand,
     EditLorebookEntryCommand,
@@ -212,6 +212,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     def _build_inspector(self) -> None:
         """The inspector column's tabs: Block, Lorebook, Audit, Settings."""
         self.block_inspector = BlockInspector(self.ctx, self)
+        self.block_inspector.profile_resolver = self._preview_profile
         self.lorebook_tab = LorebookTab(self.ctx, self)
         self.audit_tab = AuditTab(self.ctx, self)
         self.settings_panel = SettingsPanel(self.ctx.registries, self)
@@ -644,6 +645,13 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
 
     def _hide_banner(self) -> None:
         self.banner.dismiss()
+
+    def _preview_profile(self, name: str) -> Any:
+        """The tokenizer profile the shown preview counted with, when it is named ``name``."""
+        preview = self.preview
+        if preview is None or preview.tokenizer.profile != name:
+            return None
+        return profile_for(preview, self.ctx.document.request, self.ctx.registries.tokenizers)
 
     def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
         profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"

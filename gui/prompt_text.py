@@ -315,3 +315,21 @@ def token_spans_for(preview: ContextPreview | None, request: PreviewRequest | No
     if tok is not None and preview is not None and tok.key == preview.tokenizer.profile:
         return tok.spans
     return profile_token_spans(preview, tokenizers) or (tok.spans if tok is not None else None)
+
+
+def profile_for(preview: ContextPreview | None, request: PreviewRequest | None, tokenizers: Any) -> Any:
+    """The tokenizer profile ``preview``'s counts come from, or ``None``.
+
+    A Text Completion preview counted with SillyTavern's tokenizer (its ``key`` is the preview's
+    ``tokenizer.profile``, a name the registry does not hold) gets that tokenizer's profile; any
+    other preview its profile from the registry ``tokenizers``.
+    """
+    tok = _text_tokenizer(preview, request)
+    if tok is not None and preview is not None and tok.key == preview.tokenizer.profile:
+        return tok.profile
+    if preview is None:
+        return None
+    try:
+        return tokenizers.get(preview.tokenizer.profile)
+    except LoomscopeError:  # UNKNOWN_TOKENIZER
+        return None

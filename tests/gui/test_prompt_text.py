@@ -124,6 +124,9 @@ def test_imported_text_completion_folder_shows_the_engine_string(qtbot, tmp_path
         lore = next(i for i in shaded if pv.blocks[i].kind == "lorebook")
         view.click_at(pv.blocks[lore].span[0])
         assert win.blocks_panel.current_block().position == lore
+        # the Block inspector shades the block under the same tokenizer (not "unknown tokenizer profile")
+        tokens_label = win.block_inspector._labels["tokens"].text()
+        assert "unknown tokenizer profile" not in tokens_label and win.block_inspector.token_spans()
     finally:
         _close(win)
 
