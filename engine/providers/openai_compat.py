@@ -186,8 +186,12 @@ def normalize_tool_calls(raw: object) -> list[dict[str, Any]]:
     return out
 
 
-def parse_completion(doc: object) -> ProviderReply:
-    """Read a non-streamed chat completion. Raises ``PROVIDER_BAD_RESPONSE``."""
+def first_choice(doc: object) -> dict[str, Any]:
+    """``doc["choices"][0]`` of a non-streamed answer (chat or text completion).
+
+    Raises ``PROVIDER_BAD_RESPONSE`` when ``doc`` is no JSON object or has no choices, and the
+    provider's normalized error when it carries ``error`` instead of choices.
+    """
     if not isinstance(doc, dict):
         raise _bad("the provider's answer is not a JSON object")
     if "error" in doc and "choices" not in doc:
@@ -195,7 +199,14 @@ def parse_completion(doc: object) -> ProviderReply:
     choices = doc.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _bad("the provider's answer has no choices")
-    message = choices[0].get("message")
+    return choices[0]
+
+
+def parse_completion(doc: object) -> ProviderReply:
+    """Read a non-streamed chat completion. Raises ``PROVIDER_BAD_RESPONSE``."""
+    choice = first_choice(doc)
+    assert isinstance(doc, dict)
+    message = choice.get("message")
     if not isinstance(message, dict):
         raise _bad("the provider's answer has no message")
     content = message.get("content")
@@ -205,7 +216,7 @@ def parse_completion(doc: object) -> ProviderReply:
         else:
             raise _bad("the provider's message content is not text")
     tool_calls = normalize_tool_calls(message.get("tool_calls") or [])
-    finish = choices[0].get("finish_reason")
+    finish = choice.get("finish_reason")
     return ProviderReply(content=content or "", tool_calls=tool_calls,
                          finish_reason=str(finish) if finish is not None else None,
                          usage=_int_usage(doc.get("usage")))

@@ -24,7 +24,7 @@ import httpx
 
 from ..errors import ProviderError
 from .errors import error_for_stream_error, error_for_text_status
-from .openai_compat import OpenAICompatClient, ProviderReply, _bad, _int_usage, _StreamState
+from .openai_compat import OpenAICompatClient, ProviderReply, _bad, _int_usage, _StreamState, first_choice
 from .params import REPLY_LIMIT_FIELDS
 
 #: Fields of a chat-completions body that a text-completion body never carries.
@@ -64,15 +64,10 @@ def _choice_text(choice: dict[str, Any]) -> str:
 
 def parse_text_completion(doc: object) -> ProviderReply:
     """Read a non-streamed text completion (``choices[0].text``). Raises ``PROVIDER_BAD_RESPONSE``."""
-    if not isinstance(doc, dict):
-        raise _bad("the provider's answer is not a JSON object")
-    if "error" in doc and "choices" not in doc:
-        raise error_for_stream_error(doc["error"])
-    choices = doc.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _bad("the provider's answer has no choices")
-    finish = choices[0].get("finish_reason")
-    return ProviderReply(content=_choice_text(choices[0]), finish_reason=str(finish) if finish is not None else None,
+    choice = first_choice(doc)
+    assert isinstance(doc, dict)
+    finish = choice.get("finish_reason")
+    return ProviderReply(content=_choice_text(choice), finish_reason=str(finish) if finish is not None else None,
                          usage=_int_usage(doc.get("usage")))
 
 
