@@ -73,7 +73,7 @@ from ..schema.trace import TraceRecord
 from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros, macro_function
 from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
-from .st_bias import bias_strings
+from .st_bias import BiasStrings, bias_strings
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -102,6 +102,26 @@ _REASON_OF = {
     "main": "SYSTEM_PROMPT", "charDescription": "CHARACTER", "charPersonality": "CHARACTER",
     "scenario": "CHARACTER", "personaDescription": "PERSONA",
 }
+
+
+@dataclass
+class SharedSteps:
+    """What :meth:`SillyTavernAssembler.shared_steps` computed, for the path-specific rest of ``Generate``.
+
+    ``fields``: the card fields (``getCharacterCardFields``); ``ext``: the extension prompts by key;
+    ``first_sub``: message index → its text when it differs from the stored one (``chat[0]``'s
+    macros, regex scripts); ``core``: ``coreChat`` as ``(index, message)`` (``(None, None)`` for a
+    foreign line); ``should_add``: the Author's Note is added this time; ``wi``: the World Info
+    output buckets.
+    """
+
+    persona_desc: str
+    fields: dict[str, str]
+    ext: dict[str, dict[str, Any]]
+    first_sub: dict[int, str]
+    core: list[tuple[int | None, ChatMessage | None]]
+    should_add: bool
+    wi: dict[str, Any]
 
 
 class _BudgetExceeded(Exception):
@@ -217,7 +237,9 @@ class _Assembler:
         self.variables: dict[str, Any] = dict(raw_vars) if isinstance(raw_vars, dict) else {}
         self.global_variables: dict[str, Any] = dict(setup.global_variables)
         self.timed_effects: dict[str, Any] | None = None
-        self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by run()
+        self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by shared_steps()
+        self.bias_info = BiasStrings("", "", False)
+        self.scan_index: list[int] | None = None
         self.regex_changes: dict[str, list[dict[str, str]]] = {}  # block source -> scripts that changed it
         self.regex = self.regex_runner()
         self.lorebook_trace: list[TraceRecord] = []
@@ -441,31 +463,51 @@ class _Assembler:
             self.lorebook_trace.append(TraceRecord.model_construct(**{**rec.__dict__, **update}) if update else rec)
 
     # ------------------------------------------------------------------ the assembly
-    def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
-        """``Generate`` (Chat Completion path), step by step.
+    def shared_steps(self) -> SharedSteps:
+        """``Generate``'s steps before its Chat / Text Completion branches, in SillyTavern's order.
 
-        Returns the messages to send, the overflowing identifier or ``None``, and the overflow details.
+        One implementation for both paths: ``getCharacterCardFields`` (then :meth:`on_card_fields`),
+        the Character's Note, ``chat[0]``'s macros, ``coreChat`` with the Regex extension's
+        ``getRegexedString`` (script.js 3559–3583), ``setFloatingPrompt``, the persona prompt,
+        ``getWorldInfoPrompt`` over the regexed chat (World Info contents regexed in
+        ``checkWorldInfo``), and ``getBiasStrings`` (Start Reply With, :attr:`bias`).
         """
-        persona_desc = self.req.persona.description if self.req.persona is not None else ""
-        fields = self.card_fields(persona_desc or "")
+        persona_desc = (self.req.persona.description if self.req.persona is not None else "") or ""
+        fields = self.card_fields(persona_desc)
+        self.on_card_fields(fields)
         ext: dict[str, dict[str, Any]] = {}
         self.character_note(ext)
         st_chat = self.st_chat()
         first_sub = self.regexed_chat(st_chat, self.first_message_macros(st_chat))
         core = self.core_chat(st_chat)
         should_add = self.authors_note(ext)
-        self.persona_prompt(ext, persona_desc or "", should_add)
+        self.persona_prompt(ext, persona_desc, should_add)
         # World Info, scanned over the chat without hidden messages (first message substituted)
         scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
                 for i, m in core if m is not None and i is not None]
         # the trace's message indexes count the scanned chat (no hidden messages): name chat messages
         self.scan_index = [i for i, m in core if m is not None and i is not None]
         wi = self.world_info(scan, ext)
-        self.bias = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
-                                 lambda t: self.sub(t, "Start Reply With")).prompt_bias
+        # getBiasStrings runs first in Generate (script.js 3490); here after the card fields, which
+        # set the macro values its substituteParams reads (the order only matters to {{setvar}})
+        self.bias_info = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
+                                      lambda t: self.sub(t, "Start Reply With"))
+        self.bias = self.bias_info.prompt_bias
+        return SharedSteps(persona_desc, fields, ext, first_sub, core, should_add, wi)
+
+    def on_card_fields(self, fields: dict[str, str]) -> None:
+        """Called right after ``getCharacterCardFields`` (the Text Completion path takes its system prompt)."""
+
+    def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
+        """``Generate`` (Chat Completion path), step by step.
+
+        Returns the messages to send, the overflowing identifier or ``None``, and the overflow details.
+        """
+        sh = self.shared_steps()
+        fields, wi, ext = sh.fields, sh.wi, sh.ext
         examples = self.mes_examples(fields["mesExamples"], wi["em"])
-        self.wi_injections(ext, wi, should_add)
-        oai = self.openai_messages(core, first_sub)
+        self.wi_injections(ext, wi, sh.should_add)
+        oai = self.openai_messages(sh.core, sh.first_sub)
         return self.complete(fields, "\n".join(wi["before"]), "\n".join(wi["after"]),
                              self.lore_parts(wi["before_parts"]), self.lore_parts(wi["after_parts"]),
                              ext, oai, examples)
@@ -629,7 +671,7 @@ class _Assembler:
         returned when it names no message or the index is already the chat's.
         """
         mi = detail.get("message_index")
-        index = getattr(self, "scan_index", None)
+        index = self.scan_index
         if not isinstance(mi, int) or index is None or not 0 <= mi < len(index) or index[mi] == mi:
             return detail
         return {**detail, "message_index": index[mi]}
@@ -1251,11 +1293,9 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
         trace: dict[str, Any] = {"st_identifier": m.identifier}
         if m.parts:
             trace["parts"] = m.parts
-        if regex_changes:
-            changed = [{"source": src, **c} for src in dict.fromkeys([m.source, *(p.get("source") for p in m.parts)])
-                       if isinstance(src, str) for c in regex_changes.get(src, [])]
-            if changed:
-                trace["regex"] = changed
+        changed = regex_trace(m.source, m.parts, regex_changes)
+        if changed:
+            trace["regex"] = changed
         if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
             trace.update(m.parts[0]["trace"])
         status = "excluded" if error is not None else "kept"
@@ -1273,6 +1313,20 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
             blocks.insert(at, row)
     blocks.extend(rest)
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+
+
+def regex_trace(source: str, parts: list[dict[str, Any]],
+                regex_changes: dict[str, list[dict[str, str]]] | None) -> list[dict[str, str]]:
+    """A block's ``trace["regex"]``: each regex script change to its own text or one of its parts.
+
+    ``source`` and ``parts`` are the block's; ``regex_changes`` maps a source (``message:3``,
+    ``lorebook:Book:7``) to the changes ``getRegexedString`` made to it. Returns
+    ``[{"source", "script", "before", "after"}, ...]`` in block order (empty: nothing changed).
+    """
+    if not regex_changes:
+        return []
+    return [{"source": src, **c} for src in dict.fromkeys([source, *(p.get("source") for p in parts)])
+            if isinstance(src, str) for c in regex_changes.get(src, [])]
 
 
 def _story_slot(blocks: list[dict[str, Any]], row: dict[str, Any]) -> int | None:
@@ -1331,5 +1385,6 @@ def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
 SillyTavernAssembler = _Assembler
 ext_prompt = _ext_prompt
 
-__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "SillyTavernAssembler", "ext_prompt",
+__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "SharedSteps", "SillyTavernAssembler", "ext_prompt",
+           "regex_trace",
            "prepare_sillytavern"]

@@ -53,7 +53,7 @@ from ..schema.sillytavern import (
 )
 from ..tokenizers import TokenizerProfile
 from . import instruct as ins
-from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler
+from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, regex_trace
 from .story_string import StoryStringError, render_handlebars
 from .tc_tokenizer import profile_of, text_tokenizer_for
 
@@ -147,6 +147,7 @@ class _TextAssembler(SillyTavernAssembler):
         self.tok = tokenizer
         self.is_instruct = tc.instruct.enabled
         self.char_prompt = ""
+        self.system = ""  # the story string's {{system}}, set by on_card_fields
         self._template_subs: dict[str, str] = {}
 
     # -- counting and macros, as the Text Completion path does them
@@ -195,31 +196,24 @@ class _TextAssembler(SillyTavernAssembler):
         return [{"content": p["content"], "name": p["name"]} for d in self.example_messages([block]) for p in d]
 
     # -- the assembly
+    def on_card_fields(self, fields: dict[str, str]) -> None:
+        """``Generate`` right after ``getCharacterCardFields``: the card's system prompt and ``{{system}}``."""
+        self.char_prompt = fields["system"]
+        self.system = self.system_prompt(fields)
+
     def build(self) -> _Built:
         """``Generate``, non-OpenAI branch (see the module docstring)."""
-        persona_desc = (self.req.persona.description if self.req.persona is not None else "") or ""
-        fields = self.card_fields(persona_desc)
-        self.char_prompt = fields["system"]
-        system = self.system_prompt(fields)
-        ext: dict[str, dict[str, Any]] = {}
-        self.character_note(ext)
-        st_chat = self.st_chat()
-        first_sub = self.first_message_macros(st_chat)
-        core = self.core_chat(st_chat)
-        should_add = self.authors_note(ext)
-        self.persona_prompt(ext, persona_desc, should_add)
-        scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
-                for i, m in core if m is not None and i is not None]
-        wi = self.world_info(scan, ext)
+        sh = self.shared_steps()
+        fields, wi, ext = sh.fields, sh.wi, sh.ext
         examples = self.mes_examples(fields["mesExamples"], wi["em"], strip=False)
         raw_examples = list(examples)
         if self.is_instruct:
             examples = ins.format_examples(self.tc.instruct, self.tc.context, examples, self.name1, self.name2,
                                            self.s, self.individual)
-        self.wi_injections(ext, wi, should_add)
-        items, injected = self.chat_items(core, first_sub, ext)
+        self.wi_injections(ext, wi, sh.should_add)
+        items, injected = self.chat_items(sh.core, sh.first_sub, ext)
         items = self.jailbreak(items, fields)
-        story = self.story_string(fields, system, wi, examples, raw_examples)
+        story = self.story_string(fields, self.system, wi, examples, raw_examples)
         if self.setup.strip_examples:
             examples = []
         return _Built(items, injected, story, examples,
@@ -387,12 +381,6 @@ class _Built:
     after: _Piece | None
 
 
-def _extra(m: ChatMessage) -> dict[str, Any]:
-    """A SillyTavern message's ``extra`` object (empty when it has none)."""
-    raw = (m.meta.model_extra or {}).get("extra")
-    return raw if isinstance(raw, dict) else {}
-
-
 def _js_trim_start(text: str) -> str:
     return re.sub(r"\A[\s\ufeff]+", "", text)
 
@@ -447,19 +435,6 @@ class _Fill:
     primer: str  # modifyLastPromptLine + the prompt bias, appended to the last message
 
 
-def _bias(asm: _TextAssembler) -> tuple[str, bool]:
-    """``getBiasStrings('', undefined)``: the prompt bias and whether it is the user's default."""
-    bias = ""
-    for m in reversed(asm.req.chat.messages):
-        extra = _extra(m)
-        if m.role == "user" or m.meta.hidden or extra.get("type") == "narrator":
-            if isinstance(extra.get("bias"), str) and extra["bias"].strip():
-                bias = extra["bias"]
-            break
-    bias = bias or asm.tc.user_prompt_bias or ""
-    return asm.s(bias), bias == asm.tc.user_prompt_bias
-
-
 def _chat2(asm: _TextAssembler, items: list[_Item]) -> tuple[list[str], list[int]]:
     """``chat2`` (formatted messages, newest first) and the indices of user messages in it."""
     n = len(items)
@@ -506,7 +481,7 @@ def _fill(asm: _TextAssembler, built: _Built) -> _Fill:
     chat2, user_idx = _chat2(asm, items)
     if not built.items:
         chat2 = [""]
-    bias, user_bias = _bias(asm)
+    bias, user_bias = asm.bias, asm.bias_info.is_user_prompt_bias
     force_name2 = bool(bias and not user_bias) or tc.always_force_name2 or tc.main_api == "novel"
     ua = ""
     if asm.is_instruct and tc.instruct.user_alignment_message:
@@ -742,6 +717,9 @@ def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, in
         trace: dict[str, Any] = {"st_identifier": p.ident}
         if p.parts:
             trace["parts"] = p.parts
+        changed = regex_trace(p.source, p.parts, asm.regex_changes)
+        if changed:
+            trace["regex"] = changed
         rows.append(dict(kind=p.kind.value, role=p.role, source=p.source, tokens=asm.tok.count(p.text),
                          status="kept", reason=p.reason, protected=p.protected, pinned=False, text=p.text,
                          name=p.name, message_index=p.message_index, trace=trace, span=span))
