@@ -1385,6 +1385,13 @@ def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
 SillyTavernAssembler = _Assembler
 ext_prompt = _ext_prompt
 
-__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "SharedSteps", "SillyTavernAssembler", "ext_prompt",
-           "regex_trace",
-           "prepare_sillytavern"]
+__all__ = [
+    "MAX_INJECTION_DEPTH",
+    "REPLY_PRIMER_TOKENS",
+    "WI_COUNT_OVERHEAD",
+    "SharedSteps",
+    "SillyTavernAssembler",
+    "ext_prompt",
+    "prepare_sillytavern",
+    "regex_trace",
+]
