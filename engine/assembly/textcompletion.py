@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import SettingsError
@@ -53,6 +53,7 @@ from ..schema.sillytavern import (
 )
 from ..tokenizers import TokenizerProfile
 from . import instruct as ins
+from .macros import MacroContext
 from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, regex_trace
 from .story_string import StoryStringError, render_handlebars
 from .tc_tokenizer import profile_of, text_tokenizer_for
@@ -67,8 +68,6 @@ _MARK = re.compile(f"{_S0}(\\d+){_S1}|{_S2}")
 _STORY_KEYS = ("system", "description", "personality", "scenario", "persona", "wiBefore", "wiAfter",
                "loreBefore", "loreAfter", "mesExamples", "mesExamplesRaw")
 _NO_EXTRA: dict[str, Any] = {}
-_TRIM = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
-_NEWLINE = re.compile(r"\{\{newline\}\}", re.IGNORECASE)
 
 
 class TextCounter(Protocol):
@@ -142,6 +141,8 @@ class _TextAssembler(SillyTavernAssembler):
 
     def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, tc: TextCompletionSetup,
                  tokenizer: TextCounter, profile: TokenizerProfile, budget: int) -> None:
+        self.instruct_values = ins.instruct_macro_values(tc.instruct, tc.context, tc.sysprompt, "",
+                                                         setup.prefer_character_prompt)
         super().__init__(request, setup, profile, budget)
         self.tc = tc
         self.tok = tokenizer
@@ -159,14 +160,10 @@ class _TextAssembler(SillyTavernAssembler):
         """``checkWorldInfo`` counts with ``getTokenCountAsync`` (no padding)."""
         return self.tok.count(text) if text else 0
 
-    def sub(self, text: str | None, where: str, original: str | None = None) -> str:
-        """``substituteParams``: ``evaluateMacros``' instruct macros, ``{{newline}}`` and ``{{trim}}`` first."""
-        if text and "{{" in text:
-            tc = self.tc
-            text = ins.replace_instruct_macros(text, tc.instruct, tc.context, tc.sysprompt, self.char_prompt,
-                                               self.setup.prefer_character_prompt)
-            text = _TRIM.sub("", _NEWLINE.sub("\n", text))
-        return super().sub(text, where, original)
+    def macro_context(self) -> MacroContext:
+        """``substituteParams``' environment plus ``replaceInstructMacros``' values (the Text Completion setup's)."""
+        ctx = super().macro_context()
+        return replace(ctx, values={**ctx.values, **self.instruct_values})
 
     def s(self, text: str | None) -> str:
         """``substituteParams`` of a template text (sequences, separators), once per distinct text.
@@ -199,6 +196,8 @@ class _TextAssembler(SillyTavernAssembler):
     def on_card_fields(self, fields: dict[str, str]) -> None:
         """``Generate`` right after ``getCharacterCardFields``: the card's system prompt and ``{{system}}``."""
         self.char_prompt = fields["system"]
+        self.instruct_values = ins.instruct_macro_values(self.tc.instruct, self.tc.context, self.tc.sysprompt,
+                                                         self.char_prompt, self.setup.prefer_character_prompt)
         self.system = self.system_prompt(fields)
 
     def build(self) -> _Built:

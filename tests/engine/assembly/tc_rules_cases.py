@@ -43,12 +43,15 @@ CARD_REGEX = [_script("rain", "/rain/gi", "{{match}}storm", [2], trimStrings=["a
 MESSAGE_BIAS = " *{{char}} leans closer*"
 #: ``extension_settings.note.chara``: the card's own Author's Note, before the chat's.
 CHARA_NOTE = {"name": "kael", "prompt": "[{{char}} hides a limp from {{user}}.]", "useChara": True, "position": 1}
-#: World entries whose content uses the macro engine (variables, last messages).
+#: World entries whose content uses the macro engine (variables, last messages, instruct and system prompt
+#: macros, ``{{newline}}``, ``{{trim}}``).
 MACRO_ENTRIES = {
     "8": entry(8, [], "Lore: mood {{getvar::mood}}, weather {{getglobalvar::weather}}.", constant=True, order=95,
                position=0),
     "9": entry(9, [], "Lore: {{user}} last said \"{{lastUserMessage}}\" (message {{lastMessageId}}).",
                constant=True, order=60, position=1),
+    "10": entry(10, [], "Lore: the ledger reads {{instructInput}}|{{instructOutput}}|{{chatStart}}|"
+                        "{{systemPrompt}}.{{newline}}Lore: lamps lit.\n{{trim}}", constant=True, order=70, position=0),
 }
 
 #: case -> (tc_cases case it builds on, what it changes)

@@ -119,3 +119,11 @@ def test_export_writes_start_reply_with_for_both_paths(tmp_path: Path) -> None:
         setup = SillyTavernSetup(start_reply_with="{{char}}:", text_completion=tc)
         doc = settings_document(setup, ContextSettings(), {}, "user.png", [], {})
         assert doc["power_user"]["user_prompt_bias"] == "{{char}}:"
+
+
+def test_world_info_macros_use_the_text_completion_instruct_values(tmp_path: Path, char_tokenizer) -> None:  # noqa: F811
+    """World Info contents go through the one macro engine with ``replaceInstructMacros``' values
+    (``evaluateMacros``, macros.js 417–437): no macro is left unknown, none is reported."""
+    pv = _preview(tmp_path, "mistral-wi-macros", "full")
+    assert "Lore: the ledger reads [INST] |[/INST] ||Write Kael's next reply" in (pv.prompt or "")
+    assert not [w for w in pv.warnings if "unknown macro" in w]
