@@ -31,8 +31,8 @@ r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a Sil
 
 Documented difference: where SillyTavern sends a partial prompt after a required prompt
 overflows the budget (its ``TokenBudgetExceededError`` is only logged), Loomscope reports
-``TOKEN_BUDGET_EXCEEDED`` and sends nothing. Not modelled: group chats, extension regex
-scripts, Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
+``TOKEN_BUDGET_EXCEEDED`` and sends nothing. Not modelled: group chats, file attachments
+(``appendFileContent``), Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
 generation types, random probability rolls (World Info probability uses the seeded roll of
 :mod:`engine.lorebook`).
 
@@ -568,24 +568,30 @@ class _Assembler:
 
     def regexed_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]],
                      first_sub: dict[int, str]) -> dict[int, str]:
-        """``coreChat``'s ``getRegexedString`` (script.js 3567–3583): message index → its text.
+        """``coreChat``'s mapping (script.js 3565–3583): message index → its text when it changed.
 
-        User messages as user input, the others as AI output, ``depth`` = messages after it in
-        ``coreChat`` (hidden ones left out); before World Info scans them.
+        ``getRegexedString`` with user messages as user input, the others as AI output,
+        ``depth`` = messages after it in ``coreChat`` (hidden ones left out); then a caption title
+        (``extra.append_title`` and ``extra.title``, the Image Captioning extension) after a blank
+        line. Before World Info scans the chat. File attachments (``appendFileContent``) are not
+        read.
         """
-        if not self.regex.scripts:
-            return first_sub
         core = [(i, m) for i, m in st_chat if m is None or not (m.meta.hidden or m.meta.manualExcluded)]
         out = dict(first_sub)
         for k, (i, m) in enumerate(core):
             if i is None or m is None:
                 continue
             text = first_sub.get(i, m.text())
-            new, changes = self.regex.apply(text, USER_INPUT if m.role == "user" else AI_OUTPUT,
-                                            depth=len(core) - k - 1)
-            if changes:
-                out[i] = new
-                self.regex_changes[f"message:{i}"] = [c.as_dict() for c in changes]
+            if self.regex.scripts:
+                new, changes = self.regex.apply(text, USER_INPUT if m.role == "user" else AI_OUTPUT,
+                                                depth=len(core) - k - 1)
+                if changes:
+                    text = out[i] = new
+                    self.regex_changes[f"message:{i}"] = [c.as_dict() for c in changes]
+            extra = self._meta(m).get("extra")
+            if isinstance(extra, dict) and extra.get("append_title") and isinstance(extra.get("title"), str) \
+                    and extra["title"]:
+                out[i] = f"{text}\n\n{extra['title']}"
         return out
 
     def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
@@ -735,13 +741,20 @@ class _Assembler:
         return oai
 
     def parse_mes_examples(self, text: str) -> list[str]:
-        r"""``Generate``'s ``parseMesExamples`` (Chat Completion block heading ``<START>\\n``)."""
+        """``Generate``'s ``parseMesExamples`` (script.js 3634–3648), one for both paths.
+
+        Blocks split at ``<START>``, each headed by :meth:`example_heading`.
+        """
         if not text or text == "<START>":
             return []
         if not text.startswith("<START>"):
             text = "<START>\n" + text.strip()
-        blocks = re.split(r"<START>", text, flags=re.IGNORECASE)[1:]
-        return [f"<START>\n{b.strip()}\n" for b in blocks]
+        heading = self.example_heading()
+        return [f"{heading}{b.strip()}\n" for b in re.split(r"<START>", text, flags=re.IGNORECASE)[1:]]
+
+    def example_heading(self) -> str:
+        r"""``parseMesExamples``' ``blockHeading`` on the Chat Completion path (``main_api === 'openai'``): ``<START>\n``."""
+        return "<START>\n"
 
     def example_messages(self, blocks: list[str]) -> list[list[dict[str, Any]]]:
         """``setOpenAIMessageExamples`` and ``parseExampleIntoIndividual``."""

@@ -3,13 +3,16 @@ r"""SillyTavern 1.12.6's Text Completion prompt: ONE string, built as ``Generate
 For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai``),
 :func:`prepare_text_completion` follows the non-OpenAI branch of ``public/script.js`` ``Generate``:
 
-1. The shared SillyTavern steps (:class:`engine.assembly.sillytavern.SillyTavernAssembler`, one
-   implementation with the Chat Completion path): ``getCharacterCardFields``, the Character's Note
-   (``DEPTH_PROMPT``), ``chat[0]``'s macros, ``coreChat`` (hidden messages dropped),
+1. The shared SillyTavern steps (:meth:`engine.assembly.sillytavern.SillyTavernAssembler.shared_steps`,
+   one implementation with the Chat Completion path): ``getCharacterCardFields``, the Character's Note
+   (``DEPTH_PROMPT``), ``chat[0]``'s macros, ``coreChat`` (hidden messages dropped, the Regex
+   extension's scripts applied, caption titles appended; regexed World Info contents too),
    ``setFloatingPrompt``, ``addPersonaDescriptionExtensionPrompt``, ``getWorldInfoPrompt`` with
    ``this_max_context`` (counted with the Text Completion tokenizer, no message overhead),
    ``parseMesExamples`` (Text Completion block heading: ``example_separator`` or, in instruct
-   mode, ``<START>``), the World Info at-depth and Author's Note top/bottom entries.
+   mode, ``<START>``), the World Info at-depth and Author's Note top/bottom entries,
+   ``getBiasStrings`` (:func:`engine.assembly.st_bias.bias_strings`, Start Reply With). Macros are
+   the one engine (:mod:`engine.assembly.macros`) with ``replaceInstructMacros``' values added.
 2. The system prompt (``power_user.sysprompt``, the card's own when ``prefer_character_prompt``;
    ``formatInstructModeSystemPrompt`` in instruct mode), ``formatInstructModeExamples``,
    ``doChatInject`` (extension prompts at depth, one message per role, system / user / assistant),
@@ -26,9 +29,10 @@ For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai
    ``getStoppingStrings``.
 
 Every part of the string is one preview block with its reason and ``span``; message blocks that
-were cut are listed excluded with ``HISTORY_OLDEST_FIRST`` (``span`` ``None``). Not modelled (as in
-the Chat Completion path): group chats, regex scripts, ``continue`` / ``impersonate`` / quiet
-generations, CFG, NovelAI's preamble, Horde's worker-adjusted context.
+were cut are listed excluded with ``HISTORY_OLDEST_FIRST`` (``span`` ``None``); a block a regex script
+changed lists it in ``trace["regex"]`` (:func:`engine.assembly.sillytavern.regex_trace`, as on the
+Chat Completion path). Not modelled (as in the Chat Completion path): group chats, file attachments,
+``continue`` / ``impersonate`` / quiet generations, CFG, NovelAI's preamble, Horde's worker-adjusted context.
 """
 
 from __future__ import annotations
@@ -178,15 +182,14 @@ class _TextAssembler(SillyTavernAssembler):
             hit = self._template_subs[text] = self.sub(text, "text completion template")
         return hit
 
-    def parse_mes_examples(self, text: str) -> list[str]:
-        r"""``Generate``'s ``parseMesExamples``: blocks headed by ``example_separator`` (or ``<START>`` in instruct)."""
-        if not text or text == "<START>":
-            return []
-        if not text.startswith("<START>"):
-            text = "<START>\n" + text.strip()
+    def example_heading(self) -> str:
+        r"""``parseMesExamples``' ``blockHeading`` off the Chat Completion path.
+
+        ``example_separator`` (macros substituted) + ``\n``, else ``<START>\n`` in instruct mode,
+        else nothing.
+        """
         sep = self.tc.context.example_separator
-        heading = f"{self.s(sep)}\n" if sep else ("<START>\n" if self.is_instruct else "")
-        return [f"{heading}{b.strip()}\n" for b in re.split(r"<START>", text, flags=re.IGNORECASE)[1:]]
+        return f"{self.s(sep)}\n" if sep else ("<START>\n" if self.is_instruct else "")
 
     def individual(self, block: str) -> list[dict[str, str]]:
         """``parseExampleIntoIndividual`` of one example block (shared with Chat Completion)."""

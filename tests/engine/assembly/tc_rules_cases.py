@@ -66,8 +66,11 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def chat_messages(case: str) -> list[dict[str, Any]]:
-    """The chat of a case (:func:`tc_cases.chat_messages`, the newest user message biased when asked)."""
+    """The chat of a case (:func:`tc_cases.chat_messages`; the newest user message biased, a caption title on an
+    older one, when the case asks)."""
     msgs = tc_cases.chat_messages()
+    if CASES[case][1].get("regex"):  # a caption the Image Captioning extension asked to append
+        msgs[3]["extra"] = {"title": "[Kael looks at the map: a coast road]", "append_title": True}
     bias = CASES[case][1].get("bias")
     if bias:
         last_user = max(i for i, m in enumerate(msgs) if m["is_user"] and not m["is_system"])

@@ -83,6 +83,11 @@ def test_regex_changes_are_traced_as_on_the_chat_completion_path(tmp_path: Path,
     cc_rows = _regex_rows(cc)
     messages = {k: v for k, v in rows.items() if k.startswith("message:")}
     assert messages == {k: v for k, v in cc_rows.items() if k.startswith("message:")}
+    # the caption title (extra.append_title) follows the regexed text on both paths
+    title = "\n\n[Kael looks at the map: a coast road]"
+    for p in (pv, cc):
+        (m3,) = [b for b in p.blocks if b.source == "message:3" and b.status == "kept"]
+        assert m3.text.rstrip("\n").endswith("Kael's old road, asking about the bridge." + title)
     tc_lore = {r for k, v in rows.items() for r in v if r[0].startswith("lorebook:")}
     cc_lore = {r for v in cc_rows.values() for r in v if r[0].startswith("lorebook:")}
     assert tc_lore == cc_lore and tc_lore
