@@ -959,6 +959,25 @@ class _Assembler:
             self.dialogue_examples(cc, prompts, index, examples)
         return cc.messages()
 
+    def extension_prompt(self, ext: dict[str, dict[str, Any]], position: int, depth: int | None = None,
+                         role: int | None = None, separator: str = "\n", wrap: bool = True
+                         ) -> tuple[str, list[dict[str, Any]]]:
+        """``getExtensionPrompt`` (script.js 2787–2806), for both paths.
+
+        The extension prompts at ``position`` (and ``depth`` / ``role`` when given), sorted by key,
+        each trimmed, joined by ``separator``; wrapped in it when ``wrap``; macros substituted.
+        Returns the text and the joined prompts' ``parts``.
+        """
+        chosen = [p for _k, p in sorted(ext.items()) if p["position"] == position and p["value"]
+                  and (depth is None or p["depth"] == depth) and (role is None or p["role"] == role)]
+        text = separator.join(p["value"].strip() for p in chosen)
+        if wrap and text and not text.startswith(separator):
+            text = separator + text
+        if wrap and text and not text.endswith(separator):
+            text = text + separator
+        where = f"extension prompt at depth {depth}" if depth is not None else "extension prompt"
+        return (self.sub(text, where) if text else text), [part for p in chosen for part in p["parts"]]
+
     def inject(self, absolute: list[dict[str, Any]], ext: dict[str, dict[str, Any]],
                oai: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``populationInjectionPrompts``: the chat with the depth prompts injected, in chronological order.
@@ -981,17 +1000,12 @@ class _Assembler:
             for role in ("system", "user", "assistant"):
                 rp = [p for p in at_depth if p.get("role") == role]
                 role_prompts = "\n".join(p["content"] for p in rp)
-                eps = [(k, e) for k, e in sorted(ext.items())
-                       if e["position"] == 1 and e["value"] and e["depth"] == i and e["role"] == _ROLE_OF_NAME[role]]
-                ext_text = "\n".join(e["value"].strip() for _, e in eps)
-                if ext_text:
-                    ext_text = self.sub(ext_text, f"injection at depth {i}")
+                ext_text, ext_parts = self.extension_prompt(ext, 1, i, _ROLE_OF_NAME[role], wrap=False)
                 joint = "\n".join(x.strip() for x in (role_prompts, ext_text) if x)
                 if joint:
                     parts = [{"source": f"prompt:{p['identifier']}", "reason": "INSTRUCTION", "text": p["content"]}
                              for p in rp]
-                    for _k, e in eps:
-                        parts.extend(e["parts"])
+                    parts.extend(ext_parts)
                     role_msgs.append({"role": role, "content": joint, "injected": True, "parts": parts,
                                       "depth": i})
             if role_msgs:

@@ -261,7 +261,7 @@ class _TextAssembler(SillyTavernAssembler):
         for depth in depths:
             role_items = []
             for role in (0, 1, 2):
-                text, parts = self.ext_prompt_text(ext, EXTENSION_PROMPT_IN_CHAT, depth, role, "\n", False)
+                text, parts = self.extension_prompt(ext, EXTENSION_PROMPT_IN_CHAT, depth, role, wrap=False)
                 text = _js_trim_start(text)
                 if text:
                     role_items.append(_Item(text, role == 1, names[role] or None, narrator=role == 0, injected=True,
@@ -274,22 +274,9 @@ class _TextAssembler(SillyTavernAssembler):
                 injected.extend(range(at, at + len(role_items)))
         return list(reversed(rev)), injected
 
-    def ext_prompt_text(self, ext: dict[str, dict[str, Any]], position: int, depth: int | None, role: int | None,
-                        separator: str, wrap: bool) -> tuple[str, list[dict[str, Any]]]:
-        """``getExtensionPrompt``: prompts at ``position`` (and depth, role), sorted by key, joined."""
-        chosen = [p for _k, p in sorted(ext.items()) if p["position"] == position and p["value"]
-                  and (depth is None or p["depth"] == depth) and (role is None or p["role"] == role)]
-        text = separator.join(p["value"].strip() for p in chosen)
-        if wrap and text and not text.startswith(separator):
-            text = separator + text
-        if wrap and text and not text.endswith(separator):
-            text = text + separator
-        parts = [part for p in chosen for part in p["parts"]]
-        return (self.s(text) if text else text), parts
-
     def ext_anchor(self, ext: dict[str, dict[str, Any]], position: int, trim_start: bool) -> _Piece | None:
         """``beforeScenarioAnchor`` / ``afterScenarioAnchor`` as a piece (``None`` when empty)."""
-        text, parts = self.ext_prompt_text(ext, position, None, None, "\n", True)
+        text, parts = self.extension_prompt(ext, position)
         if trim_start:
             text = _js_trim_start(text)
         if not text:
