@@ -132,3 +132,26 @@ def test_world_info_macros_use_the_text_completion_instruct_values(tmp_path: Pat
     pv = _preview(tmp_path, "mistral-wi-macros", "full")
     assert "Lore: the ledger reads [INST] |[/INST] ||Write Kael's next reply" in (pv.prompt or "")
     assert not [w for w in pv.warnings if "unknown macro" in w]
+
+
+def test_lorebook_trace_names_chat_messages_on_both_paths(tmp_path: Path, char_tokenizer) -> None:  # noqa: F811
+    """The World Info scan skips hidden messages (``coreChat``); the trace's ``message_index`` is the chat's
+    own index on the Text Completion path as on the Chat Completion one (message 6 is hidden, so the
+    scanned chat's message 10 is the chat's message 11)."""
+    from tests.engine.importers.st_fixture import entry
+
+    def folder(root: Path, main_api: str | None) -> Path:
+        user = tc_rules_cases.tc_cases.write_case(root, "plain", "full", main_api=main_api)
+        lore = json.loads((user / "worlds" / "Lore.json").read_text(encoding="utf-8"))
+        lore["entries"]["20"] = entry(20, ["Turn 10"], "Lore: the map is old.", order=5, position=1)
+        (user / "worlds" / "Lore.json").write_text(json.dumps(lore), encoding="utf-8")
+        return user
+
+    found = {}
+    for api in (None, "openai"):
+        store = open_store(f"sqlite:///{tmp_path / f'{api}.db'}", seed=False)
+        report = store.import_st_folder(read_st_folder(folder(tmp_path / f"st-{api}", api)))
+        pv = preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+        (rec,) = [r for r in pv.lorebook_trace if str(r.uid) == "20" and r.activated]
+        found[api] = rec.detail.get("message_index")
+    assert found == {None: 11, "openai": 11}
