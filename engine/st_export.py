@@ -331,6 +331,7 @@ def settings_document(setup: SillyTavernSetup, settings: Any, personas: dict[str
             "prefer_character_prompt": setup.prefer_character_prompt,
             "prefer_character_jailbreak": setup.prefer_character_jailbreak,
             "collapse_newlines": setup.collapse_newlines,
+            "user_prompt_bias": setup.start_reply_with,
         },
         "extension_settings": {"note": {"allowWIScan": setup.author_note.allow_wi_scan}},
         "oai_settings": _oai_settings(setup, settings, limit),
@@ -367,7 +368,7 @@ def text_completion_settings(tc: TextCompletionSetup, max_context: int, amount_g
         "token_padding": tc.token_padding, "custom_stopping_strings": tc.custom_stopping_strings,
         "custom_stopping_strings_macro": tc.custom_stopping_strings_macro,
         "always_force_name2": tc.always_force_name2, "trim_sentences": tc.trim_sentences,
-        "single_line": tc.single_line, "user_prompt_bias": tc.user_prompt_bias,
+        "single_line": tc.single_line,
     }
     textgen: dict[str, Any] = {"type": tc.textgen_type, "server_urls": {tc.textgen_type: tc.server_url}}
     if tc.model and tc.textgen_type in TEXTGEN_MODEL_KEYS:

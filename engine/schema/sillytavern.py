@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: SillyTavern ``extension_prompt_types`` (``script.js``): where an extension prompt goes.
 EXTENSION_PROMPT_NONE, EXTENSION_PROMPT_IN_PROMPT, EXTENSION_PROMPT_IN_CHAT, EXTENSION_PROMPT_BEFORE_PROMPT = -1, 0, 1, 2
@@ -266,10 +266,12 @@ class TextCompletionSetup(BaseModel):
     custom_stopping_strings, custom_stopping_strings_macro:
         ``power_user.custom_stopping_strings`` (a JSON array as text, as SillyTavern keeps it)
         and whether macros are expanded in them.
-    always_force_name2, trim_sentences, single_line, user_prompt_bias:
+    always_force_name2, trim_sentences, single_line:
         ``power_user`` switches: end a plain prompt with ``{{char}}:``; trim the reply to whole
-        sentences; stop at the first newline (adds ``"\n"`` as a stop string); the "Start
-        Reply With" text.
+        sentences; stop at the first newline (adds ``"\n"`` as a stop string). The "Start Reply
+        With" text (``power_user.user_prompt_bias``) is :attr:`SillyTavernSetup.start_reply_with`,
+        read by both paths; a setup stored with the older ``user_prompt_bias`` key here is read
+        into it (:meth:`SillyTavernSetup._start_reply_with_moved`).
     horde_auto_adjust_context:
         ``horde_settings.auto_adjust_context_length`` (Kobold Horde: SillyTavern shrinks the window
         to the chosen workers' limit, which is not known offline).
@@ -296,7 +298,6 @@ class TextCompletionSetup(BaseModel):
     always_force_name2: bool = False
     trim_sentences: bool = False
     single_line: bool = False
-    user_prompt_bias: str = ""
     horde_auto_adjust_context: bool = False
     instruct_presets: list[InstructTemplate] = Field(default_factory=list)
     context_presets: list[ContextTemplate] = Field(default_factory=list)
@@ -396,6 +397,26 @@ class SillyTavernSetup(BaseModel):
     global_variables:
         ``extension_settings.variables.global`` (``{{getglobalvar::…}}``).
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _start_reply_with_moved(cls, data: Any) -> Any:
+        """Read a setup stored before the two paths shared Start Reply With.
+
+        Such a setup holds it as ``text_completion.user_prompt_bias``; it becomes
+        ``start_reply_with`` (when that is empty) and the old key is dropped.
+        """
+        if not isinstance(data, dict):
+            return data
+        tc = data.get("text_completion")
+        if not isinstance(tc, dict) or "user_prompt_bias" not in tc:
+            return data
+        tc = dict(tc)
+        old = tc.pop("user_prompt_bias")
+        data = {**data, "text_completion": tc}
+        if isinstance(old, str) and old and not data.get("start_reply_with"):
+            data["start_reply_with"] = old
+        return data
 
     model_config = ConfigDict(extra="forbid")
 
