@@ -131,6 +131,8 @@ class PromptSetupPanel(QScrollArea):
         self.text_completion = TextCompletionSetupBox()
         self.text_completion.edited.connect(
             lambda tc, label: self._emit_st(label, text_completion=tc))
+        self.text_completion.start_reply_with_edited.connect(
+            lambda text: self._emit_st("Edit Start Reply With", start_reply_with=text))
         lay.addWidget(self.text_completion)
         lay.addWidget(self._build_prompts())
         lay.addWidget(self._build_note())
@@ -380,7 +382,8 @@ class PromptSetupPanel(QScrollArea):
         self.persona_depth.setEnabled(st is not None)
         self.persona_role.setEnabled(st is not None)
         self.st_button.setVisible(enabled and st is None)
-        self.text_completion.set_setup(st.text_completion if st is not None else None, enabled=st is not None)
+        self.text_completion.set_setup(st.text_completion if st is not None else None, enabled=st is not None,
+                                       start_reply_with=st.start_reply_with if st is not None else "")
         if state is None:
             self.heading.setText("No chat open.")
             self.books_table.setRowCount(0)

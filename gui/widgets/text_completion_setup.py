@@ -105,12 +105,15 @@ class TextCompletionSetupBox(QGroupBox):
     """The chat's Text Completion setup. Signal ``edited(object TextCompletionSetup | None, str label)``."""
 
     edited = Signal(object, str)
+    #: "Start Reply With" edited (``SillyTavernSetup.start_reply_with``: both paths read it).
+    start_reply_with_edited = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Advanced Formatting (Text Completion)", parent)
         self.setObjectName("textCompletionSetup")
         self.setup: TextCompletionSetup | None = None
         self._loading = False
+        self._start_reply_with = ""
         lay = QVBoxLayout(self)
         form = QFormLayout()
         self.api = QComboBox()
@@ -240,11 +243,15 @@ class TextCompletionSetupBox(QGroupBox):
         return group
 
     # ------------------------------------------------------------------ state
-    def set_setup(self, setup: TextCompletionSetup | None, *, enabled: bool = True) -> None:
-        """Show ``setup`` (``None``: the chat is Chat Completion). ``enabled`` off: no SillyTavern chat."""
+    def set_setup(self, setup: TextCompletionSetup | None, *, enabled: bool = True, start_reply_with: str = "") -> None:
+        """Show ``setup`` (``None``: the chat is Chat Completion). ``enabled`` off: no SillyTavern chat.
+
+        ``start_reply_with``: the chat's Start Reply With (``SillyTavernSetup.start_reply_with``).
+        """
         self._loading = True
         try:
             self.setup = setup
+            self._start_reply_with = start_reply_with
             self.setEnabled(enabled)
             _select(self.api, "text_completion" if setup is not None else "chat_completion")
             self.body.setVisible(setup is not None)
@@ -278,7 +285,7 @@ class TextCompletionSetupBox(QGroupBox):
         _select(self.tokenizer, tc.tokenizer)
         self.token_padding.setValue(tc.token_padding)
         self.stopping_strings.setText(tc.custom_stopping_strings)
-        self.prompt_bias.setText(tc.user_prompt_bias)
+        self.prompt_bias.setText(self._start_reply_with)
         self.backend.setText(f"{tc.main_api} · {tc.textgen_type}" + (f" · {tc.server_url}" if tc.server_url else "")
                              + (f" · model {tc.model}" if tc.model else ""))
 
@@ -363,5 +370,8 @@ class TextCompletionSetupBox(QGroupBox):
             self._emit(self.setup.model_copy(update={
                 "max_context": self.max_context.value(), "amount_gen": self.amount_gen.value(),
                 "tokenizer": int(self.tokenizer.currentData()), "token_padding": self.token_padding.value(),
-                "custom_stopping_strings": self.stopping_strings.text(), "user_prompt_bias": self.prompt_bias.text()}),
+                "custom_stopping_strings": self.stopping_strings.text()}),
                 "Edit context size and tokenizer")
+            if self.prompt_bias.text() != self._start_reply_with:
+                self._start_reply_with = self.prompt_bias.text()
+                self.start_reply_with_edited.emit(self._start_reply_with)

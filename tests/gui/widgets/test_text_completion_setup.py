@@ -125,6 +125,14 @@ def test_box_emits_one_intent_per_edit(box) -> None:
     box.tokenizer.setCurrentIndex(box.tokenizer.findData(12))
     box.apply_generation()
     assert (seen[-1][0].amount_gen, seen[-1][0].tokenizer) == (512, 12)
+    # Start Reply With belongs to the chat's SillyTavern setup (both paths read it): its own intent
+    replies: list[str] = []
+    box.start_reply_with_edited.connect(replies.append)
+    box.apply_generation()
+    assert replies == []  # unchanged: nothing said
+    box.prompt_bias.setText("{{char}} smiles:")
+    box.apply_generation()
+    assert replies == ["{{char}} smiles:"]
     box.set_api("chat_completion")
     assert seen[-1] == (None, "Send as Chat Completion")
     n = len(seen)
