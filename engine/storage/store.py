@@ -33,7 +33,7 @@ from ..schema import (
     PreviewRequest,
 )
 from ..schema.audit import PromptContextAudit
-from ..schema.sillytavern import SillyTavernSetup
+from ..schema.sillytavern import GroupSetup, SillyTavernSetup
 from . import _orm as orm
 from .database import WRITE_OPTION, describe_failure
 from .models import (
@@ -588,6 +588,8 @@ class Store:
                 for book_id in stored.lorebook_ids:
                     books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
                 setup = stored.setup.model_copy(update={"lorebook_scopes": list(stored.lorebook_scopes)})
+                if setup.group is not None:  # issue 27 item 7: every member's card, for the speaker's prompt
+                    setup = setup.model_copy(update={"group": self._group_cards(session, setup.group)})
                 return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
                                       lorebooks=books, settings=stored.settings, sillytavern=setup)
             if character is not None and character.character_book is not None:
@@ -599,6 +601,17 @@ class Store:
                 books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
             return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
                                   lorebooks=books, settings=stored.settings)
+
+    def _group_cards(self, session: Session, group: GroupSetup) -> GroupSetup:
+        """``group`` with each member's card from the library (found by its import key; ``None`` when gone)."""
+        members = []
+        for m in group.members:
+            card = None
+            src = session.get(orm.ImportSourceRow, ("character", m.key)) if m.key else None
+            if src is not None and session.get(orm.CharacterRow, src.object_id) is not None:
+                card, _ = self._load_character(session, src.object_id)
+            members.append(m.model_copy(update={"character": card}))
+        return group.model_copy(update={"members": members})
 
     def add_chat(
         self,
