@@ -44,8 +44,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from ..errors import LoomscopeError, NotFoundError, SettingsError
 from ..assembly.st_group import with_speaker
+from ..errors import LoomscopeError, NotFoundError, SettingsError
 from ..schema import ContextPreview, ContextSettings, PreviewRequest
 from ..schema.audit import PromptContextAudit
 from ..storage import ChatSummary, Store

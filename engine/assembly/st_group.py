@@ -180,16 +180,17 @@ def with_speaker(request: PreviewRequest, speaker: str | None, *, where: str = "
     """
     if speaker is None:
         return request
-    at = {"place": where} if where.startswith("$") else {"file": where}
+    place, file = (where, None) if where.startswith("$") else (None, where)
     setup = request.sillytavern
     if setup is None or setup.group is None:
         raise SettingsError("INVALID_SETTINGS", "a speaker is only for a group chat (imported from a SillyTavern "
-                            "folder's groups/); this chat has one character", **at)
+                            "folder's groups/); this chat has one character",
+                            file=file, place=place)
     group = setup.group.model_copy(update={"speaker": speaker})
     try:
         _chosen(group, speaker)
     except SettingsError as exc:
-        raise SettingsError(exc.code, exc.message, **at) from None
+        raise SettingsError(exc.code, exc.message, file=file, place=place) from None
     return request.model_copy(update={"sillytavern": setup.model_copy(update={"group": group})})
 
 

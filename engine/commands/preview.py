@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..assembly.textcompletion import text_completion_title
 from ..assembly.st_group import with_speaker
+from ..assembly.textcompletion import text_completion_title
 from ..errors import SettingsError
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 from ..schema.preview import PreviewBlock
