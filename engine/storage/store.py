@@ -253,6 +253,12 @@ class _SameFile:
         return ImportRef(kind=kind, id=obj_id, name=name, status=status)  # type: ignore[arg-type]
 
 
+#: What a stored SillyTavern setup never holds: request-only fields (lorebook scopes live on the
+#: links; a group's speaker and its members' cards are filled per preview).
+_SETUP_NOT_STORED: dict[str, Any] = {"lorebook_scopes": True,
+                                     "group": {"speaker": True, "members": {"__all__": {"character"}}}}
+
+
 class Store:
     """The library. Build it with :func:`engine.storage.open_store` (which migrates and seeds).
 
@@ -446,7 +452,7 @@ class Store:
             branch_point=branch_point,
             settings=(settings or ContextSettings()).model_dump(mode="json"),
             data=chat.model_dump(mode="json", exclude={"messages", "title"}),
-            setup=setup.model_dump(mode="json", exclude={"lorebook_scopes"}) if setup is not None else None,
+            setup=setup.model_dump(mode="json", exclude=_SETUP_NOT_STORED) if setup is not None else None,
             created_at=now,
             updated_at=now,
         ))
@@ -714,7 +720,7 @@ class Store:
         """
         with self._unit() as session:
             row = self._chat_row(session, chat_id)
-            row.setup = setup.model_dump(mode="json", exclude={"lorebook_scopes"}) if setup is not None else None
+            row.setup = setup.model_dump(mode="json", exclude=_SETUP_NOT_STORED) if setup is not None else None
             self._touch(row)
 
     def set_chat_lorebook_links(self, chat_id: str, links: Sequence[LorebookLink | tuple[str, str]]) -> None:
@@ -1554,7 +1560,7 @@ class Store:
             row.title, row.character_id, row.persona_id = item.name, character_id, persona_id
             row.settings = item.settings.model_dump(mode="json")
             row.data = chat.model_dump(mode="json", exclude={"messages", "title"})
-            row.setup = item.setup.model_dump(mode="json", exclude={"lorebook_scopes"})
+            row.setup = item.setup.model_dump(mode="json", exclude=_SETUP_NOT_STORED)
             session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == obj_id))
             session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.chat_id == obj_id))
             session.flush()
