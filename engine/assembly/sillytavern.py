@@ -1385,4 +1385,5 @@ SillyTavernAssembler = _Assembler
 ext_prompt = _ext_prompt
 
 __all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "SillyTavernAssembler", "ext_prompt",
+           "group_diagnostic",
            "prepare_sillytavern"]

@@ -53,7 +53,8 @@ from ..schema.sillytavern import (
 )
 from ..tokenizers import TokenizerProfile
 from . import instruct as ins
-from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler
+from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, group_diagnostic
+from .st_group import speaker_request
 from .story_string import StoryStringError, render_handlebars
 from .tc_tokenizer import profile_of, text_tokenizer_for
 
@@ -215,7 +216,7 @@ class _TextAssembler(SillyTavernAssembler):
         raw_examples = list(examples)
         if self.is_instruct:
             examples = ins.format_examples(self.tc.instruct, self.tc.context, examples, self.name1, self.name2,
-                                           self.s, self.individual)
+                                           self.s, self.individual, in_group=self.group is not None)
         self.wi_injections(ext, wi, should_add)
         items, injected = self.chat_items(core, first_sub, ext)
         items = self.jailbreak(items, fields)
@@ -373,7 +374,7 @@ class _TextAssembler(SillyTavernAssembler):
         name = item.name if item.is_user else (item.name or self.name2)
         if self.is_instruct:
             return ins.format_chat(self.tc.instruct, name or "", item.mes, item.is_user, item.narrator,
-                                   item.force_avatar, self.name1, force, self.s)
+                                   item.force_avatar, self.name1, force, self.s, in_group=self.group is not None)
         return f"{name}: {item.mes}\n" if item.name and not item.narrator else f"{item.mes}\n"
 
 
@@ -553,7 +554,7 @@ def _fill(asm: _TextAssembler, built: _Built) -> _Fill:
 def _last_line(asm: _TextAssembler, text: str, bias: str, force_name2: bool) -> str:
     """``modifyLastPromptLine`` (a normal generation: no quiet prompt, impersonation or continue)."""
     if asm.is_instruct:
-        text += ins.format_prompt(asm.tc.instruct, asm.name2, False, bias, asm.s)
+        text += ins.format_prompt(asm.tc.instruct, asm.name2, False, bias, asm.s, in_group=asm.group is not None)
     if not asm.is_instruct and force_name2:
         if not text.endswith("\n"):
             text += "\n"
@@ -615,6 +616,9 @@ def stopping_strings(asm: _TextAssembler) -> list[str]:
     result: list[str] = []
     if tc.context.names_as_stop_strings:
         result += [f"\n{asm.name1}:", f"\n{asm.name1}:"]
+        if asm.group is not None and asm.name2:  # the other members' names (every member with a card)
+            result += [f"\n{m.name}:" for m in asm.group.members if m.character is not None and m.name
+                       and m.name != asm.name2]
     result += ins.stopping_sequences(tc.instruct, tc.context, asm.name1, asm.name2, asm.s, tc.instruct.enabled)
     result += _custom_stopping_strings(asm)
     if tc.single_line:
@@ -696,6 +700,7 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     """
     from ..pipeline import PreparedPrompt
 
+    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker (issue 27)
     setup = request.sillytavern
     assert setup is not None and setup.text_completion is not None
     tc, settings = setup.text_completion, request.settings
@@ -707,6 +712,10 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     tok = text_tokenizer_for(tc, settings.model_copy(update={"context_limit": limit}), registries)
     profile = profile_of(tok)
     asm = _TextAssembler(request, setup, tc, tok, profile, budget)
+    if speaker is not None:
+        asm.diagnostics.append(group_diagnostic(setup, speaker.why))
+        if speaker.warning:
+            asm.warnings.append(speaker.warning)
     if tc.main_api == "koboldhorde" and tc.horde_auto_adjust_context:
         asm.diagnostics.append("Kobold Horde with 'adjust context to workers': SillyTavern shrinks the window to "
                                "the chosen workers' limit, unknown offline; the preview uses max_context")
