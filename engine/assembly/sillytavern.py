@@ -31,7 +31,8 @@ r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a Sil
 
 Documented difference: where SillyTavern sends a partial prompt after a required prompt
 overflows the budget (its ``TokenBudgetExceededError`` is only logged), Loomscope reports
-``TOKEN_BUDGET_EXCEEDED`` and sends nothing. Not modelled: group chats, extension regex
+``TOKEN_BUDGET_EXCEEDED`` and sends nothing. A group chat (``setup.group``) is assembled for
+its next speaker (:mod:`engine.assembly.st_group`). Not modelled: extension regex
 scripts, Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
 generation types, random probability rolls (World Info probability uses the seeded roll of
 :mod:`engine.lorebook`).

@@ -27,7 +27,7 @@ For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai
 
 Every part of the string is one preview block with its reason and ``span``; message blocks that
 were cut are listed excluded with ``HISTORY_OLDEST_FIRST`` (``span`` ``None``). Not modelled (as in
-the Chat Completion path): group chats, regex scripts, ``continue`` / ``impersonate`` / quiet
+the Chat Completion path): regex scripts, ``continue`` / ``impersonate`` / quiet
 generations, CFG, NovelAI's preamble, Horde's worker-adjusted context.
 """
 
