@@ -75,7 +75,7 @@ from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros, macro_function
 from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
 from .st_bias import bias_strings
-from .st_group import group_depth_prompts, group_names, joined_cards, speaker_request
+from .st_group import group_depth_prompts, group_names, joined_cards, original_book_indexes, speaker_request
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -1206,6 +1206,7 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
         if speaker.warning:
             warnings.append(speaker.warning)
     sent, overflow, details = asm.run()
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
     warnings.extend(asm.warnings)
     if setup.squash_system_messages:
         sent = _squash(asm, sent)

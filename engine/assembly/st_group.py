@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import SettingsError
 from ..schema import Character, ChatMessage
 from ..schema.request import PreviewRequest
 from ..schema.sillytavern import GroupMember, GroupSetup
+from ..schema.trace import TraceRecord
 
 #: ``group_activation_strategy`` (SillyTavern 1.12.6 has these two only).
 NATURAL, LIST = 0, 1
@@ -50,11 +51,16 @@ def extract_all_words(value: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Speaker:
-    """The member a group chat's preview is for, and how it was chosen (one sentence)."""
+    """The member a group chat's preview is for, and how it was chosen (one sentence).
+
+    ``books``: after :func:`speaker_request`, the indexes (into the original ``request.lorebooks``)
+    of the books the speaker's request keeps, in order (:func:`original_book_indexes`).
+    """
 
     member: GroupMember
     why: str
     warning: str | None = None
+    books: tuple[int, ...] = ()
 
 
 def _present(group: GroupSetup) -> list[GroupMember]:
@@ -166,7 +172,20 @@ def speaker_request(request: PreviewRequest) -> tuple[PreviewRequest, Speaker | 
     })
     out = request.model_copy(update={"character": m.character, "sillytavern": new_setup,
                                      "lorebooks": [request.lorebooks[i] for i in keep]})
-    return out, sp
+    return out, replace(sp, books=tuple(keep))
+
+
+def original_book_indexes(trace: list[TraceRecord], speaker: Speaker | None) -> list[TraceRecord]:
+    """``trace`` with each ``book_index`` pointing into the group chat's own ``request.lorebooks`` again.
+
+    The speaker's request leaves the other members' character worlds out (:func:`speaker_request`);
+    the preview's trace must index the books the caller gave.
+    """
+    if speaker is None:
+        return trace
+    kept = speaker.books
+    return [r.model_copy(update={"book_index": kept[r.book_index]})
+            if 0 <= r.book_index < len(kept) and kept[r.book_index] != r.book_index else r for r in trace]
 
 
 def with_speaker(request: PreviewRequest, speaker: str | None, *, where: str = "speaker") -> PreviewRequest:
@@ -281,4 +300,4 @@ def group_depth_prompts(group: GroupSetup, speaker: str,
 
 
 __all__ = ["APPEND", "APPEND_DISABLED", "LIST", "NATURAL", "SWAP", "Speaker", "extract_all_words", "group_depth_prompts",
-           "group_names", "joined_cards", "next_speaker", "speaker_request", "with_speaker"]
+           "group_names", "joined_cards", "next_speaker", "original_book_indexes", "speaker_request", "with_speaker"]

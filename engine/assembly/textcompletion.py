@@ -54,7 +54,7 @@ from ..schema.sillytavern import (
 from ..tokenizers import TokenizerProfile
 from . import instruct as ins
 from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, group_diagnostic
-from .st_group import speaker_request
+from .st_group import original_book_indexes, speaker_request
 from .story_string import StoryStringError, render_handlebars
 from .tc_tokenizer import profile_of, text_tokenizer_for
 
@@ -723,6 +723,7 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
         asm.diagnostics.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
                                "modelled; the prompt is SillyTavern's without them")
     built = asm.build()
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
     fill = _fill(asm, built)
     if built.items and not any(p.kind == BlockKind.MESSAGE for p in fill.sent):
         asm.warnings.append(f"no chat message fits: the story string and the injections alone fill the budget "

@@ -18,13 +18,14 @@ from engine.pipeline import preview
 from engine.schema import PreviewRequest
 from engine.storage import open_store
 from tests.engine.assembly.st_group_cases import CASES
+from tests.engine.importers.st_fixture import entry
 from tests.engine.importers.st_group_fixture import GROUP_CHAT, build_group_user
 
 
-def group_request(tmp_path: Path, group: dict[str, Any] | None = None,
-                  chat: list[dict[str, Any]] | None = None) -> tuple[PreviewRequest, list[tuple[str, str]]]:
+def group_request(tmp_path: Path, group: dict[str, Any] | None = None, chat: list[dict[str, Any]] | None = None,
+                  **kw: Any) -> tuple[PreviewRequest, list[tuple[str, str]]]:
     """Import the fixture group folder into a new library; the group chat's request and the import warnings."""
-    user = build_group_user(tmp_path, group=group, chat=chat)
+    user = build_group_user(tmp_path, group=group, chat=chat, **kw)
     warnings: list[tuple[str, str]] = []
     plan = read_st_folder(user, on_warning=lambda f, m: warnings.append((f, m)))
     with open_store(f"sqlite:///{tmp_path / 'lib.db'}") as store:
@@ -88,6 +89,19 @@ def test_only_the_speakers_character_lore_is_scanned(tmp_path: Path) -> None:
     assert all(r.book != "HeroLore" for r in mira.lorebook_trace)
 
 
+def test_trace_indexes_the_chats_own_books(tmp_path: Path) -> None:
+    """The speaker's request leaves Kael's world out; the trace still indexes request.lorebooks."""
+    request, _ = group_request(tmp_path, mira_world={"0": entry(0, ["chart"], "MiraLore: the chart is forged.")})
+    names = [b.name for b in request.lorebooks]
+    assert names.index("HeroLore") < names.index("MiraLore")
+    pv = preview(with_speaker(request, "Mira"))
+    recs = [r for r in pv.lorebook_trace if r.book == "MiraLore"]
+    assert recs and all(r.book_index == names.index("MiraLore") for r in recs)
+    assert any(r.activated for r in recs)
+    assert any(m["content"] == "[World: MiraLore: the chart is forged.]" for m in pv.messages)
+    assert all(r.book != "HeroLore" for r in pv.lorebook_trace)
+
+
 def test_missing_member_card_is_a_warning_and_the_others_are_kept(tmp_path: Path) -> None:
     """A member whose card is gone: SillyTavern skips it (characters.find fails); the import names it."""
     request, warnings = group_request(tmp_path, {"members": ["ghost.png", "hero.png", "mira.png"]})
@@ -131,3 +145,21 @@ def test_group_chat_no_group_lists_is_skipped(tmp_path: Path) -> None:
     assert [m.avatar for m in chat.setup.group.members] == ["hero.png", "mira.png"]
     assert chat.setup.group.members[0].worlds == ["HeroLore"]
     assert ("worlds/HeroLore.json", "character") in chat.lorebook_links
+
+
+def test_a_strategy_sillytavern_1_12_6_does_not_know_warns(tmp_path: Path) -> None:
+    """group-chats.js 1.12.6 has NATURAL and LIST only: any other strategy activates nobody."""
+    request, _ = group_request(tmp_path, {"activation_strategy": 2})
+    pv = preview(request)
+    assert "the next speaker, Kael (first enabled member in list order)" in pv.diagnostics[0]
+    assert any("activation strategy 2 is not one SillyTavern 1.12.6 knows" in w for w in pv.warnings)
+
+
+def test_self_responses_let_the_last_speaker_be_mentioned(tmp_path: Path) -> None:
+    """activateNaturalOrder: the last speaker is banned unless allow_self_responses."""
+    chat = [*GROUP_CHAT, {"name": "Kael", "is_user": False, "is_system": False, "send_date": "x",
+                          "mes": "Kael will go first; Mira follows.", "extra": {}}]
+    banned, _ = group_request(tmp_path / "a", chat=chat)
+    allowed, _ = group_request(tmp_path / "b", {"allow_self_responses": True}, chat=chat)
+    assert "the next speaker, Mira (natural order" in preview(banned).diagnostics[0]
+    assert "the next speaker, Kael (natural order" in preview(allowed).diagnostics[0]

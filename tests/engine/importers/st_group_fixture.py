@@ -52,11 +52,18 @@ GROUP_CHAT: list[dict[str, Any]] = [
 
 
 def build_group_user(root: Path, *, group: dict[str, Any] | None = None,
-                     chat: list[dict[str, Any]] | None = None) -> Path:
-    """The fixture user folder with the group; ``group`` holds keys replacing :data:`GROUP`'s."""
+                     chat: list[dict[str, Any]] | None = None, mira_world: dict[str, Any] | None = None) -> Path:
+    """The fixture user folder with the group; ``group`` holds keys replacing :data:`GROUP`'s.
+
+    ``mira_world``: a world ``MiraLore`` with these entries, linked as Mira's character world.
+    """
     user = build_st_user(root)
     (user / "group chats" / "1700000000000.jsonl").unlink()
-    (user / "characters" / "mira.png").write_bytes(card_png(MIRA))
+    mira = copy.deepcopy(MIRA)
+    if mira_world is not None:
+        mira["data"]["extensions"]["world"] = "MiraLore"
+        (user / "worlds" / "MiraLore.json").write_text(json.dumps({"entries": mira_world}), encoding="utf-8")
+    (user / "characters" / "mira.png").write_bytes(card_png(mira))
     g = {**GROUP, **(group or {})}
     (user / "groups" / f"{GROUP_ID}.json").write_text(json.dumps(g, indent=4), encoding="utf-8")
     (user / "group chats" / f"{CHAT_ID}.jsonl").write_text(
