@@ -1,14 +1,13 @@
 """Expected next-speaker prompts of the group chat fixture (tests/engine/importers/st_group_fixture.py).
 
-Derived from SillyTavern 1.12.6 (run under Node outside the repository, functions loaded verbatim from
-``public/scripts/group-chats.js``, ``openai.js``, ``utils.js`` and ``script.js``): the speaker
-(``activateNaturalOrder`` / ``activateListOrder``), the joined card fields (``getGroupCharacterCards``),
-the members' Character's Notes (``getGroupDepthPrompts``), the chat history with names
-(``setOpenAIMessages``), the example messages with names (``setOpenAIMessageExamples`` /
-``parseExampleIntoIndividual``), ``{{group}}`` in ``new_group_chat_prompt`` and ``{{char}}`` in the group
-nudge (``substituteParams``); placed as ``populateChatHistory`` places them (the new group chat prompt
-first in the history, the nudge last). The rest of each prompt is the 1-on-1 Chat Completion assembly
-(tests/engine/assembly/test_sillytavern*.py).
+``messages``: the Chat Completion request SillyTavern 1.12.6 builds, from its own ``Generate`` (dry run,
+``main_api`` openai → ``prepareOpenAIMessages`` → ``populateChatCompletion`` / ``populateChatHistory``,
+``PromptManager``, ``ChatCompletion``), with the group selected and the speaker as ``this_chid`` as
+``generateGroupWrapper`` sets it (``group-chats.js`` ``getGroupCharacterCards`` / ``getGroupDepthPrompts``
+loaded verbatim), run under Node outside the repository. World Info was given as its activated entries
+(Kael's ``HeroLore`` "sword" entry when Kael speaks, none for Mira: ``getCharacterLore`` reads the
+speaker's worlds only). ``st_speaker``: the first member ``activateNaturalOrder`` / ``activateListOrder``
+returns for the chat (talkativeness rolls never succeeding).
 """
 
 from __future__ import annotations
