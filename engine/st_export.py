@@ -196,6 +196,9 @@ def _chat(p: _Planner, stored: Any) -> None:
     from .importers import export_chat_jsonl
 
     setup = stored.setup
+    if setup is not None and setup.group is not None:  # issue 27 item 7: groups/ are not written
+        p.warn(stored.id, f"a group chat ({setup.group.name!r}): exported as a 1-on-1 chat of its first member; "
+                          "the group file (groups/) is not written")
     if setup is None:
         p.warn(stored.id, "made in Loomscope: SillyTavern's rules (Prompt Manager, default setup) assemble it "
                           "once imported from the exported folder")

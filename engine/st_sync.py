@@ -6,8 +6,8 @@ modification time and SHA-256 of the content) and the objects they became
 (:meth:`engine.storage.Store.get_folder_sync_state`). Importing the folder again:
 
 1. lists the files SillyTavern's folder holds for Loomscope (``settings.json``,
-   ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``) and hashes those whose size or
-   time changed (a file touched but not changed is not a change);
+   ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``, ``groups/*.json``,
+   ``group chats/*.jsonl``) and hashes those whose size or time changed (a file touched but not changed is not a change);
 2. when nothing changed and every object is still in the library, answers at once: everything
    ``unchanged`` (an unchanged 1,000-chat folder: well under 2 s);
 3. otherwise reads the folder (:func:`engine.importers.st_folder.read_st_folder`) and stores it
@@ -34,7 +34,8 @@ from .storage import FolderImportReport
 #: ``on_conflict`` values (``loomscope import DIR --on-conflict``).
 CONFLICT_CHOICES = ("ask", "keep-local", "use-folder")
 #: Folders of a user folder whose files become library objects, and the suffix of those files.
-SCANNED: tuple[tuple[str, str, int], ...] = (("characters", ".png", 0), ("worlds", ".json", 0), ("chats", ".jsonl", 1))
+SCANNED: tuple[tuple[str, str, int], ...] = (("characters", ".png", 0), ("worlds", ".json", 0), ("chats", ".jsonl", 1),
+                                             ("groups", ".json", 0), ("group chats", ".jsonl", 0))
 
 
 def _stat_files(folder: Path) -> dict[str, tuple[int, int]]:
@@ -213,6 +214,8 @@ def _partial(store: Any, folder: Path, state: dict[str, Any] | None, changed: li
     for c in changed:
         rel = c.lstrip("+-")
         if rel == "settings.json" or rel.startswith("characters/") or (rel.startswith("worlds/") and c[0] in "+-"):
+            return None, []
+        if rel.startswith(("groups/", "group chats/")):  # a group's chats depend on every member: read it all
             return None, []
         if rel.startswith("chats/"):
             if c[0] == "-":

@@ -65,6 +65,7 @@ from .widgets.library_panel import LibraryPanel
 from .widgets.lorebook import LorebookTab
 from .widgets.prompt_text_view import PromptTextView
 from .widgets.settings_panel import SettingsPanel
+from .widgets.speaker_picker import SpeakerPicker
 from .widgets.tokens_chart import TokensChart
 from .window_generation import GenerationMixin
 from .window_library import LibraryActionsMixin
@@ -199,7 +200,9 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.approx_badge.setStyleSheet("QLabel#headerApproxBadge { background: #fff3cd; color: #7a5a00; "
                                         "border: 1px solid #e0c060; border-radius: 3px; padding: 1px 5px; }")
         self.approx_badge.hide()
+        self.speaker_picker = SpeakerPicker(self)  # a group chat's next speaker (issue 27 item 7)
         head.addWidget(self.title_label, 1)
+        head.addWidget(self.speaker_picker)
         head.addWidget(self.approx_badge)
         cl.addLayout(head)
         cl.addWidget(self.status_label)
@@ -256,6 +259,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         doc.messages_changed.connect(self._on_document_messages_changed)
         doc.message_changed.connect(self._on_document_message_changed)
         doc.chat_loaded.connect(self._on_document_chat_loaded)
+        doc.setup_changed.connect(lambda: self.speaker_picker.set_group(doc.group(), doc.group_speaker))
+        self.speaker_picker.speaker_chosen.connect(doc.set_group_speaker)
         # a chat just opened has nothing to wait for: its preview starts at once (the edits'
         # debounce that request_changed asks for joins it)
         doc.chat_loaded.connect(lambda _c: ctx.preview.schedule(immediate=True))

@@ -3,7 +3,7 @@
 Each function takes the live :class:`~engine.schema.sillytavern.InstructTemplate` (and, where
 SillyTavern reads it, the :class:`~engine.schema.sillytavern.ContextTemplate`) plus ``sub``,
 SillyTavern's ``substituteParams`` for the chat being assembled (``sub(text)``; the names are
-bound by the caller). ``in_group`` is always ``False`` here (group chats are not imported).
+bound by the caller). ``in_group``: the chat is a group chat (issue 27 item 7).
 
 1.12.6 has no ``formatInstructModeStoryString`` (the story string is not wrapped in the system
 sequence in this version); the system prompt is wrapped by :func:`format_system_prompt`.

@@ -31,7 +31,8 @@ r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a Sil
 
 Documented difference: where SillyTavern sends a partial prompt after a required prompt
 overflows the budget (its ``TokenBudgetExceededError`` is only logged), Loomscope reports
-``TOKEN_BUDGET_EXCEEDED`` and sends nothing. Not modelled: group chats, file attachments
+``TOKEN_BUDGET_EXCEEDED`` and sends nothing. A group chat (``setup.group``) is assembled for
+its next speaker (:mod:`engine.assembly.st_group`). Not modelled: file attachments
 (``appendFileContent``), Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
 generation types, random probability rolls (World Info probability uses the seeded roll of
 :mod:`engine.lorebook`).
@@ -74,6 +75,7 @@ from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros, macro_function
 from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
 from .st_bias import BiasStrings, bias_strings
+from .st_group import group_depth_prompts, group_names, joined_cards, original_book_indexes, speaker_request
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -243,6 +245,8 @@ class _Assembler:
         self.regex_changes: dict[str, list[dict[str, str]]] = {}  # block source -> scripts that changed it
         self.regex = self.regex_runner()
         self.lorebook_trace: list[TraceRecord] = []
+        self.group = setup.group  # a group chat (issue 27 item 7): the request is for its next speaker
+        self.group_nudge: dict[str, Any] | None = None  # the prepared groupNudge prompt (complete())
 
     # ------------------------------------------------------------------ helpers
     def count(self, role: str, content: Any, name: str | None = None) -> int:
@@ -319,6 +323,14 @@ class _Assembler:
         if self.setup.collapse_newlines:
             out = re.sub(r"\n+", "\n", out)
         return out.replace("\r", "")
+
+    def replace_as(self, text: str, char: str) -> str:
+        """``baseChatReplace(text, name1, char)``: :meth:`base_replace` with ``{{char}}`` = ``char`` (group members)."""
+        saved, self.name2 = self.name2, char
+        try:
+            return self.base_replace(text, f"{char}'s card")
+        finally:
+            self.name2 = saved
 
     # ------------------------------------------------------------------ the chat as SillyTavern holds it
     def st_chat(self) -> list[tuple[int | None, ChatMessage | None]]:
@@ -521,6 +533,8 @@ class _Assembler:
         self.values = {"persona": fields["persona"], "charifnotgroup": self.name2, "group": self.name2,
                        "model": self.req.settings.model, "maxprompt": str(self.budget)}
         self.values.update(_last_messages(self.req.chat.messages))
+        if self.group is not None:  # substituteParams' getGroupValue
+            self.values["group"] = self.values["charifnotgroup"] = group_names(self.group)
         if card is None:
             return fields
         scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
@@ -535,6 +549,11 @@ class _Assembler:
                                          "card post_history_instructions")
                        if setup.prefer_character_jailbreak else ""),
         )
+        if self.group is not None:  # getCharacterCardFields: the joined cards in join mode
+            joined = joined_cards(self.group, setup.character_avatar, self.replace_as,
+                                  str(meta.get("scenario") or "") if isinstance(meta.get("scenario"), str) else "")
+            if joined is not None:
+                fields.update(joined)
         self.values.update(description=fields["description"], personality=fields["personality"],
                            scenario=fields["scenario"], mesexamples=fields["mesExamples"],
                            charprompt=fields["system"], charjailbreak=fields["jailbreak"],
@@ -544,6 +563,15 @@ class _Assembler:
     def character_note(self, ext: dict[str, dict[str, Any]]) -> None:
         """The Character's Note (``Generate``: ``DEPTH_PROMPT``), an extension prompt at its depth."""
         card = self.card
+        if self.group is not None:  # getGroupDepthPrompts (join modes): every member's note, DEPTH_PROMPT_<i>
+            group_dps = group_depth_prompts(self.group, self.setup.character_avatar, self.replace_as)
+            for k, (text, depth, role) in enumerate(group_dps):
+                role_num = role if isinstance(role, int) and role in _ROLE_NUM else _ROLE_OF_NAME.get(str(role), 0)
+                ext[f"DEPTH_PROMPT_{k}"] = _ext_prompt(
+                    text, 1, depth, self.setup.author_note.allow_wi_scan, role_num,
+                    [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}])
+            if group_dps:
+                return
         if card is None:
             return
         raw = card.extensions.get("depth_prompt")
@@ -730,7 +758,8 @@ class _Assembler:
             narrator = extra.get("type") == "narrator"
             name = m.name or (self.name1 if m.role == "user" else self.name2)
             if setup.names_behavior == NAMES_DEFAULT:
-                if meta_x.get("force_avatar") and name != self.name1 and not narrator:
+                # in a group every name but name1; else a message written under another persona's name
+                if name != self.name1 and (self.group is not None or (meta_x.get("force_avatar") and not narrator)):
                     content = f"{name}: {content}"
             elif setup.names_behavior == NAMES_CONTENT and not narrator:
                 content = f"{name}: {content}"
@@ -769,6 +798,8 @@ class _Assembler:
             def add(name: str, system_name: str, cur: list[str] = cur,
                     result: list[dict[str, Any]] = result) -> None:
                 text = "\n".join(cur).replace(name + ":", "", 1).strip()
+                if self.group is not None:  # parseExampleIntoIndividual(appendNamesForGroup) in a group
+                    text = f"{name}: {text}"
                 result.append({"role": "system", "content": text, "name": system_name})
                 cur.clear()
 
@@ -814,6 +845,8 @@ class _Assembler:
             else:
                 prompts.append(new)
         self.card_overrides(prompts, fields, index)
+        if self.group is not None and index("groupNudge") != -1:
+            self.group_nudge = prompts[index("groupNudge")]
         cc = _Completion(self.budget)
         try:
             return self.populate(cc, prompts, enabled, index, ext, oai, examples), None, {}
@@ -1026,10 +1059,14 @@ class _Assembler:
             self.diagnostics.append("the Prompt Manager's Chat History is off: no chat message is sent")
             return
         cc.add(_Coll("chatHistory"), at)
-        new_chat = _Msg("system", self.sub(setup.new_chat_prompt, "new chat prompt"), "newMainChat",
+        new_text = setup.new_group_chat_prompt if self.group is not None else setup.new_chat_prompt
+        new_chat = _Msg("system", self.sub(new_text, "new chat prompt"), "newMainChat",
                         source="prompt:newMainChat", reason="INSTRUCTION")
         new_chat.tokens = self.count("system", new_chat.content)
         cc.budget -= new_chat.tokens
+        nudge = self.msg(self.group_nudge) if self.group_nudge is not None else None  # populateChatHistory
+        if nudge is not None:
+            cc.budget -= nudge.tokens
         if messages and messages[-1]["role"] == "assistant" and setup.send_if_empty:
             m = _Msg("user", setup.send_if_empty, "emptyUserMessageReplacement",
                      self.count("user", setup.send_if_empty), source="prompt:send_if_empty")
@@ -1063,6 +1100,9 @@ class _Assembler:
                     self.excluded.append(self.history_excluded(cp, "HISTORY_OLDEST_FIRST"))
         cc.budget += new_chat.tokens
         cc.insert(new_chat, "chatHistory", "start")
+        if nudge is not None:
+            cc.budget += nudge.tokens
+            cc.insert(nudge, "chatHistory")
 
     def history_excluded(self, cp: dict[str, Any], reason: str) -> dict[str, Any]:
         content = self.sub(cp["content"], "chat message")
@@ -1221,6 +1261,7 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
     from ..pipeline import PreparedPrompt
     from ..tokenizers import num_tokens_from_messages
 
+    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker
     setup = request.sillytavern
     assert setup is not None
     settings = request.settings
@@ -1229,7 +1270,12 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
     budget = limit - reserve
     asm = _Assembler(request, setup, profile, budget)
     asm.diagnostics.extend(_setup_diagnostics(request, registries))
+    if speaker is not None:
+        asm.diagnostics.insert(0, group_diagnostic(setup, speaker.why))
+        if speaker.warning:
+            warnings.append(speaker.warning)
     sent, overflow, details = asm.run()
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
     warnings.extend(asm.warnings)
     if setup.squash_system_messages:
         sent = _squash(asm, sent)
@@ -1249,6 +1295,15 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
         tools=[], diagnostics=asm.diagnostics,
     )
     return PreparedPrompt(pv, messages, [], profile, error is None, [], asm.timed_effects)
+
+
+def group_diagnostic(setup: SillyTavernSetup, why: str) -> str:
+    """The preview's note on a group chat: whose prompt it shows and why."""
+    group = setup.group
+    assert group is not None
+    missing = [m.avatar for m in group.members if m.character is None]
+    gone = f"; members without a card, left out: {', '.join(missing)}" if missing else ""
+    return f"group chat {group.name!r}: the prompt for the next speaker, {group.speaker} ({why}){gone}"
 
 
 def _profile_and_limits(request: PreviewRequest, registries: Registries,
@@ -1419,6 +1474,7 @@ __all__ = [
     "SharedSteps",
     "SillyTavernAssembler",
     "ext_prompt",
+    "group_diagnostic",
     "prepare_sillytavern",
     "regex_trace",
 ]

@@ -31,7 +31,8 @@ For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai
 Every part of the string is one preview block with its reason and ``span``; message blocks that
 were cut are listed excluded with ``HISTORY_OLDEST_FIRST`` (``span`` ``None``); a block a regex script
 changed lists it in ``trace["regex"]`` (:func:`engine.assembly.sillytavern.regex_trace`, as on the
-Chat Completion path). Not modelled (as in the Chat Completion path): group chats, file attachments,
+Chat Completion path). A group chat is assembled for its next speaker (:mod:`engine.assembly.st_group`).
+Not modelled (as in the Chat Completion path): file attachments,
 ``continue`` / ``impersonate`` / quiet generations, CFG, NovelAI's preamble, Horde's worker-adjusted context.
 """
 
@@ -58,7 +59,8 @@ from ..schema.sillytavern import (
 from ..tokenizers import TokenizerProfile
 from . import instruct as ins
 from .macros import MacroContext
-from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, regex_trace
+from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, group_diagnostic, regex_trace
+from .st_group import original_book_indexes, speaker_request
 from .story_string import StoryStringError, render_handlebars
 from .tc_tokenizer import profile_of, text_tokenizer_for
 
@@ -211,7 +213,7 @@ class _TextAssembler(SillyTavernAssembler):
         raw_examples = list(examples)
         if self.is_instruct:
             examples = ins.format_examples(self.tc.instruct, self.tc.context, examples, self.name1, self.name2,
-                                           self.s, self.individual)
+                                           self.s, self.individual, in_group=self.group is not None)
         self.wi_injections(ext, wi, sh.should_add)
         items, injected = self.chat_items(sh.core, sh.first_sub, ext)
         items = self.jailbreak(items, fields)
@@ -356,7 +358,7 @@ class _TextAssembler(SillyTavernAssembler):
         name = item.name if item.is_user else (item.name or self.name2)
         if self.is_instruct:
             return ins.format_chat(self.tc.instruct, name or "", item.mes, item.is_user, item.narrator,
-                                   item.force_avatar, self.name1, force, self.s)
+                                   item.force_avatar, self.name1, force, self.s, in_group=self.group is not None)
         return f"{name}: {item.mes}\n" if item.name and not item.narrator else f"{item.mes}\n"
 
 
@@ -517,7 +519,7 @@ def _fill(asm: _TextAssembler, built: _Built) -> _Fill:
 def _last_line(asm: _TextAssembler, text: str, bias: str, force_name2: bool) -> str:
     """``modifyLastPromptLine`` (a normal generation: no quiet prompt, impersonation or continue)."""
     if asm.is_instruct:
-        text += ins.format_prompt(asm.tc.instruct, asm.name2, False, bias, asm.s)
+        text += ins.format_prompt(asm.tc.instruct, asm.name2, False, bias, asm.s, in_group=asm.group is not None)
     if not asm.is_instruct and force_name2:
         if not text.endswith("\n"):
             text += "\n"
@@ -579,6 +581,9 @@ def stopping_strings(asm: _TextAssembler) -> list[str]:
     result: list[str] = []
     if tc.context.names_as_stop_strings:
         result += [f"\n{asm.name1}:", f"\n{asm.name1}:"]
+        if asm.group is not None and asm.name2:  # the other members' names (every member with a card)
+            result += [f"\n{m.name}:" for m in asm.group.members if m.character is not None and m.name
+                       and m.name != asm.name2]
     result += ins.stopping_sequences(tc.instruct, tc.context, asm.name1, asm.name2, asm.s, tc.instruct.enabled)
     result += _custom_stopping_strings(asm)
     if tc.single_line:
@@ -660,6 +665,7 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     """
     from ..pipeline import PreparedPrompt
 
+    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker (issue 27)
     setup = request.sillytavern
     assert setup is not None and setup.text_completion is not None
     tc, settings = setup.text_completion, request.settings
@@ -671,6 +677,10 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     tok = text_tokenizer_for(tc, settings.model_copy(update={"context_limit": limit}), registries)
     profile = profile_of(tok)
     asm = _TextAssembler(request, setup, tc, tok, profile, budget)
+    if speaker is not None:
+        asm.diagnostics.append(group_diagnostic(setup, speaker.why))
+        if speaker.warning:
+            asm.warnings.append(speaker.warning)
     if tc.main_api == "koboldhorde" and tc.horde_auto_adjust_context:
         asm.diagnostics.append("Kobold Horde with 'adjust context to workers': SillyTavern shrinks the window to "
                                "the chosen workers' limit, unknown offline; the preview uses max_context")
@@ -678,6 +688,7 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
         asm.diagnostics.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
                                "modelled; the prompt is SillyTavern's without them")
     built = asm.build()
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
     fill = _fill(asm, built)
     if built.items and not any(p.kind == BlockKind.MESSAGE for p in fill.sent):
         asm.warnings.append(f"no chat message fits: the story string and the injections alone fill the budget "
