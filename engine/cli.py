@@ -38,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "importing",
     "exporting",
     "lint",
+    "embedding",
     "lorebook_report",
     "library",
     "listing",
@@ -58,6 +59,7 @@ ENGINE_COMMANDS: dict[str, str] = {
     "lint-lorebook": "lint", "lorebook-report": "lorebook_report", "chats": "library", "delete-chat": "library",
     "audit": "library", "generate": "generate", "serve": "serve",
     "characters": "listing", "lorebooks": "listing", "personas": "listing",
+    "download-embedding-model": "embedding",
 }
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"

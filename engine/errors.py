@@ -59,6 +59,8 @@ ERROR_CODES: dict[str, str] = {
     "PROVIDER_NETWORK_ERROR": "the provider could not be reached or dropped the connection",
     "PROVIDER_BAD_RESPONSE": "the provider's answer was not a valid chat completion",
     "PROVIDER_BAD_REQUEST": "the provider rejected the request (HTTP 4xx)",
+    "PROVIDER_NO_TEXT_COMPLETION": "the endpoint only speaks Chat Completion: it has no text-completion route "
+                                   "(POST /v1/completions) for a Text Completion prompt",
     "CANCELLED": "the generation was cancelled",
     "NO_API_KEY": "no API key was found in the environment or keyring",
     "INVALID_API_KEY": "the API key holds characters no HTTP header can carry (non-ASCII, spaces, CR/LF)",

@@ -1,5 +1,12 @@
 """Generation: the SPEC §2 pipeline, then one request to an OpenAI-compatible provider (SPEC §6).
 
+The request follows the preview's path (SPEC §9.1): a Chat Completion preview
+(``ContextPreview.api == "chat_completion"``) posts its ``messages`` to ``…/chat/completions``; a
+Text Completion preview posts its exact ``prompt`` string with ``stop`` and ``max_tokens`` = the
+reply length to ``…/v1/completions`` (:class:`~engine.providers.TextCompletionsClient`), and the
+audit keeps ``api``, ``prompt``, ``stop`` and the blocks with their spans. An endpoint without the
+text-completion route closes the audit ``failed`` / ``PROVIDER_NO_TEXT_COMPLETION``.
+
 ``generate`` runs :func:`engine.pipeline.prepare` (the same steps as the preview), creates the
 :class:`~engine.schema.audit.PromptContextAudit` *before* any network call, refuses to send
 anything over budget (``TOKEN_BUDGET_EXCEEDED``), streams the reply while reporting
@@ -24,9 +31,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from .errors import ProviderError
-from .providers import REPLY_LIMIT_PARAMS, ChatCompletionsClient, public_endpoint, reply_limit_fields, resolve_api_key
+from .providers import (
+    REPLY_LIMIT_PARAMS,
+    ChatCompletionsClient,
+    ProviderReply,
+    TextCompletionsClient,
+    public_endpoint,
+    reply_limit_fields,
+    resolve_api_key,
+)
 from .providers.openai_compat import check_api_key
-from .schema import ChatMessage, ContextSettings, PreviewRequest, ProgressEvent
+from .schema import ChatMessage, ContextPreview, ContextSettings, PreviewRequest, ProgressEvent
 from .schema.audit import PromptContextAudit
 from .schema.messages import ToolCall
 
@@ -226,7 +241,7 @@ def _generate(
     created_at = _now()
     prepared = prepared if prepared is not None else prepare(request, registries=registries)
     model = provider.model or request.settings.model
-    reply_limit = reply_limit_fields(model, prepared.preview.reply_reserve, provider.reply_limit_param)
+    reply_limit = _reply_limit(prepared.preview, model, provider)
     audit = _pending_audit(prepared, provider, model, chat_id=chat_id,
                            generation_id=generation_id or uuid.uuid4().hex, created_at=created_at,
                            compaction_record=compaction_record)
@@ -238,8 +253,39 @@ def _generate(
     report = _stream_reporter(on_progress, f"stream:{audit.generation_id}")
     report("running", "", model=model, prompt_tokens=prepared.preview.prompt_tokens)
     # What goes into the body besides messages and tools, recorded before the call.
-    audit = audit.model_copy(update={"request_params": {"model": model, "stream": provider.stream, **reply_limit}})
+    audit = audit.model_copy(update={"request_params": {**_extra_fields(provider.extra_body), "model": model,
+                                                        "stream": provider.stream, **reply_limit}})
+    if prepared.preview.api == TEXT_COMPLETION:
+        return _send_text(request, prepared, provider, model, reply_limit, audit, report, cancel)
     return _send(request, prepared, provider, model, reply_limit, audit, report, cancel)
+
+
+#: ``ContextPreview.api`` of a SillyTavern Text Completion prompt (one string, SPEC §9.1).
+TEXT_COMPLETION = "text_completion"
+
+
+#: Body fields Loomscope sets itself; ``ProviderConfig.extra_body`` never replaces them.
+OWN_FIELDS = frozenset({"model", "messages", "prompt", "stream", "stop", "tools", "max_tokens",
+                        "max_completion_tokens"})
+
+
+def _extra_fields(extra_body: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``extra_body`` fields that reach the body (sampler settings and the like), for the audit."""
+    return {k: v for k, v in (extra_body or {}).items() if k not in OWN_FIELDS}
+
+
+def _reply_limit(preview: ContextPreview, model: str, provider: ProviderConfig) -> dict[str, int]:
+    """The reply-limit fields of a request for ``preview``.
+
+    Text Completion: always ``max_tokens`` = the reply length (the legacy Completions API knows no
+    other; ``reply_limit_param="none"`` sends none). Chat Completion: per
+    :func:`~engine.providers.reply_limit_fields`.
+    """
+    if preview.api == TEXT_COMPLETION:
+        if provider.reply_limit_param == "none" or preview.reply_reserve <= 0:
+            return {}
+        return {"max_tokens": preview.reply_reserve}
+    return reply_limit_fields(model, preview.reply_reserve, provider.reply_limit_param)
 
 
 def _pending_audit(prepared: PreparedPrompt, provider: ProviderConfig, model: str, *, chat_id: str,
@@ -268,6 +314,9 @@ def _pending_audit(prepared: PreparedPrompt, provider: ProviderConfig, model: st
         interceptor_diagnostics=list(getattr(prepared, "interceptor_diagnostics", []) or []),
         warnings=list(pv.warnings),
         compaction=compaction_record,
+        api=pv.api,
+        prompt=pv.prompt,
+        stop=list(pv.stop),
     )
 
 
@@ -277,7 +326,10 @@ def _refused(audit: PromptContextAudit, prepared: PreparedPrompt, provider: Prov
         pv = prepared.preview
         message = pv.error.message if pv.error is not None else "the prompt does not fit the budget"
         return _close(audit, "failed", "TOKEN_BUDGET_EXCEEDED", message)
-    if not prepared.messages:
+    if prepared.preview.api == TEXT_COMPLETION:
+        if not prepared.preview.prompt:
+            return _close(audit, "failed", "EMPTY_PROMPT", "nothing to send: the prompt string is empty")
+    elif not prepared.messages:
         # An empty chat, or every message excluded: a provider rejects an empty message list.
         return _close(audit, "failed", "EMPTY_PROMPT", "nothing to send: the prompt has no messages")
     try:
@@ -326,6 +378,53 @@ def _send(request: PreviewRequest, prepared: PreparedPrompt, provider: ProviderC
                                        "the provider's tool calls are malformed"))
     message = ChatMessage(role="assistant", content=reply.content if (reply.content or not tool_calls) else None,
                           tool_calls=tool_calls, name=speaker_name(request, "assistant"))
+    closed = _close(audit, "completed", reply_chars=len(reply.content), finish_reason=reply.finish_reason,
+                    usage=dict(reply.usage))
+    report("done", reply.content, finish_reason=reply.finish_reason)
+    return GenerationResult(closed, message, timed_effects=prepared.timed_effects)
+
+
+def cut_at_stop(text: str, stop: list[str]) -> str:
+    """A Text Completion reply as SillyTavern keeps it.
+
+    Cut at the first stop string it holds (servers that ignore ``stop``), then without
+    surrounding whitespace.
+
+    SillyTavern 1.12.6 ``public/script.js`` ``cleanUpMessage``: the instruct stop sequence and
+    the stopping strings end the reply; ``power_user.trim_spaces`` (default on) trims it.
+    """
+    cut = len(text)
+    for s in stop:
+        if s:
+            i = text.find(s)
+            if 0 <= i < cut:
+                cut = i
+    return text[:cut].strip()
+
+
+def _send_text(request: PreviewRequest, prepared: PreparedPrompt, provider: ProviderConfig, model: str,
+               reply_limit: dict[str, int], audit: PromptContextAudit, report: StreamReport,
+               cancel: threading.Event | None) -> GenerationResult:
+    """Post the preview's exact prompt string to ``…/v1/completions``; close the audit with the reply or the error."""
+    pv = prepared.preview
+    client = TextCompletionsClient(provider.base_url, provider.api_key, timeout_s=provider.timeout_s)
+    try:
+        reply = client.complete(
+            model, pv.prompt or "", stop=list(pv.stop), max_tokens=reply_limit.get("max_tokens"),
+            stream=provider.stream, extra_body=provider.extra_body,
+            on_delta=lambda _piece, so_far: report("running", so_far), cancel=cancel,
+        )
+    except ProviderError as exc:
+        status = "cancelled" if exc.code == "CANCELLED" else "failed"
+        report(status, None, error_code=exc.code)
+        return GenerationResult(_close(audit, status, exc.code, exc.message))
+    return _completed(request, prepared, audit, report, reply, cut_at_stop(reply.content, list(pv.stop)))
+
+
+def _completed(request: PreviewRequest, prepared: PreparedPrompt, audit: PromptContextAudit, report: StreamReport,
+               reply: ProviderReply, text: str) -> GenerationResult:
+    """The ``completed`` audit and the reply ``text`` as the character's new message."""
+    message = ChatMessage(role="assistant", content=text, name=speaker_name(request, "assistant"))
     closed = _close(audit, "completed", reply_chars=len(reply.content), finish_reason=reply.finish_reason,
                     usage=dict(reply.usage))
     report("done", reply.content, finish_reason=reply.finish_reason)

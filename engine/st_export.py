@@ -196,6 +196,9 @@ def _chat(p: _Planner, stored: Any) -> None:
     from .importers import export_chat_jsonl
 
     setup = stored.setup
+    if setup is not None and setup.group is not None:  # issue 27 item 7: groups/ are not written
+        p.warn(stored.id, f"a group chat ({setup.group.name!r}): exported as a 1-on-1 chat of its first member; "
+                          "the group file (groups/) is not written")
     if setup is None:
         p.warn(stored.id, "made in Loomscope: SillyTavern's rules (Prompt Manager, default setup) assemble it "
                           "once imported from the exported folder")
@@ -331,6 +334,7 @@ def settings_document(setup: SillyTavernSetup, settings: Any, personas: dict[str
             "prefer_character_prompt": setup.prefer_character_prompt,
             "prefer_character_jailbreak": setup.prefer_character_jailbreak,
             "collapse_newlines": setup.collapse_newlines,
+            "user_prompt_bias": setup.start_reply_with,
         },
         "extension_settings": {"note": {"allowWIScan": setup.author_note.allow_wi_scan}},
         "oai_settings": _oai_settings(setup, settings, limit),
@@ -367,7 +371,7 @@ def text_completion_settings(tc: TextCompletionSetup, max_context: int, amount_g
         "token_padding": tc.token_padding, "custom_stopping_strings": tc.custom_stopping_strings,
         "custom_stopping_strings_macro": tc.custom_stopping_strings_macro,
         "always_force_name2": tc.always_force_name2, "trim_sentences": tc.trim_sentences,
-        "single_line": tc.single_line, "user_prompt_bias": tc.user_prompt_bias,
+        "single_line": tc.single_line,
     }
     textgen: dict[str, Any] = {"type": tc.textgen_type, "server_urls": {tc.textgen_type: tc.server_url}}
     if tc.model and tc.textgen_type in TEXTGEN_MODEL_KEYS:

@@ -6,10 +6,11 @@ modification time and SHA-256 of the content) and the objects they became
 (:meth:`engine.storage.Store.get_folder_sync_state`). Importing the folder again:
 
 1. lists the files SillyTavern's folder holds for Loomscope (``settings.json``,
-   ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``, the Text Completion presets)
-   exactly as the import lists them (:func:`engine.importers.st_folder.st_folder_files`: no link out
-   of the folder is followed, ``secrets.json`` and the open library are never opened, issue 25) and
-   hashes those whose size or time changed (a file touched but not changed is not a change);
+   ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``, ``groups/*.json``,
+   ``group chats/*.jsonl``, the Text Completion presets) exactly as the import lists them
+   (:func:`engine.importers.st_folder.st_folder_files`: no link out of the folder is followed,
+   ``secrets.json`` and the open library are never opened, issue 25) and hashes those whose size or
+   time changed (a file touched but not changed is not a change);
 2. when nothing changed and every object is still in the library, answers at once: everything
    ``unchanged`` (an unchanged 1,000-chat folder: well under 2 s);
 3. otherwise reads the folder (:func:`engine.importers.st_folder.read_st_folder`) and stores it
@@ -214,6 +215,8 @@ def _partial(store: Any, folder: Path, state: dict[str, Any] | None, changed: li
         rel = c.lstrip("+-")
         if (rel == "settings.json" or rel.split("/")[0] in ("characters", *PRESET_KINDS)
                 or (rel.startswith("worlds/") and c[0] in "+-")):
+            return None, []
+        if rel.startswith(("groups/", "group chats/")):  # a group's chats depend on every member: read it all
             return None, []
         if rel.startswith("chats/"):
             if c[0] == "-":

@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chat", default=None, help="chat id to open (default: the last one opened)")
     p.add_argument("--tab", default=None, metavar="NAME", choices=TAB_NAMES,
                    help="tab to show: " + ", ".join(TAB_NAMES)
-                        + " (blocks and chat are the centre tabs; setup, entry and the library kinds are the "
-                        "library-setup views; the others the inspector's)")
+                        + " (blocks, chat and prompt — the prompt text — are the centre tabs; setup, entry and "
+                        "the library kinds are the library-setup views; the others the inspector's)")
     p.set_defaults(func=_run)
 
 

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.assembly.st_group import with_speaker
 from engine.errors import LoomscopeError
 from engine.schema import ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
 from engine.schema.audit import PromptContextAudit
+from engine.schema.sillytavern import GroupSetup
 
 if TYPE_CHECKING:
     from engine.compaction.state import CompactionState, CompactionSummary
@@ -75,6 +77,22 @@ def read_chat(store: Store, chat_id: str, *, audit: bool = False) -> LoadedChat:
                       card_book_name=card_book, audit=stored_audit, audit_read=audit_read)
 
 
+def _with_group_speaker(request: PreviewRequest | None, speaker: str | None) -> PreviewRequest | None:
+    """``request`` with its group's speaker set to ``speaker`` (``None``: SillyTavern's pick).
+
+    A speaker no longer in the group (a re-import removed the member) falls back to ``None``.
+    """
+    setup = request.sillytavern if request is not None else None
+    if request is None or setup is None or setup.group is None:
+        return request
+    if speaker is not None and all(m.name != speaker or m.character is None for m in setup.group.members):
+        speaker = None
+    if speaker is not None:
+        return with_speaker(request, speaker)
+    group = setup.group.model_copy(update={"speaker": None})
+    return request.model_copy(update={"sillytavern": setup.model_copy(update={"group": group})})
+
+
 class ChatDocument(QObject):
     """The currently open chat.
 
@@ -108,6 +126,8 @@ class ChatDocument(QObject):
         self.parent_id: str | None = None
         #: The character card's own book's name when the chat uses it (the Setup tab shows it).
         self.card_book_name: str | None = None
+        #: A group chat's next speaker picked by the writer (``None``: SillyTavern's pick); never saved.
+        self.group_speaker: str | None = None
 
     # -- loading -------------------------------------------------------------------------
     def load_chat(self, chat_id: str | None) -> None:
@@ -138,7 +158,7 @@ class ChatDocument(QObject):
         """Re-read the open chat from the store (after a generation, branch or import)."""
         if self.store is not None and self.chat_id is not None:
             loaded = read_chat(self.store, self.chat_id)
-            self.request = loaded.request
+            self.request = _with_group_speaker(loaded.request, self.group_speaker)
             self.lorebook_ids = list(loaded.lorebook_ids)
             self.card_book_name = loaded.card_book_name
             self.messages_changed.emit()
@@ -147,6 +167,7 @@ class ChatDocument(QObject):
             self.request_changed.emit()
 
     def _set(self, chat_id: str | None, request: PreviewRequest | None, ids: list[str], title: str) -> None:
+        self.group_speaker = None
         self.chat_id = chat_id
         self.request = request
         self.lorebook_ids = ids
@@ -160,6 +181,20 @@ class ChatDocument(QObject):
     def snapshot(self) -> PreviewRequest | None:
         """The frozen request for the preview worker (never mutated after this call)."""
         return self.request
+
+    def group(self) -> GroupSetup | None:
+        """The open chat's group (a SillyTavern group chat), else ``None``."""
+        req = self.request
+        return req.sillytavern.group if req is not None and req.sillytavern is not None else None
+
+    def set_group_speaker(self, speaker: str | None) -> None:
+        """Preview the group chat's prompt for member ``speaker`` (``None``: SillyTavern's pick); not saved."""
+        group = self.group()
+        if self.request is None or group is None or speaker == group.speaker:
+            return
+        self.group_speaker = speaker
+        self.request = _with_group_speaker(self.request, speaker)
+        self.request_changed.emit()
 
     @property
     def _persisted(self) -> bool:

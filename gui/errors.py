@@ -67,6 +67,9 @@ USER_MESSAGES: dict[str, str] = {
     "PROVIDER_NETWORK_ERROR": "The provider could not be reached.",
     "PROVIDER_BAD_RESPONSE": "The provider's answer was not a valid chat completion.",
     "PROVIDER_BAD_REQUEST": "The provider rejected the request.",
+    "PROVIDER_NO_TEXT_COMPLETION": "This endpoint only speaks Chat Completion; a Text Completion prompt needs a "
+                                   "server with /v1/completions (llama.cpp, KoboldCpp, TabbyAPI, vLLM, "
+                                   "text-generation-webui). Change the base URL in Provider settings.",
     "CANCELLED": "The generation was cancelled.",
     "NO_API_KEY": "No API key was found. Enter one in Provider settings, or set LOOMSCOPE_API_KEY.",
     # GUI-side codes (not engine errors): an unexpected exception is never shown raw.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent
@@ -47,6 +47,7 @@ from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
+from .prompt_text import profile_for, token_spans_for
 from .undo import (
     DeleteMessageCommand,
     EditLorebookEntryCommand,
@@ -62,7 +63,9 @@ from .widgets.chat_view import ChatView
 from .widgets.elided_label import ElidedLabel
 from .widgets.library_panel import LibraryPanel
 from .widgets.lorebook import LorebookTab
+from .widgets.prompt_text_view import PromptTextView
 from .widgets.settings_panel import SettingsPanel
+from .widgets.speaker_picker import SpeakerPicker
 from .widgets.tokens_chart import TokensChart
 from .window_generation import GenerationMixin
 from .window_library import LibraryActionsMixin
@@ -178,6 +181,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.centre_tabs.setObjectName("centreTabs")
         self.centre_tabs.addTab(self.blocks_panel, "Prompt blocks")
         self.centre_tabs.addTab(self.chat_view, "Chat")
+        self.prompt_text_view = PromptTextView(self)  # issue 26: the exact string sent, blocks shaded
+        self.centre_tabs.addTab(self.prompt_text_view, "Prompt text")
         centre = QWidget(self)
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(4, 4, 4, 4)
@@ -195,7 +200,9 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.approx_badge.setStyleSheet("QLabel#headerApproxBadge { background: #fff3cd; color: #7a5a00; "
                                         "border: 1px solid #e0c060; border-radius: 3px; padding: 1px 5px; }")
         self.approx_badge.hide()
+        self.speaker_picker = SpeakerPicker(self)  # a group chat's next speaker (issue 27 item 7)
         head.addWidget(self.title_label, 1)
+        head.addWidget(self.speaker_picker)
         head.addWidget(self.approx_badge)
         cl.addLayout(head)
         cl.addWidget(self.status_label)
@@ -208,6 +215,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     def _build_inspector(self) -> None:
         """The inspector column's tabs: Block, Lorebook, Audit, Settings."""
         self.block_inspector = BlockInspector(self.ctx, self)
+        self.block_inspector.profile_resolver = self._preview_profile
         self.lorebook_tab = LorebookTab(self.ctx, self)
         self.audit_tab = AuditTab(self.ctx, self)
         self.settings_panel = SettingsPanel(self.ctx.registries, self)
@@ -251,6 +259,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         doc.messages_changed.connect(self._on_document_messages_changed)
         doc.message_changed.connect(self._on_document_message_changed)
         doc.chat_loaded.connect(self._on_document_chat_loaded)
+        doc.setup_changed.connect(lambda: self.speaker_picker.set_group(doc.group(), doc.group_speaker))
+        self.speaker_picker.speaker_chosen.connect(doc.set_group_speaker)
         # a chat just opened has nothing to wait for: its preview starts at once (the edits'
         # debounce that request_changed asks for joins it)
         doc.chat_loaded.connect(lambda _c: ctx.preview.schedule(immediate=True))
@@ -261,6 +271,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.blocks_panel.model.exclude_toggled.connect(self.set_excluded)
         self.blocks_panel.model.flags_rolled_back.connect(self._on_blocks_model_flags_rolled_back)
         self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
+        self.prompt_text_view.block_clicked.connect(self._on_prompt_text_view_block_clicked)
         self.chat_view.pin_toggled.connect(self.set_pinned)
         self.chat_view.exclude_toggled.connect(self.set_excluded)
         self.chat_view.branch_requested.connect(self.branch_chat)
@@ -627,6 +638,8 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.settings_panel.set_preview(preview)
         self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
         self.audit_tab.set_state(self.audit, preview)
+        self.prompt_text_view.set_preview(preview, doc.request,
+                                          token_spans_for(preview, doc.request, self.ctx.registries.tokenizers))
 
     def budget_message(self, preview: ContextPreview) -> str:
         """The message for a preview error (:func:`gui.banners.budget_message`)."""
@@ -638,11 +651,25 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
     def _hide_banner(self) -> None:
         self.banner.dismiss()
 
+    def _preview_profile(self, name: str) -> Any:
+        """The tokenizer profile the shown preview counted with, when it is named ``name``."""
+        preview = self.preview
+        if preview is None or preview.tokenizer.profile != name:
+            return None
+        return profile_for(preview, self.ctx.document.request, self.ctx.registries.tokenizers)
+
     def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
         profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
         doc = self.ctx.document
         self.block_inspector.set_block(block, profile, self.preview,
                                        len(doc.messages()) if doc.request is not None else None)
+        self.prompt_text_view.select_block(block.position if block is not None else None)
+
+    def _on_prompt_text_view_block_clicked(self, index: int) -> None:
+        """A block clicked in the Prompt text view: select its row in the blocks table."""
+        idx = self.blocks_panel.proxy.mapFromSource(self.blocks_panel.model.index(index, 0))
+        if idx.isValid():
+            self.blocks_panel.table.setCurrentIndex(idx)
 
     def _on_tokens_chart_message_clicked(self, message_index: int) -> None:
         self.chat_view.scroll_to_message(message_index)

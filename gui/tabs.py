@@ -5,8 +5,8 @@ Kept free of Qt so that ``loomscope gui --help`` (:mod:`gui.cli`) lists them wit
 
 from __future__ import annotations
 
-#: The centre column's tabs (prompt blocks, chat).
-CENTRE_TABS = ("blocks", "chat")
+#: The centre column's tabs (prompt blocks, chat, the prompt text of issue 26).
+CENTRE_TABS = ("blocks", "chat", "prompt")
 #: The inspector column's tabs.
 INSPECTOR_TABS = ("block", "lorebook", "audit", "settings")
 #: Every name ``--tab`` / ``MainWindow.select_tab`` accepts: the centre and inspector tabs, then the

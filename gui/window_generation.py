@@ -38,8 +38,18 @@ class GenerationMixin:
     def edit_provider(self) -> bool:
         """Open the provider settings dialog; returns ``True`` when saved."""
         model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
-        dialog = ProviderDialog(self.ctx.settings, model, self)
+        dialog = ProviderDialog(self.ctx.settings, model, self, default_base_url=self._setup_server_url())
         return dialog.exec() == ProviderDialog.DialogCode.Accepted
+
+    def _setup_server_url(self) -> str | None:
+        """A Text Completion chat's server URL from its SillyTavern settings (KoboldCpp, llama.cpp, …),
+        offered as the base URL until one is saved; ``None`` for other chats."""
+        request = self.ctx.document.request
+        st = request.sillytavern if request is not None else None
+        tc = st.text_completion if st is not None else None
+        if tc is None or tc.main_api == "koboldhorde" or not tc.server_url.strip():
+            return None
+        return tc.server_url.strip()
 
     def provider_config(self) -> ProviderConfig:
         """The provider configuration from the saved settings and the resolved key."""
@@ -48,7 +58,7 @@ class GenerationMixin:
         model = self.ctx.document.request.settings.model if self.ctx.document.request else "gpt-4o"
         ps = load_provider_settings(self.ctx.settings, model)
         return ProviderConfig(base_url=ps.base_url, model=ps.model, api_key=resolve_key(),
-                              timeout_s=ps.timeout_s, stream=ps.stream)
+                              timeout_s=ps.timeout_s, stream=ps.stream, extra_body=dict(ps.extra_body) or None)
 
     def generate(self) -> bool:
         """Generate a reply for the open chat; returns ``False`` when nothing was started."""

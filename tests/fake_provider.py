@@ -22,6 +22,13 @@ with ``server.summary_text`` in the ``answer``/``stream`` modes, and recorded wi
 ``"kind": "summary"`` (other requests: ``"chat"``). "Fail twice, then answer" is
 ``server.script.extend(["429", "429"])`` with ``mode = "answer"``.
 
+Text completions (issue 26): ``POST …/completions`` (not ``…/chat/completions``) is answered in the
+legacy Completions shape (``choices[0].text``; streamed chunks carry ``choices[0].text``) in the
+``answer`` / ``stream`` modes and the error modes; the request is recorded with ``"kind": "text"``.
+``server.text_route`` makes the server one that speaks only Chat Completion: ``"404"`` (no such
+route), ``"405"`` (method not allowed) or ``"400_chat_only"`` (a 400 whose body says the model is a
+chat model, as OpenAI and vLLM answer); ``"ok"`` (default) serves it.
+
 Run it by hand: ``python -m tests.fake_provider --mode stream`` prints its base URL.
 """
 
@@ -119,13 +126,20 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         mode = self.server.next_mode()
-        kind = "summary" if _is_summary_request(body) else "chat"
+        path = self.path.rstrip("/")
+        text = path.endswith("/completions") and not path.endswith("/chat/completions")
+        kind = "text" if text else "summary" if _is_summary_request(body) else "chat"
         self.server.record({"method": "POST", "path": self.path, "headers": dict(self.headers.items()),
                             "body": body, "mode": mode, "kind": kind})
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        if text:
+            self._text_completion(mode)
+            return
+        if not path.endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": "unknown path"}})
             return
         reply = self.server.summary_text if kind == "summary" else self.server.reply_text
+        if kind == "summary" and self.server.summary_delay_s:
+            self.server.release.wait(self.server.summary_delay_s)  # a slow summarizer (released early on demand)
         if mode == "answer":
             self._send_json(200, {
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
@@ -178,6 +192,53 @@ class _Handler(BaseHTTPRequestHandler):
         else:  # pragma: no cover - guarded by FakeProviderServer.mode
             self._send_json(500, {"error": {"message": f"unknown fake mode {mode}"}})
 
+    def _text_completion(self, mode: str) -> None:
+        """``POST …/completions``: the legacy Completions shape, or the chat-only refusal."""
+        route = self.server.text_route
+        if route in _TEXT_REFUSALS:
+            status, doc = _TEXT_REFUSALS[route]
+            self._send_json(status, doc)
+            return
+        reply = self.server.reply_text
+        if mode == "answer":
+            self._send_json(200, {
+                "id": "cmpl-fake", "object": "text_completion", "created": int(time.time()),
+                "model": self.server.model_name,
+                "choices": [{"index": 0, "text": reply, "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+        elif mode == "stream":
+            self._sse_headers()
+            words = reply.split(" ")
+            for i, word in enumerate(words):
+                self._event({"id": "cmpl-fake", "object": "text_completion", "model": self.server.model_name,
+                             "choices": [{"index": 0, "text": word if i == 0 else " " + word,
+                                          "finish_reason": None}]})
+                if self.server.chunk_delay_s:
+                    time.sleep(self.server.chunk_delay_s)
+            self._event({"id": "cmpl-fake", "object": "text_completion", "model": self.server.model_name,
+                         "choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+        elif mode in _ERRORS:
+            status, doc = _ERRORS[mode]
+            self._send_json(status, doc)
+        elif mode == "stall":
+            self._stall()
+            self._drop()
+        else:
+            self._drop()
+
+
+#: ``server.text_route`` values that refuse ``POST …/completions`` as a chat-only server does.
+_TEXT_REFUSALS: dict[str, tuple[int, dict[str, Any]]] = {
+    "404": (404, {"error": {"message": f"Not Found {UPSTREAM_MARKER}"}}),
+    "405": (405, {"detail": f"Method Not Allowed {UPSTREAM_MARKER}"}),
+    "400_chat_only": (400, {"error": {
+        "message": f"This is a chat model and not supported in the v1/completions endpoint. Did you mean to use "
+                   f"v1/chat/completions? {UPSTREAM_MARKER}", "type": "invalid_request_error", "code": None}}),
+}
+TEXT_ROUTES = ("ok", *_TEXT_REFUSALS)
+
 
 #: What marks a compaction summary request (``engine.compaction.summarizer.SUMMARY_MARKER``).
 SUMMARY_MARKER = "[loomscope:compaction]"
@@ -209,6 +270,8 @@ class FakeProviderServer(ThreadingHTTPServer):
         Reply text, the model name echoed, delay between streamed pieces (s), longest stall (s).
     summary_text:
         The answer to summary (compaction) requests.
+    summary_delay_s:
+        Seconds a summary request waits before its answer (a slow summarizer; ``release`` ends it early).
     """
 
     daemon_threads = True
@@ -216,14 +279,17 @@ class FakeProviderServer(ThreadingHTTPServer):
 
     def __init__(self, mode: str = "answer", *, port: int = 0,
                  reply_text: str = f"The ravens have already told her. {UPSTREAM_MARKER}",
-                 chunk_delay_s: float = 0.0, stall_s: float = 30.0, summary_text: str = DEFAULT_SUMMARY) -> None:
+                 chunk_delay_s: float = 0.0, stall_s: float = 30.0, summary_text: str = DEFAULT_SUMMARY,
+                 summary_delay_s: float = 0.0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.script: deque[str] = deque()
         self.requests: list[dict[str, Any]] = []
         self.reply_text = reply_text
         self.summary_text = summary_text
+        self.summary_delay_s = summary_delay_s
         self.model_name = "fake-model"
+        self.text_route = "ok"
         self.chunk_delay_s = chunk_delay_s
         self.stall_s = stall_s
         self.release = threading.Event()
@@ -233,6 +299,8 @@ class FakeProviderServer(ThreadingHTTPServer):
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "mode" and value not in MODES:
             raise ValueError(f"unknown mode {value!r}; one of {MODES}")
+        if name == "text_route" and value not in TEXT_ROUTES:
+            raise ValueError(f"unknown text route {value!r}; one of {TEXT_ROUTES}")
         super().__setattr__(name, value)
 
     @property
@@ -273,10 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply", default=None, help="reply text")
     parser.add_argument("--delay", type=float, default=0.05, help="seconds between streamed pieces")
     parser.add_argument("--summary", default=None, help="answer to summary (compaction) requests")
+    parser.add_argument("--summary-delay", type=float, default=0.0, help="seconds before a summary answer")
     parser.add_argument("--fail-first", type=int, default=0, metavar="N",
                         help="answer the first N requests with HTTP 429 (then --mode)")
     args = parser.parse_args(argv)
-    kwargs: dict[str, Any] = {"port": args.port, "chunk_delay_s": args.delay}
+    kwargs: dict[str, Any] = {"port": args.port, "chunk_delay_s": args.delay, "summary_delay_s": args.summary_delay}
     if args.reply:
         kwargs["reply_text"] = args.reply
     if args.summary:

@@ -44,6 +44,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from ..assembly.st_group import with_speaker
 from ..errors import LoomscopeError, NotFoundError, SettingsError
 from ..schema import ContextPreview, ContextSettings, PreviewRequest
 from ..schema.audit import PromptContextAudit
@@ -363,4 +364,4 @@ def _library_request(store: Store, body: ChatPreviewBody) -> PreviewRequest:
     request = store.build_request(body.chat_id)
     if body.settings:
         request = request.model_copy(update={"settings": merge_settings(request.settings, body.settings)})
-    return request
+    return with_speaker(request, body.speaker, where="$.speaker")

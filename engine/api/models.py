@@ -28,12 +28,18 @@ class ChatPreviewBody(BaseModel):
         settings: keys given replace stored ones, nested objects (``world_info``,
         ``strategy_options``) are merged key by key, lists (``template``) are replaced whole.
         Nothing is saved. Unknown keys or bad values → 422 ``INVALID_SETTINGS``.
+    speaker:
+        A group chat (imported from a SillyTavern folder's ``groups/``): the member (name or card
+        file name) whose next reply to preview; ``None``: the member SillyTavern's activation
+        strategy picks where that is deterministic, else the first in list order (with a
+        warning). On a chat that is not a group chat, or naming no member → 422 ``INVALID_SETTINGS``.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     chat_id: str = Field(min_length=1)
     settings: dict[str, Any] | None = None
+    speaker: str | None = None  # issue 27 item 7 (group chats)
 
 
 def _preview_body_kind(value: Any) -> str:

@@ -3,7 +3,7 @@
 Each function takes the live :class:`~engine.schema.sillytavern.InstructTemplate` (and, where
 SillyTavern reads it, the :class:`~engine.schema.sillytavern.ContextTemplate`) plus ``sub``,
 SillyTavern's ``substituteParams`` for the chat being assembled (``sub(text)``; the names are
-bound by the caller). ``in_group`` is always ``False`` here (group chats are not imported).
+bound by the caller). ``in_group``: the chat is a group chat (issue 27 item 7).
 
 1.12.6 has no ``formatInstructModeStoryString`` (the story string is not wrapped in the system
 sequence in this version); the system prompt is wrapped by :func:`format_system_prompt`.
@@ -205,16 +205,19 @@ def stopping_sequences(it: InstructTemplate, ctx: ContextTemplate, name1: str, n
     return result
 
 
-def replace_instruct_macros(text: str, it: InstructTemplate, ctx: ContextTemplate, sp: SystemPromptPreset,
-                            char_prompt: str, prefer_character_prompt: bool) -> str:
-    """``replaceInstructMacros``: ``{{instructInput}}``, ``{{systemPrompt}}``, ``{{chatStart}}``, ...
+def instruct_macro_values(it: InstructTemplate, ctx: ContextTemplate, sp: SystemPromptPreset,
+                          char_prompt: str, prefer_character_prompt: bool) -> dict[str, str]:
+    """``replaceInstructMacros``' values (instruct-mode.js 571–613), by macro name.
 
-    Instruct macros are empty while instruct mode is off, system prompt macros while the system
-    prompt is off (as in SillyTavern).
+    For :class:`engine.assembly.macros.MacroContext` ``values``: the one macro engine
+    (:func:`engine.assembly.macros.expand_macros`) replaces them at ``evaluateMacros``' step
+    (after ``{{roll}}``, before the variables). Instruct macros are empty while instruct mode is
+    off, system prompt macros while the system prompt is off (as in SillyTavern);
+    ``char_prompt``: the card's system prompt (``{{systemPrompt}}`` with
+    ``prefer_character_prompt``).
     """
-    if not text or "{{" not in text:
-        return text
-    instruct = {
+    on = it.enabled
+    seq = {
         "instructSystemPromptPrefix": it.system_sequence_prefix,
         "instructSystemPromptSuffix": it.system_sequence_suffix,
         "instructInput|instructUserPrefix": it.input_sequence,
@@ -231,22 +234,17 @@ def replace_instruct_macros(text: str, it: InstructTemplate, ctx: ContextTemplat
         "instructFirstInput|instructFirstUserPrefix": it.first_input_sequence or it.input_sequence,
         "instructLastInput|instructLastUserPrefix": it.last_input_sequence or it.input_sequence,
     }
-    for names, value in instruct.items():
-        text = _replace_all(text, names, value if it.enabled else "")
     system = {
         "systemPrompt": char_prompt if prefer_character_prompt and char_prompt else sp.content,
         "defaultSystemPrompt|instructSystem|instructSystemPrompt": sp.content,
     }
-    for names, value in system.items():
-        text = _replace_all(text, names, value if sp.enabled else "")
-    text = _replace_all(text, "exampleSeparator", ctx.example_separator)
-    return _replace_all(text, "chatStart", ctx.chat_start)
-
-
-def _replace_all(text: str, names: str, value: str) -> str:
-    """``text.replace(/{{(names)}}/gi, value)`` (the value taken literally)."""
-    return re.sub("{{(" + names + ")}}", lambda _m: value, text, flags=re.IGNORECASE)
+    out: dict[str, str] = {}
+    for table, enabled in ((seq, on), (system, sp.enabled)):
+        for names, value in table.items():
+            out.update(dict.fromkeys(names.split("|"), (value or "") if enabled else ""))
+    out.update(exampleSeparator=ctx.example_separator or "", chatStart=ctx.chat_start or "")
+    return out
 
 
 __all__ = ["FORCE_FIRST", "FORCE_LAST", "format_chat", "format_examples", "format_prompt", "format_system_prompt",
-           "replace_instruct_macros", "stopping_sequences"]
+           "instruct_macro_values", "stopping_sequences"]

@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from ..lorebook.st_hash import js_number_string
+from ..lorebook.st_hash import js_number, js_number_string
 
 __all__ = ["MacroContext", "expand_macros", "macro_function"]
 
@@ -248,33 +248,6 @@ def _clock(text: str, now: datetime) -> str:
 
 
 # ---------------------------------------------------------------------------- variables (variables.js)
-def _js_number(v: Any) -> float:
-    """JavaScript ``Number(v)`` for variable values."""
-    if v is None:
-        return 0.0
-    if isinstance(v, bool):
-        return 1.0 if v else 0.0
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, list):
-        return _js_number(v[0]) if len(v) == 1 else (0.0 if not v else math.nan)
-    if isinstance(v, str):
-        s = v.strip()
-        if not s:
-            return 0.0
-        try:
-            if s.lower().startswith(("0x", "0o", "0b")):
-                return float(int(s, 0))
-            if s.lower().lstrip("+-") in ("infinity",):
-                return -math.inf if s.startswith("-") else math.inf
-            if s.lower().lstrip("+-") in ("inf", "nan") or "_" in s:
-                return math.nan
-            return float(s)
-        except ValueError:
-            return math.nan
-    return math.nan
-
-
 def _js_str(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -303,7 +276,7 @@ def _get(store: dict[str, Any], name: str) -> Any:
     v = store[name]
     if isinstance(v, str) and v.strip() == "":
         return v
-    n = _js_number(v)
+    n = js_number(v)
     if math.isnan(n):
         return v if (v or isinstance(v, (list, dict))) else ""
     return int(n) if n.is_integer() and abs(n) < 2**53 else n
@@ -320,12 +293,12 @@ def _add(store: dict[str, Any], name: str, value: Any) -> Any:
         parsed.append(value)
         store[name] = json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
         return parsed
-    inc = _js_number(value)
-    if math.isnan(inc) or math.isnan(_js_number(current)):
+    inc = js_number(value)
+    if math.isnan(inc) or math.isnan(js_number(current)):
         text = _js_str(current or "") + _js_str(value)
         store[name] = text
         return text
-    new = _js_number(current) + inc
+    new = js_number(current) + inc
     if math.isnan(new):
         return ""
     out = int(new) if new.is_integer() and abs(new) < 2**53 else new

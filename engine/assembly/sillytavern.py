@@ -31,8 +31,9 @@ r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a Sil
 
 Documented difference: where SillyTavern sends a partial prompt after a required prompt
 overflows the budget (its ``TokenBudgetExceededError`` is only logged), Loomscope reports
-``TOKEN_BUDGET_EXCEEDED`` and sends nothing. Not modelled: group chats, extension regex
-scripts, Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
+``TOKEN_BUDGET_EXCEEDED`` and sends nothing. A group chat (``setup.group``) is assembled for
+its next speaker (:mod:`engine.assembly.st_group`). Not modelled: file attachments
+(``appendFileContent``), Vector Storage/Summary extension prompts, image inlining, ``continue``/``impersonate``
 generation types, random probability rolls (World Info probability uses the seeded roll of
 :mod:`engine.lorebook`).
 
@@ -73,7 +74,8 @@ from ..schema.trace import TraceRecord
 from ..tokenizers import TokenizerProfile
 from .macros import MacroContext, expand_macros, macro_function
 from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
-from .st_bias import bias_strings
+from .st_bias import BiasStrings, bias_strings
+from .st_group import group_depth_prompts, group_names, joined_cards, original_book_indexes, speaker_request
 
 if TYPE_CHECKING:
     from ..lorebook.models import ActivatedEntry
@@ -102,6 +104,26 @@ _REASON_OF = {
     "main": "SYSTEM_PROMPT", "charDescription": "CHARACTER", "charPersonality": "CHARACTER",
     "scenario": "CHARACTER", "personaDescription": "PERSONA",
 }
+
+
+@dataclass
+class SharedSteps:
+    """What :meth:`SillyTavernAssembler.shared_steps` computed, for the path-specific rest of ``Generate``.
+
+    ``fields``: the card fields (``getCharacterCardFields``); ``ext``: the extension prompts by key;
+    ``first_sub``: message index → its text when it differs from the stored one (``chat[0]``'s
+    macros, regex scripts); ``core``: ``coreChat`` as ``(index, message)`` (``(None, None)`` for a
+    foreign line); ``should_add``: the Author's Note is added this time; ``wi``: the World Info
+    output buckets.
+    """
+
+    persona_desc: str
+    fields: dict[str, str]
+    ext: dict[str, dict[str, Any]]
+    first_sub: dict[int, str]
+    core: list[tuple[int | None, ChatMessage | None]]
+    should_add: bool
+    wi: dict[str, Any]
 
 
 class _BudgetExceeded(Exception):
@@ -217,10 +239,14 @@ class _Assembler:
         self.variables: dict[str, Any] = dict(raw_vars) if isinstance(raw_vars, dict) else {}
         self.global_variables: dict[str, Any] = dict(setup.global_variables)
         self.timed_effects: dict[str, Any] | None = None
-        self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by run()
+        self.bias = ""  # getBiasStrings' promptBias (Start Reply With), set by shared_steps()
+        self.bias_info = BiasStrings("", "", False)
+        self.scan_index: list[int] | None = None
         self.regex_changes: dict[str, list[dict[str, str]]] = {}  # block source -> scripts that changed it
         self.regex = self.regex_runner()
         self.lorebook_trace: list[TraceRecord] = []
+        self.group = setup.group  # a group chat (issue 27 item 7): the request is for its next speaker
+        self.group_nudge: dict[str, Any] | None = None  # the prepared groupNudge prompt (complete())
 
     # ------------------------------------------------------------------ helpers
     def count(self, role: str, content: Any, name: str | None = None) -> int:
@@ -297,6 +323,14 @@ class _Assembler:
         if self.setup.collapse_newlines:
             out = re.sub(r"\n+", "\n", out)
         return out.replace("\r", "")
+
+    def replace_as(self, text: str, char: str) -> str:
+        """``baseChatReplace(text, name1, char)``: :meth:`base_replace` with ``{{char}}`` = ``char`` (group members)."""
+        saved, self.name2 = self.name2, char
+        try:
+            return self.base_replace(text, f"{char}'s card")
+        finally:
+            self.name2 = saved
 
     # ------------------------------------------------------------------ the chat as SillyTavern holds it
     def st_chat(self) -> list[tuple[int | None, ChatMessage | None]]:
@@ -441,31 +475,51 @@ class _Assembler:
             self.lorebook_trace.append(TraceRecord.model_construct(**{**rec.__dict__, **update}) if update else rec)
 
     # ------------------------------------------------------------------ the assembly
-    def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
-        """``Generate`` (Chat Completion path), step by step.
+    def shared_steps(self) -> SharedSteps:
+        """``Generate``'s steps before its Chat / Text Completion branches, in SillyTavern's order.
 
-        Returns the messages to send, the overflowing identifier or ``None``, and the overflow details.
+        One implementation for both paths: ``getCharacterCardFields`` (then :meth:`on_card_fields`),
+        the Character's Note, ``chat[0]``'s macros, ``coreChat`` with the Regex extension's
+        ``getRegexedString`` (script.js 3559–3583), ``setFloatingPrompt``, the persona prompt,
+        ``getWorldInfoPrompt`` over the regexed chat (World Info contents regexed in
+        ``checkWorldInfo``), and ``getBiasStrings`` (Start Reply With, :attr:`bias`).
         """
-        persona_desc = self.req.persona.description if self.req.persona is not None else ""
-        fields = self.card_fields(persona_desc or "")
+        persona_desc = (self.req.persona.description if self.req.persona is not None else "") or ""
+        fields = self.card_fields(persona_desc)
+        self.on_card_fields(fields)
         ext: dict[str, dict[str, Any]] = {}
         self.character_note(ext)
         st_chat = self.st_chat()
         first_sub = self.regexed_chat(st_chat, self.first_message_macros(st_chat))
         core = self.core_chat(st_chat)
         should_add = self.authors_note(ext)
-        self.persona_prompt(ext, persona_desc or "", should_add)
+        self.persona_prompt(ext, persona_desc, should_add)
         # World Info, scanned over the chat without hidden messages (first message substituted)
         scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
                 for i, m in core if m is not None and i is not None]
         # the trace's message indexes count the scanned chat (no hidden messages): name chat messages
         self.scan_index = [i for i, m in core if m is not None and i is not None]
         wi = self.world_info(scan, ext)
-        self.bias = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
-                                 lambda t: self.sub(t, "Start Reply With")).prompt_bias
+        # getBiasStrings runs first in Generate (script.js 3490); here after the card fields, which
+        # set the macro values its substituteParams reads (the order only matters to {{setvar}})
+        self.bias_info = bias_strings(self.req.chat.messages, self.setup.start_reply_with,
+                                      lambda t: self.sub(t, "Start Reply With"))
+        self.bias = self.bias_info.prompt_bias
+        return SharedSteps(persona_desc, fields, ext, first_sub, core, should_add, wi)
+
+    def on_card_fields(self, fields: dict[str, str]) -> None:
+        """Called right after ``getCharacterCardFields`` (the Text Completion path takes its system prompt)."""
+
+    def run(self) -> tuple[list[_Msg], str | None, dict[str, Any]]:
+        """``Generate`` (Chat Completion path), step by step.
+
+        Returns the messages to send, the overflowing identifier or ``None``, and the overflow details.
+        """
+        sh = self.shared_steps()
+        fields, wi, ext = sh.fields, sh.wi, sh.ext
         examples = self.mes_examples(fields["mesExamples"], wi["em"])
-        self.wi_injections(ext, wi, should_add)
-        oai = self.openai_messages(core, first_sub)
+        self.wi_injections(ext, wi, sh.should_add)
+        oai = self.openai_messages(sh.core, sh.first_sub)
         return self.complete(fields, "\n".join(wi["before"]), "\n".join(wi["after"]),
                              self.lore_parts(wi["before_parts"]), self.lore_parts(wi["after_parts"]),
                              ext, oai, examples)
@@ -479,6 +533,8 @@ class _Assembler:
         self.values = {"persona": fields["persona"], "charifnotgroup": self.name2, "group": self.name2,
                        "model": self.req.settings.model, "maxprompt": str(self.budget)}
         self.values.update(_last_messages(self.req.chat.messages))
+        if self.group is not None:  # substituteParams' getGroupValue
+            self.values["group"] = self.values["charifnotgroup"] = group_names(self.group)
         if card is None:
             return fields
         scen = meta.get("scenario") if isinstance(meta.get("scenario"), str) and meta.get("scenario") else card.scenario
@@ -493,6 +549,11 @@ class _Assembler:
                                          "card post_history_instructions")
                        if setup.prefer_character_jailbreak else ""),
         )
+        if self.group is not None:  # getCharacterCardFields: the joined cards in join mode
+            joined = joined_cards(self.group, setup.character_avatar, self.replace_as,
+                                  str(meta.get("scenario") or "") if isinstance(meta.get("scenario"), str) else "")
+            if joined is not None:
+                fields.update(joined)
         self.values.update(description=fields["description"], personality=fields["personality"],
                            scenario=fields["scenario"], mesexamples=fields["mesExamples"],
                            charprompt=fields["system"], charjailbreak=fields["jailbreak"],
@@ -502,6 +563,15 @@ class _Assembler:
     def character_note(self, ext: dict[str, dict[str, Any]]) -> None:
         """The Character's Note (``Generate``: ``DEPTH_PROMPT``), an extension prompt at its depth."""
         card = self.card
+        if self.group is not None:  # getGroupDepthPrompts (join modes): every member's note, DEPTH_PROMPT_<i>
+            group_dps = group_depth_prompts(self.group, self.setup.character_avatar, self.replace_as)
+            for k, (text, depth, role) in enumerate(group_dps):
+                role_num = role if isinstance(role, int) and role in _ROLE_NUM else _ROLE_OF_NAME.get(str(role), 0)
+                ext[f"DEPTH_PROMPT_{k}"] = _ext_prompt(
+                    text, 1, depth, self.setup.author_note.allow_wi_scan, role_num,
+                    [{"source": "character:depth_prompt", "reason": "INSTRUCTION", "text": text}])
+            if group_dps:
+                return
         if card is None:
             return
         raw = card.extensions.get("depth_prompt")
@@ -526,24 +596,30 @@ class _Assembler:
 
     def regexed_chat(self, st_chat: list[tuple[int | None, ChatMessage | None]],
                      first_sub: dict[int, str]) -> dict[int, str]:
-        """``coreChat``'s ``getRegexedString`` (script.js 3567–3583): message index → its text.
+        """``coreChat``'s mapping (script.js 3565–3583): message index → its text when it changed.
 
-        User messages as user input, the others as AI output, ``depth`` = messages after it in
-        ``coreChat`` (hidden ones left out); before World Info scans them.
+        ``getRegexedString`` with user messages as user input, the others as AI output,
+        ``depth`` = messages after it in ``coreChat`` (hidden ones left out); then a caption title
+        (``extra.append_title`` and ``extra.title``, the Image Captioning extension) after a blank
+        line. Before World Info scans the chat. File attachments (``appendFileContent``) are not
+        read.
         """
-        if not self.regex.scripts:
-            return first_sub
         core = [(i, m) for i, m in st_chat if m is None or not (m.meta.hidden or m.meta.manualExcluded)]
         out = dict(first_sub)
         for k, (i, m) in enumerate(core):
             if i is None or m is None:
                 continue
             text = first_sub.get(i, m.text())
-            new, changes = self.regex.apply(text, USER_INPUT if m.role == "user" else AI_OUTPUT,
-                                            depth=len(core) - k - 1)
-            if changes:
-                out[i] = new
-                self.regex_changes[f"message:{i}"] = [c.as_dict() for c in changes]
+            if self.regex.scripts:
+                new, changes = self.regex.apply(text, USER_INPUT if m.role == "user" else AI_OUTPUT,
+                                                depth=len(core) - k - 1)
+                if changes:
+                    text = out[i] = new
+                    self.regex_changes[f"message:{i}"] = [c.as_dict() for c in changes]
+            extra = self._meta(m).get("extra")
+            if isinstance(extra, dict) and extra.get("append_title") and isinstance(extra.get("title"), str) \
+                    and extra["title"]:
+                out[i] = f"{text}\n\n{extra['title']}"
         return out
 
     def first_message_macros(self, st_chat: list[tuple[int | None, ChatMessage | None]]) -> dict[int, str]:
@@ -629,7 +705,7 @@ class _Assembler:
         returned when it names no message or the index is already the chat's.
         """
         mi = detail.get("message_index")
-        index = getattr(self, "scan_index", None)
+        index = self.scan_index
         if not isinstance(mi, int) or index is None or not 0 <= mi < len(index) or index[mi] == mi:
             return detail
         return {**detail, "message_index": index[mi]}
@@ -682,7 +758,8 @@ class _Assembler:
             narrator = extra.get("type") == "narrator"
             name = m.name or (self.name1 if m.role == "user" else self.name2)
             if setup.names_behavior == NAMES_DEFAULT:
-                if meta_x.get("force_avatar") and name != self.name1 and not narrator:
+                # in a group every name but name1; else a message written under another persona's name
+                if name != self.name1 and (self.group is not None or (meta_x.get("force_avatar") and not narrator)):
                     content = f"{name}: {content}"
             elif setup.names_behavior == NAMES_CONTENT and not narrator:
                 content = f"{name}: {content}"
@@ -693,13 +770,20 @@ class _Assembler:
         return oai
 
     def parse_mes_examples(self, text: str) -> list[str]:
-        r"""``Generate``'s ``parseMesExamples`` (Chat Completion block heading ``<START>\\n``)."""
+        """``Generate``'s ``parseMesExamples`` (script.js 3634–3648), one for both paths.
+
+        Blocks split at ``<START>``, each headed by :meth:`example_heading`.
+        """
         if not text or text == "<START>":
             return []
         if not text.startswith("<START>"):
             text = "<START>\n" + text.strip()
-        blocks = re.split(r"<START>", text, flags=re.IGNORECASE)[1:]
-        return [f"<START>\n{b.strip()}\n" for b in blocks]
+        heading = self.example_heading()
+        return [f"{heading}{b.strip()}\n" for b in re.split(r"<START>", text, flags=re.IGNORECASE)[1:]]
+
+    def example_heading(self) -> str:
+        r"""``parseMesExamples``' ``blockHeading`` on the Chat Completion path (``main_api === 'openai'``): ``<START>\n``."""
+        return "<START>\n"
 
     def example_messages(self, blocks: list[str]) -> list[list[dict[str, Any]]]:
         """``setOpenAIMessageExamples`` and ``parseExampleIntoIndividual``."""
@@ -714,6 +798,8 @@ class _Assembler:
             def add(name: str, system_name: str, cur: list[str] = cur,
                     result: list[dict[str, Any]] = result) -> None:
                 text = "\n".join(cur).replace(name + ":", "", 1).strip()
+                if self.group is not None:  # parseExampleIntoIndividual(appendNamesForGroup) in a group
+                    text = f"{name}: {text}"
                 result.append({"role": "system", "content": text, "name": system_name})
                 cur.clear()
 
@@ -759,6 +845,8 @@ class _Assembler:
             else:
                 prompts.append(new)
         self.card_overrides(prompts, fields, index)
+        if self.group is not None and index("groupNudge") != -1:
+            self.group_nudge = prompts[index("groupNudge")]
         cc = _Completion(self.budget)
         try:
             return self.populate(cc, prompts, enabled, index, ext, oai, examples), None, {}
@@ -904,6 +992,25 @@ class _Assembler:
             self.dialogue_examples(cc, prompts, index, examples)
         return cc.messages()
 
+    def extension_prompt(self, ext: dict[str, dict[str, Any]], position: int, depth: int | None = None,
+                         role: int | None = None, separator: str = "\n", wrap: bool = True
+                         ) -> tuple[str, list[dict[str, Any]]]:
+        """``getExtensionPrompt`` (script.js 2787–2806), for both paths.
+
+        The extension prompts at ``position`` (and ``depth`` / ``role`` when given), sorted by key,
+        each trimmed, joined by ``separator``; wrapped in it when ``wrap``; macros substituted.
+        Returns the text and the joined prompts' ``parts``.
+        """
+        chosen = [p for _k, p in sorted(ext.items()) if p["position"] == position and p["value"]
+                  and (depth is None or p["depth"] == depth) and (role is None or p["role"] == role)]
+        text = separator.join(p["value"].strip() for p in chosen)
+        if wrap and text and not text.startswith(separator):
+            text = separator + text
+        if wrap and text and not text.endswith(separator):
+            text = text + separator
+        where = f"extension prompt at depth {depth}" if depth is not None else "extension prompt"
+        return (self.sub(text, where) if text else text), [part for p in chosen for part in p["parts"]]
+
     def inject(self, absolute: list[dict[str, Any]], ext: dict[str, dict[str, Any]],
                oai: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``populationInjectionPrompts``: the chat with the depth prompts injected, in chronological order.
@@ -926,17 +1033,12 @@ class _Assembler:
             for role in ("system", "user", "assistant"):
                 rp = [p for p in at_depth if p.get("role") == role]
                 role_prompts = "\n".join(p["content"] for p in rp)
-                eps = [(k, e) for k, e in sorted(ext.items())
-                       if e["position"] == 1 and e["value"] and e["depth"] == i and e["role"] == _ROLE_OF_NAME[role]]
-                ext_text = "\n".join(e["value"].strip() for _, e in eps)
-                if ext_text:
-                    ext_text = self.sub(ext_text, f"injection at depth {i}")
+                ext_text, ext_parts = self.extension_prompt(ext, 1, i, _ROLE_OF_NAME[role], wrap=False)
                 joint = "\n".join(x.strip() for x in (role_prompts, ext_text) if x)
                 if joint:
                     parts = [{"source": f"prompt:{p['identifier']}", "reason": "INSTRUCTION", "text": p["content"]}
                              for p in rp]
-                    for _k, e in eps:
-                        parts.extend(e["parts"])
+                    parts.extend(ext_parts)
                     role_msgs.append({"role": role, "content": joint, "injected": True, "parts": parts,
                                       "depth": i})
             if role_msgs:
@@ -957,10 +1059,14 @@ class _Assembler:
             self.diagnostics.append("the Prompt Manager's Chat History is off: no chat message is sent")
             return
         cc.add(_Coll("chatHistory"), at)
-        new_chat = _Msg("system", self.sub(setup.new_chat_prompt, "new chat prompt"), "newMainChat",
+        new_text = setup.new_group_chat_prompt if self.group is not None else setup.new_chat_prompt
+        new_chat = _Msg("system", self.sub(new_text, "new chat prompt"), "newMainChat",
                         source="prompt:newMainChat", reason="INSTRUCTION")
         new_chat.tokens = self.count("system", new_chat.content)
         cc.budget -= new_chat.tokens
+        nudge = self.msg(self.group_nudge) if self.group_nudge is not None else None  # populateChatHistory
+        if nudge is not None:
+            cc.budget -= nudge.tokens
         if messages and messages[-1]["role"] == "assistant" and setup.send_if_empty:
             m = _Msg("user", setup.send_if_empty, "emptyUserMessageReplacement",
                      self.count("user", setup.send_if_empty), source="prompt:send_if_empty")
@@ -994,6 +1100,9 @@ class _Assembler:
                     self.excluded.append(self.history_excluded(cp, "HISTORY_OLDEST_FIRST"))
         cc.budget += new_chat.tokens
         cc.insert(new_chat, "chatHistory", "start")
+        if nudge is not None:
+            cc.budget += nudge.tokens
+            cc.insert(nudge, "chatHistory")
 
     def history_excluded(self, cp: dict[str, Any], reason: str) -> dict[str, Any]:
         content = self.sub(cp["content"], "chat message")
@@ -1152,6 +1261,7 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
     from ..pipeline import PreparedPrompt
     from ..tokenizers import num_tokens_from_messages
 
+    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker
     setup = request.sillytavern
     assert setup is not None
     settings = request.settings
@@ -1160,7 +1270,12 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
     budget = limit - reserve
     asm = _Assembler(request, setup, profile, budget)
     asm.diagnostics.extend(_setup_diagnostics(request, registries))
+    if speaker is not None:
+        asm.diagnostics.insert(0, group_diagnostic(setup, speaker.why))
+        if speaker.warning:
+            warnings.append(speaker.warning)
     sent, overflow, details = asm.run()
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
     warnings.extend(asm.warnings)
     if setup.squash_system_messages:
         sent = _squash(asm, sent)
@@ -1180,6 +1295,15 @@ def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> Prep
         tools=[], diagnostics=asm.diagnostics,
     )
     return PreparedPrompt(pv, messages, [], profile, error is None, [], asm.timed_effects)
+
+
+def group_diagnostic(setup: SillyTavernSetup, why: str) -> str:
+    """The preview's note on a group chat: whose prompt it shows and why."""
+    group = setup.group
+    assert group is not None
+    missing = [m.avatar for m in group.members if m.character is None]
+    gone = f"; members without a card, left out: {', '.join(missing)}" if missing else ""
+    return f"group chat {group.name!r}: the prompt for the next speaker, {group.speaker} ({why}){gone}"
 
 
 def _profile_and_limits(request: PreviewRequest, registries: Registries,
@@ -1251,11 +1375,9 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
         trace: dict[str, Any] = {"st_identifier": m.identifier}
         if m.parts:
             trace["parts"] = m.parts
-        if regex_changes:
-            changed = [{"source": src, **c} for src in dict.fromkeys([m.source, *(p.get("source") for p in m.parts)])
-                       if isinstance(src, str) for c in regex_changes.get(src, [])]
-            if changed:
-                trace["regex"] = changed
+        changed = regex_trace(m.source, m.parts, regex_changes)
+        if changed:
+            trace["regex"] = changed
         if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
             trace.update(m.parts[0]["trace"])
         status = "excluded" if error is not None else "kept"
@@ -1273,6 +1395,20 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
             blocks.insert(at, row)
     blocks.extend(rest)
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+
+
+def regex_trace(source: str, parts: list[dict[str, Any]],
+                regex_changes: dict[str, list[dict[str, str]]] | None) -> list[dict[str, str]]:
+    """A block's ``trace["regex"]``: each regex script change to its own text or one of its parts.
+
+    ``source`` and ``parts`` are the block's; ``regex_changes`` maps a source (``message:3``,
+    ``lorebook:Book:7``) to the changes ``getRegexedString`` made to it. Returns
+    ``[{"source", "script", "before", "after"}, ...]`` in block order (empty: nothing changed).
+    """
+    if not regex_changes:
+        return []
+    return [{"source": src, **c} for src in dict.fromkeys([source, *(p.get("source") for p in parts)])
+            if isinstance(src, str) for c in regex_changes.get(src, [])]
 
 
 def _story_slot(blocks: list[dict[str, Any]], row: dict[str, Any]) -> int | None:
@@ -1331,5 +1467,14 @@ def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
 SillyTavernAssembler = _Assembler
 ext_prompt = _ext_prompt
 
-__all__ = ["MAX_INJECTION_DEPTH", "REPLY_PRIMER_TOKENS", "WI_COUNT_OVERHEAD", "SillyTavernAssembler", "ext_prompt",
-           "prepare_sillytavern"]
+__all__ = [
+    "MAX_INJECTION_DEPTH",
+    "REPLY_PRIMER_TOKENS",
+    "WI_COUNT_OVERHEAD",
+    "SharedSteps",
+    "SillyTavernAssembler",
+    "ext_prompt",
+    "group_diagnostic",
+    "prepare_sillytavern",
+    "regex_trace",
+]

@@ -3,13 +3,16 @@ r"""SillyTavern 1.12.6's Text Completion prompt: ONE string, built as ``Generate
 For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai``),
 :func:`prepare_text_completion` follows the non-OpenAI branch of ``public/script.js`` ``Generate``:
 
-1. The shared SillyTavern steps (:class:`engine.assembly.sillytavern.SillyTavernAssembler`, one
-   implementation with the Chat Completion path): ``getCharacterCardFields``, the Character's Note
-   (``DEPTH_PROMPT``), ``chat[0]``'s macros, ``coreChat`` (hidden messages dropped),
+1. The shared SillyTavern steps (:meth:`engine.assembly.sillytavern.SillyTavernAssembler.shared_steps`,
+   one implementation with the Chat Completion path): ``getCharacterCardFields``, the Character's Note
+   (``DEPTH_PROMPT``), ``chat[0]``'s macros, ``coreChat`` (hidden messages dropped, the Regex
+   extension's scripts applied, caption titles appended; regexed World Info contents too),
    ``setFloatingPrompt``, ``addPersonaDescriptionExtensionPrompt``, ``getWorldInfoPrompt`` with
    ``this_max_context`` (counted with the Text Completion tokenizer, no message overhead),
    ``parseMesExamples`` (Text Completion block heading: ``example_separator`` or, in instruct
-   mode, ``<START>``), the World Info at-depth and Author's Note top/bottom entries.
+   mode, ``<START>``), the World Info at-depth and Author's Note top/bottom entries,
+   ``getBiasStrings`` (:func:`engine.assembly.st_bias.bias_strings`, Start Reply With). Macros are
+   the one engine (:mod:`engine.assembly.macros`) with ``replaceInstructMacros``' values added.
 2. The system prompt (``power_user.sysprompt``, the card's own when ``prefer_character_prompt``;
    ``formatInstructModeSystemPrompt`` in instruct mode), ``formatInstructModeExamples``,
    ``doChatInject`` (extension prompts at depth, one message per role, system / user / assistant),
@@ -26,16 +29,18 @@ For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai
    ``getStoppingStrings``.
 
 Every part of the string is one preview block with its reason and ``span``; message blocks that
-were cut are listed excluded with ``HISTORY_OLDEST_FIRST`` (``span`` ``None``). Not modelled (as in
-the Chat Completion path): group chats, regex scripts, ``continue`` / ``impersonate`` / quiet
-generations, CFG, NovelAI's preamble, Horde's worker-adjusted context.
+were cut are listed excluded with ``HISTORY_OLDEST_FIRST`` (``span`` ``None``); a block a regex script
+changed lists it in ``trace["regex"]`` (:func:`engine.assembly.sillytavern.regex_trace`, as on the
+Chat Completion path). A group chat is assembled for its next speaker (:mod:`engine.assembly.st_group`).
+Not modelled (as in the Chat Completion path): file attachments,
+``continue`` / ``impersonate`` / quiet generations, CFG, NovelAI's preamble, Horde's worker-adjusted context.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import SettingsError
@@ -53,7 +58,9 @@ from ..schema.sillytavern import (
 )
 from ..tokenizers import TokenizerProfile
 from . import instruct as ins
-from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler
+from .macros import MacroContext
+from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, group_diagnostic, regex_trace
+from .st_group import original_book_indexes, speaker_request
 from .story_string import StoryStringError, render_handlebars
 from .tc_tokenizer import profile_of, text_tokenizer_for
 
@@ -67,8 +74,6 @@ _MARK = re.compile(f"{_S0}(\\d+){_S1}|{_S2}")
 _STORY_KEYS = ("system", "description", "personality", "scenario", "persona", "wiBefore", "wiAfter",
                "loreBefore", "loreAfter", "mesExamples", "mesExamplesRaw")
 _NO_EXTRA: dict[str, Any] = {}
-_TRIM = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
-_NEWLINE = re.compile(r"\{\{newline\}\}", re.IGNORECASE)
 
 
 class TextCounter(Protocol):
@@ -142,11 +147,14 @@ class _TextAssembler(SillyTavernAssembler):
 
     def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, tc: TextCompletionSetup,
                  tokenizer: TextCounter, profile: TokenizerProfile, budget: int) -> None:
+        self.instruct_values = ins.instruct_macro_values(tc.instruct, tc.context, tc.sysprompt, "",
+                                                         setup.prefer_character_prompt)
         super().__init__(request, setup, profile, budget)
         self.tc = tc
         self.tok = tokenizer
         self.is_instruct = tc.instruct.enabled
         self.char_prompt = ""
+        self.system = ""  # the story string's {{system}}, set by on_card_fields
         self._template_subs: dict[str, str] = {}
 
     # -- counting and macros, as the Text Completion path does them
@@ -158,14 +166,10 @@ class _TextAssembler(SillyTavernAssembler):
         """``checkWorldInfo`` counts with ``getTokenCountAsync`` (no padding)."""
         return self.tok.count(text) if text else 0
 
-    def sub(self, text: str | None, where: str, original: str | None = None) -> str:
-        """``substituteParams``: ``evaluateMacros``' instruct macros, ``{{newline}}`` and ``{{trim}}`` first."""
-        if text and "{{" in text:
-            tc = self.tc
-            text = ins.replace_instruct_macros(text, tc.instruct, tc.context, tc.sysprompt, self.char_prompt,
-                                               self.setup.prefer_character_prompt)
-            text = _TRIM.sub("", _NEWLINE.sub("\n", text))
-        return super().sub(text, where, original)
+    def macro_context(self) -> MacroContext:
+        """``substituteParams``' environment plus ``replaceInstructMacros``' values (the Text Completion setup's)."""
+        ctx = super().macro_context()
+        return replace(ctx, values={**ctx.values, **self.instruct_values})
 
     def s(self, text: str | None) -> str:
         """``substituteParams`` of a template text (sequences, separators), once per distinct text.
@@ -180,46 +184,40 @@ class _TextAssembler(SillyTavernAssembler):
             hit = self._template_subs[text] = self.sub(text, "text completion template")
         return hit
 
-    def parse_mes_examples(self, text: str) -> list[str]:
-        r"""``Generate``'s ``parseMesExamples``: blocks headed by ``example_separator`` (or ``<START>`` in instruct)."""
-        if not text or text == "<START>":
-            return []
-        if not text.startswith("<START>"):
-            text = "<START>\n" + text.strip()
+    def example_heading(self) -> str:
+        r"""``parseMesExamples``' ``blockHeading`` off the Chat Completion path.
+
+        ``example_separator`` (macros substituted) + ``\n``, else ``<START>\n`` in instruct mode,
+        else nothing.
+        """
         sep = self.tc.context.example_separator
-        heading = f"{self.s(sep)}\n" if sep else ("<START>\n" if self.is_instruct else "")
-        return [f"{heading}{b.strip()}\n" for b in re.split(r"<START>", text, flags=re.IGNORECASE)[1:]]
+        return f"{self.s(sep)}\n" if sep else ("<START>\n" if self.is_instruct else "")
 
     def individual(self, block: str) -> list[dict[str, str]]:
         """``parseExampleIntoIndividual`` of one example block (shared with Chat Completion)."""
         return [{"content": p["content"], "name": p["name"]} for d in self.example_messages([block]) for p in d]
 
     # -- the assembly
+    def on_card_fields(self, fields: dict[str, str]) -> None:
+        """``Generate`` right after ``getCharacterCardFields``: the card's system prompt and ``{{system}}``."""
+        self.char_prompt = fields["system"]
+        self.instruct_values = ins.instruct_macro_values(self.tc.instruct, self.tc.context, self.tc.sysprompt,
+                                                         self.char_prompt, self.setup.prefer_character_prompt)
+        self.system = self.system_prompt(fields)
+
     def build(self) -> _Built:
         """``Generate``, non-OpenAI branch (see the module docstring)."""
-        persona_desc = (self.req.persona.description if self.req.persona is not None else "") or ""
-        fields = self.card_fields(persona_desc)
-        self.char_prompt = fields["system"]
-        system = self.system_prompt(fields)
-        ext: dict[str, dict[str, Any]] = {}
-        self.character_note(ext)
-        st_chat = self.st_chat()
-        first_sub = self.first_message_macros(st_chat)
-        core = self.core_chat(st_chat)
-        should_add = self.authors_note(ext)
-        self.persona_prompt(ext, persona_desc, should_add)
-        scan = [m.model_copy(update={"content": first_sub[i]}) if i in first_sub else m
-                for i, m in core if m is not None and i is not None]
-        wi = self.world_info(scan, ext)
+        sh = self.shared_steps()
+        fields, wi, ext = sh.fields, sh.wi, sh.ext
         examples = self.mes_examples(fields["mesExamples"], wi["em"], strip=False)
         raw_examples = list(examples)
         if self.is_instruct:
             examples = ins.format_examples(self.tc.instruct, self.tc.context, examples, self.name1, self.name2,
-                                           self.s, self.individual)
-        self.wi_injections(ext, wi, should_add)
-        items, injected = self.chat_items(core, first_sub, ext)
+                                           self.s, self.individual, in_group=self.group is not None)
+        self.wi_injections(ext, wi, sh.should_add)
+        items, injected = self.chat_items(sh.core, sh.first_sub, ext)
         items = self.jailbreak(items, fields)
-        story = self.story_string(fields, system, wi, examples, raw_examples)
+        story = self.story_string(fields, self.system, wi, examples, raw_examples)
         if self.setup.strip_examples:
             examples = []
         return _Built(items, injected, story, examples,
@@ -265,7 +263,7 @@ class _TextAssembler(SillyTavernAssembler):
         for depth in depths:
             role_items = []
             for role in (0, 1, 2):
-                text, parts = self.ext_prompt_text(ext, EXTENSION_PROMPT_IN_CHAT, depth, role, "\n", False)
+                text, parts = self.extension_prompt(ext, EXTENSION_PROMPT_IN_CHAT, depth, role, wrap=False)
                 text = _js_trim_start(text)
                 if text:
                     role_items.append(_Item(text, role == 1, names[role] or None, narrator=role == 0, injected=True,
@@ -278,22 +276,9 @@ class _TextAssembler(SillyTavernAssembler):
                 injected.extend(range(at, at + len(role_items)))
         return list(reversed(rev)), injected
 
-    def ext_prompt_text(self, ext: dict[str, dict[str, Any]], position: int, depth: int | None, role: int | None,
-                        separator: str, wrap: bool) -> tuple[str, list[dict[str, Any]]]:
-        """``getExtensionPrompt``: prompts at ``position`` (and depth, role), sorted by key, joined."""
-        chosen = [p for _k, p in sorted(ext.items()) if p["position"] == position and p["value"]
-                  and (depth is None or p["depth"] == depth) and (role is None or p["role"] == role)]
-        text = separator.join(p["value"].strip() for p in chosen)
-        if wrap and text and not text.startswith(separator):
-            text = separator + text
-        if wrap and text and not text.endswith(separator):
-            text = text + separator
-        parts = [part for p in chosen for part in p["parts"]]
-        return (self.s(text) if text else text), parts
-
     def ext_anchor(self, ext: dict[str, dict[str, Any]], position: int, trim_start: bool) -> _Piece | None:
         """``beforeScenarioAnchor`` / ``afterScenarioAnchor`` as a piece (``None`` when empty)."""
-        text, parts = self.ext_prompt_text(ext, position, None, None, "\n", True)
+        text, parts = self.extension_prompt(ext, position)
         if trim_start:
             text = _js_trim_start(text)
         if not text:
@@ -373,7 +358,7 @@ class _TextAssembler(SillyTavernAssembler):
         name = item.name if item.is_user else (item.name or self.name2)
         if self.is_instruct:
             return ins.format_chat(self.tc.instruct, name or "", item.mes, item.is_user, item.narrator,
-                                   item.force_avatar, self.name1, force, self.s)
+                                   item.force_avatar, self.name1, force, self.s, in_group=self.group is not None)
         return f"{name}: {item.mes}\n" if item.name and not item.narrator else f"{item.mes}\n"
 
 
@@ -385,12 +370,6 @@ class _Built:
     examples: list[str]
     before: _Piece | None
     after: _Piece | None
-
-
-def _extra(m: ChatMessage) -> dict[str, Any]:
-    """A SillyTavern message's ``extra`` object (empty when it has none)."""
-    raw = (m.meta.model_extra or {}).get("extra")
-    return raw if isinstance(raw, dict) else {}
 
 
 def _js_trim_start(text: str) -> str:
@@ -447,19 +426,6 @@ class _Fill:
     primer: str  # modifyLastPromptLine + the prompt bias, appended to the last message
 
 
-def _bias(asm: _TextAssembler) -> tuple[str, bool]:
-    """``getBiasStrings('', undefined)``: the prompt bias and whether it is the user's default."""
-    bias = ""
-    for m in reversed(asm.req.chat.messages):
-        extra = _extra(m)
-        if m.role == "user" or m.meta.hidden or extra.get("type") == "narrator":
-            if isinstance(extra.get("bias"), str) and extra["bias"].strip():
-                bias = extra["bias"]
-            break
-    bias = bias or asm.tc.user_prompt_bias or ""
-    return asm.s(bias), bias == asm.tc.user_prompt_bias
-
-
 def _chat2(asm: _TextAssembler, items: list[_Item]) -> tuple[list[str], list[int]]:
     """``chat2`` (formatted messages, newest first) and the indices of user messages in it."""
     n = len(items)
@@ -506,7 +472,7 @@ def _fill(asm: _TextAssembler, built: _Built) -> _Fill:
     chat2, user_idx = _chat2(asm, items)
     if not built.items:
         chat2 = [""]
-    bias, user_bias = _bias(asm)
+    bias, user_bias = asm.bias, asm.bias_info.is_user_prompt_bias
     force_name2 = bool(bias and not user_bias) or tc.always_force_name2 or tc.main_api == "novel"
     ua = ""
     if asm.is_instruct and tc.instruct.user_alignment_message:
@@ -553,7 +519,7 @@ def _fill(asm: _TextAssembler, built: _Built) -> _Fill:
 def _last_line(asm: _TextAssembler, text: str, bias: str, force_name2: bool) -> str:
     """``modifyLastPromptLine`` (a normal generation: no quiet prompt, impersonation or continue)."""
     if asm.is_instruct:
-        text += ins.format_prompt(asm.tc.instruct, asm.name2, False, bias, asm.s)
+        text += ins.format_prompt(asm.tc.instruct, asm.name2, False, bias, asm.s, in_group=asm.group is not None)
     if not asm.is_instruct and force_name2:
         if not text.endswith("\n"):
             text += "\n"
@@ -615,6 +581,9 @@ def stopping_strings(asm: _TextAssembler) -> list[str]:
     result: list[str] = []
     if tc.context.names_as_stop_strings:
         result += [f"\n{asm.name1}:", f"\n{asm.name1}:"]
+        if asm.group is not None and asm.name2:  # the other members' names (every member with a card)
+            result += [f"\n{m.name}:" for m in asm.group.members if m.character is not None and m.name
+                       and m.name != asm.name2]
     result += ins.stopping_sequences(tc.instruct, tc.context, asm.name1, asm.name2, asm.s, tc.instruct.enabled)
     result += _custom_stopping_strings(asm)
     if tc.single_line:
@@ -696,6 +665,7 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     """
     from ..pipeline import PreparedPrompt
 
+    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker (issue 27)
     setup = request.sillytavern
     assert setup is not None and setup.text_completion is not None
     tc, settings = setup.text_completion, request.settings
@@ -707,6 +677,10 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
     tok = text_tokenizer_for(tc, settings.model_copy(update={"context_limit": limit}), registries)
     profile = profile_of(tok)
     asm = _TextAssembler(request, setup, tc, tok, profile, budget)
+    if speaker is not None:
+        asm.diagnostics.append(group_diagnostic(setup, speaker.why))
+        if speaker.warning:
+            asm.warnings.append(speaker.warning)
     if tc.main_api == "koboldhorde" and tc.horde_auto_adjust_context:
         asm.diagnostics.append("Kobold Horde with 'adjust context to workers': SillyTavern shrinks the window to "
                                "the chosen workers' limit, unknown offline; the preview uses max_context")
@@ -714,6 +688,7 @@ def prepare_text_completion(request: PreviewRequest, registries: Registries) -> 
         asm.diagnostics.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
                                "modelled; the prompt is SillyTavern's without them")
     built = asm.build()
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
     fill = _fill(asm, built)
     if built.items and not any(p.kind == BlockKind.MESSAGE for p in fill.sent):
         asm.warnings.append(f"no chat message fits: the story string and the injections alone fill the budget "
@@ -742,6 +717,9 @@ def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, in
         trace: dict[str, Any] = {"st_identifier": p.ident}
         if p.parts:
             trace["parts"] = p.parts
+        changed = regex_trace(p.source, p.parts, asm.regex_changes)
+        if changed:
+            trace["regex"] = changed
         rows.append(dict(kind=p.kind.value, role=p.role, source=p.source, tokens=asm.tok.count(p.text),
                          status="kept", reason=p.reason, protected=p.protected, pinned=False, text=p.text,
                          name=p.name, message_index=p.message_index, trace=trace, span=span))

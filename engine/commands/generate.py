@@ -1,5 +1,10 @@
 """``loomscope generate CHAT_ID``: run the pipeline and ask an OpenAI-compatible provider to reply.
 
+A Text Completion chat (a SillyTavern folder whose ``main_api`` is KoboldCpp, llama.cpp,
+text-generation-webui, TabbyAPI, …) sends the preview's exact prompt string, its stop strings and
+``max_tokens`` = the reply length to ``{base}/v1/completions``; an endpoint that speaks only Chat
+Completion fails with ``PROVIDER_NO_TEXT_COMPLETION`` (exit 4, one line on stderr).
+
 The reply is appended to the chat and the run's ``PromptContextAudit`` replaces the chat's
 previous one. The reply reserve is sent as ``max_tokens`` (or ``max_completion_tokens`` for
 models that reject it; ``--reply-limit-param`` overrides) and recorded in the audit's
@@ -58,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--message", metavar="TEXT", default=None,
                    help="append this user message first")
     p.add_argument("--base-url", metavar="URL", default=None,
-                   help="OpenAI-compatible endpoint (env LOOMSCOPE_BASE_URL or OPENAI_BASE_URL; "
-                        "default https://api.openai.com/v1)")
+                   help="OpenAI-compatible endpoint (env LOOMSCOPE_BASE_URL or OPENAI_BASE_URL; default: a "
+                        "Text Completion chat's server URL from its SillyTavern settings, else "
+                        "https://api.openai.com/v1)")
     p.add_argument("--model", metavar="NAME", default=None, help="model (default: the chat's settings)")
     p.add_argument("--context-limit", type=int, metavar="N", default=None, help="context window in tokens")
     p.add_argument("--reply-reserve", metavar="N|P%", default=None, help="tokens (or percent) kept for the reply")
@@ -71,9 +77,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default="auto",
                    help="request field that carries the reply reserve (default auto: max_completion_tokens for "
                         "OpenAI o-series and gpt-5 models, max_tokens otherwise)")
+    p.add_argument("--param", metavar="NAME=VALUE", action="append", default=[], type=_param,
+                   help="a further request field, e.g. sampler settings: --param temperature=0.7 "
+                        "--param top_k=40 (VALUE is read as JSON, else as text; repeatable; never replaces "
+                        "model, messages, prompt, stop, stream or the reply limit)")
     add_db_argument(p)
     add_format_argument(p)
     p.set_defaults(func=run)
+
+
+def _param(text: str) -> tuple[str, object]:
+    """``--param NAME=VALUE``: the field name and its value (JSON when it parses, else the text)."""
+    import json
+
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE such as temperature=0.7, not {text!r}")
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name, value
 
 
 def _settings(stored, args: argparse.Namespace):
@@ -184,8 +209,10 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = output_format(args)
     live = fmt == "table" and sys.stdout.isatty()
-    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)),
-                                     DEFAULT_BASE_URL)
+    base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)), None)
+    if base_url is None:
+        with open_library(args) as store:
+            base_url = _setup_server_url(store, args.chat_id) or DEFAULT_BASE_URL
     api_key = _api_key(args, base_url)
     shown = [0]
 
@@ -199,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         settings = _settings(store.get_chat(args.chat_id).settings, args)
         provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
                                   timeout_s=args.timeout, stream=not args.no_stream,
+                                  extra_body=dict(args.param) or None,
                                   reply_limit_param=None if args.reply_limit_param == "auto"
                                   else args.reply_limit_param)
         result, terminated = _run_cancellable(lambda cancel: generate_and_store(
@@ -208,6 +236,19 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     _print_result(result, fmt, live)
     return _exit_code(result.audit, terminated)
+
+
+def _setup_server_url(store, chat_id: str) -> str | None:
+    """The server URL of a Text Completion chat's SillyTavern setup, or ``None``.
+
+    SillyTavern's ``server_urls[type]`` (KoboldCpp, llama.cpp, TabbyAPI, … serve
+    ``/v1/completions`` there), used when no ``--base-url`` or environment variable names one;
+    ``None`` for other chats and for Kobold Horde (not an OpenAI-compatible server). Raises
+    ``CHAT_NOT_FOUND``.
+    """
+    st = store.get_chat_setup(chat_id).sillytavern
+    tc = st.text_completion if st is not None else None
+    return tc.server_url.strip() or None if tc is not None and tc.main_api != "koboldhorde" else None
 
 
 def _print_result(result: GenerationResult, fmt: str, live: bool) -> None:
@@ -221,6 +262,7 @@ def _print_result(result: GenerationResult, fmt: str, live: bool) -> None:
             "generation_id": audit.generation_id,
             "status": audit.status,
             "error_code": audit.error_code,
+            "api": audit.api,
             "prompt_tokens": audit.prompt_tokens,
             "request_params": audit.request_params,
             "reply_index": result.reply_index,

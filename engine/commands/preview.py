@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..assembly.st_group import with_speaker
 from ..assembly.textcompletion import text_completion_title
 from ..errors import SettingsError
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a library chat: preview it with its stored setup (character, persona, lorebooks, "
                         "settings; a chat imported from a SillyTavern folder is assembled as SillyTavern does); "
                         "the flags below override its settings")
+    p.add_argument("--speaker", default=None, metavar="NAME",
+                   help="with --chat-id of a group chat: the member whose next reply to preview (default: the one "
+                        "SillyTavern's activation strategy picks, else the first in list order, with a warning)")
     p.add_argument("--db", default=None, metavar="URL",
                    help="library for --chat-id (SQLAlchemy URL or SQLite file; env LOOMSCOPE_DB; default: the "
                         "embedded library)")
@@ -55,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scan-depth", type=int, default=None, help="World Info scan depth (messages)")
     p.add_argument("--lorebook-budget", type=float, default=None, metavar="PERCENT",
                    help="World Info budget, percent of the context")
+    p.add_argument("--embedding-model", default=None, metavar="FOLDER|ID",
+                   help="vector-recall: rank with this model2vec model (a folder, or an id already downloaded "
+                        "with download-embedding-model; never downloads)")
     p.add_argument("--format", choices=("table", "json"), default=None,
                    help="output format (default: table on a terminal, json when piped)")
     p.set_defaults(func=run)
@@ -73,6 +80,8 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
 
     if getattr(args, "chat_id", None):
         return _library_request(args)
+    if getattr(args, "speaker", None) is not None:
+        raise SettingsError("INVALID_SETTINGS", "--speaker needs --chat-id of a group chat", file="--speaker")
     chat = load_chat(args.chat, index=args.transcript) if args.chat else Chat()
     card: Character | None = load_character(args.card) if args.card else None
     books: list[Lorebook] = []
@@ -107,6 +116,8 @@ def _settings_with_flags(base: ContextSettings, args: argparse.Namespace) -> Con
     if getattr(args, "lorebook_budget", None) is not None:
         wi["budget_percent"] = args.lorebook_budget
     values["world_info"] = wi
+    if getattr(args, "embedding_model", None):
+        values["strategy_options"] = {**(values.get("strategy_options") or {}), "embedding_model": args.embedding_model}
     try:
         return ContextSettings.model_validate(values)
     except ValidationError as exc:
@@ -145,7 +156,7 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
     if args.persona is not None:
         name = request.persona.name if request.persona else (request.chat.user_name or "User")
         update["persona"] = Persona(name=name, description=args.persona)
-    return request.model_copy(update=update)
+    return with_speaker(request.model_copy(update=update), getattr(args, "speaker", None), where="--speaker")
 
 
 def short_detail(data: dict | None) -> str:

@@ -11,7 +11,8 @@ Record (``PromptContextAudit.compaction``): ``status`` is one of
 - ``compacted`` (a new summary, the prompt is below the trigger),
 - ``compacted_then_truncated`` (a new summary, but the prompt stayed at or above the trigger:
   the same pass truncated to the target; the next turns do not fire again without progress),
-- ``fell_back`` (the summary failed twice, was over its cap twice, or freed nothing:
+- ``fell_back`` (the summary failed twice, was over its cap twice, freed nothing, or would
+  push out one of the newest ``keep_recent`` messages:
   truncation to the target instead; ``fallback: "truncation"``),
 - ``disabled`` (stopped after ``MAX_FAILURES`` failures in a row),
 - ``no_candidates`` / ``no_progress`` (at or above the trigger, but nothing new to summarize, or
@@ -20,7 +21,10 @@ Record (``PromptContextAudit.compaction``): ``status`` is one of
 with ``trigger``, ``target``, ``prompt_tokens_before``, ``prompt_tokens_after``, ``attempts``
 (each ``{"outcome", "tokens", "error_code"}``), ``error_code``, ``summary_id``, ``range``
 (first and last message index the summary covers), ``replaced_tokens``, ``summary_tokens``,
-``reappended`` (count), ``model`` and ``failures`` (in a row, after this run).
+``reappended`` (count), ``covered`` (every message index the new summary stands for),
+``artifacts`` (``found``, ``reattached``, ``dropped``, ``dropped_kinds``: every artifact of the
+summarized messages is in the summary or counted as dropped), ``diagnostics`` (sentences, e.g.
+the artifacts that did not fit), ``model`` and ``failures`` (in a row, after this run).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from ..schema.messages import ChatMessage
 from ..schema.progress import ProgressEvent
 from ..schema.request import PreviewRequest
 from .options import CHAT_KEY, MAX_FAILURES, CompactionOptions
-from .state import CompactionState, CompactionSummary, make_summary
+from .state import CompactionState, CompactionSummary, covers_label, make_summary
 from .strategy import JUST_COMPACTED
 from .summarizer import Summarizer, SummaryOutcome, provider_summarizer, summarize_history
 
@@ -138,7 +142,8 @@ def run_compaction(
     summary, replaced = _new_summary(run, asked, outcome.text)
     if _count_block(prepared.profile, summary) >= replaced:
         record["summary_id"] = None
-        return run.fall_back("the summary freed nothing", outcome.error_code, stall=True)
+        return run.fall_back(f"the summary ({_count_block(prepared.profile, summary):,} tokens) would cost as much "
+                             f"as the {replaced:,} tokens of history it replaces", outcome.error_code, stall=True)
     return run.compacted(summary, replaced, summary.tokens)
 
 
@@ -204,8 +209,21 @@ def _new_summary(run: _CompactionRun, asked: _Asked, text: str) -> tuple[Compact
                            replaced_tokens=replaced, profile=profile.name, model=asked.model,
                            attempts=len(outcome.attempts), reappended=outcome.reappended)
     run.record.update(summary_id=summary.id, range=[summary.first, summary.last], summary_tokens=summary_tokens,
-                      replaced_tokens=replaced, reappended=len(outcome.reappended), prose_cut=outcome.prose_cut)
+                      replaced_tokens=replaced, reappended=len(outcome.reappended), prose_cut=outcome.prose_cut,
+                      covered=sorted(covered), artifacts=outcome.artifact_report())
+    if outcome.dropped:
+        note = artifacts_note(outcome)
+        run.record.setdefault("diagnostics", []).append(note)
+        log.warning("%s", note)
     return summary, replaced
+
+
+def artifacts_note(outcome: SummaryOutcome) -> str:
+    """The diagnostic for artifacts a summary lost: how many, of which kinds (never silent)."""
+    kinds = outcome.artifact_report()["dropped_kinds"]
+    what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return (f"compaction: {len(outcome.dropped)} of {outcome.artifacts} verbatim artifacts of the summarized "
+            f"messages did not fit the summary cap and are not in the summary ({what})")
 
 
 @dataclass
@@ -252,8 +270,8 @@ class _CompactionRun:
         req, again = self._prepare(new)
         self.record["prompt_tokens_after"] = again.preview.prompt_tokens
         self.report("failed", LABEL_FELL_BACK,
-                    f"{why} ({error_code or 'no error code'}); the oldest history was truncated instead",
-                    error_code=error_code, reason=why)
+                    f"fell back to truncation: {why} ({error_code or 'no error code'}); the oldest history was "
+                    "truncated instead", outcome="fell_back", error_code=error_code, reason=why)
         return CompactionOutcome(req, new, self.record, again)
 
     def compacted(self, summary: CompactionSummary, replaced: int, summary_tokens: int) -> CompactionOutcome:
@@ -263,6 +281,9 @@ class _CompactionRun:
                                             "last": {"status": "compacted", "generation_id": generation_id}})
         req, again = self._prepare(new, just_compacted=True)
         after = again.preview.strategy_info
+        if not after.get("summary"):  # the strategy would not send it (it pushed out a newest message)
+            record["summary_id"] = None
+            return self.fall_back("the summary would push out one of the newest messages", None, stall=True)
         record["prompt_tokens_after"] = again.preview.prompt_tokens
         record["failures"] = 0
         if after.get("prompt_tokens", 0) >= self.info["trigger"]:
@@ -279,11 +300,27 @@ class _CompactionRun:
         record["truncated_to_target"] = bool(again.preview.strategy_info.get("truncated_to_target"))
         log.info("compacted messages #%d–#%d into %d tokens (replaced %d)", summary.first, summary.last,
                  summary_tokens, replaced)
-        self.report("done", LABEL_DONE,
-                    f"messages #{summary.first}–#{summary.last} ({replaced:,} tokens) → a {summary_tokens:,}-token "
-                    "summary", summary_tokens=summary_tokens, replaced_tokens=replaced,
-                    range=[summary.first, summary.last])
+        self.report("done", LABEL_DONE, done_text(record, summary, replaced, summary_tokens),
+                    outcome=record["status"], summary_tokens=summary_tokens, replaced_tokens=replaced,
+                    range=[summary.first, summary.last], messages=len(record.get("covered") or summary.covered),
+                    artifacts=record.get("artifacts"))
         return CompactionOutcome(req, new, record, again)
+
+
+def done_text(record: dict[str, Any], summary: CompactionSummary, replaced: int, summary_tokens: int) -> str:
+    """The finished row's words: ``compacted 12 messages (#0–#11, 3,400 tokens) into a 380-token summary; …``."""
+    n = len(record.get("covered") or summary.covered)
+    text = (f"compacted {n} message{'s' if n != 1 else ''} ({covers_label(summary.covered)}, {replaced:,} tokens) "
+            f"into a {summary_tokens:,}-token summary")
+    arts = record.get("artifacts") or {}
+    if arts.get("reattached"):
+        text += f"; {arts['reattached']} verbatim artifact{'s' if arts['reattached'] != 1 else ''} re-attached"
+    if arts.get("dropped"):
+        kinds = ", ".join(f"{v} {k}" for k, v in sorted((arts.get("dropped_kinds") or {}).items()))
+        text += f"; {arts['dropped']} did not fit the cap ({kinds})"
+    if record.get("status") == "compacted_then_truncated":
+        text += "; still at the trigger, so the oldest history was also truncated to the target"
+    return text
 
 
 def _count_block(profile: TokenizerProfile, summary: CompactionSummary) -> int:

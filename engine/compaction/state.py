@@ -127,6 +127,22 @@ class CompactionState(BaseModel):
         return self.model_copy(update={"summary": None, "removed": removed, "stall": None, "failures": 0})
 
 
+def covers_label(indices: list[int]) -> str:
+    """``#0–#4, #6`` for message ``indices``: runs of consecutive indices joined, in order (exactly the set)."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(set(indices)):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}–#{run[-1]}")
+        run = [i]
+    if run:
+        out.append(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}–#{run[-1]}")
+    return ", ".join(out)
+
+
 def make_summary(text: str, covered: dict[int, ChatMessage], *, previous: CompactionSummary | None = None,
                  tokens: int = 0, replaced_tokens: int = 0, profile: str = "", model: str = "",
                  attempts: int = 1, reappended: list[str] | None = None) -> CompactionSummary:

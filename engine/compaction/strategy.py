@@ -15,7 +15,8 @@ generations reuse it. Steps, for blocks in prompt order:
    unless auto-compaction stopped after ``MAX_FAILURES`` failures in a row, or the last
    compaction stalled (did not get below the trigger) and summarizing the new candidates could
    not get below it either (no re-firing without progress).
-3. **Fit.** Below the trigger, the blocks are fitted to the budget as ``manual`` does (right
+3. **Fit.** The summary is used only if it costs none of the newest ``keep_recent`` messages
+   its place (else it is left out with a warning, and those messages are sent). Below the trigger, the blocks are fitted to the budget as ``manual`` does (right
    after a compaction, to the target). At or above it (compaction pending, failed, stopped or without progress), the prompt is truncated
    until the *target* holds (keeping tool groups whole; the summary block is kept like a
    protected block when it fits), so the next turn does not start at the trigger again; when
@@ -38,7 +39,7 @@ from ..schema.messages import ChatMessage
 from ..shifting.core import shift_context
 from ..shifting.groups import find_tool_groups
 from .options import HOST_KEY, MAX_FAILURES, CompactionOptions, thresholds
-from .state import CompactionState, CompactionSummary, message_fingerprint
+from .state import CompactionState, CompactionSummary, covers_label, message_fingerprint
 
 SUMMARY_BLOCK_ID = "sc0"
 #: Option the generation sets on the prepares right after a compaction: fit to the target even
@@ -49,8 +50,12 @@ _PRE_REMOVED = ("HIDDEN", "TOOL_RESULT_ORPHANED", "MANUAL_EXCLUDED")
 
 
 def summary_block(summary: CompactionSummary) -> Block:
-    """The prompt block for a stored summary: a header naming the messages it covers, then its text."""
-    header = f"[Summary of the earlier conversation, messages #{summary.first}–#{summary.last}]"
+    """The prompt block for a stored summary: a header naming exactly the messages it covers, then its text.
+
+    The header lists the covered indices as runs (``messages #0–#4, #6–#9``): a pinned message
+    inside the range, or one the summarizer never saw, is not claimed.
+    """
+    header = f"[Summary of the earlier conversation, messages {covers_label(summary.covered)}]"
     return Block(id=SUMMARY_BLOCK_ID, kind=BlockKind.SUMMARY, role="system", source=SUMMARY_SOURCE,
                  message=ChatMessage(role="system", content=f"{header}\n{summary.text}"), reason="SUMMARY",
                  trace={"summary_id": summary.id, "covers": [summary.first, summary.last],
@@ -119,6 +124,14 @@ def compact_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], in
     to_target = prompt >= trigger or bool(options.get(JUST_COMPACTED))  # compaction ends at the target (SPEC §4)
     result, truncated_to_target = _fit(blocks, folded, sblock, count_tokens, budget,
                                        target - overhead if to_target else None)
+    if sblock is not None and not result.error and _costs_recent(blocks, result, live, gone, opts.keep_recent):
+        # the summary never costs one of the newest messages its place (issue 28 item 3)
+        plain, plain_to_target = _fit(blocks, set(), None, count_tokens, budget,
+                                      target - overhead if to_target else None)
+        if not plain.error and not _costs_recent(blocks, plain, live, gone, opts.keep_recent):
+            warnings.append("the compaction summary would push out one of the newest messages; not used")
+            sblock, folded, summary, sblock_tokens = None, set(), None, 0
+            result, truncated_to_target = plain, plain_to_target
     if result.error and sblock is not None:  # the summary itself does not fit: send history instead
         warnings.append("the compaction summary does not fit the budget next to the protected blocks; not used")
         sblock, folded, summary, sblock_tokens = None, set(), None, 0
@@ -203,6 +216,15 @@ def _plan_reason(prompt: int, trigger: int, state: CompactionState, candidate_to
     warnings.append(f"the prompt ({prompt} tokens) is at or above the compaction trigger ({trigger}): "
                     f"compaction runs at generation; until then this shows what truncation would keep")
     return "pending"
+
+
+def _costs_recent(blocks: Sequence[Block], result: ShiftResult, live: list[int], gone: set[str],
+                  keep_recent: int) -> bool:
+    """``True`` when ``result`` leaves out one of the ``keep_recent`` newest messages (for budget, not by hand)."""
+    if keep_recent <= 0:
+        return False
+    recent = {blocks[i].id for i in [i for i in live if _is_message(blocks[i])][-keep_recent:]}
+    return any(e.block_id in recent and e.block_id not in gone for e in result.excluded)
 
 
 def _fit(blocks: Sequence[Block], folded: set[int], sblock: Block | None, count_tokens: Callable[[Block], int],

@@ -18,8 +18,8 @@ What is read (``src/constants.js`` ``USER_DIRECTORY_TEMPLATE``; FORMATS.md b1, b
   ``username`` and ``user_avatar``.
 - ``characters/*.png`` (cards; the identity SillyTavern uses, ``getCharaFilename``, is the file
   name without ``.png``), ``worlds/*.json`` (the world's name is the file name without
-  ``.json``), ``chats/<card file name>/*.jsonl``. ``group chats/`` and ``groups/`` are listed as
-  skipped (group chats are not supported).
+  ``.json``), ``chats/<card file name>/*.jsonl``, ``groups/*.json`` with their ``group chats/<chat id>.jsonl``
+  (:mod:`engine.importers.st_groups`; a group chat file no group lists is skipped).
 
 The folder is read without leaving it (issue 25): a symbolic link (file or folder) whose target
 resolves outside the folder the writer pointed at is not followed, and a link whose target is named
@@ -54,6 +54,8 @@ from ..schema import Character, Chat, ContextSettings, Persona
 from ..schema.sillytavern import (
     GLOBAL_PROMPT_ORDER_ID,
     AuthorNote,
+    GroupMember,
+    GroupSetup,
     PromptDefinition,
     PromptOrderItem,
     SillyTavernSetup,
@@ -62,6 +64,7 @@ from ..schema.sillytavern import (
     default_prompts,
 )
 from .st_extras import extend_setup, with_entry_hashes
+from .st_groups import NO_HEADER, chat_metadata, group_chat_ids, group_member, group_setup, read_group_file
 from .st_presets import PRESET_FOLDERS, read_text_completion
 
 #: The Text Completion preset folders of a user folder (read with ``settings.json``, issue 26).
@@ -126,8 +129,8 @@ class SkippedFile:
 class FolderPlan:
     """What :func:`read_st_folder` found: the user folder, its items and the files skipped.
 
-    The items are characters, worlds, personas and chats, in that order; the files skipped are group chats and, under
-    ``skip_bad``, bad files.
+    The items are characters, worlds, personas and chats, in that order; the files skipped are group chat files no
+    group lists and, under ``skip_bad``, bad files.
     """
 
     folder: Path
@@ -471,7 +474,7 @@ def st_folder_files(folder: Path, boundary: Path) -> tuple[dict[str, Path], list
     -------
     (files, unreadable)
         ``files``: path relative to ``folder`` (``settings.json``, ``worlds/*.json``, ``characters/*.png``,
-        ``chats/<card>/*.jsonl``, and the Text Completion presets ``instruct/``, ``context/``, ``sysprompt/``
+        ``chats/<card>/*.jsonl``, ``groups/*.json``, ``group chats/*.jsonl``, and the Text Completion presets ``instruct/``, ``context/``, ``sysprompt/``
         ``*.json``) → path; links out of ``boundary``, ``secrets.json`` (named so, or a link to
         it) and the open library's files are left out (nothing is opened: ``scandir``, ``realpath`` and ``stat`` only).
         ``unreadable``: ``(folder, why)`` per sub-folder that exists but could not be listed.
@@ -487,6 +490,8 @@ def st_folder_files(folder: Path, boundary: Path) -> tuple[dict[str, Path], list
         out.update((f"{top}/{p.name}", p) for p in walk.entries(top, suffix=suffix))
     for d in walk.entries("chats", dirs=True):
         out.update((f"chats/{d.name}/{p.name}", p) for p in walk.entries(f"chats/{d.name}", suffix=".jsonl"))
+    for top, suffix in (("groups", ".json"), ("group chats", ".jsonl")):  # issue 27 item 7
+        out.update((f"{top}/{p.name}", p) for p in walk.entries(top, suffix=suffix))
     from ._io import SECRETS_FILE
 
     return ({rel: p for rel, p in out.items() if p.name.lower() != SECRETS_FILE and not library_files.is_library_file(p)},
@@ -536,7 +541,7 @@ def read_st_folder(path: str | Path, *, st_user: str | None = None, skip_bad: bo
     worlds = reader.read_worlds()
     cards = reader.read_cards()
     personas = reader.read_chats(worlds, cards)
-    reader.skip_group_chats()
+    reader.read_group_chats(worlds, cards, personas)
     # personas go before the chats that use them
     plan = reader.plan
     chats_and_rest = [i for i in plan.items if i.kind == "chat"]
@@ -810,15 +815,107 @@ class _FolderReader:
                               item.character_key, item.persona_key)
         self.plan.items.append(item)
 
-    def skip_group_chats(self) -> None:
-        """List every file under ``group chats/`` and ``groups/`` as skipped (not supported)."""
-        folder = self.plan.folder
-        for folder_name in ("group chats", "groups"):
-            g = folder / folder_name
-            if g.is_dir():
-                for p in sorted(x for x in g.rglob("*") if x.is_file()):
-                    self.plan.skipped.append(SkippedFile(str(p.relative_to(folder)), "IMPORT_UNSUPPORTED_FORMAT",
-                                                         "group chats are not supported; skipped"))
+    def read_group_chats(self, worlds: dict[str, str], cards: dict[str, FolderItem],
+                         personas: dict[str, FolderItem]) -> None:
+        """Every ``groups/*.json`` and its ``group chats/<chat id>.jsonl`` as chat items (issue 27 item 7).
+
+        A member whose card is missing is a warning naming it (the others are kept, as
+        SillyTavern skips it); a group chat file no group lists is skipped.
+        """
+        # only what the walk listed is opened (issue 25): a group or chat file linked out of the folder is skipped
+        files = {p.name: p for p in self.walk.entries("group chats", suffix=".jsonl")}
+        listed: set[str] = set()
+        for gp in self.walk.entries("groups", suffix=".json"):
+            grel = f"groups/{gp.name}"
+            raw = self.attempt(grel, partial(read_group_file, gp))
+            if raw is None:
+                continue
+            ids = group_chat_ids(raw)
+            listed.update(f"group chats/{i}.jsonl" for i in ids)
+            chats = [i for i in ids if not (self.skips(grel) and self.skips(f"group chats/{i}.jsonl"))]
+            if not chats:
+                continue
+            members, notes = self._group_members(raw, cards, grel)
+            group = group_setup(raw, members, self.settings.raw)
+            for chat_id in chats:
+                rel = f"group chats/{chat_id}.jsonl"
+                if f"{chat_id}.jsonl" not in files:
+                    if not any(x.file == rel for x in self.plan.skipped):  # else a link the walk skipped
+                        self.warn(grel, f"group {group.name!r}: chat {chat_id!r} has no file {rel}; not imported")
+                    continue
+                self.read_group_chat(rel, raw, group, worlds, personas, notes)
+        for p in self.walk.entries("group chats"):
+            rel = f"group chats/{p.name}"
+            if rel not in listed:
+                self.plan.skipped.append(SkippedFile(rel, "IMPORT_UNSUPPORTED_FORMAT",
+                                                     "no group in groups/ lists this chat; skipped"))
+
+    def _group_members(self, raw: dict[str, Any], cards: dict[str, FolderItem],
+                       grel: str) -> tuple[list[GroupMember], list[str]]:
+        """The group's members in list order and the warnings on missing cards."""
+        from .cards import load_character_with_info
+
+        members: list[GroupMember] = []
+        notes: list[str] = []
+        listed_cards = {p.name: p for p in self.walk.entries("characters", suffix=".png")}
+        for avatar in dict.fromkeys(str(x) for x in raw["members"] if isinstance(x, str)):
+            item = cards.get(Path(avatar).stem)
+            card: Character | None = item.value if item is not None else None
+            path = listed_cards.get(avatar)  # a name read from a file: only looked up among the listed cards
+            if card is None and path is not None:
+                got = self.attempt(f"characters/{avatar}", partial(load_character_with_info, path))
+                card = got[0] if got is not None else None
+            if card is None:
+                notes.append(f"group {raw.get('name')!r}: member card characters/{avatar} is missing; "
+                             "left out (SillyTavern skips it)")
+            members.append(group_member(avatar, card, f"characters/{avatar}" if card is not None else None,
+                                        self.settings.raw))
+        for n in notes:
+            self.warn(grel, n)
+        return members, notes
+
+    def read_group_chat(self, rel: str, raw: dict[str, Any], group: GroupSetup, worlds: dict[str, str],
+                        personas: dict[str, FolderItem], notes: list[str]) -> None:
+        """One group chat as a chat item: the group's metadata, every member's character worlds, the group."""
+        from ._guard import guarded
+
+        loaded = self._load_chat(self.plan.folder / rel, rel)
+        if loaded is None:
+            return
+        chat, loaded_warnings = loaded
+        chat_id = rel.removeprefix("group chats/").removesuffix(".jsonl")
+        chat = chat.model_copy(update={"metadata": chat_metadata(raw, chat_id),
+                                       "title": f"{group.name or 'Group'} ({chat_id})"})
+        warnings = [*notes, *(w for w in loaded_warnings if not w.startswith(NO_HEADER))]
+        for w in warnings[len(notes):]:
+            self.warn(rel, w)
+        pitem = self._persona(chat, personas)
+        links = _ChatLinks(rel, worlds, self.warn, warnings=warnings)
+        global_select = self.settings.global_select
+        for name in global_select:
+            links.link(name, "global")
+        chat_world = (chat.metadata or {}).get("world_info")
+        if isinstance(chat_world, str) and chat_world and chat_world not in global_select:
+            links.link(chat_world, "chat")
+        for m in group.members:
+            for name in m.worlds:
+                if name not in global_select and name != chat_world:
+                    links.link(name, "character")
+        first = next((m for m in group.members if m.key is not None), None)
+        s = self.settings
+        source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
+                  "character_file": first.key if first else None}
+        setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
+        if s.text_completion is not None:
+            setup = setup.model_copy(update={"text_completion": s.text_completion})
+        setup = extend_setup(setup, s.raw, first.key if first else None, lambda w: self.warn("settings.json", w))
+        setup = setup.model_copy(update={"group": group})
+        item = FolderItem("chat", rel, chat.title or chat_id, chat, warnings=links.warnings,
+                          character_key=first.key if first else None, persona_key=pitem.key,
+                          lorebook_links=links.links, setup=setup, settings=s.context)
+        item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), s.context, links.links,
+                              item.character_key, item.persona_key)
+        self.plan.items.append(item)
 
 
 __all__ = ["DEFAULT_ST_USER", "FolderItem", "FolderPlan", "SkippedFile", "checked_user_folder", "content_digest",

@@ -7,8 +7,9 @@
   ``power_user.sysprompt`` (the LIVE values SillyTavern builds with: ``loadPowerUserSettings``
   assigns the whole objects, ``migrateInstructModeSettings`` completes the instruct one,
   ``loadContextSettings`` the context one); ``power_user.tokenizer``, ``token_padding``,
-  ``custom_stopping_strings(_macro)``, ``always_force_name2``, ``trim_sentences``, ``single_line``,
-  ``user_prompt_bias``; ``max_context`` and ``amount_gen`` (top level, ``script.js``
+  ``custom_stopping_strings(_macro)``, ``always_force_name2``, ``trim_sentences``, ``single_line``
+  (``user_prompt_bias``, Start Reply With, is shared with Chat Completion: ``st_extras`` reads it
+  into ``SillyTavernSetup.start_reply_with``); ``max_context`` and ``amount_gen`` (top level, ``script.js``
   ``saveSettings``); ``textgenerationwebui_settings.type`` / ``server_urls`` / ``<type>_model``
   (``textgen-settings.js``), ``api_server`` (KoboldAI) and ``horde_settings.models``.
 - ``instruct/*.json``, ``context/*.json``, ``sysprompt/*.json``: the preset libraries
@@ -313,9 +314,8 @@ def read_text_completion(folder: Path, settings: dict[str, Any], warn: Warn,
     for key in ("always_force_name2", "trim_sentences", "single_line", "custom_stopping_strings_macro"):
         if isinstance(pu.get(key), bool):
             values[key] = pu[key]
-    for key in ("custom_stopping_strings", "user_prompt_bias"):
-        if isinstance(pu.get(key), str):
-            values[key] = pu[key]
+    if isinstance(pu.get("custom_stopping_strings"), str):
+        values["custom_stopping_strings"] = pu["custom_stopping_strings"]
     values["instruct_presets"] = read_presets(folder, "instruct", warn, listing)
     values["context_presets"] = read_presets(folder, "context", warn, listing)
     values["sysprompt_presets"] = read_presets(folder, "sysprompt", warn, listing)

@@ -58,6 +58,38 @@ def string_hash(text: str, seed: int = 0) -> int:
     return 4294967296 * (2097151 & h2) + (h1 & _M32)
 
 
+def js_number(v: Any) -> float:
+    """JavaScript ``Number(v)`` of a JSON value (``NaN`` where JavaScript gives ``NaN``).
+
+    One rule for the timed effects' stored numbers (``world-info.js``) and the macro variables
+    (``variables.js``): ``null`` 0, booleans 0/1, strings trimmed (empty 0; ``0x`` / ``0o`` / ``0b``
+    integers; ``Infinity``; ``inf``, ``nan`` and ``_`` separators NaN), one-element arrays their element.
+    """
+    if v is None:
+        return 0.0
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, list):
+        return js_number(v[0]) if len(v) == 1 else (0.0 if not v else math.nan)
+    if isinstance(v, str):
+        s = v.strip()
+        if not s:
+            return 0.0
+        try:
+            if s.lower().startswith(("0x", "0o", "0b")):
+                return float(int(s, 0))
+            if s.lower().lstrip("+-") in ("infinity",):
+                return -math.inf if s.startswith("-") else math.inf
+            if s.lower().lstrip("+-") in ("inf", "nan") or "_" in s:
+                return math.nan
+            return float(s)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
 def js_number_string(x: float) -> str:
     """ECMAScript ``Number::toString`` (shortest round trip, JavaScript's exponent rules)."""
     if isinstance(x, bool):

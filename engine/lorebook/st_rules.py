@@ -105,18 +105,8 @@ class _StEntry:
 
 
 def _st_key(raw: Any, user: str, char: str) -> _StKey | None:
-    raw = raw if isinstance(raw, str) else str(raw)
-    sub = substitute_names(raw, user=user, char=char)
-    if not sub:
-        return None  # `substituted && ...` (world-info.js 3895): an empty key never matches
-    text = sub.strip()
-    regex = None
-    if text.startswith("/") and is_regex_key(text):
-        try:
-            regex = compile_regex_key(text)
-        except InvalidRegexKey:
-            regex = None  # parseRegexFromString returns null: matched as plain text
-    return _StKey(raw, text, regex)
+    """A key with ``{{user}}`` / ``{{char}}`` filled in (:func:`_macro_key` with names only)."""
+    return _macro_key(raw, lambda text: substitute_names(text, user=user, char=char))
 
 
 def _st_entries(prepared: _Prepared, user: str, char: str) -> list[_StEntry]:
@@ -165,6 +155,11 @@ def _with_macro_keys(st_all: list[_StEntry], macros: Callable[[str], str]) -> li
 
 
 def _macro_key(raw: Any, macros: Callable[[str], str]) -> _StKey | None:
+    """A key after ``macros`` (``substituteParams``), ``None`` when it comes out empty.
+
+    ``substituted && ...`` (world-info.js 3895): an empty key never matches. A ``/…/`` key that
+    does not compile is matched as plain text (``parseRegexFromString`` returns ``null``).
+    """
     raw = raw if isinstance(raw, str) else str(raw)
     sub = macros(raw)
     if not sub:

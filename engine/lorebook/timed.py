@@ -30,30 +30,9 @@ from typing import Any
 from ..schema.lorebook import Lorebook
 from .prepare import _Entry, _Prepared
 from .records import _Activation
-from .st_hash import HASHES_FIELD, NO_POSITION_FIELD, entry_hash, js_number_string
+from .st_hash import HASHES_FIELD, NO_POSITION_FIELD, entry_hash, js_number, js_number_string
 
 _TYPES = ("sticky", "cooldown")
-
-
-def _js_number(v: Any) -> float:
-    """JavaScript ``Number(v)`` for JSON values (``NaN`` where JavaScript gives ``NaN``)."""
-    if v is None:
-        return 0.0
-    if isinstance(v, bool):
-        return 1.0 if v else 0.0
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        s = v.strip()
-        if not s:
-            return 0.0
-        try:
-            return float(int(s, 16)) if s.lower().startswith("0x") else float(s)
-        except ValueError:
-            return math.nan
-    if isinstance(v, list):
-        return _js_number(v[0]) if len(v) == 1 else (0.0 if not v else math.nan)
-    return math.nan
 
 
 def _js_truthy(v: Any) -> bool:
@@ -74,7 +53,7 @@ def _js_str(v: Any) -> str:
 
 
 def _count(v: int | None) -> float:
-    return _js_number(v)
+    return js_number(v)
 
 
 class _Timed:
@@ -144,17 +123,17 @@ class _Timed:
             if not isinstance(value, dict):
                 value = {}
             x = self._find(key, value)
-            if n <= _js_number(value.get("start")) and not _js_truthy(value.get("protected")):
+            if n <= js_number(value.get("start")) and not _js_truthy(value.get("protected")):
                 del store[key]  # the chat did not advance (swipe / regenerate)
                 continue
             if x is None:
-                if n >= _js_number(value.get("end")):
+                if n >= js_number(value.get("end")):
                     del store[key]
                 continue
             if not getattr(x.entry, kind):
                 del store[key]
                 continue
-            if n >= _js_number(value.get("end")):
+            if n >= js_number(value.get("end")):
                 del store[key]
                 if kind == "sticky" and x.entry.cooldown:
                     # onEnded.sticky (420–431): a protected cooldown from now, applied at once
@@ -283,6 +262,6 @@ def without_new_timers(state: Mapping[str, Any], labels: Sequence[str], chat_len
         for key in [k for k in effects if k in drop]:
             eff = effects[key]
             if isinstance(eff, dict) and not _js_truthy(eff.get("protected")) \
-                    and _js_number(eff.get("start")) == chat_len:
+                    and js_number(eff.get("start")) == chat_len:
                 del effects[key]
     return out

@@ -120,3 +120,50 @@ def error_for_exception(exc: BaseException) -> ProviderError:
     if isinstance(exc, OSError):
         return ProviderError("PROVIDER_NETWORK_ERROR", f"the connection to the provider failed ({name})")
     return ProviderError("PROVIDER_BAD_RESPONSE", f"the provider's answer could not be read ({name})")
+
+
+#: An error body that says the endpoint (or the model behind it) serves only chat completions:
+#: OpenAI ("This is a chat model and not supported in the v1/completions endpoint. Did you mean to
+#: use v1/chat/completions?"), vLLM / LiteLLM / OpenRouter ("does not support the Completions API",
+#: "completions endpoint is not supported", "only supports chat").
+_CHAT_ONLY_RE = re.compile(
+    r"chat model|not supported in the v1/completions|did you mean to use v1/chat/completions"
+    r"|does(?: not|n't) support (?:the )?(?:legacy )?(?:text )?completions?(?: api| endpoint)?\b"
+    r"|(?:text )?completions? (?:api|endpoint|route) (?:is )?(?:not supported|unsupported|not available)"
+    r"|only supports? (?:the )?chat|use (?:the )?/?(?:v1/)?chat/completions",
+    re.IGNORECASE,
+)
+#: Statuses a server without the text-completion route answers with (no such route, method not
+#: allowed on it, not implemented).
+NO_ROUTE_STATUSES = (404, 405, 501)
+
+
+def _says_chat_only(body: bytes) -> bool:
+    text = body[:MAX_ERROR_BODY_BYTES].decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return bool(_CHAT_ONLY_RE.search(text))
+    err = doc.get("error") if isinstance(doc, dict) else None
+    message = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+    if message is None and isinstance(doc, dict):
+        message = doc.get("detail") or doc.get("message")
+    return bool(_CHAT_ONLY_RE.search(str(message if message is not None else text)))
+
+
+def error_for_text_status(status: int, body: bytes, headers: httpx.Headers | None = None) -> ProviderError:
+    """The normalized error for a non-200 answer on the text-completion route (``POST …/completions``).
+
+    No such route (HTTP 404 / 405 / 501), or a 4xx body saying the endpoint or model serves only
+    chat completions → ``PROVIDER_NO_TEXT_COMPLETION`` (the body is only inspected, never kept);
+    anything else as :func:`error_for_status`.
+    """
+    if status in NO_ROUTE_STATUSES or (400 <= status < 500 and status not in (401, 403, 429)
+                                       and _says_chat_only(body)):
+        return ProviderError(
+            "PROVIDER_NO_TEXT_COMPLETION",
+            f"the endpoint only speaks Chat Completion: it has no text-completion route (HTTP {status} on "
+            "POST /v1/completions); send this Text Completion prompt to a server that serves /v1/completions "
+            "(llama.cpp, KoboldCpp, TabbyAPI, vLLM, text-generation-webui)",
+            details={"status": status})
+    return error_for_status(status, body, headers)

@@ -186,8 +186,12 @@ def normalize_tool_calls(raw: object) -> list[dict[str, Any]]:
     return out
 
 
-def parse_completion(doc: object) -> ProviderReply:
-    """Read a non-streamed chat completion. Raises ``PROVIDER_BAD_RESPONSE``."""
+def first_choice(doc: object) -> dict[str, Any]:
+    """``doc["choices"][0]`` of a non-streamed answer (chat or text completion).
+
+    Raises ``PROVIDER_BAD_RESPONSE`` when ``doc`` is no JSON object or has no choices, and the
+    provider's normalized error when it carries ``error`` instead of choices.
+    """
     if not isinstance(doc, dict):
         raise _bad("the provider's answer is not a JSON object")
     if "error" in doc and "choices" not in doc:
@@ -195,7 +199,14 @@ def parse_completion(doc: object) -> ProviderReply:
     choices = doc.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _bad("the provider's answer has no choices")
-    message = choices[0].get("message")
+    return choices[0]
+
+
+def parse_completion(doc: object) -> ProviderReply:
+    """Read a non-streamed chat completion. Raises ``PROVIDER_BAD_RESPONSE``."""
+    choice = first_choice(doc)
+    assert isinstance(doc, dict)
+    message = choice.get("message")
     if not isinstance(message, dict):
         raise _bad("the provider's answer has no message")
     content = message.get("content")
@@ -205,7 +216,7 @@ def parse_completion(doc: object) -> ProviderReply:
         else:
             raise _bad("the provider's message content is not text")
     tool_calls = normalize_tool_calls(message.get("tool_calls") or [])
-    finish = choices[0].get("finish_reason")
+    finish = choice.get("finish_reason")
     return ProviderReply(content=content or "", tool_calls=tool_calls,
                          finish_reason=str(finish) if finish is not None else None,
                          usage=_int_usage(doc.get("usage")))
@@ -285,21 +296,15 @@ def _request_body(model: str, messages: list[dict[str, Any]], *, tools: list[dic
     return body
 
 
-class ChatCompletionsClient:
-    """One OpenAI-compatible endpoint.
+class OpenAICompatClient:
+    """What every OpenAI-compatible route shares.
 
-    Parameters
-    ----------
-    base_url:
-        E.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8000/v1``.
-    api_key:
-        Sent as ``Authorization: Bearer <key>``; ``None`` sends no header (local servers).
-        Never logged, stored, or put into an error.
-    timeout_s:
-        Read timeout in seconds: the longest silence tolerated between bytes from the
-        provider (a stalled server fails with ``PROVIDER_TIMEOUT``).
-    transport:
-        Optional httpx transport (tests).
+    The URL, the key, timeouts, the worker thread that runs the exchange, cancel, SSE reading
+    and error normalization.
+
+    Subclasses give the route (:meth:`route_url`), the reply parsers (:meth:`_parse`,
+    :meth:`_stream_state`) and the error mapping (:meth:`_status_error`); parameters as
+    :class:`ChatCompletionsClient`.
     """
 
     def __init__(
@@ -311,13 +316,18 @@ class ChatCompletionsClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         check_api_key(api_key)
-        self.url = completions_url(base_url)
+        self.url = self.route_url(base_url)
         self._api_key = api_key
         self._timeout = httpx.Timeout(timeout_s, connect=min(CONNECT_TIMEOUT_S, timeout_s))
         self._transport = transport
 
+    @staticmethod
+    def route_url(base_url: str) -> str:
+        """The URL requests go to for ``base_url``."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:  # never show the key
-        return f"ChatCompletionsClient({public_endpoint(self.url)!r})"
+        return f"{type(self).__name__}({public_endpoint(self.url)!r})"
 
     def _headers(self, stream: bool) -> dict[str, str]:
         headers = {"Content-Type": "application/json",
@@ -326,47 +336,9 @@ class ChatCompletionsClient:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def complete(
-        self,
-        model: str,
-        messages: list[dict[str, Any]],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        stream: bool = True,
-        extra_body: dict[str, Any] | None = None,
-        on_delta: Callable[[str, str], None] | None = None,
-        cancel: threading.Event | None = None,
-        reply_limit: dict[str, int] | None = None,
-    ) -> ProviderReply:
-        """Send one chat-completions request and return the reply.
-
-        Parameters
-        ----------
-        model, messages, tools:
-            The request body's fields (``tools`` omitted when empty).
-        stream:
-            Ask for SSE streaming.
-        extra_body:
-            Further body fields (they never replace ``model``, ``messages`` or ``stream``).
-        reply_limit:
-            The reply limit fields (``{"max_tokens": n}`` or ``{"max_completion_tokens": n}``, in
-            tokens; see ``engine.providers.params``). When given, they replace any
-            ``max_tokens`` / ``max_completion_tokens`` in ``extra_body``.
-        on_delta:
-            Called on the calling thread with ``(piece, text_so_far)`` for each streamed piece.
-        cancel:
-            Setting it aborts the request; the call then raises ``CANCELLED``.
-
-        Raises
-        ------
-        ProviderError
-            ``PROVIDER_TIMEOUT``, ``PROVIDER_RATE_LIMITED``, ``PROVIDER_AUTHENTICATION``,
-            ``PROVIDER_CONTEXT_LENGTH_EXCEEDED``, ``PROVIDER_BAD_REQUEST``,
-            ``PROVIDER_SERVER_ERROR``, ``PROVIDER_NETWORK_ERROR``, ``PROVIDER_BAD_RESPONSE`` or
-            ``CANCELLED``.
-        """
-        body = _request_body(model, messages, tools=tools, stream=stream, extra_body=extra_body,
-                             reply_limit=reply_limit)
+    def _run(self, body: dict[str, Any], stream: bool, on_delta: Callable[[str, str], None] | None,
+             cancel: threading.Event | None) -> ProviderReply:
+        """POST ``body`` on a worker thread; relay its pieces, honour ``cancel``; the reply or the error."""
         events: queue.Queue[tuple[str, Any]] = queue.Queue()
         aborted = threading.Event()
         holder: dict[str, Any] = {}
@@ -418,6 +390,16 @@ class ChatCompletionsClient:
                 with contextlib.suppress(Exception):
                     obj.close()
 
+    # hooks a client for another OpenAI-compatible route overrides (TextCompletionsClient)
+    def _parse(self, doc: object) -> ProviderReply:
+        return parse_completion(doc)
+
+    def _stream_state(self) -> _StreamState:
+        return _StreamState()
+
+    def _status_error(self, status: int, raw: bytes, headers: httpx.Headers) -> ProviderError:
+        return error_for_status(status, raw, headers)
+
     def _exchange(self, body: dict[str, Any], stream: bool, events: queue.Queue,
                   holder: dict[str, Any], aborted: threading.Event) -> ProviderReply:
         with httpx.Client(timeout=self._timeout, transport=self._transport,
@@ -431,7 +413,7 @@ class ChatCompletionsClient:
                         raw += chunk
                         if len(raw) >= MAX_ERROR_BODY_BYTES:
                             break
-                    error = error_for_status(response.status_code, raw, response.headers)
+                    error = self._status_error(response.status_code, raw, response.headers)
                     del raw  # classified; never kept
                     raise error
                 ctype = response.headers.get("content-type", "")
@@ -441,11 +423,11 @@ class ChatCompletionsClient:
                         doc = json.loads(raw)
                     except ValueError:
                         raise _bad("the provider's answer is not valid JSON") from None
-                    reply = parse_completion(doc)
+                    reply = self._parse(doc)
                     if stream and reply.content:
                         events.put(("delta", reply.content))
                     return reply
-                state = _StreamState()
+                state = self._stream_state()
                 for line in response.iter_lines():
                     if aborted.is_set():
                         raise ProviderError("CANCELLED", "the generation was cancelled")
@@ -467,3 +449,69 @@ class ChatCompletionsClient:
                     raise ProviderError("PROVIDER_NETWORK_ERROR",
                                         "the stream ended before the reply was complete")
                 return state.reply()
+
+
+class ChatCompletionsClient(OpenAICompatClient):
+    """One OpenAI-compatible chat-completions endpoint.
+
+    Parameters
+    ----------
+    base_url:
+        E.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8000/v1``.
+    api_key:
+        Sent as ``Authorization: Bearer <key>``; ``None`` sends no header (local servers).
+        Never logged, stored, or put into an error.
+    timeout_s:
+        Read timeout in seconds: the longest silence tolerated between bytes from the
+        provider (a stalled server fails with ``PROVIDER_TIMEOUT``).
+    transport:
+        Optional httpx transport (tests).
+    """
+
+    @staticmethod
+    def route_url(base_url: str) -> str:
+        """``{base_url}/chat/completions`` (:func:`completions_url`)."""
+        return completions_url(base_url)
+
+    def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stream: bool = True,
+        extra_body: dict[str, Any] | None = None,
+        on_delta: Callable[[str, str], None] | None = None,
+        cancel: threading.Event | None = None,
+        reply_limit: dict[str, int] | None = None,
+    ) -> ProviderReply:
+        """Send one chat-completions request and return the reply.
+
+        Parameters
+        ----------
+        model, messages, tools:
+            The request body's fields (``tools`` omitted when empty).
+        stream:
+            Ask for SSE streaming.
+        extra_body:
+            Further body fields (they never replace ``model``, ``messages`` or ``stream``).
+        reply_limit:
+            The reply limit fields (``{"max_tokens": n}`` or ``{"max_completion_tokens": n}``, in
+            tokens; see ``engine.providers.params``). When given, they replace any
+            ``max_tokens`` / ``max_completion_tokens`` in ``extra_body``.
+        on_delta:
+            Called on the calling thread with ``(piece, text_so_far)`` for each streamed piece.
+        cancel:
+            Setting it aborts the request; the call then raises ``CANCELLED``.
+
+        Raises
+        ------
+        ProviderError
+            ``PROVIDER_TIMEOUT``, ``PROVIDER_RATE_LIMITED``, ``PROVIDER_AUTHENTICATION``,
+            ``PROVIDER_CONTEXT_LENGTH_EXCEEDED``, ``PROVIDER_BAD_REQUEST``,
+            ``PROVIDER_SERVER_ERROR``, ``PROVIDER_NETWORK_ERROR``, ``PROVIDER_BAD_RESPONSE`` or
+            ``CANCELLED``.
+        """
+        body = _request_body(model, messages, tools=tools, stream=stream, extra_body=extra_body,
+                             reply_limit=reply_limit)
+        return self._run(body, stream, on_delta, cancel)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .character import Character
 
 #: SillyTavern ``extension_prompt_types`` (``script.js``): where an extension prompt goes.
 EXTENSION_PROMPT_NONE, EXTENSION_PROMPT_IN_PROMPT, EXTENSION_PROMPT_IN_CHAT, EXTENSION_PROMPT_BEFORE_PROMPT = -1, 0, 1, 2
@@ -266,10 +268,12 @@ class TextCompletionSetup(BaseModel):
     custom_stopping_strings, custom_stopping_strings_macro:
         ``power_user.custom_stopping_strings`` (a JSON array as text, as SillyTavern keeps it)
         and whether macros are expanded in them.
-    always_force_name2, trim_sentences, single_line, user_prompt_bias:
+    always_force_name2, trim_sentences, single_line:
         ``power_user`` switches: end a plain prompt with ``{{char}}:``; trim the reply to whole
-        sentences; stop at the first newline (adds ``"\n"`` as a stop string); the "Start
-        Reply With" text.
+        sentences; stop at the first newline (adds ``"\n"`` as a stop string). The "Start Reply
+        With" text (``power_user.user_prompt_bias``) is :attr:`SillyTavernSetup.start_reply_with`,
+        read by both paths; a setup stored with the older ``user_prompt_bias`` key here is read
+        into it (:meth:`SillyTavernSetup._start_reply_with_moved`).
     horde_auto_adjust_context:
         ``horde_settings.auto_adjust_context_length`` (Kobold Horde: SillyTavern shrinks the window
         to the chosen workers' limit, which is not known offline).
@@ -296,7 +300,6 @@ class TextCompletionSetup(BaseModel):
     always_force_name2: bool = False
     trim_sentences: bool = False
     single_line: bool = False
-    user_prompt_bias: str = ""
     horde_auto_adjust_context: bool = False
     instruct_presets: list[InstructTemplate] = Field(default_factory=list)
     context_presets: list[ContextTemplate] = Field(default_factory=list)
@@ -341,6 +344,90 @@ class CharacterNote(BaseModel):
     prompt: str = ""
     use_chara: bool = False
     position: int = 0
+
+
+class GroupMember(BaseModel):
+    """One member of a SillyTavern group (``groups/<id>.json`` ``members[]``), as imported.
+
+    Attributes
+    ----------
+    avatar:
+        The member's card file name in ``characters/`` (what ``group.members`` holds).
+    key:
+        The card's path in the folder (``characters/<avatar>``), ``None`` when the card is missing
+        (SillyTavern then skips the member everywhere, ``characters.find`` failing).
+    name:
+        The card's name (``""`` when missing).
+    worlds:
+        The names of the member's character worlds (``getCharacterLore``: ``extensions.world`` and
+        the ``charLore`` extra books), used when the member speaks.
+    talkativeness:
+        ``data.extensions.talkativeness`` (``activateNaturalOrder``'s roll), 0.5 by default.
+    tags, regex_allowed, note:
+        The member's ``tag_map`` tags, whether its own regex scripts may run
+        (``character_allowed_regex``) and its Author's Note (``extension_settings.note.chara``);
+        they replace the chat's ``character_tags`` / ``character_regex_allowed`` / ``character_note``
+        when it speaks.
+    character:
+        In a request only (filled by :meth:`engine.storage.Store.build_request`, never stored): the
+        member's card as the library holds it; ``None`` when missing.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    avatar: str
+    key: str | None = None
+    name: str = ""
+    worlds: list[str] = Field(default_factory=list)
+    talkativeness: float = 0.5
+    tags: list[str] = Field(default_factory=list)
+    regex_allowed: bool = False
+    note: CharacterNote | None = None
+    character: Character | None = None
+
+
+class GroupSetup(BaseModel):
+    """A SillyTavern group chat's group (``groups/<id>.json``; ``public/scripts/group-chats.js``).
+
+    Attributes
+    ----------
+    id, name:
+        The group's ``id`` and ``name``.
+    members:
+        Every member in list order (``group.members``), missing cards included.
+    disabled_members:
+        Avatars of the muted members (``group.disabled_members``).
+    activation_strategy:
+        ``group_activation_strategy``: 0 natural order, 1 list order (SillyTavern 1.12.6 has no
+        other); any other value activates nobody in SillyTavern.
+    generation_mode:
+        ``group_generation_mode``: 0 swap character cards, 1 join them, 2 join them including muted
+        members (``getGroupCharacterCards``).
+    join_prefix, join_suffix:
+        ``generation_mode_join_prefix`` / ``_suffix`` (``<FIELDNAME>`` is the field's label).
+    allow_self_responses:
+        ``group.allow_self_responses`` (natural order may pick the last speaker again).
+    instruct_wrap:
+        ``power_user.instruct.wrap`` (``settings.json``): a newline between a joined field and its
+        prefix / suffix (``getGroupCharacterCards``).
+    speaker:
+        In a request only: the name (or avatar) of the member to preview the prompt for; ``None``
+        picks the member SillyTavern's strategy would (:func:`engine.assembly.st_group.next_speaker`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ""
+    name: str = ""
+    members: list[GroupMember] = Field(default_factory=list)
+    disabled_members: list[str] = Field(default_factory=list)
+    activation_strategy: int = 0
+    generation_mode: int = 0
+    join_prefix: str = ""
+    join_suffix: str = ""
+    allow_self_responses: bool = False
+    instruct_wrap: bool = True
+    speaker: str | None = None
 
 
 class SillyTavernSetup(BaseModel):
@@ -395,7 +482,29 @@ class SillyTavernSetup(BaseModel):
         The card's own Author's Note (``extension_settings.note.chara``), or ``None``.
     global_variables:
         ``extension_settings.variables.global`` (``{{getglobalvar::…}}``).
+    group:
+        The group of a group chat (``groups/*.json``), ``None`` for a 1-on-1 chat.
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _start_reply_with_moved(cls, data: Any) -> Any:
+        """Read a setup stored before the two paths shared Start Reply With.
+
+        Such a setup holds it as ``text_completion.user_prompt_bias``; it becomes
+        ``start_reply_with`` (when that is empty) and the old key is dropped.
+        """
+        if not isinstance(data, dict):
+            return data
+        tc = data.get("text_completion")
+        if not isinstance(tc, dict) or "user_prompt_bias" not in tc:
+            return data
+        tc = dict(tc)
+        old = tc.pop("user_prompt_bias")
+        data = {**data, "text_completion": tc}
+        if isinstance(old, str) and old and not data.get("start_reply_with"):
+            data["start_reply_with"] = old
+        return data
 
     model_config = ConfigDict(extra="forbid")
 
@@ -437,3 +546,4 @@ class SillyTavernSetup(BaseModel):
     character_regex_allowed: bool = False
     character_note: CharacterNote | None = None
     global_variables: dict[str, Any] = Field(default_factory=dict)
+    group: GroupSetup | None = None  # issue 27 item 7 (group chats)

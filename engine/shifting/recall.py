@@ -15,21 +15,24 @@ current user input. Every candidate's score is recorded: ``ShiftResult.trace_upd
 ``{"relevance": score, "relevance_rank": r, "relevance_backend": "bm25"}`` (the preview and the
 audit show it in the block's trace) and ``ShiftResult.info["relevance"]``.
 
-An embedding backend is used only when ``embedding_model_path`` names a local
-sentence-transformers model folder and the ``sentence-transformers`` package is installed; it
-is loaded with the Hugging Face hub offline (nothing downloads) and scores are cosine
-similarities. Any problem (no such folder, package missing, load error) falls back to BM25 with
-a diagnostic.
+A semantic backend (issue 28 item 4) is used when option ``embedding_model`` (or its older
+name ``embedding_model_path``) names a ``model2vec`` static model: a local folder, or a model id
+already in the user's model cache (``engine.shifting.embedding``; nothing is ever downloaded
+during a preview). Scores are then cosine similarities of the static embeddings, and each
+block's trace says ``"relevance_backend": "model2vec"`` with ``"relevance_model"``. Any problem
+(no such folder, a model not downloaded, a broken folder) falls back to BM25 with a diagnostic
+saying why; BM25 stays the default.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult
 from .core import shift_context
+from .embedding import BACKEND as EMBEDDING_BACKEND
+from .embedding import embedding_scores
 
 #: History messages (plus the current input) that form the relevance query.
 RECALL_MESSAGES = 6
@@ -61,28 +64,6 @@ def bm25_scores(documents: Sequence[str], query: str) -> list[float]:
     return [float(s) for s in retriever.get_scores(q)]
 
 
-def embedding_scores(documents: Sequence[str], query: str, model_path: str) -> list[float]:
-    """Cosine similarity of each document to ``query`` with a *local* sentence-transformers model.
-
-    Raises
-    ------
-    FileNotFoundError
-        ``model_path`` is not a folder.
-    ImportError
-        ``sentence-transformers`` is not installed.
-    """
-    if not os.path.isdir(model_path):
-        raise FileNotFoundError(f"no model folder at {model_path}")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer  # optional dependency
-
-    model = SentenceTransformer(model_path, local_files_only=True)
-    vectors = model.encode([query, *documents], normalize_embeddings=True)
-    q = vectors[0]
-    return [float(v @ q) for v in vectors[1:]]
-
-
 def recent_query(blocks: Sequence[Block], gone: set[str], n: int = RECALL_MESSAGES) -> str:
     """The text of the last ``n`` history messages and the current input (not removed ones)."""
     hist = [b for b in blocks if b.id not in gone and b.message is not None
@@ -94,8 +75,9 @@ def vector_recall_strategy(blocks: Sequence[Block], count_tokens: Callable[[Bloc
                            options: dict[str, Any]) -> ShiftResult:
     """Fit ``blocks`` into ``budget``: examples, then least relevant lore/memory, then old history.
 
-    ``options``: ``recall_messages`` (int, default :data:`RECALL_MESSAGES`), ``embedding_model_path``
-    (str, optional), ``honor_manual`` (default ``True``). See the module docstring.
+    ``options``: ``recall_messages`` (int, default :data:`RECALL_MESSAGES`), ``embedding_model``
+    (a model2vec model folder or cached model id, optional; ``embedding_model_path`` is the older
+    name), ``honor_manual`` (default ``True``). See the module docstring.
     """
     honor_manual = bool(options.get("honor_manual", True))
     base = shift_context(blocks, count_tokens, 2**62, honor_manual=honor_manual)  # removals any budget makes
@@ -105,27 +87,27 @@ def vector_recall_strategy(blocks: Sequence[Block], count_tokens: Callable[[Bloc
                   and not b.history and b.id not in gone]
     diagnostics: list[str] = []
     scores: list[float] = []
-    backend = "bm25"
+    backend, model = "bm25", None
     if candidates:
         query = recent_query(blocks, gone, int(options.get("recall_messages", RECALL_MESSAGES)))
         texts = [b.text() for b in candidates]
-        path = options.get("embedding_model_path")
-        if path:
+        ref = options.get("embedding_model") or options.get("embedding_model_path")
+        if ref:
             try:
-                scores = embedding_scores(texts, query, str(path))
-                backend = "embedding"
-            except Exception as exc:
-                diagnostics.append(f"vector-recall: embedding model {path!r} not used "
-                                   f"({type(exc).__name__}: {exc}); ranked with BM25")
+                scores = embedding_scores(texts, query, str(ref))
+                backend, model = EMBEDDING_BACKEND, str(ref)
+            except Exception as exc:  # any model problem: BM25, and say why
+                diagnostics.append(f"vector-recall: embedding model {ref!r} not used ({exc}); ranked with BM25")
         if backend == "bm25":
             scores = bm25_scores(texts, query)
     score_of = {b.id: s for b, s in zip(candidates, scores)}
     pos = {b.id: i for i, b in enumerate(blocks)}
     ranked = sorted(candidates, key=lambda b: (score_of[b.id], b.priority, -pos[b.id]))
     rank_of = {b.id: len(ranked) - k for k, b in enumerate(ranked)}  # 1 = most relevant
+    extra = {"relevance_model": model} if model else {}
     trace_updates = {b.id: {"relevance": round(score_of[b.id], 6), "relevance_rank": rank_of[b.id],
-                            "relevance_backend": backend} for b in candidates}
-    info = {"relevance": {b.id: round(score_of[b.id], 6) for b in candidates}, "relevance_backend": backend}
+                            "relevance_backend": backend, **extra} for b in candidates}
+    info = {"relevance": {b.id: round(score_of[b.id], 6) for b in candidates}, "relevance_backend": backend, **extra}
 
     plain = shift_context(blocks, count_tokens, budget, honor_manual=honor_manual)
     if plain.error or base.total_tokens <= budget:

@@ -33,7 +33,7 @@ from ..schema import (
     PreviewRequest,
 )
 from ..schema.audit import PromptContextAudit
-from ..schema.sillytavern import SillyTavernSetup
+from ..schema.sillytavern import GroupSetup, SillyTavernSetup
 from . import _orm as orm
 from .database import WRITE_OPTION, describe_failure
 from .models import (
@@ -253,6 +253,12 @@ class _SameFile:
         return ImportRef(kind=kind, id=obj_id, name=name, status=status)  # type: ignore[arg-type]
 
 
+#: What a stored SillyTavern setup never holds: request-only fields (lorebook scopes live on the
+#: links; a group's speaker and its members' cards are filled per preview).
+_SETUP_NOT_STORED: dict[str, Any] = {"lorebook_scopes": True,
+                                     "group": {"speaker": True, "members": {"__all__": {"character"}}}}
+
+
 class Store:
     """The library. Build it with :func:`engine.storage.open_store` (which migrates and seeds).
 
@@ -451,7 +457,7 @@ class Store:
             branch_point=branch_point,
             settings=(settings or ContextSettings()).model_dump(mode="json"),
             data=chat.model_dump(mode="json", exclude={"messages", "title"}),
-            setup=setup.model_dump(mode="json", exclude={"lorebook_scopes"}) if setup is not None else None,
+            setup=setup.model_dump(mode="json", exclude=_SETUP_NOT_STORED) if setup is not None else None,
             created_at=now,
             updated_at=now,
         )])
@@ -591,6 +597,8 @@ class Store:
                 for book_id in stored.lorebook_ids:
                     books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
                 setup = stored.setup.model_copy(update={"lorebook_scopes": list(stored.lorebook_scopes)})
+                if setup.group is not None:  # issue 27 item 7: every member's card, for the speaker's prompt
+                    setup = setup.model_copy(update={"group": self._group_cards(session, setup.group)})
                 return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
                                       lorebooks=books, settings=stored.settings, sillytavern=setup)
             if character is not None and character.character_book is not None:
@@ -602,6 +610,17 @@ class Store:
                 books.append(self._load_lorebook(session, self._lorebook_row(session, book_id)))
             return PreviewRequest(chat=stored.chat, character=character, persona=stored.persona,
                                   lorebooks=books, settings=stored.settings)
+
+    def _group_cards(self, session: Session, group: GroupSetup) -> GroupSetup:
+        """``group`` with each member's card from the library (found by its import key; ``None`` when gone)."""
+        members = []
+        for m in group.members:
+            card = None
+            src = session.get(orm.ImportSourceRow, ("character", m.key)) if m.key else None
+            if src is not None and session.get(orm.CharacterRow, src.object_id) is not None:
+                card, _ = self._load_character(session, src.object_id)
+            members.append(m.model_copy(update={"character": card}))
+        return group.model_copy(update={"members": members})
 
     def add_chat(
         self,
@@ -704,7 +723,7 @@ class Store:
         """
         with self._unit() as session:
             row = self._chat_row(session, chat_id)
-            row.setup = setup.model_dump(mode="json", exclude={"lorebook_scopes"}) if setup is not None else None
+            row.setup = setup.model_dump(mode="json", exclude=_SETUP_NOT_STORED) if setup is not None else None
             self._touch(row)
 
     def set_chat_lorebook_links(self, chat_id: str, links: Sequence[LorebookLink | tuple[str, str]]) -> None:
@@ -1587,7 +1606,7 @@ class Store:
             row.title, row.character_id, row.persona_id = item.name, character_id, persona_id
             row.settings = item.settings.model_dump(mode="json")
             row.data = chat.model_dump(mode="json", exclude={"messages", "title"})
-            row.setup = item.setup.model_dump(mode="json", exclude={"lorebook_scopes"})
+            row.setup = item.setup.model_dump(mode="json", exclude=_SETUP_NOT_STORED)
             session.execute(delete(orm.MessageRow).where(orm.MessageRow.chat_id == obj_id))
             session.execute(delete(orm.ChatLorebookRow).where(orm.ChatLorebookRow.chat_id == obj_id))
             session.flush()

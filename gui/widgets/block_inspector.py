@@ -14,6 +14,7 @@ from :mod:`gui.theme`.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer
@@ -65,6 +66,9 @@ class BlockInspector(QWidget):
         self._registry: TokenizerRegistry | None = None
         self._block: PreviewBlock | None = None
         self._profile_name = ""
+        #: Set by the window: the profile a name stands for in the current preview (a Text
+        #: Completion chat's SillyTavern tokenizer is not in the registry), ``None`` to ask it.
+        self.profile_resolver: Callable[[str], TokenizerProfile | None] | None = None
         self._spans: list[tuple[int, int]] = []
         self._span_cache: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._shown: tuple[str, str] | None = None
@@ -286,6 +290,10 @@ class BlockInspector(QWidget):
         return self._registry
 
     def _profile(self, name: str) -> TokenizerProfile | None:
+        if self.profile_resolver is not None:
+            resolved = self.profile_resolver(name)
+            if resolved is not None:
+                return resolved
         try:
             return self._tokenizers().get(name)
         except LoomscopeError:  # UNKNOWN_TOKENIZER

@@ -45,6 +45,7 @@ from ..models.chat_model import (
 from ..models.preview_delta import PreviewDelta
 from ..theme import status_hex
 from ..words import reason_meaning
+from .compaction_row import compaction_row_text, is_compaction
 
 PAD = 6
 MAX_TEXT_LINES = 8
@@ -347,7 +348,8 @@ class ChatDelegate(QStyledItemDelegate):
         p.drawRect(rect.adjusted(0, 0, -1, -1))
         fm = QFontMetrics(option.font)
         glyph = {"running": "⟳", "done": "✓", "failed": "✗", "cancelled": "⊘"}.get(event.state, "•")
-        head = f"{glyph} {event.label}"
+        label, text = compaction_row_text(event) if is_compaction(event) else (event.label, event.text or "")
+        head = f"{glyph} {label}"
         if event.fraction is not None:
             head += f"  {100 * event.fraction:.0f} %"
         elif event.state == "running":
@@ -359,8 +361,8 @@ class ChatDelegate(QStyledItemDelegate):
         if event.fraction is not None:
             p.fillRect(QRect(bar.left(), bar.top(), int(bar.width() * max(0.0, min(1.0, event.fraction))),
                              bar.height()), color)
-        if event.text:
-            tail = " ".join(event.text.split())[-300:]
+        if text:
+            tail = " ".join(text.split())[-300:]
             p.setPen(QColor("#555"))
             p.drawText(QRect(rect.left() + 6, bar.bottom() + 3, rect.width() - 12, fm.height()),
                        int(Qt.AlignmentFlag.AlignLeft), fm.elidedText(tail, Qt.TextElideMode.ElideLeft,

@@ -42,6 +42,7 @@ from engine.schema.sillytavern import PromptOrderItem, SillyTavernSetup
 from ..roles import PROMPT_ID_ROLE
 from ..setup_commands import SetupState
 from .auto_apply import AutoApply, hold
+from .text_completion_setup import TextCompletionSetupBox
 
 if TYPE_CHECKING:  # the storage package (SQLAlchemy) loads with the store, not with this widget
     from engine.storage.models import LorebookSummary, PersonaSummary
@@ -126,6 +127,13 @@ class PromptSetupPanel(QScrollArea):
                                   "default Prompt Manager prompts and order (undoable)")
         self.st_button.clicked.connect(self.enable_sillytavern)
         lay.addWidget(self.st_button)
+        # issue 26: SillyTavern's Advanced Formatting (instruct / context templates, Text Completion)
+        self.text_completion = TextCompletionSetupBox()
+        self.text_completion.edited.connect(
+            lambda tc, label: self._emit_st(label, text_completion=tc))
+        self.text_completion.start_reply_with_edited.connect(
+            lambda text: self._emit_st("Edit Start Reply With", start_reply_with=text))
+        lay.addWidget(self.text_completion)
         lay.addWidget(self._build_prompts())
         lay.addWidget(self._build_note())
         lay.addWidget(self._build_order())
@@ -374,11 +382,16 @@ class PromptSetupPanel(QScrollArea):
         self.persona_depth.setEnabled(st is not None)
         self.persona_role.setEnabled(st is not None)
         self.st_button.setVisible(enabled and st is None)
+        self.text_completion.set_setup(st.text_completion if st is not None else None, enabled=st is not None,
+                                       start_reply_with=st.start_reply_with if st is not None else "")
         if state is None:
             self.heading.setText("No chat open.")
             self.books_table.setRowCount(0)
             return
-        self.heading.setText("Assembled as SillyTavern's Chat Completion does (Prompt Manager order)."
+        self.heading.setText("Assembled as SillyTavern's Text Completion does: one prompt string from the "
+                             "context and instruct templates."
+                             if st is not None and st.text_completion is not None else
+                             "Assembled as SillyTavern's Chat Completion does (Prompt Manager order)."
                              if st is not None else
                              "Assembled by Loomscope's stage template. The prompts, Author's Note and "
                              "prompt order apply to SillyTavern-style chats.")

@@ -30,6 +30,8 @@ from engine.resolve import lorebook_budget
 from engine.schema import ContextPreview, ContextSettings
 from engine.tokenizers import known_models, lookup_model
 
+from .embedding_model import EmbeddingModelBox
+
 FROM_MODEL = "(from the model table)"
 
 
@@ -130,6 +132,10 @@ class SettingsPanel(QWidget):
         form.addRow("Strategy", self.strategy_box)
         form.addRow("", self.strategy_desc)
         form.addRow("Strategy options", self.options_edit)
+        self.recall_model = EmbeddingModelBox(self)  # vector-recall's semantic model (issue 28)
+        form.addRow("Recall model", self.recall_model)
+        self._recall_row = form.rowCount() - 1
+        self._form = form
         form.addRow("Lorebook budget", self.wi_percent)
         form.addRow("", self.wi_tokens)
         form.addRow("Lorebook cap", self.wi_cap)
@@ -148,6 +154,7 @@ class SettingsPanel(QWidget):
         self.profile_box.currentIndexChanged.connect(self._on_any_changed)
         self.strategy_box.currentIndexChanged.connect(self._on_strategy_box_changed)
         self.options_edit.editingFinished.connect(self._on_any_changed)
+        self.recall_model.model_chosen.connect(self._on_recall_model_chosen)
         self.wi_percent.valueChanged.connect(self._on_any_changed)
         self.wi_cap.valueChanged.connect(self._on_any_changed)
         self.wi_depth.valueChanged.connect(self._on_any_changed)
@@ -197,6 +204,8 @@ class SettingsPanel(QWidget):
             self._select_data(self.profile_box, settings.tokenizer)
             self._select_data(self.strategy_box, settings.strategy)
             self.options_edit.setText(json.dumps(settings.strategy_options) if settings.strategy_options else "")
+            opts = settings.strategy_options or {}
+            self.recall_model.set_model(str(opts.get("embedding_model") or opts.get("embedding_model_path") or ""))
             self.wi_percent.setValue(settings.world_info.budget_percent)
             self.wi_cap.setValue(settings.world_info.budget_cap)
             self.wi_depth.setValue(settings.world_info.scan_depth)
@@ -296,9 +305,28 @@ class SettingsPanel(QWidget):
         if name in self._registries.strategies:
             desc = self._registries.strategies.get(name).description
         self.strategy_desc.setText(desc)
+        self._form.setRowVisible(self._recall_row, name == "vector-recall")
 
     def _on_model_box_changed(self, _text: str) -> None:
         self._update_model_info()
+        self._on_any_changed()
+
+    def _on_recall_model_chosen(self, name: str) -> None:
+        """Put the chosen model into the strategy options (``embedding_model``; none: BM25)."""
+        text = self.options_edit.text().strip()
+        try:
+            options = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            options = None
+        if not isinstance(options, dict):
+            self.error_label.setText("Not applied: fix the strategy options JSON first")
+            return
+        options.pop("embedding_model_path", None)
+        if name:
+            options["embedding_model"] = name
+        else:
+            options.pop("embedding_model", None)
+        self.options_edit.setText(json.dumps(options) if options else "")
         self._on_any_changed()
 
     def _on_strategy_box_changed(self, _i: int) -> None:

@@ -132,3 +132,20 @@ def test_fit_transcript_always_ends_fits_or_cannot_cut_further(sizes, budget):
     out, _cut = fit_transcript(lines, budget, count)
     assert sum(len(t) for _, t in out) <= budget or not out
     assert [i for i, _ in out] == [i for i, _ in lines][len(lines) - len(out):]  # only the oldest left out
+
+
+def test_cutting_prose_keeps_the_models_text_exactly_and_code_whole():
+    from engine.compaction.summarizer import repair, sentence_spans
+
+    code = "```py\n" + "\n".join(f"step_{i} = run({i})  # long line {'x' * 30}" for i in range(12)) + "\n```"
+    filler = " ".join(f"Sentence {i} says the queue drained." for i in range(400))  # > 6,000 characters
+    prose = f"The fix:\n{code}\n{filler}\nThe last word names /srv/app/queue.py for the record."
+    arts = find_artifacts(prose)
+    fixed = repair(prose, arts, 400, COUNT)
+    assert COUNT(fixed.text) <= 400 and fixed.prose_cut
+    assert code in fixed.text  # never shortened or squashed
+    assert "/srv/app/queue.py" in fixed.text  # a sentence holding an artifact is never cut, even past 6,000 chars
+    assert fixed.dropped == []
+    assert fixed.text.startswith(f"The fix:\n{code}\n")  # the model's own layout
+    assert fixed.text.endswith("\nThe last word names /srv/app/queue.py for the record.")
+    assert len(sentence_spans(prose)) == 403  # two lines, the code block, 400 sentences

@@ -126,7 +126,8 @@ def test_examples_go_first_then_history_then_low_priority_lore():
     assert hi in res.kept and k in res.kept
 
 
-def test_summarize_folds_removed_history_into_a_summary_before_the_input():
+def test_summarize_folds_removed_history_into_a_summary_in_story_order():
+    """Issue 31 item 7: the summary sits where the folded history was; the newest messages go last."""
     from engine.pipeline import preview
     from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
 
@@ -143,10 +144,11 @@ def test_summarize_folds_removed_history_into_a_summary_before_the_input():
     assert folded and all(b.reason == "SUMMARIZED" and b.summary_id == summary.id for b in folded)
     assert all(b.original_tokens and b.original_tokens > 0 for b in folded)
     assert "Event 0 happened at the harbor." in summary.text or "Event" in summary.text
-    order = [b.source for b in pv.blocks if b.status != "truncated"]
-    assert order[-2:] == ["summary:auto", f"message:{len(msgs) - 1}"]
+    order = [b.source for b in pv.blocks if b.status == "kept"]
+    assert order[:2] == ["message:0", "summary:auto"]
+    assert order[-2:] == [f"message:{len(msgs) - 2}", f"message:{len(msgs) - 1}"]
     assert pv.prompt_tokens <= pv.budget
-    assert pv.messages[-2]["content"].startswith("[Summary of")
+    assert pv.messages[1]["content"].startswith("[Summary of messages #")
 
 
 def test_reused_call_id_pairs_with_the_nearest_earlier_call():

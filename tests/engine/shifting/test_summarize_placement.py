@@ -13,13 +13,16 @@ def test_without_current_input_the_summary_replaces_the_folded_history_in_place(
     b.sys(10)
     old = [b.msg(60, "user"), b.msg(60, "assistant")]
     newer = [b.msg(20, "user"), b.msg(20, "assistant")]  # the chat ends on the assistant: no input
+    text = ChatMessage(role="user", content="The keeper logged a ship entering the bay at dawn.")
+    b.blocks = [blk.model_copy(update={"message": text}) if blk.history else blk for blk in b.blocks]
     res = summarize_strategy(b.blocks, lambda blk: b.sizes.get(blk.id, 5), 150, {})  # 170 > 150
-    # only as much of the oldest history as needed is folded: room for at least a quarter of the
-    # 400-token cap takes both old messages (one would leave 40 tokens)
-    assert {t.block_id for t in res.truncated} == set(old)
+    # only the history truncation removes is folded: its 40 free tokens hold a summary of it, so
+    # no kept message is folded to make more room (issue 31 item 7)
+    assert {t.block_id for t in res.truncated} == {old[0]}
     [summary] = res.added
-    assert res.added_before[summary.id] == newer[0]  # before the newer history, not after it
-    assert res.kept == [b.blocks[0].id, *newer]
+    assert res.added_before[summary.id] == old[1]  # in story order, before the newer history
+    assert res.kept == [b.blocks[0].id, old[1], *newer]
+    assert res.total_tokens == 10 + 60 + 40 + 5
 
 
 def test_pipeline_puts_the_summary_before_newer_messages_when_the_chat_ends_on_the_assistant() -> None:
