@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from engine.importers.st_folder import read_st_folder, st_folder_files
@@ -18,6 +19,7 @@ from engine.st_sync import sync_st_folder
 from engine.storage import open_store
 
 from .st_fixture import SETTINGS, build_st_user
+from .st_group_fixture import CHAT_ID, build_group_user
 
 CANARY = "CANARY-PRESET-OUTSIDE-41c2"
 
@@ -98,3 +100,37 @@ def test_a_chat_folder_linked_out_is_neither_listed_nor_hashed(tmp_path: Path) -
         report = sync_st_folder(store, user)
     assert ("chats/far", "IMPORT_OUTSIDE_FOLDER") in {(s["file"], s["code"]) for s in report.skipped}
     assert not [r for r in report.added if r.key.startswith("chats/far/")]
+
+
+def test_group_chats_are_read_only_through_the_listing(tmp_path: Path) -> None:
+    """Issue 27's group chats under issue 25's rule: a group chat linked out is skipped, a member name that walks
+    out of the folder (``../../outside/card.png``) opens nothing; the group inside still comes in, also on re-sync."""
+    user = build_group_user(tmp_path, group={"members": ["hero.png", "mira.png", "../../outside/evil.png"],
+                                             "chats": [CHAT_ID, "far"]})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "evil.png").write_bytes((user / "characters" / "hero.png").read_bytes())
+    (outside / "far.jsonl").write_text((user / "group chats" / f"{CHAT_ID}.jsonl").read_text("utf-8"), encoding="utf-8")
+    (user / "group chats" / "far.jsonl").symlink_to(outside / "far.jsonl")
+    opened: list[str] = []
+    recording = [True]
+
+    def audit(event: str, args: tuple) -> None:
+        if recording[0] and event == "open" and args and isinstance(args[0], (str, os.PathLike)):
+            opened.append(os.path.realpath(args[0]))
+
+    sys.addaudithook(audit)  # hooks cannot be removed: it records only while this test runs
+    try:
+        plan = read_st_folder(user)
+        with open_store(str(tmp_path / "lib.db"), seed=False) as store:
+            first = sync_st_folder(store, user)
+            again = sync_st_folder(store, user)
+    finally:
+        recording[0] = False
+    reads = list(opened)
+    assert not [p for p in reads if p.startswith(str(outside))], reads
+    assert ("group chats/far.jsonl", "IMPORT_OUTSIDE_FOLDER") in {(s.file, s.code) for s in plan.skipped}
+    assert [i.key for i in plan.items if i.kind == "chat" and i.key.startswith("group chats/")] == \
+        [f"group chats/{CHAT_ID}.jsonl"]
+    assert f"group chats/{CHAT_ID}.jsonl" in {r.key for r in first.added}
+    assert again.files_changed == [] and not again.added and not again.changed
