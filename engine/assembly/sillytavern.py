@@ -46,6 +46,7 @@ blocks.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1365,7 +1366,7 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
                     ) -> list[PreviewBlock]:
     """One block per sent message in prompt order (all excluded on a budget error), with the left-out ones.
 
-    A left-out chat message sits in story order among the sent ones (:func:`_story_slot`); other
+    A left-out chat message sits in story order among the sent ones (:func:`_in_story_order`); other
     left-out blocks (examples pushed out, cut injections) follow at the end. A block a regex script
     changed (its own text or one of its parts) lists each change in ``trace["regex"]``:
     ``{"source", "script", "before", "after"}``.
@@ -1385,15 +1386,9 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
         blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
                            reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
                            message_index=m.message_index, trace=trace))
-    rest: list[dict[str, Any]] = []
-    for x in sorted(excluded, key=lambda x: -1 if x.get("message_index") is None else x["message_index"]):
-        row = dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x})
-        at = _story_slot(blocks, row)
-        if at is None:
-            rest.append(row)
-        else:
-            blocks.insert(at, row)
-    blocks.extend(rest)
+    rows = [dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x})
+            for x in sorted(excluded, key=lambda x: -1 if x.get("message_index") is None else x["message_index"])]
+    blocks = _in_story_order(blocks, rows)
     return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
 
 
@@ -1411,28 +1406,46 @@ def regex_trace(source: str, parts: list[dict[str, Any]],
             if isinstance(src, str) for c in regex_changes.get(src, [])]
 
 
-def _story_slot(blocks: list[dict[str, Any]], row: dict[str, Any]) -> int | None:
-    """Where a left-out block goes among ``blocks`` so the rows keep story order.
+def _in_story_order(sent: list[dict[str, Any]], left_out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sent blocks with the left-out ones (sorted by message index, examples first) among them.
 
-    A chat message: before the first message block of a later message; else after the last
-    message block (or after the new-chat marker when no message is sent). An example pushed
-    out: after the last example sent. ``None`` (append at the end) otherwise. A front end
-    shows the rows in this order, so a hidden or cut greeting stays at the top (issue 31).
+    So the rows keep story order (issue 31): a left-out chat message goes before the first sent
+    block of a later message, else after the last sent message block (or the new-chat marker);
+    an example pushed out goes after the last example sent; anything else (or a message with no
+    such place) at the end. Left-out blocks for the same place keep their order. One pass over
+    the sent blocks and one over the left-out ones (O(n log n) with the bisection).
     """
-    index = row.get("message_index")
-    if index is None:
-        if row.get("source") != "character:mes_example":
-            return None
-        examples = [k for k, b in enumerate(blocks) if b.get("kind") == BlockKind.EXAMPLE.value]
-        return examples[-1] + 1 if examples else None
-    last: int | None = None
-    for k, b in enumerate(blocks):
-        mi = b.get("message_index")
-        if mi is not None and mi > index:
-            return k
-        if mi is not None or b.get("source") == "prompt:newMainChat":
-            last = k + 1
-    return last
+    pairs = sorted((b["message_index"], k) for k, b in enumerate(sent) if b.get("message_index") is not None)
+    keys = [mi for mi, _ in pairs]
+    first_at = [k for _, k in pairs]  # first_at[j]: the first sent position holding an index >= keys[j]
+    for j in range(len(first_at) - 2, -1, -1):
+        first_at[j] = min(first_at[j], first_at[j + 1])
+    anchors = [k for k, b in enumerate(sent) if b.get("message_index") is not None
+               or b.get("source") == "prompt:newMainChat"]
+    last_message = anchors[-1] if anchors else None
+    examples = [k for k, b in enumerate(sent) if b.get("kind") == BlockKind.EXAMPLE.value]
+    before: dict[int, list[dict[str, Any]]] = {}
+    after: dict[int, list[dict[str, Any]]] = {}
+    rest: list[dict[str, Any]] = []
+    for row in left_out:
+        index = row.get("message_index")
+        if index is None:
+            at = examples[-1] if examples and row.get("source") == "character:mes_example" else None
+            (rest if at is None else after.setdefault(at, [])).append(row)
+            continue
+        j = bisect.bisect_right(keys, index)  # the first sent message with a later index
+        if j < len(first_at):
+            before.setdefault(first_at[j], []).append(row)
+        elif last_message is not None:
+            after.setdefault(last_message, []).append(row)
+        else:
+            rest.append(row)
+    out: list[dict[str, Any]] = []
+    for k, b in enumerate(sent):
+        out.extend(before.get(k, ()))
+        out.append(b)
+        out.extend(after.get(k, ()))
+    return out + rest
 
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
