@@ -9,6 +9,7 @@ the end of the conversation, like a tool-call indicator.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
@@ -58,8 +59,13 @@ SUMMARY_LINES = 4
 BIG_CHAT_ROWS = 1500
 #: Newest rows measured exactly before the first paint of a big chat.
 EXACT_TAIL_ROWS = 200
-#: Rows measured per background step (a few ms each step).
+#: Rows measured per background step at most, and the UI-thread time one step may take (the
+#: app's UI stall target is 50 ms: measuring 400 rows took ~55 ms, so a step stops at its budget).
 MEASURE_CHUNK_ROWS = 400
+MEASURE_STEP_BUDGET_S = 0.010
+#: Pause between two steps: measuring runs Python on the UI thread and holds the GIL, so back-to-back
+#: steps starve the preview worker (the first preview of a 5,000-message chat came 0.5 s later).
+MEASURE_STEP_GAP_MS = 20
 
 
 def swipe_info(message: ChatMessage) -> tuple[int, int] | None:
@@ -490,7 +496,7 @@ class ChatView(QWidget):
         self.model.rowsInserted.connect(lambda *_: self.list.scrollToBottom())
         self._measure_timer = QTimer(self)  # a big chat's older rows, measured after the first paint
         self._measure_timer.setSingleShot(True)
-        self._measure_timer.setInterval(0)
+        self._measure_timer.setInterval(MEASURE_STEP_GAP_MS)
         self._measure_timer.timeout.connect(self._measure_step)
         self.delegate.on_width_changed = self._on_delegate_width_changed
 
@@ -547,15 +553,18 @@ class ChatView(QWidget):
             self._measure_timer.start()
 
     def _measure_step(self) -> None:
-        """Measure the next :data:`MEASURE_CHUNK_ROWS` older rows; lay out again when all are."""
+        """Measure older rows for up to :data:`MEASURE_STEP_BUDGET_S` (at most :data:`MEASURE_CHUNK_ROWS`); lay out again when all are."""
         d = self.delegate
         end = d.exact_from
         if end <= 0:
             return
-        start = max(0, end - MEASURE_CHUNK_ROWS)
-        d.exact_from = start
-        for r in range(end - 1, start - 1, -1):
-            self.list.sizeHintForIndex(self.model.index(r))
+        floor = max(0, end - MEASURE_CHUNK_ROWS)
+        deadline = time.perf_counter() + MEASURE_STEP_BUDGET_S
+        start = end
+        while start > floor and (start == end or time.perf_counter() < deadline):
+            start -= 1
+            d.exact_from = start  # rows from here on are measured, not estimated
+            self.list.sizeHintForIndex(self.model.index(start))
         if start > 0:
             self._measure_timer.start()
             return
