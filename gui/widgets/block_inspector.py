@@ -114,20 +114,7 @@ class BlockInspector(QWidget):
 
         # The World Info entries a block holds: title · book · why · position · tokens
         # (engine.lorebook_facts, the words the CLI and the report use too).
-        self.entries = QTableWidget(0, len(ENTRY_COLUMNS))
-        self.entries.setObjectName("block_entries")
-        self.entries.setHorizontalHeaderLabels(list(ENTRY_COLUMNS))
-        self.entries.verticalHeader().hide()
-        self.entries.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.entries.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.entries.setWordWrap(True)
-        self.entries.setTabKeyNavigation(False)
-        header = self.entries.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        self.entries.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.entries.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
-        self.entries.hide()
+        self.entries = _entries_table()
         layout.addWidget(self.entries)
         self._facts: list[EntryFact] = []
 
@@ -141,24 +128,9 @@ class BlockInspector(QWidget):
         bar.addWidget(self._profile_label)
         layout.addLayout(bar)
 
-        self._text = QPlainTextEdit()
-        self._text.setReadOnly(True)
-        self._text.setObjectName("block_text")
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        mono.setStyleHint(QFont.StyleHint.Monospace)
-        self._text.setFont(mono)
-        self._text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self._text = _block_text()
         layout.addWidget(self._text, 1)
-
-        dark = is_dark(self)
-        colours = (
-            (QColor("#1f3a5a"), QColor("#4a3b12")) if dark else (QColor("#d6e8ff"), QColor("#ffe7b3"))
-        )
-        self._formats: list[QTextCharFormat] = []
-        for colour in colours:
-            fmt = QTextCharFormat()
-            fmt.setBackground(colour)
-            self._formats.append(fmt)
+        self._formats = _token_formats(is_dark(self))
         self._set_rows_visible(False)
 
     # ------------------------------------------------------------------ public API
@@ -175,14 +147,7 @@ class BlockInspector(QWidget):
         self._set_entries(block_entry_facts(block, preview, chat_length=chat_length) if block is not None else [])
         self._profile_name = profile_name or ""
         if block is None:
-            self._title.setText("No block selected")
-            self._badges.setText("")
-            self._badges.hide()
-            self._set_rows_visible(False)
-            self._spans = []
-            self._shown = None
-            self._text.setPlainText("")
-            self._profile_label.setText("")
+            self._show_nothing()
             return
 
         text = block.text
@@ -210,22 +175,7 @@ class BlockInspector(QWidget):
 
         spans, error = self._token_spans(text, self._profile_name)
         self._spans = spans
-        tokens, original = block.tokens, block.original_tokens
-        parts = [f"<b>{tokens}</b> in the prompt (with chat-format overhead)"]
-        if original is not None and status == "truncated":
-            parts.append(f"{original} before {'summarizing' if block.summary_id else 'cutting'}")
-        if error is None:
-            profile = self._profile(self._profile_name)
-            text_tokens = profile.count(text) if profile is not None and text else len(spans)
-            parts.append(f"{text_tokens:,} in the text under {self._profile_name}")
-            if text_tokens != len(spans):
-                if profile is not None and profile.approximate:
-                    parts.append(f"{len(spans):,} cl100k boundaries shown")
-                else:
-                    parts.append(f"{len(spans):,} boundaries shown (tokens splitting a character merged)")
-        else:
-            parts.append(f"<span style='color:{status_hex('excluded', dark)[0]}'>{error}</span>")
-        self._labels["tokens"].setText(" · ".join(parts))
+        self._labels["tokens"].setText(self._tokens_html(block, spans, error, dark))
         lines = text.count("\n") + 1 if text else 0
         self._labels["chars"].setText(f"{len(text):,} characters · {lines:,} lines")
 
@@ -247,6 +197,36 @@ class BlockInspector(QWidget):
         self._shown = (self._profile_name, text)
         self._text.setPlainText(text)
         self._apply_shading()
+
+    def _show_nothing(self) -> None:
+        """The inspector with no block selected."""
+        self._title.setText("No block selected")
+        self._badges.setText("")
+        self._badges.hide()
+        self._set_rows_visible(False)
+        self._spans = []
+        self._shown = None
+        self._text.setPlainText("")
+        self._profile_label.setText("")
+
+    def _tokens_html(self, block: PreviewBlock, spans: list[tuple[int, int]], error: str | None, dark: bool) -> str:
+        """The Tokens row: in the prompt, before a cut, in the text under the profile, boundaries shown."""
+        text = block.text
+        parts = [f"<b>{block.tokens}</b> in the prompt (with chat-format overhead)"]
+        if block.original_tokens is not None and block.status == "truncated":
+            parts.append(f"{block.original_tokens} before {'summarizing' if block.summary_id else 'cutting'}")
+        if error is not None:
+            parts.append(f"<span style='color:{status_hex('excluded', dark)[0]}'>{error}</span>")
+            return " · ".join(parts)
+        profile = self._profile(self._profile_name)
+        text_tokens = profile.count(text) if profile is not None and text else len(spans)
+        parts.append(f"{text_tokens:,} in the text under {self._profile_name}")
+        if text_tokens != len(spans):
+            if profile is not None and profile.approximate:
+                parts.append(f"{len(spans):,} cl100k boundaries shown")
+            else:
+                parts.append(f"{len(spans):,} boundaries shown (tokens splitting a character merged)")
+        return " · ".join(parts)
 
     def entry_facts(self) -> list[EntryFact]:
         """The entries listed in the entry table (for tests and the screenshot)."""
@@ -421,3 +401,45 @@ ENTRY_COLUMNS = ("Entry · book", "Why · where it goes", "Tokens")
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _entries_table() -> QTableWidget:
+    """The Block inspector's table of World Info entries (read-only, wrapping, hidden until filled)."""
+    table = QTableWidget(0, len(ENTRY_COLUMNS))
+    table.setObjectName("block_entries")
+    table.setHorizontalHeaderLabels(list(ENTRY_COLUMNS))
+    table.verticalHeader().hide()
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setWordWrap(True)
+    table.setTabKeyNavigation(False)
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+    table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    table.setSizeAdjustPolicy(QAbstractItemView.SizeAdjustPolicy.AdjustToContents)
+    table.hide()
+    return table
+
+
+def _block_text() -> QPlainTextEdit:
+    """The read-only, monospaced box the block's text is shown (and shaded) in."""
+    text = QPlainTextEdit()
+    text.setReadOnly(True)
+    text.setObjectName("block_text")
+    mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    mono.setStyleHint(QFont.StyleHint.Monospace)
+    text.setFont(mono)
+    text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+    return text
+
+
+def _token_formats(dark: bool) -> list[QTextCharFormat]:
+    """The two alternating token shades (dark or light palette)."""
+    colours = (QColor("#1f3a5a"), QColor("#4a3b12")) if dark else (QColor("#d6e8ff"), QColor("#ffe7b3"))
+    formats: list[QTextCharFormat] = []
+    for colour in colours:
+        fmt = QTextCharFormat()
+        fmt.setBackground(colour)
+        formats.append(fmt)
+    return formats
