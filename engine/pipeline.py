@@ -258,22 +258,37 @@ def gc_paused() -> Iterator[None]:
     they are bounded by the collector's thresholds), so the caller's cyclic garbage is freed and
     its survivors are promoted the usual, counted way. Otherwise the collector is simply turned
     back on. With the collector disabled by the caller it stays disabled and nothing is moved.
-    Nests: an inner pause leaves the collector as the outer one found it (``loomscope preview``
-    pauses it around reading the chat as well, :func:`engine.commands.preview.run`).
+    Nests, also across threads: the first pause in finds the collector's state, the last one out
+    restores it (``loomscope preview`` pauses it around reading the chat as well,
+    :func:`engine.commands.preview.run`; previews on several threads overlap).
     """
-    was_enabled = gc.isenabled()
-    hand_off = was_enabled and _sole_owner_of_young_objects()
-    if hand_off:
-        gc.collect(1)
-    gc.disable()
+    with _GC_PAUSE_LOCK:
+        if _gc_pause["depth"] == 0:
+            was_enabled = gc.isenabled()
+            hand_off = was_enabled and _sole_owner_of_young_objects()
+            if hand_off:
+                gc.collect(1)
+            gc.disable()
+            _gc_pause.update(was_enabled=was_enabled, hand_off=hand_off)
+        _gc_pause["depth"] += 1
     try:
         yield
     finally:
-        if was_enabled:
-            if hand_off and _sole_owner_of_young_objects():
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+        with _GC_PAUSE_LOCK:
+            _gc_pause["depth"] -= 1
+            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
+                if _gc_pause["hand_off"] and _sole_owner_of_young_objects():
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()
+
+
+#: One pause for every thread (issue 25 item 5): the first preview in turns the collector off and
+#: the last one out restores it. Each thread reading ``gc.isenabled()`` on its own left it off for
+#: good when a thread read it while another's pause was on, and disabled it after that one ended.
+#: Re-entrant: a collection on the way in may run a finalizer that previews.
+_GC_PAUSE_LOCK = threading.RLock()
+_gc_pause: dict[str, Any] = {"depth": 0, "was_enabled": False, "hand_off": False}
 
 
 def _sole_owner_of_young_objects() -> bool:

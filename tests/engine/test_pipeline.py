@@ -316,3 +316,39 @@ def test_a_preview_leaves_a_disabled_collector_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_gc_pause_from_many_threads_leaves_the_collector_on():
+    """Overlapping pauses on several threads (concurrent previews, issue 25 item 5) restore the collector.
+
+    Each thread used to read ``gc.isenabled()`` for itself: one reading it while another's pause was
+    on, and disabling it after that pause ended, left the collector off for the rest of the process.
+    """
+    import gc
+    import sys
+    import threading
+
+    from engine.pipeline import gc_paused
+
+    assert gc.isenabled()
+    start = threading.Barrier(8)
+
+    def worker() -> None:
+        start.wait()
+        for _ in range(20_000):
+            with gc_paused():
+                pass
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    enabled = gc.isenabled()
+    gc.enable()
+    assert enabled
