@@ -63,6 +63,7 @@ from ..schema.sillytavern import (
     default_prompt_order,
     default_prompts,
 )
+from ._guard import guarded
 from .st_extras import extend_setup, with_entry_hashes
 from .st_groups import NO_HEADER, chat_metadata, group_chat_ids, group_member, group_setup, read_group_file
 from .st_presets import PRESET_FOLDERS, read_text_completion
@@ -570,8 +571,6 @@ def _read_folder_settings(folder: Path, walk: _Walk | None = None) -> _FolderSet
 
     A ``settings.json`` that is a link out of the folder (``walk``) is not read: SillyTavern's defaults apply.
     """
-    from ._guard import guarded
-
     settings_file = folder / "settings.json"
     settings: Any
     if walk is not None and walk.blocked(settings_file, "settings.json"):
@@ -655,8 +654,6 @@ class _FolderReader:
 
     def attempt(self, rel: str, fn: Callable[[], T]) -> T | None:
         """``fn()`` for file ``rel``; under ``skip_bad`` a bad file is listed as skipped (``None``)."""
-        from ._guard import guarded
-
         try:
             return guarded(self.plan.folder / rel, fn)
         except LoomscopeImportError as exc:
@@ -749,10 +746,22 @@ class _FolderReader:
             return None
         return chats[0].model_copy(update={"title": p.stem}), warnings
 
+    def _chat_setup(self, rel: str, chat: Chat, pitem: FolderItem, character_key: str | None) -> SillyTavernSetup:
+        """A chat's SillyTavern setup: the folder's settings, its Text Completion setup and extras.
+
+        ``character_key`` is the card's key (a group chat: its first member's); warnings from
+        ``settings.json`` are reported against it.
+        """
+        s = self.settings
+        source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
+                  "character_file": character_key}
+        setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
+        if s.text_completion is not None:
+            setup = setup.model_copy(update={"text_completion": s.text_completion})
+        return extend_setup(setup, s.raw, character_key, lambda w: self.warn("settings.json", w))
+
     def _persona(self, chat: Chat, personas: dict[str, FolderItem]) -> FolderItem:
         """The persona item the chat uses (made once per avatar)."""
-        from ._guard import guarded
-
         s = self.settings
         avatar = _persona_for(s.raw, chat.metadata or {})
         pitem = personas.get(avatar)
@@ -789,8 +798,6 @@ class _FolderReader:
     def read_chat(self, p: Path, dir_name: str, card: FolderItem | None, fallback: FolderItem | None,
                   worlds: dict[str, str], personas: dict[str, FolderItem]) -> None:
         """One chat file as a chat item with its persona, world links and setup."""
-        from ._guard import guarded
-
         rel = f"chats/{dir_name}/{p.name}"
         loaded = self._load_chat(p, rel)
         if loaded is None:
@@ -801,17 +808,11 @@ class _FolderReader:
         pitem = self._persona(chat, personas)
         links = _ChatLinks(rel, worlds, self.warn, warnings=list(warnings))
         self._link_worlds(chat, dir_name, card, fallback, links)
-        s = self.settings
-        source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
-                  "character_file": card.key if card else None}
-        setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
-        if s.text_completion is not None:
-            setup = setup.model_copy(update={"text_completion": s.text_completion})
-        setup = extend_setup(setup, s.raw, card.key if card else None, lambda w: self.warn("settings.json", w))
+        setup = self._chat_setup(rel, chat, pitem, card.key if card else None)
         item = FolderItem("chat", rel, p.stem, chat, warnings=links.warnings,
                           character_key=card.key if card else None, persona_key=pitem.key,
-                          lorebook_links=links.links, setup=setup, settings=s.context)
-        item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), s.context, links.links,
+                          lorebook_links=links.links, setup=setup, settings=self.settings.context)
+        item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), self.settings.context, links.links,
                               item.character_key, item.persona_key)
         self.plan.items.append(item)
 
@@ -877,8 +878,6 @@ class _FolderReader:
     def read_group_chat(self, rel: str, raw: dict[str, Any], group: GroupSetup, worlds: dict[str, str],
                         personas: dict[str, FolderItem], notes: list[str]) -> None:
         """One group chat as a chat item: the group's metadata, every member's character worlds, the group."""
-        from ._guard import guarded
-
         loaded = self._load_chat(self.plan.folder / rel, rel)
         if loaded is None:
             return
@@ -902,18 +901,12 @@ class _FolderReader:
                 if name not in global_select and name != chat_world:
                     links.link(name, "character")
         first = next((m for m in group.members if m.key is not None), None)
-        s = self.settings
-        source = {"folder": str(self.plan.folder), "user": self.plan.user, "chat_file": rel,
-                  "character_file": first.key if first else None}
-        setup = guarded(s.file, lambda: _setup_for(s.raw, pitem.value, chat, s.prompts, s.order, source))
-        if s.text_completion is not None:
-            setup = setup.model_copy(update={"text_completion": s.text_completion})
-        setup = extend_setup(setup, s.raw, first.key if first else None, lambda w: self.warn("settings.json", w))
+        setup = self._chat_setup(rel, chat, pitem, first.key if first else None)
         setup = setup.model_copy(update={"group": group})
         item = FolderItem("chat", rel, chat.title or chat_id, chat, warnings=links.warnings,
                           character_key=first.key if first else None, persona_key=pitem.key,
-                          lorebook_links=links.links, setup=setup, settings=s.context)
-        item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), s.context, links.links,
+                          lorebook_links=links.links, setup=setup, settings=self.settings.context)
+        item.digest = _digest(chat, setup.model_dump(mode="json", exclude={"source"}), self.settings.context, links.links,
                               item.character_key, item.persona_key)
         self.plan.items.append(item)
 
