@@ -13,9 +13,20 @@ import time
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPen, QShortcut, QShowEvent
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QKeySequence,
+    QMouseEvent,
+    QPainter,
+    QPen,
+    QShortcut,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QAbstractScrollArea,
     QHBoxLayout,
     QListView,
     QMenu,
@@ -47,6 +58,8 @@ from ..models.preview_delta import PreviewDelta
 from ..theme import status_hex
 from ..words import reason_meaning
 from .compaction_row import compaction_row_text, is_compaction
+
+_Index = QModelIndex | QPersistentModelIndex
 
 PAD = 6
 MAX_TEXT_LINES = 8
@@ -173,8 +186,9 @@ class ChatDelegate(QStyledItemDelegate):
         self._paragraphs = lengths
         self._estimates.clear()
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
+    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+        view = option.widget
+        width = max(200, option.rect.width() or (view.viewport().width() if isinstance(view, QAbstractScrollArea) else 600))
         row, model = index.row(), index.model()
         if row < self.exact_from and row < len(self._paragraphs):  # a big chat's older row: estimated
             return self._estimate(row, width, model, option.font)
@@ -210,7 +224,7 @@ class ChatDelegate(QStyledItemDelegate):
         return size
 
     # painting --------------------------------------------------------------------------
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         painter.save()
         event = index.data(PROGRESS_ROLE)
         if event is not None:
@@ -219,7 +233,7 @@ class ChatDelegate(QStyledItemDelegate):
             self._paint_message(painter, option, index)
         painter.restore()
 
-    def _paint_message(self, p: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def _paint_message(self, p: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         msg: ChatMessage = index.data(MESSAGE_ROLE)
         fate: MessageFate | None = index.data(FATE_ROLE)
         marker = bool(index.data(MARKER_ROLE))
@@ -375,8 +389,9 @@ class ChatDelegate(QStyledItemDelegate):
                                                                       rect.width() - 12))
 
     def editorEvent(self, event: QEvent, model: Any, option: QStyleOptionViewItem,
-                    index: QModelIndex) -> bool:
-        if event.type() == QEvent.Type.MouseButtonRelease and index.data(PROGRESS_ROLE) is None:
+                    index: _Index) -> bool:
+        if isinstance(event, QMouseEvent) and event.type() == QEvent.Type.MouseButtonRelease \
+                and index.data(PROGRESS_ROLE) is None:
             msg: ChatMessage | None = index.data(MESSAGE_ROLE)
             if msg is None:
                 return False
@@ -510,7 +525,7 @@ class ChatView(QWidget):
         self.generate_button = QPushButton("Generate ▶", self)
         self.generate_button.setToolTip("Send the previewed prompt (with your message, if any) and append the reply")
         self.generate_button.clicked.connect(self._on_generate_clicked)
-        QShortcut(QKeySequence("Ctrl+Return"), self.composer, activated=self._on_send_clicked)
+        QShortcut(QKeySequence("Ctrl+Return"), self.composer).activated.connect(self._on_send_clicked)
         buttons = QVBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.send_button)

@@ -130,7 +130,7 @@ class EntryEditor(QScrollArea):
         self.position = QComboBox()
         for pos, words in POSITION_WORDS.items():
             self.position.addItem(words, int(pos))
-        self.depth = _spin(0, 10_000)
+        self.depth_spin = _spin(0, 10_000)
         self.role = QComboBox()
         for value, words in ROLES:
             self.role.addItem(words, value)
@@ -194,7 +194,7 @@ class EntryEditor(QScrollArea):
             ("Logic:", self.logic, "", self.selective),
             ("", self.constant, "", self.enabled),
             ("Order:", self.order, "Position:", self.position),
-            ("Depth:", self.depth, "Role:", self.role),
+            ("Depth:", self.depth_spin, "Role:", self.role),
             ("Probability:", self.probability, "", self.use_probability),
             ("Scan depth:", self.scan_depth, "", self.ignore_budget),
             ("Case sens.:", self.case_sensitive, "Whole words:", self.whole_words),
@@ -258,7 +258,7 @@ class EntryEditor(QScrollArea):
         self.selective.setChecked(e.selective)
         self.order.setValue(float(e.order))
         _set(self.position, int(e.position))
-        self.depth.setValue(int(e.depth))
+        self.depth_spin.setValue(int(e.depth))
         _set(self.role, e.role if isinstance(e.role, int) else 0)
         self.probability.setValue(float(e.probability))
         self.use_probability.setChecked(e.use_probability)
@@ -296,7 +296,7 @@ class EntryEditor(QScrollArea):
 
     def _fields(self) -> list[QWidget]:
         return [self.comment, self.keys, self.secondary, self.logic, self.content, self.constant, self.enabled,
-                self.selective, self.order, self.position, self.depth, self.role, self.probability,
+                self.selective, self.order, self.position, self.depth_spin, self.role, self.probability,
                 self.use_probability, self.scan_depth, self.case_sensitive, self.whole_words, self.group,
                 self.group_weight, self.group_override, self.group_scoring, self.sticky, self.cooldown, self.delay,
                 self.exclude_recursion, self.prevent_recursion, self.delay_until_recursion, self.ignore_budget,
@@ -317,7 +317,7 @@ class EntryEditor(QScrollArea):
             "constant": self.constant.isChecked(), "disable": not self.enabled.isChecked(),
             "selective": self.selective.isChecked(),
             "order": int(order) if float(order).is_integer() else order,
-            "position": InsertionPosition(self.position.currentData()), "depth": self.depth.value(),
+            "position": InsertionPosition(self.position.currentData()), "depth": self.depth_spin.value(),
             "role": self.role.currentData(),
             "probability": int(prob) if float(prob).is_integer() else prob,
             "use_probability": self.use_probability.isChecked(),

@@ -86,8 +86,8 @@ class EntryForm(QGroupBox):
         self.order = QDoubleSpinBox()
         self.order.setRange(-1_000_000, 1_000_000)
         self.order.setDecimals(0)
-        self.depth = QSpinBox()
-        self.depth.setRange(0, 10_000)
+        self.depth_spin = QSpinBox()
+        self.depth_spin.setRange(0, 10_000)
         self.probability = QDoubleSpinBox()
         self.probability.setRange(0, 100)
         self.probability.setDecimals(0)
@@ -98,7 +98,7 @@ class EntryForm(QGroupBox):
         # The six short fields sit in pairs when there is room, one per row when narrow.
         self._pairs = [
             (label("Logic:"), self.logic, label("Position:"), self.position),
-            (label("Order:"), self.order, label("Depth:"), self.depth),
+            (label("Order:"), self.order, label("Depth:"), self.depth_spin),
             (label("Probability:"), self.probability, label("Scan depth:"), self.scan_depth),
         ]
         self._pair_grid = QGridLayout()
@@ -148,7 +148,7 @@ class EntryForm(QGroupBox):
             box.toggled.connect(self._on_field_changed)
         for combo in (self.logic, self.position):
             combo.currentIndexChanged.connect(self._on_field_changed)
-        for spin in (self.order, self.depth, self.probability, self.scan_depth):
+        for spin in (self.order, self.depth_spin, self.probability, self.scan_depth):
             spin.valueChanged.connect(self._on_field_changed)
         self.content.textChanged.connect(self._on_field_changed)
         self.load(None)
@@ -202,7 +202,7 @@ class EntryForm(QGroupBox):
             self.enabled.setChecked(not e.disable)
             self.order.setValue(float(e.order))
             self.position.setCurrentIndex(max(0, self.position.findData(int(e.position))))
-            self.depth.setValue(int(e.depth))
+            self.depth_spin.setValue(int(e.depth))
             self.probability.setValue(float(e.probability))
             self.scan_depth.setValue(-1 if e.scan_depth is None else int(e.scan_depth))
             self.content.setPlainText(e.content)
@@ -211,7 +211,7 @@ class EntryForm(QGroupBox):
             self._loading = False
         editable = row is not None and row.editable
         for w in (self.comment, self.keys, self.secondary, self.logic, self.constant, self.enabled,
-                  self.order, self.position, self.depth, self.probability, self.scan_depth):
+                  self.order, self.position, self.depth_spin, self.probability, self.scan_depth):
             w.setEnabled(editable)
         self.content.setReadOnly(not editable)
         if row is None:
@@ -254,7 +254,7 @@ class EntryForm(QGroupBox):
             "disable": not self.enabled.isChecked(),
             "order": self.order.value(),
             "position": self.position.currentData(),
-            "depth": self.depth.value(),
+            "depth": self.depth_spin.value(),
             "probability": self.probability.value(),
             "scan_depth": self.scan_depth.value(),
             "content": self.content.toPlainText(),
@@ -303,7 +303,7 @@ class EntryForm(QGroupBox):
             elif name == "position":
                 self.position.setCurrentIndex(max(0, self.position.findData(int(value))))
             elif name == "depth":
-                self.depth.setValue(int(value))
+                self.depth_spin.setValue(int(value))
             elif name == "probability":
                 self.probability.setValue(float(value))
             elif name == "scan_depth":

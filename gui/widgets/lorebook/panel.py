@@ -179,7 +179,7 @@ class LorebookTab(QWidget):
         self.test_button.clicked.connect(self.run_test_text)
         self.test_edit.textChanged.connect(self._test_timer.start)
         self.test_runner.finished.connect(self._on_test_runner_finished)
-        QShortcut(QKeySequence("Ctrl+Return"), self.test_edit, activated=self.run_test_text)
+        QShortcut(QKeySequence("Ctrl+Return"), self.test_edit).activated.connect(self.run_test_text)
 
     # ------------------------------------------------------------------ public API
     def set_state(self, request: PreviewRequest | None, preview: ContextPreview | None,
