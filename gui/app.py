@@ -36,6 +36,7 @@ from engine.schema import ContextPreview, PreviewRequest
 
 from .context import AppContext
 from .document import ChatDocument
+from .gc_policy import CollectorPolicy
 from .main_window import MainWindow
 from .preview import PreviewController
 from .tabs import TAB_NAMES
@@ -138,8 +139,9 @@ def build_context(store: Store | None, *, settings: QSettings | None = None, reg
         settings = QSettings(ORGANIZATION, APPLICATION)
     document = ChatDocument(store)
     controller = PreviewController(compute, document.snapshot)
+    policy = CollectorPolicy(document, controller, parent=controller)
     return AppContext(store=store, registries=registries, preview=controller, undo_stack=QUndoStack(),
-                      settings=settings, document=document)
+                      settings=settings, document=document, gc_policy=policy)
 
 
 def wait_for_preview(window: MainWindow, timeout_s: float = SCREENSHOT_TIMEOUT_S) -> bool:

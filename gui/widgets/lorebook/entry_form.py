@@ -32,6 +32,13 @@ from .status import fired_text, why_text
 from .words import LOGIC_WORDS, POSITION_WORDS, entry_title, escape, join_keys, split_keys
 
 
+def _label(text: str) -> QLabel:
+    """A form label, right-aligned next to its field."""
+    lab = QLabel(text)
+    lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return lab
+
+
 class EntryForm(QGroupBox):
     """Editor of one entry. :meth:`changes` gives the ``model_copy`` update of what the user changed.
 
@@ -54,12 +61,16 @@ class EntryForm(QGroupBox):
         self.where = QLabel("Select an entry in the table.")
         self.where.setWordWrap(True)
         grid.addWidget(self.where, 0, 0, 1, 4)
+        self._build_keys(grid)
+        self._build_short_fields(grid)
+        self._build_flags_and_content(grid)
+        self._build_buttons(grid)
+        self._connect_fields()
+        self.load(None)
 
-        def label(text: str) -> QLabel:
-            lab = QLabel(text)
-            lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            return lab
-
+    def _build_keys(self, grid: QGridLayout) -> None:
+        """Rows 1-3: title, keys, secondary keys."""
+        label = _label
         self.comment = QLineEdit()
         self.comment.setPlaceholderText("title / memo")
         grid.addWidget(label("Title:"), 1, 0)
@@ -73,6 +84,9 @@ class EntryForm(QGroupBox):
         grid.addWidget(label("Secondary:"), 3, 0)
         grid.addWidget(self.secondary, 3, 1, 1, 3)
 
+    def _build_short_fields(self, grid: QGridLayout) -> None:
+        """Row 4: logic, position, order, depth, probability and scan depth, in pairs when there is room."""
+        label = _label
         self.logic = QComboBox()
         for logic, words in LOGIC_WORDS.items():
             self.logic.addItem(words, int(logic))
@@ -107,6 +121,9 @@ class EntryForm(QGroupBox):
         self._arrange_pairs(True)
         grid.addLayout(self._pair_grid, 4, 0, 1, 4)
 
+    def _build_flags_and_content(self, grid: QGridLayout) -> None:
+        """Rows 7-9: the Constant / Enabled switches, the content and the preview's word on the entry."""
+        label = _label
         flags = QHBoxLayout()
         self.constant = QCheckBox("Constant")
         self.constant.setToolTip("Always on and protected: never dropped for the budget")
@@ -130,6 +147,8 @@ class EntryForm(QGroupBox):
         grid.addWidget(label("Preview:"), 9, 0)
         grid.addWidget(self.status, 9, 1, 1, 3)
 
+    def _build_buttons(self, grid: QGridLayout) -> None:
+        """Row 10: Revert and Apply."""
         buttons = QHBoxLayout()
         self.apply_button = QPushButton("Apply")
         self.apply_button.setToolTip("Save the entry (undo with Ctrl+Z)")
@@ -139,6 +158,7 @@ class EntryForm(QGroupBox):
         buttons.addWidget(self.apply_button)
         grid.addLayout(buttons, 10, 0, 1, 4)
 
+    def _connect_fields(self) -> None:
         self.apply_button.clicked.connect(self.apply_requested)
         self.revert_button.clicked.connect(self._on_revert_button_clicked)
         for edit in (self.comment, self.keys, self.secondary):
@@ -151,7 +171,6 @@ class EntryForm(QGroupBox):
         for spin in (self.order, self.depth_spin, self.probability, self.scan_depth):
             spin.valueChanged.connect(self._on_field_changed)
         self.content.textChanged.connect(self._on_field_changed)
-        self.load(None)
 
     # -- layout
     #: Below this width (px) the short fields go one per row.
