@@ -1,7 +1,9 @@
 r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a SillyTavern folder.
 
-:func:`prepare_sillytavern` builds the messages SillyTavern 1.12.6 sends for a chat
-(``request.sillytavern`` set), following its code step by step:
+:func:`assemble_chat_completion` is the pipeline's assembly step (step 3) for a chat from a
+SillyTavern folder (``request.sillytavern`` set): a template that builds the messages
+SillyTavern 1.12.6 sends, following its code step by step, over the model, tokenizer, limits,
+names and books steps 1–2 resolved (:class:`~engine.assembly.st_types.SillyTavernInputs`):
 
 * ``public/script.js`` ``Generate`` (Chat Completion path): ``getCharacterCardFields`` and
   ``baseChatReplace`` for the card fields; the Character's Note (``DEPTH_PROMPT``); the first
@@ -37,11 +39,13 @@ its next speaker (:mod:`engine.assembly.st_group`). Not modelled: file attachmen
 generation types, random probability rolls (World Info probability uses the seeded roll of
 :mod:`engine.lorebook`).
 
-Every sent message is one preview block with a stable reason; a message joined from several
-parts (World Info before/after, an injection joining the Author's Note and World Info at the
-same depth and role) lists them in ``trace["parts"]`` (source, reason, text, tokens of each).
-History messages, examples and World Info entries that did not fit are listed as excluded
-blocks.
+It returns an :class:`~engine.assembly.st_types.AssembledPrompt`: every sent message is one
+block with a stable reason; a message joined from several parts (World Info before/after, an
+injection joining the Author's Note and World Info at the same depth and role) lists them in
+``trace["parts"]`` (source, reason, text, tokens of each). History messages, examples and World
+Info entries that did not fit are left-out blocks. The pipeline's steps 4–10
+(:mod:`engine.assembly.st_result`) turn it into the preview; this module resolves nothing and
+builds no preview.
 """
 
 from __future__ import annotations
