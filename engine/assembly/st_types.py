@@ -165,7 +165,8 @@ class AssembledPrompt:
     messages:
         Chat Completion: the provider messages (after ``squashSystemMessages``); ``[]`` otherwise.
     prompt, stop:
-        Text Completion: the prompt string (``getCombinedPrompt``) and ``getStoppingStrings``.
+        Text Completion: the prompt string (``getCombinedPrompt``) and ``getStoppingStrings``
+        (``None`` and ``[]`` for Chat Completion).
     overflow:
         The required prompt that did not fit (Chat Completion), else ``None``.
     warnings, diagnostics:
@@ -183,7 +184,7 @@ class AssembledPrompt:
     left_out: list[AssembledBlock]
     messages: list[dict[str, Any]] = field(default_factory=list)
     prompt: str | None = None
-    stop: list[str] | None = None
+    stop: list[str] = field(default_factory=list)
     overflow: BudgetOverflow | None = None
     warnings: list[str] = field(default_factory=list)
     diagnostics: list[str] = field(default_factory=list)
