@@ -27,6 +27,11 @@ def _show_tab(tabs: QTabWidget, page: QWidget) -> None:
     page.setFocus()
 
 
+def _show_blocks(window: MainWindow) -> None:
+    _show_tab(window.centre_tabs, window.blocks_panel)
+    window.blocks_panel.table.setFocus()
+
+
 def _cycle(tabs: QTabWidget, step: int) -> None:
     n = tabs.count()
     if n:
@@ -36,17 +41,19 @@ def _cycle(tabs: QTabWidget, step: int) -> None:
 
 def pass_tab_on(root: QWidget) -> int:
     """Make every multi-line text box under ``root`` pass Tab on; returns how many were set."""
-    boxes = [*root.findChildren(QPlainTextEdit), *root.findChildren(QTextEdit)]
-    for box in boxes:
+    plain, rich = root.findChildren(QPlainTextEdit), root.findChildren(QTextEdit)
+    for box in plain:
         box.setTabChangesFocus(True)
-    return len(boxes)
+    for text_box in rich:
+        text_box.setTabChangesFocus(True)
+    return len(plain) + len(rich)
 
 
 def install_keyboard(window: MainWindow) -> list[QShortcut]:
     """Add the window's tab shortcuts, Tab passing and the focus ring; returns the shortcuts."""
     targets = (
         ("Alt+1", lambda: window.library.search.setFocus()),
-        ("Alt+2", lambda: (_show_tab(window.centre_tabs, window.blocks_panel), window.blocks_panel.table.setFocus())),
+        ("Alt+2", lambda: _show_blocks(window)),
         ("Alt+3", lambda: _show_tab(window.centre_tabs, window.chat_view)),
         ("Alt+4", lambda: window.inspector_tabs.currentWidget().setFocus()),
         ("Alt+5", lambda: _show_tab(window.inspector_tabs, window.lorebook_tab)),
