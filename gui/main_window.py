@@ -7,10 +7,11 @@ asks for a debounced preview; the frozen result resets the views.
 The window is the coordinator; its concerns live beside it: :mod:`gui.actions` (actions, menus,
 toolbar), :mod:`gui.banners` (token summary, budget message, error banner), :mod:`gui.drop`
 (import dialog, drag-and-drop), :mod:`gui.window_library` (import, delete, branch),
-:mod:`gui.window_generation` (Generate and its outcome), :mod:`gui.window_state` (tabs,
-splitter, saved layout). The last four are objects the window composes (``drop``,
-``library_actions``, ``generation_controller``, ``window_state``), each given the window as the
-typed protocol of :mod:`gui.window_parts` that names exactly what it uses.
+:mod:`gui.window_edits` (pin, exclude, edit, delete, send), :mod:`gui.window_generation`
+(Generate and its outcome), :mod:`gui.window_state` (tabs, splitter, saved layout). The last
+five are objects the window composes (``drop``, ``library_actions``, ``edits``,
+``generation_controller``, ``window_state``), each given the window as the typed protocol of
+:mod:`gui.window_parts` that names exactly what it uses.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.resolve import honours_exclusions, speaker_names
+from engine.resolve import speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, PreviewRows
 from engine.schema.audit import PromptContextAudit
 
@@ -52,13 +53,6 @@ from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
 from .prompt_text import profile_for, token_spans_for
-from .undo import (
-    DeleteMessageCommand,
-    EditLorebookEntryCommand,
-    EditMessageCommand,
-    SetMessageFlagCommand,
-    SetSettingsCommand,
-)
 from .widgets.audit_inspector import AuditTab
 from .widgets.block_inspector import BlockInspector
 from .widgets.blocks_panel import BlocksPanel
@@ -71,6 +65,7 @@ from .widgets.prompt_text_view import PromptTextView
 from .widgets.settings_panel import SettingsPanel
 from .widgets.speaker_picker import SpeakerPicker
 from .widgets.tokens_chart import TokensChart
+from .window_edits import MANUAL_STRATEGY, ST_NO_PINNING, ChatEdits
 from .window_generation import GenerationController
 from .window_library import LibraryActions
 from .window_state import CENTRE_PREFERRED_W, INSPECTOR_MIN_W, INSPECTOR_WIDTH, LIBRARY_NARROW_W, WindowState
@@ -86,17 +81,11 @@ log = logging.getLogger(__name__)
 
 #: Re-exported: the names other modules and tests read from here.
 __all__ = ["CENTRE_PREFERRED_W", "IMPORT_FILTER", "INSPECTOR_MIN_W", "INSPECTOR_WIDTH", "LIBRARY_NARROW_W",
-           "MANUAL_STRATEGY", "MainWindow", "budget_message", "compaction_options", "dedupe_lines", "token_summary"]
+           "MANUAL_STRATEGY", "ST_NO_PINNING", "MainWindow", "budget_message", "compaction_options", "dedupe_lines",
+           "newest_prose_message", "token_summary"]
 
-#: The strategy that honours hand exclusions (SPEC §3).
-MANUAL_STRATEGY = "manual"
 #: Between the two turns of the first apply of a chat just opened (milliseconds, :meth:`MainWindow._apply_staged`).
 STAGE_PAUSE_MS = 1
-
-
-#: Why Pin is off on a chat from a SillyTavern folder (issue 31).
-ST_NO_PINNING = ("SillyTavern has no pinning: this chat is assembled exactly as SillyTavern sends it, "
-                 "so a pin would change nothing")
 
 
 def newest_prose_message(messages: list[ChatMessage]) -> int:
@@ -112,8 +101,8 @@ class MainWindow(QMainWindow):
     """Loomscope's window.
 
     Parts it composes (:mod:`gui.window_parts`): ``window_state`` (:class:`WindowState`),
-    ``drop`` (:class:`DropHandler`), ``library_actions`` (:class:`LibraryActions`) and
-    ``generation_controller`` (:class:`GenerationController`); the methods of theirs that menus,
+    ``drop`` (:class:`DropHandler`), ``library_actions`` (:class:`LibraryActions`), ``edits``
+    (:class:`ChatEdits`) and ``generation_controller`` (:class:`GenerationController`); the methods of theirs that menus,
     tests and other modules call are forwarded one line each.
 
     Signals
@@ -175,6 +164,7 @@ class MainWindow(QMainWindow):
         self.generation = GenerationRunner(self)
         self.drop = DropHandler(self)
         self.library_actions = LibraryActions(self)
+        self.edits = ChatEdits(self)
         self.generation_controller = GenerationController(self, self.generation)
         build_actions(self)
         self._wire()
@@ -279,25 +269,25 @@ class MainWindow(QMainWindow):
         if self.chat_loader is not None:
             self.chat_loader.loaded.connect(self._on_chat_loader_loaded)
             self.chat_loader.failed.connect(self._on_chat_loader_failed)
-        self.blocks_panel.model.pin_toggled.connect(self.set_pinned)
-        self.blocks_panel.model.exclude_toggled.connect(self.set_excluded)
+        self.blocks_panel.model.pin_toggled.connect(self.edits.set_pinned)
+        self.blocks_panel.model.exclude_toggled.connect(self.edits.set_excluded)
         self.blocks_panel.model.flags_rolled_back.connect(self._on_blocks_model_flags_rolled_back)
         self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
         self.prompt_text_view.block_clicked.connect(self._on_prompt_text_view_block_clicked)
-        self.chat_view.pin_toggled.connect(self.set_pinned)
-        self.chat_view.exclude_toggled.connect(self.set_excluded)
+        self.chat_view.pin_toggled.connect(self.edits.set_pinned)
+        self.chat_view.exclude_toggled.connect(self.edits.set_excluded)
         self.chat_view.branch_requested.connect(self.library_actions.branch_chat)
-        self.chat_view.message_submitted.connect(self.append_user_message)
+        self.chat_view.message_submitted.connect(self.edits.append_user_message)
         self.chat_view.generate_requested.connect(self.generation_controller.generate)
         self.chat_view.summary_remove_requested.connect(self.generation_controller.remove_compaction_summary)
         self.chat_view.compaction_reset_requested.connect(self.ctx.document.reset_compaction_failures)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
-        self.chat_view.edit_requested.connect(self.edit_message)
-        self.chat_view.delete_requested.connect(self.delete_message)
-        self.chat_view.hide_toggled.connect(self.set_hidden)
+        self.chat_view.edit_requested.connect(self.edits.edit_message)
+        self.chat_view.delete_requested.connect(self.edits.delete_message)
+        self.chat_view.hide_toggled.connect(self.edits.set_hidden)
         self.tokens_chart.message_clicked.connect(self._on_tokens_chart_message_clicked)
-        self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)
-        self.settings_panel.settings_edited.connect(self._on_settings_panel_settings_edited)
+        self.lorebook_tab.entry_edited.connect(self.edits.edit_lorebook_entry)
+        self.settings_panel.settings_edited.connect(self.edits.edit_settings)
         self.library.chat_selected.connect(self.open_chat)
         self.library.import_requested.connect(self.drop.ask_import_files)
         self.library.delete_requested.connect(self.library_actions.delete_chat)
@@ -454,113 +444,37 @@ class MainWindow(QMainWindow):
             self.status_label.clear()
         self.show_error(error, "Open chat")
 
-    # ================================================================ edits
+    # ================================================================ edits (forwarded)
     def set_pinned(self, message_index: int, value: bool) -> None:
-        """Pin / unpin a message (undoable, saved).
-
-        A chat from a SillyTavern folder is assembled exactly as SillyTavern sends it, and
-        SillyTavern has no pinning: pinning is refused there with the reason (unpinning a pin
-        an earlier version stored still works).
-        """
-        doc = self.ctx.document
-        if value and doc.request is not None and doc.request.sillytavern is not None:
-            self.statusBar().showMessage(ST_NO_PINNING, 8000)
-            return
-        self._push_flag(message_index, "pinned", value)
+        """Pin / unpin a message (:meth:`ChatEdits.set_pinned`)."""
+        self.edits.set_pinned(message_index, value)
 
     def set_excluded(self, message_index: int, value: bool) -> None:
-        """Exclude / include a message by hand (undoable, saved).
-
-        Hand exclusions take effect under every strategy whose registry entry says it honours
-        them (``StrategyInfo.honors_manual``: manual, summarize, vector-recall, compact); excluding
-        a message while a strategy that ignores them (truncate, or a plugin's) is active switches
-        the chat to ``manual`` in the same undo step, so the writer sees the exclusion at once.
-        """
-        doc = self.ctx.document
-        req = doc.request
-        strategies = self.ctx.registries.strategies
-        # the pipeline's own rule (registry flag and the honor_manual option); an unknown strategy
-        # (the preview reports UNKNOWN_STRATEGY) is treated as not honouring exclusions
-        switch = (value and req is not None and MANUAL_STRATEGY in strategies
-                  and not ((req.sillytavern is not None or req.settings.strategy in strategies)
-                           and honours_exclusions(req.settings, strategies, sillytavern=req.sillytavern is not None)))
-        if not switch:
-            self._push_flag(message_index, "manual_excluded", value)
-            return
-        assert req is not None
-        if not 0 <= message_index < len(doc.messages()):
-            return
-        pushed = self.commands.push(
-            "Save",
-            SetSettingsCommand(doc, req.settings.model_copy(update={"strategy": MANUAL_STRATEGY}),
-                               "Switch to the manual strategy"),
-            lambda: SetMessageFlagCommand(doc, message_index, "manual_excluded", value),
-            macro=f"Exclude message {message_index}")
-        if not pushed.ok or doc.request is None:
-            return  # the error is shown; the strategy did not switch
-        self.settings_panel.set_settings(doc.request.settings)
-        self.statusBar().showMessage(
-            f"Strategy switched to “{MANUAL_STRATEGY}” so hand exclusions apply (Ctrl+Z undoes both)", 8000)
-
-    def _push_flag(self, message_index: int, flag: str, value: bool) -> None:
-        doc = self.ctx.document
-        if doc.request is None or not 0 <= message_index < len(doc.messages()):
-            return
-        self.commands.push("Save", SetMessageFlagCommand(doc, message_index, flag, value))
+        """Exclude / include a message by hand (:meth:`ChatEdits.set_excluded`)."""
+        self.edits.set_excluded(message_index, value)
 
     def set_hidden(self, message_index: int, value: bool) -> None:
-        """Hide / unhide a message (never sent while hidden, SillyTavern ``is_system``; undoable)."""
-        self._push_flag(message_index, "hidden", value)
+        """Hide / unhide a message (:meth:`ChatEdits.set_hidden`)."""
+        self.edits.set_hidden(message_index, value)
 
     def edit_message(self, message_index: int, text: str | None = None) -> bool:
-        """Replace a message's text (undoable, saved). ``text`` ``None`` asks in a dialog."""
-        doc = self.ctx.document
-        if doc.request is None or not 0 <= message_index < len(doc.messages()):
-            return False
-        old = doc.messages()[message_index]
-        if text is None:
-            text = self.ask_text(f"Edit message {message_index}", old.text())
-            if text is None:
-                return False
-        if text == old.text():
-            return False
-        new = old.model_copy(update={"content": text})
-        return self.commands.push("Edit message", EditMessageCommand(doc, message_index, new)).ok
+        """Replace a message's text (:meth:`ChatEdits.edit_message`)."""
+        return self.edits.edit_message(message_index, text)
 
     def delete_message(self, message_index: int) -> bool:
-        """Delete one message (undoable with Ctrl+Z, saved)."""
-        doc = self.ctx.document
-        if doc.request is None or not 0 <= message_index < len(doc.messages()):
-            return False
-        if not self.commands.push("Delete message", DeleteMessageCommand(doc, message_index)).ok:
-            return False
-        self.refresh_library()
-        self.statusBar().showMessage(f"Deleted message {message_index} (Ctrl+Z brings it back)", 8000)
-        return True
+        """Delete one message (:meth:`ChatEdits.delete_message`)."""
+        return self.edits.delete_message(message_index)
+
+    def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
+        """A lorebook entry edit (:meth:`ChatEdits.edit_lorebook_entry`)."""
+        self.edits.edit_lorebook_entry(lorebook_id, old, new)
+
+    def _on_settings_panel_settings_edited(self, settings: ContextSettings) -> None:
+        self.edits.edit_settings(settings)
 
     def _ask_text_dialog(self, title: str, text: str) -> str | None:
         value, ok = QInputDialog.getMultiLineText(self, title, "Message text:", text)
         return value if ok else None
-
-    def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
-        """A lorebook entry edit from the Lorebook tab (undoable, saved)."""
-        self.commands.push("Lorebook", EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
-
-    def append_user_message(self, text: str) -> None:
-        """The composer's Send: append a user message."""
-        if self.ctx.document.request is None:
-            return
-        if not self.commands.do("Send", self.ctx.document.append_message, ChatMessage(role="user", content=text)).ok:
-            return
-        self.refresh_library()
-        self.chat_view.list.scrollToBottom()
-
-    def _on_settings_panel_settings_edited(self, settings: ContextSettings) -> None:
-        doc = self.ctx.document
-        if doc.request is None or settings == doc.request.settings:
-            return
-        # undoable; a burst of edits (a spin box's steps) is one undo step
-        self.commands.push("Settings", SetSettingsCommand(doc, settings, "Change settings", merge=True))
 
     # ================================================================ document → views
     def _on_document_chat_loaded(self, chat_id: str) -> None:

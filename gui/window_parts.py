@@ -3,8 +3,9 @@
 :class:`~gui.main_window.MainWindow` is a coordinator that owns a few parts, each an object it
 constructs and keeps: :class:`gui.window_state.WindowState` (tabs, splitter, saved layout),
 :class:`gui.drop.DropHandler` (import dialog, drag-and-drop), :class:`gui.window_library.LibraryActions`
-(import, delete, branch) and :class:`gui.window_generation.GenerationController` (Generate and
-its outcome); :func:`gui.actions.build_actions` and :func:`gui.keyboard.install_keyboard` add
+(import, delete, branch), :class:`gui.window_edits.ChatEdits` (pin, exclude, edit, delete,
+send, settings and entry edits) and :class:`gui.window_generation.GenerationController`
+(Generate and its outcome); :func:`gui.actions.build_actions` and :func:`gui.keyboard.install_keyboard` add
 its actions and shortcuts. Each is given the window as one of the protocols below, which declare
 exactly the members it reads or calls, so mypy checks both sides: a part uses nothing its
 protocol does not name, and the window provides everything it does. None of them imports
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .widgets.library_panel import LibraryPanel
     from .widgets.library_tabs import LibraryTabs
     from .widgets.lorebook import LorebookTab
+    from .widgets.settings_panel import SettingsPanel
 
 
 class SetupViews(Protocol):
@@ -93,6 +95,23 @@ class LibraryWindow(Protocol):
     def confirm(self, title: str, text: str, /) -> bool: ...
     def refresh_library(self) -> None: ...
     def open_chat(self, chat_id: str | None) -> None: ...
+    def statusBar(self, /) -> QStatusBar: ...
+
+
+class EditsWindow(Protocol):
+    """What :class:`gui.window_edits.ChatEdits` uses: the document and registries, the runner, the
+    settings panel and chat view it updates, the text dialog, the library refresh, the status bar."""
+
+    @property
+    def ctx(self) -> AppContext: ...
+    @property
+    def commands(self) -> CommandRunner: ...
+    @property
+    def settings_panel(self) -> SettingsPanel: ...
+    @property
+    def chat_view(self) -> ChatView: ...
+    def ask_text(self, title: str, text: str, /) -> str | None: ...
+    def refresh_library(self) -> None: ...
     def statusBar(self, /) -> QStatusBar: ...
 
 
