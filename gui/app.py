@@ -190,7 +190,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     window._splitter_restored = True  # keep these sizes when the window is shown
     if chat is not None:
         try:
-            window.ctx.store.get_chat(chat)
+            window.ctx.store.chats.get(chat)
         except LoomscopeError as exc:  # CHAT_NOT_FOUND: say so instead of an empty window
             sys.stderr.write(f"loomscope: {chat}: {exc.code}: {exc.message}\n")
             return 2

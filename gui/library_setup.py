@@ -126,7 +126,7 @@ class LibrarySetup(QObject):
         if self.store is None:
             return
         listed = self.window.commands.do(
-            "Library", lambda: (self.store.list_characters(), self.store.list_lorebooks(), self.store.list_personas()))
+            "Library", lambda: (self.store.characters.summaries(), self.store.lorebooks.summaries(), self.store.personas.summaries()))
         if listed.value is None:
             return
         chars, books, personas = listed.value
@@ -141,7 +141,7 @@ class LibrarySetup(QObject):
     def usage_text(self, kind: str, obj_id: str) -> str:
         """"Used by …" for the library panel (chat titles with how each uses the object)."""
         try:
-            uses = self.store.where_used(kind, obj_id)
+            uses = self.store.chats.where_used(kind, obj_id)
         except LoomscopeError as exc:
             return f"Used by: ? ({exc.code})"
         if not uses:
@@ -156,11 +156,11 @@ class LibrarySetup(QObject):
     def _name(self, kind: str, obj_id: str) -> str:
         try:
             if kind == "character":
-                return self.store.get_character(obj_id).name
+                return self.store.characters.get(obj_id).name
             if kind == "lorebook":
-                return self.store.get_lorebook(obj_id).name
+                return self.store.lorebooks.get(obj_id).name
             if kind == "persona":
-                return self.store.get_persona(obj_id).name
+                return self.store.personas.get(obj_id).name
         except LoomscopeError:
             pass
         return obj_id
@@ -172,8 +172,8 @@ class LibrarySetup(QObject):
             name = self.ask_text(f"Rename {kind}", f"New name for “{old}”:", old)
         if not name or not name.strip() or name.strip() == old:
             return False
-        fn = {"character": self.store.rename_character, "lorebook": self.store.rename_lorebook,
-              "persona": self.store.rename_persona}[kind]
+        fn = {"character": self.store.characters.rename, "lorebook": self.store.lorebooks.rename,
+              "persona": self.store.personas.rename}[kind]
         if not self.window.commands.do(f"Rename {kind}", fn, obj_id, name.strip()).ok:
             return False
         self._after_library_change(kind, obj_id)
@@ -189,8 +189,8 @@ class LibrarySetup(QObject):
         if not self.window.confirm(f"Delete {kind}", f"Delete {kind} “{name}”? {usage}\n{effect}\n"
                                    "This cannot be undone."):
             return False
-        fn = {"character": self.store.delete_character, "lorebook": self.store.delete_lorebook,
-              "persona": self.store.delete_persona}[kind]
+        fn = {"character": self.store.characters.delete, "lorebook": self.store.lorebooks.delete,
+              "persona": self.store.personas.delete}[kind]
         if not self.window.commands.do(f"Delete {kind}", fn, obj_id).ok:
             return False
         self.window.commands.forget_history()  # setup commands may name the deleted object
@@ -225,10 +225,10 @@ class LibrarySetup(QObject):
         if doc.chat_id is None or store is None:
             self.window.statusBar().showMessage("Open a chat first", 5000)
             return False
-        old = store.get_chat_setup(doc.chat_id).character_id
+        old = store.chats.get_setup(doc.chat_id).character_id
         if old == character_id:
             return False
-        name = store.get_character(character_id).name
+        name = store.characters.get(character_id).name
         return self.window.commands.push("Use character", SetChatCharacterCommand(
             doc, store, doc.chat_id, old, character_id, name)).ok
 
@@ -236,7 +236,7 @@ class LibrarySetup(QObject):
         """Start a chat with the character (its first message, the open chat's persona) and open it."""
         state = self.setup_panel.state
         created = self.window.commands.do(
-            "New chat", lambda: self.store.new_chat_for_character(
+            "New chat", lambda: self.store.chats.new_for_character(
                 character_id, persona_id=state.persona_id if state is not None else None))
         chat_id = created.value
         if chat_id is None:
@@ -265,12 +265,12 @@ class LibrarySetup(QObject):
             self.setup_panel.set_state(None)
             self.entry_editor.set_books([])
             return
-        persona = self.store.get_persona(state.persona_id) if state.persona_id else None
+        persona = self.store.personas.get(state.persona_id) if state.persona_id else None
         # read with the chat (gui.document.read_chat): no second load of its messages here
         card_book = self.ctx.document.card_book_name if state.sillytavern is None else None
-        self.setup_panel.set_state(state, self.store.list_lorebooks(), self.store.list_personas(),
+        self.setup_panel.set_state(state, self.store.lorebooks.summaries(), self.store.personas.summaries(),
                                    persona, card_book)
-        books = self.store.list_lorebooks(self.ctx.document.chat_id)
+        books = self.store.lorebooks.summaries(self.ctx.document.chat_id)
         ids = set(self.ctx.document.lorebook_ids)
         self.entry_editor.set_books([(b.id, b.name) for b in books if b.id in ids])
 
@@ -288,7 +288,7 @@ class LibrarySetup(QObject):
     def edit_persona(self, persona_id: str, new: Persona) -> bool:
         """Change the library persona's name / description (undoable)."""
         if not self.window.commands.push("Persona", lambda: EditPersonaCommand(
-                self.ctx.document, self.store, persona_id, self.store.get_persona(persona_id), new)).ok:
+                self.ctx.document, self.store, persona_id, self.store.personas.get(persona_id), new)).ok:
             return False
         self.refresh_library()
         return True

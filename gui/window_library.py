@@ -32,7 +32,7 @@ class LibraryActionsMixin:
             return UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
                              exc.file, exc.place)
 
-        imported = self.commands.do("Import failed", self.ctx.store.import_files, paths, describe=describe)
+        imported = self.commands.do("Import failed", self.ctx.store.imports.files, paths, describe=describe)
         if not imported.ok or imported.value is None:
             return []
         refs = imported.value
@@ -49,10 +49,10 @@ class LibraryActionsMixin:
         """Delete ``chat_id`` after confirmation (its audit goes with it)."""
         if self.ctx.store is None or not chat_id:
             return False
-        title = next((c.title for c in self.ctx.store.list_chats() if c.id == chat_id), chat_id)
+        title = next((c.title for c in self.ctx.store.chats.summaries() if c.id == chat_id), chat_id)
         if not self.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
             return False
-        if not self.commands.do("Delete chat", self.ctx.store.delete_chat, chat_id).ok:
+        if not self.commands.do("Delete chat", self.ctx.store.chats.delete, chat_id).ok:
             return False
         # a deleted chat cannot come back (the dialog said so): its commands go with it
         self.commands.forget_history()
@@ -69,7 +69,7 @@ class LibraryActionsMixin:
         doc = self.ctx.document
         if self.ctx.store is None or doc.chat_id is None:
             return None
-        branched = self.commands.do("Branch", self.ctx.store.branch_chat, doc.chat_id, message_index)
+        branched = self.commands.do("Branch", self.ctx.store.chats.branch, doc.chat_id, message_index)
         if not branched.ok or branched.value is None:
             return None
         new_id = branched.value
