@@ -194,7 +194,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
     store = window.ctx.store
     if chat is not None and store is not None:
         try:
-            store.get_chat(chat)
+            store.chats.get(chat)
         except LoomscopeError as exc:  # CHAT_NOT_FOUND: say so instead of an empty window
             sys.stderr.write(f"loomscope: {chat}: {exc.code}: {exc.message}\n")
             return 2

@@ -52,26 +52,26 @@ def read_chat(store: Store, chat_id: str, *, audit: bool = False) -> LoadedChat:
     Touches no Qt object, so it runs on a worker thread (``gui.preview.loader``); the store
     opens its own session per call (STYLE.md 10). Raises the store's ``CHAT_NOT_FOUND``.
     """
-    request = store.build_request(chat_id)
+    request = store.chats.build_request(chat_id)
     # the rest from queries that do not load the messages again (a 5,000-message chat: half the read)
-    setup = store.get_chat_setup(chat_id)
+    setup = store.chats.get_setup(chat_id)
     # a SillyTavern chat has only its linked worlds (no card book); otherwise the card's own
     # book first, then attached ones: the order of request.lorebooks
     if request.sillytavern is not None:
         ids = [link.lorebook_id for link in setup.lorebooks]
     else:
-        ids = list(store.lorebook_ids_for_chat(chat_id))
+        ids = list(store.lorebooks.ids_for_chat(chat_id))
     card_book = None
     if request.sillytavern is None and setup.character_id is not None:
         with contextlib.suppress(LoomscopeError):
-            character = store.get_character(setup.character_id)
+            character = store.characters.get(setup.character_id)
             if character.character_book is not None:
                 card_book = character.character_book.name or "card book"
-    parent_id = next((c.parent_id for c in store.list_chats() if c.id == chat_id), None)
+    parent_id = next((c.parent_id for c in store.chats.summaries() if c.id == chat_id), None)
     stored_audit, audit_read = None, False
     if audit:
         with contextlib.suppress(LoomscopeError):  # the window reads it again and shows the error
-            stored_audit, audit_read = store.get_audit(chat_id), True
+            stored_audit, audit_read = store.audits.get(chat_id), True
     return LoadedChat(chat_id=chat_id, request=request, title=request.chat.title,
                       parent_id=parent_id, lorebook_ids=tuple(ids),
                       card_book_name=card_book, audit=stored_audit, audit_read=audit_read)
@@ -220,7 +220,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.set_message_flags(chat_id, index, pinned=pinned, manual_excluded=manual_excluded, hidden=hidden)
+            store.messages.set_flags(chat_id, index, pinned=pinned, manual_excluded=manual_excluded, hidden=hidden)
         msgs = list(self.request.chat.messages)
         msg = msgs[index]
         update: dict[str, bool] = {}
@@ -242,7 +242,7 @@ class ChatDocument(QObject):
             raise RuntimeError("no chat is open")
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            index = int(store.append_message(chat_id, message))
+            index = int(store.messages.append(chat_id, message))
         else:
             index = len(self.request.chat.messages)
         self._replace_chat(messages=[*self.request.chat.messages, message])
@@ -256,7 +256,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.update_message(chat_id, index, message)
+            store.messages.update(chat_id, index, message)
         msgs = list(self.request.chat.messages)
         msgs[index] = message
         self._replace_chat(messages=msgs)
@@ -269,7 +269,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.delete_message(chat_id, index)
+            store.messages.delete(chat_id, index)
         msgs = list(self.request.chat.messages)
         del msgs[index]
         self._replace_chat(messages=msgs)
@@ -282,7 +282,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.insert_message(chat_id, index, message)
+            store.messages.insert(chat_id, index, message)
         msgs = list(self.request.chat.messages)
         msgs.insert(index, message)
         self._replace_chat(messages=msgs)
@@ -320,7 +320,7 @@ class ChatDocument(QObject):
             return None
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.remove_compaction_summary(chat_id)
+            store.compaction.remove_summary(chat_id)
         removed = state.summary
         self._set_compaction(state.with_summary_removed())
         return removed
@@ -333,7 +333,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.restore_compaction_summary(chat_id, summary)
+            store.compaction.restore_summary(chat_id, summary)
         state = CompactionState.of_chat(self.request.chat)
         removed = [s for s in state.removed if s.id != summary.id]
         self._set_compaction(state.model_copy(update={"summary": summary, "removed": removed, "stall": None}))
@@ -346,7 +346,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.reset_compaction_failures(chat_id)
+            store.compaction.reset_failures(chat_id)
         state = CompactionState.of_chat(self.request.chat)
         self._set_compaction(state.model_copy(update={"failures": 0, "stall": None}))
 
@@ -357,7 +357,7 @@ class ChatDocument(QObject):
             return
         if (saved := self._saved_to()) is not None:
             store, chat_id = saved
-            store.save_chat_settings(chat_id, settings)
+            store.chats.save_settings(chat_id, settings)
         self.request = self.request.model_copy(update={"settings": settings})
         self.setup_changed.emit()
         self.request_changed.emit()
@@ -369,10 +369,10 @@ class ChatDocument(QObject):
             return
         if self.store is None:
             return
-        self.store.update_lorebook_entry(lorebook_id, entry)
+        self.store.lorebooks.update_entry(lorebook_id, entry)
         if self.chat_id is not None:
             # lorebooks are shared between chats and the card's book: rebuild from the library
-            self.request = self.store.build_request(self.chat_id)
+            self.request = self.store.chats.build_request(self.chat_id)
         self.lorebooks_changed.emit()
         self.setup_changed.emit()
         self.request_changed.emit()

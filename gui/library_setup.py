@@ -138,7 +138,7 @@ class LibrarySetup(QObject):
         if store is None:
             return
         listed = self.window.commands.do(
-            "Library", lambda: (store.list_characters(), store.list_lorebooks(), store.list_personas()))
+            "Library", lambda: (store.characters.summaries(), store.lorebooks.summaries(), store.personas.summaries()))
         if listed.value is None:
             return
         chars, books, personas = listed.value
@@ -153,7 +153,7 @@ class LibrarySetup(QObject):
     def usage_text(self, kind: str, obj_id: str) -> str:
         """"Used by …" for the library panel (chat titles with how each uses the object)."""
         try:
-            uses = self._library().where_used(kind, obj_id)
+            uses = self._library().chats.where_used(kind, obj_id)
         except LoomscopeError as exc:
             return f"Used by: ? ({exc.code})"
         if not uses:
@@ -168,11 +168,11 @@ class LibrarySetup(QObject):
     def _name(self, kind: str, obj_id: str) -> str:
         try:
             if kind == "character":
-                return self._library().get_character(obj_id).name
+                return self._library().characters.get(obj_id).name
             if kind == "lorebook":
-                return self._library().get_lorebook(obj_id).name
+                return self._library().lorebooks.get(obj_id).name
             if kind == "persona":
-                return self._library().get_persona(obj_id).name
+                return self._library().personas.get(obj_id).name
         except LoomscopeError:
             pass
         return obj_id
@@ -188,8 +188,8 @@ class LibrarySetup(QObject):
 
         def rename_it() -> object:
             store = self._library()
-            fn = {"character": store.rename_character, "lorebook": store.rename_lorebook,
-                  "persona": store.rename_persona}[kind]
+            fn = {"character": store.characters.rename, "lorebook": store.lorebooks.rename,
+                  "persona": store.personas.rename}[kind]
             return fn(obj_id, new_name)
 
         if not self.window.commands.do(f"Rename {kind}", rename_it).ok:
@@ -209,8 +209,8 @@ class LibrarySetup(QObject):
             return False
         def delete_it() -> object:
             store = self._library()
-            fn = {"character": store.delete_character, "lorebook": store.delete_lorebook,
-                  "persona": store.delete_persona}[kind]
+            fn = {"character": store.characters.delete, "lorebook": store.lorebooks.delete,
+                  "persona": store.personas.delete}[kind]
             return fn(obj_id)
 
         if not self.window.commands.do(f"Delete {kind}", delete_it).ok:
@@ -247,10 +247,10 @@ class LibrarySetup(QObject):
         if doc.chat_id is None or store is None:
             self.window.statusBar().showMessage("Open a chat first", 5000)
             return False
-        old = store.get_chat_setup(doc.chat_id).character_id
+        old = store.chats.get_setup(doc.chat_id).character_id
         if old == character_id:
             return False
-        name = store.get_character(character_id).name
+        name = store.characters.get(character_id).name
         return self.window.commands.push("Use character", SetChatCharacterCommand(
             doc, store, doc.chat_id, old, character_id, name)).ok
 
@@ -258,7 +258,7 @@ class LibrarySetup(QObject):
         """Start a chat with the character (its first message, the open chat's persona) and open it."""
         state = self.setup_panel.state
         created = self.window.commands.do(
-            "New chat", lambda: self._library().new_chat_for_character(
+            "New chat", lambda: self._library().chats.new_for_character(
                 character_id, persona_id=state.persona_id if state is not None else None))
         chat_id = created.value
         if chat_id is None:
@@ -288,11 +288,11 @@ class LibrarySetup(QObject):
             self.entry_editor.set_books([])
             return
         store = self._library()
-        persona = store.get_persona(state.persona_id) if state.persona_id else None
+        persona = store.personas.get(state.persona_id) if state.persona_id else None
         # read with the chat (gui.document.read_chat): no second load of its messages here
         card_book = self.ctx.document.card_book_name if state.sillytavern is None else None
-        self.setup_panel.set_state(state, store.list_lorebooks(), store.list_personas(), persona, card_book)
-        books = store.list_lorebooks(self.ctx.document.chat_id)
+        self.setup_panel.set_state(state, store.lorebooks.summaries(), store.personas.summaries(), persona, card_book)
+        books = store.lorebooks.summaries(self.ctx.document.chat_id)
         ids = set(self.ctx.document.lorebook_ids)
         self.entry_editor.set_books([(b.id, b.name) for b in books if b.id in ids])
 
@@ -312,7 +312,7 @@ class LibrarySetup(QObject):
         """Change the library persona's name / description (undoable)."""
         def command() -> EditPersonaCommand:
             store = self._library()
-            return EditPersonaCommand(self.ctx.document, store, persona_id, store.get_persona(persona_id), new)
+            return EditPersonaCommand(self.ctx.document, store, persona_id, store.personas.get(persona_id), new)
 
         if not self.window.commands.push("Persona", command).ok:
             return False

@@ -387,7 +387,7 @@ class MainWindow(QMainWindow):
         """Re-read the chat list from the store."""
         if self.ctx.store is None:
             return
-        chats = self.commands.do("Library", self.ctx.store.list_chats)
+        chats = self.commands.do("Library", self.ctx.store.chats.summaries)
         if not chats.ok or chats.value is None:
             return
         self._chat_titles = {c.id: c.title for c in chats.value}
@@ -496,7 +496,7 @@ class MainWindow(QMainWindow):
         if self._loaded_audit is not None and self._loaded_audit[0] == chat_id:
             self.audit = self._loaded_audit[1]  # read with the chat, on the loader's worker
         elif self.ctx.store is not None and chat_id:
-            self.audit = self.commands.do("Audit", self.ctx.store.get_audit, chat_id).value
+            self.audit = self.commands.do("Audit", self.ctx.store.audits.get, chat_id).value
         self.chat_view.model.clear_finished_progress()
         self.audit_tab.set_state(self.audit, self.preview)
         self._select_on_next_preview = True

@@ -47,7 +47,7 @@ class LibraryActions:
         store = w.ctx.store
         if store is None or not paths:
             return []
-        imported = w.commands.do("Import failed", store.import_files, paths,
+        imported = w.commands.do("Import failed", store.imports.files, paths,
                                  describe=lambda exc: import_error(exc, paths))
         if not imported.ok or imported.value is None:
             return []
@@ -66,10 +66,10 @@ class LibraryActions:
         store, doc = w.ctx.store, w.ctx.document
         if store is None or not chat_id:
             return False
-        title = next((c.title for c in store.list_chats() if c.id == chat_id), chat_id)
+        title = next((c.title for c in store.chats.summaries() if c.id == chat_id), chat_id)
         if not w.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
             return False
-        if not w.commands.do("Delete chat", store.delete_chat, chat_id).ok:
+        if not w.commands.do("Delete chat", store.chats.delete, chat_id).ok:
             return False
         # a deleted chat cannot come back (the dialog said so): its commands go with it
         w.commands.forget_history()
@@ -87,7 +87,7 @@ class LibraryActions:
         store, doc = w.ctx.store, w.ctx.document
         if store is None or doc.chat_id is None:
             return None
-        branched = w.commands.do("Branch", store.branch_chat, doc.chat_id, message_index)
+        branched = w.commands.do("Branch", store.chats.branch, doc.chat_id, message_index)
         if not branched.ok or branched.value is None:
             return None
         new_id = branched.value

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"policy": args.policy, "messages": args.n}
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", seed=False)
-        small = store.add_chat(make_chat(10), title="small", settings=settings())
-        big = store.add_chat(make_chat(args.n), title="big", settings=settings())
+        small = store.chats.add(make_chat(10), title="small", settings=settings())
+        big = store.chats.add(make_chat(args.n), title="big", settings=settings())
         ctx = build_context(store, settings=QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat))
         assert ctx.gc_policy is not None
         ctx.gc_policy.enabled = args.policy == "on"

@@ -45,7 +45,7 @@ def app_on_chats(qtbot, tmp_path: Path):
     from engine.storage import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'library.sqlite3'}", seed=False)
-    ids = [store.add_chat(_chat(MESSAGES, seed), title=f"chat {seed}", settings=ContextSettings(model="gpt-4o"))
+    ids = [store.chats.add(_chat(MESSAGES, seed), title=f"chat {seed}", settings=ContextSettings(model="gpt-4o"))
            for seed in ("a", "b")]
     ctx = build_context(store, settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
     win = MainWindow(ctx)
