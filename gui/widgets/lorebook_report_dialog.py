@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
+from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport, report_for_request
 from engine.lorebook_facts import entry_title
 from engine.schema import PreviewRequest
 
@@ -60,8 +60,6 @@ class _Job(QRunnable):
         self.signals = signals
 
     def run(self) -> None:
-        from engine.lorebook.report import report_for_request
-
         try:
             report = report_for_request(self.request)
         except Exception as exc:
