@@ -196,9 +196,11 @@ class ChatDocument(QObject):
         self.request = _with_group_speaker(self.request, speaker)
         self.request_changed.emit()
 
-    @property
-    def _persisted(self) -> bool:
-        return self.store is not None and self.chat_id is not None
+    def _saved_to(self) -> tuple[Store, str] | None:
+        """The library and chat id an edit is saved to first; ``None`` for an in-memory chat."""
+        if self.store is None or self.chat_id is None:
+            return None
+        return self.store, self.chat_id
 
     # -- messages ------------------------------------------------------------------------
     def messages(self) -> list[ChatMessage]:
@@ -216,9 +218,9 @@ class ChatDocument(QObject):
         """Set a message's pin / manual-exclude / hidden flags, saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.messages.set_flags(self.chat_id, index, pinned=pinned, manual_excluded=manual_excluded,
-                                         hidden=hidden)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.set_flags(chat_id, index, pinned=pinned, manual_excluded=manual_excluded, hidden=hidden)
         msgs = list(self.request.chat.messages)
         msg = msgs[index]
         update: dict[str, bool] = {}
@@ -238,8 +240,9 @@ class ChatDocument(QObject):
         """Append ``message`` (the composer); returns its index."""
         if self.request is None:
             raise RuntimeError("no chat is open")
-        if self._persisted:
-            index = int(self.store.messages.append(self.chat_id, message))
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            index = int(store.messages.append(chat_id, message))
         else:
             index = len(self.request.chat.messages)
         self._replace_chat(messages=[*self.request.chat.messages, message])
@@ -251,8 +254,9 @@ class ChatDocument(QObject):
         """Replace message ``index`` (an edit of its text), saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.messages.update(self.chat_id, index, message)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.update(chat_id, index, message)
         msgs = list(self.request.chat.messages)
         msgs[index] = message
         self._replace_chat(messages=msgs)
@@ -263,8 +267,9 @@ class ChatDocument(QObject):
         """Delete message ``index`` (later ones move up), saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.messages.delete(self.chat_id, index)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.delete(chat_id, index)
         msgs = list(self.request.chat.messages)
         del msgs[index]
         self._replace_chat(messages=msgs)
@@ -275,8 +280,9 @@ class ChatDocument(QObject):
         """Insert ``message`` at ``index`` (undo of a delete), saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.messages.insert(self.chat_id, index, message)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.insert(chat_id, index, message)
         msgs = list(self.request.chat.messages)
         msgs.insert(index, message)
         self._replace_chat(messages=msgs)
@@ -312,8 +318,9 @@ class ChatDocument(QObject):
         state = CompactionState.of_chat(self.request.chat)
         if state.summary is None:
             return None
-        if self._persisted:
-            self.store.compaction.remove_summary(self.chat_id)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.compaction.remove_summary(chat_id)
         removed = state.summary
         self._set_compaction(state.with_summary_removed())
         return removed
@@ -324,8 +331,9 @@ class ChatDocument(QObject):
 
         if self.request is None:
             return
-        if self._persisted:
-            self.store.compaction.restore_summary(self.chat_id, summary)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.compaction.restore_summary(chat_id, summary)
         state = CompactionState.of_chat(self.request.chat)
         removed = [s for s in state.removed if s.id != summary.id]
         self._set_compaction(state.model_copy(update={"summary": summary, "removed": removed, "stall": None}))
@@ -336,8 +344,9 @@ class ChatDocument(QObject):
 
         if self.request is None:
             return
-        if self._persisted:
-            self.store.compaction.reset_failures(self.chat_id)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.compaction.reset_failures(chat_id)
         state = CompactionState.of_chat(self.request.chat)
         self._set_compaction(state.model_copy(update={"failures": 0, "stall": None}))
 
@@ -346,8 +355,9 @@ class ChatDocument(QObject):
         """Replace the chat's context settings (saved to the library)."""
         if self.request is None or settings == self.request.settings:
             return
-        if self._persisted:
-            self.store.chats.save_settings(self.chat_id, settings)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.chats.save_settings(chat_id, settings)
         self.request = self.request.model_copy(update={"settings": settings})
         self.setup_changed.emit()
         self.request_changed.emit()
@@ -360,7 +370,7 @@ class ChatDocument(QObject):
         if self.store is None:
             return
         self.store.lorebooks.update_entry(lorebook_id, entry)
-        if self._persisted:
+        if self.chat_id is not None:
             # lorebooks are shared between chats and the card's book: rebuild from the library
             self.request = self.store.chats.build_request(self.chat_id)
         self.lorebooks_changed.emit()

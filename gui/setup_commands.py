@@ -8,11 +8,13 @@ command made for one chat never touches another chat's state.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QUndoCommand
 
+from engine.errors import NotFoundError
 from engine.schema import ContextSettings, LorebookEntry, Persona
 from engine.schema.sillytavern import SillyTavernSetup
 
@@ -50,11 +52,8 @@ class SetupState:
                    names={link.lorebook_id: link.name for link in setup.lorebooks})
 
     def replace(self, **update: Any) -> SetupState:
-        """A copy with ``update`` applied."""
-        data = {"chat_id": self.chat_id, "settings": self.settings, "sillytavern": self.sillytavern,
-                "links": self.links, "persona_id": self.persona_id, "names": self.names}
-        data.update(update)
-        return SetupState(**data)
+        """A copy with ``update`` applied (field names as keywords; an unknown name raises ``TypeError``)."""
+        return dataclasses.replace(self, **update)
 
 
 def save_setup(store: Store, old: SetupState | None, new: SetupState) -> None:
@@ -146,18 +145,15 @@ class DeleteLorebookEntryCommand(QUndoCommand):
 
     def __init__(self, document: ChatDocument, store: Store, lorebook_id: str, uid: int | str) -> None:
         book = store.lorebooks.get(lorebook_id)
-        index, entry = next(((i, e) for i, e in enumerate(book.entries) if str(e.uid) == str(uid)),
-                            (None, None))
-        if entry is None:
-            from engine.errors import NotFoundError
-
+        found = next(((i, e) for i, e in enumerate(book.entries) if str(e.uid) == str(uid)), None)
+        if found is None:
             raise NotFoundError("LOREBOOK_ENTRY_NOT_FOUND", f"the lorebook has no entry {uid}",
                                 file=lorebook_id, place=f"entry {uid}")
+        entry = found[1]
         label = entry.comment or (entry.keys[0] if entry.keys else str(uid))
         super().__init__(f"Delete lorebook entry {label!r}")
         self._document, self._store, self._book = document, store, lorebook_id
-        self.entry: LorebookEntry = entry
-        self._index = int(index)  # type: ignore[arg-type]
+        self._index, self.entry = found
 
     def redo(self) -> None:
         self._store.lorebooks.delete_entry(self._book, self.entry.uid)

@@ -443,7 +443,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.secondary.setText("rain, wind")
     editor.logic.setCurrentIndex(editor.logic.findData(3))
     editor.position.setCurrentIndex(editor.position.findData(int(InsertionPosition.AT_DEPTH)))
-    editor.depth.setValue(3)
+    editor.depth_spin.setValue(3)
     editor.role.setCurrentIndex(editor.role.findData(1))
     editor.probability.setValue(40)
     editor.scan_depth.setValue(5)
