@@ -18,9 +18,7 @@ from itertools import compress, repeat
 from operator import attrgetter, eq, is_not, ne, or_, setitem
 from typing import Any
 
-import numpy as np
-
-from .runstate import BlockColumns, Outcome
+from .runstate import Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
 from .schema.preview import PreviewBlock
@@ -30,11 +28,10 @@ _DICT_OF = attrgetter("__dict__")
 
 @dataclass(frozen=True)
 class RowInputs:
-    """What the rows of one run read: its blocks, columns, tool groups and lorebook records."""
+    """What the rows of one run read: its blocks, columns and lorebook records."""
 
     blocks: list[Block]
-    columns: BlockColumns
-    group_of: list[str | None]
+    columns: RunColumns
     trace_by_source: dict[str, dict[str, Any]]
 
 
@@ -86,22 +83,10 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None) -> lis
 def _refate_masks(outcome: Outcome, prior: PriorRows, n: int) -> tuple[list[int], dict[str, list[bool] | None]]:
     """The positions of same-block rows whose fate fields moved, and per field where (see :func:`_refated_rows`)."""
     po = prior.outcome
-    detail_changed = map(is_not, outcome.detail, po.detail)  # explanations are shared objects
-    if all(x is not None for x in (outcome.codes, outcome.fit, po.codes, po.fit)):
-        # numpy: a status or reason changes with its code (a kept block's own reason only with
-        # its block, which is rebuilt whole); windows compared as int64 (-1: none)
-        by_field = {"status": outcome.codes != po.codes, "fit_window": outcome.fit != po.fit,
-                    "reason_detail": np.fromiter(detail_changed, dtype=bool, count=n)}
-        by_field["reason"] = by_field["status"]
-        redo = by_field["status"] | by_field["fit_window"] | by_field["reason_detail"]
-        redo[prior.fresh] = False
-        at = np.flatnonzero(redo)
-        masks: dict[str, list[bool] | None] = {
-            k: (None if bool(m[at].all()) else m[at].tolist()) for k, m in by_field.items() if m[at].any()}
-        return at.tolist(), masks
     lists = {"status": list(map(is_not, outcome.status, po.status)),
              "reason": list(map(ne, outcome.reason, po.reason)),
-             "reason_detail": list(detail_changed), "fit_window": list(map(ne, outcome.fits, po.fits))}
+             "reason_detail": list(map(is_not, outcome.detail, po.detail)),  # explanations are shared objects
+             "fit_window": list(map(ne, outcome.fits, po.fits))}
     redo_l = list(map(or_, map(or_, lists["status"], lists["reason"]),
                       map(or_, lists["reason_detail"], lists["fit_window"])))
     deque(map(setitem, repeat(redo_l), prior.fresh, repeat(False)), maxlen=0)  # rebuilt whole
@@ -121,8 +106,8 @@ def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> li
     def pick(column: Sequence[Any]) -> Sequence[Any]:
         return column if every else list(map(column.__getitem__, positions))
 
-    blocks, c = pick(src.blocks), src.columns
-    kinds, sources = pick(c.kind), pick(c.source)
+    blocks, c, cols = pick(src.blocks), src.columns, src.columns.cols
+    kinds, sources = pick(cols.kinds), pick(cols.sources)
     traces = list(map(attrgetter("trace"), blocks))
     if src.trace_by_source:
         for k in compress(range(len(blocks)), map(eq, kinds, repeat("lorebook"))):
@@ -133,11 +118,11 @@ def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> li
     messages = map(attrgetter("message"), blocks)
     explanations = pick(outcome.detail)
     columns: dict[str, Sequence[Any] | Iterator[Any]] = {
-        "id": pick(c.id), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
-        "position": positions, "tokens": pick(c.tokens), "status": pick(outcome.status),
-        "reason": pick(outcome.reason), "protected": pick(c.protected), "pinned": pick(c.pinned),
-        "group": pick(src.group_of), "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
-        "manual_excluded": pick(c.manual), "message_index": pick(c.message_index), "trace": traces,
+        "id": pick(cols.ids), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
+        "position": positions, "tokens": pick(cols.tokens), "status": pick(outcome.status),
+        "reason": pick(outcome.reason), "protected": pick(cols.protected), "pinned": pick(cols.pinned),
+        "group": pick(cols.layout.group_of), "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
+        "manual_excluded": pick(cols.manual), "message_index": pick(cols.message_index), "trace": traces,
         "reason_detail": map(getattr, explanations, repeat("text"), repeat(None)),
         "reason_data": map(getattr, explanations, repeat("data"), repeat(None)), "fit_window": pick(outcome.fits)}
     for key, column in columns.items():

@@ -1,11 +1,11 @@
 """The typed state of one pipeline run: what each of the ten steps reads and writes (issue 29 item 2).
 
 :class:`RunState` is filled step by step by :func:`engine.pipeline.prepare`. Besides the block
-objects it carries the run's figures as columns (:class:`BlockColumns`: one list per field, one
-entry per assembled block in prompt order), which the built-in ``truncate`` / ``manual``
+objects it carries the run's figures as columns (:class:`RunColumns` around shifting's
+:class:`~engine.shifting.BlockColumns`: one list per field, one entry per assembled block in prompt order), which the built-in ``truncate`` / ``manual``
 strategies shift over (:mod:`engine.columnar`). A warm run (:mod:`engine.incremental` decides
 when one applies) starts from the remembered run's state: step 3 copies the few blocks whose
-message changed, step 4 patches the columns (:meth:`BlockColumns.patched`: only the new texts are
+message changed, step 4 patches the columns (:meth:`RunColumns.patched`: only the new texts are
 counted), and step 10 reuses every row that did not change (:mod:`engine.rows`).
 """
 
@@ -15,24 +15,20 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, is_, or_
-from typing import TYPE_CHECKING, Any
+from operator import attrgetter, is_
+from typing import Any
 
+from .lorebook.models import ActivationResult
 from .registries import Registries
 from .resolve import LorebookPlan
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError
 from .schema.request import PreviewRequest
-from .shifting import ToolGroups
-from .shifting.arrays import ArrayShift
-from .shifting.core import removal_tier
+from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
 from .shifting.explain import Explanation
 from .tokenizers import TokenizerProfile
 from .tokenizers.accounting import TOKENS_PER_MESSAGE, count_tools_tokens, message_overhead, message_texts
 from .tokenizers.templates.base import PromptCount
-
-if TYPE_CHECKING:
-    from .lorebook.models import ActivationResult
 
 #: A provider message (OpenAI chat shape).
 ProviderMessage = dict[str, Any]
@@ -76,39 +72,28 @@ class PreparedPrompt:
     timed_effects: dict[str, Any] | None = None
 
 
-@dataclass
-class BlockColumns:
-    """The run's figures per assembled block, one list per field (prompt order).
+@dataclass(frozen=True)
+class RunColumns:
+    """The run's figures per assembled block (prompt order): shifting's columns plus what the recount and rows read.
 
-    ``tokens`` are OpenAI chat-accounting counts (framing included); ``provider`` the block's
-    provider message (``None``: the tools block), ``pieces`` the texts it spends tokens on and
-    ``overhead`` its framing tokens; ``tier`` the removal tier of shifting rule 5;
-    ``kept_reason`` the reason a kept block shows (``PINNED`` for a pinned block that is not
-    protected otherwise); ``listy`` whether its content is a list of parts.
+    ``cols`` are the columns every shifting rule reads (:class:`engine.shifting.BlockColumns`;
+    its ``tokens`` are OpenAI chat-accounting counts, framing included). Per block besides:
+    ``provider`` its provider message (``None``: the tools block), ``pieces`` the texts it spends
+    tokens on and ``overhead`` its framing tokens, ``kept_reason`` the reason a kept block shows
+    (``PINNED`` for a pinned block that is not protected otherwise), ``text`` its shown text,
+    ``listy`` whether its content is a list of parts. Read-only: a warm run makes new columns.
     """
 
-    id: list[str]
-    kind: list[str]
-    source: list[str]
-    message_index: list[int | None]
-    label: list[str]
-    history: list[bool]
-    protected: list[bool]
-    pinned: list[bool]
-    manual: list[bool]
-    hidden: list[bool]
-    tier: list[int]
-    priority: list[float]
+    cols: BlockColumns
     kept_reason: list[str]
     text: list[str]
-    tokens: list[int]
     provider: list[ProviderMessage | None]
     pieces: list[list[str]]
     overhead: list[int]
     listy: list[bool]
 
     @classmethod
-    def of(cls, blocks: Sequence[Block], profile: TokenizerProfile) -> BlockColumns:
+    def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
         """The columns of ``blocks``, counted with ``profile`` in one batch (OpenAI accounting).
 
         Parameters
@@ -117,6 +102,8 @@ class BlockColumns:
             The assembled blocks, in prompt order.
         profile:
             The run's tokenizer profile (no chat template).
+        layout:
+            The blocks' tool groups, in block positions.
         """
         plain = list(map(_plain, blocks))
         messages = list(map(attrgetter("message"), blocks))
@@ -133,110 +120,45 @@ class BlockColumns:
         tokens = [prefix[e] - prefix[e - len(p)] + o for p, e, o in zip(pieces, ends, overhead)]
         for i in compress(range(len(blocks)), map(is_, provider, repeat(None))):
             tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
-        return cls(**_flag_columns(blocks), tokens=tokens, provider=provider, pieces=pieces, overhead=overhead,
-                   listy=[p is not None and isinstance(p.get("content"), list) for p in provider])
+        cols = BlockColumns.from_blocks(blocks, tokens, layout)
+        reasons = map(attrgetter("reason"), blocks)
+        kept_reason = [("PINNED" if p and not pr else r) for p, pr, r in zip(cols.pinned, cols.protected, reasons)]
+        return cls(cols, kept_reason, list(map(block_text, blocks)), provider, pieces, overhead,
+                   [p is not None and isinstance(p.get("content"), list) for p in provider])
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
-                profile: TokenizerProfile) -> BlockColumns:
+                profile: TokenizerProfile) -> RunColumns:
         """These columns for ``blocks``, where only the blocks at ``flagged`` / ``edited`` are new.
 
-        ``flagged``: positions whose pin / exclude flags may have changed; ``edited``: positions
-        whose (plain text) message changed, counted again in one batch through the per-text
-        cache. Unchanged lists are shared with this instance, never mutated.
+        ``flagged``: positions whose pin / exclude flags changed; ``edited``: positions whose
+        (plain text) message changed, counted again in one batch through the per-text cache.
+        Unchanged lists are shared with this instance, never mutated.
         """
-        out = dataclasses.replace(self, pinned=list(self.pinned), manual=list(self.manual),
-                                  kept_reason=list(self.kept_reason))
+        pinned, manual, kept_reason = list(self.cols.pinned), list(self.cols.manual), list(self.kept_reason)
         for pos in chain(flagged, edited):
             b = blocks[pos]
-            out.pinned[pos], out.manual[pos] = b.pinned, b.manual_excluded
-            out.kept_reason[pos] = "PINNED" if b.pinned and not b.protected else b.reason
+            pinned[pos], manual[pos] = b.pinned, b.manual_excluded
+            kept_reason[pos] = "PINNED" if b.pinned and not b.protected else b.reason
         if not edited:
-            return out
-        out.provider, out.pieces, out.overhead = list(self.provider), list(self.pieces), list(self.overhead)
-        out.tokens, out.text = list(self.tokens), list(self.text)
+            return dataclasses.replace(self, cols=dataclasses.replace(self.cols, pinned=pinned, manual=manual),
+                                       kept_reason=kept_reason)
+        provider, pieces, overhead = list(self.provider), list(self.pieces), list(self.overhead)
+        tokens, text = list(self.cols.tokens), list(self.text)
         for pos in edited:
             message = blocks[pos].message
             assert message is not None  # only message blocks are edited (engine.incremental)
-            provider = message.to_provider()
-            out.provider[pos], out.pieces[pos] = provider, message_texts(provider)
-            out.overhead[pos], out.text[pos] = message_overhead(provider), block_text(blocks[pos])
-        counts = profile.count_many([t for pos in edited for t in out.pieces[pos]])
+            sent = provider[pos] = message.to_provider()
+            pieces[pos], overhead[pos] = message_texts(sent), message_overhead(sent)
+            text[pos] = block_text(blocks[pos])
+        counts = profile.count_many([t for pos in edited for t in pieces[pos]])
         at = 0
         for pos in edited:
-            k = len(out.pieces[pos])
-            out.tokens[pos] = sum(counts[at:at + k]) + out.overhead[pos]
+            k = len(pieces[pos])
+            tokens[pos] = sum(counts[at:at + k]) + overhead[pos]
             at += k
-        return out
-
-
-def _flag_columns(blocks: Sequence[Block]) -> dict[str, list[Any]]:
-    """The columns of :class:`BlockColumns` read from the blocks' fields (one C-level pass each)."""
-
-    def column(name: str) -> list[Any]:
-        return list(map(attrgetter(name), blocks))
-
-    mindex, source, history, protected, pinned = (column(k) for k in (
-        "message_index", "source", "history", "protected", "pinned"))
-    kinds = column("kind")
-    return {
-        "id": column("id"), "kind": [k.value for k in kinds], "source": source, "message_index": mindex,
-        "label": [f"message {mi}" if mi is not None else src for src, mi in zip(source, mindex)],
-        "history": history, "protected": protected, "pinned": pinned, "manual": column("manual_excluded"),
-        "hidden": column("hidden"), "tier": list(map(removal_tier, column("origin"), kinds, history)),
-        "priority": column("priority"),
-        "kept_reason": [("PINNED" if p and not pr else r) for p, pr, r in zip(pinned, protected, column("reason"))],
-        "text": list(map(block_text, blocks)),
-    }
-
-
-@dataclass
-class SendColumns:
-    """The columns shifting reads, per sendable block (``positions``: their block positions).
-
-    The very lists of :class:`BlockColumns` when every block is sendable.
-    """
-
-    positions: list[int]
-    tokens: list[int]
-    hidden: list[bool]
-    manual: list[bool]
-    prot: list[bool]
-    tier: list[int]
-    priority: list[float]
-    id: list[str]
-    message_index: list[int | None]
-
-    @classmethod
-    def of(cls, c: BlockColumns, positions: list[int]) -> SendColumns:
-        """The sendable part of ``c`` (``positions`` ascending)."""
-        every = len(positions) == len(c.id)
-
-        def pick(values: list[Any]) -> list[Any]:
-            return values if every else [values[i] for i in positions]
-
-        return cls(positions, pick(c.tokens), pick(c.hidden), pick(c.manual),
-                   pick(list(map(or_, c.protected, c.pinned))), pick(c.tier), pick(c.priority), pick(c.id),
-                   pick(c.message_index))
-
-
-@dataclass(frozen=True)
-class GroupLayout:
-    """The tool groups of the sendable blocks, by position.
-
-    ``groups``: member positions per group in sendable order, ``bgroups`` the same in block
-    positions, ``group_ids`` their ids; ``group_of`` per sendable position, ``b_group_of`` per
-    block; ``orphans`` (sendable positions never sent), ``incomplete`` as in
-    :class:`~engine.shifting.ToolGroups`; ``warnings`` the run's warnings about them.
-    """
-
-    groups: list[list[int]]
-    bgroups: list[list[int]]
-    group_ids: list[str]
-    group_of: list[str | None]
-    b_group_of: list[str | None]
-    orphans: frozenset[int]
-    incomplete: dict[str, Any]
-    warnings: list[str]
+        cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual, tokens=tokens)
+        return dataclasses.replace(self, cols=cols, kept_reason=kept_reason, text=text, provider=provider,
+                                   pieces=pieces, overhead=overhead)
 
 
 @dataclass
@@ -244,8 +166,7 @@ class Outcome:
     """Each block's fate after steps 5-10, per block position (what the next run compares with).
 
     ``status`` (``kept`` / ``excluded``), ``reason``, ``detail`` (the explanation, or ``None``),
-    ``fits`` (fit windows); ``codes`` / ``fit`` the numpy forms of the reasons and windows when
-    the run computed them (a warm run, every block sent), else ``None``.
+    ``fits`` (fit windows), ``explanations`` (text → explanation, for the next run's reuse).
     """
 
     status: list[str]
@@ -253,8 +174,6 @@ class Outcome:
     detail: list[Explanation | None]
     fits: list[int | None]
     explanations: dict[str, Explanation]
-    codes: Any = None
-    fit: Any = None
 
 
 @dataclass
@@ -300,15 +219,15 @@ class RunState:
     safety: int = field(init=False)
     shift_budget: int = field(init=False)
     sendable: list[Block] = field(init=False)
-    columns: BlockColumns = field(init=False)
-    send: SendColumns = field(init=False)
-    layout: GroupLayout = field(init=False)
-    vectors: dict[str, Any] | None = None
+    columns: RunColumns = field(init=False)
+    send: BlockColumns = field(init=False)  # the sendable blocks' columns (``columns.cols`` when every block is)
+    sendable_at: list[int] = field(init=False)  # their block positions
+    group_warnings: list[str] = field(init=False)
     # 5–6. strategy and host checks
     groups: ToolGroups = field(init=False)
     group_of: dict[str, str] = field(init=False)
     result: ShiftResult | None = field(init=False)
-    array_shift: ArrayShift = field(init=False)
+    column_shift: ColumnShift = field(init=False)
     strategy_problems: list[str] = field(init=False)
     honor_manual: bool = field(init=False)
     status: dict[str, tuple[str, str]] = field(init=False)
@@ -340,4 +259,4 @@ class RunState:
         return self.result
 
 
-__all__ = ["BlockColumns", "GroupLayout", "Outcome", "PreparedPrompt", "RunState", "SendColumns", "block_text"]
+__all__ = ["Outcome", "PreparedPrompt", "RunColumns", "RunState", "block_text"]

@@ -64,12 +64,14 @@ class Plan:
     gui_open: int = 5_000
     gui_click: int = 10_000
     gui_samples: int = 7
+    start_repeats: int = 5  # app start -> painted window on the seeded sample library (measure_start.py)
     timeout_s: float = 420.0
     st_repeats: int = 3  # alternated Chat / Text Completion children of measure_st.py at process_size
 
 
 SMOKE = Plan(sizes=(30, 60, 120), toggles=(2, 2, 2), floor_repeats=(1, 1, 1), process_size=60, process_repeats=1,
-             rss_size=60, gui_open=40, gui_click=80, gui_samples=1, timeout_s=240.0, st_repeats=1)
+             rss_size=60, gui_open=40, gui_click=80, gui_samples=1, start_repeats=1, timeout_s=240.0,
+             st_repeats=1)
 
 
 @dataclass
@@ -197,7 +199,26 @@ def measure(plan: Plan, *, gui: bool, log: Callable[[str], None]) -> dict[str, A
         child = run_child([sys.executable, str(HERE / "measure_gui.py"), "--open", str(plan.gui_open),
                            "--click", str(plan.gui_click), "--samples", str(plan.gui_samples)], plan.timeout_s)
         raw["gui"] = {**child.json(), "process_s": child.seconds}
+        raw["start"] = measure_start(plan, log)
     return raw
+
+
+def measure_start(plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
+    """App start → painted window on the seeded sample library: ``start_repeats`` fresh ``measure_start.py`` children.
+
+    The library is seeded once by a child of its own (the first start's seeding is not part of the figure);
+    each child is handed ``time.time()`` just before it starts, so its figures include the interpreter's start.
+    """
+    log(f"app start → painted window, {plan.start_repeats} starts …")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "library.sqlite3")
+        run_child([sys.executable, "-c", "import sys; from engine.storage import open_store; "
+                   "open_store(sys.argv[1], seed=True).close()", db], plan.timeout_s)
+        runs = [run_child([sys.executable, str(HERE / "measure_start.py"), db, repr(time.time())], plan.timeout_s).json()
+                for _ in range(plan.start_repeats)]
+    painted = [r["start_painted_s"] for r in runs]
+    preview = [r["start_preview_s"] for r in runs]
+    return {"runs": runs, "painted_s": statistics.median(painted), "preview_s": statistics.median(preview)}
 
 
 def measure_st(plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
@@ -276,15 +297,23 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
                     verdict=verdict(*(r <= 1.3 for r in cold_ratio)), values={"ratio": cold_ratio}))
     if all(x is not None for x in loop):
         loop_ratio = [c / f for c, f in zip(cold, loop) if f]
-        rows.append(Row("  cold ÷ stricter floor", [f"{r:.2f} ×" for r in loop_ratio], target="reference",
-                        values={"ratio": loop_ratio}))
+        rows.append(Row("  cold ÷ stricter floor", [f"{r:.2f} ×" for r in loop_ratio], target="≤ 1.3 × (issue 29)",
+                        verdict=verdict(*(r <= 1.3 for r in loop_ratio)), values={"ratio": loop_ratio}))
     rows.append(Row(f"warm toggle (median of {'/'.join(str(e['toggles'].__len__()) for e in eng)})",
                     [fmt_s(s) for s in warm], target=f"≤ 20 ms at {main:,}; ≤ 100 ms at {big:,}",
                     verdict=verdict(warm[1] <= 0.020, warm[2] <= 0.100), values={"seconds": warm}))
     read = [e.get("warm_read_s") for e in eng]
     if all(x is not None for x in read):
-        rows.append(Row("  toggle + every row read (median)", [fmt_s(s) for s in read],
-                        target="reference", values={"seconds": read}))
+        rows.append(Row("warm toggle via public preview() incl. every row (median)", [fmt_s(s) for s in read],
+                        target="issue 29: the two rows below", values={"seconds": read}))
+        read_pct = [100 * r / f for r, f in zip(read, floor)]
+        rows.append(Row("  warm ÷ batch floor (incl. rows)", [f"{p:.2f} %" for p in read_pct],
+                        target=f"≤ 1 % at {main:,}", verdict=verdict(read_pct[1] <= 1.0), values={"percent": read_pct}))
+        if raw["trim_installed"]:
+            read_speedup = [t / r for t, r in zip(trim, read)]
+            rows.append(Row("  trim ÷ warm (incl. rows)", [f"{x:.2f} ×" for x in read_speedup],
+                            target=f"≥ 10 × at {main:,}", verdict=verdict(read_speedup[1] >= 10),
+                            values={"ratio": read_speedup}))
     warm_pct = [100 * w / f for w, f in zip(warm, floor)]
     rows.append(Row("  warm ÷ floor", [f"{p:.1f} %" for p in warm_pct], target=f"≤ 3 % at {main:,}",
                     verdict=verdict(warm_pct[1] <= 3.0), values={"percent": warm_pct}))
@@ -334,14 +363,20 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
     if g:
         away = f", {g['click_row_scrolled_away']} scrolled away" if g["click_row_scrolled_away"] else ""
         rows.append(Row("GUI click → ticked row", span=f"{fmt_s(g['click_tick_s'])} at {g['click_messages']:,} "
-                        f"(median of {len(g['click_tick_runs_s'])})", target="≤ 100 ms",
-                        verdict=verdict(g["click_tick_s"] <= 0.100), values={"seconds": g["click_tick_s"]}))
+                        f"(median of {len(g['click_tick_runs_s'])})", target="≤ 50 ms (issue 29)",
+                        verdict=verdict(g["click_tick_s"] <= 0.050), values={"seconds": g["click_tick_s"]}))
         rows.append(Row("GUI click → row with engine result", span=f"{fmt_s(g['click_row_s'])} at "
-                        f"{g['click_messages']:,}{away}", target="≤ 100 ms",
-                        verdict=verdict(g["click_row_s"] <= 0.100), values={"seconds": g["click_row_s"]}))
+                        f"{g['click_messages']:,}{away}", target="≤ 50 ms (issue 29)",
+                        verdict=verdict(g["click_row_s"] <= 0.050), values={"seconds": g["click_row_s"]}))
         rows.append(Row("GUI longest UI stall, opening a chat", span=f"{fmt_s(g['open_stall_s'])} at "
                         f"{g['open_messages']:,} (shown after {fmt_s(g['open_to_painted_s'])})", target="≤ 50 ms",
                         verdict=verdict(g["open_stall_s"] <= 0.050), values={"seconds": g["open_stall_s"]}))
+        start = raw.get("start")
+        if start:
+            rows.append(Row("app start → painted window", span=f"{fmt_s(start['painted_s'])} (sample library, median "
+                            f"of {len(start['runs'])}; its chat's blocks shown after {fmt_s(start['preview_s'])})",
+                            target="≤ 1.5 s", verdict=verdict(start["painted_s"] <= 1.5),
+                            values={"seconds": start["painted_s"], "preview_s": start["preview_s"]}))
     else:
         rows.append(Row("GUI figures", span="not measured (--no-gui)", verdict="n/a"))
     return rows
