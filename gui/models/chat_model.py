@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import is_not, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
@@ -67,9 +66,7 @@ _FATE_FIELDS = itemgetter("status", "reason", "tokens", "original_tokens", "prot
 
 def message_rows(blocks: Sequence[PreviewBlock]) -> dict[int, int]:
     """``{message index: row}`` of the blocks of chat messages."""
-    index = [b.message_index for b in blocks]
-    rows = list(compress(range(len(index)), map(is_not, index, repeat(None))))
-    return dict(zip(map(index.__getitem__, rows), rows))
+    return {b.message_index: row for row, b in enumerate(blocks) if b.message_index is not None}
 
 
 class MessageRows(Mapping[int, PreviewBlock]):

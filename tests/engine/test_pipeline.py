@@ -239,7 +239,7 @@ def _long_chat(n: int = 300) -> PreviewRequest:
 def test_the_engine_leaves_the_garbage_collector_alone():
     """Issue 29 item 5: no engine module switches the collector off, collects or freezes (the app owns
     that policy, on its main thread; ``engine/cli.py``'s console entry point owns its one-shot process);
-    a preview leaves an enabled collector enabled and freezes nothing."""
+    a preview leaves the collector on or off as it was and freezes nothing."""
     import gc
     import re
     from pathlib import Path
@@ -251,10 +251,10 @@ def test_the_engine_leaves_the_garbage_collector_alone():
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
                  if p.name != "cli.py" and calls.search(p.read_text(encoding="utf-8"))]
     assert offenders == []
-    assert gc.isenabled()
-    frozen = gc.get_freeze_count()
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
     preview(_long_chat())
-    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    # frozen objects of an earlier test (the app's policy) may die meanwhile: none is added
+    assert gc.isenabled() == enabled and gc.get_freeze_count() <= frozen
 
 
 class _Cycle:
