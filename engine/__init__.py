@@ -17,9 +17,11 @@ from .schema import (
     Lorebook,
     LorebookEntry,
     Persona,
+    PreviewChanges,
     PreviewRequest,
     ShiftResult,
     WorldInfoSettings,
+    preview_changes,
 )
 from .schema.blocks import BlockOrigin
 
@@ -64,6 +66,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
     "Block", "BlockKind", "BlockOrigin", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
-    "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "ShiftResult",
-    "WorldInfoSettings", *_LAZY,
+    "Lorebook", "LorebookEntry", "Persona", "PreviewChanges", "PreviewRequest", "ShiftResult",
+    "WorldInfoSettings", "preview_changes", *_LAZY,
 ]

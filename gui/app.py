@@ -29,7 +29,6 @@ from PySide6.QtGui import QUndoStack
 from PySide6.QtWidgets import QApplication
 
 from engine.errors import LoomscopeError
-from engine.incremental import warm_up
 from engine.pipeline import default_registries
 from engine.pipeline import preview as engine_preview
 from engine.schema import ContextPreview, PreviewRequest
@@ -127,10 +126,8 @@ def build_context(store: Store | None, *, settings: QSettings | None = None, reg
 
     ``compute`` defaults to ``engine.pipeline.preview`` with ``registries`` (fresh
     ``default_registries()`` when not given). ``settings`` defaults to the user's QSettings;
-    tests pass an INI file in a temp dir. What the engine's warm previews need is imported here,
-    at start-up (:func:`engine.incremental.warm_up`), not on the writer's first click.
+    tests pass an INI file in a temp dir.
     """
-    warm_up()
     registries = registries if registries is not None else default_registries(load_plugins=True)
     if compute is None:
         def compute(request: PreviewRequest) -> ContextPreview:

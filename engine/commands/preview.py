@@ -326,20 +326,17 @@ def default_reserve_hint(args: argparse.Namespace, request: PreviewRequest, pv: 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``loomscope preview``; returns the exit code (0, 2 or 3)."""
-    from ..pipeline import gc_paused, preview
+    from ..pipeline import preview
 
-    # reading a 10,000-message chat builds ~100,000 objects, none of them cyclic garbage: the
-    # collector's passes over them are a quarter of the reading time
-    with gc_paused():
-        request = build_request(args)
-        try:
-            pv = preview(request)
-        except SettingsError as exc:
-            flag = {"UNKNOWN_STRATEGY": "--strategy", "UNKNOWN_TOKENIZER": "--tokenizer",
-                    "INVALID_SETTINGS": "--reply-reserve"}.get(exc.code)
-            if exc.file is None and flag:
-                exc.file = flag
-            raise
+    request = build_request(args)
+    try:
+        pv = preview(request)
+    except SettingsError as exc:
+        flag = {"UNKNOWN_STRATEGY": "--strategy", "UNKNOWN_TOKENIZER": "--tokenizer",
+                "INVALID_SETTINGS": "--reply-reserve"}.get(exc.code)
+        if exc.file is None and flag:
+            exc.file = flag
+        raise
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         write_model_json(pv)
