@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .lorebook.budget import compute_budget
 from .schema.lorebook import Lorebook
 from .schema.request import PreviewRequest
 from .schema.settings import ContextSettings
@@ -316,8 +317,6 @@ def lorebook_budget(settings: ContextSettings, context_limit: int) -> int:
     int
         Tokens, at least 1.
     """
-    from .lorebook.budget import compute_budget
-
     return compute_budget(settings.world_info, context_limit)
 
 

@@ -20,6 +20,8 @@ like Ctrl+C, the typed message is kept and the audit closes ``cancelled``); 2 ba
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import signal
 import sys
@@ -30,6 +32,9 @@ from urllib.parse import urlparse
 
 from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
+from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store, resolve_api_key
+from ..providers.openai_compat import check_api_key
+from ..schema import ContextSettings
 from ..terminal import visible, visible_text
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
@@ -45,8 +50,6 @@ EXIT_TERMINATED = 128 + signal.SIGTERM
 
 def _seconds(text: str) -> float:
     """``--timeout``: a finite number of seconds above 0 (argparse type)."""
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -88,8 +91,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _param(text: str) -> tuple[str, object]:
     """``--param NAME=VALUE``: the field name and its value (JSON when it parses, else the text)."""
-    import json
-
     name, sep, raw = text.partition("=")
     name = name.strip()
     if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
@@ -102,8 +103,6 @@ def _param(text: str) -> tuple[str, object]:
 
 
 def _settings(stored, args: argparse.Namespace):
-    from ..schema import ContextSettings
-
     data = stored.model_dump(mode="json")
     if args.model:
         data["model"] = args.model
@@ -143,9 +142,6 @@ def compaction_line(record: dict) -> str:
 
 def _api_key(args: argparse.Namespace, base_url: str) -> str | None:
     """The key for ``base_url``; raises ``NO_API_KEY`` for OpenAI itself without one, ``INVALID_API_KEY`` (exit 2)."""
-    from ..generation import DEFAULT_BASE_URL, resolve_api_key
-    from ..providers.openai_compat import check_api_key
-
     api_key = resolve_api_key()
     if api_key is None and urlparse(base_url).hostname == urlparse(DEFAULT_BASE_URL).hostname:
         # OpenAI itself always needs a key; local OpenAI-compatible servers often do not.
@@ -205,8 +201,6 @@ def _run_cancellable(work: Callable[[threading.Event], GenerationResult]) -> tup
 
 def run(args: argparse.Namespace) -> int:
     """Generate, store, print the reply (or the failure) and return the exit code."""
-    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store
-
     fmt = output_format(args)
     live = fmt == "table" and sys.stdout.isatty()
     base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)), None)

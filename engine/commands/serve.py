@@ -14,8 +14,12 @@ A port in use → ``ADDRESS_UNAVAILABLE`` (exit 2).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
+from ..api.app import API_PREFIX
+from ..api.docs import DOCS_PATH
+from ..api.server import check_host, is_loopback, make_server
 from .library import add_db_argument, open_library
 
 # Same values as engine.api.server (not imported here: building the CLI parser must not load
@@ -26,8 +30,6 @@ DEFAULT_PORT = 8765
 
 def _mib(text: str) -> float:
     """``--max-body-mib``: a finite number of MiB above 0 (argparse type)."""
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -57,10 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; returns 0 (errors are raised as ``LoomscopeError``)."""
-    from ..api.app import API_PREFIX
-    from ..api.docs import DOCS_PATH
-    from ..api.server import check_host, is_loopback, make_server
-
     check_host(args.host, allow_remote=args.allow_remote)  # before touching the library
     with open_library(args) as store:
         server = make_server(store, host=args.host, port=args.port, allow_remote=args.allow_remote,

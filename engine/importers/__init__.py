@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import detect
 from ._io import MAX_ENTRIES, MAX_FILE_BYTES, MAX_JSON_DEPTH, MAX_MESSAGES
 from .cards import load_character, load_character_with_info, parse_card_data
 from .chats import export_chat_jsonl, load_chat, load_chats, load_chats_with_info, parse_chat_text, write_chat_jsonl
@@ -40,7 +41,6 @@ def __getattr__(name: str) -> object:
     """Resolve the names of :mod:`.detect` listed in ``_LAZY`` on first use."""
     if name not in _LAZY:
         raise AttributeError(f"module 'engine.importers' has no attribute {name!r}")
-    from . import detect
 
     return getattr(detect, name)
 

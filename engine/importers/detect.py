@@ -12,9 +12,9 @@ from ..schema import Character, Chat, Lorebook
 from ._fields import FieldReader
 from ._guard import guarded
 from ._io import decode_utf8, fail, parse_json, read_bytes
-from .cards import PNG_SIGNATURE, card_json_from_charx, card_json_from_png, parse_card_data
-from .chats import _looks_like_jsonl, chat_shape, parse_chat_document, parse_st_jsonl
-from .lorebooks import lorebook_shape, parse_lorebook_data
+from .cards import PNG_SIGNATURE, card_json_from_charx, card_json_from_png, load_character, parse_card_data
+from .chats import _looks_like_jsonl, chat_shape, check_message_sizes, parse_chat_document, parse_st_jsonl
+from .lorebooks import load_lorebook, lorebook_shape, parse_lorebook_data
 
 Kind = Literal["character", "lorebook", "chat"]
 
@@ -101,7 +101,6 @@ def _load_any(path: str | Path) -> ImportedItem:
         chats, shape = parse_st_jsonl(text, name, title=p.stem, reader=r)
         return ImportedItem(kind="chat", value=chats[0], spec=shape, warnings=r.warnings,
                             chats=chats)
-    from ..errors import LoomscopeImportError
 
     try:
         data = parse_json(text, name)
@@ -133,8 +132,6 @@ def load_any(path: str | Path) -> ImportedItem:
 def _sized(item: ImportedItem, file: str) -> ImportedItem:
     """Chats with a message over the size limit are refused (``IMPORT_TOO_LARGE``, issue 15)."""
     if item.kind == "chat":
-        from .chats import check_message_sizes
-
         chats = item.chats or ([item.value] if isinstance(item.value, Chat) else [])
         check_message_sizes(chats, file)
     return item
@@ -251,9 +248,6 @@ def load_lorebook_or_card_book(path: str | Path) -> Lorebook:
         The lorebook loader's error; ``IMPORT_INVALID_LOREBOOK`` for a card without an embedded
         book; ``IMPORT_UNSUPPORTED_FORMAT`` when the file is neither.
     """
-    from .cards import load_character
-    from .lorebooks import load_lorebook
-
     try:
         return load_lorebook(path)
     except LoomscopeImportError as exc:
