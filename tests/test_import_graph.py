@@ -90,6 +90,13 @@ LAZY_FOR_START_UP: dict[tuple[str, str], str] = {
     ("engine.commands.library", "engine.storage"):
         "open_library(), the command line's one door to the library: SQLAlchemy + Alembic add ~0.3 s and"
         " ~200 modules to `loomscope preview --chat FILE` (a whole-process bench figure), which never opens it",
+    # Building the CLI parser imports every command module (`loomscope --help`, and `loomscope` alone,
+    # which launches the app): the API server and the provider client load only when their command runs.
+    ("engine.commands.serve", "engine.api.app"): "FastAPI + uvicorn (~0.5 s, ~300 modules), only for `loomscope serve`",
+    ("engine.commands.serve", "engine.api.docs"): "with the API, only for `loomscope serve`",
+    ("engine.commands.serve", "engine.api.server"): "with the API, only for `loomscope serve`",
+    ("engine.commands.generate", "engine.generation"): "httpx and the provider clients, only for `loomscope generate`",
+    ("engine.commands.generate", "engine.providers.openai_compat"): "httpx, only for `loomscope generate`",
 }
 
 #: Function-level imports of engine/gui modules left in files other parts own: (importing module,

@@ -32,8 +32,6 @@ from urllib.parse import urlparse
 
 from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
-from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store, resolve_api_key
-from ..providers.openai_compat import check_api_key
 from ..schema import ContextSettings
 from ..terminal import visible, visible_text
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
@@ -142,6 +140,10 @@ def compaction_line(record: dict) -> str:
 
 def _api_key(args: argparse.Namespace, base_url: str) -> str | None:
     """The key for ``base_url``; raises ``NO_API_KEY`` for OpenAI itself without one, ``INVALID_API_KEY`` (exit 2)."""
+    # the provider client (httpx) loads only when a generation runs, not when the CLI parser is built
+    from ..generation import DEFAULT_BASE_URL, resolve_api_key
+    from ..providers.openai_compat import check_api_key
+
     api_key = resolve_api_key()
     if api_key is None and urlparse(base_url).hostname == urlparse(DEFAULT_BASE_URL).hostname:
         # OpenAI itself always needs a key; local OpenAI-compatible servers often do not.
@@ -201,6 +203,8 @@ def _run_cancellable(work: Callable[[threading.Event], GenerationResult]) -> tup
 
 def run(args: argparse.Namespace) -> int:
     """Generate, store, print the reply (or the failure) and return the exit code."""
+    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store  # see _api_key
+
     fmt = output_format(args)
     live = fmt == "table" and sys.stdout.isatty()
     base_url = args.base_url or next((os.environ[v] for v in BASE_URL_ENV_VARS if os.environ.get(v)), None)

@@ -17,9 +17,6 @@ import argparse
 import math
 import sys
 
-from ..api.app import API_PREFIX
-from ..api.docs import DOCS_PATH
-from ..api.server import check_host, is_loopback, make_server
 from .library import add_db_argument, open_library
 
 # Same values as engine.api.server (not imported here: building the CLI parser must not load
@@ -59,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; returns 0 (errors are raised as ``LoomscopeError``)."""
+    # the API (FastAPI, uvicorn) loads only when the server runs: building the CLI parser (`loomscope
+    # --help`, and `loomscope` launching the app) imports every command module (LAZY_FOR_START_UP)
+    from ..api.app import API_PREFIX
+    from ..api.docs import DOCS_PATH
+    from ..api.server import check_host, is_loopback, make_server
+
     check_host(args.host, allow_remote=args.allow_remote)  # before touching the library
     with open_library(args) as store:
         server = make_server(store, host=args.host, port=args.port, allow_remote=args.allow_remote,
