@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, eq, is_, is_not, ne, not_, or_, setitem
+from operator import attrgetter, eq, is_, is_not, ne, or_, setitem
 from typing import Any, TypeVar
 
 from .cache import lru
@@ -135,7 +135,7 @@ def remembered_groups(blocks: Sequence[Any], shape: Callable[[Any], Any],
 # whose messages differ from the remembered ones only in ``meta.pinned`` /
 # ``meta.manualExcluded`` (or in the text of a plain message, see :func:`_patched`) is answered
 # from them (:func:`warm_run`): the changed blocks are copied with their new flags (or message), shifting, explanations and the fit map run over the lists
-# (:mod:`engine.shifting.arrays`), the final recount goes through the per-text count cache, and
+# (:mod:`engine.shifting`'s rules over columns), the final recount goes through the per-text count cache, and
 # the preview's rows are a :class:`~engine.schema.preview.PreviewRows` built on first read
 # (:func:`_preview_rows`), where rows whose figures did not change are the previous run's objects.
 
@@ -195,7 +195,6 @@ class _Run:
     out: dict[str, Any] = field(default_factory=dict)  # last outcome per block (for reuse)
     pblocks: Sequence[Any] = field(default_factory=list)
     prepared: Any = None
-    vectors: dict[str, Any] | None = None  # numpy arrays of a warm run (engine.shifting.arrays.numpy_vectors)
     rebuilt: list[int] | None = None  # a patched run: positions whose block is new against ``rebuilt_base``
     rebuilt_base: list[Any] | None = None  # the blocks of the run it was patched from
 
@@ -458,7 +457,6 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
     sl["prot"] = list(sl["prot"])
     edited: list[int] = []
     rebuilt: list[int] = []  # block positions whose block object is new
-    flipped: list[tuple[int, bool, bool]] = []  # (sendable position, protected, excluded)
     for c in changed:
         new, prev = msgs[c], old.messages[c]
         pos = old.pos_of_message.get(c)
@@ -491,15 +489,7 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
             k = s_of[pos]
             sl["manual"][k] = excluded
         sl["prot"][k] = b.protected or pinned
-        flipped.append((k, b.protected or pinned, excluded))
     run = copy.copy(old)
-    if old.vectors is not None and flipped:
-        vectors = dict(old.vectors)
-        vectors["prot"], vectors["manual"] = old.vectors["prot"].copy(), old.vectors["manual"].copy()
-        for k, prot, excluded in flipped:
-            vectors["prot"][k] = prot
-            vectors["manual"][k] = excluded
-        run.vectors = vectors
     if edited:  # count the edited messages again (one batch through the per-text cache)
         run.provider, run.pieces, run.overhead = list(old.provider), list(old.pieces), list(old.overhead)
         bl["tokens"], bl["text"] = list(bl["tokens"]), list(bl["text"])
@@ -517,7 +507,6 @@ def _patched(old: _Run, msgs: Sequence[Any], changed: list[int]) -> _Run | None:
             at += k
         sl["tokens"] = (bl["tokens"] if same_lists
                         else [bl["tokens"][i] for i in old.sendable])
-        run.vectors = None  # counts changed: built again from the lists when needed
     run.messages = list(msgs)
     run.rebuilt = sorted(set(rebuilt))
     run.rebuilt_base = old.blocks
@@ -531,8 +520,10 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     """Steps 5-10 over the run's lists: shifting, the recount, explanations, fit map, preview."""
     from .pipeline import PreparedPrompt
     from .schema.preview import ContextPreview, PreviewError, TokenizerInfo
-    from .shifting.arrays import explain_arrays, fit_arrays, fit_arrays_np, numpy_vectors, shift_arrays, shift_arrays_np
-    from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
+    from .shifting.columns import BlockColumns, ToolLayout
+    from .shifting.core import shift_columns
+    from .shifting.explain import explain_columns
+    from .shifting.fitmap import TRUNCATE_LIKE, fit_columns, pipeline_shift_budget
     from .tokenizers.accounting import REPLY_PRIMING_TOKENS, content_part_warnings, count_tools_tokens
 
     step = run.step
@@ -547,20 +538,15 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     n = len(blocks)
     sendable = run.sendable
     everything_sent = len(sendable) == n
-    bl, sl = run.b, run.s
+    bl = run.b
     tok = bl["tokens"]
     honor = step["honor_manual"]
-    if prev is not None:  # a warm run: over numpy arrays (numpy is imported here, never on the cold path)
-        if run.vectors is None:
-            run.vectors = numpy_vectors(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"],
-                                        sl["message_index"], run.groups, run.orphans)
-        shift = shift_arrays_np(run.vectors, sl["hidden"], sl["prot"], sl["manual"], sl["priority"], run.groups,
-                                run.group_ids, run.orphans, run.incomplete, shift_budget, honor_manual=honor,
-                                ids=sl["id"])
-    else:
-        shift = shift_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["priority"],
-                             run.groups, run.group_ids, run.group_of, run.orphans, run.incomplete, shift_budget,
-                             honor_manual=honor, ids=sl["id"])
+    s_layout = ToolLayout(run.group_of, run.groups, run.group_ids, run.orphans, frozenset(run.incomplete))
+    cols = BlockColumns(bl["id"], bl["label"], bl["message_index"], bl["kind"], bl["source"], tok, bl["hidden"],
+                        bl["protected"], bl["pinned"], bl["manual"], bl["history"], bl["tier"], bl["priority"],
+                        s_layout if everything_sent else ToolLayout(run.b_group_of, run.bgroups, run.group_ids))
+    cols_s = cols if everything_sent else cols.take(sendable, s_layout)
+    shift = shift_columns(cols_s, shift_budget, honor_manual=honor)
     warnings = [*step["warnings"], *run.group_warnings]
     diagnostics = [*step["diagnostics"], *shift.diagnostics]
 
@@ -568,12 +554,8 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
     kept_reason = bl["kept_reason"]
     if everything_sent:
         sreasons = shift.reasons
-        if shift.codes is not None:  # numpy (a warm run): the kept mask and positions in vector passes
-            kept_mask = shift.codes == 0
-            kept, kept_at = kept_mask.tolist(), kept_mask.nonzero()[0].tolist()
-        else:
-            kept = list(map(is_, sreasons, repeat(None)))
-            kept_at = list(compress(range(n), kept))
+        kept = list(map(is_, sreasons, repeat(None)))
+        kept_at = list(compress(range(n), kept))
         # the kept ones (a minority in a long chat) get their kept reason below: no None is left
         reason: list[str] = list(sreasons)  # type: ignore[arg-type]
         deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
@@ -622,24 +604,15 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
         raise AssertionError(f"final prompt {prompt_tokens} tokens exceeds budget {budget - safety}")
 
     # 10. explanations and the fit map, over the same lists
-    excluded = list(map(not_, kept))
     explanations: dict[str, Any] = {}
-    detail = explain_arrays(
-        bl["id"], bl["label"], bl["message_index"], kinds, bl["history"], bl["pinned"], bl["protected"],
-        bl["source"], excluded, reason, kept, tok, shift_budget, run.bgroups, run.group_ids, run.b_group_of,
-        step["trace_by_source"], prev.out.get("explanations") if prev is not None and prev.out else None,
-        explanations, _explain_inputs(run, shift.codes) if everything_sent and shift.codes is not None else None)
+    detail = explain_columns(cols, status, reason, shift_budget, lorebook_traces=step["trace_by_source"],
+                             previous=prev.out.get("explanations") if prev is not None and prev.out else None,
+                             current=explanations)
     reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
     shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
                                             profile.approximate, priming, fixed_reserve=reserve_fixed)
-    linear = getattr(shift_budget_of, "linear_offset", None)
-    fits_s = None
-    arrays: dict[str, Any] = {"codes": shift.codes} if everything_sent else {}
-    if run.vectors is not None and isinstance(linear, int):  # a warm run (see shifting above)
-        fits_s = fit_arrays_np(run.vectors, honor, linear, arrays if everything_sent else None)
-    if fits_s is None:
-        fits_s = fit_arrays(sl["tokens"], sl["hidden"], sl["prot"], sl["manual"], sl["tier"], sl["message_index"],
-                            run.groups, run.orphans, honor, shift_budget_of)
+    arrays: dict[str, Any] = {}
+    fits_s = fit_columns(cols_s, shift_budget_of, honor_manual=honor)
     if everything_sent:
         fits = fits_s
     else:
@@ -670,32 +643,6 @@ def _compute(run: _Run, prev: _Run | None) -> Any:
 
 _KEPT = "kept"
 _EXCLUDED = "excluded"
-
-
-def _explain_inputs(run: _Run, codes: Any) -> dict[str, Any]:
-    """The numpy inputs of ``explain_arrays`` for a warm run whose blocks are all sendable.
-
-    What depends only on the blocks (history flags, group numbers, group tokens) is built once
-    per run's vectors and kept in them; ``codes`` and the groups held by a pinned or protected
-    member are this run's.
-    """
-    import numpy as np
-
-    v = run.vectors
-    assert v is not None
-    if "group_tokens" not in v:  # built once per vectors, stored in one update
-        number = {gid: k for k, gid in enumerate(run.group_ids)}
-        tokens = run.b["tokens"]
-        v.update(history=np.array(run.b["history"], dtype=bool),
-                 group_index=np.array([-1 if g is None else number[g] for g in run.b_group_of], dtype=np.intp),
-                 group_tokens={gid: sum(tokens[m] for m in ms) for gid, ms in zip(run.group_ids, run.bgroups)})
-    if len(v["g_first"]):
-        held = np.logical_or.reduceat(v["prot"][v["g_flat"]], v["g_starts"])
-        held_groups = np.flatnonzero(held).tolist()
-    else:
-        held_groups = []
-    return {"codes": codes, "tokens": v["tokens"], "history": v["history"], "group_index": v["group_index"],
-            "group_tokens": v["group_tokens"], "held_groups": held_groups}
 
 
 _DICT_OF = attrgetter("__dict__")

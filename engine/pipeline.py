@@ -14,11 +14,13 @@ final provider messages; 8 mandatory recount and a final shifting pass; 9
 ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget; 10 every block
 reported with its status and stable reason.
 
-A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) is assembled by
-:func:`engine.assembly.sillytavern.prepare_sillytavern` instead: SillyTavern's Chat Completion
-path, with its own history fill (newest first within the budget) in place of a strategy; one
-whose setup has ``text_completion`` by :func:`engine.assembly.textcompletion.prepare_text_completion`
-(SillyTavern's Text Completion path: one prompt string).
+A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) runs the same
+steps (:func:`_prepare_sillytavern`): steps 1–2 by SillyTavern's limit rules
+(:func:`engine.resolve.sillytavern_limits`), step 3 with SillyTavern's ``Generate`` as the
+template (:func:`engine.assembly.st_result.assemble_sillytavern`: Chat Completion, or Text
+Completion's one prompt string), steps 4–10 on the template's figures and fates, its own
+history fill (newest first within the budget) standing in for a strategy
+(:mod:`engine.assembly.st_result`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from .assembly import AssemblyContext, MacroContext, assemble
+from .assembly.st_group import group_diagnostic, speaker_request
+from .assembly.st_result import run_sillytavern
+from .assembly.st_types import SillyTavernInputs
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
 from .incremental import finish_run, frozen_blocks, warm_run
@@ -46,6 +51,9 @@ from .resolve import (
     honours_exclusions,
     lorebook_plan,
     model_profile_and_limit,
+    sillytavern_book_groups,
+    sillytavern_limits,
+    sillytavern_setup_diagnostics,
     speaker_names,
 )
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult, TruncatedBlock
@@ -313,16 +321,8 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
         ``preview.error`` with ``budget_ok=False``.
     """
     reg = registries or shared_registries()
-    if request.sillytavern is not None and request.sillytavern.text_completion is not None:
-        # a SillyTavern folder on a Text Completion backend: SillyTavern's one prompt string
-        from .assembly.textcompletion import prepare_text_completion
-
-        return prepare_text_completion(request, reg)
-    if request.sillytavern is not None:
-        # a chat from a SillyTavern folder: SillyTavern's own Chat Completion assembly
-        from .assembly.sillytavern import prepare_sillytavern
-
-        return prepare_sillytavern(request, reg)
+    if request.sillytavern is not None:  # a chat from a SillyTavern folder: its Generate is the template
+        return _prepare_sillytavern(request, reg)
     warm = warm_run(request, reg)  # a pin / exclude toggle: answered from the remembered run
     if warm is not None:
         return warm
@@ -444,6 +444,44 @@ def _assemble_blocks(run: _Run) -> None:
     run.blocks = assemble(ctx, run.reg.stages, settings.template)
     run.pre_excluded = ctx.pre_excluded
     run.warnings.extend(ctx.warnings)
+
+
+def _prepare_sillytavern(request: PreviewRequest, reg: Registries) -> PreparedPrompt:
+    """The steps for a chat from a SillyTavern folder (``request.sillytavern`` set).
+
+    A group chat is first the request for its next speaker (``group-chats.js``
+    ``generateGroupWrapper``; :func:`engine.assembly.st_group.speaker_request`). Steps 1–2:
+    SillyTavern's tokenizer, context limit and reply reserve (:func:`engine.resolve.sillytavern_limits`),
+    ``name1`` / ``name2``, the books in ``getSortedEntries`` order and step 1's notes. Steps 3–10:
+    :func:`engine.assembly.st_result.run_sillytavern` (``public/script.js`` ``Generate`` as the
+    template, its fates final). Interceptors are not run (a diagnostic says so).
+
+    Raises
+    ------
+    SettingsError
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit; a bad speaker or story string),
+        ``UNKNOWN_TOKENIZER``.
+    """
+    st_request, speaker = speaker_request(request)
+    setup = st_request.sillytavern
+    assert setup is not None
+    limits = sillytavern_limits(st_request, reg.tokenizers)
+    names = speaker_names(st_request)
+    plan = lorebook_plan(st_request)
+    groups = sillytavern_book_groups([s or "global" for s in plan.scopes],
+                                     st_request.settings.world_info.character_strategy)
+    diagnostics = [group_diagnostic(setup, speaker.why)] if speaker is not None else []
+    if setup.text_completion is None:
+        diagnostics += sillytavern_setup_diagnostics(st_request, reg.interceptors.names())
+    warnings = [*limits.warnings, *([speaker.warning] if speaker is not None and speaker.warning else [])]
+    result = run_sillytavern(SillyTavernInputs(
+        request=st_request, setup=setup, profile=limits.profile, context_limit=limits.context_limit,
+        reply_reserve=limits.reply_reserve, budget=limits.budget, user_name=names.user, char_name=names.char,
+        books=plan.books, book_order=plan.order, book_groups=tuple(tuple(g) for g in groups),
+        text_tokenizer=limits.text_tokenizer, speaker=speaker, warnings=tuple(warnings),
+        diagnostics=tuple(diagnostics)))
+    return PreparedPrompt(result.preview, result.messages, [], result.profile, result.budget_ok, [],
+                          result.timed_effects)
 
 
 def _finish_incremental(run: _Run) -> PreparedPrompt | None:

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .errors import SettingsError
 from .lorebook.budget import compute_budget
 from .schema.lorebook import Lorebook
 from .schema.request import PreviewRequest
 from .schema.settings import ContextSettings
+from .schema.sillytavern import TextCompletionSetup
 from .tokenizers import TokenizerProfile, TokenizerRegistry, default_tokenizer_registry, lookup_model
 from .tokenizers.models import known_models
+from .tokenizers.sillytavern_text import TextTokenizer, sillytavern_text_tokenizer
 
 if TYPE_CHECKING:
     from .shifting.registry import ContextStrategyRegistry
@@ -320,7 +323,111 @@ def lorebook_budget(settings: ContextSettings, context_limit: int) -> int:
     return compute_budget(settings.world_info, context_limit)
 
 
+
+@dataclass(frozen=True)
+class SillyTavernLimits:
+    """Steps 1–2 for a chat from a SillyTavern folder: what SillyTavern counts with and within.
+
+    Attributes
+    ----------
+    profile:
+        The tokenizer profile the counts are in (Chat Completion: the model's; Text Completion:
+        :attr:`text_tokenizer`'s profile face, for generation and recounts).
+    context_limit, reply_reserve, budget:
+        Tokens. Chat Completion: ``openai_max_context``, ``openai_max_tokens`` and their
+        difference. Text Completion: ``max_context``, ``amount_gen`` and their difference
+        (NovelAI: ``max_context``, ``getMaxContextSize``).
+    warnings:
+        Chat Completion: an unknown model, approximate counts (worded for SillyTavern).
+    text_tokenizer:
+        Text Completion only: the tokenizer ``getTokenCountAsync`` uses for the setup.
+    """
+
+    profile: TokenizerProfile
+    context_limit: int
+    reply_reserve: int
+    budget: int
+    warnings: tuple[str, ...] = ()
+    text_tokenizer: TextTokenizer | None = None
+
+
+def sillytavern_limits(request: PreviewRequest, tokenizers: TokenizerRegistry | None = None) -> SillyTavernLimits:
+    """Pipeline steps 1–2 for ``request`` (``request.sillytavern`` set): tokenizer, limit, reserve, budget.
+
+    Chat Completion: :func:`model_profile_and_limit` (SillyTavern's warnings), the reply
+    reserve from the settings, no safety margin (SillyTavern applies none; ``scripts/openai.js``
+    ``prepareOpenAIMessages``: ``openai_max_context − openai_max_tokens``). Text Completion
+    (``setup.text_completion``): ``settings.context_limit`` / ``reply_reserve`` when set (the import
+    sets them from the setup), else ``max_context`` / ``amount_gen``; NovelAI keeps the whole
+    window (``public/script.js`` ``getMaxContextSize``); the tokenizer is
+    :func:`text_completion_tokenizer`.
+
+    Raises
+    ------
+    SettingsError
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit, except NovelAI), ``UNKNOWN_TOKENIZER``.
+    """
+    settings, setup = request.settings, request.sillytavern
+    tc = setup.text_completion if setup is not None else None
+    if tc is None:
+        resolved = model_profile_and_limit(settings, tokenizers, sillytavern=True)
+        limit = resolved.context_limit
+        reserve = settings.resolve_reply_reserve(limit)
+        if reserve >= limit:
+            raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
+        return SillyTavernLimits(resolved.tokenizer, limit, reserve, limit - reserve, resolved.warnings)
+    limit = settings.context_limit or tc.max_context
+    reserve = settings.resolve_reply_reserve(limit) if settings.context_limit else tc.amount_gen
+    if reserve >= limit and tc.main_api != "novel":
+        raise SettingsError("INVALID_SETTINGS", f"reply length {reserve} must be below the context size {limit}")
+    tok = text_completion_tokenizer(tc)
+    return SillyTavernLimits(text_tokenizer_profile(tok), limit, reserve,
+                             limit if tc.main_api == "novel" else limit - reserve, (), tok)
+
+
+def text_completion_tokenizer(tc: TextCompletionSetup) -> TextTokenizer:
+    """The tokenizer SillyTavern's Text Completion path counts ``tc``'s chat with.
+
+    ``power_user.tokenizer`` resolved by ``main_api`` and the model name (``public/scripts/tokenizers.js``
+    ``getTokenizerBestMatch``; :func:`engine.tokenizers.sillytavern_text.sillytavern_text_tokenizer`).
+    A module-level name so that tests can count with a stand-in.
+
+    Raises
+    ------
+    SettingsError
+        ``UNKNOWN_TOKENIZER`` for a ``power_user.tokenizer`` SillyTavern 1.12.6 does not define.
+    """
+    return sillytavern_text_tokenizer(tc.tokenizer, tc.main_api, tc.model)
+
+
+def text_tokenizer_profile(tok: TextTokenizer) -> TokenizerProfile:
+    """``tok`` as a :class:`TokenizerProfile` (the same counts and cache; a module-level name for tests)."""
+    return tok.profile
+
+
+def sillytavern_setup_diagnostics(request: PreviewRequest, interceptor_names: Sequence[str]) -> list[str]:
+    """What SillyTavern's setup leaves out of a Chat Completion chat's preview (step 1's notes).
+
+    A card's embedded lorebook not linked as a world (``extensions.world``: SillyTavern reads a
+    card's book only as a world file) and the interceptors installed (``interceptor_names``),
+    which a SillyTavern chat does not run.
+    """
+    out: list[str] = []
+    card = request.character
+    if card is not None and card.character_book is not None and card.character_book.entries:
+        linked = {b.name for b in request.lorebooks}
+        world = card.extensions.get("world")
+        if not (isinstance(world, str) and world in linked):
+            out.append(
+                f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
+                "world (extensions.world); SillyTavern does not use it, so it is not activated")
+    if interceptor_names:
+        out.append(f"interceptors ({', '.join(interceptor_names)}) are not applied: this chat is assembled "
+                   "exactly as SillyTavern sends it")
+    return out
+
 __all__ = [
-    "LorebookPlan", "ResolvedModel", "SpeakerNames", "chat_lorebooks", "honours_exclusions", "lorebook_budget",
-    "lorebook_plan", "model_profile_and_limit", "sillytavern_book_groups", "speaker_names",
+    "LorebookPlan", "ResolvedModel", "SillyTavernLimits", "SpeakerNames", "chat_lorebooks", "honours_exclusions",
+    "lorebook_budget", "lorebook_plan", "model_profile_and_limit", "sillytavern_book_groups", "sillytavern_limits",
+    "sillytavern_setup_diagnostics", "speaker_names", "text_completion_tokenizer", "text_tokenizer_profile",
 ]

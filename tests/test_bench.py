@@ -52,10 +52,13 @@ def test_smoke_run_prints_one_table_and_writes_every_figure(smoke: tuple[str, di
     g = report["raw"]["gui"]
     assert g["open_stall_s"] > 0 and g["open_to_painted_s"] >= g["open_stall_s"]
     assert 0 < g["click_tick_s"] <= g["click_row_s"]
+    start = report["raw"]["start"]
+    assert len(start["runs"]) == report["plan"]["start_repeats"]
+    assert 0 < start["painted_s"] <= start["preview_s"]  # the window paints before the sample chat's blocks show
     rows = {r["figure"]: r for r in report["rows"]}
     judged = [r for r in rows.values() if r["target"] and r["target"] not in ("the floor", "reference", "reported")
               and not r["target"].startswith("LangChain")]
-    assert len(judged) == (11 if HAS_LANGCHAIN else 10)  # + Text Completion vs Chat Completion (issue 26)
+    assert len(judged) == (12 if HAS_LANGCHAIN else 11)  # + Text Completion vs Chat Completion (26), app start (29)
     st = report["raw"]["st"]
     assert st["chat_completion"]["cold_s"] > 0 and st["text_completion"]["repeat_s"] > 0
     assert st["text_completion"]["prompt_tokens"] > 0 and len(st["text_completion"]["runs"]) == report["plan"][

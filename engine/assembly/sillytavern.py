@@ -1,7 +1,9 @@
 r"""SillyTavern 1.12.x's Chat Completion assembly, for chats imported from a SillyTavern folder.
 
-:func:`prepare_sillytavern` builds the messages SillyTavern 1.12.6 sends for a chat
-(``request.sillytavern`` set), following its code step by step:
+:func:`assemble_chat_completion` is the pipeline's assembly step (step 3) for a chat from a
+SillyTavern folder (``request.sillytavern`` set): a template that builds the messages
+SillyTavern 1.12.6 sends, following its code step by step, over the model, tokenizer, limits,
+names and books steps 1–2 resolved (:class:`~engine.assembly.st_types.SillyTavernInputs`):
 
 * ``public/script.js`` ``Generate`` (Chat Completion path): ``getCharacterCardFields`` and
   ``baseChatReplace`` for the card fields; the Character's Note (``DEPTH_PROMPT``); the first
@@ -37,29 +39,28 @@ its next speaker (:mod:`engine.assembly.st_group`). Not modelled: file attachmen
 generation types, random probability rolls (World Info probability uses the seeded roll of
 :mod:`engine.lorebook`).
 
-Every sent message is one preview block with a stable reason; a message joined from several
-parts (World Info before/after, an injection joining the Author's Note and World Info at the
-same depth and role) lists them in ``trace["parts"]`` (source, reason, text, tokens of each).
-History messages, examples and World Info entries that did not fit are listed as excluded
-blocks.
+It returns an :class:`~engine.assembly.st_types.AssembledPrompt`: every sent message is one
+block with a stable reason; a message joined from several parts (World Info before/after, an
+injection joining the Author's Note and World Info at the same depth and role) lists them in
+``trace["parts"]`` (source, reason, text, tokens of each). History messages, examples and World
+Info entries that did not fit are left-out blocks. The pipeline's steps 4–10
+(:mod:`engine.assembly.st_result`) turn it into the preview; this module resolves nothing and
+builds no preview.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import SettingsError
+from ..lorebook import ActivatedEntry, activate, compute_budget, without_new_timers
+from ..lorebook.budget import fill_budget
 from ..lorebook.jsregex import RegexClock
-from ..resolve import lorebook_plan, model_profile_and_limit, sillytavern_book_groups, speaker_names
 from ..schema.blocks import BlockKind
 from ..schema.lorebook import InsertionPosition, Lorebook
 from ..schema.messages import ChatMessage
-from ..schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
-from ..schema.request import PreviewRequest
 from ..schema.sillytavern import (
     NAMES_COMPLETION,
     NAMES_CONTENT,
@@ -69,19 +70,14 @@ from ..schema.sillytavern import (
     PERSONA_IN_PROMPT,
     PERSONA_NONE,
     PERSONA_TOP_AN,
-    SillyTavernSetup,
 )
 from ..schema.trace import TraceRecord
-from ..tokenizers import TokenizerProfile
+from ..tokenizers import count_messages_tokens
 from .macros import MacroContext, expand_macros, macro_function
 from .regex_scripts import AI_OUTPUT, USER_INPUT, WORLD_INFO, RegexRunner, scripts_for
 from .st_bias import BiasStrings, bias_strings
-from .st_group import group_depth_prompts, group_names, joined_cards, original_book_indexes, speaker_request
-
-if TYPE_CHECKING:
-    from ..lorebook.models import ActivatedEntry
-    from ..pipeline import PreparedPrompt
-    from ..registries import Registries
+from .st_group import group_depth_prompts, group_names, joined_cards, original_book_indexes
+from .st_types import AssembledBlock, AssembledPrompt, BudgetOverflow, SillyTavernInputs
 
 #: SillyTavern ``MAX_INJECTION_DEPTH`` (``script.js``).
 MAX_INJECTION_DEPTH = 1000
@@ -219,16 +215,15 @@ class _Completion:
 class _Assembler:
     """One SillyTavern Chat Completion assembly (see the module docstring)."""
 
-    def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, profile: TokenizerProfile,
-                 budget: int) -> None:
-        self.req = request
-        self.setup = setup
-        self.profile = profile
-        self.budget = budget  # openai_max_context - openai_max_tokens
+    def __init__(self, inputs: SillyTavernInputs) -> None:
+        self.inputs = inputs
+        self.req = request = inputs.request
+        self.setup = setup = inputs.setup
+        self.profile = inputs.profile
+        self.budget = inputs.budget  # openai_max_context - openai_max_tokens
         self.card = request.character
-        names = speaker_names(request)
-        self.name1 = names.user
-        self.name2 = names.char
+        self.name1 = inputs.user_name
+        self.name2 = inputs.char_name
         self.warnings: list[str] = []
         self.diagnostics: list[str] = []
         self.excluded: list[dict[str, Any]] = []  # PreviewBlock fields of the blocks left out
@@ -257,8 +252,6 @@ class _Assembler:
         key = (role, content, name)
         hit = self._counts.get(key)
         if hit is None:
-            from ..tokenizers import count_messages_tokens
-
             msg: dict[str, Any] = {"role": role, "content": content}
             if name:
                 msg["name"] = name
@@ -374,15 +367,13 @@ class _Assembler:
         over the books in ``getSortedEntries`` order), the budget loop pass by pass
         (:meth:`wi_budget`), the output buckets (:func:`_wi_output`).
         """
-        from ..lorebook import activate, compute_budget, without_new_timers
-
-        plan = lorebook_plan(self.req)
-        if not plan.books:
+        inputs = self.inputs
+        if not inputs.books:
             return _wi_output([])
         wi = self.req.settings.world_info
-        groups = sillytavern_book_groups([s or "global" for s in plan.scopes], wi.character_strategy)
-        order = list(plan.order)
-        ordered = plan.activated
+        groups = [list(g) for g in inputs.book_groups]
+        order = list(inputs.book_order)
+        ordered = [inputs.books[i] for i in order]
         extra_scan = [p["value"] for k, p in sorted(ext_prompts.items()) if p.get("scan") and p.get("value")]
         unlimited = wi.model_copy(update={"budget_percent": 100, "budget_cap": 0})
         act = activate(ordered, scan, unlimited, count_tokens=self.profile.count, context_limit=10 ** 9,
@@ -425,8 +416,6 @@ class _Assembler:
         it, the rest of its pass and every later pass are dropped (listed as excluded blocks).
         Returns the kept ``(entry, content after macros)`` pairs in activation order.
         """
-        from ..lorebook.budget import fill_budget
-
         entries = {(i, str(e.uid)): e for i, b in enumerate(ordered) for e in b.entries}
         kept: list[tuple[Any, str]] = []
         dropped: list[tuple[Any, dict[str, Any]]] = []
@@ -1242,136 +1231,45 @@ def _object_keys_order(book: Lorebook) -> list[Any]:
     return [e for _, _, e in sorted(ints, key=lambda t: (t[0], t[1]))] + rest
 
 
-def prepare_sillytavern(request: PreviewRequest, registries: Registries) -> PreparedPrompt:
-    """Assemble ``request`` (``request.sillytavern`` set) as SillyTavern 1.12.6 would send it.
+def assemble_chat_completion(inputs: SillyTavernInputs) -> AssembledPrompt:
+    """Pipeline step 3 for a Chat Completion chat: the messages SillyTavern 1.12.6 sends, and why.
 
-    Returns an :class:`engine.pipeline.PreparedPrompt`: the final provider messages, the preview
-    (one block per sent message in prompt order with its reason and, for joined messages, its
-    ``trace["parts"]``; then the blocks left out), ``budget_ok`` false with
-    ``TOKEN_BUDGET_EXCEEDED`` when a required prompt does not fit.
+    ``public/script.js`` ``Generate`` (Chat Completion path) → ``scripts/openai.js``
+    ``prepareOpenAIMessages`` / ``populateChatCompletion`` → ``ChatCompletion.squashSystemMessages``
+    (see the module docstring). ``inputs`` come from steps 1–2 (the budget is SillyTavern's
+    ``openai_max_context − openai_max_tokens``, less 3 for the reply primer; no safety margin).
 
-    Budget (tokens): ``context_limit − reply_reserve`` (SillyTavern ``openai_max_context −
-    openai_max_tokens``), less 3 for the reply primer. No safety margin is applied (SillyTavern
-    applies none); an approximate tokenizer profile is reported as a warning.
-
-    Raises
-    ------
-    SettingsError
-        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_TOKENIZER``.
+    Returns
+    -------
+    AssembledPrompt
+        One sent block per message in prompt order (a joined message lists its
+        ``trace["parts"]``), the blocks left out (hidden or excluded messages, history and
+        examples that did not fit, World Info the budget stopped), the provider messages and,
+        when a required prompt does not fit, the overflow (``TokenBudgetExceededError``; steps
+        9–10 then send nothing).
     """
-    from ..pipeline import PreparedPrompt
-    from ..tokenizers import num_tokens_from_messages
-
-    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker
-    setup = request.sillytavern
-    assert setup is not None
-    settings = request.settings
-    warnings: list[str] = []
-    profile, limit, reserve = _profile_and_limits(request, registries, warnings)
-    budget = limit - reserve
-    asm = _Assembler(request, setup, profile, budget)
-    asm.diagnostics.extend(_setup_diagnostics(request, registries))
-    if speaker is not None:
-        asm.diagnostics.insert(0, group_diagnostic(setup, speaker.why))
-        if speaker.warning:
-            warnings.append(speaker.warning)
+    asm = _Assembler(inputs)
+    asm.diagnostics.extend(inputs.diagnostics)
     sent, overflow, details = asm.run()
-    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
-    warnings.extend(asm.warnings)
-    if setup.squash_system_messages:
+    if inputs.setup.squash_system_messages:
         sent = _squash(asm, sent)
     messages = [{"role": m.role, "content": m.content, **({"name": m.name} if m.name else {})} for m in sent]
-    prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
-    error = None if overflow is None else _budget_error(overflow, details, budget, limit, reserve)
-    pv_blocks = _preview_blocks(sent, asm.excluded, error, asm.regex_changes)
-    if error is not None:
-        messages = []
-        prompt_tokens = 0
-    pv = ContextPreview(
-        model=settings.model,
-        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
-        context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=0,
-        headroom=budget - prompt_tokens, prompt_tokens=prompt_tokens, strategy="sillytavern",
-        warnings=warnings, error=error, blocks=pv_blocks, lorebook_trace=asm.lorebook_trace, messages=messages,
-        tools=[], diagnostics=asm.diagnostics,
-    )
-    return PreparedPrompt(pv, messages, [], profile, error is None, [], asm.timed_effects)
+    return AssembledPrompt(
+        api="chat_completion", sent=_sent_blocks(sent, asm.regex_changes),
+        left_out=[AssembledBlock(**x) for x in asm.excluded], messages=messages,
+        overflow=None if overflow is None else BudgetOverflow(overflow, details["tokens"], details["left"]),
+        warnings=[*inputs.warnings, *asm.warnings], diagnostics=asm.diagnostics, timed_effects=asm.timed_effects,
+        lorebook_trace=original_book_indexes(asm.lorebook_trace, inputs.speaker))
 
 
-def group_diagnostic(setup: SillyTavernSetup, why: str) -> str:
-    """The preview's note on a group chat: whose prompt it shows and why."""
-    group = setup.group
-    assert group is not None
-    missing = [m.avatar for m in group.members if m.character is None]
-    gone = f"; members without a card, left out: {', '.join(missing)}" if missing else ""
-    return f"group chat {group.name!r}: the prompt for the next speaker, {group.speaker} ({why}){gone}"
+def _sent_blocks(sent: list[_Msg], regex_changes: dict[str, list[dict[str, str]]]) -> list[AssembledBlock]:
+    """One kept block per sent message, in prompt order, with its trace.
 
-
-def _profile_and_limits(request: PreviewRequest, registries: Registries,
-                        warnings: list[str]) -> tuple[TokenizerProfile, int, int]:
-    """The tokenizer profile, context limit and reply reserve (tokens).
-
-    Unknown models and approximate profiles are added to ``warnings``.
-
-    Raises
-    ------
-    SettingsError
-        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_TOKENIZER``.
+    ``trace``: the ``Message`` identifier (``st_identifier``), the parts of a joined message, the
+    regex scripts that changed it (:func:`regex_trace`) and, for a message of one World Info
+    entry, that entry's activation trace.
     """
-    settings = request.settings
-    resolved = model_profile_and_limit(settings, registries.tokenizers, sillytavern=True)
-    warnings.extend(resolved.warnings)
-    profile = resolved.tokenizer
-    limit = resolved.context_limit
-    reserve = settings.resolve_reply_reserve(limit)
-    if reserve >= limit:
-        raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
-    return profile, limit, reserve
-
-
-def _setup_diagnostics(request: PreviewRequest, registries: Registries) -> list[str]:
-    """What SillyTavern's setup leaves out: an unlinked embedded lorebook, interceptors."""
-    out: list[str] = []
-    card = request.character
-    if card is not None and card.character_book is not None and card.character_book.entries:
-        linked = {b.name for b in request.lorebooks}
-        world = card.extensions.get("world")
-        if not (isinstance(world, str) and world in linked):
-            out.append(
-                f"the card's embedded lorebook {card.character_book.name or card.name!r} is not linked as a "
-                "world (extensions.world); SillyTavern does not use it, so it is not activated")
-    names = registries.interceptors.names()
-    if names:
-        out.append(f"interceptors ({', '.join(names)}) are not applied: this chat is assembled "
-                   "exactly as SillyTavern sends it")
-    return out
-
-
-def _budget_error(overflow: str, details: dict[str, Any], budget: int, limit: int, reserve: int) -> PreviewError:
-    """``TOKEN_BUDGET_EXCEEDED`` for a required prompt that does not fit.
-
-    SillyTavern's ``TokenBudgetExceededError``, which it only logs before sending a partial prompt.
-    """
-    return PreviewError(
-        code="TOKEN_BUDGET_EXCEEDED",
-        message=(f"SillyTavern's required prompt {overflow!r} needs {details['tokens']} tokens but only "
-                 f"{max(0, details['left'])} are left of the budget {budget - REPLY_PRIMER_TOKENS} "
-                 f"(context {limit} − reply reserve {reserve} − {REPLY_PRIMER_TOKENS} for the reply primer); "
-                 "SillyTavern would send a partial prompt, Loomscope sends nothing"),
-        details={"prompt": overflow, **details, "budget": budget})
-
-
-def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
-                    error: PreviewError | None, regex_changes: dict[str, list[dict[str, str]]] | None = None
-                    ) -> list[PreviewBlock]:
-    """One block per sent message in prompt order (all excluded on a budget error), with the left-out ones.
-
-    A left-out chat message sits in story order among the sent ones (:func:`_in_story_order`); other
-    left-out blocks (examples pushed out, cut injections) follow at the end. A block a regex script
-    changed (its own text or one of its parts) lists each change in ``trace["regex"]``:
-    ``{"source", "script", "before", "after"}``.
-    """
-    blocks: list[dict[str, Any]] = []
+    blocks: list[AssembledBlock] = []
     for m in sent:
         trace: dict[str, Any] = {"st_identifier": m.identifier}
         if m.parts:
@@ -1381,15 +1279,10 @@ def _preview_blocks(sent: list[_Msg], excluded: list[dict[str, Any]],
             trace["regex"] = changed
         if len(m.parts) == 1 and m.kind == BlockKind.LOREBOOK and m.parts[0].get("trace"):
             trace.update(m.parts[0]["trace"])
-        status = "excluded" if error is not None else "kept"
-        reason = "OVER_BUDGET_PROTECTED" if error is not None else m.reason
-        blocks.append(dict(kind=m.kind.value, role=m.role, source=m.source, tokens=m.tokens, status=status,
-                           reason=reason, protected=m.protected, pinned=False, text=m.content, name=m.name,
-                           message_index=m.message_index, trace=trace))
-    rows = [dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **x})
-            for x in sorted(excluded, key=lambda x: -1 if x.get("message_index") is None else x["message_index"])]
-    blocks = _in_story_order(blocks, rows)
-    return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(blocks)]
+        blocks.append(AssembledBlock(kind=m.kind.value, role=m.role, source=m.source, text=m.content,
+                                     tokens=m.tokens, reason=m.reason, protected=m.protected, status="kept",
+                                     name=m.name, message_index=m.message_index, trace=trace))
+    return blocks
 
 
 def regex_trace(source: str, parts: list[dict[str, Any]],
@@ -1404,48 +1297,6 @@ def regex_trace(source: str, parts: list[dict[str, Any]],
         return []
     return [{"source": src, **c} for src in dict.fromkeys([source, *(p.get("source") for p in parts)])
             if isinstance(src, str) for c in regex_changes.get(src, [])]
-
-
-def _in_story_order(sent: list[dict[str, Any]], left_out: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The sent blocks with the left-out ones (sorted by message index, examples first) among them.
-
-    So the rows keep story order (issue 31): a left-out chat message goes before the first sent
-    block of a later message, else after the last sent message block (or the new-chat marker);
-    an example pushed out goes after the last example sent; anything else (or a message with no
-    such place) at the end. Left-out blocks for the same place keep their order. One pass over
-    the sent blocks and one over the left-out ones (O(n log n) with the bisection).
-    """
-    pairs = sorted((b["message_index"], k) for k, b in enumerate(sent) if b.get("message_index") is not None)
-    keys = [mi for mi, _ in pairs]
-    first_at = [k for _, k in pairs]  # first_at[j]: the first sent position holding an index >= keys[j]
-    for j in range(len(first_at) - 2, -1, -1):
-        first_at[j] = min(first_at[j], first_at[j + 1])
-    anchors = [k for k, b in enumerate(sent) if b.get("message_index") is not None
-               or b.get("source") == "prompt:newMainChat"]
-    last_message = anchors[-1] if anchors else None
-    examples = [k for k, b in enumerate(sent) if b.get("kind") == BlockKind.EXAMPLE.value]
-    before: dict[int, list[dict[str, Any]]] = {}
-    after: dict[int, list[dict[str, Any]]] = {}
-    rest: list[dict[str, Any]] = []
-    for row in left_out:
-        index = row.get("message_index")
-        if index is None:
-            at = examples[-1] if examples and row.get("source") == "character:mes_example" else None
-            (rest if at is None else after.setdefault(at, [])).append(row)
-            continue
-        j = bisect.bisect_right(keys, index)  # the first sent message with a later index
-        if j < len(first_at):
-            before.setdefault(first_at[j], []).append(row)
-        elif last_message is not None:
-            after.setdefault(last_message, []).append(row)
-        else:
-            rest.append(row)
-    out: list[dict[str, Any]] = []
-    for k, b in enumerate(sent):
-        out.extend(before.get(k, ()))
-        out.append(b)
-        out.extend(after.get(k, ()))
-    return out + rest
 
 
 def _squash(asm: _Assembler, sent: list[_Msg]) -> list[_Msg]:
@@ -1486,8 +1337,7 @@ __all__ = [
     "WI_COUNT_OVERHEAD",
     "SharedSteps",
     "SillyTavernAssembler",
+    "assemble_chat_completion",
     "ext_prompt",
-    "group_diagnostic",
-    "prepare_sillytavern",
     "regex_trace",
 ]

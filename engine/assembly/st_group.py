@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from ..errors import SettingsError
 from ..schema import Character, ChatMessage
 from ..schema.request import PreviewRequest
-from ..schema.sillytavern import GroupMember, GroupSetup
+from ..schema.sillytavern import GroupMember, GroupSetup, SillyTavernSetup
 from ..schema.trace import TraceRecord
 
 #: ``group_activation_strategy`` (SillyTavern 1.12.6 has these two only).
@@ -188,6 +188,18 @@ def original_book_indexes(trace: list[TraceRecord], speaker: Speaker | None) -> 
             if 0 <= r.book_index < len(kept) and kept[r.book_index] != r.book_index else r for r in trace]
 
 
+def group_diagnostic(setup: SillyTavernSetup, why: str) -> str:
+    """The preview's note on a group chat: whose prompt it shows and why (``why``: :attr:`Speaker.why`).
+
+    Members whose card is missing are named (``getGroupCharacterCards`` skips them).
+    """
+    group = setup.group
+    assert group is not None
+    missing = [m.avatar for m in group.members if m.character is None]
+    gone = f"; members without a card, left out: {', '.join(missing)}" if missing else ""
+    return f"group chat {group.name!r}: the prompt for the next speaker, {group.speaker} ({why}){gone}"
+
+
 def with_speaker(request: PreviewRequest, speaker: str | None, *, where: str = "speaker") -> PreviewRequest:
     """``request`` with ``speaker`` as the group chat's next speaker (``None``: unchanged).
 
@@ -300,4 +312,5 @@ def group_depth_prompts(group: GroupSetup, speaker: str,
 
 
 __all__ = ["APPEND", "APPEND_DISABLED", "LIST", "NATURAL", "SWAP", "Speaker", "extract_all_words", "group_depth_prompts",
+           "group_diagnostic",
            "group_names", "joined_cards", "next_speaker", "original_book_indexes", "speaker_request", "with_speaker"]

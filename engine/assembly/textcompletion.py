@@ -1,7 +1,7 @@
 r"""SillyTavern 1.12.6's Text Completion prompt: ONE string, built as ``Generate`` builds it (issue 26).
 
 For a chat whose setup has ``text_completion`` (``main_api`` other than ``openai``),
-:func:`prepare_text_completion` follows the non-OpenAI branch of ``public/script.js`` ``Generate``:
+:func:`assemble_text_completion` (the pipeline's assembly step for such a chat) follows the non-OpenAI branch of ``public/script.js`` ``Generate``:
 
 1. The shared SillyTavern steps (:meth:`engine.assembly.sillytavern.SillyTavernAssembler.shared_steps`,
    one implementation with the Chat Completion path): ``getCharacterCardFields``, the Character's Note
@@ -41,32 +41,25 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from ..errors import SettingsError
 from ..schema.blocks import BlockKind
 from ..schema.messages import ChatMessage
-from ..schema.preview import ContextPreview, PreviewBlock, TokenizerInfo
-from ..schema.request import PreviewRequest
+from ..schema.preview import ContextPreview
 from ..schema.sillytavern import (
     EXTENSION_PROMPT_BEFORE_PROMPT,
     EXTENSION_PROMPT_IN_CHAT,
     EXTENSION_PROMPT_IN_PROMPT,
     PERSONA_IN_PROMPT,
-    SillyTavernSetup,
     TextCompletionSetup,
 )
-from ..tokenizers import TokenizerProfile
 from . import instruct as ins
 from .macros import MacroContext
-from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, group_diagnostic, regex_trace
-from .st_group import original_book_indexes, speaker_request
+from .sillytavern import MAX_INJECTION_DEPTH, SillyTavernAssembler, regex_trace
+from .st_group import original_book_indexes
+from .st_types import AssembledBlock, AssembledPrompt, SillyTavernInputs, TextCounter
 from .story_string import StoryStringError, render_handlebars
-from .tc_tokenizer import profile_of, text_tokenizer_for
-
-if TYPE_CHECKING:
-    from ..pipeline import PreparedPrompt
-    from ..registries import Registries
 
 _ROLE_NAME = {0: "system", 1: "user", 2: "assistant"}
 _S0, _S1, _S2 = "\ue000", "\ue001", "\ue002"  # span markers around story string values (private use)
@@ -74,39 +67,6 @@ _MARK = re.compile(f"{_S0}(\\d+){_S1}|{_S2}")
 _STORY_KEYS = ("system", "description", "personality", "scenario", "persona", "wiBefore", "wiAfter",
                "loreBefore", "loreAfter", "mesExamples", "mesExamplesRaw")
 _NO_EXTRA: dict[str, Any] = {}
-
-
-class TextCounter(Protocol):
-    """What the Text Completion path counts with (``engine.tokenizers.sillytavern_text.TextTokenizer``)."""
-
-    @property
-    def key(self) -> str:
-        """Short name (``llama3``, ``mistral``, ...)."""
-
-    @property
-    def st_id(self) -> int:
-        """The ``tokenizers.js`` id SillyTavern uses."""
-
-    @property
-    def label(self) -> str:
-        """Words for the header (``Llama 3 · exact``)."""
-
-    @property
-    def approximate(self) -> bool:
-        """Counts are estimates."""
-
-    @property
-    def version(self) -> str:
-        """Bumped when the counting rule changes."""
-
-    def count(self, text: str) -> int:
-        """SillyTavern's count of one piece (``getTokenCountAsync(text)``, no padding)."""
-
-    def prompt_tokens(self, prompt: str) -> int:
-        """Tokens of the whole prompt as the backend holds it (BOS etc.)."""
-
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Token boundaries (character offsets)."""
 
 
 @dataclass(slots=True)
@@ -145,11 +105,10 @@ class _Item:
 class _TextAssembler(SillyTavernAssembler):
     """``Generate``'s Text Completion branch over the shared SillyTavern steps."""
 
-    def __init__(self, request: PreviewRequest, setup: SillyTavernSetup, tc: TextCompletionSetup,
-                 tokenizer: TextCounter, profile: TokenizerProfile, budget: int) -> None:
+    def __init__(self, inputs: SillyTavernInputs, tc: TextCompletionSetup, tokenizer: TextCounter) -> None:
         self.instruct_values = ins.instruct_macro_values(tc.instruct, tc.context, tc.sysprompt, "",
-                                                         setup.prefer_character_prompt)
-        super().__init__(request, setup, profile, budget)
+                                                         inputs.setup.prefer_character_prompt)
+        super().__init__(inputs)
         self.tc = tc
         self.tok = tokenizer
         self.is_instruct = tc.instruct.enabled
@@ -645,74 +604,65 @@ def _clean(pieces: list[_Piece], collapse: bool) -> tuple[str, list[tuple[int, i
     return "".join(out), spans
 
 
-def prepare_text_completion(request: PreviewRequest, registries: Registries) -> PreparedPrompt:
-    """Assemble ``request`` (``request.sillytavern.text_completion`` set) as SillyTavern 1.12.6's one string.
+def assemble_text_completion(inputs: SillyTavernInputs) -> AssembledPrompt:
+    """Pipeline step 3 for a Text Completion chat: SillyTavern 1.12.6's one prompt string, and why.
 
-    Returns an :class:`engine.pipeline.PreparedPrompt` whose preview has ``api="text_completion"``,
-    ``prompt`` (the exact string), ``stop`` (``getStoppingStrings``), one block per part of the
-    string with its ``span``, the cut history and examples as excluded blocks, ``prompt_tokens``
-    under the model's exact tokenizer (``TextTokenizer.prompt_tokens``). ``messages`` is empty.
+    ``public/script.js`` ``Generate``'s non-OpenAI branch (see the module docstring), over the
+    inputs steps 1–2 resolved: the budget (``max_context − amount_gen``, ``getMaxContextSize``;
+    NovelAI: ``max_context``) and the tokenizer (``inputs.text_tokenizer``).
 
-    Budget (tokens): ``max_context − amount_gen`` (``getMaxContextSize``; NovelAI: ``max_context``),
-    from ``request.settings`` (``context_limit`` / ``reply_reserve``, which the import sets from
-    them), else the setup's own figures.
+    Returns
+    -------
+    AssembledPrompt
+        ``api="text_completion"``: ``prompt`` (``getCombinedPrompt``), ``stop``
+        (``getStoppingStrings``), one sent block per part of the string with its ``span``, the
+        cut history and examples as left-out blocks, no messages.
 
     Raises
     ------
     SettingsError
-        ``INVALID_SETTINGS`` (reply length ≥ context size, or a story string Handlebars rejects),
-        ``UNKNOWN_TOKENIZER``.
+        ``INVALID_SETTINGS`` for a story string Handlebars rejects.
     """
-    from ..pipeline import PreparedPrompt
-
-    request, speaker = speaker_request(request)  # a group chat: the request for its next speaker (issue 27)
-    setup = request.sillytavern
-    assert setup is not None and setup.text_completion is not None
-    tc, settings = setup.text_completion, request.settings
-    limit = settings.context_limit or tc.max_context
-    reserve = settings.resolve_reply_reserve(limit) if settings.context_limit else tc.amount_gen
-    if reserve >= limit and tc.main_api != "novel":
-        raise SettingsError("INVALID_SETTINGS", f"reply length {reserve} must be below the context size {limit}")
-    budget = limit if tc.main_api == "novel" else limit - reserve
-    tok = text_tokenizer_for(tc, settings.model_copy(update={"context_limit": limit}), registries)
-    profile = profile_of(tok)
-    asm = _TextAssembler(request, setup, tc, tok, profile, budget)
-    if speaker is not None:
-        asm.diagnostics.append(group_diagnostic(setup, speaker.why))
-        if speaker.warning:
-            asm.warnings.append(speaker.warning)
-    if tc.main_api == "koboldhorde" and tc.horde_auto_adjust_context:
-        asm.diagnostics.append("Kobold Horde with 'adjust context to workers': SillyTavern shrinks the window to "
-                               "the chosen workers' limit, unknown offline; the preview uses max_context")
-    if tc.main_api == "novel":
-        asm.diagnostics.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
-                               "modelled; the prompt is SillyTavern's without them")
+    setup, tok = inputs.setup, inputs.text_tokenizer
+    tc = setup.text_completion
+    assert tc is not None and tok is not None
+    asm = _TextAssembler(inputs, tc, tok)
+    asm.warnings.extend(inputs.warnings)
+    asm.diagnostics.extend(inputs.diagnostics)
+    asm.diagnostics.extend(_backend_notes(tc))
     built = asm.build()
-    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, speaker)
+    asm.lorebook_trace = original_book_indexes(asm.lorebook_trace, inputs.speaker)
     fill = _fill(asm, built)
     if built.items and not any(p.kind == BlockKind.MESSAGE for p in fill.sent):
         asm.warnings.append(f"no chat message fits: the story string and the injections alone fill the budget "
-                            f"({budget} tokens = max_context − amount_gen); SillyTavern sends them without the chat")
+                            f"({inputs.budget} tokens = max_context − amount_gen); SillyTavern sends them without "
+                            "the chat")
     pieces = _assemble(asm, built, fill)
     prompt, spans = _clean(pieces, setup.collapse_newlines)
-    stop = stopping_strings(asm)
-    prompt_tokens = tok.prompt_tokens(prompt) if prompt else 0
-    blocks = _blocks(asm, pieces, spans, fill)
     info = {"api": "text_completion", "main_api": tc.main_api,
             "instruct": tc.instruct.preset if tc.instruct.enabled else None, "context": tc.context.preset,
             "tokenizer": tok.label, "st_tokenizer_id": tok.st_id, "token_padding": tc.token_padding}
-    pv = ContextPreview(
-        model=settings.model, tokenizer=TokenizerInfo(profile=tok.key, approximate=tok.approximate, version=tok.version),
-        context_limit=limit, reply_reserve=reserve, budget=budget, safety_margin=0, headroom=budget - prompt_tokens,
-        prompt_tokens=prompt_tokens, strategy="sillytavern", warnings=list(asm.warnings), error=None, blocks=blocks,
-        lorebook_trace=asm.lorebook_trace, messages=[], tools=[], diagnostics=asm.diagnostics, strategy_info=info,
-        api="text_completion", prompt=prompt, stop=stop)
-    return PreparedPrompt(pv, [], [], profile, True, [], asm.timed_effects)
+    return AssembledPrompt(
+        api="text_completion", sent=_sent_pieces(asm, pieces, spans), left_out=_left_out(asm, fill),
+        prompt=prompt, stop=stopping_strings(asm), warnings=list(asm.warnings), diagnostics=asm.diagnostics,
+        timed_effects=asm.timed_effects, lorebook_trace=asm.lorebook_trace, strategy_info=info)
 
 
-def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, int]], fill: _Fill) -> list[PreviewBlock]:
-    """One block per piece in string order (with its span), then the blocks left out."""
-    rows: list[dict[str, Any]] = []
+def _backend_notes(tc: TextCompletionSetup) -> list[str]:
+    """What the preview of a Kobold Horde / NovelAI chat does not model (``getMaxContextSize``, NovelAI's preamble)."""
+    notes: list[str] = []
+    if tc.main_api == "koboldhorde" and tc.horde_auto_adjust_context:
+        notes.append("Kobold Horde with 'adjust context to workers': SillyTavern shrinks the window to "
+                     "the chosen workers' limit, unknown offline; the preview uses max_context")
+    if tc.main_api == "novel":
+        notes.append("NovelAI: its preamble (nai_settings.preamble) and per-model context limits are not "
+                     "modelled; the prompt is SillyTavern's without them")
+    return notes
+
+
+def _sent_pieces(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, int]]) -> list[AssembledBlock]:
+    """One kept block per piece in string order, with its span and trace (``st_identifier``, parts, regex)."""
+    out: list[AssembledBlock] = []
     for p, span in zip(pieces, spans, strict=True):
         trace: dict[str, Any] = {"st_identifier": p.ident}
         if p.parts:
@@ -720,16 +670,19 @@ def _blocks(asm: _TextAssembler, pieces: list[_Piece], spans: list[tuple[int, in
         changed = regex_trace(p.source, p.parts, asm.regex_changes)
         if changed:
             trace["regex"] = changed
-        rows.append(dict(kind=p.kind.value, role=p.role, source=p.source, tokens=asm.tok.count(p.text),
-                         status="kept", reason=p.reason, protected=p.protected, pinned=False, text=p.text,
-                         name=p.name, message_index=p.message_index, trace=trace, span=span))
-    for x in fill.examples_left:
-        rows.append(dict(kind=BlockKind.EXAMPLE.value, role="system", source="character:mes_example",
-                         tokens=asm.tok.count(x), status="excluded", reason="EXAMPLES_PUSHED_OUT", protected=False,
-                         pinned=False, text=x, trace=None, message_index=None))
-    for row in [*fill.excluded, *asm.excluded]:
-        rows.append(dict(status="excluded", pinned=False, **{"trace": None, "message_index": None, **row}))
-    return [PreviewBlock(id=f"b{i}", position=i, **b) for i, b in enumerate(rows)]
+        out.append(AssembledBlock(kind=p.kind.value, role=p.role, source=p.source, text=p.text,
+                                  tokens=asm.tok.count(p.text), reason=p.reason, protected=p.protected,
+                                  status="kept", name=p.name, message_index=p.message_index, trace=trace, span=span))
+    return out
+
+
+def _left_out(asm: _TextAssembler, fill: _Fill) -> list[AssembledBlock]:
+    """The blocks left out: examples pushed out, then the cut history, then hidden / excluded messages."""
+    out = [AssembledBlock(kind=BlockKind.EXAMPLE.value, role="system", source="character:mes_example", text=x,
+                          tokens=asm.tok.count(x), reason="EXAMPLES_PUSHED_OUT", protected=False)
+           for x in fill.examples_left]
+    out.extend(AssembledBlock(**row) for row in [*fill.excluded, *asm.excluded])
+    return out
 
 
 def text_completion_title(pv: ContextPreview) -> str | None:
@@ -746,5 +699,4 @@ def text_completion_title(pv: ContextPreview) -> str | None:
     return f"Text Completion · {instruct} · {pv.tokenizer.profile} {exactness}"
 
 
-__all__ = ["TextCounter", "prepare_text_completion", "stopping_strings", "text_completion_title",
-           "text_tokenizer_for"]
+__all__ = ["TextCounter", "assemble_text_completion", "stopping_strings", "text_completion_title"]

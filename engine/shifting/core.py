@@ -30,12 +30,15 @@ linear in the number of blocks.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from itertools import accumulate, compress, repeat
+from operator import and_, eq, gt, is_
 
 from pydantic import TypeAdapter
 
-from ..schema.blocks import Block, BlockKind, BlockOrigin, ExcludedBlock, ShiftResult
+from ..schema.blocks import Block, ExcludedBlock, ShiftResult
+from .columns import BlockColumns, ColumnShift, removal_tier
 from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
@@ -46,40 +49,13 @@ UNSENDABLE_REASONS = frozenset({"HIDDEN", "TOOL_RESULT_ORPHANED", TOOL_PAIR_INCO
 _EXCLUDED_LIST = TypeAdapter(list[ExcludedBlock])
 
 
-@dataclass
-class _Unit:
-    members: list[int]
-    tokens: int = 0
-    protected: bool = False
-    tier: int = 3
-    priority: float = 0.0
-    first: int = 0
-    is_group: bool = False
-    reasons: dict[int, str] = field(default_factory=dict)
-
-
-#: Rule 5's exclusion reason of a lone block by removal tier (interceptor-added, examples, history).
-_TIER_REASON = {0: "PRIORITY_LOWEST_FIRST", 1: "EXAMPLES_PUSHED_OUT", 2: "HISTORY_OLDEST_FIRST"}
+#: Rule 5's exclusion reason of a lone unit by removal tier (0 interceptor, 1 examples, 2 history, 3 lore/memory).
+_TIER_REASON = ("PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT", "HISTORY_OLDEST_FIRST", "PRIORITY_LOWEST_FIRST")
 
 
 def _tier(block: Block) -> int:
     """Rule 5's removal tier of ``block`` (:func:`removal_tier`)."""
     return removal_tier(block.origin, block.kind, block.history)
-
-
-def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
-    """Rule 5's removal tier: 0 interceptor-added, 1 example dialogue, 2 history, 3 the rest (by priority).
-
-    Takes a block's ``origin``, ``kind`` and ``history`` flag so that per-block lists can be mapped
-    over it (:mod:`engine.incremental`).
-    """
-    if origin is BlockOrigin.INTERCEPTOR:
-        return 0
-    if kind == BlockKind.EXAMPLE:
-        return 1
-    if history:
-        return 2
-    return 3
 
 
 def shift_context(
@@ -89,7 +65,7 @@ def shift_context(
     *,
     honor_manual: bool = False,
 ) -> ShiftResult:
-    """Fit ``blocks`` into ``budget`` tokens.
+    """Fit ``blocks`` into ``budget`` tokens: a view of :func:`shift_columns` (SPEC §3).
 
     Parameters
     ----------
@@ -110,142 +86,209 @@ def shift_context(
         ``truncated`` (this strategy never compresses); ``error`` is
         ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected blocks alone exceed ``budget``.
     """
-    tokens = [int(count_tokens(b)) for b in blocks]
-    groups = find_tool_groups(blocks)
-    units = _units(blocks, tokens, groups)  # rule 3
-    excluded: dict[int, str] = {}
-    diagnostics: list[str] = []
-    live = _drop_unsendable(units, blocks, groups, honor_manual, excluded, diagnostics)  # rules 1–2
-    protected_tokens = sum(u.tokens for u in live if u.protected)
-    removable = [u for u in live if not u.protected]
+    cols = BlockColumns.from_blocks(blocks, [int(count_tokens(b)) for b in blocks])
+    shift = shift_columns(cols, budget, honor_manual=honor_manual)
+    return shift_result(blocks, cols.tokens, shift, budget)
+
+
+def shift_result(blocks: Sequence[Block], tokens: Sequence[int], shift: ColumnShift, budget: int) -> ShiftResult:
+    """The :class:`ShiftResult` of ``blocks`` for the outcome ``shift`` of :func:`shift_columns` over them.
+
+    Parameters
+    ----------
+    blocks, tokens:
+        The blocks shifted and their tokens (the columns' ``tokens``).
+    shift:
+        The outcome, one reason per block.
+    budget:
+        The budget shifting had (tokens).
+    """
+    reasons = shift.reasons
+    kept = [b for b, r in zip(blocks, reasons) if r is None]
+    return ShiftResult(
+        kept=[b.id for b in kept],
+        excluded=_EXCLUDED_LIST.validate_python(
+            [{"block_id": b.id, "reason": r, "tokens": t}
+             for b, r, t in zip(blocks, reasons, tokens) if r is not None]),
+        truncated=[],
+        total_tokens=shift.total_tokens,
+        budget=budget,
+        protected_tokens=shift.protected_tokens,
+        error=shift.error,
+        diagnostics=list(shift.diagnostics),
+        kept_reasons={b.id: ("PINNED" if b.pinned and not b.protected else b.reason) for b in kept},
+    )
+
+
+def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False) -> ColumnShift:
+    """SPEC §3 shifting over columns: each block's exclusion reason (the one implementation).
+
+    Rules 1–2 (hidden, orphaned, incomplete, writer-excluded) take a pass over the flagged
+    positions and one per tool group; rule 3 merges each tool group into its first member
+    (the unit's head); rules 4–5 sort the removable units by tier once and cut the removal
+    order at the first running sum that frees enough (``itertools.accumulate`` + ``bisect``):
+    linear in the blocks, plus ``O(k log k)`` for the ``k`` lorebook / memory units.
+
+    Parameters
+    ----------
+    cols:
+        The blocks' columns (prompt order; ``tokens`` as the strategy counts them).
+    budget:
+        Tokens available for the prompt.
+    honor_manual:
+        Drop the blocks the writer excluded (``manual``), with their tool groups, even when
+        pinned or protected (a diagnostic says so).
+
+    Returns
+    -------
+    ColumnShift
+        One reason per position (``None``: kept), the error, protected and kept tokens,
+        diagnostics.
+
+    Raises
+    ------
+    AssertionError
+        If the kept blocks exceed ``budget`` without ``TOKEN_BUDGET_EXCEEDED`` (a bug).
+    """
+    units = _Units(cols, honor_manual)
+    unit_tokens, unit_held = units.tokens, units.held
+    live = list(map(and_, map(is_, units.reasons, repeat(None)), units.head))  # live unit heads
+    live_held = list(map(and_, live, unit_held))
+    protected_tokens = sum(compress(unit_tokens, live_held))
+    removable = list(compress(range(len(cols)), map(gt, live, live_held)))
     error: str | None = None
     if protected_tokens > budget:  # rule 4
         error = TOKEN_BUDGET_EXCEEDED
-        for unit in removable:
-            _drop(excluded, unit, "OVER_BUDGET_PROTECTED", group_reason="OVER_BUDGET_PROTECTED")
+        for i in removable:
+            units.drop(i, "OVER_BUDGET_PROTECTED", "OVER_BUDGET_PROTECTED")
     else:  # rule 5
-        _drop_until_fits(removable, sum(u.tokens for u in live), budget - protected_tokens, budget, excluded)
-    return _shift_result(blocks, tokens, excluded, budget, protected_tokens, error, diagnostics)
+        _drop_until_fits(units, removable, sum(compress(unit_tokens, live)), budget - protected_tokens, budget)
+    reasons = units.reasons
+    kept_total = sum(compress(cols.tokens, map(is_, reasons, repeat(None))))
+    if error is None and kept_total > budget:  # pragma: no cover - guarded by _drop_until_fits
+        raise AssertionError("shift_columns left the prompt over budget")
+    return ColumnShift(reasons, error, protected_tokens, kept_total, [text for _, text in sorted(units.notes)])
 
 
-def _units(blocks: Sequence[Block], tokens: list[int], groups: ToolGroups) -> list[_Unit]:
-    """The removable units in prompt order: one per tool group, one per other block, with their tokens."""
-    units: list[_Unit] = []
-    unit_of_group: dict[str, _Unit] = {}
-    for i, block in enumerate(blocks):
-        gid = groups.group_of[i]
-        tier = _tier(block)
-        if gid is not None and gid in unit_of_group:
-            unit = unit_of_group[gid]
-            unit.members.append(i)
-            unit.is_group = True
-            unit.tier = min(unit.tier, tier)
-        else:
-            unit = _Unit(members=[i], first=i, tier=tier, priority=block.priority)
-            units.append(unit)
-            if gid is not None:
-                unit_of_group[gid] = unit
-        unit.tokens += tokens[i]
-    return units
+class _Units:
+    """Rules 1–3 over columns: the reasons of unsendable blocks, and the removable units.
 
-
-def _drop(excluded: dict[int, str], unit: _Unit, reason: str, cause: int | None = None,
-          group_reason: str = "TOOL_GROUP_DROPPED") -> None:
-    """Exclude every member of ``unit``: ``reason`` for ``cause`` (or a lone block), ``group_reason`` for the rest."""
-    for m in unit.members:
-        if m == cause or not unit.is_group:
-            excluded[m] = reason
-        else:
-            excluded[m] = group_reason
-
-
-def _drop_unsendable(units: list[_Unit], blocks: Sequence[Block], groups: ToolGroups, honor_manual: bool,
-                     excluded: dict[int, str], diagnostics: list[str]) -> list[_Unit]:
-    """Rules 1–2: hidden, orphaned, incomplete and (with ``honor_manual``) writer-excluded units go.
-
-    Returns the units left (``protected`` set on each).
+    A unit is a tool group (its figures on its first member, the head) or a block outside
+    groups; ``tokens``/``held``/``tier`` hold each head's unit figures, ``head`` says which
+    positions are heads, ``member_of`` maps a group's head to its members.
     """
-    live: list[_Unit] = []
-    orphans, incomplete = groups.orphans, groups.incomplete
-    for unit in units:
-        hidden = [m for m in unit.members if blocks[m].hidden]
-        if hidden:
-            _drop(excluded, unit, "HIDDEN", hidden[0])
-            for m in hidden:
-                excluded[m] = "HIDDEN"
-            continue
-        if any(m in orphans for m in unit.members):
-            for m in unit.members:
-                excluded[m] = "TOOL_RESULT_ORPHANED"
-            continue
-        gid = groups.group_of[unit.members[0]]
-        if gid is not None and gid in incomplete:
-            for m in unit.members:
-                excluded[m] = TOOL_PAIR_INCOMPLETE
-            continue
-        unit.protected = any(blocks[m].protected or blocks[m].pinned for m in unit.members)
-        manual = [m for m in unit.members if blocks[m].manual_excluded]
-        if honor_manual and manual:
+
+    def __init__(self, cols: BlockColumns, honor_manual: bool) -> None:
+        n = len(cols)
+        self.cols = cols
+        self.reasons: list[str | None] = [None] * n
+        self.notes: list[tuple[int, str]] = []
+        self.tokens, self.held, self.tier = list(cols.tokens), cols.held, list(cols.tier)
+        self.head = [True] * n
+        layout = self.layout = cols.layout
+        self.member_of = {ms[0]: ms for ms in layout.members}
+        self._singles(honor_manual)
+        for gid, ms in zip(layout.ids, layout.members):
+            self._group(gid, ms, honor_manual)
+
+    def note(self, i: int, at: int) -> None:
+        """A protected or pinned block ``i`` the writer excluded, reported at prompt position ``at``."""
+        self.notes.append((at, f"{self.cols.ids[i]}: excluded by the writer although protected or pinned "
+                               "(or in a tool group with a pinned message); not sent"))
+
+    def _singles(self, honor_manual: bool) -> None:
+        """Rules 1–2 for blocks outside tool groups."""
+        cols, reasons, group_of = self.cols, self.reasons, self.layout.group_of
+        for i in compress(range(len(cols)), cols.hidden):
+            if group_of[i] is None:
+                reasons[i] = "HIDDEN"
+        for i in self.layout.orphans:
+            if group_of[i] is None and reasons[i] is None:
+                reasons[i] = "TOOL_RESULT_ORPHANED"
+        if honor_manual:
+            for i in compress(range(len(cols)), cols.manual):
+                if group_of[i] is None and reasons[i] is None:
+                    if self.held[i]:
+                        self.note(i, i)
+                    reasons[i] = "MANUAL_EXCLUDED"
+
+    def _group(self, gid: str, ms: list[int], honor_manual: bool) -> None:
+        """Rules 1–3 for one tool group: it leaves whole, or becomes one unit on its head."""
+        cols = self.cols
+        first = ms[0]
+        for m in ms[1:]:
+            self.head[m] = False
+        hid = [m for m in ms if cols.hidden[m]]
+        if hid:
+            self._leave(ms, "HIDDEN", hid)
+            return
+        if any(m in self.layout.orphans for m in ms):
+            self._leave(ms, "TOOL_RESULT_ORPHANED", [])
+            return
+        if gid in self.layout.incomplete:
+            self._leave(ms, TOOL_PAIR_INCOMPLETE, [])
+            return
+        held = any(self.held[m] for m in ms)
+        man = [m for m in ms if cols.manual[m]] if honor_manual else []
+        if man:
             # What the writer excluded is never sent, even when it (or a member of its tool
             # group) is pinned or protected: the exclusion is the later, explicit decision.
-            if unit.protected:
-                diagnostics.append(
-                    f"{blocks[manual[0]].id}: excluded by the writer although protected or pinned "
-                    "(or in a tool group with a pinned message); not sent")
-            _drop(excluded, unit, "MANUAL_EXCLUDED", manual[0])
-            for m in manual:
-                excluded[m] = "MANUAL_EXCLUDED"
-            continue
-        live.append(unit)
-    return live
+            if held:
+                self.note(man[0], first)
+            self._leave(ms, "MANUAL_EXCLUDED", man)
+            return
+        self.tokens[first] = sum(map(cols.tokens.__getitem__, ms))
+        self.held[first] = held
+        self.tier[first] = min(map(cols.tier.__getitem__, ms))
+
+    def _leave(self, ms: list[int], reason: str, flagged: list[int]) -> None:
+        """Rules 1–2: the whole group ``ms`` leaves; ``flagged`` members (or all, when none) get ``reason``.
+
+        The other members of a group of two or more get ``TOOL_GROUP_DROPPED``.
+        """
+        for m in ms:
+            self.reasons[m] = reason if not flagged or m == flagged[0] or len(ms) == 1 else "TOOL_GROUP_DROPPED"
+        for m in flagged:
+            self.reasons[m] = reason
+
+    def drop(self, head: int, reason: str, group_reason: str) -> None:
+        """Exclude the unit at ``head``: ``reason`` for a lone block, ``group_reason`` for every group member."""
+        ms = self.member_of.get(head)
+        if ms is None or len(ms) == 1:
+            self.reasons[head] = reason
+        else:
+            for m in ms:
+                self.reasons[m] = group_reason
 
 
-def _drop_until_fits(removable: list[_Unit], total: int, room: int, budget: int, excluded: dict[int, str]) -> None:
-    """Rule 5: remove units in the module's order until ``total`` fits ``budget`` (tokens).
+def _drop_until_fits(units: _Units, removable: list[int], total: int, room: int, budget: int) -> None:
+    """Rule 5: remove units (heads ``removable``) in the module's order until ``total`` fits ``budget``.
 
     ``room`` is what the protected units leave; a unit larger than it can never fit and goes
     first, whatever its age: dropping an old small message to make room for it would be pointless.
     """
     if total <= budget:
         return
-    for unit in removable:
-        if unit.tokens > room:
-            _drop(excluded, unit, "TOO_LARGE_FOR_BUDGET", group_reason="TOO_LARGE_FOR_BUDGET")
-            total -= unit.tokens
-    order = sorted(
-        (u for u in removable if u.members[0] not in excluded),
-        key=lambda u: (u.tier, u.first) if u.tier < 3 else (u.tier, u.priority, -u.first),
-    )
-    for unit in order:
-        if total <= budget:
-            break
-        _drop(excluded, unit, _TIER_REASON.get(unit.tier, "PRIORITY_LOWEST_FIRST"),
-              unit.members[0] if not unit.is_group else None)
-        total -= unit.tokens
-
-
-def _shift_result(blocks: Sequence[Block], tokens: list[int], excluded: dict[int, str], budget: int,
-                  protected_tokens: int, error: str | None, diagnostics: list[str]) -> ShiftResult:
-    """The :class:`ShiftResult`, after one full recount of the kept blocks."""
-    n = len(blocks)
-    kept_pos = [i for i in range(n) if i not in excluded]
-    final_total = sum(tokens[i] for i in kept_pos)  # final full recount
-    if error is None and final_total > budget:  # pragma: no cover - guarded by _drop_until_fits
-        raise AssertionError("shift_context left the prompt over budget")
-    return ShiftResult(
-        kept=[blocks[i].id for i in kept_pos],
-        excluded=_EXCLUDED_LIST.validate_python(
-            [{"block_id": blocks[i].id, "reason": excluded[i], "tokens": tokens[i]}
-             for i in range(n) if i in excluded]),
-        truncated=[],
-        total_tokens=final_total,
-        budget=budget,
-        protected_tokens=protected_tokens,
-        error=error,
-        diagnostics=diagnostics,
-        kept_reasons={blocks[i].id: ("PINNED" if blocks[i].pinned and not blocks[i].protected
-                                     else blocks[i].reason) for i in kept_pos},
-    )
+    size = units.tokens.__getitem__
+    too_large = [i for i in removable if size(i) > room]
+    for i in too_large:
+        units.drop(i, "TOO_LARGE_FOR_BUDGET", "TOO_LARGE_FOR_BUDGET")
+        total -= size(i)
+    rest = [i for i in removable if size(i) <= room] if too_large else removable
+    tier, priority = units.tier, units.cols.priority
+    tiers = list(map(tier.__getitem__, rest))
+    order: list[int]
+    if tiers.count(2) == len(tiers):  # history only (the usual chat): oldest first as they stand
+        order = rest
+    else:
+        order = [i for t in (0, 1, 2) for i in compress(rest, map(eq, tiers, repeat(t)))]
+        order += sorted(compress(rest, map(eq, tiers, repeat(3))), key=lambda i: (priority[i], -i))
+    if total <= budget or not order:
+        return
+    cum = list(accumulate(map(size, order)))
+    k = min(bisect_left(cum, total - budget) + 1, len(order))
+    for i in order[:k]:
+        units.drop(i, _TIER_REASON[tier[i]], "TOOL_GROUP_DROPPED")
 
 
 def unsendable_positions(blocks: Sequence[Block], groups: ToolGroups | None = None, *,

@@ -17,15 +17,20 @@ built-in strategies get the same explanations:
 * ``TOO_LARGE_FOR_BUDGET``: the block's tokens and the room the protected blocks leave.
 
 Cost: one pass over the blocks plus one per tool group, linear in the number of blocks.
+:func:`explain_columns` is the one implementation; :func:`explain_blocks` its view over block objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import and_, eq, is_, is_not, ne, not_
 from typing import Any
 
 from ..schema.blocks import Block
+from .columns import BlockColumns, ToolLayout
 
 #: Reasons under which a history block was removed for room (the ones free tokens contradict).
 ROOM_REASONS = frozenset({"HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "PRIORITY_LOWEST_FIRST",
@@ -40,12 +45,6 @@ class Explanation:
     data: dict[str, Any]
 
 
-def _label(block: Block) -> str:
-    if block.message_index is not None:
-        return f"message {block.message_index}"
-    return block.source
-
-
 def explain_blocks(
     blocks: Sequence[Block],
     status: Mapping[str, tuple[str, str]],
@@ -56,6 +55,8 @@ def explain_blocks(
     protected_tokens: int | None = None,
 ) -> dict[str, Explanation]:
     """Explain the outcome of shifting for the blocks where the code alone would mislead.
+
+    A view of :func:`explain_columns` over the blocks' columns.
 
     Parameters
     ----------
@@ -79,108 +80,175 @@ def explain_blocks(
     Returns
     -------
     dict
-        ``block id → Explanation`` for the blocks that have one (others are absent). ``data``
-        keys: ``free`` (tokens not used of ``budget``), ``blocked_by`` (block id),
+        ``block id → Explanation`` for the blocks that have one (others are absent), in prompt
+        order. ``data`` keys: ``free`` (tokens not used of ``budget``), ``blocked_by`` (block id),
         ``blocked_by_message`` (message index or ``None``), ``blocked_by_tokens``,
         ``held_by`` / ``held_by_message`` / ``held_because`` (``pinned``/``protected``),
         ``group``, ``budget`` / ``used`` / ``tokens`` (lorebook), ``room`` (too large).
     """
-    out: dict[str, Explanation] = {}
-    used = sum(tokens.get(b.id, 0) for b in blocks if status.get(b.id, ("excluded", ""))[0] != "excluded")
-    units = _GroupTokens(blocks, tokens, group_of)
-    _explain_history(blocks, status, units, budget, max(0, budget - used), out)
-    _explain_held_groups(units.members, status, out)
-    _explain_budget_drops(blocks, status, units, budget, lorebook_traces, protected_tokens, out)
+    ids = [b.id for b in blocks]
+    # a block without a status is not sent, with no reason to explain
+    fates = [status.get(i, ("excluded", "")) for i in ids]
+    cols = BlockColumns.from_blocks(blocks, [tokens.get(i, 0) for i in ids],
+                                    ToolLayout.of([group_of.get(i) for i in ids]))
+    out = explain_columns(cols, [f[0] for f in fates], [f[1] for f in fates], budget,
+                          lorebook_traces=lorebook_traces, protected_tokens=protected_tokens)
+    return {i: e for i, e in zip(ids, out) if e is not None}
+
+
+def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence[str | None], budget: int, *,
+                    lorebook_traces: Mapping[str, Mapping[str, Any]] | None = None,
+                    protected_tokens: int | None = None,
+                    previous: Mapping[str, Explanation] | None = None,
+                    current: dict[str, Explanation] | None = None) -> list[Explanation | None]:
+    """Each block's specific reason, over columns (the one implementation; see the module docstring).
+
+    Parameters
+    ----------
+    cols:
+        Every block in prompt order (kept or not); ``tokens`` are the tokens shown (for
+        truncated blocks the remaining tokens), ``layout`` the tool groups.
+    status:
+        Per position: ``kept``, ``excluded`` or ``truncated`` (what is not ``excluded`` counts
+        as used tokens).
+    reasons:
+        Per position: the reason code (the kept reason, or the exclusion reason).
+    budget:
+        The tokens shifting had.
+    lorebook_traces:
+        ``block source → World Info trace record`` (for ``LOREBOOK_BUDGET``).
+    protected_tokens:
+        Tokens of the protected blocks (for ``TOO_LARGE_FOR_BUDGET``); computed when ``None``.
+    previous, current:
+        ``text → Explanation`` of an earlier call, and the dict this call collects its own in:
+        an explanation equal to an earlier one is that very object (callers tell unchanged
+        explanations by identity).
+
+    Returns
+    -------
+    list
+        Per position: its :class:`Explanation`, ``None`` where the reason code says it all.
+        Explanations with the same figures are one shared object.
+    """
+    out: list[Explanation | None] = [None] * len(cols)
+    excluded = list(map(eq, status, repeat("excluded")))
+    used = sum(compress(cols.tokens, map(ne, status, repeat("excluded"))))
+    layout = cols.layout
+    group_tokens = {gid: sum(map(cols.tokens.__getitem__, ms)) for gid, ms in zip(layout.ids, layout.members)}
+    _explain_history(cols, excluded, reasons, budget, max(0, budget - used), group_tokens, (previous, current), out)
+    _explain_held_groups(cols, status, out)
+    if "LOREBOOK_BUDGET" in reasons:
+        _explain_lorebook(cols, reasons, lorebook_traces, out)
+    if "TOO_LARGE_FOR_BUDGET" in reasons:
+        if protected_tokens is None:
+            protected_tokens = sum(compress(cols.tokens, map(and_, cols.held, map(not_, excluded))))
+        room = max(0, budget - protected_tokens)
+        for i in compress(range(len(cols)), map(eq, reasons, repeat("TOO_LARGE_FOR_BUDGET"))):
+            g = layout.group_of[i]
+            own = group_tokens[g] if g is not None else cols.tokens[i]
+            out[i] = Explanation(
+                f"needs {own:,} tokens but the protected blocks leave only {room:,} of the {budget:,}-token budget",
+                {"tokens": own, "room": room, "budget": budget})
     return out
 
 
-class _GroupTokens:
-    """Tool groups' members, and the tokens of a block's whole unit (its tool group, or itself)."""
+def _explain_history(cols: BlockColumns, excluded: list[bool], reasons: Sequence[str | None], budget: int,
+                     free: int, group_tokens: Mapping[str, int],
+                     memo: tuple[Mapping[str, Explanation] | None, dict[str, Explanation] | None],
+                     out: list[Explanation | None]) -> None:
+    """History removed for room: too big for what is free, or behind the newest unit that did not fit.
 
-    def __init__(self, blocks: Sequence[Block], tokens: Mapping[str, int], group_of: Mapping[str, str]) -> None:
-        self.tokens, self.group_of = tokens, group_of
-        self.members: dict[str, list[Block]] = {}
-        for b in blocks:
-            g = group_of.get(b.id)
-            if g is not None:
-                self.members.setdefault(g, []).append(b)
-
-    def of(self, b: Block) -> int:
-        g = self.group_of.get(b.id)
-        if g is None:
-            return self.tokens.get(b.id, 0)
-        return sum(self.tokens.get(m.id, 0) for m in self.members[g])
-
-
-def _explain_history(blocks: Sequence[Block], status: Mapping[str, tuple[str, str]], units: _GroupTokens,
-                     budget: int, free: int, out: dict[str, Explanation]) -> None:
-    """History removed for room: too big for what is free, or behind the newest unit that did not fit."""
-    group_of = units.group_of
-    room_dropped = [b for b in blocks if b.history and status.get(b.id, ("", ""))[0] == "excluded"
-                    and status[b.id][1] in ROOM_REASONS]
-    if not room_dropped:
+    SPEC §3 rule 5 removes history oldest first, so what is sent is one contiguous stretch
+    ending at the newest message: the newest history unit removed for room (the boundary)
+    keeps everything older out. One explanation per distinct figures (token count, group).
+    """
+    room = list(compress(range(len(cols)), map(and_, map(and_, cols.history, excluded),
+                                                  map(ROOM_REASONS.__contains__, reasons))))
+    if not room:
         return
-    # the newest history unit removed for room: everything older is out because of it
-    boundary = room_dropped[-1]
-    boundary_group = group_of.get(boundary.id)
-    need = units.of(boundary)
-    for b in room_dropped:
-        own = units.of(b)
-        same_unit = b.id == boundary.id or (boundary_group is not None and group_of.get(b.id) == boundary_group)
-        if same_unit or own > free:
-            what = "with its tool group " if group_of.get(b.id) else ""
-            out[b.id] = Explanation(
-                f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
-                {"free": free, "tokens": own, "group": group_of.get(b.id)})
-        else:
-            out[b.id] = Explanation(
-                f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
-                f"{_label(boundary)} ({need:,} tokens) did not fit, so nothing older is sent",
-                {"free": free, "tokens": own, "blocked_by": boundary.id,
-                 "blocked_by_message": boundary.message_index, "blocked_by_tokens": need,
-                 "group": group_of.get(b.id)})
+    group_of, tokens = cols.layout.group_of, cols.tokens
+    boundary = room[-1]
+    bgroup = group_of[boundary]
+    need = group_tokens[bgroup] if bgroup is not None else tokens[boundary]
+    explanation = _room_explainer(free, budget, cols.labels[boundary], need, cols.ids[boundary],
+                                  cols.message_index[boundary], *memo)
+    # messages outside tool groups: one explanation per distinct token count
+    singles = list(compress(room, map(is_, map(group_of.__getitem__, room), repeat(None))))
+    owns = list(map(tokens.__getitem__, singles))
+    table = {own: explanation(own, None, own > free) for own in set(owns)}
+    deque(map(out.__setitem__, singles, map(table.__getitem__, owns)), maxlen=0)
+    if len(singles) != len(room):
+        for i in compress(room, map(is_not, map(group_of.__getitem__, room), repeat(None))):
+            g = group_of[i]
+            assert g is not None
+            own = group_tokens[g]
+            out[i] = explanation(own, g, g == bgroup or own > free)
+    if bgroup is None:
+        out[boundary] = explanation(tokens[boundary], None, True)
 
 
-def _explain_held_groups(members: Mapping[str, list[Block]], status: Mapping[str, tuple[str, str]],
-                         out: dict[str, Explanation]) -> None:
-    """Kept tool-group members held by a pinned or protected member."""
-    for g, group in members.items():
-        holders = [m for m in group if m.pinned or m.protected]
+def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
+                    previous: Mapping[str, Explanation] | None,
+                    current: dict[str, Explanation] | None) -> Callable[[int, str | None, bool], Explanation]:
+    """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures."""
+    shared: dict[tuple[int, str | None, bool], Explanation] = {}
+
+    def explanation(own: int, g: str | None, short: bool) -> Explanation:
+        key = (own, g, short)
+        e = shared.get(key)
+        if e is None:
+            if short:
+                what = "with its tool group " if g else ""
+                e = Explanation(
+                    f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
+                    {"free": free, "tokens": own, "group": g})
+            else:
+                e = Explanation(
+                    f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
+                    f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
+                    {"free": free, "tokens": own, "blocked_by": boundary_id,
+                     "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
+            if previous is not None:
+                old = previous.get(e.text)
+                if old is not None and old.data == e.data:
+                    e = old
+            if current is not None:
+                current[e.text] = e
+            shared[key] = e
+        return e
+
+    return explanation
+
+
+def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: list[Explanation | None]) -> None:
+    """Kept tool-group members held by a pinned or protected member (a group is sent whole or not at all)."""
+    pinned, protected = cols.pinned, cols.protected
+    for gid, ms in zip(cols.layout.ids, cols.layout.members):
+        holders = [m for m in ms if pinned[m] or protected[m]]
         if not holders:
             continue
-        holder = holders[0]
-        because = "pinned" if holder.pinned else "protected"
-        for b in group:
-            if b.pinned or b.protected or status.get(b.id, ("", ""))[0] != "kept":
+        h = holders[0]
+        because = "pinned" if pinned[h] else "protected"
+        for i in ms:
+            if pinned[i] or protected[i] or status[i] != "kept":
                 continue
-            out[b.id] = Explanation(
-                f"kept with its tool group {g}: {_label(holder)} ({holder.kind.value.replace('_', ' ')}) "
+            out[i] = Explanation(
+                f"kept with its tool group {gid}: {cols.labels[h]} ({cols.kinds[h].replace('_', ' ')}) "
                 f"is {because}, and a tool group is sent whole or not at all",
-                {"held_by": holder.id, "held_by_message": holder.message_index, "held_because": because,
-                 "group": g})
+                {"held_by": cols.ids[h], "held_by_message": cols.message_index[h], "held_because": because,
+                 "group": gid})
 
 
-def _explain_budget_drops(blocks: Sequence[Block], status: Mapping[str, tuple[str, str]], units: _GroupTokens,
-                          budget: int, lorebook_traces: Mapping[str, Mapping[str, Any]] | None,
-                          protected_tokens: int | None, out: dict[str, Explanation]) -> None:
-    """Lorebook entries over the World Info budget, and blocks too large for any room left."""
-    tokens = units.tokens
-    for b in blocks:
-        _st, reason = status.get(b.id, ("", ""))
-        if reason == "LOREBOOK_BUDGET" and lorebook_traces:
-            detail = (lorebook_traces.get(b.source) or {}).get("detail") or {}
-            if all(isinstance(detail.get(k), int) for k in ("budget", "used", "tokens")):
-                wb, wu, wt = detail["budget"], detail["used"], detail["tokens"]
-                out[b.id] = Explanation(
-                    f"costs {wt:,} tokens but the World Info budget is {wb:,} and earlier entries already "
-                    f"used {wu:,} ({max(0, wb - wu):,} left)",
-                    {"budget": wb, "used": wu, "tokens": wt})
-        elif reason == "TOO_LARGE_FOR_BUDGET":
-            if protected_tokens is None:
-                protected_tokens = sum(tokens.get(x.id, 0) for x in blocks if (x.protected or x.pinned)
-                                       and status.get(x.id, ("excluded", ""))[0] != "excluded")
-            room = max(0, budget - protected_tokens)
-            own = units.of(b)
-            out[b.id] = Explanation(
-                f"needs {own:,} tokens but the protected blocks leave only {room:,} of the {budget:,}-token budget",
-                {"tokens": own, "room": room, "budget": budget})
+def _explain_lorebook(cols: BlockColumns, reasons: Sequence[str | None],
+                      lorebook_traces: Mapping[str, Mapping[str, Any]] | None, out: list[Explanation | None]) -> None:
+    """Lorebook entries over the World Info budget (SillyTavern ``checkWorldInfo``'s budget loop)."""
+    if not lorebook_traces:
+        return
+    for i in compress(range(len(cols)), map(eq, reasons, repeat("LOREBOOK_BUDGET"))):
+        detail = (lorebook_traces.get(cols.sources[i]) or {}).get("detail") or {}
+        if all(isinstance(detail.get(k), int) for k in ("budget", "used", "tokens")):
+            wb, wu, wt = detail["budget"], detail["used"], detail["tokens"]
+            out[i] = Explanation(
+                f"costs {wt:,} tokens but the World Info budget is {wb:,} and earlier entries already "
+                f"used {wu:,} ({max(0, wb - wu):,} left)",
+                {"budget": wb, "used": wu, "tokens": wt})

@@ -47,11 +47,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right, insort
-from collections.abc import Callable, Mapping, Sequence
-from itertools import accumulate
-from operator import gt
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import accumulate, compress, repeat
+from operator import add, and_, eq, gt, le, not_, or_
 
-from ..schema.blocks import Block, BlockKind, BlockOrigin
+from ..schema.blocks import Block
+from .columns import BlockColumns, ToolLayout
 
 #: Strategies whose removal order is exactly ``shift_context``'s (the fit map is exact for them).
 TRUNCATE_LIKE = frozenset({"truncate", "manual"})
@@ -107,6 +109,8 @@ def fit_windows(
 ) -> dict[int, int | None]:
     """``message index → smallest context window (tokens) that sends it`` (``None``: never).
 
+    A view of :func:`fit_columns` over the blocks' columns.
+
     Parameters
     ----------
     blocks:
@@ -128,60 +132,119 @@ def fit_windows(
     Returns
     -------
     dict
-        One entry per chat message among ``blocks`` (by ``message_index``).
+        One entry per chat message among ``blocks`` (by ``message_index``), newest unit first.
     """
-    units = _fit_units(blocks, tokens, group_of, never_sent, honor_manual)
-    return _windows(units, _rooms(units), shift_budget_of)
+    ids = [b.id for b in blocks]
+    layout = ToolLayout.of([group_of.get(i) for i in ids])
+    cols = BlockColumns.from_blocks(blocks, [int(tokens.get(i, 0)) for i in ids], layout)
+    never = frozenset(k for k, i in enumerate(ids) if i in never_sent)
+    fits = fit_columns(cols, shift_budget_of, honor_manual=honor_manual, never_sent=never)
+    member_of = {ms[0]: ms for ms in layout.members}
+    out: dict[int, int | None] = {}
+    for k in reversed(range(len(ids))):  # newest unit first, its members in prompt order
+        if layout.group_of[k] is not None and k not in member_of:
+            continue
+        for m in member_of.get(k, (k,)):
+            mi = cols.message_index[m]
+            if mi is not None:
+                out[mi] = fits[m]
+    return out
+
+
+def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, honor_manual: bool = False,
+                never_sent: frozenset[int] | None = None) -> list[int | None]:
+    """The fit map over columns: per position, the smallest context window that sends it (the one implementation).
+
+    SPEC §3's removal order read backwards (see the module docstring): protected units need
+    the window of the protected tokens; a removable history unit the window of the protected
+    tokens plus its least room ``max(u, F(v*))``; any other removable unit the window that fits
+    everything.
+
+    Parameters
+    ----------
+    cols:
+        The sendable blocks (as the strategy received them); ``tokens`` as shifting counted them.
+    shift_budget_of:
+        ``window → shifting budget`` in tokens, nondecreasing (``linear_offset`` as for
+        :func:`fit_windows`).
+    honor_manual:
+        The ``manual`` strategy: hand-excluded blocks (not protected) are never sent.
+    never_sent:
+        Positions no window sends; ``None``: the layout's orphaned tool results.
+
+    Returns
+    -------
+    list
+        Per position: the window in tokens, ``None`` when no window sends it or when the
+        block is not a chat message (``message_index`` is ``None``). Every member of a tool
+        group has its group's window.
+    """
+    u = _fit_units(cols, cols.layout.orphans if never_sent is None else never_sent, honor_manual)
+    hist, rooms = _rooms(u)
+    live = list(map(not_, u.dead))
+    p_tokens = sum(compress(u.size, map(and_, live, u.protected)))
+    window = _inverse(shift_budget_of)
+    out: list[int | None] = [window(p_tokens + sum(compress(u.size, map(gt, live, u.protected))))] * len(cols)
+    protected_window = window(p_tokens)
+    for k in compress(range(len(cols)), u.protected):
+        out[k] = protected_window
+    linear = getattr(shift_budget_of, "linear_offset", None)
+    if isinstance(linear, int):
+        base = p_tokens + linear
+        values: Iterable[int] = map(add, rooms, repeat(base)) if base >= 1 else (max(1, base + r) for r in rooms)
+    else:
+        values = (window(p_tokens + r) for r in rooms)  # newest first: the inverse guesses from the last answer
+    deque(map(out.__setitem__, hist, values), maxlen=0)
+    for k in compress(range(len(cols)), u.dead):
+        out[k] = None
+    for ms in cols.layout.members:
+        v = out[ms[0]]
+        for m in ms[1:]:
+            out[m] = v
+    if None not in cols.message_index:
+        return out
+    return [None if mi is None else v for v, mi in zip(out, cols.message_index)]
 
 
 class _Units:
-    """Shifting units (tool groups merged, as ``shift_context`` builds them) as parallel lists."""
+    """Shifting units (tool groups merged into their first member, as shifting builds them) as parallel lists.
 
-    def __init__(self) -> None:
-        self.indices: list[list[int]] = []  # message indices of each unit's members
-        self.dead: list[bool] = []
-        self.protected: list[bool] = []
-        self.size: list[int] = []
-        self.tier: list[int] = []
+    Per position: ``dead`` (never sent, or a group member other than the first), ``protected``,
+    ``size`` (tokens of the whole unit) and ``tier``.
+    """
+
+    def __init__(self, dead: list[bool], protected: list[bool], size: list[int], tier: list[int]) -> None:
+        self.dead, self.protected, self.size, self.tier = dead, protected, size, tier
 
     def live(self) -> list[int]:
         return [k for k, d in enumerate(self.dead) if not d]
 
 
-def _fit_units(blocks: Sequence[Block], tokens: Mapping[str, int], group_of: Mapping[str, str],
-               never_sent: frozenset[str] | set[str], honor_manual: bool) -> _Units:
-    members: list[list[Block]] = []
-    unit_of_group: dict[str, int] = {}
-    for b in blocks:
-        g = group_of.get(b.id)
-        if g is not None and g in unit_of_group:
-            members[unit_of_group[g]].append(b)
-            continue
-        if g is not None:
-            unit_of_group[g] = len(members)
-        members.append([b])
-    u = _Units()
-    for ms in members:
-        protected = any(b.protected or b.pinned for b in ms)
-        u.dead.append(any(b.hidden or b.id in never_sent for b in ms)
-                      or (honor_manual and not protected and any(b.manual_excluded for b in ms)))
-        u.protected.append(protected)
-        u.size.append(sum(int(tokens.get(b.id, 0)) for b in ms))
-        t = 3
-        for b in ms:
-            if b.origin is BlockOrigin.INTERCEPTOR:
-                t = min(t, 0)
-            elif b.kind == BlockKind.EXAMPLE:
-                t = min(t, 1)
-            elif b.history:
-                t = min(t, 2)
-        u.tier.append(t)
-        u.indices.append([b.message_index for b in ms if b.message_index is not None])
-    return u
+def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: bool) -> _Units:
+    """The units of ``cols``: every position its own unit, then each tool group merged into its head."""
+    held = cols.held
+    dead = list(cols.hidden)
+    for i in never_sent:
+        dead[i] = True
+    if honor_manual:
+        dead = list(map(or_, dead, map(and_, cols.manual, map(not_, held))))
+    prot, size, tiers = list(held), list(cols.tokens), list(cols.tier)
+    hidden, manual, tokens, tier = cols.hidden, cols.manual, cols.tokens, cols.tier
+    for ms in cols.layout.members:
+        first = ms[0]
+        p = any(held[m] for m in ms)
+        prot[first] = p
+        dead[first] = (any(hidden[m] or m in never_sent for m in ms)
+                       or (honor_manual and not p and any(manual[m] for m in ms)))
+        size[first] = sum(tokens[m] for m in ms)
+        tiers[first] = min(tier[m] for m in ms)
+        for m in ms[1:]:
+            dead[m] = True  # not a unit of its own: takes its head's window
+    return _Units(dead, prot, size, tiers)
 
 
-def _rooms(u: _Units) -> dict[int, int]:
-    """``unit → least room`` (``max(own, F(v*))``, module docstring) for removable history units.
+def _rooms(u: _Units) -> tuple[list[int], list[int]]:
+    """The removable history units (newest first) and each one's least room (``max(own, F(v*))``).
 
     Newest first, ``S`` grows by one unit per step. While the running sum of ``S`` exceeds its
     largest size, ``v*`` is that largest size and ``F(v*)`` the whole sum: the room is read off
@@ -189,19 +252,25 @@ def _rooms(u: _Units) -> dict[int, int]:
     as large as all the others together) are scanned exactly; past a few of them the Fenwick
     scan (:func:`_rooms_fenwick`) answers for all.
     """
-    live = u.live()
-    lore = [u.size[k] for k in live if not u.protected[k] and u.tier[k] == 3]
-    hist = [k for k in reversed(live) if not u.protected[k] and u.tier[k] == 2]
-    sizes = [u.size[k] for k in hist]
+    n = len(u.dead)
+    removable = list(map(gt, map(not_, u.dead), u.protected))  # live and not protected
+    lore = list(compress(u.size, map(and_, removable, map(eq, u.tier, repeat(3)))))
+    hist_mask = list(map(and_, removable, map(eq, u.tier, repeat(2))))
+    hist = list(compress(range(n), hist_mask))[::-1]
+    sizes = list(compress(u.size, hist_mask))[::-1]
     sums = list(accumulate(sizes, initial=sum(lore)))[1:]
-    tops = list(accumulate(sizes, max, initial=max(lore, default=0)))[1:]
-    slow = [j for j, ok in enumerate(map(gt, sums, tops)) if not ok]
+    # a running sum above the largest size stays above every running maximum: only the prefix up
+    # to there can hold units where the sum does not exceed the largest size so far
+    largest = max(max(lore, default=0), max(sizes, default=0))
+    prefix = bisect_right(sums, largest)
+    tops = list(accumulate(sizes[:prefix], max, initial=max(lore, default=0)))[1:]
+    slow = list(compress(range(prefix), map(le, sums, tops)))
     if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
-        return _rooms_fenwick(u)
-    rooms = dict(zip(hist, sums))
+        rooms = _rooms_fenwick(u)
+        return hist, [rooms[k] for k in hist]
     for j in slow:
-        rooms[hist[j]] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
-    return rooms
+        sums[j] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
+    return hist, sums
 
 
 #: Units scanned exactly before the Fenwick scan takes over, and how deep (newest first) they may lie.
@@ -256,31 +325,6 @@ def _rooms_fenwick(u: _Units) -> dict[int, int]:
             add(k)
             rooms[k] = least_room(u.size[k])
     return rooms
-
-
-def _windows(u: _Units, rooms: Mapping[int, int], shift_budget_of: Callable[[int], int]) -> dict[int, int | None]:
-    live = u.live()
-    p_tokens = sum(u.size[k] for k in live if u.protected[k])
-    total_removable = sum(u.size[k] for k in live if not u.protected[k])
-    window = _inverse(shift_budget_of)
-    protected_window = window(p_tokens)
-    out: dict[int, int | None] = {}
-    for k in reversed(range(len(u.size))):  # newest first
-        indices = u.indices[k]
-        if not indices:
-            continue
-        if u.dead[k]:
-            value: int | None = None
-        elif u.protected[k]:
-            value = protected_window
-        elif u.tier[k] == 2:
-            value = window(p_tokens + rooms[k])
-        else:
-            # a message outside history (rare): sent for certain once everything fits
-            value = window(p_tokens + total_removable)
-        for i in indices:
-            out[i] = value
-    return out
 
 
 def _inverse(shift_budget_of: Callable[[int], int]) -> Callable[[int], int]:

@@ -64,12 +64,14 @@ class Plan:
     gui_open: int = 5_000
     gui_click: int = 10_000
     gui_samples: int = 7
+    start_repeats: int = 5  # app start -> painted window on the seeded sample library (measure_start.py)
     timeout_s: float = 420.0
     st_repeats: int = 3  # alternated Chat / Text Completion children of measure_st.py at process_size
 
 
 SMOKE = Plan(sizes=(30, 60, 120), toggles=(2, 2, 2), floor_repeats=(1, 1, 1), process_size=60, process_repeats=1,
-             rss_size=60, gui_open=40, gui_click=80, gui_samples=1, timeout_s=240.0, st_repeats=1)
+             rss_size=60, gui_open=40, gui_click=80, gui_samples=1, start_repeats=1, timeout_s=240.0,
+             st_repeats=1)
 
 
 @dataclass
@@ -197,7 +199,26 @@ def measure(plan: Plan, *, gui: bool, log: Callable[[str], None]) -> dict[str, A
         child = run_child([sys.executable, str(HERE / "measure_gui.py"), "--open", str(plan.gui_open),
                            "--click", str(plan.gui_click), "--samples", str(plan.gui_samples)], plan.timeout_s)
         raw["gui"] = {**child.json(), "process_s": child.seconds}
+        raw["start"] = measure_start(plan, log)
     return raw
+
+
+def measure_start(plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
+    """App start → painted window on the seeded sample library: ``start_repeats`` fresh ``measure_start.py`` children.
+
+    The library is seeded once by a child of its own (the first start's seeding is not part of the figure);
+    each child is handed ``time.time()`` just before it starts, so its figures include the interpreter's start.
+    """
+    log(f"app start → painted window, {plan.start_repeats} starts …")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "library.sqlite3")
+        run_child([sys.executable, "-c", "import sys; from engine.storage import open_store; "
+                   "open_store(sys.argv[1], seed=True).close()", db], plan.timeout_s)
+        runs = [run_child([sys.executable, str(HERE / "measure_start.py"), db, repr(time.time())], plan.timeout_s).json()
+                for _ in range(plan.start_repeats)]
+    painted = [r["start_painted_s"] for r in runs]
+    preview = [r["start_preview_s"] for r in runs]
+    return {"runs": runs, "painted_s": statistics.median(painted), "preview_s": statistics.median(preview)}
 
 
 def measure_st(plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
@@ -334,14 +355,20 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
     if g:
         away = f", {g['click_row_scrolled_away']} scrolled away" if g["click_row_scrolled_away"] else ""
         rows.append(Row("GUI click → ticked row", span=f"{fmt_s(g['click_tick_s'])} at {g['click_messages']:,} "
-                        f"(median of {len(g['click_tick_runs_s'])})", target="≤ 100 ms",
-                        verdict=verdict(g["click_tick_s"] <= 0.100), values={"seconds": g["click_tick_s"]}))
+                        f"(median of {len(g['click_tick_runs_s'])})", target="≤ 50 ms (issue 29)",
+                        verdict=verdict(g["click_tick_s"] <= 0.050), values={"seconds": g["click_tick_s"]}))
         rows.append(Row("GUI click → row with engine result", span=f"{fmt_s(g['click_row_s'])} at "
-                        f"{g['click_messages']:,}{away}", target="≤ 100 ms",
-                        verdict=verdict(g["click_row_s"] <= 0.100), values={"seconds": g["click_row_s"]}))
+                        f"{g['click_messages']:,}{away}", target="≤ 50 ms (issue 29)",
+                        verdict=verdict(g["click_row_s"] <= 0.050), values={"seconds": g["click_row_s"]}))
         rows.append(Row("GUI longest UI stall, opening a chat", span=f"{fmt_s(g['open_stall_s'])} at "
                         f"{g['open_messages']:,} (shown after {fmt_s(g['open_to_painted_s'])})", target="≤ 50 ms",
                         verdict=verdict(g["open_stall_s"] <= 0.050), values={"seconds": g["open_stall_s"]}))
+        start = raw.get("start")
+        if start:
+            rows.append(Row("app start → painted window", span=f"{fmt_s(start['painted_s'])} (sample library, median "
+                            f"of {len(start['runs'])}; its chat's blocks shown after {fmt_s(start['preview_s'])})",
+                            target="≤ 1.5 s", verdict=verdict(start["painted_s"] <= 1.5),
+                            values={"seconds": start["painted_s"], "preview_s": start["preview_s"]}))
     else:
         rows.append(Row("GUI figures", span="not measured (--no-gui)", verdict="n/a"))
     return rows

@@ -34,9 +34,6 @@ from engine.schema import (
     ToolCall,
     ToolFunction,
 )
-from engine.shifting import shift_context
-from engine.shifting.arrays import shift_arrays
-from engine.shifting.groups import find_tool_groups
 
 LONG = os.environ.get("LOOMSCOPE_LONG_PROPERTIES") == "1"
 SETTINGS = settings(max_examples=500 if LONG else 40, deadline=None,
@@ -137,33 +134,6 @@ def test_warm_preview_equals_cold_reference(strategy: str, data: st.DataObject) 
         assert warm.messages == ref.messages and warm.budget_ok == ref.budget_ok
 
 
-@SETTINGS
-@given(request=requests(), budget=st.integers(0, 400), honor=st.booleans())
-def test_shift_arrays_equals_shift_context(request: PreviewRequest, budget: int, honor: bool) -> None:
-    from engine.assembly import AssemblyContext, MacroContext, assemble
-    from engine.shifting.core import _tier
-
-    regs = default_registries()
-    ctx = AssemblyContext(request, MacroContext(user="Ann", char="Mira"), None)
-    blocks = assemble(ctx, regs.stages, request.settings.template)
-    sizes = {b.id: 1 + (len(b.text()) % 37) for b in blocks}
-    ref = shift_context(blocks, lambda b: sizes[b.id], budget, honor_manual=honor)
-    groups = find_tool_groups(blocks)
-    members: dict[str, list[int]] = {}
-    for k, g in enumerate(groups.group_of):
-        if g is not None:
-            members.setdefault(g, []).append(k)
-    got = shift_arrays([sizes[b.id] for b in blocks], [b.hidden for b in blocks],
-                       [b.protected or b.pinned for b in blocks], [b.manual_excluded for b in blocks],
-                       [_tier(b) for b in blocks], [b.priority for b in blocks], list(members.values()),
-                       list(members), groups.group_of, groups.orphans, groups.incomplete, budget,
-                       honor_manual=honor, ids=[b.id for b in blocks])
-    assert [b.id for b, r in zip(blocks, got.reasons) if r is None] == ref.kept
-    assert {b.id: r for b, r in zip(blocks, got.reasons) if r is not None} == {e.block_id: e.reason for e in ref.excluded}
-    assert (got.error, got.protected_tokens, got.total_tokens, got.diagnostics) == (
-        ref.error, ref.protected_tokens, ref.total_tokens, ref.diagnostics)
-
-
 def test_toggle_reuses_unchanged_preview_blocks() -> None:
     msgs = [ChatMessage(role="system", content="You narrate.")]
     msgs += [ChatMessage(role="user" if k % 2 else "assistant", content=f"turn {k} " + "wave " * 10) for k in range(40)]
@@ -221,59 +191,6 @@ def test_copying_a_warm_row_leaves_the_other_rows_as_they_were() -> None:
     copied = warm.blocks[3].model_copy(update={"tokens": 1})
     assert copied.tokens == 1 and warm.blocks[3].tokens != 1
     assert [set(b.model_fields_set) for b in warm.blocks] == before
-
-
-@SETTINGS
-@given(request=requests(), budget=st.integers(0, 400), honor=st.booleans())
-def test_numpy_shift_and_fit_equal_the_list_versions(request: PreviewRequest, budget: int, honor: bool) -> None:
-    from engine.assembly import AssemblyContext, MacroContext, assemble
-    from engine.shifting.arrays import fit_arrays, fit_arrays_np, numpy_vectors, shift_arrays_np
-    from engine.shifting.core import _tier
-    from engine.shifting.fitmap import pipeline_shift_budget
-
-    regs = default_registries()
-    ctx = AssemblyContext(request, MacroContext(user="Ann", char="Mira"), None)
-    blocks = assemble(ctx, regs.stages, request.settings.template)
-    groups = find_tool_groups(blocks)
-    members: dict[str, list[int]] = {}
-    for k, g in enumerate(groups.group_of):
-        if g is not None:
-            members.setdefault(g, []).append(k)
-    tokens = [1 + (len(b.text()) % 37) for b in blocks]
-    hidden, prot = [b.hidden for b in blocks], [b.protected or b.pinned for b in blocks]
-    manual, tier = [b.manual_excluded for b in blocks], [_tier(b) for b in blocks]
-    mindex, ids = [b.message_index for b in blocks], [b.id for b in blocks]
-    glists = list(members.values())
-    ref = shift_arrays(tokens, hidden, prot, manual, tier, [b.priority for b in blocks], glists, list(members),
-                       groups.group_of, groups.orphans, groups.incomplete, budget, honor_manual=honor, ids=ids)
-    v = numpy_vectors(tokens, hidden, prot, manual, tier, mindex, glists, groups.orphans)
-    got = shift_arrays_np(v, hidden, prot, manual, [b.priority for b in blocks], glists, list(members),
-                          groups.orphans, groups.incomplete, budget, honor_manual=honor, ids=ids)
-    assert got == ref
-    linear = pipeline_shift_budget(lambda w: 40, 0, False, 3, fixed_reserve=40)
-    arrays: dict[str, object] = {}
-    fits = fit_arrays_np(v, honor, 43, arrays)
-    if fits is not None:
-        assert fits == fit_arrays(tokens, hidden, prot, manual, tier, mindex, glists, groups.orphans, honor, linear)
-        assert arrays["fit"].tolist() == [-1 if f is None else f for f in fits]  # type: ignore[attr-defined]
-    # explanations: the numpy inputs give the very same explanations as the lists
-    import numpy as np
-
-    from engine.shifting.arrays import explain_arrays
-
-    kept = [r is None for r in got.reasons]
-    reasons = [r if r is not None else b.reason for r, b in zip(got.reasons, blocks)]
-    labels = [f"message {mi}" if mi is not None else b.source for b, mi in zip(blocks, mindex)]
-    number = {gid: k for k, gid in enumerate(members)}
-    pinned, own_prot = [b.pinned for b in blocks], [b.protected for b in blocks]
-    args = (ids, labels, mindex, [b.kind.value for b in blocks], [b.history for b in blocks], pinned, own_prot,
-            [b.source for b in blocks], [not k for k in kept], reasons, kept, tokens, budget, glists, list(members),
-            groups.group_of, None)
-    held = [k for k, ms in enumerate(glists) if any(prot[m] for m in ms)]
-    np_in = {"codes": got.codes, "tokens": v["tokens"], "history": np.array([b.history for b in blocks], dtype=bool),
-             "group_index": np.array([-1 if g is None else number[g] for g in groups.group_of], dtype=np.intp),
-             "group_tokens": {gid: sum(tokens[m] for m in ms) for gid, ms in members.items()}, "held_groups": held}
-    assert explain_arrays(*args, None, None, np_in) == explain_arrays(*args)
 
 
 def test_block_lists_tier_is_the_shifting_tier():

@@ -1,6 +1,6 @@
 """The SillyTavern preview's left-out rows in story order (issue 31 item 2), in one pass.
 
-``_in_story_order`` places every left-out block at once; it must give exactly the order of the
+``in_story_order`` (:mod:`engine.assembly.st_result`) places every left-out block at once; it must give exactly the order of the
 plain rule (each left-out block, in message-index order, inserted before the first sent block of a
 later message, else after the last message block / new-chat marker; examples after the last
 example; the rest at the end), which is written out here as the reference. The one-pass version
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.assembly.sillytavern import _in_story_order
+from engine.assembly.st_result import in_story_order
 
 
 def _slot(blocks: list[dict], row: dict) -> int | None:
@@ -62,7 +62,7 @@ def test_one_pass_equals_inserting_one_by_one(sent, rows) -> None:
     sent = [{**b, "id": f"s{k}"} for k, b in enumerate(sent)]
     rows = sorted(({**b, "id": f"r{k}"} for k, b in enumerate(rows)),
                   key=lambda x: -1 if x["message_index"] is None else x["message_index"])
-    assert [b["id"] for b in _in_story_order(sent, rows)] == [b["id"] for b in _reference(sent, rows)]
+    assert [b["id"] for b in in_story_order(sent, rows)] == [b["id"] for b in _reference(sent, rows)]
 
 
 def test_a_cut_history_keeps_the_greeting_on_top() -> None:
@@ -70,4 +70,4 @@ def test_a_cut_history_keeps_the_greeting_on_top() -> None:
                                                    "message_index": None},
             {"id": "m8", "message_index": 8}, {"id": "m9", "message_index": 9}]
     cut = [{"id": f"m{i}", "message_index": i} for i in range(8)]
-    assert [b["id"] for b in _in_story_order(sent, cut)] == ["main", "marker", *[f"m{i}" for i in range(10)]]
+    assert [b["id"] for b in in_story_order(sent, cut)] == ["main", "marker", *[f"m{i}" for i in range(10)]]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.assembly.textcompletion as tc_module
+import engine.resolve as resolve_module
 from engine.errors import SettingsError
 from engine.importers.st_folder import read_st_folder
 from engine.pipeline import preview
@@ -60,8 +60,8 @@ class CharTokenizer:
 @pytest.fixture
 def char_tokenizer(monkeypatch):
     tok = CharTokenizer()
-    monkeypatch.setattr(tc_module, "text_tokenizer_for", lambda tc, settings, registries: tok)
-    monkeypatch.setattr(tc_module, "profile_of", lambda t: TokenizerProfile(
+    monkeypatch.setattr(resolve_module, "text_completion_tokenizer", lambda tc: tok)
+    monkeypatch.setattr(resolve_module, "text_tokenizer_profile", lambda t: TokenizerProfile(
         "chars4", True, "1", "test: characters / 4", count_batch=lambda texts: [tok.count(x) for x in texts]))
     return tok
 

@@ -61,7 +61,7 @@ def _regex_rows(pv) -> dict[str, list[tuple[str, str, str, str]]]:
 
 
 def test_regex_changes_are_traced_as_on_the_chat_completion_path(tmp_path: Path, char_tokenizer) -> None:  # noqa: F811
-    """A block a regex script changed lists it in ``trace["regex"]`` (``_preview_blocks``' rule, shared):
+    """A block a regex script changed lists it in ``trace["regex"]`` (``regex_trace``, shared):
     messages by ``getRegexedString(mes, USER_INPUT | AI_OUTPUT, {isPrompt, depth})`` (script.js 3565–3583),
     World Info by ``getRegexedString(content, WORLD_INFO, {depth})`` (world-info.js 4126–4128)."""
     pv = _preview(tmp_path / "tc", "plain-regex", "full")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.assembly.textcompletion as tc_module
+import engine.resolve as resolve_module
 from engine.assembly.textcompletion import text_completion_title
 from engine.importers.st_folder import read_st_folder
 from engine.pipeline import preview
@@ -69,8 +69,8 @@ def test_the_folder_changed(key: str, shared_data: Path, tmp_path: Path, monkeyp
     """Instruct mode on and / or a window that cuts the history (the tests' tokenizer on both sides)."""
     tok = CharTokenizer()
     if "cut" in key:
-        monkeypatch.setattr(tc_module, "text_tokenizer_for", lambda tc, settings, registries: tok)
-        monkeypatch.setattr(tc_module, "profile_of", lambda t: TokenizerProfile(
+        monkeypatch.setattr(resolve_module, "text_completion_tokenizer", lambda tc: tok)
+        monkeypatch.setattr(resolve_module, "text_tokenizer_profile", lambda t: TokenizerProfile(
             "chars4", True, "1", "test", count_batch=lambda texts: [tok.count(x) for x in texts]))
     folder = st_user_copy(shared_data, tmp_path / "st", main_api="koboldhorde", **CHANGES[key])
     pv = _preview(folder, tmp_path)

@@ -1,0 +1,194 @@
+"""The pipeline's steps for a chat from a SillyTavern folder: the template (step 3) and steps 4–10.
+
+A SillyTavern chat runs the same steps as any chat (SPEC §2); what differs is who decides:
+
+* step 3, :func:`assemble_sillytavern`: SillyTavern 1.12.6's ``Generate`` is the template the
+  assembly step runs (:func:`engine.assembly.sillytavern.assemble_chat_completion`,
+  :func:`engine.assembly.textcompletion.assemble_text_completion`), over the inputs steps 1–2
+  resolved (:class:`~engine.assembly.st_types.SillyTavernInputs`);
+* steps 4–8: SillyTavern's own history fill and World Info budget stand in for a context
+  strategy, so the template's counts and fates are final (no shift, no fit map; each block's
+  explanation is the template's reason);
+* step 9, :func:`sillytavern_budget_error`: a required prompt that did not fit
+  (``TokenBudgetExceededError``) is ``TOKEN_BUDGET_EXCEEDED`` and nothing is sent;
+* step 10, :func:`sillytavern_preview`: the preview, its rows in story order
+  (:func:`preview_rows`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any
+
+from ..schema.blocks import BlockKind
+from ..schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from ..tokenizers import TokenizerProfile, num_tokens_from_messages
+from .sillytavern import REPLY_PRIMER_TOKENS, assemble_chat_completion
+from .st_types import AssembledBlock, AssembledPrompt, BudgetOverflow, SillyTavernInputs
+from .textcompletion import assemble_text_completion
+
+
+@dataclass(frozen=True)
+class SillyTavernResult:
+    """Steps 3–10 of a SillyTavern chat: the preview and what may be sent.
+
+    ``messages`` are the provider messages (Chat Completion; ``[]`` on a budget error and for Text
+    Completion, whose prompt is ``preview.prompt``); ``budget_ok`` is ``False`` exactly when
+    ``preview.error`` is ``TOKEN_BUDGET_EXCEEDED``.
+    """
+
+    preview: ContextPreview
+    messages: list[dict[str, Any]]
+    profile: TokenizerProfile
+    budget_ok: bool
+    timed_effects: dict[str, Any] | None
+
+
+def assemble_sillytavern(inputs: SillyTavernInputs) -> AssembledPrompt:
+    """Pipeline step 3 for a SillyTavern chat: run SillyTavern's ``Generate`` as the template.
+
+    Text Completion when the setup has ``text_completion`` (``main_api`` other than ``openai``),
+    else Chat Completion (``public/script.js`` ``Generate``'s two branches).
+    """
+    if inputs.setup.text_completion is not None:
+        return assemble_text_completion(inputs)
+    return assemble_chat_completion(inputs)
+
+
+def run_sillytavern(inputs: SillyTavernInputs) -> SillyTavernResult:
+    """Steps 3–10 for a SillyTavern chat over the inputs steps 1–2 resolved (see the module docstring)."""
+    assembled = assemble_sillytavern(inputs)
+    error = sillytavern_budget_error(assembled, inputs)
+    preview = sillytavern_preview(assembled, inputs, error)
+    return SillyTavernResult(preview, preview.messages, inputs.profile, error is None, assembled.timed_effects)
+
+
+def sillytavern_budget_error(assembled: AssembledPrompt, inputs: SillyTavernInputs) -> PreviewError | None:
+    """Step 9: ``TOKEN_BUDGET_EXCEEDED`` for a required prompt that does not fit, else ``None``.
+
+    SillyTavern's ``TokenBudgetExceededError`` (``scripts/openai.js`` ``ChatCompletion.checkTokenBudget``),
+    which SillyTavern only logs before sending a partial prompt; Loomscope sends nothing.
+    """
+    overflow = assembled.overflow
+    if overflow is None:
+        return None
+    return _budget_error(overflow, inputs.budget, inputs.context_limit, inputs.reply_reserve)
+
+
+def _budget_error(overflow: BudgetOverflow, budget: int, limit: int, reserve: int) -> PreviewError:
+    return PreviewError(
+        code="TOKEN_BUDGET_EXCEEDED",
+        message=(f"SillyTavern's required prompt {overflow.prompt!r} needs {overflow.tokens} tokens but only "
+                 f"{max(0, overflow.left)} are left of the budget {budget - REPLY_PRIMER_TOKENS} "
+                 f"(context {limit} − reply reserve {reserve} − {REPLY_PRIMER_TOKENS} for the reply primer); "
+                 "SillyTavern would send a partial prompt, Loomscope sends nothing"),
+        details={"prompt": overflow.prompt, "tokens": overflow.tokens, "left": overflow.left, "budget": budget})
+
+
+def sillytavern_preview(assembled: AssembledPrompt, inputs: SillyTavernInputs,
+                        error: PreviewError | None) -> ContextPreview:
+    """Step 10: the :class:`ContextPreview` of a SillyTavern chat (strategy ``"sillytavern"``, no safety margin).
+
+    Chat Completion: ``prompt_tokens`` is the provider count of the messages
+    (``num_tokens_from_messages``); on ``error`` every sent block is excluded
+    (``OVER_BUDGET_PROTECTED``) and nothing is sent. Text Completion: the backend's count of the
+    whole string (``TextTokenizer.prompt_tokens``), ``prompt`` / ``stop`` and the header's facts.
+    """
+    settings = inputs.request.settings
+    blocks = preview_rows(assembled, error)
+    common: dict[str, Any] = dict(
+        model=settings.model, context_limit=inputs.context_limit, reply_reserve=inputs.reply_reserve,
+        budget=inputs.budget, safety_margin=0, strategy="sillytavern", warnings=assembled.warnings, error=error,
+        blocks=blocks, lorebook_trace=assembled.lorebook_trace, tools=[], diagnostics=assembled.diagnostics)
+    tok = inputs.text_tokenizer
+    if assembled.api == "text_completion" and tok is not None:
+        prompt = assembled.prompt or ""
+        prompt_tokens = tok.prompt_tokens(prompt) if prompt else 0
+        return ContextPreview(
+            tokenizer=TokenizerInfo(profile=tok.key, approximate=tok.approximate, version=tok.version),
+            headroom=inputs.budget - prompt_tokens, prompt_tokens=prompt_tokens, messages=[],
+            strategy_info=assembled.strategy_info, api="text_completion", prompt=assembled.prompt,
+            stop=assembled.stop, **common)
+    profile = inputs.profile
+    messages = assembled.messages if error is None else []
+    prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
+    return ContextPreview(
+        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
+        headroom=inputs.budget - prompt_tokens, prompt_tokens=prompt_tokens, messages=messages, **common)
+
+
+def preview_rows(assembled: AssembledPrompt, error: PreviewError | None) -> list[PreviewBlock]:
+    """Step 10's rows: the sent blocks in prompt order with the left-out ones.
+
+    Chat Completion: the left-out blocks sorted by message index sit among the sent ones in
+    story order (:func:`in_story_order`); on ``error`` every sent block is excluded with
+    ``OVER_BUDGET_PROTECTED``. Text Completion: the left-out blocks follow the string's blocks,
+    in the template's order.
+    """
+    failed = error is not None
+    sent = [_row(b, "excluded" if failed else "kept", "OVER_BUDGET_PROTECTED" if failed else b.reason)
+            for b in assembled.sent]
+    if assembled.api == "text_completion":
+        rows = sent + [_row(b, "excluded", b.reason) for b in assembled.left_out]
+    else:
+        left = sorted(assembled.left_out, key=lambda b: -1 if b.message_index is None else b.message_index)
+        rows = in_story_order(sent, [_row(b, "excluded", b.reason) for b in left])
+    return [PreviewBlock(id=f"b{i}", position=i, **row) for i, row in enumerate(rows)]
+
+
+def _row(b: AssembledBlock, status: str, reason: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict(kind=b.kind, role=b.role, source=b.source, tokens=b.tokens, status=status,
+                               reason=reason, protected=b.protected, pinned=False, text=b.text, name=b.name,
+                               message_index=b.message_index, trace=b.trace)
+    if b.manual_excluded:
+        row["manual_excluded"] = True
+    if b.span is not None:
+        row["span"] = b.span
+    return row
+
+
+def in_story_order(sent: list[dict[str, Any]], left_out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sent rows with the left-out ones (sorted by message index, examples first) among them.
+
+    So the rows keep story order (issue 31): a left-out chat message goes before the first sent
+    block of a later message, else after the last sent message block (or the new-chat marker);
+    an example pushed out goes after the last example sent; anything else (or a message with no
+    such place) at the end. Left-out rows for the same place keep their order. One pass over
+    the sent rows and one over the left-out ones (O(n log n) with the bisection).
+    """
+    pairs = sorted((b["message_index"], k) for k, b in enumerate(sent) if b.get("message_index") is not None)
+    keys = [mi for mi, _ in pairs]
+    first_at = [k for _, k in pairs]  # first_at[j]: the first sent position holding an index >= keys[j]
+    for j in range(len(first_at) - 2, -1, -1):
+        first_at[j] = min(first_at[j], first_at[j + 1])
+    anchors = [k for k, b in enumerate(sent) if b.get("message_index") is not None
+               or b.get("source") == "prompt:newMainChat"]
+    last_message = anchors[-1] if anchors else None
+    examples = [k for k, b in enumerate(sent) if b.get("kind") == BlockKind.EXAMPLE.value]
+    before: dict[int, list[dict[str, Any]]] = {}
+    after: dict[int, list[dict[str, Any]]] = {}
+    rest: list[dict[str, Any]] = []
+    for row in left_out:
+        index = row.get("message_index")
+        if index is None:
+            at = examples[-1] if examples and row.get("source") == "character:mes_example" else None
+            (rest if at is None else after.setdefault(at, [])).append(row)
+            continue
+        j = bisect.bisect_right(keys, index)  # the first sent message with a later index
+        if j < len(first_at):
+            before.setdefault(first_at[j], []).append(row)
+        elif last_message is not None:
+            after.setdefault(last_message, []).append(row)
+        else:
+            rest.append(row)
+    out: list[dict[str, Any]] = []
+    for k, b in enumerate(sent):
+        out.extend(before.get(k, ()))
+        out.append(b)
+        out.extend(after.get(k, ()))
+    return out + rest
+
+
+__all__ = ["SillyTavernResult", "assemble_sillytavern", "in_story_order", "preview_rows", "run_sillytavern",
+           "sillytavern_budget_error", "sillytavern_preview"]

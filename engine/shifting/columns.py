@@ -1,0 +1,218 @@
+"""The columns every shifting rule reads: one list per block figure, one entry per block (issue 29).
+
+Shifting (:func:`engine.shifting.core.shift_columns`), the explanation of each fate
+(:func:`engine.shifting.explain.explain_columns`) and the fit map
+(:func:`engine.shifting.fitmap.fit_columns`) exist once, over a :class:`BlockColumns`. The
+functions other code and plugins call with block objects (``shift_context``, the ``truncate``
+and ``manual`` strategies, ``explain_blocks``, ``fit_windows``) build the columns with
+:meth:`BlockColumns.from_blocks`, call the rule and map the outcome back.
+
+Positions index every list; a tool group is its member positions (:class:`ToolLayout`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter, is_, or_
+from typing import Any
+
+from ..schema.blocks import Block, BlockKind, BlockOrigin
+from .groups import ToolGroups, find_tool_groups
+
+
+def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
+    """SPEC §3 rule 5's removal tier of one block.
+
+    Parameters
+    ----------
+    origin, kind, history:
+        The block's ``origin``, ``kind`` and ``history`` flag (separate so that per-block
+        columns can be mapped over it).
+
+    Returns
+    -------
+    int
+        0 interceptor-added, 1 example dialogue, 2 history, 3 the rest (lorebook, memory, ...:
+        removed by priority, last).
+    """
+    if origin is BlockOrigin.INTERCEPTOR:
+        return 0
+    if kind == BlockKind.EXAMPLE:
+        return 1
+    if history:
+        return 2
+    return 3
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLayout:
+    """The tool groups of a column set, in its positions (SPEC §1 "tool group").
+
+    Attributes
+    ----------
+    group_of:
+        Per position: the tool group id, ``None`` outside groups.
+    members:
+        Per group: its member positions, ascending; groups ordered by their first member.
+    ids:
+        Per group: its id (parallel to ``members``).
+    orphans:
+        Positions of tool results whose call is not among the blocks (``TOOL_RESULT_ORPHANED``).
+    incomplete:
+        Ids of incomplete groups (``TOOL_PAIR_INCOMPLETE``, see :mod:`engine.shifting.groups`).
+    """
+
+    group_of: list[str | None]
+    members: list[list[int]]
+    ids: list[str]
+    orphans: frozenset[int] = frozenset()
+    incomplete: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, group_of: Sequence[str | None], orphans: Iterable[int] = (),
+           incomplete: Iterable[str] = ()) -> ToolLayout:
+        """The layout of per-position group ids (members gathered in one pass).
+
+        Parameters
+        ----------
+        group_of:
+            Per position: the group id or ``None``.
+        orphans, incomplete:
+            Orphaned result positions, incomplete group ids.
+        """
+        members: dict[str, list[int]] = {}
+        for k in [k for k, g in enumerate(group_of) if g is not None]:
+            members.setdefault(group_of[k], []).append(k)  # type: ignore[arg-type]
+        return cls(list(group_of), list(members.values()), list(members), frozenset(orphans), frozenset(incomplete))
+
+    @classmethod
+    def from_groups(cls, groups: ToolGroups) -> ToolLayout:
+        """The layout of :func:`~engine.shifting.groups.find_tool_groups`' result."""
+        return cls.of(groups.group_of, groups.orphans, groups.incomplete)
+
+    def take(self, positions: Sequence[int]) -> ToolLayout:
+        """The layout of the rows at ``positions`` (ascending), renumbered; group ids are kept."""
+        new = {p: k for k, p in enumerate(positions)}
+        return ToolLayout.of([self.group_of[p] for p in positions],
+                             (new[p] for p in self.orphans if p in new), self.incomplete)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockColumns:
+    """Per-block figures of a prompt as parallel lists, one entry per block in prompt order.
+
+    Treat the lists as read-only; a run that changes a flag makes new columns
+    (``dataclasses.replace(cols, pinned=new_list)``).
+
+    Attributes
+    ----------
+    ids, labels, message_index, kinds, sources:
+        Block id; how an explanation names the block (``message <i>`` for a chat message, else
+        its source); the chat message index (``None`` for other blocks); ``BlockKind`` value;
+        the block's source.
+    tokens:
+        Tokens of each block as shifting counts them (chat-format overhead included).
+    hidden, protected, pinned, manual, history:
+        The block's flags (``protected`` is its own flag, without the pin; ``manual`` is
+        ``manual_excluded``).
+    tier, priority:
+        Rule 5's removal tier (:func:`removal_tier`) and the block's priority.
+    layout:
+        The tool groups (:class:`ToolLayout`).
+    """
+
+    ids: list[str]
+    labels: list[str]
+    message_index: list[int | None]
+    kinds: list[str]
+    sources: list[str]
+    tokens: list[int]
+    hidden: list[bool]
+    protected: list[bool]
+    pinned: list[bool]
+    manual: list[bool]
+    history: list[bool]
+    tier: list[int]
+    priority: list[float]
+    layout: ToolLayout
+
+    def __len__(self) -> int:
+        """Number of blocks."""
+        return len(self.ids)
+
+    @property
+    def held(self) -> list[bool]:
+        """Per position: protected or pinned (what shifting may never remove)."""
+        return list(map(or_, self.protected, self.pinned))
+
+    @classmethod
+    def from_blocks(cls, blocks: Sequence[Block], tokens: Sequence[int],
+                    layout: ToolLayout | None = None) -> BlockColumns:
+        """The columns of ``blocks`` (one ``attrgetter`` pass per field).
+
+        Parameters
+        ----------
+        blocks:
+            Blocks in prompt order.
+        tokens:
+            Tokens per block, same order.
+        layout:
+            The tool groups; ``None``: :func:`~engine.shifting.groups.find_tool_groups` of ``blocks``.
+        """
+        def column(name: str) -> list[Any]:
+            return list(map(attrgetter(name), blocks))
+
+        mindex, source, history, kinds = (column(k) for k in ("message_index", "source", "history", "kind"))
+        return cls(
+            ids=column("id"),
+            labels=[src if mi is None else f"message {mi}" for src, mi in zip(source, mindex)],
+            message_index=mindex, kinds=[k.value for k in kinds], sources=source, tokens=list(tokens),
+            hidden=column("hidden"), protected=column("protected"), pinned=column("pinned"),
+            manual=column("manual_excluded"), history=history,
+            tier=list(map(removal_tier, column("origin"), kinds, history)), priority=column("priority"),
+            layout=layout if layout is not None else ToolLayout.from_groups(find_tool_groups(blocks)))
+
+    def take(self, positions: Sequence[int], layout: ToolLayout | None = None) -> BlockColumns:
+        """The rows at ``positions`` (ascending); ``layout`` ``None``: this layout, renumbered."""
+        def pick(values: list[Any]) -> list[Any]:
+            return list(map(values.__getitem__, positions))
+
+        return BlockColumns(
+            pick(self.ids), pick(self.labels), pick(self.message_index), pick(self.kinds), pick(self.sources),
+            pick(self.tokens), pick(self.hidden), pick(self.protected), pick(self.pinned), pick(self.manual),
+            pick(self.history), pick(self.tier), pick(self.priority),
+            layout if layout is not None else self.layout.take(positions))
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnShift:
+    """The outcome of :func:`~engine.shifting.core.shift_columns` (SPEC §3).
+
+    Attributes
+    ----------
+    reasons:
+        Per position: the exclusion reason code, ``None`` when kept.
+    error:
+        ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected units alone exceed the budget.
+    protected_tokens:
+        Tokens of the live protected units.
+    total_tokens:
+        Tokens of the kept positions (one recount).
+    diagnostics:
+        Protected or pinned blocks the writer excluded (not sent), in prompt order.
+    """
+
+    reasons: list[str | None]
+    error: str | None
+    protected_tokens: int
+    total_tokens: int
+    diagnostics: list[str]
+
+    @property
+    def kept(self) -> list[bool]:
+        """Per position: kept (no exclusion reason)."""
+        return list(map(is_, self.reasons, [None] * len(self.reasons)))
+
+
+__all__ = ["BlockColumns", "ColumnShift", "ToolLayout", "removal_tier"]
