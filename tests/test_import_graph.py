@@ -115,7 +115,6 @@ OWNED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("engine.pipeline", "engine.lorebook.models"): "pipe",
     ("engine.schema.preview", "engine.schema._construct"): "pipe",
     ("engine.shifting.groups", "engine.incremental"): "shift",
-    ("engine.shifting.registry", "engine.compaction.strategy"): "shift",
     ("engine.storage", "engine.storage.database"): "store",
     ("engine.storage", "engine.storage.seed"): "store",
     ("engine.storage.migrations.env", "engine.storage.database"): "store",
@@ -146,7 +145,6 @@ OWNED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
 OWNED_CIRCLE_EDGES: dict[tuple[str, str], str] = {
     ("engine.incremental", "engine.pipeline"): "pipe",
     ("engine.shifting.groups", "engine.incremental"): "shift",
-    ("engine.shifting.registry", "engine.compaction.strategy"): "shift",
     ("gui.actions", "gui.main_window"): "window (TYPE_CHECKING: a mixin's self type)",
     ("gui.keyboard", "gui.main_window"): "window (TYPE_CHECKING: a mixin's self type)",
     ("gui.library_setup", "gui.main_window"): "window (TYPE_CHECKING: a mixin's self type)",
