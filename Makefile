@@ -43,7 +43,7 @@ test-postgres: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python tests/throwaway_postgres.py -- \
 		$(VENV)/bin/python -m pytest -p no:cacheprovider -k postgresql $(PG_TESTS)
 
-# ruff (rules and ignores in pyproject.toml), mypy on the engine ([tool.mypy], pydantic plugin) and
+# ruff (rules and ignores in pyproject.toml), mypy on the engine and the GUI ([tool.mypy], pydantic plugin) and
 # import-linter's layering contracts ([tool.importlinter]); the tools come with the `test` extra.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check engine gui tests

@@ -75,7 +75,7 @@ class GenerationResult:
     #: ``PreparedPrompt.timed_effects``); ``None`` when there is nothing to store.
     timed_effects: dict[str, Any] | None = None
     #: The chat's compaction state after this run (new summary, failure count) to store with the
-    #: chat (``Store.record_generation(compaction=...)``); ``None`` when it did not change.
+    #: chat (``Store.audits.record_generation(compaction=...)``); ``None`` when it did not change.
     compaction_state: Any = None
 
 
@@ -414,7 +414,7 @@ def generate_and_store(
     for this run only. The closed audit replaces the chat's previous one and the reply (when
     completed) is appended, in one transaction. ``request`` is what to send when the caller
     already holds the chat's request (the GUI's open document); by default it is built from the
-    store (``Store.build_request``). The GUI and the CLI store a generation only here.
+    store (``Store.chats.build_request``). The GUI and the CLI store a generation only here.
 
     Raises
     ------
@@ -424,7 +424,7 @@ def generate_and_store(
         Invalid settings (see :func:`generate`).
     """
     if request is None:
-        request = store.build_request(chat_id)
+        request = store.chats.build_request(chat_id)
     user_message = (ChatMessage(role="user", content=message, name=speaker_name(request, "user"))
                     if message is not None else None)
     if user_message is not None:
@@ -436,6 +436,6 @@ def generate_and_store(
         request = request.model_copy(update={"settings": settings})
     result = generate(request, provider, chat_id=chat_id, registries=registries,
                       on_progress=on_progress, cancel=cancel)
-    index = store.record_generation(result.audit, result.reply, user_message=user_message,
+    index = store.audits.record_generation(result.audit, result.reply, user_message=user_message,
                                     timed_effects=result.timed_effects, compaction=result.compaction_state)
     return GenerationResult(result.audit, result.reply, index, result.timed_effects, result.compaction_state)

@@ -109,7 +109,7 @@ class _Planner:
         """The world name of lorebook ``book_id``, writing ``worlds/<name>.json`` the first time."""
         if book_id in self.worlds:
             return self.worlds[book_id]
-        book = self.store.get_lorebook(book_id)
+        book = self.store.lorebooks.get(book_id)
         stem = self.unique("worlds", safe_name(book.name, book_id), ".json")
         self.worlds[book_id] = stem
         text = json.dumps(export_world_json(book), ensure_ascii=False, indent=4) + "\n"
@@ -127,8 +127,8 @@ class _Planner:
                 self.warn(character_id, f"the card is exported once, with character lorebook "
                                         f"{self.card_world.get(character_id)!r}; another chat links {world!r}")
             return self.cards[character_id]
-        character: Character = self.store.get_character(character_id)
-        key = self.store.source_key("character", character_id)
+        character: Character = self.store.characters.get(character_id)
+        key = self.store.sync.source_key("character", character_id)
         stem = self.unique("characters", safe_name(key.rsplit("/", 1)[-1].removesuffix(".png") if key
                                                    else character.name, "character"), ".png")
         self.cards[character_id] = stem
@@ -138,7 +138,7 @@ class _Planner:
                 ext.pop("world")
             character = character.model_copy(update={"extensions": ext})
         self.card_world[character_id] = str(character.extensions.get("world") or "")
-        png = export_card_png(character, self.store.get_character_avatar(character_id))
+        png = export_card_png(character, self.store.characters.avatar(character_id))
         self.add("character", character_id, character.name, f"characters/{stem}.png", png)
         return stem
 
@@ -199,7 +199,7 @@ def _chat(p: _Planner, stored: Any) -> None:
         p.warn(stored.id, "made in Loomscope: SillyTavern's rules (Prompt Manager, default setup) assemble it "
                           "once imported from the exported folder")
         setup = SillyTavernSetup(user_name=stored.persona.name if stored.persona else stored.chat.user_name)
-    links = p.store.get_chat_setup(stored.id).lorebooks
+    links = p.store.chats.get_setup(stored.id).lorebooks
     chat_worlds = [p.world(link.lorebook_id) for link in links if link.scope == "chat"]
     char_worlds = [p.world(link.lorebook_id) for link in links if link.scope == "character"]
     for link in links:
@@ -225,7 +225,7 @@ def _chat(p: _Planner, stored: Any) -> None:
     meta = _chat_metadata(stored, setup, chat_worlds[0] if chat_worlds else None, avatar, p.user_avatar)
     chat = stored.chat.model_copy(update={"metadata": meta})
     # the file name it was imported under (a chat renamed in Loomscope stays the same file), else its title
-    key = p.store.source_key("chat", stored.id)
+    key = p.store.sync.source_key("chat", stored.id)
     name = key.rsplit("/", 1)[-1].removesuffix(".jsonl") if key and key.startswith("chats/") else stored.title
     stem = p.unique(f"chats/{folder}", safe_name(name, stored.id), ".jsonl")
     p.add("chat", stored.id, stored.title, f"chats/{folder}/{stem}.jsonl", export_chat_jsonl(chat).encode("utf-8"))
@@ -262,17 +262,17 @@ def plan_st_export(store: Any, ids: list[str]) -> ExportPlan:
     chats, rest = [], []
     for obj_id in dict.fromkeys(ids):
         try:
-            chats.append(store.get_chat(obj_id))
+            chats.append(store.chats.get(obj_id))
         except NotFoundError:
             rest.append(obj_id)
     for stored in chats:
         _chat(p, stored)
     for obj_id in rest:
         try:
-            store.get_character(obj_id)
+            store.characters.get(obj_id)
         except NotFoundError:
             try:
-                store.get_lorebook(obj_id)
+                store.lorebooks.get(obj_id)
             except NotFoundError:
                 raise NotFoundError("CHAT_NOT_FOUND", "no chat, character or lorebook with that id in the library",
                                     file=obj_id) from None

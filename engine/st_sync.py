@@ -3,7 +3,7 @@
 :func:`sync_st_folder` is what ``loomscope import DIR`` and the app's *File → Reload SillyTavern
 folder* run. The library remembers, per folder, the files it read last time (path, size,
 modification time and SHA-256 of the content) and the objects they became
-(:meth:`engine.storage.Store.get_folder_sync_state`). Importing the folder again:
+(:meth:`engine.storage.Store.sync.folder_state`). Importing the folder again:
 
 1. lists the files SillyTavern's folder holds for Loomscope (``settings.json``,
    ``characters/*.png``, ``worlds/*.json``, ``chats/<card>/*.jsonl``, ``groups/*.json``,
@@ -14,7 +14,7 @@ modification time and SHA-256 of the content) and the objects they became
 2. when nothing changed and every object is still in the library, answers at once: everything
    ``unchanged`` (an unchanged 1,000-chat folder: well under 2 s);
 3. otherwise reads the folder (:func:`engine.importers.st_folder.read_st_folder`) and stores it
-   (:meth:`engine.storage.Store.import_st_folder`): when only chats and worlds changed (the usual
+   (:meth:`engine.storage.Store.imports.st_folder`): when only chats and worlds changed (the usual
    case: a writer chatted or edited a lorebook in SillyTavern), only those files (and the cards of
    those chats) are read; only objects whose content changed are updated; an object also edited in
    Loomscope since the last import is a conflict, listed and never overwritten unless the writer
@@ -101,30 +101,30 @@ def note_export(store: Any, to: str | Path, items: list[dict[str, Any]]) -> list
     never imported. Returns the keys marked.
     """
     folder = Path(to).resolve()
-    state = store.get_folder_sync_state(str(folder))
+    state = store.sync.folder_state(str(folder))
     if state is None:
         return []
     written = [(i["kind"], i["id"], i["file"]) for i in items if i["kind"] in ("chat", "character", "lorebook")]
     if any(i["kind"] == "settings" for i in items if not i.get("skipped")):
         written += [("persona", pid, key) for kind, key, _n in state.get("items") or [] if kind == "persona"
                     for pid in [_persona_id(store, key)] if pid]
-    marked = store.mark_exported(written)
+    marked = store.sync.mark_exported(written)
     files = dict(state.get("files") or {})
     for i in items:
         if not i.get("skipped"):
             files.pop(i["file"], None)  # read again next time
-    store.put_folder_sync_state(str(folder), {**state, "files": files})
+    store.sync.put_folder_state(str(folder), {**state, "files": files})
     return marked
 
 
 def _persona_id(store: Any, key: str) -> str | None:
-    refs = store.imported_refs([("persona", key, "")])
+    refs = store.sync.imported_refs([("persona", key, "")])
     return refs[0].id if refs else None
 
 
 def last_synced_folder(store: Any) -> str | None:
     """The SillyTavern user folder imported most recently into ``store`` (*File → Reload*), or ``None``."""
-    states = store.folder_sync_states()
+    states = store.sync.folder_states()
     best = max(states, key=lambda st: float(st.get("synced_at") or 0), default=None)
     return str(best["folder"]) if best and best.get("folder") else None
 
@@ -144,7 +144,7 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
         folder are reported again from the last import).
     on_conflict:
         ``ask`` (default: conflicts are listed, Loomscope's version kept, asked again next time),
-        ``keep-local`` or ``use-folder`` (see :meth:`engine.storage.Store.import_st_folder`).
+        ``keep-local`` or ``use-folder`` (see :meth:`engine.storage.Store.imports.st_folder`).
     on_read, on_store:
         Progress callbacks handed to ``read_st_folder`` / ``import_st_folder`` as their
         ``on_progress`` (issue 25), when given.
@@ -162,13 +162,13 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
     """
     folder, user, boundary = checked_user_folder(path, st_user)
     key = str(folder.resolve())
-    state = store.get_folder_sync_state(key)
+    state = store.sync.folder_state(key)
     previous = state.get("files") if state is not None and isinstance(state.get("files"), dict) else {}
     listed, unreadable = st_folder_files(folder, boundary)
     files, changed = folder_changes(folder, previous, listed)
     # a sub-folder that cannot be listed: read all that can be, so the report says the import is partial
     if state is not None and not changed and not unreadable and skip_bad == bool(state.get("skip_bad")):
-        refs = store.imported_refs([tuple(i) for i in state.get("items") or []])
+        refs = store.sync.imported_refs([tuple(i) for i in state.get("items") or []])
         if refs is not None:
             for w in state.get("warnings") or []:
                 if on_warning is not None:
@@ -180,7 +180,7 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
     store_progress = {} if on_store is None else {"on_progress": on_store}
     plan = read_st_folder(folder, st_user=st_user, skip_bad=skip_bad, on_warning=on_warning, only=only,
                           **read_progress)
-    report = store.import_st_folder(plan, on_conflict=on_conflict, **store_progress)
+    report = store.imports.st_folder(plan, on_conflict=on_conflict, **store_progress)
     open_conflicts = {c.key for c in report.conflicts if c.resolution == "unresolved"}
     for c in open_conflicts:
         # not recorded as seen: the folder's version is offered again next time
@@ -194,7 +194,7 @@ def sync_st_folder(store: Any, path: str | Path, *, st_user: str | None = None, 
         seen = {(x.get("file"), x.get("code")) for x in skipped}
         skipped = [x for x in (state or {}).get("skipped") or []
                    if x.get("file") not in only and (x.get("file"), x.get("code")) not in seen] + skipped
-    store.put_folder_sync_state(key, {
+    store.sync.put_folder_state(key, {
         "folder": key, "user": user, "synced_at": time.time(), "files": files, "items": items,
         "skip_bad": skip_bad, "skipped": skipped, "warnings": warnings})
     return report.model_copy(update={"files_changed": changed if state is not None else None,
@@ -226,7 +226,7 @@ def _partial(store: Any, folder: Path, state: dict[str, Any] | None, changed: li
                 return None, []
     only = {c.lstrip("+-") for c in changed}
     others = [tuple(i) for i in state.get("items") or [] if i[1] not in only]
-    rest = store.imported_refs(others)
+    rest = store.sync.imported_refs(others)
     return (only, rest) if rest is not None else (None, [])
 
 

@@ -36,6 +36,7 @@ from engine.schema import ContextPreview, PreviewRequest
 
 from .context import AppContext
 from .document import ChatDocument
+from .gc_policy import CollectorPolicy
 from .main_window import MainWindow
 from .preview import PreviewController
 from .tabs import TAB_NAMES
@@ -138,21 +139,23 @@ def build_context(store: Store | None, *, settings: QSettings | None = None, reg
         settings = QSettings(ORGANIZATION, APPLICATION)
     document = ChatDocument(store)
     controller = PreviewController(compute, document.snapshot)
+    policy = CollectorPolicy(document, controller, parent=controller)
     return AppContext(store=store, registries=registries, preview=controller, undo_stack=QUndoStack(),
-                      settings=settings, document=document)
+                      settings=settings, document=document, gc_policy=policy)
 
 
 def wait_for_preview(window: MainWindow, timeout_s: float = SCREENSHOT_TIMEOUT_S) -> bool:
     """Process events until the window shows a preview for the open chat; ``False`` on timeout."""
     ctx = window.ctx
     loop = QEventLoop()
-    if window.is_loading():  # the chat is read on a worker first (gui/preview/loader.py)
-        window.chat_loader.loaded.connect(loop.quit)
-        window.chat_loader.failed.connect(loop.quit)
+    loader = window.chat_loader
+    if loader is not None and window.is_loading():  # the chat is read on a worker first (gui/preview/loader.py)
+        loader.loaded.connect(loop.quit)
+        loader.failed.connect(loop.quit)
         QTimer.singleShot(int(timeout_s * 1000), loop.quit)
         loop.exec()
-        window.chat_loader.loaded.disconnect(loop.quit)
-        window.chat_loader.failed.disconnect(loop.quit)
+        loader.loaded.disconnect(loop.quit)
+        loader.failed.disconnect(loop.quit)
     if ctx.document.request is None:
         return True
     done = {"ok": False}
@@ -188,9 +191,10 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
         sizes = [sizes[0], sizes[1] - extra, sizes[2] + extra]
     window.splitter.setSizes(sizes)
     window._splitter_restored = True  # keep these sizes when the window is shown
-    if chat is not None:
+    store = window.ctx.store
+    if chat is not None and store is not None:
         try:
-            window.ctx.store.get_chat(chat)
+            store.chats.get(chat)
         except LoomscopeError as exc:  # CHAT_NOT_FOUND: say so instead of an empty window
             sys.stderr.write(f"loomscope: {chat}: {exc.code}: {exc.message}\n")
             return 2
@@ -205,10 +209,10 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
         window.chat_view.scroll_to_marker()
     if tab in (None, "blocks") and window.preview is not None:
         # the shot shows the cut: the newest chat message that is not sent, with its reason
-        cut = [b for b in window.preview.blocks if b.message_index is not None and b.status != "kept"
-               and not b.protected]
+        cut = [b.message_index for b in window.preview.blocks
+               if b.message_index is not None and b.status != "kept" and not b.protected]
         if cut:
-            window.blocks_panel.select_message(max(cut, key=lambda b: b.message_index).message_index)
+            window.blocks_panel.select_message(max(cut))
     if tab in ("characters", "lorebooks", "personas"):  # a selected row shows where it is used
         panel = window.library_setup.tabs.panels[tab[:-1]]
         if panel.ids():

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from engine.registries import Registries
     from engine.storage import Store
 
+    from .gc_policy import CollectorPolicy
+
 
 @dataclass
 class AppContext:
@@ -40,6 +42,9 @@ class AppContext:
         Persistent UI settings (window layout, last chat, provider).
     document:
         The open chat: its current request, chat id and lorebook ids.
+    gc_policy:
+        The app's garbage-collector policy (:mod:`gui.gc_policy`): collect and freeze once after
+        each chat load, on the main thread.
     """
 
     store: Store | None
@@ -48,3 +53,4 @@ class AppContext:
     undo_stack: QUndoStack
     settings: QSettings
     document: ChatDocument
+    gc_policy: CollectorPolicy | None = None

@@ -52,26 +52,26 @@ def read_chat(store: Store, chat_id: str, *, audit: bool = False) -> LoadedChat:
     Touches no Qt object, so it runs on a worker thread (``gui.preview.loader``); the store
     opens its own session per call (STYLE.md 10). Raises the store's ``CHAT_NOT_FOUND``.
     """
-    request = store.build_request(chat_id)
+    request = store.chats.build_request(chat_id)
     # the rest from queries that do not load the messages again (a 5,000-message chat: half the read)
-    setup = store.get_chat_setup(chat_id)
+    setup = store.chats.get_setup(chat_id)
     # a SillyTavern chat has only its linked worlds (no card book); otherwise the card's own
     # book first, then attached ones: the order of request.lorebooks
     if request.sillytavern is not None:
         ids = [link.lorebook_id for link in setup.lorebooks]
     else:
-        ids = list(store.lorebook_ids_for_chat(chat_id))
+        ids = list(store.lorebooks.ids_for_chat(chat_id))
     card_book = None
     if request.sillytavern is None and setup.character_id is not None:
         with contextlib.suppress(LoomscopeError):
-            character = store.get_character(setup.character_id)
+            character = store.characters.get(setup.character_id)
             if character.character_book is not None:
                 card_book = character.character_book.name or "card book"
-    parent_id = next((c.parent_id for c in store.list_chats() if c.id == chat_id), None)
+    parent_id = next((c.parent_id for c in store.chats.summaries() if c.id == chat_id), None)
     stored_audit, audit_read = None, False
     if audit:
         with contextlib.suppress(LoomscopeError):  # the window reads it again and shows the error
-            stored_audit, audit_read = store.get_audit(chat_id), True
+            stored_audit, audit_read = store.audits.get(chat_id), True
     return LoadedChat(chat_id=chat_id, request=request, title=request.chat.title,
                       parent_id=parent_id, lorebook_ids=tuple(ids),
                       card_book_name=card_book, audit=stored_audit, audit_read=audit_read)
@@ -196,9 +196,11 @@ class ChatDocument(QObject):
         self.request = _with_group_speaker(self.request, speaker)
         self.request_changed.emit()
 
-    @property
-    def _persisted(self) -> bool:
-        return self.store is not None and self.chat_id is not None
+    def _saved_to(self) -> tuple[Store, str] | None:
+        """The library and chat id an edit is saved to first; ``None`` for an in-memory chat."""
+        if self.store is None or self.chat_id is None:
+            return None
+        return self.store, self.chat_id
 
     # -- messages ------------------------------------------------------------------------
     def messages(self) -> list[ChatMessage]:
@@ -216,9 +218,9 @@ class ChatDocument(QObject):
         """Set a message's pin / manual-exclude / hidden flags, saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.set_message_flags(self.chat_id, index, pinned=pinned, manual_excluded=manual_excluded,
-                                         hidden=hidden)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.set_flags(chat_id, index, pinned=pinned, manual_excluded=manual_excluded, hidden=hidden)
         msgs = list(self.request.chat.messages)
         msg = msgs[index]
         update: dict[str, bool] = {}
@@ -238,8 +240,9 @@ class ChatDocument(QObject):
         """Append ``message`` (the composer); returns its index."""
         if self.request is None:
             raise RuntimeError("no chat is open")
-        if self._persisted:
-            index = int(self.store.append_message(self.chat_id, message))
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            index = int(store.messages.append(chat_id, message))
         else:
             index = len(self.request.chat.messages)
         self._replace_chat(messages=[*self.request.chat.messages, message])
@@ -251,8 +254,9 @@ class ChatDocument(QObject):
         """Replace message ``index`` (an edit of its text), saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.update_message(self.chat_id, index, message)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.update(chat_id, index, message)
         msgs = list(self.request.chat.messages)
         msgs[index] = message
         self._replace_chat(messages=msgs)
@@ -263,8 +267,9 @@ class ChatDocument(QObject):
         """Delete message ``index`` (later ones move up), saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.delete_message(self.chat_id, index)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.delete(chat_id, index)
         msgs = list(self.request.chat.messages)
         del msgs[index]
         self._replace_chat(messages=msgs)
@@ -275,8 +280,9 @@ class ChatDocument(QObject):
         """Insert ``message`` at ``index`` (undo of a delete), saved to the library first."""
         if self.request is None:
             return
-        if self._persisted:
-            self.store.insert_message(self.chat_id, index, message)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.messages.insert(chat_id, index, message)
         msgs = list(self.request.chat.messages)
         msgs.insert(index, message)
         self._replace_chat(messages=msgs)
@@ -312,8 +318,9 @@ class ChatDocument(QObject):
         state = CompactionState.of_chat(self.request.chat)
         if state.summary is None:
             return None
-        if self._persisted:
-            self.store.remove_compaction_summary(self.chat_id)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.compaction.remove_summary(chat_id)
         removed = state.summary
         self._set_compaction(state.with_summary_removed())
         return removed
@@ -324,8 +331,9 @@ class ChatDocument(QObject):
 
         if self.request is None:
             return
-        if self._persisted:
-            self.store.restore_compaction_summary(self.chat_id, summary)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.compaction.restore_summary(chat_id, summary)
         state = CompactionState.of_chat(self.request.chat)
         removed = [s for s in state.removed if s.id != summary.id]
         self._set_compaction(state.model_copy(update={"summary": summary, "removed": removed, "stall": None}))
@@ -336,8 +344,9 @@ class ChatDocument(QObject):
 
         if self.request is None:
             return
-        if self._persisted:
-            self.store.reset_compaction_failures(self.chat_id)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.compaction.reset_failures(chat_id)
         state = CompactionState.of_chat(self.request.chat)
         self._set_compaction(state.model_copy(update={"failures": 0, "stall": None}))
 
@@ -346,8 +355,9 @@ class ChatDocument(QObject):
         """Replace the chat's context settings (saved to the library)."""
         if self.request is None or settings == self.request.settings:
             return
-        if self._persisted:
-            self.store.save_chat_settings(self.chat_id, settings)
+        if (saved := self._saved_to()) is not None:
+            store, chat_id = saved
+            store.chats.save_settings(chat_id, settings)
         self.request = self.request.model_copy(update={"settings": settings})
         self.setup_changed.emit()
         self.request_changed.emit()
@@ -359,10 +369,10 @@ class ChatDocument(QObject):
             return
         if self.store is None:
             return
-        self.store.update_lorebook_entry(lorebook_id, entry)
-        if self._persisted:
+        self.store.lorebooks.update_entry(lorebook_id, entry)
+        if self.chat_id is not None:
             # lorebooks are shared between chats and the card's book: rebuild from the library
-            self.request = self.store.build_request(self.chat_id)
+            self.request = self.store.chats.build_request(self.chat_id)
         self.lorebooks_changed.emit()
         self.setup_changed.emit()
         self.request_changed.emit()

@@ -7,10 +7,15 @@ returns, so the drag source is never kept waiting.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
 from .file_dialogs import ask_open_files
+
+if TYPE_CHECKING:
+    from .window_parts import DropWindow
 
 #: Every format the importer reads (engine.importers.detect sniffs the content): cards (PNG, JSON),
 #: worlds and NovelAI lorebooks, SillyTavern JSONL chats, OpenAI message arrays and agent
@@ -20,22 +25,36 @@ IMPORT_FILTER = ("Cards, worlds and chats (*.png *.json *.jsonl *.lorebook *.tra
                  "Chats and transcripts (*.jsonl *.json *.traj);;All files (*)")
 
 
-class DropMixin:
-    """*File → Import…* and files or folders dropped on the window."""
+class DropHandler:
+    """*File → Import…* and files or folders dropped on the window.
+
+    The window forwards its ``dragEnterEvent`` / ``dropEvent`` here.
+
+    Parameters
+    ----------
+    window:
+        The window (:class:`~gui.window_parts.DropWindow`): where files are imported and the
+        dialog's parent.
+    """
+
+    def __init__(self, window: DropWindow) -> None:
+        self._window = window
 
     def ask_import_files(self) -> None:
         """Ask for files (*File → Import…*) and import them."""
-        paths = ask_open_files(self, "Import cards, worlds and chats", "", IMPORT_FILTER)
+        paths = ask_open_files(self._window.window(), "Import cards, worlds and chats", "", IMPORT_FILTER)
         if paths:
-            self.import_files(paths)
+            self._window.import_files(paths)
 
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+    def drag_entered(self, event: QDragEnterEvent) -> None:
+        """Accept a drag that carries at least one local file or folder."""
         if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
-    def dropEvent(self, event: QDropEvent) -> None:
+    def dropped(self, event: QDropEvent) -> None:
+        """Import the local files and folders dropped, after the event returns."""
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
-            QTimer.singleShot(0, lambda: self.library_setup.import_dropped(paths))
-
+            library_setup = self._window.library_setup
+            QTimer.singleShot(0, lambda: library_setup.import_dropped(paths))

@@ -11,6 +11,7 @@ process then deletes the ``-wal`` file the app still writes into. So every dialo
 from __future__ import annotations
 
 from PySide6.QtCore import QFileInfo
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QFileDialog, QFileIconProvider, QWidget
 
 __all__ = ["ContentFreeIconProvider", "ask_directory", "ask_open_files", "ask_save_file", "file_dialog"]
@@ -19,11 +20,10 @@ __all__ = ["ContentFreeIconProvider", "ask_directory", "ask_open_files", "ask_sa
 class ContentFreeIconProvider(QFileIconProvider):
     """Icons and type names from the kind of entry only (folder, file); never opens a file."""
 
-    def icon(self, what: object) -> object:  # type: ignore[override]  # both Qt overloads
+    def icon(self, what: QFileInfo | QFileIconProvider.IconType) -> QIcon:  # both Qt overloads in one
         if isinstance(what, QFileInfo):
-            kind = QFileIconProvider.IconType.Folder if what.isDir() else QFileIconProvider.IconType.File
-            return super().icon(kind)
-        return super().icon(what)  # an IconType
+            what = QFileIconProvider.IconType.Folder if what.isDir() else QFileIconProvider.IconType.File
+        return super().icon(what)
 
     def type(self, info: QFileInfo) -> str:
         return "Folder" if info.isDir() else "File"

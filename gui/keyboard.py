@@ -14,7 +14,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextEdit, QWidget
 
 if TYPE_CHECKING:
-    from .main_window import MainWindow
+    from .window_parts import KeyboardWindow
 
 #: The focus ring: a 2 px outline on the focused input, list or table (the platform style's own
 #: ring is faint or missing on some Linux styles).
@@ -27,6 +27,11 @@ def _show_tab(tabs: QTabWidget, page: QWidget) -> None:
     page.setFocus()
 
 
+def _show_blocks(window: KeyboardWindow) -> None:
+    _show_tab(window.centre_tabs, window.blocks_panel)
+    window.blocks_panel.table.setFocus()
+
+
 def _cycle(tabs: QTabWidget, step: int) -> None:
     n = tabs.count()
     if n:
@@ -36,28 +41,31 @@ def _cycle(tabs: QTabWidget, step: int) -> None:
 
 def pass_tab_on(root: QWidget) -> int:
     """Make every multi-line text box under ``root`` pass Tab on; returns how many were set."""
-    boxes = [*root.findChildren(QPlainTextEdit), *root.findChildren(QTextEdit)]
-    for box in boxes:
+    plain, rich = root.findChildren(QPlainTextEdit), root.findChildren(QTextEdit)
+    for box in plain:
         box.setTabChangesFocus(True)
-    return len(boxes)
+    for text_box in rich:
+        text_box.setTabChangesFocus(True)
+    return len(plain) + len(rich)
 
 
-def install_keyboard(window: MainWindow) -> list[QShortcut]:
+def install_keyboard(window: KeyboardWindow) -> list[QShortcut]:
     """Add the window's tab shortcuts, Tab passing and the focus ring; returns the shortcuts."""
     targets = (
         ("Alt+1", lambda: window.library.search.setFocus()),
-        ("Alt+2", lambda: (_show_tab(window.centre_tabs, window.blocks_panel), window.blocks_panel.table.setFocus())),
+        ("Alt+2", lambda: _show_blocks(window)),
         ("Alt+3", lambda: _show_tab(window.centre_tabs, window.chat_view)),
         ("Alt+4", lambda: window.inspector_tabs.currentWidget().setFocus()),
         ("Alt+5", lambda: _show_tab(window.inspector_tabs, window.lorebook_tab)),
         ("Ctrl+Tab", lambda: _cycle(window.inspector_tabs, 1)),
         ("Ctrl+Shift+Tab", lambda: _cycle(window.inspector_tabs, -1)),
     )
+    root = window.window()  # the window itself: it owns the shortcuts and carries the focus ring
     shortcuts = []
     for keys, slot in targets:
-        sc = QShortcut(QKeySequence(keys), window)
+        sc = QShortcut(QKeySequence(keys), root)
         sc.activated.connect(slot)
         shortcuts.append(sc)
-    pass_tab_on(window)
-    window.setStyleSheet((window.styleSheet() + "\n" + FOCUS_RING_CSS).strip())
+    pass_tab_on(root)
+    root.setStyleSheet((root.styleSheet() + "\n" + FOCUS_RING_CSS).strip())
     return shortcuts

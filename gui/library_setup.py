@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QInputDialog, QMessageBox, QProgressDialog
+from PySide6.QtWidgets import QInputDialog, QMenu, QMessageBox, QProgressDialog
 
-from engine.errors import LoomscopeError
+from engine.errors import LoomscopeError, StorageError
 from engine.importers.warning_groups import group_warnings
 from engine.lorebook import running_timers
 
@@ -92,10 +92,13 @@ class LibrarySetup(QObject):
         self.export_action.setShortcut("Ctrl+E")
         self.export_action.triggered.connect(lambda: self.export([self.ctx.document.chat_id or ""]))
         file_menu = window.menuBar().actions()[0].menu()
-        first = file_menu.actions()[1] if len(file_menu.actions()) > 1 else None
-        file_menu.insertAction(first, self.open_folder_action)
-        file_menu.insertAction(first, self.reload_folder_action)
-        file_menu.insertAction(first, self.export_action)
+        assert isinstance(file_menu, QMenu)  # the window's first menu is File (QAction.menu() is typed QObject)
+        after_first = file_menu.actions()[1:2]  # the new actions go right after the first one
+        for action in (self.open_folder_action, self.reload_folder_action, self.export_action):
+            if after_first:
+                file_menu.insertAction(after_first[0], action)
+            else:
+                file_menu.addAction(action)
 
         self.setup_panel.setup_edited.connect(self.edit_setup)
         self.setup_panel.persona_edited.connect(self.edit_persona)
@@ -121,12 +124,21 @@ class LibrarySetup(QObject):
     def store(self) -> Store | None:
         return self.ctx.store
 
+    def _library(self) -> Store:
+        """The library; raises ``STORAGE_ERROR`` when the window runs without one (an in-memory
+        chat), which :meth:`~gui.commands.Commands.do` shows instead of crashing."""
+        store = self.ctx.store
+        if store is None:
+            raise StorageError("STORAGE_ERROR", "no library is open (the window shows an in-memory chat)")
+        return store
+
     def refresh_library(self) -> None:
         """Re-read characters, lorebooks and personas from the store."""
-        if self.store is None:
+        store = self.store
+        if store is None:
             return
         listed = self.window.commands.do(
-            "Library", lambda: (self.store.list_characters(), self.store.list_lorebooks(), self.store.list_personas()))
+            "Library", lambda: (store.characters.summaries(), store.lorebooks.summaries(), store.personas.summaries()))
         if listed.value is None:
             return
         chars, books, personas = listed.value
@@ -141,7 +153,7 @@ class LibrarySetup(QObject):
     def usage_text(self, kind: str, obj_id: str) -> str:
         """"Used by …" for the library panel (chat titles with how each uses the object)."""
         try:
-            uses = self.store.where_used(kind, obj_id)
+            uses = self._library().chats.where_used(kind, obj_id)
         except LoomscopeError as exc:
             return f"Used by: ? ({exc.code})"
         if not uses:
@@ -156,11 +168,11 @@ class LibrarySetup(QObject):
     def _name(self, kind: str, obj_id: str) -> str:
         try:
             if kind == "character":
-                return self.store.get_character(obj_id).name
+                return self._library().characters.get(obj_id).name
             if kind == "lorebook":
-                return self.store.get_lorebook(obj_id).name
+                return self._library().lorebooks.get(obj_id).name
             if kind == "persona":
-                return self.store.get_persona(obj_id).name
+                return self._library().personas.get(obj_id).name
         except LoomscopeError:
             pass
         return obj_id
@@ -172,9 +184,15 @@ class LibrarySetup(QObject):
             name = self.ask_text(f"Rename {kind}", f"New name for “{old}”:", old)
         if not name or not name.strip() or name.strip() == old:
             return False
-        fn = {"character": self.store.rename_character, "lorebook": self.store.rename_lorebook,
-              "persona": self.store.rename_persona}[kind]
-        if not self.window.commands.do(f"Rename {kind}", fn, obj_id, name.strip()).ok:
+        new_name = name.strip()
+
+        def rename_it() -> object:
+            store = self._library()
+            fn = {"character": store.characters.rename, "lorebook": store.lorebooks.rename,
+                  "persona": store.personas.rename}[kind]
+            return fn(obj_id, new_name)
+
+        if not self.window.commands.do(f"Rename {kind}", rename_it).ok:
             return False
         self._after_library_change(kind, obj_id)
         return True
@@ -189,9 +207,13 @@ class LibrarySetup(QObject):
         if not self.window.confirm(f"Delete {kind}", f"Delete {kind} “{name}”? {usage}\n{effect}\n"
                                    "This cannot be undone."):
             return False
-        fn = {"character": self.store.delete_character, "lorebook": self.store.delete_lorebook,
-              "persona": self.store.delete_persona}[kind]
-        if not self.window.commands.do(f"Delete {kind}", fn, obj_id).ok:
+        def delete_it() -> object:
+            store = self._library()
+            fn = {"character": store.characters.delete, "lorebook": store.lorebooks.delete,
+                  "persona": store.personas.delete}[kind]
+            return fn(obj_id)
+
+        if not self.window.commands.do(f"Delete {kind}", delete_it).ok:
             return False
         self.window.commands.forget_history()  # setup commands may name the deleted object
         self._after_library_change(kind, None)
@@ -225,10 +247,10 @@ class LibrarySetup(QObject):
         if doc.chat_id is None or store is None:
             self.window.statusBar().showMessage("Open a chat first", 5000)
             return False
-        old = store.get_chat_setup(doc.chat_id).character_id
+        old = store.chats.get_setup(doc.chat_id).character_id
         if old == character_id:
             return False
-        name = store.get_character(character_id).name
+        name = store.characters.get(character_id).name
         return self.window.commands.push("Use character", SetChatCharacterCommand(
             doc, store, doc.chat_id, old, character_id, name)).ok
 
@@ -236,7 +258,7 @@ class LibrarySetup(QObject):
         """Start a chat with the character (its first message, the open chat's persona) and open it."""
         state = self.setup_panel.state
         created = self.window.commands.do(
-            "New chat", lambda: self.store.new_chat_for_character(
+            "New chat", lambda: self._library().chats.new_for_character(
                 character_id, persona_id=state.persona_id if state is not None else None))
         chat_id = created.value
         if chat_id is None:
@@ -265,12 +287,12 @@ class LibrarySetup(QObject):
             self.setup_panel.set_state(None)
             self.entry_editor.set_books([])
             return
-        persona = self.store.get_persona(state.persona_id) if state.persona_id else None
+        store = self._library()
+        persona = store.personas.get(state.persona_id) if state.persona_id else None
         # read with the chat (gui.document.read_chat): no second load of its messages here
         card_book = self.ctx.document.card_book_name if state.sillytavern is None else None
-        self.setup_panel.set_state(state, self.store.list_lorebooks(), self.store.list_personas(),
-                                   persona, card_book)
-        books = self.store.list_lorebooks(self.ctx.document.chat_id)
+        self.setup_panel.set_state(state, store.lorebooks.summaries(), store.personas.summaries(), persona, card_book)
+        books = store.lorebooks.summaries(self.ctx.document.chat_id)
         ids = set(self.ctx.document.lorebook_ids)
         self.entry_editor.set_books([(b.id, b.name) for b in books if b.id in ids])
 
@@ -279,7 +301,8 @@ class LibrarySetup(QObject):
         old = self.current_state()
         if old is None or old.chat_id != new.chat_id or old == new:
             return False
-        if not self.window.commands.push("Setup", SetChatSetupCommand(self.ctx.document, self.store, old, new, label)).ok:
+        if not self.window.commands.push(
+                "Setup", lambda: SetChatSetupCommand(self.ctx.document, self._library(), old, new, label)).ok:
             self.refresh_setup()
             return False
         self.window.statusBar().showMessage(f"{label} (Ctrl+Z undoes it)", 6000)
@@ -287,8 +310,11 @@ class LibrarySetup(QObject):
 
     def edit_persona(self, persona_id: str, new: Persona) -> bool:
         """Change the library persona's name / description (undoable)."""
-        if not self.window.commands.push("Persona", lambda: EditPersonaCommand(
-                self.ctx.document, self.store, persona_id, self.store.get_persona(persona_id), new)).ok:
+        def command() -> EditPersonaCommand:
+            store = self._library()
+            return EditPersonaCommand(self.ctx.document, store, persona_id, store.personas.get(persona_id), new)
+
+        if not self.window.commands.push("Persona", command).ok:
             return False
         self.refresh_library()
         return True
@@ -297,7 +323,7 @@ class LibrarySetup(QObject):
     def add_entry(self, lorebook_id: str, source_uid: int | str | None = None) -> LorebookEntry | None:
         """A new (or duplicated) entry in ``lorebook_id`` (undoable); it is selected once shown."""
         pushed = self.window.commands.push(
-            "Lorebook", lambda: AddLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, source_uid))
+            "Lorebook", lambda: AddLorebookEntryCommand(self.ctx.document, self._library(), lorebook_id, source_uid))
         if pushed.value is None:
             return None
         cmd = pushed.value[0]
@@ -309,7 +335,7 @@ class LibrarySetup(QObject):
     def delete_entry(self, lorebook_id: str, uid: int | str) -> bool:
         """Delete entry ``uid`` (undoable: Ctrl+Z puts it back)."""
         if not self.window.commands.push(
-                "Lorebook", DeleteLorebookEntryCommand(self.ctx.document, self.store, lorebook_id, uid)).ok:
+                "Lorebook", lambda: DeleteLorebookEntryCommand(self.ctx.document, self._library(), lorebook_id, uid)).ok:
             return False
         self.window.statusBar().showMessage("Entry deleted (Ctrl+Z restores it)", 6000)
         return True

@@ -7,8 +7,11 @@ asks for a debounced preview; the frozen result resets the views.
 The window is the coordinator; its concerns live beside it: :mod:`gui.actions` (actions, menus,
 toolbar), :mod:`gui.banners` (token summary, budget message, error banner), :mod:`gui.drop`
 (import dialog, drag-and-drop), :mod:`gui.window_library` (import, delete, branch),
-:mod:`gui.window_generation` (Generate and its outcome), :mod:`gui.window_state` (tabs,
-splitter, saved layout).
+:mod:`gui.window_edits` (pin, exclude, edit, delete, send), :mod:`gui.window_generation`
+(Generate and its outcome), :mod:`gui.window_state` (tabs, splitter, saved layout). The last
+five are objects the window composes (``drop``, ``library_actions``, ``edits``,
+``generation_controller``, ``window_state``), each given the window as the typed protocol of
+:mod:`gui.window_parts` that names exactly what it uses.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -30,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.resolve import honours_exclusions, speaker_names
+from engine.resolve import speaker_names
 from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, PreviewRows
 from engine.schema.audit import PromptContextAudit
 
@@ -39,22 +43,16 @@ from .banners import Banner, budget_message, compaction_options, dedupe_lines, t
 from .commands import CommandRunner
 from .context import AppContext
 from .document import LoadedChat
-from .drop import IMPORT_FILTER, DropMixin
+from .drop import IMPORT_FILTER, DropHandler
 from .errors import UserError
 from .generation import GenerationRunner
 from .keyboard import install_keyboard
+from .library_setup import LibrarySetup
 from .models.pending import FlagRollback
 from .models.preview_delta import PreviewDelta
 from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
 from .prompt_text import profile_for, token_spans_for
-from .undo import (
-    DeleteMessageCommand,
-    EditLorebookEntryCommand,
-    EditMessageCommand,
-    SetMessageFlagCommand,
-    SetSettingsCommand,
-)
 from .widgets.audit_inspector import AuditTab
 from .widgets.block_inspector import BlockInspector
 from .widgets.blocks_panel import BlocksPanel
@@ -67,29 +65,27 @@ from .widgets.prompt_text_view import PromptTextView
 from .widgets.settings_panel import SettingsPanel
 from .widgets.speaker_picker import SpeakerPicker
 from .widgets.tokens_chart import TokensChart
-from .window_generation import GenerationMixin
-from .window_library import LibraryActionsMixin
-from .window_state import CENTRE_PREFERRED_W, INSPECTOR_MIN_W, INSPECTOR_WIDTH, LIBRARY_NARROW_W, WindowStateMixin
+from .window_edits import MANUAL_STRATEGY, ST_NO_PINNING, ChatEdits
+from .window_generation import GenerationController
+from .window_library import LibraryActions
+from .window_state import CENTRE_PREFERRED_W, INSPECTOR_MIN_W, INSPECTOR_WIDTH, LIBRARY_NARROW_W, WindowState
 
-if TYPE_CHECKING:  # loaded on first use (window start-up time)
-    pass
+if TYPE_CHECKING:
+    from engine.generation import ProviderConfig
+    from engine.storage import ImportRef
+
+    from .widgets.lorebook_report_dialog import LorebookReportDialog
 
 
 log = logging.getLogger(__name__)
 
 #: Re-exported: the names other modules and tests read from here.
 __all__ = ["CENTRE_PREFERRED_W", "IMPORT_FILTER", "INSPECTOR_MIN_W", "INSPECTOR_WIDTH", "LIBRARY_NARROW_W",
-           "MANUAL_STRATEGY", "MainWindow", "budget_message", "compaction_options", "dedupe_lines", "token_summary"]
+           "MANUAL_STRATEGY", "ST_NO_PINNING", "MainWindow", "budget_message", "compaction_options", "dedupe_lines",
+           "newest_prose_message", "token_summary"]
 
-#: The strategy that honours hand exclusions (SPEC §3).
-MANUAL_STRATEGY = "manual"
 #: Between the two turns of the first apply of a chat just opened (milliseconds, :meth:`MainWindow._apply_staged`).
 STAGE_PAUSE_MS = 1
-
-
-#: Why Pin is off on a chat from a SillyTavern folder (issue 31).
-ST_NO_PINNING = ("SillyTavern has no pinning: this chat is assembled exactly as SillyTavern sends it, "
-                 "so a pin would change nothing")
 
 
 def newest_prose_message(messages: list[ChatMessage]) -> int:
@@ -101,8 +97,13 @@ def newest_prose_message(messages: list[ChatMessage]) -> int:
     return len(messages) - 1
 
 
-class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMixin, QMainWindow):
+class MainWindow(QMainWindow):
     """Loomscope's window.
+
+    Parts it composes (:mod:`gui.window_parts`): ``window_state`` (:class:`WindowState`),
+    ``drop`` (:class:`DropHandler`), ``library_actions`` (:class:`LibraryActions`), ``edits``
+    (:class:`ChatEdits`) and ``generation_controller`` (:class:`GenerationController`); the methods of theirs that menus,
+    tests and other modules call are forwarded one line each.
 
     Signals
     -------
@@ -155,16 +156,19 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         self.library = LibraryPanel(self)
         centre = self._build_centre()
         self._build_inspector()
+        self.window_state = WindowState(self)
         self._build_splitter(centre)
 
         #: Every user action that can fail runs through it (one error handler, git-cola ``cmds.do``).
         self.commands = CommandRunner(ctx.undo_stack, self.show_error)
         self.generation = GenerationRunner(self)
+        self.drop = DropHandler(self)
+        self.library_actions = LibraryActions(self)
+        self.edits = ChatEdits(self)
+        self.generation_controller = GenerationController(self, self.generation)
         build_actions(self)
         self._wire()
-        from .library_setup import LibrarySetup  # issue 18: library panels, setup and entry editors
-
-        self.library_setup = LibrarySetup(self)
+        self.library_setup = LibrarySetup(self)  # issue 18: library panels, setup and entry editors
         self.library_setup.export_action.setEnabled(False)  # until a chat is open (issue 31)
         self.shortcuts = install_keyboard(self)  # Alt+1…5, Ctrl+Tab, Tab passes on, focus ring (issue 31)
         self.statusBar().showMessage("Ready")
@@ -239,9 +243,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         # or elide instead of squeezing the prompt blocks
         self.inspector_tabs.setMinimumWidth(INSPECTOR_MIN_W)
         self.splitter.setCollapsible(0, False)
-        self._default_splitter_sizes()
-        self._splitter_restored = False
-        self._splitter_shown = False
+        self.window_state.apply_default_sizes()
         self.setCentralWidget(self.splitter)
 
     # ================================================================ setup
@@ -267,41 +269,126 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         if self.chat_loader is not None:
             self.chat_loader.loaded.connect(self._on_chat_loader_loaded)
             self.chat_loader.failed.connect(self._on_chat_loader_failed)
-        self.blocks_panel.model.pin_toggled.connect(self.set_pinned)
-        self.blocks_panel.model.exclude_toggled.connect(self.set_excluded)
+        self.blocks_panel.model.pin_toggled.connect(self.edits.set_pinned)
+        self.blocks_panel.model.exclude_toggled.connect(self.edits.set_excluded)
         self.blocks_panel.model.flags_rolled_back.connect(self._on_blocks_model_flags_rolled_back)
         self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
         self.prompt_text_view.block_clicked.connect(self._on_prompt_text_view_block_clicked)
-        self.chat_view.pin_toggled.connect(self.set_pinned)
-        self.chat_view.exclude_toggled.connect(self.set_excluded)
-        self.chat_view.branch_requested.connect(self.branch_chat)
-        self.chat_view.message_submitted.connect(self.append_user_message)
-        self.chat_view.generate_requested.connect(self.generate)
-        self.chat_view.summary_remove_requested.connect(self.remove_compaction_summary)
+        self.chat_view.pin_toggled.connect(self.edits.set_pinned)
+        self.chat_view.exclude_toggled.connect(self.edits.set_excluded)
+        self.chat_view.branch_requested.connect(self.library_actions.branch_chat)
+        self.chat_view.message_submitted.connect(self.edits.append_user_message)
+        self.chat_view.generate_requested.connect(self.generation_controller.generate)
+        self.chat_view.summary_remove_requested.connect(self.generation_controller.remove_compaction_summary)
         self.chat_view.compaction_reset_requested.connect(self.ctx.document.reset_compaction_failures)
         self.chat_view.message_selected.connect(self.blocks_panel.select_message)
-        self.chat_view.edit_requested.connect(self.edit_message)
-        self.chat_view.delete_requested.connect(self.delete_message)
-        self.chat_view.hide_toggled.connect(self.set_hidden)
+        self.chat_view.edit_requested.connect(self.edits.edit_message)
+        self.chat_view.delete_requested.connect(self.edits.delete_message)
+        self.chat_view.hide_toggled.connect(self.edits.set_hidden)
         self.tokens_chart.message_clicked.connect(self._on_tokens_chart_message_clicked)
-        self.lorebook_tab.entry_edited.connect(self.edit_lorebook_entry)
-        self.settings_panel.settings_edited.connect(self._on_settings_panel_settings_edited)
+        self.lorebook_tab.entry_edited.connect(self.edits.edit_lorebook_entry)
+        self.settings_panel.settings_edited.connect(self.edits.edit_settings)
         self.library.chat_selected.connect(self.open_chat)
-        self.library.import_requested.connect(self.ask_import_files)
-        self.library.delete_requested.connect(self.delete_chat)
+        self.library.import_requested.connect(self.drop.ask_import_files)
+        self.library.delete_requested.connect(self.library_actions.delete_chat)
         self.library.selection_changed.connect(lambda cid: self.delete_action.setEnabled(bool(cid)))
-        self.generation.progress.connect(self._on_generation_progress)
-        self.generation.finished.connect(self._on_generation_finished)
-        self.generation.failed.connect(self._on_generation_failed)
-        self.generation.running_changed.connect(self._on_generation_running_changed)
+
+    # ================================================================ parts (forwarded)
+    def select_tab(self, name: str) -> bool:
+        """Show tab ``name`` (:meth:`WindowState.select_tab`)."""
+        return self.window_state.select_tab(name)
+
+    def restore_state(self) -> None:
+        """Window geometry, layout, splitter sizes and tabs from ``QSettings`` (:meth:`WindowState.restore`)."""
+        self.window_state.restore()
+
+    def save_state(self) -> None:
+        """Persist geometry, layout, splitter sizes, tabs and the open chat (:meth:`WindowState.save`)."""
+        self.window_state.save()
+
+    def default_splitter_sizes(self, width: int | None = None) -> list[int]:
+        """``[library, centre, inspector]`` in px (:meth:`WindowState.default_splitter_sizes`)."""
+        return self.window_state.default_splitter_sizes(width)
+
+    @property
+    def _splitter_restored(self) -> bool:
+        """:attr:`WindowState.splitter_restored` (``gui.app.take_screenshot`` sets it to keep its sizes)."""
+        return self.window_state.splitter_restored
+
+    @_splitter_restored.setter
+    def _splitter_restored(self, value: bool) -> None:
+        self.window_state.splitter_restored = value
+
+    @property
+    def _splitter_shown(self) -> bool:
+        """:attr:`WindowState.splitter_shown` (tests clear it to get the first show's sizes again)."""
+        return self.window_state.splitter_shown
+
+    @_splitter_shown.setter
+    def _splitter_shown(self, value: bool) -> None:
+        self.window_state.splitter_shown = value
+
+    def ask_import_files(self) -> None:
+        """*File → Import…* (:meth:`DropHandler.ask_import_files`)."""
+        self.drop.ask_import_files()
+
+    def import_files(self, paths: list[str]) -> list[ImportRef]:
+        """Import ``paths`` in one transaction (:meth:`LibraryActions.import_files`)."""
+        return self.library_actions.import_files(paths)
+
+    def delete_chat(self, chat_id: str | None) -> bool:
+        """Delete ``chat_id`` after confirmation (:meth:`LibraryActions.delete_chat`)."""
+        return self.library_actions.delete_chat(chat_id)
+
+    def branch_chat(self, message_index: int) -> str | None:
+        """Fork the open chat at ``message_index`` (:meth:`LibraryActions.branch_chat`)."""
+        return self.library_actions.branch_chat(message_index)
+
+    def generate(self) -> bool:
+        """Generate a reply for the open chat (:meth:`GenerationController.generate`)."""
+        return self.generation_controller.generate()
+
+    def edit_provider(self) -> bool:
+        """The provider settings dialog (:meth:`GenerationController.edit_provider`)."""
+        return self.generation_controller.edit_provider()
+
+    def provider_config(self) -> ProviderConfig:
+        """The provider configuration (:meth:`GenerationController.provider_config`)."""
+        return self.generation_controller.provider_config()
+
+    def _setup_server_url(self) -> str | None:
+        """A Text Completion chat's server URL (:meth:`GenerationController.setup_server_url`)."""
+        return self.generation_controller.setup_server_url()
+
+    def show_lorebook_report(self) -> LorebookReportDialog:
+        """*Lorebook → Report* (:meth:`GenerationController.show_lorebook_report`)."""
+        return self.generation_controller.show_lorebook_report()
+
+    def remove_compaction_summary(self) -> bool:
+        """Remove the compaction summary (:meth:`GenerationController.remove_compaction_summary`)."""
+        return self.generation_controller.remove_compaction_summary()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        self.drop.drag_entered(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        self.drop.dropped(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.window_state.on_resized()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.window_state.on_shown()
 
     # ================================================================ library
     def refresh_library(self) -> None:
         """Re-read the chat list from the store."""
         if self.ctx.store is None:
             return
-        chats = self.commands.do("Library", self.ctx.store.list_chats)
-        if not chats.ok:
+        chats = self.commands.do("Library", self.ctx.store.chats.summaries)
+        if not chats.ok or chats.value is None:
             return
         self._chat_titles = {c.id: c.title for c in chats.value}
         opening = self.chat_loader.pending_chat() if self.chat_loader is not None else None
@@ -357,113 +444,37 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
             self.status_label.clear()
         self.show_error(error, "Open chat")
 
-    # ================================================================ edits
+    # ================================================================ edits (forwarded)
     def set_pinned(self, message_index: int, value: bool) -> None:
-        """Pin / unpin a message (undoable, saved).
-
-        A chat from a SillyTavern folder is assembled exactly as SillyTavern sends it, and
-        SillyTavern has no pinning: pinning is refused there with the reason (unpinning a pin
-        an earlier version stored still works).
-        """
-        doc = self.ctx.document
-        if value and doc.request is not None and doc.request.sillytavern is not None:
-            self.statusBar().showMessage(ST_NO_PINNING, 8000)
-            return
-        self._push_flag(message_index, "pinned", value)
+        """Pin / unpin a message (:meth:`ChatEdits.set_pinned`)."""
+        self.edits.set_pinned(message_index, value)
 
     def set_excluded(self, message_index: int, value: bool) -> None:
-        """Exclude / include a message by hand (undoable, saved).
-
-        Hand exclusions take effect under every strategy whose registry entry says it honours
-        them (``StrategyInfo.honors_manual``: manual, summarize, vector-recall, compact); excluding
-        a message while a strategy that ignores them (truncate, or a plugin's) is active switches
-        the chat to ``manual`` in the same undo step, so the writer sees the exclusion at once.
-        """
-        doc = self.ctx.document
-        req = doc.request
-        strategies = self.ctx.registries.strategies
-        # the pipeline's own rule (registry flag and the honor_manual option); an unknown strategy
-        # (the preview reports UNKNOWN_STRATEGY) is treated as not honouring exclusions
-        switch = (value and req is not None and MANUAL_STRATEGY in strategies
-                  and not ((req.sillytavern is not None or req.settings.strategy in strategies)
-                           and honours_exclusions(req.settings, strategies, sillytavern=req.sillytavern is not None)))
-        if not switch:
-            self._push_flag(message_index, "manual_excluded", value)
-            return
-        assert req is not None
-        if not 0 <= message_index < len(doc.messages()):
-            return
-        self.commands.push(
-            "Save",
-            SetSettingsCommand(doc, req.settings.model_copy(update={"strategy": MANUAL_STRATEGY}),
-                               "Switch to the manual strategy"),
-            lambda: SetMessageFlagCommand(doc, message_index, "manual_excluded", value),
-            macro=f"Exclude message {message_index}")
-        self.settings_panel.set_settings(doc.request.settings)
-        self.statusBar().showMessage(
-            f"Strategy switched to “{MANUAL_STRATEGY}” so hand exclusions apply (Ctrl+Z undoes both)", 8000)
-
-    def _push_flag(self, message_index: int, flag: str, value: bool) -> None:
-        doc = self.ctx.document
-        if doc.request is None or not 0 <= message_index < len(doc.messages()):
-            return
-        self.commands.push("Save", SetMessageFlagCommand(doc, message_index, flag, value))
+        """Exclude / include a message by hand (:meth:`ChatEdits.set_excluded`)."""
+        self.edits.set_excluded(message_index, value)
 
     def set_hidden(self, message_index: int, value: bool) -> None:
-        """Hide / unhide a message (never sent while hidden, SillyTavern ``is_system``; undoable)."""
-        self._push_flag(message_index, "hidden", value)
+        """Hide / unhide a message (:meth:`ChatEdits.set_hidden`)."""
+        self.edits.set_hidden(message_index, value)
 
     def edit_message(self, message_index: int, text: str | None = None) -> bool:
-        """Replace a message's text (undoable, saved). ``text`` ``None`` asks in a dialog."""
-        doc = self.ctx.document
-        if doc.request is None or not 0 <= message_index < len(doc.messages()):
-            return False
-        old = doc.messages()[message_index]
-        if text is None:
-            text = self.ask_text(f"Edit message {message_index}", old.text())
-            if text is None:
-                return False
-        if text == old.text():
-            return False
-        new = old.model_copy(update={"content": text})
-        return self.commands.push("Edit message", EditMessageCommand(doc, message_index, new)).ok
+        """Replace a message's text (:meth:`ChatEdits.edit_message`)."""
+        return self.edits.edit_message(message_index, text)
 
     def delete_message(self, message_index: int) -> bool:
-        """Delete one message (undoable with Ctrl+Z, saved)."""
-        doc = self.ctx.document
-        if doc.request is None or not 0 <= message_index < len(doc.messages()):
-            return False
-        if not self.commands.push("Delete message", DeleteMessageCommand(doc, message_index)).ok:
-            return False
-        self.refresh_library()
-        self.statusBar().showMessage(f"Deleted message {message_index} (Ctrl+Z brings it back)", 8000)
-        return True
-
-    def _ask_text_dialog(self, title: str, text: str) -> str | None:
-        from PySide6.QtWidgets import QInputDialog
-
-        value, ok = QInputDialog.getMultiLineText(self, title, "Message text:", text)
-        return value if ok else None
+        """Delete one message (:meth:`ChatEdits.delete_message`)."""
+        return self.edits.delete_message(message_index)
 
     def edit_lorebook_entry(self, lorebook_id: str, old: LorebookEntry, new: LorebookEntry) -> None:
-        """A lorebook entry edit from the Lorebook tab (undoable, saved)."""
-        self.commands.push("Lorebook", EditLorebookEntryCommand(self.ctx.document, lorebook_id, old, new))
-
-    def append_user_message(self, text: str) -> None:
-        """The composer's Send: append a user message."""
-        if self.ctx.document.request is None:
-            return
-        if not self.commands.do("Send", self.ctx.document.append_message, ChatMessage(role="user", content=text)).ok:
-            return
-        self.refresh_library()
-        self.chat_view.list.scrollToBottom()
+        """A lorebook entry edit (:meth:`ChatEdits.edit_lorebook_entry`)."""
+        self.edits.edit_lorebook_entry(lorebook_id, old, new)
 
     def _on_settings_panel_settings_edited(self, settings: ContextSettings) -> None:
-        doc = self.ctx.document
-        if doc.request is None or settings == doc.request.settings:
-            return
-        # undoable; a burst of edits (a spin box's steps) is one undo step
-        self.commands.push("Settings", SetSettingsCommand(doc, settings, "Change settings", merge=True))
+        self.edits.edit_settings(settings)
+
+    def _ask_text_dialog(self, title: str, text: str) -> str | None:
+        value, ok = QInputDialog.getMultiLineText(self, title, "Message text:", text)
+        return value if ok else None
 
     # ================================================================ document → views
     def _on_document_chat_loaded(self, chat_id: str) -> None:
@@ -485,7 +496,7 @@ class MainWindow(WindowStateMixin, DropMixin, LibraryActionsMixin, GenerationMix
         if self._loaded_audit is not None and self._loaded_audit[0] == chat_id:
             self.audit = self._loaded_audit[1]  # read with the chat, on the loader's worker
         elif self.ctx.store is not None and chat_id:
-            self.audit = self.commands.do("Audit", self.ctx.store.get_audit, chat_id).value
+            self.audit = self.commands.do("Audit", self.ctx.store.audits.get, chat_id).value
         self.chat_view.model.clear_finished_progress()
         self.audit_tab.set_state(self.audit, self.preview)
         self._select_on_next_preview = True

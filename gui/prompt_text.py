@@ -20,7 +20,7 @@ from functools import cached_property
 from itertools import pairwise
 from typing import Any
 
-from engine import text_completion_title
+from engine.assembly.textcompletion import text_completion_title
 from engine.errors import LoomscopeError
 from engine.schema import ContextPreview, PreviewRequest
 from engine.tokenizers.sillytavern_text import sillytavern_text_tokenizer
@@ -120,7 +120,7 @@ def text_completion_layout(preview: ContextPreview) -> Layout:
             kinds[i] = b.kind
     runs = _flatten(spans)
     shade: list[int] = []
-    parity = {}
+    parity: dict[int, int] = {}
     for _, _, owner in runs:
         if owner not in parity:
             parity[owner] = len(parity) % 2

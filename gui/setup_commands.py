@@ -8,11 +8,13 @@ command made for one chat never touches another chat's state.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QUndoCommand
 
+from engine.errors import NotFoundError
 from engine.schema import ContextSettings, LorebookEntry, Persona
 from engine.schema.sillytavern import SillyTavernSetup
 
@@ -42,31 +44,28 @@ class SetupState:
 
     @classmethod
     def load(cls, store: Store, chat_id: str) -> SetupState:
-        """Read the chat's setup from the library (``Store.get_chat_setup``)."""
-        setup = store.get_chat_setup(chat_id)
+        """Read the chat's setup from the library (``Store.chats.get_setup``)."""
+        setup = store.chats.get_setup(chat_id)
         return cls(chat_id=chat_id, settings=setup.settings, sillytavern=setup.sillytavern,
                    links=tuple((link.lorebook_id, link.scope) for link in setup.lorebooks),
                    persona_id=setup.persona_id,
                    names={link.lorebook_id: link.name for link in setup.lorebooks})
 
     def replace(self, **update: Any) -> SetupState:
-        """A copy with ``update`` applied."""
-        data = {"chat_id": self.chat_id, "settings": self.settings, "sillytavern": self.sillytavern,
-                "links": self.links, "persona_id": self.persona_id, "names": self.names}
-        data.update(update)
-        return SetupState(**data)
+        """A copy with ``update`` applied (field names as keywords; an unknown name raises ``TypeError``)."""
+        return dataclasses.replace(self, **update)
 
 
 def save_setup(store: Store, old: SetupState | None, new: SetupState) -> None:
     """Write the parts of ``new`` that differ from ``old`` (everything when ``old`` is ``None``)."""
     if old is None or old.settings != new.settings:
-        store.save_chat_settings(new.chat_id, new.settings)
+        store.chats.save_settings(new.chat_id, new.settings)
     if old is None or old.sillytavern != new.sillytavern:
-        store.save_chat_setup(new.chat_id, new.sillytavern)
+        store.chats.save_setup(new.chat_id, new.sillytavern)
     if old is None or old.links != new.links:
-        store.set_chat_lorebook_links(new.chat_id, list(new.links))
+        store.chats.set_lorebook_links(new.chat_id, list(new.links))
     if old is None or old.persona_id != new.persona_id:
-        store.set_chat_persona(new.chat_id, new.persona_id)
+        store.chats.set_persona(new.chat_id, new.persona_id)
 
 
 def _reload(document: ChatDocument, chat_id: str | None) -> None:
@@ -100,18 +99,18 @@ class EditPersonaCommand(QUndoCommand):
         self._document, self._store, self._id, self._old, self._new = document, store, persona_id, old, new
 
     def redo(self) -> None:
-        self._store.update_persona(self._id, self._new)
+        self._store.personas.update(self._id, self._new)
         _reload(self._document, None)
 
     def undo(self) -> None:
-        self._store.update_persona(self._id, self._old)
+        self._store.personas.update(self._id, self._old)
         _reload(self._document, None)
 
 
 class AddLorebookEntryCommand(QUndoCommand):
     """Create an entry (blank, or a copy of ``source_uid``) in a library lorebook.
 
-    The first redo lets the store pick the uid (``Store.add_lorebook_entry`` /
+    The first redo lets the store pick the uid (``Store.lorebooks.add_entry`` /
     ``duplicate_lorebook_entry``); later redos put the same entry back at the same place.
     """
 
@@ -126,18 +125,18 @@ class AddLorebookEntryCommand(QUndoCommand):
     def redo(self) -> None:
         if self.entry is None:
             if self._source is not None:
-                self.entry = self._store.duplicate_lorebook_entry(self._book, self._source)
+                self.entry = self._store.lorebooks.duplicate_entry(self._book, self._source)
             else:
-                self.entry = self._store.add_lorebook_entry(self._book, self._template)
-            uids = [str(e.uid) for e in self._store.get_lorebook(self._book).entries]
+                self.entry = self._store.lorebooks.add_entry(self._book, self._template)
+            uids = [str(e.uid) for e in self._store.lorebooks.get(self._book).entries]
             self._index = uids.index(str(self.entry.uid))
         else:
-            self._store.insert_lorebook_entry(self._book, self.entry, self._index)
+            self._store.lorebooks.insert_entry(self._book, self.entry, self._index)
         _reload(self._document, None)
 
     def undo(self) -> None:
         if self.entry is not None:
-            self._store.delete_lorebook_entry(self._book, self.entry.uid)
+            self._store.lorebooks.delete_entry(self._book, self.entry.uid)
         _reload(self._document, None)
 
 
@@ -145,31 +144,28 @@ class DeleteLorebookEntryCommand(QUndoCommand):
     """Delete an entry from a library lorebook; undo puts it back at its place in the book."""
 
     def __init__(self, document: ChatDocument, store: Store, lorebook_id: str, uid: int | str) -> None:
-        book = store.get_lorebook(lorebook_id)
-        index, entry = next(((i, e) for i, e in enumerate(book.entries) if str(e.uid) == str(uid)),
-                            (None, None))
-        if entry is None:
-            from engine.errors import NotFoundError
-
+        book = store.lorebooks.get(lorebook_id)
+        found = next(((i, e) for i, e in enumerate(book.entries) if str(e.uid) == str(uid)), None)
+        if found is None:
             raise NotFoundError("LOREBOOK_ENTRY_NOT_FOUND", f"the lorebook has no entry {uid}",
                                 file=lorebook_id, place=f"entry {uid}")
+        entry = found[1]
         label = entry.comment or (entry.keys[0] if entry.keys else str(uid))
         super().__init__(f"Delete lorebook entry {label!r}")
         self._document, self._store, self._book = document, store, lorebook_id
-        self.entry: LorebookEntry = entry
-        self._index = int(index)  # type: ignore[arg-type]
+        self._index, self.entry = found
 
     def redo(self) -> None:
-        self._store.delete_lorebook_entry(self._book, self.entry.uid)
+        self._store.lorebooks.delete_entry(self._book, self.entry.uid)
         _reload(self._document, None)
 
     def undo(self) -> None:
-        self._store.insert_lorebook_entry(self._book, self.entry, self._index)
+        self._store.lorebooks.insert_entry(self._book, self.entry, self._index)
         _reload(self._document, None)
 
 
 class SetChatCharacterCommand(QUndoCommand):
-    """Give a chat a character (or take it away): ``Store.set_chat_character``, then the chat re-reads."""
+    """Give a chat a character (or take it away): ``Store.chats.set_character``, then the chat re-reads."""
 
     def __init__(self, document: ChatDocument, store: Store, chat_id: str, old: str | None, new: str | None,
                  name: str) -> None:
@@ -177,9 +173,9 @@ class SetChatCharacterCommand(QUndoCommand):
         self._document, self._store, self._chat, self._old, self._new = document, store, chat_id, old, new
 
     def redo(self) -> None:
-        self._store.set_chat_character(self._chat, self._new)
+        self._store.chats.set_character(self._chat, self._new)
         _reload(self._document, self._chat)
 
     def undo(self) -> None:
-        self._store.set_chat_character(self._chat, self._old)
+        self._store.chats.set_character(self._chat, self._old)
         _reload(self._document, self._chat)

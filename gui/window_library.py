@@ -17,63 +17,81 @@ from .errors import UserError, user_error
 if TYPE_CHECKING:
     from engine.storage import ImportRef
 
+    from .window_parts import LibraryWindow
 
 
-class LibraryActionsMixin:
-    """Import, delete and branch: the library writes the window starts."""
+def import_error(exc: LoomscopeError, paths: list[str]) -> UserError:
+    """What a failed import of ``paths`` says: the file at fault (else every file) and that nothing was imported."""
+    err = user_error(exc)
+    name = Path(exc.file).name if exc.file else ", ".join(Path(p).name for p in paths)
+    return UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.", exc.file, exc.place)
+
+
+class LibraryActions:
+    """Import, delete and branch: the library writes the window starts.
+
+    Parameters
+    ----------
+    window:
+        The window (:class:`~gui.window_parts.LibraryWindow`): its context, command runner,
+        library panel and setup, ``confirm`` (read at each use: tests replace it), chat opening
+        and status bar.
+    """
+
+    def __init__(self, window: LibraryWindow) -> None:
+        self._window = window
 
     def import_files(self, paths: list[str]) -> list[ImportRef]:
         """Import ``paths`` in one transaction; a bad file imports nothing and says which and why."""
-        if self.ctx.store is None or not paths:
+        w = self._window
+        store = w.ctx.store
+        if store is None or not paths:
             return []
-        def describe(exc: LoomscopeError) -> UserError:
-            err = user_error(exc)
-            name = Path(exc.file).name if exc.file else ", ".join(Path(p).name for p in paths)
-            return UserError(err.code, f"Could not import {name}: {err.text}\nNothing was imported.",
-                             exc.file, exc.place)
-
-        imported = self.commands.do("Import failed", self.ctx.store.import_files, paths, describe=describe)
+        imported = w.commands.do("Import failed", store.imports.files, paths,
+                                 describe=lambda exc: import_error(exc, paths))
         if not imported.ok or imported.value is None:
             return []
         refs = imported.value
-        self.refresh_library()
+        w.refresh_library()
         chats = [r for r in refs if r.kind == "chat"]
-        self.statusBar().showMessage(
-            "Imported " + ", ".join(f"{r.kind} “{r.name}”" for r in refs), 8000)
+        w.statusBar().showMessage("Imported " + ", ".join(f"{r.kind} “{r.name}”" for r in refs), 8000)
         if chats:
-            self.open_chat(chats[-1].id)
-        self.library_setup.after_import(refs)
+            w.open_chat(chats[-1].id)
+        w.library_setup.after_import(refs)
         return refs
 
     def delete_chat(self, chat_id: str | None) -> bool:
-        """Delete ``chat_id`` after confirmation (its audit goes with it)."""
-        if self.ctx.store is None or not chat_id:
+        """Delete ``chat_id`` after confirmation (its audit goes with it); ``True`` when deleted."""
+        w = self._window
+        store, doc = w.ctx.store, w.ctx.document
+        if store is None or not chat_id:
             return False
-        title = next((c.title for c in self.ctx.store.list_chats() if c.id == chat_id), chat_id)
-        if not self.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
+        title = next((c.title for c in store.chats.summaries() if c.id == chat_id), chat_id)
+        if not w.confirm("Delete chat", f"Delete “{title}” and its audit? This cannot be undone."):
             return False
-        if not self.commands.do("Delete chat", self.ctx.store.delete_chat, chat_id).ok:
+        if not w.commands.do("Delete chat", store.chats.delete, chat_id).ok:
             return False
         # a deleted chat cannot come back (the dialog said so): its commands go with it
-        self.commands.forget_history()
-        if self.ctx.document.chat_id == chat_id:
-            self.ctx.document.load_chat(None)
-        self.refresh_library()
-        ids = self.library.chat_ids()
-        if ids and self.ctx.document.chat_id is None:
-            self.open_chat(ids[0])
+        w.commands.forget_history()
+        if doc.chat_id == chat_id:
+            doc.load_chat(None)
+        w.refresh_library()
+        ids = w.library.chat_ids()
+        if ids and doc.chat_id is None:
+            w.open_chat(ids[0])
         return True
 
     def branch_chat(self, message_index: int) -> str | None:
-        """Fork the open chat at ``message_index`` and open the branch."""
-        doc = self.ctx.document
-        if self.ctx.store is None or doc.chat_id is None:
+        """Fork the open chat at ``message_index`` and open the branch; returns its id (``None``: nothing done)."""
+        w = self._window
+        store, doc = w.ctx.store, w.ctx.document
+        if store is None or doc.chat_id is None:
             return None
-        branched = self.commands.do("Branch", self.ctx.store.branch_chat, doc.chat_id, message_index)
+        branched = w.commands.do("Branch", store.chats.branch, doc.chat_id, message_index)
         if not branched.ok or branched.value is None:
             return None
         new_id = branched.value
-        self.refresh_library()
-        self.open_chat(new_id)
-        self.statusBar().showMessage(f"Branched at message {message_index}", 6000)
+        w.refresh_library()
+        w.open_chat(new_id)
+        w.statusBar().showMessage(f"Branched at message {message_index}", 6000)
         return new_id

@@ -8,12 +8,15 @@ the open chat persist in ``QSettings``.
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray
-from PySide6.QtGui import QResizeEvent, QShowEvent
 
 from .tabs import CENTRE_TABS, INSPECTOR_TABS
 from .widgets.library_panel import DEFAULT_WIDTH as LIBRARY_WIDTH
+
+if TYPE_CHECKING:
+    from .window_parts import LayoutWindow
 
 #: The inspector column's default (widest) and smallest width (px); it yields first when the
 #: window is narrow, so the prompt blocks keep :data:`CENTRE_PREFERRED_W`.
@@ -24,86 +27,111 @@ CENTRE_PREFERRED_W = 780
 LIBRARY_NARROW_W = 210
 
 
-class WindowStateMixin:
-    """Tabs by name, splitter sizes that keep the centre wide, and the saved layout."""
+class WindowState:
+    """Tabs by name, splitter sizes that keep the centre wide, and the saved layout of one window.
+
+    Parameters
+    ----------
+    window:
+        The window (:class:`~gui.window_parts.LayoutWindow`); its splitter and tab widgets exist
+        when this is built, its library setup by the time a ``setup`` tab is asked for.
+
+    Attributes
+    ----------
+    splitter_restored:
+        ``True`` once sizes came from a saved layout (or a caller set them and wants them kept):
+        the first show then leaves the splitter alone.
+    splitter_shown:
+        ``True`` after the first show applied the default sizes.
+    """
+
+    def __init__(self, window: LayoutWindow) -> None:
+        self._window = window
+        self.splitter_restored = False
+        self.splitter_shown = False
 
     def select_tab(self, name: str) -> bool:
-        """Show tab ``name`` (``blocks``, ``chat``, ``block``, ``lorebook``, ``audit``, ``settings``)."""
+        """Show tab ``name`` (``blocks``, ``chat``, ``block``, ``lorebook``, ``audit``, ``settings``, ...);
+        ``False`` for a name :data:`gui.tabs.TAB_NAMES` does not list."""
+        w = self._window
         key = name.strip().lower()
         if key == "setup":
-            self.inspector_tabs.setCurrentWidget(self.library_setup.setup_panel)
-            return True
-        if key in ("characters", "lorebooks", "personas", "chats"):
-            self.library_setup.tabs.show_kind(key[:-1])
-            return True
-        if key == "entry":
-            self.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index("lorebook"))
-            self.lorebook_tab.bottom_tabs.setCurrentWidget(self.library_setup.entry_editor)
-            return True
-        if key in CENTRE_TABS:
-            self.centre_tabs.setCurrentIndex(CENTRE_TABS.index(key))
-            return True
-        if key in INSPECTOR_TABS:
-            self.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index(key))
-            return True
-        return False
+            w.inspector_tabs.setCurrentWidget(w.library_setup.setup_panel)
+        elif key in ("characters", "lorebooks", "personas", "chats"):
+            w.library_setup.tabs.show_kind(key[:-1])
+        elif key == "entry":
+            w.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index("lorebook"))
+            w.lorebook_tab.bottom_tabs.setCurrentWidget(w.library_setup.entry_editor)
+        elif key in CENTRE_TABS:
+            w.centre_tabs.setCurrentIndex(CENTRE_TABS.index(key))
+        elif key in INSPECTOR_TABS:
+            w.inspector_tabs.setCurrentIndex(INSPECTOR_TABS.index(key))
+        else:
+            return False
+        return True
 
-    def restore_state(self) -> None:
+    def restore(self) -> None:
         """Window geometry, layout, splitter sizes and tabs from ``QSettings``."""
-        s = self.ctx.settings
+        w = self._window
+        s = w.ctx.settings
         geometry = s.value("window/geometry")
         if isinstance(geometry, QByteArray | bytes):
-            self.restoreGeometry(geometry)
+            w.restoreGeometry(geometry)
         state = s.value("window/state")
         if isinstance(state, QByteArray | bytes):
-            self.restoreState(state)
+            w.restoreState(state)
         splitter = s.value("window/splitter")
         if isinstance(splitter, QByteArray | bytes):
-            self._splitter_restored = self.splitter.restoreState(splitter)
-        for key, tabs in (("window/centre_tab", self.centre_tabs), ("window/inspector_tab", self.inspector_tabs)):
-            with contextlib.suppress(TypeError, ValueError):
-                tabs.setCurrentIndex(int(s.value(key, 0)))
+            self.splitter_restored = w.splitter.restoreState(splitter)
+        for key, tabs in (("window/centre_tab", w.centre_tabs), ("window/inspector_tab", w.inspector_tabs)):
+            index = s.value(key, 0)  # an int, or its text from an INI file
+            if isinstance(index, int | str):
+                with contextlib.suppress(ValueError):
+                    tabs.setCurrentIndex(int(index))
+
+    def save(self) -> None:
+        """Persist geometry, layout, splitter sizes, tabs and the open chat."""
+        w = self._window
+        s = w.ctx.settings
+        s.setValue("window/geometry", w.saveGeometry())
+        s.setValue("window/state", w.saveState())
+        s.setValue("window/splitter", w.splitter.saveState())
+        s.setValue("window/centre_tab", w.centre_tabs.currentIndex())
+        s.setValue("window/inspector_tab", w.inspector_tabs.currentIndex())
+        if w.ctx.document.chat_id:
+            s.setValue("library/last_chat", w.ctx.document.chat_id)
+        s.sync()
 
     def default_splitter_sizes(self, width: int | None = None) -> list[int]:
-        """``[library, centre, inspector]`` for a splitter ``width`` px wide.
+        """``[library, centre, inspector]`` in px for a splitter ``width`` px wide (default: its width now).
 
         The centre gets :data:`CENTRE_PREFERRED_W` first; the inspector yields first (down to
         :data:`INSPECTOR_MIN_W`), then the library (down to :data:`LIBRARY_NARROW_W`).
         """
-        width = int(width if width is not None else self.splitter.width()) - 2 * self.splitter.handleWidth()
+        splitter = self._window.splitter
+        width = int(width if width is not None else splitter.width()) - 2 * splitter.handleWidth()
         library = LIBRARY_WIDTH if width >= 1400 else LIBRARY_NARROW_W
         inspector = max(INSPECTOR_MIN_W, min(INSPECTOR_WIDTH, width - library - CENTRE_PREFERRED_W))
         centre = max(200, width - library - inspector)
         return [library, centre, inspector]
 
-    def _default_splitter_sizes(self) -> None:
+    def apply_default_sizes(self) -> None:
         """Library and inspector at their default widths, the centre gets the rest."""
-        self.splitter.setSizes(self.default_splitter_sizes())
+        self._window.splitter.setSizes(self.default_splitter_sizes())
 
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        # a narrower window takes from the inspector first, then the library, not from the blocks
-        sizes = self.splitter.sizes()
-        if len(sizes) == 3 and self.isVisible() and sizes[1] < CENTRE_PREFERRED_W and sizes[2] > INSPECTOR_MIN_W:
+    def on_resized(self) -> None:
+        """After the window resized: a narrower window takes from the inspector first, then the
+        library, not from the blocks."""
+        splitter = self._window.splitter
+        sizes = splitter.sizes()
+        if len(sizes) == 3 and self._window.isVisible() and sizes[1] < CENTRE_PREFERRED_W \
+                and sizes[2] > INSPECTOR_MIN_W:
             give = min(CENTRE_PREFERRED_W - sizes[1], sizes[2] - INSPECTOR_MIN_W)
-            self.splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
+            splitter.setSizes([sizes[0], sizes[1] + give, sizes[2] - give])
 
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if not self._splitter_restored and not self._splitter_shown:
-            # the first show is the first time the real width is known (no saved layout)
-            self._splitter_shown = True
-            self._default_splitter_sizes()
-
-    def save_state(self) -> None:
-        """Persist geometry, layout, splitter sizes, tabs and the open chat."""
-        s = self.ctx.settings
-        s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/state", self.saveState())
-        s.setValue("window/splitter", self.splitter.saveState())
-        s.setValue("window/centre_tab", self.centre_tabs.currentIndex())
-        s.setValue("window/inspector_tab", self.inspector_tabs.currentIndex())
-        if self.ctx.document.chat_id:
-            s.setValue("library/last_chat", self.ctx.document.chat_id)
-        s.sync()
-
+    def on_shown(self) -> None:
+        """After the window was shown: the first show is the first time the real width is known,
+        so it applies the default sizes (unless a saved layout was restored)."""
+        if not self.splitter_restored and not self.splitter_shown:
+            self.splitter_shown = True
+            self.apply_default_sizes()

@@ -280,7 +280,7 @@ def _meta_routes(store: Store, version: str) -> APIRouter:
     @router.get(f"{API_PREFIX}/health", response_model=Health, tags=["meta"])
     def health() -> Health:
         """The server is up; the library answers (its dialect and chat count)."""
-        return Health(version=version, database=store.dialect, chats=len(store.list_chats()))
+        return Health(version=version, database=store.dialect, chats=len(store.chats.summaries()))
 
     return router
 
@@ -292,7 +292,7 @@ def _library_routes(store: Store) -> APIRouter:
     @router.get(f"{API_PREFIX}/chats", response_model=list[ChatSummary], tags=["library"])
     def list_chats() -> list[ChatSummary]:
         """Every chat, most recently changed first (as ``loomscope chats --format json``)."""
-        return store.list_chats()
+        return store.chats.summaries()
 
     @router.get(f"{API_PREFIX}/chats/{{chat_id}}/context-audit", response_model=PromptContextAudit,
                 responses=_ERRORS_404, tags=["audit"])
@@ -302,7 +302,7 @@ def _library_routes(store: Store) -> APIRouter:
         404 ``CHAT_NOT_FOUND`` when the chat does not exist, 404 ``AUDIT_NOT_FOUND`` when it
         has no stored audit yet.
         """
-        audit = store.get_audit(chat_id)
+        audit = store.audits.get(chat_id)
         if audit is None:
             raise NotFoundError("AUDIT_NOT_FOUND", "the chat has no stored audit (no generation yet)",
                                 file=chat_id)
@@ -358,7 +358,7 @@ def _with_json_place(exc: LoomscopeError) -> LoomscopeError:
 
 def _library_request(store: Store, body: ChatPreviewBody) -> PreviewRequest:
     """The chat's stored request with ``body.settings`` merged over its settings (nothing saved)."""
-    request = store.build_request(body.chat_id)
+    request = store.chats.build_request(body.chat_id)
     if body.settings:
         request = request.model_copy(update={"settings": merge_settings(request.settings, body.settings)})
     return with_speaker(request, body.speaker, where="$.speaker")

@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
             shown[0] = len(event.text)
 
     with open_library(args) as store:
-        settings = _settings(store.get_chat(args.chat_id).settings, args)
+        settings = _settings(store.chats.get(args.chat_id).settings, args)
         provider = ProviderConfig(base_url=base_url, model=settings.model, api_key=api_key,
                                   timeout_s=args.timeout, stream=not args.no_stream,
                                   extra_body=dict(args.param) or None,
@@ -244,7 +244,7 @@ def _setup_server_url(store, chat_id: str) -> str | None:
     ``None`` for other chats and for Kobold Horde (not an OpenAI-compatible server). Raises
     ``CHAT_NOT_FOUND``.
     """
-    st = store.get_chat_setup(chat_id).sillytavern
+    st = store.chats.get_setup(chat_id).sillytavern
     tc = st.text_completion if st is not None else None
     return tc.server_url.strip() or None if tc is not None and tc.main_api != "koboldhorde" else None
 

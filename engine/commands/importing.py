@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-#: ``on_progress(stage, file, done, total)`` of :meth:`engine.storage.Store.import_files`.
+#: ``on_progress(stage, file, done, total)`` of :meth:`engine.storage.Store.imports.files`.
 ProgressCallback = Callable[[str, str, int, int], None]
 
 
@@ -80,7 +80,7 @@ def terminal_progress() -> tuple[ProgressCallback | None, AbstractContextManager
     On a terminal (stderr is a TTY): a spinner while files are read and a bar of stored messages per chat; otherwise
     ``(None, nullcontext())``.
 
-    The callback has :meth:`engine.storage.Store.import_files`' ``on_progress`` shape
+    The callback has :meth:`engine.storage.Store.imports.files`' ``on_progress`` shape
     ``(stage, file, done, total)``.
     """
     if not sys.stderr.isatty():
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     sources: list[str] = []
     on_progress, display = terminal_progress()
     with open_library(args) as store, display:
-        refs = store.import_files(args.files, on_warning=warn, sources=sources, on_progress=on_progress,
+        refs = store.imports.files(args.files, on_warning=warn, sources=sources, on_progress=on_progress,
                                   as_new=args.as_new)
     if output_format(args) == "json":
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
@@ -163,7 +163,7 @@ def folder_progress() -> tuple[Callable[[int, int], None] | None, Callable[[int,
     """``(on_read, on_store, display)`` for a folder import: rich bars on a terminal, nothing when piped.
 
     ``on_read(files read, files)`` has :func:`~engine.importers.st_folder.read_st_folder`'s ``on_progress`` shape,
-    ``on_store(items stored, items)`` :meth:`~engine.storage.Store.import_st_folder`'s.
+    ``on_store(items stored, items)`` :meth:`~engine.storage.Store.imports.st_folder`'s.
     """
     if not sys.stderr.isatty():
         return None, None, contextlib.nullcontext()

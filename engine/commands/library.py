@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_chats(args: argparse.Namespace) -> int:
     """Print ``[{"id", "title", "character", "messages", "has_audit", ...}]``."""
     with open_library(args) as store:
-        chats = store.list_chats()
+        chats = store.chats.summaries()
     if output_format(args) == "json":
         print_json([c.model_dump(mode="json") for c in chats])
         return 0
@@ -108,7 +108,7 @@ def run_chats(args: argparse.Namespace) -> int:
 def run_delete(args: argparse.Namespace) -> int:
     """Delete the chat; prints ``{"deleted": CHAT_ID}``."""
     with open_library(args) as store:
-        store.delete_chat(args.chat_id)
+        store.chats.delete(args.chat_id)
     if output_format(args) == "json":
         print_json({"deleted": args.chat_id})
     else:
@@ -119,7 +119,7 @@ def run_delete(args: argparse.Namespace) -> int:
 def run_audit(args: argparse.Namespace) -> int:
     """Print the stored ``PromptContextAudit`` (exit 2 ``CHAT_NOT_FOUND``/``AUDIT_NOT_FOUND``)."""
     with open_library(args) as store:
-        audit = store.get_audit(args.chat_id)
+        audit = store.audits.get(args.chat_id)
     if audit is None:
         raise NotFoundError("AUDIT_NOT_FOUND", "the chat has no stored audit (no generation yet)",
                             file=args.chat_id)

@@ -51,14 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def list_entries(store: Any, kind: Kind) -> list[LibraryEntry]:
     """Every object of ``kind`` in ``store``, by name, with its import source and the chats using it."""
     if kind == "character":
-        found: list[dict[str, Any]] = [{"id": c.id, "name": c.name} for c in store.list_characters()]
+        found: list[dict[str, Any]] = [{"id": c.id, "name": c.name} for c in store.characters.summaries()]
     elif kind == "persona":
-        found = [{"id": p.id, "name": p.name} for p in store.list_personas()]
+        found = [{"id": p.id, "name": p.name} for p in store.personas.summaries()]
     else:
         found = [{"id": b.id, "name": b.name, "entries": b.entries, "character_id": b.character_id}
-                 for b in store.list_lorebooks()]
-    return [LibraryEntry(kind=kind, **f, source=store.source_key(kind, f["id"]),
-                         used_by=store.where_used(kind, f["id"])) for f in found]
+                 for b in store.lorebooks.summaries()]
+    return [LibraryEntry(kind=kind, **f, source=store.sync.source_key(kind, f["id"]),
+                         used_by=store.chats.where_used(kind, f["id"])) for f in found]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -69,7 +69,7 @@ def build_request(args: argparse.Namespace):  # -> PreviewRequest
     card = load_character(args.card) if args.card else None
     if args.chat_id:
         with open_library(args) as store:
-            request = store.build_request(args.chat_id)
+            request = store.chats.build_request(args.chat_id)
         update: dict[str, object] = {"lorebooks": [*request.lorebooks, *extra_books]}
         if card is not None:
             update["character"] = card

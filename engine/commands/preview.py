@@ -140,7 +140,7 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
     if args.chat:
         raise SettingsError("INVALID_SETTINGS", "give --chat FILE or --chat-id ID, not both", file="--chat-id")
     with open_library(args) as store:
-        request = store.build_request(args.chat_id)
+        request = store.chats.build_request(args.chat_id)
     update: dict[str, object] = {"settings": _settings_with_flags(request.settings, args)}
     if args.card:
         update["character"] = load_character(args.card)

@@ -4,7 +4,7 @@
 (1-on-1) chat of the folder, each with its identity (its path relative to the user folder), a
 digest of what it becomes, and, for chats, the setup SillyTavern would use for them. The
 :class:`~engine.storage.Store` stores a plan in one transaction
-(:meth:`~engine.storage.Store.import_st_folder`). Reading never writes into the folder and never
+(:meth:`~engine.storage.Store.imports.st_folder`). Reading never writes into the folder and never
 opens ``secrets.json`` (only the files listed below are opened).
 
 What is read (``src/constants.js`` ``USER_DIRECTORY_TEMPLATE``; FORMATS.md b1, b4, b5):

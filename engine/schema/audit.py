@@ -4,7 +4,7 @@ An audit is created (status ``pending``) before any network call and closed with
 status ``completed``, ``failed`` or ``cancelled``. It never holds the upstream response body
 or an API key: failures are recorded as a normalized ``error_code`` (see
 :data:`engine.errors.ERROR_CODES`) and a message written by Loomscope itself.
-Only the last terminal audit of each chat is stored (``engine.storage.Store.put_audit``).
+Only the last terminal audit of each chat is stored (``engine.storage.Store.audits.put``).
 """
 
 from __future__ import annotations

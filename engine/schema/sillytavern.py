@@ -3,7 +3,7 @@
 That is, what it reads besides the card, the persona and the worlds.
 
 Stored per chat (``chats.setup``, migration 0002) by ``loomscope import DIR`` and read back by
-:meth:`engine.storage.Store.build_request`; a :class:`~engine.schema.request.PreviewRequest`
+:meth:`engine.storage.Store.chats.build_request`; a :class:`~engine.schema.request.PreviewRequest`
 carrying one (``request.sillytavern``) is assembled by
 :mod:`engine.assembly.sillytavern` exactly as SillyTavern's ``prepareOpenAIMessages`` would.
 
@@ -369,7 +369,7 @@ class GroupMember(BaseModel):
         they replace the chat's ``character_tags`` / ``character_regex_allowed`` / ``character_note``
         when it speaks.
     character:
-        In a request only (filled by :meth:`engine.storage.Store.build_request`, never stored): the
+        In a request only (filled by :meth:`engine.storage.Store.chats.build_request`, never stored): the
         member's card as the library holds it; ``None`` when missing.
     """
 

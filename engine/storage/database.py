@@ -36,13 +36,21 @@ nothing is written twice.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from cachetools import LRUCache
+from platformdirs import user_data_dir
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 
 from ..cache import lru
@@ -63,8 +71,6 @@ WRITE_OPTION = "loomscope_write"
 
 def default_db_path() -> Path:
     """Path of the embedded SQLite library (``user_data_dir("loomscope")/library.sqlite3``)."""
-    from platformdirs import user_data_dir
-
     return Path(user_data_dir("loomscope", appauthor=False)) / DEFAULT_DB_FILE
 
 
@@ -198,9 +204,6 @@ def check_sqlite_file(path: Path) -> None:
     A missing or empty file passes (it becomes a new library). The quick check result is cached
     per process by file identity (:func:`_identity`), so an unchanged file is checked once.
     """
-    import sqlite3
-    from urllib.parse import quote
-
     ident = _identity(path)
     if ident is None or ident[3] == 0 or _passed_check(ident):
         return
@@ -304,8 +307,6 @@ def _safe_url(url: str) -> str:
 
 def alembic_config(engine: Engine):
     """A programmatic Alembic config bound to ``engine`` (no ``alembic.ini``)."""
-    from alembic.config import Config
-
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["engine"] = engine
@@ -314,9 +315,6 @@ def alembic_config(engine: Engine):
 
 def migration_pending(engine: Engine) -> bool:
     """Whether ``engine``'s database is behind the newest migration (read in a read-only transaction)."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
     heads = set(ScriptDirectory.from_config(alembic_config(engine)).get_heads())
     with engine.connect() as conn:
         current = set(MigrationContext.configure(conn).get_current_heads())
@@ -338,9 +336,6 @@ def upgrade(engine: Engine) -> None:
     StorageError
         ``STORAGE_ERROR`` when the database cannot be reached or migrated.
     """
-    from alembic import command
-    from sqlalchemy.exc import OperationalError
-
     try:
         for attempt in range(UPGRADE_LOCKED_RETRIES + 1):
             try:

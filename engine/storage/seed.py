@@ -13,7 +13,8 @@ from typing import Any
 
 from ..schema import Character, Chat, ContextSettings, Lorebook, Persona
 from . import _orm as orm
-from .store import Store
+from . import _queries as q
+from .unit import Database
 
 SEEDED_KEY = "seeded"
 
@@ -36,20 +37,25 @@ def load_sample() -> dict[str, Any]:
     }
 
 
-def seed_sample(store: Store, *, force: bool = False) -> str | None:
-    """Store the sample library unless this library was seeded before; returns the sample chat id.
+def seed_sample(db: Database, *, force: bool = False) -> str | None:
+    """Store the sample library unless this library was seeded before (or ``force``).
 
     One transaction: the sample is stored completely or not at all.
+
+    Returns
+    -------
+    str or None
+        The sample chat's id; ``None`` when the library was seeded before.
     """
     sample = load_sample()
-    with store._unit() as session:
+    with db.unit() as session:
         if not force and session.get(orm.LibraryMetaRow, SEEDED_KEY) is not None:
             return None
-        char_id = store._insert_character(session, sample["character"])
-        persona_id = store._insert_persona(session, sample["persona"])
-        book_id = store._insert_lorebook(session, sample["lorebook"])
+        char_id = q.insert_character(session, sample["character"])
+        persona_id = q.insert_persona(session, sample["persona"])
+        book_id = q.insert_lorebook(session, sample["lorebook"])
         session.flush()
-        chat_id = store._insert_chat(
+        chat_id = q.insert_chat(
             session, sample["chat"], title=sample["title"], character_id=char_id,
             persona_id=persona_id, lorebook_ids=[book_id], settings=sample["settings"],
         )

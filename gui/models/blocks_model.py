@@ -212,7 +212,10 @@ class BlocksTableModel(QAbstractTableModel):
                     row = rows.get(i)
                     return None if row is None else blocks[row]
             else:
-                block_of = {b.message_index: b for b in blocks if b.message_index is not None}.get
+                by_message = {b.message_index: b for b in blocks if b.message_index is not None}
+
+                def block_of(i: int) -> PreviewBlock | None:
+                    return by_message.get(i)
             rollbacks = self._pending.settle(block_of)
         changed: list[int] | None = None
         if delta is not None:
@@ -431,7 +434,7 @@ class BlocksTableModel(QAbstractTableModel):
             return self._tooltip(b, BlockColumn(col))
         return None
 
-    def _display(self, b: PreviewBlock, row: int, col: BlockColumn) -> Any:
+    def _display(self, b: PreviewBlock, row: int, col: int) -> Any:  # col: a BlockColumn value
         if col == BlockColumn.POSITION:
             return b.position
         if col == BlockColumn.KIND:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import contains, is_, itemgetter, ne, not_
-from typing import Any
+from typing import Any, cast
 
 from engine.schema import ContextPreview, PreviewBlock, PreviewRows
 from engine.vocabulary import words
@@ -64,7 +64,7 @@ def shaped_cells(blocks: Sequence[PreviewBlock], data: list[dict[str, Any] | Non
     if data is None:
         data = list(map(_REASON_DATA, map(vars, map(blocks.__getitem__, rows))))
     with_data = list(compress(range(len(data)), data))
-    dicts = list(map(data.__getitem__, with_data))
+    dicts = cast("list[dict[str, Any]]", list(map(data.__getitem__, with_data)))  # the non-empty ones
     found: set[int] = set()
     for key in _CELL_KEYS:
         found.update(compress(with_data, map(contains, dicts, repeat(key))))

@@ -24,7 +24,6 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
 from engine.schema import ContextPreview, PreviewRequest
 
 from ..errors import UserError, worker_error
-from .heap import freeze_long_lived, young_objects_frozen
 
 #: Quiet time after the last edit before the preview runs (milliseconds).
 PREVIEW_DEBOUNCE_MS = 120
@@ -82,13 +81,12 @@ class _Job(QRunnable):
         error: UserError | None = None
         derived: Any = None
         try:
-            with young_objects_frozen():
-                preview = self._compute(self._request)
-                elapsed = time.perf_counter() - start
-                if self._derive is not None and self._generation == self._latest():
-                    # an optional head start for the views: a failure only costs them the work
-                    with contextlib.suppress(Exception):
-                        derived = self._derive(preview)
+            preview = self._compute(self._request)
+            elapsed = time.perf_counter() - start
+            if self._derive is not None and self._generation == self._latest():
+                # an optional head start for the views: a failure only costs them the work
+                with contextlib.suppress(Exception):
+                    derived = self._derive(preview)
         except Exception as exc:
             error = worker_error(exc, "preview computation")
             elapsed = time.perf_counter() - start
@@ -241,16 +239,8 @@ class PreviewController(QObject):
             self.dropped += 1
             self.result_dropped.emit(outcome.generation)
             return
-        # before the views take it: the engine pauses the collector while it builds a preview, so
-        # its objects are all still in the youngest generation, and the first allocations of the
-        # apply would trigger a collection walking every one of them (10-20 ms at 10,000 blocks)
-        freeze_long_lived()
         self.last_outcome = outcome
-        # the views compare and index the new preview (tens of thousands of small tuples, lists and
-        # dicts on a 10,000-message chat, kept until the next preview): no collection while they
-        # are built, and what survives is frozen like the preview itself
-        with young_objects_frozen():
-            self.preview_ready.emit(outcome)
+        self.preview_ready.emit(outcome)
 
     def shutdown(self, timeout_ms: int = 5000) -> None:
         """Stop the timer and wait for running work (at application exit)."""

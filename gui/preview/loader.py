@@ -17,7 +17,6 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from ..document import LoadedChat, read_chat
 from ..errors import UserError, worker_error
-from .heap import freeze_long_lived, young_objects_frozen
 
 
 class _Relay(QObject):
@@ -39,10 +38,7 @@ class _LoadJob(QRunnable):
         loaded: LoadedChat | None = None
         error: UserError | None = None
         try:
-            # thousands of messages built here: a collection in the middle would walk all of them
-            # holding the GIL (the UI thread stalls); they are frozen instead (gui.preview.heap)
-            with young_objects_frozen():
-                loaded = read_chat(self._store, self._chat_id, audit=True)
+            loaded = read_chat(self._store, self._chat_id, audit=True)
         except Exception as exc:
             error = worker_error(exc, f"reading chat {self._chat_id}")
         with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
@@ -103,7 +99,6 @@ class ChatLoader(QObject):
         if error is not None or loaded is None:
             self.failed.emit(chat_id, error or UserError("INTERNAL_ERROR", "the chat could not be read"))
             return
-        freeze_long_lived()  # a long chat's messages: keep full GC passes off them from now on
         self.loaded.emit(loaded)
 
     def shutdown(self, timeout_ms: int = 5000) -> None:

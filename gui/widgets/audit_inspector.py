@@ -95,7 +95,37 @@ class AuditTab(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         self.stack = QStackedWidget()
         outer.addWidget(self.stack)
+        self.stack.addWidget(self._build_empty_page())
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.facts = AuditFacts()
+        layout.addWidget(self.facts)
+        # the facts' widgets, where the tests and the window reach them
+        self.title = self.facts.title
+        self.error_banner = self.facts.error_banner
+        self.approx_banner = self.facts.approx_banner
+        self.fields = self.facts.fields
+        self.tabs = QTabWidget()
+        self.tabs.setUsesScrollButtons(True)
+        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
+        layout.addWidget(self.tabs, 1)
+        self.tabs.addTab(self._build_blocks_view(), "Blocks")
+        self.tabs.addTab(self._build_messages_page(), "Messages")
+        self.diagnostics_view = QPlainTextEdit()
+        self.diagnostics_view.setReadOnly(True)
+        self.tabs.addTab(self.diagnostics_view, "Diagnostics")
+        self.tabs.addTab(self._build_compare_page(), "Compare")
+        self.tabs.setTabToolTip(3, "Compare with preview: what changed since this generation")
+        self.tabs.setTabToolTip(1, "The final provider messages, as sent")
+        self.stack.addWidget(page)
 
+        self.copy_button.clicked.connect(self._on_copy_button_clicked)
+        self.show_unchanged.toggled.connect(self._on_show_unchanged_toggled)
+        self.set_state(None, None)
+
+    def _build_empty_page(self) -> QWidget:
+        """What the inspector shows without an audit."""
         empty = QWidget()
         empty_layout = QVBoxLayout(empty)
         self.empty_label = QLabel(EMPTY_TEXT)
@@ -112,24 +142,10 @@ class AuditTab(QWidget):
         empty_layout.addWidget(self.empty_label)
         empty_layout.addWidget(hint)
         empty_layout.addStretch(2)
-        self.stack.addWidget(empty)
+        return empty
 
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(6, 6, 6, 6)
-        self.facts = AuditFacts()
-        layout.addWidget(self.facts)
-        # the facts' widgets, where the tests and the window reach them
-        self.title = self.facts.title
-        self.error_banner = self.facts.error_banner
-        self.approx_banner = self.facts.approx_banner
-        self.fields = self.facts.fields
-
-        self.tabs = QTabWidget()
-        self.tabs.setUsesScrollButtons(True)
-        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
-        layout.addWidget(self.tabs, 1)
-
+    def _build_blocks_view(self) -> QTableView:
+        """The "Blocks" tab: the audited blocks, the role column last."""
         self.blocks_model = AuditBlocksModel(self)
         self.blocks_view = _table(self.blocks_model)
         for col, width in enumerate((32, 84, 64, 120, 56, 72, 320, 60)):
@@ -139,8 +155,10 @@ class AuditTab(QWidget):
         role_col = next(i for i, (key, _) in enumerate(BLOCK_COLUMNS) if key == "role")
         header = self.blocks_view.horizontalHeader()
         header.moveSection(header.visualIndex(role_col), len(BLOCK_COLUMNS) - 1)
-        self.tabs.addTab(self.blocks_view, "Blocks")
+        return self.blocks_view
 
+    def _build_messages_page(self) -> QWidget:
+        """The "Messages" tab: the final provider messages as JSON, with Copy."""
         messages_page = QWidget()
         messages_layout = QVBoxLayout(messages_page)
         messages_layout.setContentsMargins(4, 4, 4, 4)
@@ -157,12 +175,10 @@ class AuditTab(QWidget):
         mono.setStyleHint(QFont.StyleHint.Monospace)
         self.messages_view.setFont(mono)
         messages_layout.addWidget(self.messages_view, 1)
-        self.tabs.addTab(messages_page, "Messages")
+        return messages_page
 
-        self.diagnostics_view = QPlainTextEdit()
-        self.diagnostics_view.setReadOnly(True)
-        self.tabs.addTab(self.diagnostics_view, "Diagnostics")
-
+    def _build_compare_page(self) -> QWidget:
+        """The "Compare" tab: what changed between this generation and the current preview."""
         compare_page = QWidget()
         compare_layout = QVBoxLayout(compare_page)
         compare_layout.setContentsMargins(4, 4, 4, 4)
@@ -178,14 +194,7 @@ class AuditTab(QWidget):
         for col, width in enumerate((100, 80, 170, 80, 80, 70, 150, 200)):
             self.compare_view.setColumnWidth(col, width)
         compare_layout.addWidget(self.compare_view, 1)
-        self.tabs.addTab(compare_page, "Compare")
-        self.tabs.setTabToolTip(3, "Compare with preview: what changed since this generation")
-        self.tabs.setTabToolTip(1, "The final provider messages, as sent")
-        self.stack.addWidget(page)
-
-        self.copy_button.clicked.connect(self._on_copy_button_clicked)
-        self.show_unchanged.toggled.connect(self._on_show_unchanged_toggled)
-        self.set_state(None, None)
+        return compare_page
 
     # ------------------------------------------------------------------ public API
     def fact_columns(self) -> int:

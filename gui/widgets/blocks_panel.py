@@ -7,7 +7,7 @@ intent signals, hence undoable); other typing goes to the filter box.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
 from operator import is_not, itemgetter
 from typing import Any
@@ -56,7 +56,7 @@ NAVIGATION_KEYS = frozenset({Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, 
 _WIDTH_FIELDS = itemgetter("kind", "role", "status", "reason", "tokens", "original_tokens", "source")
 
 
-def _distinct_cells(blocks: list[PreviewBlock]) -> tuple[list[int], set[str], set[str], set[Any], str]:
+def _distinct_cells(blocks: Sequence[PreviewBlock]) -> tuple[list[int], set[str], set[str], set[Any], str]:
     """The distinct cells of every row, for the column widths: a row per distinct (kind, role)
     (its Kind cell), the Status cells, the Reason cells (codes, or the text their data makes),
     the Tokens cells and the longest source. One read per block, then C-level passes."""
@@ -136,7 +136,7 @@ class BlocksTable(QTableView):
         self.fit_columns()
 
     def dataChanged(self, top_left: QModelIndex | QPersistentModelIndex,
-                    bottom_right: QModelIndex | QPersistentModelIndex, roles: list[int] = ()) -> None:  # type: ignore[assignment]
+                    bottom_right: QModelIndex | QPersistentModelIndex, roles: Sequence[int] = ()) -> None:
         """Repaint only the changed rows this table shows.
 
         Qt repaints the whole viewport for a change spanning several rows that are not all in
@@ -289,7 +289,7 @@ class BlocksPanel(QWidget):
                 self.table.set_content_widths(wants)
 
     def content_widths(self, rows: list[int] | None = None, reasons: Iterable[str] = (),
-                       blocks: list[PreviewBlock] | None = None) -> dict[int, int]:
+                       blocks: Sequence[PreviewBlock] | None = None) -> dict[int, int]:
         """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
         widest cell, Source and Reason their widest cell (capped later by ``fit_columns``).
         ``rows`` limits the measure to those rows (default: all); ``reasons`` are Reason cell
@@ -334,7 +334,7 @@ class BlocksPanel(QWidget):
                 if len(src) > len(longest_source):
                     longest_source = src
         digits = len(str(count - 1))
-        out = {
+        out: dict[int, int] = {
             BlockColumn.POSITION: max(fm.horizontalAdvance("8" * digits) + CELL_PAD, 28),
             BlockColumn.REASON: max(fm.horizontalAdvance(reason_cell(x) if x in VOCABULARY else str(x))
                                     for x in reasons_seen) + CELL_PAD,

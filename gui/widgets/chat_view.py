@@ -13,9 +13,20 @@ import time
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter, QPen, QShortcut, QShowEvent
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QKeySequence,
+    QMouseEvent,
+    QPainter,
+    QPen,
+    QShortcut,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QAbstractScrollArea,
     QHBoxLayout,
     QListView,
     QMenu,
@@ -47,6 +58,8 @@ from ..models.preview_delta import PreviewDelta
 from ..theme import status_hex
 from ..words import reason_meaning
 from .compaction_row import compaction_row_text, is_compaction
+
+_Index = QModelIndex | QPersistentModelIndex
 
 PAD = 6
 MAX_TEXT_LINES = 8
@@ -173,8 +186,9 @@ class ChatDelegate(QStyledItemDelegate):
         self._paragraphs = lengths
         self._estimates.clear()
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        width = max(200, option.rect.width() or (option.widget.viewport().width() if option.widget else 600))
+    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+        view = option.widget
+        width = max(200, option.rect.width() or (view.viewport().width() if isinstance(view, QAbstractScrollArea) else 600))
         row, model = index.row(), index.model()
         if row < self.exact_from and row < len(self._paragraphs):  # a big chat's older row: estimated
             return self._estimate(row, width, model, option.font)
@@ -210,7 +224,7 @@ class ChatDelegate(QStyledItemDelegate):
         return size
 
     # painting --------------------------------------------------------------------------
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         painter.save()
         event = index.data(PROGRESS_ROLE)
         if event is not None:
@@ -219,48 +233,58 @@ class ChatDelegate(QStyledItemDelegate):
             self._paint_message(painter, option, index)
         painter.restore()
 
-    def _paint_message(self, p: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def _paint_message(self, p: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         msg: ChatMessage = index.data(MESSAGE_ROLE)
         fate: MessageFate | None = index.data(FATE_ROLE)
         marker = bool(index.data(MARKER_ROLE))
         greyed = bool(index.data(GREYED_ROLE))
         rect = option.rect
         if marker:
-            y = rect.top() + MARKER_H // 2
-            p.setPen(QPen(QColor("#c0392b"), 1, Qt.PenStyle.DashLine))
-            p.drawLine(rect.left() + PAD, y, rect.right() - PAD, y)
-            f = QFont(option.font)
-            f.setPointSizeF(max(7.0, f.pointSizeF() * 0.85))
-            p.setFont(f)
-            label = "▲ above: does not fit the context   ·   ▼ oldest message that still fits"
-            fm = QFontMetrics(f)
-            lw = fm.horizontalAdvance(label) + 12
-            lr = QRect(rect.center().x() - lw // 2, rect.top() + 2, lw, MARKER_H - 4)
-            p.fillRect(lr, QColor("#fff"))
-            p.setPen(QColor("#c0392b"))
-            p.drawText(lr, int(Qt.AlignmentFlag.AlignCenter), label)
-            p.setFont(option.font)
+            self._paint_marker(p, option)
         summary = index.data(SUMMARY_ROLE)
         extra = self.summary_height(option.font) if summary is not None else 0
         if summary is not None:
             self._paint_summary(p, option, summary, rect.top() + (MARKER_H if marker else 0), extra)
         body = self._body(rect, marker, extra)
         card = body.adjusted(-2, -2, 2, 2)
-        if msg.role == "user":
-            bg = QColor("#eef4fb")
-        elif msg.role in ("tool", "function") or msg.tool_calls:
-            bg = QColor("#f4f1fa")
-        elif msg.role == "system":
-            bg = QColor("#f3f3f3")
-        else:
-            bg = QColor("#ffffff")
-        if option.state & QStyle.StateFlag.State_Selected:
-            bg = QColor("#d6e6ff")
-        p.fillRect(card, bg)
+        p.fillRect(card, _card_colour(msg, bool(option.state & QStyle.StateFlag.State_Selected)))
         if fate is not None:
             p.fillRect(QRect(card.left(), card.top(), 3, card.height()), QColor(status_hex(fate.status)[0]))
         fg = QColor("#9aa0a6") if greyed else QColor("#1d2126")
-        # header
+        pin_r, excl_r = self.button_rects(rect, marker, extra)
+        self._paint_header(p, option, index, body, pin_r.left() - 4, fg, greyed)
+        if offers_toggles(msg, fate):
+            # a click shows at once, the preview may roll it back
+            pinned, excluded = index.data(FLAGS_ROLE)
+            self._paint_buttons(p, pin_r, bool(pinned), excl_r, bool(excluded))
+        p.setFont(option.font)
+        p.setPen(fg)
+        text_rect = QRect(body.left() + 6, body.top() + 22, body.width() - 8, body.bottom() - body.top() - 22)
+        _paint_text(p, QFontMetrics(option.font), text_rect, str(index.data(Qt.ItemDataRole.DisplayRole) or ""))
+
+    def _paint_marker(self, p: QPainter, option: QStyleOptionViewItem) -> None:
+        """The dashed line above the oldest message that still fits, with its label."""
+        rect = option.rect
+        y = rect.top() + MARKER_H // 2
+        p.setPen(QPen(QColor("#c0392b"), 1, Qt.PenStyle.DashLine))
+        p.drawLine(rect.left() + PAD, y, rect.right() - PAD, y)
+        f = QFont(option.font)
+        f.setPointSizeF(max(7.0, f.pointSizeF() * 0.85))
+        p.setFont(f)
+        label = "▲ above: does not fit the context   ·   ▼ oldest message that still fits"
+        fm = QFontMetrics(f)
+        lw = fm.horizontalAdvance(label) + 12
+        lr = QRect(rect.center().x() - lw // 2, rect.top() + 2, lw, MARKER_H - 4)
+        p.fillRect(lr, QColor("#fff"))
+        p.setPen(QColor("#c0392b"))
+        p.drawText(lr, int(Qt.AlignmentFlag.AlignCenter), label)
+        p.setFont(option.font)
+
+    def _paint_header(self, p: QPainter, option: QStyleOptionViewItem, index: _Index, body: QRect,
+                      right: int, fg: QColor, greyed: bool) -> None:
+        """The speaker in bold, then ``#row · role · tokens · fate · swipes · calls · group`` up to ``right``."""
+        msg: ChatMessage = index.data(MESSAGE_ROLE)
+        fate: MessageFate | None = index.data(FATE_ROLE)
         bold = QFont(option.font)
         bold.setBold(True)
         p.setFont(bold)
@@ -285,14 +309,11 @@ class ChatDelegate(QStyledItemDelegate):
         if fate is not None and fate.group:
             parts.append(f"{GROUP_MARK} tool group {fate.group}")
         p.setPen(QColor(status_hex(fate.status)[0]) if fate is not None and not greyed else QColor("#7a8088"))
-        pin_r, excl_r = self.button_rects(rect, marker, extra)
-        p.drawText(QRect(x, body.top(), pin_r.left() - x - 4, 20),
-                   int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
-        # buttons
-        pinned, excluded = index.data(FLAGS_ROLE)  # a click shows at once, the preview may roll it back
-        buttons = ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")) \
-            if offers_toggles(msg, fate) else ()
-        for r, on, glyph, color in buttons:
+        p.drawText(QRect(x, body.top(), right - x, 20), int(Qt.AlignmentFlag.AlignVCenter), "  ·  ".join(parts))
+
+    def _paint_buttons(self, p: QPainter, pin_r: QRect, pinned: bool, excl_r: QRect, excluded: bool) -> None:
+        """The pin and exclude toggles (the pin greyed out where SillyTavern has no pinning)."""
+        for r, on, glyph, color in ((pin_r, pinned, PINNED_MARK, "#d08a00"), (excl_r, excluded, EXCLUDE_MARK, "#c0392b")):
             if glyph == PINNED_MARK and not self.pin_available and not on:  # SillyTavern: no pinning
                 p.setPen(QColor("#dfe2e6"))
                 p.drawText(r, int(Qt.AlignmentFlag.AlignCenter), glyph)
@@ -302,22 +323,6 @@ class ChatDelegate(QStyledItemDelegate):
                 p.fillRect(r.adjusted(1, 1, -1, -1), QColor(color).lighter(185))
             p.drawRect(r.adjusted(1, 1, -2, -2))
             p.drawText(r, int(Qt.AlignmentFlag.AlignCenter), glyph)
-        # text
-        p.setFont(option.font)
-        p.setPen(fg)
-        fm = QFontMetrics(option.font)
-        text_rect = QRect(body.left() + 6, body.top() + 22, body.width() - 8, body.bottom() - body.top() - 22)
-        text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
-        full = fm.boundingRect(QRect(0, 0, text_rect.width(), 100000), int(Qt.TextFlag.TextWordWrap), text)
-        if full.height() > text_rect.height():
-            lines = max(1, text_rect.height() // fm.lineSpacing())
-            clip = QRect(text_rect.left(), text_rect.top(), text_rect.width(), (lines - 1) * fm.lineSpacing())
-            p.drawText(clip, int(Qt.TextFlag.TextWordWrap), text)
-            p.setPen(QColor("#7a8088"))
-            p.drawText(QRect(text_rect.left(), clip.bottom(), text_rect.width(), fm.lineSpacing()),
-                       int(Qt.AlignmentFlag.AlignLeft), "… (full text in the Block tab)")
-        else:
-            p.drawText(text_rect, int(Qt.TextFlag.TextWordWrap), text)
 
     def _paint_summary(self, p: QPainter, option: QStyleOptionViewItem, block: PreviewBlock, top: int,
                        height: int) -> None:
@@ -375,8 +380,9 @@ class ChatDelegate(QStyledItemDelegate):
                                                                       rect.width() - 12))
 
     def editorEvent(self, event: QEvent, model: Any, option: QStyleOptionViewItem,
-                    index: QModelIndex) -> bool:
-        if event.type() == QEvent.Type.MouseButtonRelease and index.data(PROGRESS_ROLE) is None:
+                    index: _Index) -> bool:
+        if isinstance(event, QMouseEvent) and event.type() == QEvent.Type.MouseButtonRelease \
+                and index.data(PROGRESS_ROLE) is None:
             msg: ChatMessage | None = index.data(MESSAGE_ROLE)
             if msg is None:
                 return False
@@ -510,7 +516,7 @@ class ChatView(QWidget):
         self.generate_button = QPushButton("Generate ▶", self)
         self.generate_button.setToolTip("Send the previewed prompt (with your message, if any) and append the reply")
         self.generate_button.clicked.connect(self._on_generate_clicked)
-        QShortcut(QKeySequence("Ctrl+Return"), self.composer, activated=self._on_send_clicked)
+        QShortcut(QKeySequence("Ctrl+Return"), self.composer).activated.connect(self._on_send_clicked)
         buttons = QVBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.send_button)
@@ -664,3 +670,30 @@ class ChatView(QWidget):
         self.generate_button.setToolTip(
             "A generation is running; cancel it with ■ Cancel" if running
             else "Send the previewed prompt (with your message, if any) and append the reply")
+
+
+def _card_colour(msg: ChatMessage, selected: bool) -> QColor:
+    """A message card's background: by role (tool exchanges lilac), blue when selected."""
+    if selected:
+        return QColor("#d6e6ff")
+    if msg.role == "user":
+        return QColor("#eef4fb")
+    if msg.role in ("tool", "function") or msg.tool_calls:
+        return QColor("#f4f1fa")
+    if msg.role == "system":
+        return QColor("#f3f3f3")
+    return QColor("#ffffff")
+
+
+def _paint_text(p: QPainter, fm: QFontMetrics, text_rect: QRect, text: str) -> None:
+    """``text`` word-wrapped in ``text_rect``; when it does not fit, its first lines and a pointer to the full text."""
+    full = fm.boundingRect(QRect(0, 0, text_rect.width(), 100000), int(Qt.TextFlag.TextWordWrap), text)
+    if full.height() > text_rect.height():
+        lines = max(1, text_rect.height() // fm.lineSpacing())
+        clip = QRect(text_rect.left(), text_rect.top(), text_rect.width(), (lines - 1) * fm.lineSpacing())
+        p.drawText(clip, int(Qt.TextFlag.TextWordWrap), text)
+        p.setPen(QColor("#7a8088"))
+        p.drawText(QRect(text_rect.left(), clip.bottom(), text_rect.width(), fm.lineSpacing()),
+                   int(Qt.AlignmentFlag.AlignLeft), "… (full text in the Block tab)")
+    else:
+        p.drawText(text_rect, int(Qt.TextFlag.TextWordWrap), text)

@@ -83,6 +83,30 @@ class EntryEditor(QScrollArea):
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(6, 6, 6, 6)
+        self._build_header(lay)
+        self._build_match_fields()
+        self._build_insertion_fields()
+        self._build_group_and_timing_fields()
+        for combo in (self.logic, self.position, self.role, self.case_sensitive, self.whole_words, self.group_scoring):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(5)
+        for w in self._fields():
+            w.setMinimumWidth(48)  # the form fits the inspector: fields shrink instead of scrolling sideways
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        lay.addLayout(self._build_grid())
+        self.apply_button = QPushButton("Apply")
+        self.apply_button.setToolTip("Save the entry (undo with Ctrl+Z)")
+        self.apply_button.clicked.connect(self.apply)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.apply_button)
+        lay.addLayout(row)
+        lay.addStretch(1)
+        self.setWidget(body)
+        self.load(None, None)
+
+    def _build_header(self, lay: QVBoxLayout) -> None:
+        """The book picker with New, the entry's place with Duplicate / Delete, the timer note."""
         self.book_picker = QComboBox()
         self.book_picker.setToolTip("The lorebook a new entry goes into")
         self.book_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -109,6 +133,9 @@ class EntryEditor(QScrollArea):
         self.timer_note.setWordWrap(True)
         self.timer_note.hide()
         lay.addWidget(self.timer_note)
+
+    def _build_match_fields(self) -> None:
+        """Title, keys, logic, content and the switches that decide whether the entry fires."""
         self.comment = QLineEdit()
         self.keys = QLineEdit()
         self.keys.setPlaceholderText("comma-separated; /regex/i allowed")
@@ -124,17 +151,6 @@ class EntryEditor(QScrollArea):
         self.enabled = QCheckBox("Enabled")
         self.selective = QCheckBox("Selective")
         self.selective.setToolTip("Use the secondary keys with the logic")
-        self.order = QDoubleSpinBox()
-        self.order.setRange(-1_000_000, 1_000_000)
-        self.order.setDecimals(0)
-        self.position = QComboBox()
-        for pos, words in POSITION_WORDS.items():
-            self.position.addItem(words, int(pos))
-        self.depth = _spin(0, 10_000)
-        self.role = QComboBox()
-        for value, words in ROLES:
-            self.role.addItem(words, value)
-        self.role.setToolTip("The role of the message an @depth entry is sent in")
         self.probability = QDoubleSpinBox()
         self.probability.setRange(0, 100)
         self.probability.setSuffix(" %")
@@ -143,6 +159,23 @@ class EntryEditor(QScrollArea):
         self.scan_depth = _spin(-1, 1000, "global")
         self.case_sensitive = _tri()
         self.whole_words = _tri()
+
+    def _build_insertion_fields(self) -> None:
+        """Where the content goes: order, position, depth and role."""
+        self.order = QDoubleSpinBox()
+        self.order.setRange(-1_000_000, 1_000_000)
+        self.order.setDecimals(0)
+        self.position = QComboBox()
+        for pos, words in POSITION_WORDS.items():
+            self.position.addItem(words, int(pos))
+        self.depth_spin = _spin(0, 10_000)
+        self.role = QComboBox()
+        for value, words in ROLES:
+            self.role.addItem(words, value)
+        self.role.setToolTip("The role of the message an @depth entry is sent in")
+
+    def _build_group_and_timing_fields(self) -> None:
+        """Inclusion group, timed effects, recursion, budget and the character filter."""
         self.group = QLineEdit()
         self.group.setPlaceholderText("comma-separated")
         self.group_weight = QDoubleSpinBox()
@@ -166,16 +199,12 @@ class EntryEditor(QScrollArea):
                                      "without extension, not with the character's name")
         self.filter_exclude = QCheckBox("Exclude")
         self.filter_exclude.setToolTip("Not for these characters (else: only for them)")
-        for combo in (self.logic, self.position, self.role, self.case_sensitive, self.whole_words, self.group_scoring):
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(5)
-        for w in self._fields():
-            w.setMinimumWidth(48)  # the form fits the inspector: fields shrink instead of scrolling sideways
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def _build_grid(self) -> QGridLayout:
+        """The fields laid out: the long ones a row each, then two label / field pairs a row."""
         grid = QGridLayout()
         grid.setColumnStretch(1, 1)
         grid.setColumnStretch(3, 1)
-        lay.addLayout(grid)
 
         def label(text: str) -> QLabel:
             lab = QLabel(text)
@@ -194,7 +223,7 @@ class EntryEditor(QScrollArea):
             ("Logic:", self.logic, "", self.selective),
             ("", self.constant, "", self.enabled),
             ("Order:", self.order, "Position:", self.position),
-            ("Depth:", self.depth, "Role:", self.role),
+            ("Depth:", self.depth_spin, "Role:", self.role),
             ("Probability:", self.probability, "", self.use_probability),
             ("Scan depth:", self.scan_depth, "", self.ignore_budget),
             ("Case sens.:", self.case_sensitive, "Whole words:", self.whole_words),
@@ -210,16 +239,7 @@ class EntryEditor(QScrollArea):
             grid.addWidget(label(l2), r, 2)
             grid.addWidget(w2, r, 3)
             r += 1
-        self.apply_button = QPushButton("Apply")
-        self.apply_button.setToolTip("Save the entry (undo with Ctrl+Z)")
-        self.apply_button.clicked.connect(self.apply)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        row.addWidget(self.apply_button)
-        lay.addLayout(row)
-        lay.addStretch(1)
-        self.setWidget(body)
-        self.load(None, None)
+        return grid
 
     # ------------------------------------------------------------------ state
     def set_books(self, books: list[tuple[str, str]]) -> None:
@@ -258,7 +278,7 @@ class EntryEditor(QScrollArea):
         self.selective.setChecked(e.selective)
         self.order.setValue(float(e.order))
         _set(self.position, int(e.position))
-        self.depth.setValue(int(e.depth))
+        self.depth_spin.setValue(int(e.depth))
         _set(self.role, e.role if isinstance(e.role, int) else 0)
         self.probability.setValue(float(e.probability))
         self.use_probability.setChecked(e.use_probability)
@@ -296,7 +316,7 @@ class EntryEditor(QScrollArea):
 
     def _fields(self) -> list[QWidget]:
         return [self.comment, self.keys, self.secondary, self.logic, self.content, self.constant, self.enabled,
-                self.selective, self.order, self.position, self.depth, self.role, self.probability,
+                self.selective, self.order, self.position, self.depth_spin, self.role, self.probability,
                 self.use_probability, self.scan_depth, self.case_sensitive, self.whole_words, self.group,
                 self.group_weight, self.group_override, self.group_scoring, self.sticky, self.cooldown, self.delay,
                 self.exclude_recursion, self.prevent_recursion, self.delay_until_recursion, self.ignore_budget,
@@ -317,7 +337,7 @@ class EntryEditor(QScrollArea):
             "constant": self.constant.isChecked(), "disable": not self.enabled.isChecked(),
             "selective": self.selective.isChecked(),
             "order": int(order) if float(order).is_integer() else order,
-            "position": InsertionPosition(self.position.currentData()), "depth": self.depth.value(),
+            "position": InsertionPosition(self.position.currentData()), "depth": self.depth_spin.value(),
             "role": self.role.currentData(),
             "probability": int(prob) if float(prob).is_integer() else prob,
             "use_probability": self.use_probability.isChecked(),

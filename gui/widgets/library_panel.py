@@ -1,6 +1,6 @@
 """The chat library: search box, chat list, import and delete.
 
-Rows come from ``store.list_chats()`` (most recently updated first). The panel only emits
+Rows come from ``store.chats.summaries()`` (most recently updated first). The panel only emits
 intents (``chat_selected``, ``import_requested``, ``delete_requested``); the window does the work.
 """
 

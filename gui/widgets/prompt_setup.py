@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.schema import Persona
+from engine.schema import Persona, WorldInfoSettings
 from engine.schema.sillytavern import PromptOrderItem, SillyTavernSetup
 
 from ..roles import PROMPT_ID_ROLE
@@ -115,7 +115,7 @@ class PromptSetupPanel(QScrollArea):
         self._persona: Persona | None = None
         self._loading = False
         body = QWidget()
-        lay = QVBoxLayout(body)
+        lay = self._body_layout = QVBoxLayout(body)
         lay.setContentsMargins(6, 6, 6, 6)
         self.heading = QLabel("No chat open.")
         self.heading.setWordWrap(True)
@@ -302,8 +302,8 @@ class PromptSetupPanel(QScrollArea):
         self.wi_case = QCheckBox("Case sensitive")
         self.wi_words = QCheckBox("Match whole words")
         self.wi_group_scoring = QCheckBox("Group scoring")
-        for w in (self.wi_names, self.wi_recursive, self.wi_case, self.wi_words, self.wi_group_scoring):
-            form.addRow("", w)
+        for check in (self.wi_names, self.wi_recursive, self.wi_case, self.wi_words, self.wi_group_scoring):
+            form.addRow("", check)
         self.wi_apply = QPushButton("Apply World Info settings")
         self.wi_apply.clicked.connect(self.apply_world_info)
         form.addRow("", self.wi_apply)
@@ -347,7 +347,7 @@ class PromptSetupPanel(QScrollArea):
         self.apply_note_label = QLabel("Edits apply as you type, after a short pause; Ctrl+Z undoes each burst.")
         self.apply_note_label.setWordWrap(True)
         self.apply_note_label.setStyleSheet("color: #666;")
-        self.widget().layout().insertWidget(1, self.apply_note_label)
+        self._body_layout.insertWidget(1, self.apply_note_label)
         return out
 
     # ------------------------------------------------------------------ state
@@ -395,6 +395,22 @@ class PromptSetupPanel(QScrollArea):
                              if st is not None else
                              "Assembled by Loomscope's stage template. The prompts, Author's Note and "
                              "prompt order apply to SillyTavern-style chats.")
+        self._fill_books(state, card_book)
+        self._fill_persona(state)
+        if st is not None:
+            self._fill_sillytavern(st)
+        else:
+            self.order_list.clear()
+            for edit in (self.main_prompt, self.nsfw_prompt, self.jailbreak_prompt, self.note_text):
+                edit.setPlainText("")
+        self._fill_world_info(state.settings.world_info)
+        settings = state.settings
+        self.model_edit.setText(settings.model)
+        self.context_limit.setValue(settings.context_limit or 0)
+        self.reply_reserve.setValue(settings.reply_reserve if isinstance(settings.reply_reserve, int) else 0)
+
+    def _fill_books(self, state: SetupState, card_book: str | None) -> None:
+        """The linked books table (name, scope, entries), the card book's note and the picker."""
         names = {b.id: b for b in self._books}
         self.books_table.setRowCount(len(state.links))
         for r, (book_id, scope) in enumerate(state.links):
@@ -421,44 +437,47 @@ class PromptSetupPanel(QScrollArea):
             if b.id not in linked and b.character_id is None:
                 self.book_picker.addItem(f"{b.name} ({b.entries})", b.id)
         self.attach_button.setEnabled(self.book_picker.count() > 0)
+
+    def _fill_persona(self, state: SetupState) -> None:
+        """The persona picker and the library persona's name and description."""
         self.persona_picker.clear()
         self.persona_picker.addItem("(none)", None)
-        for p in self._personas:
-            self.persona_picker.addItem(p.name, p.id)
+        for persona in self._personas:
+            self.persona_picker.addItem(persona.name, persona.id)
         _set_combo(self.persona_picker, state.persona_id)
         self.persona_name.setText(self._persona.name if self._persona else "")
         self.persona_description.setPlainText(self._persona.description if self._persona else "")
         self.persona_name.setEnabled(self._persona is not None)
         self.persona_description.setEnabled(self._persona is not None)
-        if st is not None:
-            _set_combo(self.persona_position, st.persona_position)
-            self.persona_depth.setValue(st.persona_depth)
-            _set_combo(self.persona_role, st.persona_role)
-            prompts = {p.identifier: p for p in st.prompts}
-            self.main_prompt.setPlainText(prompts["main"].content or "" if "main" in prompts else "")
-            self.nsfw_prompt.setPlainText(prompts["nsfw"].content or "" if "nsfw" in prompts else "")
-            self.jailbreak_prompt.setPlainText(prompts["jailbreak"].content or "" if "jailbreak" in prompts else "")
-            note = st.author_note
-            self.note_text.setPlainText(note.prompt)
-            _set_combo(self.note_position, note.position)
-            self.note_depth.setValue(note.depth)
-            _set_combo(self.note_role, note.role)
-            self.note_interval.setValue(note.interval)
-            self.order_list.clear()
-            for item in st.prompt_order:
-                p = prompts.get(item.identifier)
-                li = QListWidgetItem(p.name or item.identifier if p is not None else item.identifier)
-                li.setData(PROMPT_ID_ROLE, item.identifier)
-                li.setFlags(li.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-                li.setCheckState(Qt.CheckState.Checked if item.enabled else Qt.CheckState.Unchecked)
-                li.setToolTip(f"{item.identifier}" + (" (marker: filled from the chat)" if p is not None and p.marker
-                                                      else ""))
-                self.order_list.addItem(li)
-        else:
-            self.order_list.clear()
-            for edit in (self.main_prompt, self.nsfw_prompt, self.jailbreak_prompt, self.note_text):
-                edit.setPlainText("")
-        wi = state.settings.world_info
+
+    def _fill_sillytavern(self, st: SillyTavernSetup) -> None:
+        """A SillyTavern chat's persona placement, prompts, Author's Note and prompt order."""
+        _set_combo(self.persona_position, st.persona_position)
+        self.persona_depth.setValue(st.persona_depth)
+        _set_combo(self.persona_role, st.persona_role)
+        prompts = {p.identifier: p for p in st.prompts}
+        self.main_prompt.setPlainText(prompts["main"].content or "" if "main" in prompts else "")
+        self.nsfw_prompt.setPlainText(prompts["nsfw"].content or "" if "nsfw" in prompts else "")
+        self.jailbreak_prompt.setPlainText(prompts["jailbreak"].content or "" if "jailbreak" in prompts else "")
+        note = st.author_note
+        self.note_text.setPlainText(note.prompt)
+        _set_combo(self.note_position, note.position)
+        self.note_depth.setValue(note.depth)
+        _set_combo(self.note_role, note.role)
+        self.note_interval.setValue(note.interval)
+        self.order_list.clear()
+        for order_item in st.prompt_order:
+            prompt = prompts.get(order_item.identifier)
+            li = QListWidgetItem(prompt.name or order_item.identifier if prompt is not None else order_item.identifier)
+            li.setData(PROMPT_ID_ROLE, order_item.identifier)
+            li.setFlags(li.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            li.setCheckState(Qt.CheckState.Checked if order_item.enabled else Qt.CheckState.Unchecked)
+            marker = " (marker: filled from the chat)" if prompt is not None and prompt.marker else ""
+            li.setToolTip(f"{order_item.identifier}{marker}")
+            self.order_list.addItem(li)
+
+    def _fill_world_info(self, wi: WorldInfoSettings) -> None:
+        """The World Info settings box."""
         self.wi_depth.setValue(wi.scan_depth)
         self.wi_budget.setValue(wi.budget_percent)
         self.wi_cap.setValue(wi.budget_cap)
@@ -472,10 +491,6 @@ class PromptSetupPanel(QScrollArea):
         self.wi_case.setChecked(wi.case_sensitive)
         self.wi_words.setChecked(wi.match_whole_words)
         self.wi_group_scoring.setChecked(wi.use_group_scoring)
-        s = state.settings
-        self.model_edit.setText(s.model)
-        self.context_limit.setValue(s.context_limit or 0)
-        self.reply_reserve.setValue(s.reply_reserve if isinstance(s.reply_reserve, int) else 0)
 
     def _emit(self, label: str, **update: Any) -> None:
         if self.state is None or self._loading:

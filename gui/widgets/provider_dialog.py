@@ -9,6 +9,7 @@ Base URL, model, timeout, streaming and the extra fields (a JSON object) persist
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,18 @@ class ProviderSettings:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
+def _positive_float(value: object, default: float) -> float:
+    """``value`` (a stored setting: a number or its text) as a positive float; ``default`` when it is
+    missing, zero or not a number (a hand-edited settings file must not stop the app)."""
+    if not isinstance(value, (int, float, str)):
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        return default
+    return number if math.isfinite(number) and number > 0 else default
+
+
 def load_provider_settings(settings: QSettings, default_model: str = "gpt-4o",
                            default_base_url: str | None = None) -> ProviderSettings:
     """Provider settings from ``settings`` (with defaults; ``default_base_url`` replaces
@@ -53,7 +66,7 @@ def load_provider_settings(settings: QSettings, default_model: str = "gpt-4o",
     return ProviderSettings(
         base_url=str(settings.value("provider/base_url", fallback) or fallback),
         model=str(settings.value("provider/model", "") or default_model),
-        timeout_s=float(settings.value("provider/timeout_s", 60.0) or 60.0),
+        timeout_s=_positive_float(settings.value("provider/timeout_s", 60.0), 60.0),
         stream=str(settings.value("provider/stream", "true")).lower() in ("1", "true", "yes"),
         extra_body=parse_extra_fields(str(settings.value("provider/extra_body", "") or "")) or {},
     )

@@ -55,7 +55,15 @@ class SettingsPanel(QWidget):
         self._settings = ContextSettings()
         self._loading = False
         self._preview_budget: int | None = None  # the last preview's prompt budget (tokens)
+        self._build_model_fields()
+        self._build_lorebook_fields()
+        self._build_layout()
+        self.refresh_registries()
+        self._connect()
+        self.set_settings(ContextSettings())
 
+    def _build_model_fields(self) -> None:
+        """The approximate-count badge, model, limit, reserve, tokenizer and strategy fields."""
         self.badge = QLabel(self)
         self.badge.setObjectName("approxBadge")
         self.badge.setWordWrap(True)
@@ -90,6 +98,9 @@ class SettingsPanel(QWidget):
         self.options_edit = QLineEdit(self)
         self.options_edit.setObjectName("strategyOptions")
         self.options_edit.setPlaceholderText('{} — strategy options as JSON, e.g. {"keep_recent": 10}')
+
+    def _build_lorebook_fields(self) -> None:
+        """The World Info budget, cap and scan depth, the safety margin, and the error / warning lines."""
         self.wi_percent = QDoubleSpinBox(self)
         self.wi_percent.setObjectName("lorebookBudget")
         self.wi_percent.setRange(0, 100)
@@ -122,6 +133,8 @@ class SettingsPanel(QWidget):
         self.warnings_label.setStyleSheet("color: #7a5a00;")
         self.warnings_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
+    def _build_layout(self) -> None:
+        """The form (with the recall model box, shown for vector-recall only) and the lines under it."""
         form = QFormLayout()
         form.addRow("Model", self.model_box)
         form.addRow("", self.model_info)
@@ -147,7 +160,7 @@ class SettingsPanel(QWidget):
         lay.addWidget(self.warnings_label)
         lay.addStretch(1)
 
-        self.refresh_registries()
+    def _connect(self) -> None:
         self.model_box.currentTextChanged.connect(self._on_model_box_changed)
         self.limit_box.valueChanged.connect(self._on_any_changed)
         self.reserve_edit.editingFinished.connect(self._on_any_changed)
@@ -159,7 +172,6 @@ class SettingsPanel(QWidget):
         self.wi_cap.valueChanged.connect(self._on_any_changed)
         self.wi_depth.valueChanged.connect(self._on_any_changed)
         self.margin_box.valueChanged.connect(self._on_any_changed)
-        self.set_settings(ContextSettings())
 
     # -- registry-driven choices ------------------------------------------------------------
     def refresh_registries(self) -> None:

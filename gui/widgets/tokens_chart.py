@@ -143,13 +143,13 @@ class TokensChart(QWidget):
     def _rebuild(self, preview: ContextPreview | None) -> None:
         blocks = preview.blocks if preview is not None else []
         rows = [r for r, b in enumerate(blocks) if b.message_index is not None]
-        index = [blocks[r].message_index for r in rows]
-        if any(index[i] > index[i + 1] for i in range(len(index) - 1)):  # type: ignore[operator]
+        index = [i for r in rows if (i := blocks[r].message_index) is not None]
+        if any(index[i] > index[i + 1] for i in range(len(index) - 1)):
             # prompt order is chat order unless a stage moved a message
             order = sorted(range(len(rows)), key=index.__getitem__)
             rows = [rows[k] for k in order]
             index = [index[k] for k in order]
-        self._rows, self._index, self._pos = rows, index, None  # type: ignore[assignment]
+        self._rows, self._index, self._pos = rows, index, None
         self._tokens = [_bar_tokens(blocks[r]) for r in rows]
         self._status = [_bar_status(blocks[r]) for r in rows]
         self._fits = list(map(_FIT, map(vars, map(blocks.__getitem__, rows))))

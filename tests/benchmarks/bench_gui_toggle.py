@@ -50,7 +50,7 @@ def main() -> int:
                                     f"the parcel, the ledger and the warden's door ({i}).")
                 for i in range(n_messages)]
         t0 = time.perf_counter()
-        chat_id = store.add_chat(Chat(title="bench", messages=msgs), title="bench",
+        chat_id = store.chats.add(Chat(title="bench", messages=msgs), title="bench",
                                  settings=ContextSettings(model="gpt-4o", strategy="manual"))
         t_store = time.perf_counter() - t0
         settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)

@@ -70,9 +70,9 @@ class _Bench:
         tmp = Path(self._tmp.name)
         self.store = open_store(f"sqlite:///{tmp / 'bench.sqlite3'}", seed=False)
         settings = ContextSettings(model="gpt-4o", strategy="manual")
-        self.chat_id = self.store.add_chat(Chat(title="bench", messages=list(messages)), title="bench",
+        self.chat_id = self.store.chats.add(Chat(title="bench", messages=list(messages)), title="bench",
                                            settings=settings)
-        self.small_id = self.store.add_chat(Chat(title="small", messages=list(messages[:3])), title="small",
+        self.small_id = self.store.chats.add(Chat(title="small", messages=list(messages[:3])), title="small",
                                             settings=settings)
         qsettings = QSettings(str(tmp / "settings.ini"), QSettings.Format.IniFormat)
         self.ctx = build_context(self.store, settings=qsettings)

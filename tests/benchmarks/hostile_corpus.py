@@ -311,13 +311,13 @@ def run_one(path: Path, store) -> tuple[str, str]:
         report = inspect_file(path)
         if RAW_CONTROL.search(format_table(report)):
             return "failed", "inspect table carries a control character"
-        refs = store.import_files([path])
+        refs = store.imports.files([path])
         for ref in refs:
             if ref.kind == "chat":
-                pv = preview(store.build_request(ref.id))
+                pv = preview(store.chats.build_request(ref.id))
                 pv.model_dump_json()
             elif ref.kind == "lorebook":
-                lint_lorebook(store.get_lorebook(ref.id), context_limit=8192, count_tokens=len)
+                lint_lorebook(store.lorebooks.get(ref.id), context_limit=8192, count_tokens=len)
         return "accepted", report.kind
     except LoomscopeError as exc:
         why = check_line(exc)

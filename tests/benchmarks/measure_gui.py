@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", seed=False)
-        ids = {n: store.add_chat(make_chat(n), title=f"bench {n}", settings=settings())
+        ids = {n: store.chats.add(make_chat(n), title=f"bench {n}", settings=settings())
                for n in (10, args.open, args.click)}
         ctx = build_context(store, settings=QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat))
         win = MainWindow(ctx)

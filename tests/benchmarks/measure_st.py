@@ -42,8 +42,8 @@ MAIN_API = {"chat_completion": "openai", "text_completion": "textgenerationwebui
 def _request(root: Path, turns: int, api: str) -> PreviewRequest:
     folder = tc_cases.write_case(root / f"st-{turns}", "chatml", "full", turns=turns, main_api=MAIN_API[api])
     store = open_store(f"sqlite:///{root / f'lib-{turns}.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    return store.build_request(next(r.id for r in report.added if r.kind == "chat"))
+    report = store.imports.st_folder(read_st_folder(folder))
+    return store.chats.build_request(next(r.id for r in report.added if r.kind == "chat"))
 
 
 def main() -> None:

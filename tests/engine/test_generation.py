@@ -47,7 +47,7 @@ def library(request, tmp_path: Path, monkeypatch):
     monkeypatch.delenv("LOOMSCOPE_DB", raising=False)
     with library_url(request.param, tmp_path) as url:
         store = open_store(url, seed=False)
-        chat_id = store.add_chat(small_chat(), settings=SETTINGS)
+        chat_id = store.chats.add(small_chat(), settings=SETTINGS)
         try:
             yield store, chat_id, url
         finally:
@@ -83,9 +83,9 @@ CASES = [
 @pytest.mark.parametrize(("mode", "status", "code"), CASES)
 def test_each_provider_outcome_leaves_one_clean_audit(library, server, mode, status, code) -> None:
     store, chat_id, db = library
-    store.put_audit(_first_audit(store, chat_id, server))  # an older audit that must be replaced
+    store.audits.put(_first_audit(store, chat_id, server))  # an older audit that must be replaced
     server.mode = mode
-    before = len(store.get_chat(chat_id).chat.messages)
+    before = len(store.chats.get(chat_id).chat.messages)
     result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", KEY, timeout_s=0.8))
     assert (result.audit.status, result.audit.error_code) == (status, code)
     rows = audit_rows(db)
@@ -99,7 +99,7 @@ def test_each_provider_outcome_leaves_one_clean_audit(library, server, mode, sta
     # the audit records what was actually sent
     last = server.requests[-1]["body"]
     assert stored["provider_messages"] == last["messages"] and stored["tools"] == last["tools"] == TOOLS
-    messages = store.get_chat(chat_id).chat.messages
+    messages = store.chats.get(chat_id).chat.messages
     if status == "completed":
         assert result.reply is not None and messages[-1].content == server.reply_text
         assert len(messages) == before + 1 and result.reply_index == before
@@ -108,7 +108,7 @@ def test_each_provider_outcome_leaves_one_clean_audit(library, server, mode, sta
 
 
 def _first_audit(store: Store, chat_id: str, server: FakeProviderServer):
-    result = generate(store.build_request(chat_id), ProviderConfig(server.base_url, "gpt-4o", KEY), chat_id=chat_id)
+    result = generate(store.chats.build_request(chat_id), ProviderConfig(server.base_url, "gpt-4o", KEY), chat_id=chat_id)
     assert result.audit.status == "completed"
     return result.audit
 
@@ -117,7 +117,7 @@ def test_audit_fields_match_the_preview(library, server) -> None:
     from engine.pipeline import preview
 
     store, chat_id, _ = library
-    request = store.build_request(chat_id)
+    request = store.chats.build_request(chat_id)
     pv = preview(request)
     created: list = []
 
@@ -180,9 +180,9 @@ def test_cancel_closes_audit_as_cancelled(library, server) -> None:
 def test_message_is_appended_and_tool_call_reply_stored(library, server) -> None:
     store, chat_id, _ = library
     server.mode = "tool_call"
-    n = len(store.get_chat(chat_id).chat.messages)
+    n = len(store.chats.get(chat_id).chat.messages)
     result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", None), message="Look it up.")
-    msgs = store.get_chat(chat_id).chat.messages
+    msgs = store.chats.get(chat_id).chat.messages
     assert msgs[n].role == "user" and msgs[n].content == "Look it up."
     assert msgs[n + 1].tool_calls and msgs[n + 1].tool_calls[0].id == "call_fake_1"
     assert server.requests[0]["body"]["messages"][-1]["content"] == "Look it up."
@@ -200,7 +200,7 @@ def test_interceptor_diagnostics_are_audited(library, server) -> None:
 
     cleanup = reg.interceptors.register("shout", shout)
     try:
-        result = generate(store.build_request(chat_id), ProviderConfig(server.base_url, "gpt-4o", KEY),
+        result = generate(store.chats.build_request(chat_id), ProviderConfig(server.base_url, "gpt-4o", KEY),
                           chat_id=chat_id, registries=reg)
     finally:
         cleanup()
@@ -323,35 +323,35 @@ def test_invalid_settings_leave_the_chat_untouched(library, server) -> None:
     from engine.errors import SettingsError
 
     store, chat_id, _ = library
-    before = store.get_chat(chat_id).chat.messages
+    before = store.chats.get(chat_id).chat.messages
     bad = SETTINGS.model_copy(update={"context_limit": 100})  # reply reserve 512 ≥ limit
     with pytest.raises(SettingsError):
         generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", None),
                            message="Hello?", settings=bad)
-    assert store.get_chat(chat_id).chat.messages == before
-    assert server.requests == [] and store.get_audit(chat_id) is None
+    assert store.chats.get(chat_id).chat.messages == before
+    assert server.requests == [] and store.audits.get(chat_id) is None
 
 
 def test_cli_generate_with_unknown_strategy_does_not_append_the_message(library, server, capsys,
                                                                          monkeypatch) -> None:
     store, chat_id, db = library
     monkeypatch.setenv("LOOMSCOPE_API_KEY", KEY)
-    n = len(store.get_chat(chat_id).chat.messages)
+    n = len(store.chats.get(chat_id).chat.messages)
     code, _out, err = run_cli(capsys, "generate", chat_id, "--db", str(db), "--base-url", server.base_url,
                               "--message", "Hi", "--strategy", "no-such-strategy")
     assert code == 2 and "UNKNOWN_STRATEGY" in err
-    assert len(store.get_chat(chat_id).chat.messages) == n
+    assert len(store.chats.get(chat_id).chat.messages) == n
 
 
 def test_message_is_kept_with_a_failed_generation(library, server) -> None:
     store, chat_id, _ = library
     server.mode = "500"
-    n = len(store.get_chat(chat_id).chat.messages)
+    n = len(store.chats.get(chat_id).chat.messages)
     result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", None), message="Again?")
     assert result.audit.error_code == "PROVIDER_SERVER_ERROR" and result.reply_index is None
-    msgs = store.get_chat(chat_id).chat.messages
+    msgs = store.chats.get(chat_id).chat.messages
     assert len(msgs) == n + 1 and msgs[n].content == "Again?"
-    assert store.get_audit(chat_id).generation_id == result.audit.generation_id
+    assert store.audits.get(chat_id).generation_id == result.audit.generation_id
 
 
 def test_tool_call_with_object_arguments_completes_and_is_stored(library) -> None:
@@ -365,9 +365,9 @@ def test_tool_call_with_object_arguments_completes_and_is_stored(library) -> Non
     finally:
         srv.close()
     assert result.audit.status == "completed"
-    stored = store.get_chat(chat_id).chat.messages[result.reply_index]
+    stored = store.chats.get(chat_id).chat.messages[result.reply_index]
     assert stored.tool_calls[0].function.arguments == '{"q": "atlas"}'
-    assert store.get_audit(chat_id).generation_id == result.audit.generation_id
+    assert store.audits.get(chat_id).generation_id == result.audit.generation_id
 
 
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "soon"])
@@ -378,7 +378,7 @@ def test_cli_generate_rejects_a_bad_timeout_before_anything_runs(library, server
                 "--timeout", timeout)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "USAGE" in err and "--timeout" in err and err.count("\n") == 1
-    assert server.requests == [] and store.get_audit(chat_id) is None
+    assert server.requests == [] and store.audits.get(chat_id) is None
 
 
 def test_cli_generate_against_openai_without_a_key_says_so(tmp_path, monkeypatch, capsys):
@@ -390,10 +390,10 @@ def test_cli_generate_against_openai_without_a_key_says_so(tmp_path, monkeypatch
     monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
     url = f"sqlite:///{tmp_path / 'lib.db'}"
     store = open_store(url)
-    chat_id = store.list_chats()[0].id if store.list_chats() else None
+    chat_id = store.chats.summaries()[0].id if store.chats.summaries() else None
     if chat_id is None:
         from engine.schema import Chat, ChatMessage
-        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]))
+        chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]))
     store.close()
     code = main(["generate", chat_id, "--db", url])
     err = capsys.readouterr().err
@@ -406,11 +406,11 @@ def test_empty_prompt_sends_nothing(tmp_path: Path, server) -> None:
 
     store = open_store(f"sqlite:///{tmp_path / 'empty.sqlite3'}", seed=False)
     try:
-        chat_id = store.add_chat(Chat(), settings=SETTINGS)
+        chat_id = store.chats.add(Chat(), settings=SETTINGS)
         result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", KEY))
         assert server.requests == []
         assert (result.audit.status, result.audit.error_code) == ("failed", "EMPTY_PROMPT")
-        assert store.get_audit(chat_id).error_code == "EMPTY_PROMPT"
+        assert store.audits.get(chat_id).error_code == "EMPTY_PROMPT"
     finally:
         store.close()
 
@@ -423,15 +423,15 @@ def test_sticky_world_info_survives_to_the_next_turn(tmp_path: Path, server) -> 
 
     store = open_store(f"sqlite:///{tmp_path / 'sticky.sqlite3'}", seed=False)
     try:
-        book_id = store.add_lorebook(Lorebook(name="Arms", entries=[
+        book_id = store.lorebooks.add(Lorebook(name="Arms", entries=[
             LorebookEntry(uid=1, keys=["sword"], content="The sword is cursed.", sticky=3)]))
         chat = Chat(messages=[ChatMessage(role="user", content="I draw my sword.")])
-        chat_id = store.add_chat(chat, settings=SETTINGS, lorebook_ids=[book_id])
+        chat_id = store.chats.add(chat, settings=SETTINGS, lorebook_ids=[book_id])
         result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", KEY))
         assert result.audit.status == "completed"
-        assert store.get_chat(chat_id).chat.metadata.get("timedWorldInfo")
-        store.append_message(chat_id, ChatMessage(role="user", content="I walk on."))
-        pv = preview(store.build_request(chat_id))
+        assert store.chats.get(chat_id).chat.metadata.get("timedWorldInfo")
+        store.messages.append(chat_id, ChatMessage(role="user", content="I walk on."))
+        pv = preview(store.chats.build_request(chat_id))
         lore = [b for b in pv.blocks if b.kind == "lorebook"]
         assert [(b.status, b.reason) for b in lore] == [("kept", "LOREBOOK_STICKY")]
     finally:

@@ -85,7 +85,7 @@ def test_cli_generate_sends_and_records_the_reserve(tmp_path: Path, server, caps
     monkeypatch.setenv("LOOMSCOPE_API_KEY", "sk-test")
     db = tmp_path / "lib.sqlite3"
     store = open_store(f"sqlite:///{db}", seed=False)
-    chat_id = store.add_chat(_chat(named=True), settings=SETTINGS)
+    chat_id = store.chats.add(_chat(named=True), settings=SETTINGS)
     store.close()
     code = cli_main(["generate", chat_id, "--db", f"sqlite:///{db}", "--base-url", server.base_url,
                      "--model", "o4-mini", "--reply-reserve", "321", "--format", "json"])
@@ -105,14 +105,14 @@ def test_cli_generate_sends_and_records_the_reserve(tmp_path: Path, server, caps
 def test_stored_reply_and_message_carry_names_like_the_chat(tmp_path: Path, server):
     store = open_store(f"sqlite:///{tmp_path / 'lib.sqlite3'}", seed=False)
     try:
-        named = store.add_chat(_chat(named=True), settings=SETTINGS)
-        plain = store.add_chat(_chat(named=False), settings=SETTINGS)
+        named = store.chats.add(_chat(named=True), settings=SETTINGS)
+        plain = store.chats.add(_chat(named=False), settings=SETTINGS)
         result = generate_and_store(store, named, ProviderConfig(server.base_url, "gpt-4o"), message="go on")
-        msgs = store.get_chat(named).chat.messages
+        msgs = store.chats.get(named).chat.messages
         assert result.reply.name == "Marisol" and msgs[-1].name == "Marisol" and msgs[-1].role == "assistant"
         assert msgs[-2].name == "Wren" and msgs[-2].content == "go on"
         generate_and_store(store, plain, ProviderConfig(server.base_url, "gpt-4o"), message="go on")
-        msgs = store.get_chat(plain).chat.messages
+        msgs = store.chats.get(plain).chat.messages
         assert msgs[-1].name is None and msgs[-2].name is None
     finally:
         store.close()

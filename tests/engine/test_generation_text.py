@@ -43,7 +43,7 @@ def library(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("LOOMSCOPE_DB", raising=False)
     url = f"sqlite:///{tmp_path / 'lib.db'}"
     store = open_store(url, seed=False)
-    chat_id = store.add_chat(small_chat(), settings=SETTINGS)
+    chat_id = store.chats.add(small_chat(), settings=SETTINGS)
     try:
         yield store, chat_id, url
     finally:
@@ -61,7 +61,7 @@ def test_sends_the_previewed_string_and_the_audit_holds_it(library, server, stre
     store, chat_id, _ = library
     server.mode = "stream" if stream else "answer"
     server.reply_text = " The parcel holds a map.\n### Instruction:\nWren: more"
-    expected = pipeline.prepare(store.build_request(chat_id)).preview
+    expected = pipeline.prepare(store.chats.build_request(chat_id)).preview
     events: list = []
     result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "", KEY, stream=stream),
                                 on_progress=events.append)
@@ -74,7 +74,7 @@ def test_sends_the_previewed_string_and_the_audit_holds_it(library, server, stre
     assert body["stop"] == STOP and body["stream"] is stream and body["model"] == SETTINGS.model
     assert "messages" not in body
     # the stored audit: api, the exact string, stop, the blocks with their spans
-    audit = store.get_audit(chat_id)
+    audit = store.audits.get(chat_id)
     assert audit is not None and audit.generation_id == result.audit.generation_id
     assert (audit.api, audit.prompt, audit.stop) == ("text_completion", body["prompt"], STOP)
     assert audit.request_params == {"model": SETTINGS.model, "stream": stream, "max_tokens": 300}
@@ -85,7 +85,7 @@ def test_sends_the_previewed_string_and_the_audit_holds_it(library, server, stre
             assert audit.prompt[b.span[0]:b.span[1]] == b.text
     assert [b.span for b in audit.blocks] == [b.span for b in expected.blocks]
     # the reply: streamed in pieces, stored as SillyTavern keeps it (cut at the stop string, trimmed)
-    assert store.get_chat(chat_id).chat.messages[-1].content == "The parcel holds a map."
+    assert store.chats.get(chat_id).chat.messages[-1].content == "The parcel holds a map."
     assert result.reply is not None and result.reply.name == "Marisol"
     assert events[-1].state == "done" and events[-1].text == server.reply_text
     if stream:
@@ -96,14 +96,14 @@ def test_sends_the_previewed_string_and_the_audit_holds_it(library, server, stre
 def test_chat_only_endpoint_fails_with_a_normalized_code(library, server, route: str) -> None:
     store, chat_id, _ = library
     server.text_route = route
-    before = len(store.get_chat(chat_id).chat.messages)
+    before = len(store.chats.get(chat_id).chat.messages)
     result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "m", KEY))
     assert (result.audit.status, result.audit.error_code) == ("failed", "PROVIDER_NO_TEXT_COMPLETION")
-    stored = store.get_audit(chat_id)
+    stored = store.audits.get(chat_id)
     assert stored is not None and stored.error_code == "PROVIDER_NO_TEXT_COMPLETION" and stored.prompt
     dumped = stored.model_dump_json()
     assert UPSTREAM_MARKER not in dumped and KEY not in dumped
-    assert len(store.get_chat(chat_id).chat.messages) == before
+    assert len(store.chats.get(chat_id).chat.messages) == before
 
 
 def test_reply_limit_none_sends_no_max_tokens(library, server) -> None:
@@ -168,7 +168,7 @@ def st_library(tmp_path: Path, shared_data: Path):
 
     url = f"sqlite:///{tmp_path / 'st.db'}"
     store = open_store(url, seed=False)
-    report = store.import_st_folder(read_st_folder(shared_data / "st-user" / "default-user"))
+    report = store.imports.st_folder(read_st_folder(shared_data / "st-user" / "default-user"))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
     try:
         yield store, chat_id, url
@@ -179,7 +179,7 @@ def st_library(tmp_path: Path, shared_data: Path):
 @pytest.mark.parametrize("stream", [False, True])
 def test_imported_text_completion_chat_sends_the_engine_string(st_library, server, stream: bool) -> None:
     store, chat_id, _ = st_library
-    request = store.build_request(chat_id)
+    request = store.chats.build_request(chat_id)
     assert request.sillytavern is not None and request.sillytavern.text_completion is not None
     pv = pipeline.preview(request)
     assert pv.api == "text_completion" and pv.prompt and pv.stop
@@ -191,12 +191,12 @@ def test_imported_text_completion_chat_sends_the_engine_string(st_library, serve
     assert body["prompt"] == pv.prompt  # character for character what the preview shows
     assert body["max_tokens"] == pv.reply_reserve == request.sillytavern.text_completion.amount_gen
     assert body["stop"] == pv.stop and body["stream"] is stream
-    audit = store.get_audit(chat_id)
+    audit = store.audits.get(chat_id)
     assert (audit.api, audit.prompt, audit.stop) == ("text_completion", pv.prompt, pv.stop)
     assert [b.span for b in audit.blocks] == [b.span for b in pv.blocks]
     assert all(audit.prompt[s:e] for s, e in (b.span for b in audit.blocks if b.span))
     # the reply is cut at the "\nUser:" stop string, as SillyTavern keeps it
-    assert store.get_chat(chat_id).chat.messages[-1].content == "*Seraphina smiles.* Rest now."
+    assert store.chats.get(chat_id).chat.messages[-1].content == "*Seraphina smiles.* Rest now."
 
 
 def test_cli_preview_and_generate_agree_on_the_imported_folder(st_library, server, capsys, monkeypatch) -> None:
@@ -217,11 +217,11 @@ def test_cli_generate_defaults_to_the_setups_server_url(st_library, server, caps
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LOOMSCOPE_DB", url)
     monkeypatch.setattr("engine.generation.resolve_api_key", lambda: None)
-    st = store.get_chat_setup(chat_id).sillytavern
+    st = store.chats.get_setup(chat_id).sillytavern
     # a KoboldCpp setup: SillyTavern keeps its server URL without /v1
     tc = st.text_completion.model_copy(update={"main_api": "textgenerationwebui", "textgen_type": "koboldcpp",
                                                "server_url": server.base_url.removesuffix("/v1")})
-    store.save_chat_setup(chat_id, st.model_copy(update={"text_completion": tc}))
+    store.chats.save_setup(chat_id, st.model_copy(update={"text_completion": tc}))
     assert cli_main(["generate", chat_id, "--format", "json"]) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["status"] == "completed"
     assert [r["path"] for r in server.requests] == ["/v1/completions"]

@@ -36,9 +36,9 @@ def seraphina(shared_data: Path) -> PreviewRequest:
 def _st_request(folder: Path, tmp_path: Path, key: str | None = None) -> PreviewRequest:
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
     try:
-        report = store.import_st_folder(read_st_folder(folder))
+        report = store.imports.st_folder(read_st_folder(folder))
         refs = [r for r in report.added if r.kind == "chat"]
-        return store.build_request(next(r.id for r in refs if key is None or r.key == key))
+        return store.chats.build_request(next(r.id for r in refs if key is None or r.key == key))
     finally:
         store.close()
 

@@ -34,14 +34,14 @@ def library(tmp_path: Path):
     from engine.storage import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'library.sqlite3'}", seed=False)
-    char_id = store.add_character(Character(name="Marisol", description="A night archivist."))
-    persona_id = store.add_persona(Persona(name="Wren", description="A courier."))
+    char_id = store.characters.add(Character(name="Marisol", description="A night archivist."))
+    persona_id = store.personas.add(Persona(name="Wren", description="A courier."))
     book = Lorebook(name="City", entries=[
         LorebookEntry(uid=1, keys=["dragon"], content="Dragons nest above the bell tower of the city.",
                       comment="Dragons"),
     ])
-    book_id = store.add_lorebook(book)
-    chat_id = store.add_chat(_chat(20), title="Test chat", character_id=char_id, persona_id=persona_id,
+    book_id = store.lorebooks.add(book)
+    chat_id = store.chats.add(_chat(20), title="Test chat", character_id=char_id, persona_id=persona_id,
                              lorebook_ids=[book_id], settings=ContextSettings(model="gpt-4o", reply_reserve=256))
     yield store, chat_id, book_id
     store.close()

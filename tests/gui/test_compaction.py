@@ -57,7 +57,7 @@ def test_compaction_row_summary_band_undo_and_remove(qtbot, window, library) -> 
     rows = window.chat_view.model.progress_events()
     assert [e.label for e in rows] == ["Compacting context… done"]
     # the summary is stored and shown in the chat view on the message it is sent before
-    summary = store.get_compaction(chat_id).summary
+    summary = store.compaction.get(chat_id).summary
     assert summary is not None and summary.text.startswith(DEFAULT_SUMMARY)
     model = window.chat_view.model
     row = model.summary_row()
@@ -73,18 +73,18 @@ def test_compaction_row_summary_band_undo_and_remove(qtbot, window, library) -> 
     assert stack.undoText() == f"Compact messages #{summary.first}–#{summary.last}"
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         stack.undo()
-    assert store.get_compaction(chat_id).summary is None and model.summary_row() is None
+    assert store.compaction.get(chat_id).summary is None and model.summary_row() is None
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         stack.redo()
-    assert store.get_compaction(chat_id).summary.id == summary.id and model.summary_row() == row
+    assert store.compaction.get(chat_id).summary.id == summary.id and model.summary_row() == row
     # removable from the chat view (context menu action), and that is undoable too
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         window.chat_view.summary_remove_requested.emit()
-    assert store.get_compaction(chat_id).summary is None
+    assert store.compaction.get(chat_id).summary is None
     assert not any(b.kind == "summary" for b in window.preview.blocks)
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         stack.undo()
-    assert store.get_compaction(chat_id).summary.id == summary.id
+    assert store.compaction.get(chat_id).summary.id == summary.id
 
 
 def test_fallback_row_and_the_window_stays_usable_while_compacting(qtbot, window, library) -> None:
@@ -109,7 +109,7 @@ def test_fallback_row_and_the_window_stays_usable_while_compacting(qtbot, window
     assert [r["kind"] for r in server.requests] == ["summary", "summary", "chat"]
     rows = window.chat_view.model.progress_events()
     assert [e.label for e in rows] == ["Compacting context… fell back to truncation"]
-    assert store.get_compaction(chat_id).summary is None and window.chat_view.model.summary_row() is None
+    assert store.compaction.get(chat_id).summary is None and window.chat_view.model.summary_row() is None
     _shot(window, "compaction-fell-back.png")
 
 
@@ -117,7 +117,7 @@ def test_after_three_failures_the_chat_view_offers_a_retry(qtbot, window, librar
     from engine.compaction.state import CompactionState
 
     store, chat_id, _ = library
-    store.put_compaction(chat_id, CompactionState(failures=3))
+    store.compaction.put(chat_id, CompactionState(failures=3))
     window.ctx.document.reload()
     doc = window.ctx.document
     settings = doc.request.settings.model_copy(update={"context_limit": 1000, "reply_reserve": 100,
@@ -129,5 +129,5 @@ def test_after_three_failures_the_chat_view_offers_a_retry(qtbot, window, librar
     assert window.chat_view.model.compaction_stopped
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         window.chat_view.compaction_reset_requested.emit()
-    assert store.get_compaction(chat_id).failures == 0
+    assert store.compaction.get(chat_id).failures == 0
     assert window.preview.strategy_info["fire"] and not window.chat_view.model.compaction_stopped

@@ -52,7 +52,7 @@ def lib_window(qtbot, tmp_path: Path, qsettings):
     from gui.main_window import MainWindow
 
     store = open_store(str(tmp_path / "lib.db"), seed=False)
-    chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hello")]), title="first")
+    chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hello")]), title="first")
     win = MainWindow(build_context(store, settings=qsettings))
     qtbot.addWidget(win)
     with qtbot.waitSignal(win.preview_applied, timeout=20000):
@@ -65,7 +65,7 @@ def lib_window(qtbot, tmp_path: Path, qsettings):
 def test_each_file_dialog_keeps_the_library_lock(lib_window) -> None:
     window, db = lib_window
     ident = (db.stat().st_dev, db.stat().st_ino)
-    window.ctx.store.list_chats()
+    window.ctx.store.chats.summaries()
     assert process_holds_lock(ident) is True
     setup = window.library_setup
     triggers = [window.import_action, setup.open_folder_action, setup.export_action]

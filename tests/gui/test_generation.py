@@ -33,9 +33,9 @@ def test_generate_appends_reply_stores_audit_and_shows_progress(qtbot, window, l
     assert audit.status == "completed"
     assert seen and seen[-1].state == "done"
     assert len({e.step_id for e in seen}) >= 1
-    stored = store.get_audit(chat_id)
+    stored = store.audits.get(chat_id)
     assert stored is not None and stored.generation_id == audit.generation_id
-    assert store.get_chat(chat_id).chat.messages[-1].text() == "The ravens have already told her."
+    assert store.chats.get(chat_id).chat.messages[-1].text() == "The ravens have already told her."
     assert window.chat_view.model.message_count() == 21
     assert window.chat_view.model.progress_events() == []  # finished indicators are cleared
     assert window.audit.generation_id == audit.generation_id
@@ -61,8 +61,8 @@ def test_cancel_while_running(qtbot, window, library) -> None:
     assert shown == []
     assert "cancelled" in window.statusBar().currentMessage().lower()
     assert window.generate_action.isEnabled() and window.chat_view.generate_button.isEnabled()
-    assert store.get_chat(chat_id).chat.messages[-1].role == "assistant"
-    assert len(store.get_chat(chat_id).chat.messages) == 20  # nothing appended
+    assert store.chats.get(chat_id).chat.messages[-1].role == "assistant"
+    assert len(store.chats.get(chat_id).chat.messages) == 20  # nothing appended
 
 
 def test_provider_error_is_mapped_never_the_body(qtbot, window) -> None:

@@ -20,7 +20,7 @@ from tests.gui.test_library_setup import _close, _open_window, rerun
 def test_speaker_picker_previews_the_chosen_member(qtbot, tmp_path: Path, qsettings) -> None:
     db = f"sqlite:///{tmp_path / 'lib.db'}"
     with open_store(db, seed=False) as store:
-        report = store.import_st_folder(read_st_folder(build_group_user(tmp_path)))
+        report = store.imports.st_folder(read_st_folder(build_group_user(tmp_path)))
     group_id = next(r.id for r in report.added if r.key.startswith("group chats/"))
     solo_id = next(r.id for r in report.added if r.key.startswith("chats/"))
     win = _open_window(qtbot, db, qsettings, group_id)

@@ -41,16 +41,16 @@ def test_drop_files_imports_them(qtbot, window, library, tmp_path) -> None:
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                        Qt.KeyboardModifier.NoModifier)
-    n_before = len(store.list_chats())
+    n_before = len(store.chats.summaries())
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         window.dropEvent(event)
-    assert len(store.list_chats()) == n_before + 1
+    assert len(store.chats.summaries()) == n_before + 1
     assert window.chat_view.model.message_count() == 1
 
 
 def test_chat_search_filters_the_library(qtbot, window, library) -> None:
     store, _, _ = library
-    store.add_chat(Chat(title="Harbour night", messages=[ChatMessage(role="user", content="x")]), title="Harbour night")
+    store.chats.add(Chat(title="Harbour night", messages=[ChatMessage(role="user", content="x")]), title="Harbour night")
     window.refresh_library()
     lib = window.library
     assert lib.proxy.rowCount() == 2

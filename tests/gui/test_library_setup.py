@@ -108,7 +108,7 @@ def st_window(qtbot, tmp_path: Path, qsettings):
 
 
 def _book_id(win, name: str) -> str:
-    return next(b.id for b in win.ctx.store.list_lorebooks() if b.name == name)
+    return next(b.id for b in win.ctx.store.lorebooks.summaries() if b.name == name)
 
 
 def test_import_folder_summary_and_library_panels(st_window) -> None:
@@ -131,7 +131,7 @@ def test_import_folder_summary_and_library_panels(st_window) -> None:
     # re-import: everything unchanged, nothing duplicated
     report = setup.import_folder(Path(setup.last_report.folder))
     assert len(report.unchanged) == 7 and not report.added
-    assert len(win.ctx.store.list_lorebooks()) == 5
+    assert len(win.ctx.store.lorebooks.summaries()) == 5
 
 
 def test_rename_delete_and_new_chat(qtbot, st_window) -> None:
@@ -140,17 +140,17 @@ def test_rename_delete_and_new_chat(qtbot, st_window) -> None:
     store = win.ctx.store
     char_id = setup.tabs.panels["character"].ids()[0]
     assert setup.rename("character", char_id, "Kael the Wanderer")
-    assert store.get_character(char_id).name == "Kael the Wanderer"
+    assert store.characters.get(char_id).name == "Kael the Wanderer"
     setup.ask_text = lambda *_a: "Old Alex"
     setup.tabs.panels["persona"].select(setup.tabs.panels["persona"].ids()[0])
     setup.tabs.panels["persona"].rename_button.click()
-    assert [p.name for p in store.list_personas()] == ["Old Alex"]
+    assert [p.name for p in store.personas.summaries()] == ["Old Alex"]
     # new chat with this character opens on its first message
-    before = len(store.list_chats())
+    before = len(store.chats.summaries())
     with qtbot.waitSignal(win.preview_applied, timeout=20000):
         setup.tabs.panels["character"].select(char_id)
         setup.tabs.panels["character"].action_button.click()
-    assert len(store.list_chats()) == before + 1
+    assert len(store.chats.summaries()) == before + 1
     assert win.ctx.document.request.chat.messages[0].role == "assistant"
     assert "shakes rain" in win.ctx.document.request.chat.messages[0].content
     # delete asks first; refusing keeps it
@@ -285,7 +285,7 @@ def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) 
     # New entry in Realm, then give it a key the chat mentions
     editor.book_picker.setCurrentIndex(editor.book_picker.findData(realm))
     rerun(qtbot, win, editor.new_button.click)
-    new_uid = max(int(e.uid) for e in win.ctx.store.get_lorebook(realm).entries)
+    new_uid = max(int(e.uid) for e in win.ctx.store.lorebooks.get(realm).entries)
     assert editor.entry is not None and int(editor.entry.uid) == new_uid
     editor.keys.setText("harbor")  # the last message mentions the harbor (scan depth 2)
     editor.content.setPlainText("Realm: cloaks here are oiled against the rain.")
@@ -293,7 +293,7 @@ def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) 
     editor.sticky.setValue(2)
     preview = rerun(qtbot, win, editor.apply_button.click)
     assert _activated(preview) == base + 1 and "cloaks here are oiled" in text_of(preview)
-    stored = next(e for e in win.ctx.store.get_lorebook(realm).entries if int(e.uid) == new_uid)
+    stored = next(e for e in win.ctx.store.lorebooks.get(realm).entries if int(e.uid) == new_uid)
     assert stored.group == "weather" and stored.sticky == 2
     # delete it: activation goes back
     editor_uid = editor.entry.uid
@@ -305,7 +305,7 @@ def test_create_and_delete_entry_change_activation(qtbot, st_window, qsettings) 
     preview = ctrl_z(qtbot, win)  # the field edit undone
     assert "cloaks here are oiled" not in text_of(preview)
     preview = ctrl_z(qtbot, win)  # the creation undone
-    assert all(int(e.uid) != new_uid for e in win.ctx.store.get_lorebook(realm).entries)
+    assert all(int(e.uid) != new_uid for e in win.ctx.store.lorebooks.get(realm).entries)
     ctrl_shift_z(qtbot, win)
     preview = ctrl_shift_z(qtbot, win)
     assert _activated(preview) == base + 1
@@ -365,7 +365,7 @@ def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data
     try:
         report = win.library_setup.import_folder(folder)
         assert report is not None
-        chats = win.ctx.store.list_chats()
+        chats = win.ctx.store.chats.summaries()
         assert chats and {c.id for c in chats} == {r.id for r in report.added if r.kind == "chat"}
         for chat in chats:
             if win.ctx.document.chat_id != chat.id:
@@ -443,7 +443,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.secondary.setText("rain, wind")
     editor.logic.setCurrentIndex(editor.logic.findData(3))
     editor.position.setCurrentIndex(editor.position.findData(int(InsertionPosition.AT_DEPTH)))
-    editor.depth.setValue(3)
+    editor.depth_spin.setValue(3)
     editor.role.setCurrentIndex(editor.role.findData(1))
     editor.probability.setValue(40)
     editor.scan_depth.setValue(5)
@@ -464,7 +464,7 @@ def test_entry_editor_saves_every_field(qtbot, st_window) -> None:
     editor.filter_names.setText("hero, Sam")
     editor.filter_exclude.setChecked(True)
     rerun(qtbot, win, editor.apply_button.click)
-    e = next(x for x in win.ctx.store.get_lorebook(realm).entries if int(x.uid) == 1)
+    e = next(x for x in win.ctx.store.lorebooks.get(realm).entries if int(x.uid) == 1)
     assert e.secondary_keys == ["rain", "wind"] and int(e.selective_logic) == 3
     assert e.position == InsertionPosition.AT_DEPTH and e.depth == 3 and e.role == 1
     assert e.probability == 40 and e.scan_depth == 5
@@ -506,7 +506,7 @@ def test_pick_persona_none_and_back(qtbot, st_window) -> None:
     alex = panel.state.persona_id
     assert alex and desc in text_of(win.preview)
     preview = rerun(qtbot, win, lambda: panel.pick_persona(None))
-    assert desc not in text_of(preview) and win.ctx.store.get_chat(win.ctx.document.chat_id).persona_id is None
+    assert desc not in text_of(preview) and win.ctx.store.chats.get(win.ctx.document.chat_id).persona_id is None
     preview = ctrl_z(qtbot, win)
     assert desc in text_of(preview) and panel.state.persona_id == alex
     # the Personas panel's "Use in chat" does the same through the panel

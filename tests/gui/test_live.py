@@ -72,7 +72,7 @@ def test_in_place_update_keeps_the_selection_and_the_scroll(qtbot, library, qset
     store, _, _ = library
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"line {i} about the harbour")
             for i in range(300)]
-    chat_id = store.add_chat(Chat(title="Long", messages=msgs), title="Long",
+    chat_id = store.chats.add(Chat(title="Long", messages=msgs), title="Long",
                              settings=ContextSettings(model="gpt-4o", strategy="manual"))
     win = MainWindow(build_context(store, settings=qsettings))
     qtbot.addWidget(win)
@@ -101,7 +101,7 @@ def test_a_pin_sillytavern_cannot_apply_is_refused_with_the_reason(qtbot, window
     from gui.main_window import ST_NO_PINNING
 
     store, chat_id, _ = library
-    store.save_chat_setup(chat_id, SillyTavernSetup())
+    store.chats.save_setup(chat_id, SillyTavernSetup())
     _wait_preview(qtbot, window, window.ctx.document.reload)
     model = window.blocks_panel.model
     row = model.row_of_message(5)
@@ -117,7 +117,7 @@ def test_a_pin_sillytavern_cannot_apply_is_refused_with_the_reason(qtbot, window
 def test_opening_a_chat_reads_it_on_a_worker(qtbot, window, library) -> None:
     store, _first, _ = library
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}") for i in range(2000)]
-    big = store.add_chat(Chat(title="Big", messages=msgs), title="Big")
+    big = store.chats.add(Chat(title="Big", messages=msgs), title="Big")
     window.refresh_library()
     beats: list[int] = []
     heart = QTimer()
@@ -139,8 +139,8 @@ def test_opening_a_chat_reads_it_on_a_worker(qtbot, window, library) -> None:
 
 def test_clicking_through_the_library_opens_the_last_chat_clicked(qtbot, window, library) -> None:
     store, _first, _ = library
-    a = store.add_chat(Chat(title="A", messages=[ChatMessage(role="user", content="a")]), title="A")
-    b = store.add_chat(Chat(title="B", messages=[ChatMessage(role="user", content="b")]), title="B")
+    a = store.chats.add(Chat(title="A", messages=[ChatMessage(role="user", content="a")]), title="A")
+    b = store.chats.add(Chat(title="B", messages=[ChatMessage(role="user", content="b")]), title="B")
     window.refresh_library()
     opened: list[str] = []
     window.ctx.document.chat_loaded.connect(opened.append)
@@ -187,7 +187,7 @@ def test_a_hidden_chat_list_lays_out_when_it_is_shown(qtbot, window) -> None:
 def test_the_first_preview_of_a_chat_just_opened_is_applied_in_two_turns(qtbot, window, library) -> None:
     store, _first, _ = library
     msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i}") for i in range(300)]
-    other = store.add_chat(Chat(title="Other", messages=msgs), title="Other")
+    other = store.chats.add(Chat(title="Other", messages=msgs), title="Other")
     window.refresh_library()
     applied: list = []
     window.preview_applied.connect(applied.append)

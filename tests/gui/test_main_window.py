@@ -42,7 +42,7 @@ def test_exclude_toggle_reruns_preview_and_undo_restores(qtbot, window, library)
     preview = rerun(qtbot, window, lambda: model.setData(idx, Qt.CheckState.Checked, Qt.ItemDataRole.CheckStateRole))
     b = block_of(preview, 5)
     assert (b.status, b.reason, b.manual_excluded) == ("excluded", "MANUAL_EXCLUDED", True)
-    assert store.get_chat(chat_id).chat.messages[5].meta.manualExcluded is True
+    assert store.chats.get(chat_id).chat.messages[5].meta.manualExcluded is True
     # the blocks table and the chat view show it
     assert model.block(model.row_of_message(5)).status == "excluded"
     assert window.chat_view.model.is_greyed(5)
@@ -50,7 +50,7 @@ def test_exclude_toggle_reruns_preview_and_undo_restores(qtbot, window, library)
     preview = rerun(qtbot, window, window.ctx.undo_stack.undo)
     b = block_of(preview, 5)
     assert (b.status, b.manual_excluded) == ("kept", False)
-    assert store.get_chat(chat_id).chat.messages[5].meta.manualExcluded is False
+    assert store.chats.get(chat_id).chat.messages[5].meta.manualExcluded is False
 
     preview = rerun(qtbot, window, window.ctx.undo_stack.redo)
     assert block_of(preview, 5).reason == "MANUAL_EXCLUDED"
@@ -69,7 +69,7 @@ def test_exclude_under_truncate_switches_to_manual_in_one_undo_step(qtbot, windo
     preview = rerun(qtbot, window, window.ctx.undo_stack.undo)  # one step undoes both
     assert preview.strategy == "truncate"
     assert block_of(preview, 4).status == "kept"
-    assert store.get_chat(chat_id).settings.strategy == "truncate"
+    assert store.chats.get(chat_id).settings.strategy == "truncate"
     assert window.settings_panel.strategy_box.currentData() == "truncate"
 
 
@@ -86,7 +86,7 @@ def test_exclude_under_summarize_with_honor_manual_off_switches_to_manual(qtbot,
     assert block_of(preview, 4).reason == "MANUAL_EXCLUDED"
     preview = rerun(qtbot, window, window.ctx.undo_stack.undo)  # one step undoes both
     assert preview.strategy == "summarize"
-    assert store.get_chat(chat_id).settings.strategy == "summarize"
+    assert store.chats.get(chat_id).settings.strategy == "summarize"
 
 
 @pytest.mark.parametrize("strategy", ["summarize", "vector-recall"])
@@ -118,8 +118,8 @@ def test_pinning_protects_under_a_tight_budget(qtbot, window, library) -> None:
     b = block_of(preview, 1)
     assert (b.status, b.reason, b.pinned) == ("kept", "PINNED", True)
     assert preview.prompt_tokens <= preview.budget
-    assert store.get_chat(chat_id).chat.messages[1].meta.pinned is True
-    assert store.get_chat(chat_id).settings.context_limit == 900
+    assert store.chats.get(chat_id).chat.messages[1].meta.pinned is True
+    assert store.chats.get(chat_id).settings.context_limit == 900
 
     preview = rerun(qtbot, window, window.ctx.undo_stack.undo)
     assert block_of(preview, 1).status == "excluded"
@@ -132,16 +132,16 @@ def test_editing_a_lorebook_key_changes_activation(qtbot, window, library) -> No
         return [b for b in preview.blocks if b.kind == "lorebook" and b.status == "kept"]
 
     assert lore_blocks(window.preview) == []
-    old = store.get_lorebook(book_id).entries[0]
+    old = store.lorebooks.get(book_id).entries[0]
     new = old.model_copy(update={"keys": ["courier"]})
     preview = rerun(qtbot, window, lambda: window.lorebook_tab.entry_edited.emit(book_id, old, new))
     fired = lore_blocks(preview)
     assert len(fired) == 1 and "Dragons nest" in fired[0].text
-    assert store.get_lorebook(book_id).entries[0].keys == ["courier"]
+    assert store.lorebooks.get(book_id).entries[0].keys == ["courier"]
 
     preview = rerun(qtbot, window, window.ctx.undo_stack.undo)
     assert lore_blocks(preview) == []
-    assert store.get_lorebook(book_id).entries[0].keys == ["dragon"]
+    assert store.lorebooks.get(book_id).entries[0].keys == ["dragon"]
 
 
 def _texts(widget) -> str:
@@ -175,7 +175,7 @@ def test_audit_tab_shows_the_stored_audit(qtbot, window, library) -> None:
         finished_at=datetime.now(UTC), context_limit=p.context_limit, reply_reserve=p.reply_reserve,
         budget=p.budget, prompt_tokens=p.prompt_tokens, strategy=p.strategy, tokenizer=p.tokenizer,
         blocks=list(p.blocks), provider_messages=list(p.messages))
-    store.put_audit(audit)
+    store.audits.put(audit)
     # reopen the chat: the window reads the stored audit
     window.open_chat(None)
     rerun(qtbot, window, lambda: window.open_chat(chat_id))
@@ -186,8 +186,8 @@ def test_audit_tab_shows_the_stored_audit(qtbot, window, library) -> None:
 
 def test_malformed_import_shows_error_and_leaves_library_unchanged(qtbot, window, library, tmp_path) -> None:
     store, _, _ = library
-    chats_before = [c.id for c in store.list_chats()]
-    books_before = [b.id for b in store.list_lorebooks()]
+    chats_before = [c.id for c in store.chats.summaries()]
+    books_before = [b.id for b in store.lorebooks.summaries()]
     bad = tmp_path / "broken_world.json"
     bad.write_text('{"entries": {"0": {"key": ["x"], "content": "y"}', encoding="utf-8")  # truncated JSON
     good = tmp_path / "good_world.json"
@@ -199,8 +199,8 @@ def test_malformed_import_shows_error_and_leaves_library_unchanged(qtbot, window
     assert err.code.startswith("IMPORT_")
     assert "broken_world.json" in err.text
     assert "Nothing was imported" in err.text
-    assert [c.id for c in store.list_chats()] == chats_before
-    assert [b.id for b in store.list_lorebooks()] == books_before
+    assert [c.id for c in store.chats.summaries()] == chats_before
+    assert [b.id for b in store.lorebooks.summaries()] == books_before
 
 
 def test_import_good_file_opens_chat(qtbot, window, library, tmp_path) -> None:
@@ -211,7 +211,7 @@ def test_import_good_file_opens_chat(qtbot, window, library, tmp_path) -> None:
              {"name": "Marisol", "is_user": False, "mes": "Good evening."}]
     path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
     refs = rerun(qtbot, window, lambda: window.import_files([str(path)]))
-    assert window.ctx.document.chat_id in [c.id for c in store.list_chats()]
+    assert window.ctx.document.chat_id in [c.id for c in store.chats.summaries()]
     assert window.chat_view.model.message_count() == 2
     assert refs is not None
 
@@ -220,10 +220,10 @@ def test_delete_chat_asks_first(qtbot, window, library) -> None:
     store, chat_id, _ = library
     window.confirm = lambda title, text: False
     assert not window.delete_chat(chat_id)
-    assert chat_id in [c.id for c in store.list_chats()]
+    assert chat_id in [c.id for c in store.chats.summaries()]
     window.confirm = lambda title, text: True
     assert window.delete_chat(chat_id)
-    assert chat_id not in [c.id for c in store.list_chats()]
+    assert chat_id not in [c.id for c in store.chats.summaries()]
     assert window.ctx.document.chat_id is None
 
 
@@ -232,7 +232,7 @@ def test_branch_from_here(qtbot, window, library) -> None:
     rerun(qtbot, window, lambda: window.chat_view.branch_requested.emit(7))
     new_id = window.ctx.document.chat_id
     assert new_id != chat_id
-    assert store.get_chat(new_id).parent_id == chat_id
+    assert store.chats.get(new_id).parent_id == chat_id
     assert window.chat_view.model.message_count() == 8
 
 
@@ -240,7 +240,7 @@ def test_composer_appends_user_message(qtbot, window, library) -> None:
     store, chat_id, _ = library
     window.chat_view.composer.setPlainText("Where is the parcel?")
     preview = rerun(qtbot, window, window.chat_view.send_button.click)
-    assert store.get_chat(chat_id).chat.messages[-1].text() == "Where is the parcel?"
+    assert store.chats.get(chat_id).chat.messages[-1].text() == "Where is the parcel?"
     last = block_of(preview, 20)
     assert last.reason == "CURRENT_INPUT"
 

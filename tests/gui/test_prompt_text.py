@@ -73,9 +73,9 @@ def test_generate_sends_the_prompt_string(qtbot, window, library, tc_pipeline) -
     assert (req["body"]["temperature"], req["body"]["min_p"]) == (0.8, 0.05)  # the provider settings' samplers
     assert req["body"]["prompt"] == expected.prompt and req["body"]["stop"] == STOP
     assert req["body"]["max_tokens"] == expected.reply_reserve
-    stored = store.get_audit(chat_id)
+    stored = store.audits.get(chat_id)
     assert stored is not None and (stored.api, stored.prompt) == ("text_completion", expected.prompt)
-    assert store.get_chat(chat_id).chat.messages[-1].text() == "The ravens have already told her."
+    assert store.chats.get(chat_id).chat.messages[-1].text() == "The ravens have already told her."
 
 
 def test_chat_only_endpoint_is_one_clear_message(qtbot, window, tc_pipeline) -> None:
@@ -139,7 +139,7 @@ def test_provider_dialog_offers_the_text_completion_server_url(window, library, 
     assert window._setup_server_url() is None  # a Chat Completion chat: the usual default
     tc = TextCompletionSetup(main_api="textgenerationwebui", textgen_type="koboldcpp",
                              server_url="http://127.0.0.1:5001")
-    store.save_chat_setup(chat_id, SillyTavernSetup(text_completion=tc))
+    store.chats.save_setup(chat_id, SillyTavernSetup(text_completion=tc))
     window.ctx.document.reload()
     assert window._setup_server_url() == "http://127.0.0.1:5001"
     dialog = ProviderDialog(window.ctx.settings, "m", window, default_base_url=window._setup_server_url())

@@ -70,7 +70,7 @@ def test_reload_folder_brings_in_changes_and_asks_about_conflicts(qtbot, tmp_pat
     chat.write_text(chat.read_text("utf-8") + '\n{"name": "Aether", "is_user": true, "mes": "from SillyTavern"}',
                     encoding="utf-8")
     with open_store(win.ctx.store.url, seed=False) as other:
-        other.rename_chat(ids[LUMINE], "renamed here")
+        other.chats.rename(ids[LUMINE], "renamed here")
     asked: list[list[str]] = []
 
     def ask(conflicts):
@@ -82,7 +82,7 @@ def test_reload_folder_brings_in_changes_and_asks_about_conflicts(qtbot, tmp_pat
     assert asked == [[LUMINE]]
     assert synced is not None and [(c.key, c.resolution) for c in synced.conflicts] == [(LUMINE, "kept-local")]
     assert f"Changed in both places {LUMINE}: your edits kept" in setup.report_text(synced)
-    assert win.ctx.store.get_chat(ids[LUMINE]).title == "renamed here"
-    assert win.ctx.store.get_lorebook(ids["worlds/Mondstadt.json"]).entries[0].content.endswith("wind and song.")
+    assert win.ctx.store.chats.get(ids[LUMINE]).title == "renamed here"
+    assert win.ctx.store.lorebooks.get(ids["worlds/Mondstadt.json"]).entries[0].content.endswith("wind and song.")
     setup.summary_box.close()
     _close(win)

@@ -101,7 +101,7 @@ def test_specific_reasons_reach_the_table_and_the_inspector(qtbot, window) -> No
 # ---------------------------------------------------------------------------- item 3
 def test_library_search_filters_without_opening_another_chat(qtbot, window, library) -> None:
     store, chat_id, _ = library
-    other = store.add_chat(Chat(title="Harbour night", messages=[ChatMessage(role="user", content="hi")]),
+    other = store.chats.add(Chat(title="Harbour night", messages=[ChatMessage(role="user", content="hi")]),
                            title="Harbour night")
     window.refresh_library()
     window.set_pinned(3, True)  # something to undo
@@ -122,22 +122,22 @@ def test_library_search_filters_without_opening_another_chat(qtbot, window, libr
 
 def test_undo_survives_switching_chats_and_reopens_the_chat(qtbot, window, library) -> None:
     store, chat_id, book_id = library
-    other = store.add_chat(Chat(title="Other", messages=[ChatMessage(role="user", content=f"m{i}") for i in range(4)]),
+    other = store.chats.add(Chat(title="Other", messages=[ChatMessage(role="user", content=f"m{i}") for i in range(4)]),
                            title="Other", lorebook_ids=[book_id])
     window.refresh_library()
     rerun(qtbot, window, lambda: window.set_pinned(4, True))
-    entry = store.get_lorebook(book_id).entries[0]
+    entry = store.lorebooks.get(book_id).entries[0]
     rerun(qtbot, window, lambda: window.edit_lorebook_entry(book_id, entry, entry.model_copy(update={"content": "New."})))
     rerun(qtbot, window, lambda: window.open_chat(other))
     assert window.ctx.undo_stack.count() == 2
     # the lorebook is shared: its edit undoes right here, in the other chat
     rerun(qtbot, window, window.undo_action.trigger)
-    assert store.get_lorebook(book_id).entries[0].content == entry.content
+    assert store.lorebooks.get(book_id).entries[0].content == entry.content
     assert window.ctx.document.chat_id == other
     # the pin was made in the first chat: undoing it brings that chat back
     rerun(qtbot, window, window.undo_action.trigger)
     assert window.ctx.document.chat_id == chat_id
-    assert not store.get_chat(chat_id).chat.messages[4].meta.pinned
+    assert not store.chats.get(chat_id).chat.messages[4].meta.pinned
     assert window.library.current_chat_id() == chat_id
 
 
@@ -146,27 +146,27 @@ def test_settings_edits_are_undoable_as_one_step(qtbot, window, library) -> None
     old = window.ctx.document.request.settings
     panel = window.settings_panel
     rerun(qtbot, window, lambda: [panel.wi_percent.setValue(v) for v in (30, 35, 40)])
-    assert store.get_chat(chat_id).settings.world_info.budget_percent == 40
+    assert store.chats.get(chat_id).settings.world_info.budget_percent == 40
     assert window.ctx.undo_stack.count() == 1  # a burst of spin-box steps is one step
     rerun(qtbot, window, window.undo_action.trigger)
-    assert store.get_chat(chat_id).settings == old
+    assert store.chats.get(chat_id).settings == old
     assert panel.wi_percent.value() == old.world_info.budget_percent
 
 
 def test_messages_edit_delete_and_hide_undoably(qtbot, window, library) -> None:
     store, chat_id, _ = library
-    original = [m.text() for m in store.get_chat(chat_id).chat.messages]
+    original = [m.text() for m in store.chats.get(chat_id).chat.messages]
     window.ask_text = lambda _title, _text: "Rewritten by the writer."
     pv = rerun(qtbot, window, lambda: window.edit_message(2))
     assert block_of(pv, 2).text == "Rewritten by the writer."
-    assert store.get_chat(chat_id).chat.messages[2].text() == "Rewritten by the writer."
+    assert store.chats.get(chat_id).chat.messages[2].text() == "Rewritten by the writer."
     pv = rerun(qtbot, window, lambda: window.set_hidden(3, True))
     assert block_of(pv, 3).reason == "HIDDEN"
     pv = rerun(qtbot, window, lambda: window.delete_message(5))
-    assert len(store.get_chat(chat_id).chat.messages) == 19
+    assert len(store.chats.get(chat_id).chat.messages) == 19
     for _ in range(3):
         pv = rerun(qtbot, window, window.undo_action.trigger)
-    restored = store.get_chat(chat_id).chat.messages
+    restored = store.chats.get(chat_id).chat.messages
     assert [m.text() for m in restored] == original
     assert not restored[3].meta.hidden
     assert block_of(pv, 3).status == "kept"
@@ -195,7 +195,7 @@ def test_stray_typing_in_the_table_never_toggles_a_row(qtbot, window) -> None:
 def test_a_newly_opened_chat_selects_its_newest_message_and_the_chat_opens_at_the_bottom(
         qtbot, window, library) -> None:
     store, _chat_id, _ = library
-    other = store.add_chat(Chat(title="Long", messages=[ChatMessage(role="user", content=f"line {i} " * 30)
+    other = store.chats.add(Chat(title="Long", messages=[ChatMessage(role="user", content=f"line {i} " * 30)
                                                         for i in range(60)]), title="Long")
     window.refresh_library()
     _show(qtbot, window, 1440, 900)
@@ -211,7 +211,7 @@ def test_a_newly_opened_chat_selects_its_newest_message_and_the_chat_opens_at_th
 
 def test_no_other_chats_blocks_under_a_new_title(qtbot, window, library) -> None:
     store, _chat_id, _ = library
-    other = store.add_chat(Chat(title="Second", messages=[ChatMessage(role="user", content="x")]), title="Second")
+    other = store.chats.add(Chat(title="Second", messages=[ChatMessage(role="user", content="x")]), title="Second")
     window.refresh_library()
     window.open_chat(other)  # the preview for "Second" is not computed yet
     assert window.title_label.text() == "Second"
@@ -280,8 +280,8 @@ def test_fired_only_is_the_preview_and_rows_keep_their_place(qtbot, window, libr
     store, chat_id, _ = library
     extra = [LorebookEntry(uid=i, keys=[k], content=f"{k} lore. " * 30, comment=k.title())
              for i, k in ((2, "quay"), (3, "lantern"), (4, "meadowlark"))]
-    new_id = store.add_lorebook(Lorebook(name="Quay", entries=extra))
-    store.set_chat_lorebooks(chat_id, [new_id])
+    new_id = store.lorebooks.add(Lorebook(name="Quay", entries=extra))
+    store.chats.set_lorebooks(chat_id, [new_id])
     rerun(qtbot, window, window.ctx.document.reload)
     tab = window.lorebook_tab
     tab.test_edit.setPlainText("a meadowlark sings")

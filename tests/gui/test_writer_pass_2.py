@@ -25,7 +25,7 @@ def st_window(qtbot, tmp_path: Path, qsettings):
     from gui.main_window import MainWindow
 
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(build_st_user(tmp_path)))
+    report = store.imports.st_folder(read_st_folder(build_st_user(tmp_path)))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
     ctx = build_context(store, settings=qsettings)
     win = MainWindow(ctx)
@@ -201,8 +201,8 @@ def test_a_chat_without_a_character_can_be_given_one(qtbot, window, library) -> 
     from engine.schema import Character, Chat, ChatMessage
 
     store, _, _ = library
-    bare = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hello")]), title="No card")
-    other = store.add_character(Character(name="Orrin", description="A lighthouse keeper who counts ships."))
+    bare = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hello")]), title="No card")
+    other = store.characters.add(Character(name="Orrin", description="A lighthouse keeper who counts ships."))
     window.refresh_library()
     with qtbot.waitSignal(window.preview_applied, timeout=20000):
         window.open_chat(bare)
@@ -213,9 +213,9 @@ def test_a_chat_without_a_character_can_be_given_one(qtbot, window, library) -> 
     assert panel.select(other) and panel.use_button.isEnabled() and panel.use_button.isVisibleTo(panel)
     rerun(qtbot, window, panel.use_button.click)
     assert any("lighthouse keeper" in b.text for b in window.preview.blocks if b.kind == "character")
-    assert store.get_chat_setup(bare).character_id == other
+    assert store.chats.get_setup(bare).character_id == other
     rerun(qtbot, window, window.undo_action.trigger)  # undoable
-    assert store.get_chat_setup(bare).character_id is None
+    assert store.chats.get_setup(bare).character_id is None
 
 
 def test_big_chat_paints_at_its_newest_message_at_once(qtbot) -> None:

@@ -32,6 +32,13 @@ from .status import fired_text, why_text
 from .words import LOGIC_WORDS, POSITION_WORDS, entry_title, escape, join_keys, split_keys
 
 
+def _label(text: str) -> QLabel:
+    """A form label, right-aligned next to its field."""
+    lab = QLabel(text)
+    lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return lab
+
+
 class EntryForm(QGroupBox):
     """Editor of one entry. :meth:`changes` gives the ``model_copy`` update of what the user changed.
 
@@ -54,12 +61,16 @@ class EntryForm(QGroupBox):
         self.where = QLabel("Select an entry in the table.")
         self.where.setWordWrap(True)
         grid.addWidget(self.where, 0, 0, 1, 4)
+        self._build_keys(grid)
+        self._build_short_fields(grid)
+        self._build_flags_and_content(grid)
+        self._build_buttons(grid)
+        self._connect_fields()
+        self.load(None)
 
-        def label(text: str) -> QLabel:
-            lab = QLabel(text)
-            lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            return lab
-
+    def _build_keys(self, grid: QGridLayout) -> None:
+        """Rows 1-3: title, keys, secondary keys."""
+        label = _label
         self.comment = QLineEdit()
         self.comment.setPlaceholderText("title / memo")
         grid.addWidget(label("Title:"), 1, 0)
@@ -73,6 +84,9 @@ class EntryForm(QGroupBox):
         grid.addWidget(label("Secondary:"), 3, 0)
         grid.addWidget(self.secondary, 3, 1, 1, 3)
 
+    def _build_short_fields(self, grid: QGridLayout) -> None:
+        """Row 4: logic, position, order, depth, probability and scan depth, in pairs when there is room."""
+        label = _label
         self.logic = QComboBox()
         for logic, words in LOGIC_WORDS.items():
             self.logic.addItem(words, int(logic))
@@ -86,8 +100,8 @@ class EntryForm(QGroupBox):
         self.order = QDoubleSpinBox()
         self.order.setRange(-1_000_000, 1_000_000)
         self.order.setDecimals(0)
-        self.depth = QSpinBox()
-        self.depth.setRange(0, 10_000)
+        self.depth_spin = QSpinBox()
+        self.depth_spin.setRange(0, 10_000)
         self.probability = QDoubleSpinBox()
         self.probability.setRange(0, 100)
         self.probability.setDecimals(0)
@@ -98,7 +112,7 @@ class EntryForm(QGroupBox):
         # The six short fields sit in pairs when there is room, one per row when narrow.
         self._pairs = [
             (label("Logic:"), self.logic, label("Position:"), self.position),
-            (label("Order:"), self.order, label("Depth:"), self.depth),
+            (label("Order:"), self.order, label("Depth:"), self.depth_spin),
             (label("Probability:"), self.probability, label("Scan depth:"), self.scan_depth),
         ]
         self._pair_grid = QGridLayout()
@@ -107,6 +121,9 @@ class EntryForm(QGroupBox):
         self._arrange_pairs(True)
         grid.addLayout(self._pair_grid, 4, 0, 1, 4)
 
+    def _build_flags_and_content(self, grid: QGridLayout) -> None:
+        """Rows 7-9: the Constant / Enabled switches, the content and the preview's word on the entry."""
+        label = _label
         flags = QHBoxLayout()
         self.constant = QCheckBox("Constant")
         self.constant.setToolTip("Always on and protected: never dropped for the budget")
@@ -130,6 +147,8 @@ class EntryForm(QGroupBox):
         grid.addWidget(label("Preview:"), 9, 0)
         grid.addWidget(self.status, 9, 1, 1, 3)
 
+    def _build_buttons(self, grid: QGridLayout) -> None:
+        """Row 10: Revert and Apply."""
         buttons = QHBoxLayout()
         self.apply_button = QPushButton("Apply")
         self.apply_button.setToolTip("Save the entry (undo with Ctrl+Z)")
@@ -139,6 +158,7 @@ class EntryForm(QGroupBox):
         buttons.addWidget(self.apply_button)
         grid.addLayout(buttons, 10, 0, 1, 4)
 
+    def _connect_fields(self) -> None:
         self.apply_button.clicked.connect(self.apply_requested)
         self.revert_button.clicked.connect(self._on_revert_button_clicked)
         for edit in (self.comment, self.keys, self.secondary):
@@ -148,10 +168,9 @@ class EntryForm(QGroupBox):
             box.toggled.connect(self._on_field_changed)
         for combo in (self.logic, self.position):
             combo.currentIndexChanged.connect(self._on_field_changed)
-        for spin in (self.order, self.depth, self.probability, self.scan_depth):
+        for spin in (self.order, self.depth_spin, self.probability, self.scan_depth):
             spin.valueChanged.connect(self._on_field_changed)
         self.content.textChanged.connect(self._on_field_changed)
-        self.load(None)
 
     # -- layout
     #: Below this width (px) the short fields go one per row.
@@ -202,7 +221,7 @@ class EntryForm(QGroupBox):
             self.enabled.setChecked(not e.disable)
             self.order.setValue(float(e.order))
             self.position.setCurrentIndex(max(0, self.position.findData(int(e.position))))
-            self.depth.setValue(int(e.depth))
+            self.depth_spin.setValue(int(e.depth))
             self.probability.setValue(float(e.probability))
             self.scan_depth.setValue(-1 if e.scan_depth is None else int(e.scan_depth))
             self.content.setPlainText(e.content)
@@ -211,7 +230,7 @@ class EntryForm(QGroupBox):
             self._loading = False
         editable = row is not None and row.editable
         for w in (self.comment, self.keys, self.secondary, self.logic, self.constant, self.enabled,
-                  self.order, self.position, self.depth, self.probability, self.scan_depth):
+                  self.order, self.position, self.depth_spin, self.probability, self.scan_depth):
             w.setEnabled(editable)
         self.content.setReadOnly(not editable)
         if row is None:
@@ -254,7 +273,7 @@ class EntryForm(QGroupBox):
             "disable": not self.enabled.isChecked(),
             "order": self.order.value(),
             "position": self.position.currentData(),
-            "depth": self.depth.value(),
+            "depth": self.depth_spin.value(),
             "probability": self.probability.value(),
             "scan_depth": self.scan_depth.value(),
             "content": self.content.toPlainText(),
@@ -303,7 +322,7 @@ class EntryForm(QGroupBox):
             elif name == "position":
                 self.position.setCurrentIndex(max(0, self.position.findData(int(value))))
             elif name == "depth":
-                self.depth.setValue(int(value))
+                self.depth_spin.setValue(int(value))
             elif name == "probability":
                 self.probability.setValue(float(value))
             elif name == "scan_depth":

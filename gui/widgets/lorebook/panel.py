@@ -96,7 +96,34 @@ class LorebookTab(QWidget):
         self.summary = QLabel("No chat open.")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
+        layout.addLayout(self._build_filter_bar())
+        self._build_table()
+        self.form = EntryForm()
+        form_scroll = QScrollArea()
+        form_scroll.setWidgetResizable(True)
+        form_scroll.setWidget(self.form)
+        self.form.setTitle("")
+        self.form.setFlat(True)
+        # Tabs rather than side by side: the inspector panel is often under 500 px wide.
+        self.bottom_tabs = QTabWidget()
+        self.bottom_tabs.addTab(form_scroll, "Entry")
+        self.bottom_tabs.addTab(self._build_test_box(), "Test text")
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.bottom_tabs)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        layout.addWidget(split, 1)
 
+        self._test_timer = QTimer(self)
+        self._test_timer.setSingleShot(True)
+        self._test_timer.setInterval(TEST_TEXT_DEBOUNCE_MS)
+        self._test_timer.timeout.connect(self.run_test_text)
+        self.test_runner = TextTestRunner(parent=self)
+        self._connect()
+
+    def _build_filter_bar(self) -> QHBoxLayout:
+        """The filter box and "Fired only"."""
         bar = QHBoxLayout()
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter entries (title, keys, book)…")
@@ -106,8 +133,10 @@ class LorebookTab(QWidget):
                                    "marked in the Test column)")
         bar.addWidget(self.filter_edit, 1)
         bar.addWidget(self.fired_only)
-        layout.addLayout(bar)
+        return bar
 
+    def _build_table(self) -> None:
+        """The entries table over its sorting / filtering proxy."""
         self.model = LorebookEntriesModel(self)
         self.proxy = EntriesProxy(self)
         self.proxy.setSourceModel(self.model)
@@ -130,13 +159,8 @@ class LorebookTab(QWidget):
                            ("why", 380), ("tokens", 56), ("share", 86), ("test", 150)):
             self.table.setColumnWidth(COLUMN_INDEX[key], width)
 
-        self.form = EntryForm()
-        form_scroll = QScrollArea()
-        form_scroll.setWidgetResizable(True)
-        form_scroll.setWidget(self.form)
-
-        self.form.setTitle("")
-        self.form.setFlat(True)
+    def _build_test_box(self) -> QWidget:
+        """The "Test text" tab: a text box, Test, and what the text would trigger."""
         test_box = QWidget()
         test_layout = QVBoxLayout(test_box)
         self.test_edit = QPlainTextEdit()
@@ -153,24 +177,9 @@ class LorebookTab(QWidget):
         row.addWidget(self.test_button)
         test_layout.addLayout(row)
         test_layout.addWidget(self.test_result, 1)
+        return test_box
 
-        # Tabs rather than side by side: the inspector panel is often under 500 px wide.
-        self.bottom_tabs = QTabWidget()
-        self.bottom_tabs.addTab(form_scroll, "Entry")
-        self.bottom_tabs.addTab(test_box, "Test text")
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.table)
-        split.addWidget(self.bottom_tabs)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        layout.addWidget(split, 1)
-
-        self._test_timer = QTimer(self)
-        self._test_timer.setSingleShot(True)
-        self._test_timer.setInterval(TEST_TEXT_DEBOUNCE_MS)
-        self._test_timer.timeout.connect(self.run_test_text)
-        self.test_runner = TextTestRunner(parent=self)
-
+    def _connect(self) -> None:
         self.filter_edit.textChanged.connect(self.proxy.setFilterFixedString)
         self.fired_only.toggled.connect(self.proxy.set_fired_only)
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_row_changed)
@@ -179,7 +188,7 @@ class LorebookTab(QWidget):
         self.test_button.clicked.connect(self.run_test_text)
         self.test_edit.textChanged.connect(self._test_timer.start)
         self.test_runner.finished.connect(self._on_test_runner_finished)
-        QShortcut(QKeySequence("Ctrl+Return"), self.test_edit, activated=self.run_test_text)
+        QShortcut(QKeySequence("Ctrl+Return"), self.test_edit).activated.connect(self.run_test_text)
 
     # ------------------------------------------------------------------ public API
     def set_state(self, request: PreviewRequest | None, preview: ContextPreview | None,

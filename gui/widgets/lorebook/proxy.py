@@ -7,6 +7,7 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 
 from ...roles import SORT_ROLE
+from .table_model import LorebookEntriesModel
 
 
 class EntriesProxy(QSortFilterProxyModel):
@@ -47,7 +48,9 @@ class EntriesProxy(QSortFilterProxyModel):
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         if self.fired_only:
-            trace = self.sourceModel().row_at(source_row).trace
+            source = self.sourceModel()
+            assert isinstance(source, LorebookEntriesModel)
+            trace = source.row_at(source_row).trace
             if trace is None or not trace.activated:
                 return False
         return super().filterAcceptsRow(source_row, source_parent)

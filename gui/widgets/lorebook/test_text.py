@@ -119,8 +119,8 @@ def highlight_keys(edit: QPlainTextEdit, trace: list[TraceRecord]) -> int:
             cursor = QTextCursor(edit.document())
             cursor.setPosition(utf16[start])
             cursor.setPosition(utf16[end], QTextCursor.MoveMode.KeepAnchor)
-            sel.cursor = cursor  # type: ignore[attr-defined]
-            sel.format.setBackground(MATCH_COLOUR)  # type: ignore[attr-defined]
+            sel.cursor = cursor
+            sel.format.setBackground(MATCH_COLOUR)
             selections.append(sel)
     edit.setExtraSelections(selections)
     return len(selections)

@@ -69,9 +69,9 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 def _serve(db_url: str) -> Iterator[Live]:
     store = open_store(db_url, seed=True)
-    sample_id = store.list_chats()[0].id
-    bare_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="Hello there")]), title="bare")
-    audited_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="audited")
+    sample_id = store.chats.summaries()[0].id
+    bare_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="Hello there")]), title="bare")
+    audited_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]), title="audited")
     server = make_server(store, host="127.0.0.1", port=0)
     thread = start_server(server)
     client = httpx.Client(base_url=server.url, timeout=30, trust_env=False)

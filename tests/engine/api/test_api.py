@@ -69,7 +69,7 @@ def test_health(live: Live) -> None:
     assert resp.status_code == 200
     body = resp.json()
     assert body["status"] == "ok" and body["api"] == "v2" and body["database"] == live.store.dialect
-    assert body["chats"] == len(live.store.list_chats())
+    assert body["chats"] == len(live.store.chats.summaries())
 
 
 def test_chats_list_matches_cli_json(live: Live, capsys) -> None:
@@ -99,14 +99,14 @@ def test_audit_missing_is_audit_not_found(live: Live) -> None:
 def test_stored_audit_is_returned_as_cli_prints_it(live: Live, capsys) -> None:
     url = f"{API_PREFIX}/chats/{live.audited_id}/context-audit"
     stored = sample_audit(live.audited_id, "gen-1", status="failed", code="PROVIDER_TIMEOUT")
-    live.store.put_audit(stored)
+    live.store.audits.put(stored)
     resp = live.client.get(url)
     assert resp.status_code == 200
     assert resp.json() == stored.model_dump(mode="json")
     assert resp.json() == _cli_json(capsys, "audit", live.audited_id, "--db", live.db_url, "--format", "json")
     # a newer audit replaces it
     newer = sample_audit(live.audited_id, "gen-2")
-    live.store.put_audit(newer)
+    live.store.audits.put(newer)
     body = live.client.get(url).json()
     assert body["generation_id"] == "gen-2" and body["status"] == "completed"
 
@@ -134,7 +134,7 @@ def test_preview_by_body_equals_pipeline(live: Live) -> None:
 
 def test_preview_of_full_library_request_by_body_equals_pipeline(live: Live) -> None:
     # character, persona, lorebooks, settings: everything the sample chat has, sent as a body
-    doc = live.store.build_request(live.sample_id).model_dump(mode="json")
+    doc = live.store.chats.build_request(live.sample_id).model_dump(mode="json")
     resp = live.client.post(PREVIEW, json=doc)
     assert resp.status_code == 200, resp.text
     assert resp.json() == preview(PreviewRequest.model_validate(doc)).model_dump(mode="json")
@@ -143,14 +143,14 @@ def test_preview_of_full_library_request_by_body_equals_pipeline(live: Live) -> 
 def test_preview_by_chat_id_equals_pipeline(live: Live) -> None:
     resp = live.client.post(PREVIEW, json={"chat_id": live.sample_id})
     assert resp.status_code == 200, resp.text
-    expected = preview(live.store.build_request(live.sample_id)).model_dump(mode="json")
+    expected = preview(live.store.chats.build_request(live.sample_id)).model_dump(mode="json")
     assert resp.json() == expected
     assert any(b["status"] == "excluded" for b in expected["blocks"])  # the sample shifts
     assert any(b["kind"] == "lorebook" for b in expected["blocks"])
 
 
 def test_preview_by_chat_id_with_setting_overrides(live: Live) -> None:
-    stored = live.store.get_chat(live.sample_id).settings
+    stored = live.store.chats.get(live.sample_id).settings
     overrides = {"context_limit": 3000, "reply_reserve": "10%", "world_info": {"scan_depth": 7}}
     resp = live.client.post(PREVIEW, json={"chat_id": live.sample_id, "settings": overrides})
     assert resp.status_code == 200, resp.text
@@ -158,10 +158,10 @@ def test_preview_by_chat_id_with_setting_overrides(live: Live) -> None:
     assert merged.world_info.scan_depth == 7
     assert merged.world_info.budget_percent == stored.world_info.budget_percent  # merged, not replaced
     assert merged.model == stored.model and merged.template == stored.template
-    request = live.store.build_request(live.sample_id).model_copy(update={"settings": merged})
+    request = live.store.chats.build_request(live.sample_id).model_copy(update={"settings": merged})
     assert resp.json() == preview(request).model_dump(mode="json")
     assert resp.json()["context_limit"] == 3000 and resp.json()["reply_reserve"] == 300
-    assert live.store.get_chat(live.sample_id).settings == stored  # nothing saved
+    assert live.store.chats.get(live.sample_id).settings == stored  # nothing saved
 
 
 def test_budget_overflow_is_not_an_http_error(live: Live) -> None:
@@ -179,7 +179,7 @@ def test_previews_create_no_rows(live: Live) -> None:
     bodies = [
         {"chat_id": live.sample_id},
         {"chat_id": live.bare_id, "settings": {"context_limit": 50, "reply_reserve": 10}},
-        live.store.build_request(live.sample_id).model_dump(mode="json"),
+        live.store.chats.build_request(live.sample_id).model_dump(mode="json"),
         _small_request().model_dump(mode="json"),
         {"chat_id": live.sample_id, "settings": {"reply_reserve": -5}},
         {"chat_id": "missing"},

@@ -31,7 +31,7 @@ def served(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 
 def _serve(db: str) -> Iterator[tuple[httpx.Client, str, str]]:
     store = open_store(db, seed=False)
-    chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="one")
+    chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]), title="one")
     regs = default_registries()
     regs.tokenizers.register(TokenizerProfile(name="broken-plugin", approximate=True, version="1",
                                               description="raises", count_batch=_broken_count))

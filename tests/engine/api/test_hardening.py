@@ -142,7 +142,7 @@ def test_wellformed_loopback_hosts_pass(live: Live, host: str, name: str) -> Non
 def small(tmp_path_factory) -> Iterator[tuple[httpx.Client, object]]:
     """A server with a 4 KiB body limit and a 0.5 s body-read timeout."""
     store = open_store(f"sqlite:///{tmp_path_factory.mktemp('limits') / 'lib.sqlite3'}", seed=False)
-    store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]))
+    store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]))
     server = make_server(store, port=0, log_level="critical", max_body_bytes=4096)
     server.server.config.app  # noqa: B018 - built
     thread = start_server(server)

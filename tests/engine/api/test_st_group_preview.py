@@ -13,7 +13,7 @@ from .conftest import Live
 
 
 def test_http_preview_takes_a_speaker(live: Live, tmp_path: Path) -> None:
-    report = live.store.import_st_folder(read_st_folder(build_group_user(tmp_path)))
+    report = live.store.imports.st_folder(read_st_folder(build_group_user(tmp_path)))
     chat_id = next(r.id for r in report.added if r.key.startswith("group chats/"))
     preview_url = f"{API_PREFIX}/context-preview"
     resp = live.client.post(preview_url, json={"chat_id": chat_id, "speaker": "Mira"})

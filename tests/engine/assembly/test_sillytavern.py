@@ -29,7 +29,7 @@ CHAT_KEY = "chats/Seraphina/Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl"
 
 def _import(folder: Path, tmp_path: Path, **kw):
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder, **kw))
+    report = store.imports.st_folder(read_st_folder(folder, **kw))
     return store, report
 
 
@@ -78,7 +78,7 @@ def test_seraphina_messages_at_its_own_settings(shared_data: Path, tmp_path: Pat
     promptManagerDefaultPromptOrder)."""
     s = Seraphina(shared_data)
     store, report = _import(st_user_copy(shared_data, tmp_path), tmp_path)
-    pv = preview(store.build_request(_chat_id(report)))
+    pv = preview(store.chats.build_request(_chat_id(report)))
     assert (pv.context_limit, pv.reply_reserve, pv.model) == (4095, 300, "gpt-4-turbo")
     assert pv.error is None and pv.tokenizer.profile == "cl100k_base"
     # World Info (checkWorldInfo, world-info.js 3986-4062): budget round(25 % × (4095 − 300)) = 949.
@@ -107,7 +107,7 @@ def test_seraphina_messages_at_its_own_settings(shared_data: Path, tmp_path: Pat
 def test_seraphina_messages_at_context_1800(shared_data: Path, tmp_path: Path) -> None:
     s = Seraphina(shared_data)
     store, report = _import(st_user_copy(shared_data, tmp_path), tmp_path)
-    request = store.build_request(_chat_id(report))
+    request = store.chats.build_request(_chat_id(report))
     request = request.model_copy(update={"settings": request.settings.model_copy(update={"context_limit": 1800})})
     pv = preview(request)
     # WI budget round(25 % × 1500) = 375: entry 1 (214) fits, entry 1 + 2 (432) does not → stop.
@@ -133,7 +133,7 @@ def test_required_prompts_over_budget_are_token_budget_exceeded(shared_data: Pat
     """SillyTavern sends a partial prompt when a required prompt throws TokenBudgetExceededError;
     Loomscope reports TOKEN_BUDGET_EXCEEDED and sends nothing (documented difference)."""
     store, report = _import(st_user_copy(shared_data, tmp_path), tmp_path)
-    request = store.build_request(_chat_id(report))
+    request = store.chats.build_request(_chat_id(report))
     request = request.model_copy(update={"settings": request.settings.model_copy(
         update={"context_limit": 900, "reply_reserve": 300})})
     pv = preview(request)
@@ -173,7 +173,7 @@ FIXTURE_EXPECTED = [
 
 def test_fixture_folder_messages(tmp_path: Path) -> None:
     store, report = _import(build_st_user(tmp_path) .parent, tmp_path)
-    pv = preview(store.build_request(_chat_id(report)))
+    pv = preview(store.chats.build_request(_chat_id(report)))
     assert pv.error is None
     expected = FIXTURE_EXPECTED
     assert _pairs(pv) == expected
@@ -197,7 +197,7 @@ def test_persona_positions_and_author_note_positions(tmp_path: Path) -> None:
     settings["power_user"]["persona_descriptions"]["alex.png"]["depth"] = 0
     settings["power_user"]["persona_descriptions"]["alex.png"]["role"] = 1
     store, report = _import(build_st_user(tmp_path, settings=settings).parent, tmp_path)
-    pv = preview(store.build_request(_chat_id(report)))
+    pv = preview(store.chats.build_request(_chat_id(report)))
     pairs = _pairs(pv)
     # persona at depth 0 in the user role: after the last message, before the post-history prompt
     assert pairs[-2] == ("user", "Alex is a young cartographer from Kael's past.")
@@ -205,7 +205,7 @@ def test_persona_positions_and_author_note_positions(tmp_path: Path) -> None:
 
     settings["power_user"]["persona_descriptions"]["alex.png"]["position"] = 2  # top of the Author's Note
     store2, report2 = _import(build_st_user(tmp_path / "b", settings=settings).parent, tmp_path / "b")
-    pairs = _pairs(preview(store2.build_request(_chat_id(report2))))
+    pairs = _pairs(preview(store2.chats.build_request(_chat_id(report2))))
     assert ("system", "Alex is a young cartographer from {{char}}'s past.\n[Keep the tone tense.]\n"
             "Realm: storms here last three days.".replace("{{char}}", "Kael")) in pairs
 
@@ -215,7 +215,7 @@ def test_names_completion_and_squash(tmp_path: Path) -> None:
     settings["oai_settings"]["names_behavior"] = 1          # COMPLETION: a name field, no prefix
     settings["oai_settings"]["squash_system_messages"] = True
     store, report = _import(build_st_user(tmp_path, settings=settings).parent, tmp_path)
-    pv = preview(store.build_request(_chat_id(report)))
+    pv = preview(store.chats.build_request(_chat_id(report)))
     sam = next(m for m in pv.messages if m["content"].startswith("Sam here"))
     assert sam["name"] == "Sam"
     # squashSystemMessages: the system prompts before the examples become one message
@@ -228,7 +228,7 @@ def test_history_is_filled_newest_first_then_examples(tmp_path: Path) -> None:
     """populateChatCompletion without pin_examples: history first (newest first while it fits),
     then the examples get what is left."""
     store, report = _import(build_st_user(tmp_path).parent, tmp_path)
-    request = store.build_request(_chat_id(report))
+    request = store.chats.build_request(_chat_id(report))
     full = preview(request)
     msgs = [b for b in full.blocks if b.kind == "message" and b.status == "kept"]
     examples = sum(b.tokens for b in full.blocks if b.kind == "example" and b.status == "kept")
@@ -256,7 +256,7 @@ def test_author_note_interval(tmp_path: Path, interval: int, expect: bool) -> No
     lines = json.loads(json.dumps(CHAT_LINES))
     lines[0]["chat_metadata"]["note_interval"] = interval
     store, report = _import(build_st_user(tmp_path, chat_lines=lines).parent, tmp_path)
-    contents = [m["content"] for m in preview(store.build_request(_chat_id(report))).messages]
+    contents = [m["content"] for m in preview(store.chats.build_request(_chat_id(report))).messages]
     assert any("[Keep the tone tense.]" in c for c in contents) is expect
 
 
@@ -309,7 +309,7 @@ def test_fixture_variants(tmp_path: Path, name: str) -> None:
     if settings_mut:
         settings_mut(settings)
     store, report = _import(build_st_user(tmp_path, settings=settings, chat_lines=lines).parent, tmp_path)
-    pv = preview(store.build_request(_chat_id(report)))
+    pv = preview(store.chats.build_request(_chat_id(report)))
     assert _pairs(pv) == expected
 
 
@@ -322,7 +322,7 @@ def test_partial_prompt_is_token_budget_exceeded(tmp_path: Path) -> None:
     lines = json.loads(json.dumps(CHAT_LINES))
     lines[0]["chat_metadata"]["note_position"] = 0
     store, report = _import(build_st_user(tmp_path, chat_lines=lines).parent, tmp_path)
-    request = store.build_request(_chat_id(report))
+    request = store.chats.build_request(_chat_id(report))
     pv = preview(request.model_copy(update={"settings": request.settings.model_copy(update={"context_limit": 430})}))
     assert pv.error is not None and pv.error.code == "TOKEN_BUDGET_EXCEEDED"
     assert pv.error.details["prompt"] == "newMainChat" and pv.messages == []
@@ -332,7 +332,7 @@ def test_interceptors_are_not_applied_and_said_so(tmp_path: Path) -> None:
     from engine.pipeline import default_registries
 
     store, report = _import(build_st_user(tmp_path).parent, tmp_path)
-    request = store.build_request(_chat_id(report))
+    request = store.chats.build_request(_chat_id(report))
     regs = default_registries()
     regs.interceptors.register("shout", lambda msgs, ctx: ([{**m, "content": str(m["content"]).upper()}
                                                             for m in msgs], []))
@@ -355,7 +355,7 @@ def test_prompt_manager_edge_cases(tmp_path: Path) -> None:
     order = settings["oai_settings"]["prompt_order"][0]["order"]
     order[-1:-1] = [{"identifier": "no-depth", "enabled": True}, {"identifier": "no-role", "enabled": True}]
     store, report = _import(build_st_user(tmp_path, settings=settings).parent, tmp_path)
-    pairs = _pairs(preview(store.build_request(_chat_id(report))))
+    pairs = _pairs(preview(store.chats.build_request(_chat_id(report))))
     assert pairs == _without(FIXTURE_EXPECTED, _STYLE)
 
 
@@ -393,23 +393,23 @@ def test_card_overrides_notes_and_examples(tmp_path: Path) -> None:
         ("user", "Sam: Sam here. I brought the harbor map."),
         ("system", "Stay in character as Kael. (card jb)"),
     ]
-    assert _pairs(preview(store.build_request(_chat_id(report)))) == expected
+    assert _pairs(preview(store.chats.build_request(_chat_id(report)))) == expected
 
 
 def test_a_message_the_writer_excluded_is_never_sent(tmp_path: Path) -> None:
     # issue 9: "a manual exclusion is never sent", in the SillyTavern-exact assembly too
     store, report = _import(build_st_user(tmp_path).parent, tmp_path)
     chat_id = _chat_id(report)
-    pv = preview(store.build_request(chat_id))
+    pv = preview(store.chats.build_request(chat_id))
     target = next(b for b in pv.blocks if b.status == "kept" and b.source.startswith("message:")
                   and b.message_index and b.text.strip())
-    store.set_message_flags(chat_id, target.message_index, manual_excluded=True)
-    pv = preview(store.build_request(chat_id))
+    store.messages.set_flags(chat_id, target.message_index, manual_excluded=True)
+    pv = preview(store.chats.build_request(chat_id))
     block = next(b for b in pv.blocks if b.source == target.source)
     # the block says it was excluded by hand, as the stage pipeline's blocks do (the GUI's check box
     # reads manual_excluded to confirm an optimistic click)
     assert (block.status, block.reason, block.manual_excluded) == ("excluded", "MANUAL_EXCLUDED", True)
     assert all(target.text.strip() not in str(m.get("content")) for m in pv.messages)
-    request = store.build_request(chat_id)
+    request = store.chats.build_request(chat_id)
     assert honours_exclusions(request.settings.model_copy(update={"strategy": "truncate"}),
                               default_registries().strategies, sillytavern=request.sillytavern is not None)

@@ -15,9 +15,9 @@ from tests.engine.importers.st_fixture import build_st_user
 def test_trace_book_index_is_the_request_index(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
     try:
-        report = store.import_st_folder(read_st_folder(build_st_user(tmp_path)))
+        report = store.imports.st_folder(read_st_folder(build_st_user(tmp_path)))
         chat_id = next(r.id for r in report.added if r.kind == "chat")
-        request = store.build_request(chat_id)
+        request = store.chats.build_request(chat_id)
         # the stored order (global Realm, chat Voyage, character HeroLore) is not the scan order
         assert [b.name for b in request.lorebooks] == ["Realm", "Voyage", "HeroLore"]
         result = preview(request)

@@ -29,9 +29,9 @@ def group_request(tmp_path: Path, group: dict[str, Any] | None = None, chat: lis
     warnings: list[tuple[str, str]] = []
     plan = read_st_folder(user, on_warning=lambda f, m: warnings.append((f, m)))
     with open_store(f"sqlite:///{tmp_path / 'lib.db'}") as store:
-        store.import_st_folder(plan)
-        chat_id = next(c.id for c in store.list_chats() if c.title.startswith("Harbor crew"))
-        return store.build_request(chat_id), warnings
+        store.imports.st_folder(plan)
+        chat_id = next(c.id for c in store.chats.summaries() if c.title.startswith("Harbor crew"))
+        return store.chats.build_request(chat_id), warnings
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

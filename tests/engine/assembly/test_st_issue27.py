@@ -33,9 +33,9 @@ def _preview(tmp_path: Path, *, settings: Callable[[dict[str, Any]], None] | Non
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
     plan = read_st_folder(user.parent, on_warning=(lambda f, m: warnings.append((f, m))) if warnings is not None
                           else None)
-    report = store.import_st_folder(plan)
+    report = store.imports.st_folder(plan)
     chat_id = next(r.id for r in report.added if r.kind == "chat")
-    return preview(store.build_request(chat_id))
+    return preview(store.chats.build_request(chat_id))
 
 
 def _text(pv: Any) -> str:

@@ -17,10 +17,10 @@ from tests.engine.importers.st_fixture import build_st_user
 
 def _request(tmp_path: Path):
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(build_st_user(tmp_path)))
+    report = store.imports.st_folder(read_st_folder(build_st_user(tmp_path)))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
     try:
-        return store.build_request(chat_id)
+        return store.chats.build_request(chat_id)
     finally:
         store.close()
 

@@ -36,8 +36,8 @@ ABOVE = ("resolve", "registries", "pipeline", "incremental", "storage", "shiftin
 def _request(tmp_path: Path, main_api: str) -> PreviewRequest:
     folder = tc_cases.write_case(tmp_path / "st", "chatml", "cut", main_api=main_api)
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    return store.build_request(next(r.id for r in report.added if r.kind == "chat"))
+    report = store.imports.st_folder(read_st_folder(folder))
+    return store.chats.build_request(next(r.id for r in report.added if r.kind == "chat"))
 
 
 def _inputs(request: PreviewRequest, **change: int) -> SillyTavernInputs:

@@ -69,9 +69,9 @@ def char_tokenizer(monkeypatch):
 def _preview(tmp_path: Path, case: str, budget: str):
     folder = tc_cases.write_case(tmp_path / "st", case, budget)
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
+    report = store.imports.st_folder(read_st_folder(folder))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
-    return preview(store.build_request(chat_id))
+    return preview(store.chats.build_request(chat_id))
 
 
 @pytest.mark.parametrize("key", sorted(EXPECTED))
@@ -117,10 +117,10 @@ def test_story_string_error_names_the_preset_and_place(tmp_path: Path, char_toke
     settings["power_user"]["context"]["story_string"] = "{{#if system}}{{system}}\n{{#if persona}}{{persona}}{{/if}}"
     settings_file.write_text(json.dumps(settings), encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
+    report = store.imports.st_folder(read_st_folder(folder))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
     with pytest.raises(SettingsError) as err:
-        preview(store.build_request(chat_id))
+        preview(store.chats.build_request(chat_id))
     assert err.value.code == "INVALID_SETTINGS"
     assert "'Default'" in str(err.value) and "never closed" in str(err.value) and "line 1, column 1" in str(err.value)
 
@@ -153,8 +153,8 @@ def test_a_window_too_small_for_any_message_warns(tmp_path: Path, char_tokenizer
     settings["max_context"], settings["amount_gen"] = 300, 100
     settings_file.write_text(json.dumps(settings), encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    pv = preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+    report = store.imports.st_folder(read_st_folder(folder))
+    pv = preview(store.chats.build_request(next(r.id for r in report.added if r.kind == "chat")))
     assert pv.error is None and pv.prompt
     assert not any(b.kind == "message" and b.status == "kept" for b in pv.blocks)
     assert any("no chat message fits" in w for w in pv.warnings)

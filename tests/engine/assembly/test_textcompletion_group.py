@@ -27,9 +27,9 @@ EXPECTED = json.loads((Path(__file__).parent / "tc_group_expected.json").read_te
 def test_group_prompt_equals_sillytavern(key: str, tmp_path: Path, char_tokenizer) -> None:  # noqa: F811
     folder = G.write_group_case(tmp_path / "st", key)
     with open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False) as store:
-        report = store.import_st_folder(read_st_folder(folder))
+        report = store.imports.st_folder(read_st_folder(folder))
         chat_id = next(r.id for r in report.added if r.key.startswith("group chats/"))
-        request = store.build_request(chat_id)
+        request = store.chats.build_request(chat_id)
     pv = preview(with_speaker(request, G.CASES[key][1]))
     assert pv.api == "text_completion" and pv.error is None
     assert pv.prompt == EXPECTED[key]["prompt"]

@@ -40,9 +40,9 @@ EXPECTED = json.loads(Path(__file__).with_name("textcompletion_rules_expected.js
 def _preview(tmp_path: Path, case: str, budget: str):
     folder = tc_rules_cases.write_case(tmp_path / "st", case, budget)
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
+    report = store.imports.st_folder(read_st_folder(folder))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
-    return preview(store.build_request(chat_id))
+    return preview(store.chats.build_request(chat_id))
 
 
 @pytest.mark.parametrize("key", sorted(EXPECTED))
@@ -77,8 +77,8 @@ def test_regex_changes_are_traced_as_on_the_chat_completion_path(tmp_path: Path,
     # the same folder over Chat Completion: the same messages changed, by the same scripts, the same way
     folder = tc_rules_cases.write_case(tmp_path / "cc" / "st", "plain-regex", "full", main_api="openai")
     store = open_store(f"sqlite:///{tmp_path / 'cc' / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    cc = preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+    report = store.imports.st_folder(read_st_folder(folder))
+    cc = preview(store.chats.build_request(next(r.id for r in report.added if r.kind == "chat")))
     assert cc.api != "text_completion"
     cc_rows = _regex_rows(cc)
     messages = {k: v for k, v in rows.items() if k.startswith("message:")}
@@ -100,8 +100,8 @@ def test_start_reply_with_is_one_setting_for_both_paths(tmp_path: Path) -> None:
 
     folder = tc_rules_cases.tc_cases.write_case(tmp_path / "st", "chatml-pinned-bias", "full")
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    setup = store.build_request(next(r.id for r in report.added if r.kind == "chat")).sillytavern
+    report = store.imports.st_folder(read_st_folder(folder))
+    setup = store.chats.build_request(next(r.id for r in report.added if r.kind == "chat")).sillytavern
     assert setup is not None and setup.text_completion is not None
     assert setup.start_reply_with == "*He smiles* "
     assert "user_prompt_bias" not in setup.text_completion.model_dump()
@@ -150,8 +150,8 @@ def test_lorebook_trace_names_chat_messages_on_both_paths(tmp_path: Path, char_t
     found = {}
     for api in (None, "openai"):
         store = open_store(f"sqlite:///{tmp_path / f'{api}.db'}", seed=False)
-        report = store.import_st_folder(read_st_folder(folder(tmp_path / f"st-{api}", api)))
-        pv = preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+        report = store.imports.st_folder(read_st_folder(folder(tmp_path / f"st-{api}", api)))
+        pv = preview(store.chats.build_request(next(r.id for r in report.added if r.kind == "chat")))
         (rec,) = [r for r in pv.lorebook_trace if str(r.uid) == "20" and r.activated]
         found[api] = rec.detail.get("message_index")
     assert found == {None: 11, "openai": 11}

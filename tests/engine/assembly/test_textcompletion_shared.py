@@ -42,8 +42,8 @@ CHANGES: dict[str, dict] = {
 
 def _preview(folder: Path, tmp_path: Path):
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    return preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+    report = store.imports.st_folder(read_st_folder(folder))
+    return preview(store.chats.build_request(next(r.id for r in report.added if r.kind == "chat")))
 
 
 def _check(pv, key: str) -> None:

@@ -28,8 +28,8 @@ def _preview(tmp_path: Path, case: str, tokenizer_id: int):
     settings["power_user"]["tokenizer"] = tokenizer_id
     settings_file.write_text(json.dumps(settings), encoding="utf-8")
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False)
-    report = store.import_st_folder(read_st_folder(folder))
-    return preview(store.build_request(next(r.id for r in report.added if r.kind == "chat")))
+    report = store.imports.st_folder(read_st_folder(folder))
+    return preview(store.chats.build_request(next(r.id for r in report.added if r.kind == "chat")))
 
 
 def test_llama3_prompt_tokens_equal_llama_models(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_sigterm_cancels_keeps_the_message_and_exits_143(tmp_path: Path) -> None:
     db = tmp_path / "lib.sqlite3"
     with open_store(str(db), seed=False) as store:
-        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="Hello")]),
+        chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="Hello")]),
                                  settings=ContextSettings(context_limit=4096, reply_reserve=100))
     with FakeProviderServer("stall", stall_s=30) as server:
         env = {**os.environ, "LOOMSCOPE_NO_KEYRING": "1", "PYTHONPATH": str(ROOT)}
@@ -45,8 +45,8 @@ def test_sigterm_cancels_keeps_the_message_and_exits_143(tmp_path: Path) -> None
     assert proc.returncode == 143, (proc.returncode, err)
     assert "CANCELLED" in err and err.count("\n") == 1
     with open_store(str(db), seed=False) as store:
-        audit = store.get_audit(chat_id)
+        audit = store.audits.get(chat_id)
         assert audit is not None and (audit.status, audit.error_code) == ("cancelled", "CANCELLED")
         assert audit.finished_at is not None
-        messages = store.get_chat(chat_id).chat.messages
+        messages = store.chats.get(chat_id).chat.messages
         assert [m.content for m in messages] == ["Hello", "typed before the signal"]

@@ -31,6 +31,6 @@ def test_store_reports_the_source_of_each_ref(shared_data: Path, tmp_path: Path)
     book = shared_data / "lorebooks" / "Eldoria.json"
     with open_store(str(tmp_path / "lib.sqlite3"), seed=False) as store:
         sources: list[str] = []
-        refs = store.import_files([multi, book], sources=sources)
+        refs = store.imports.files([multi, book], sources=sources)
     assert [r.kind for r in refs] == ["chat", "chat", "chat", "lorebook"]
     assert sources == [str(multi)] * 3 + [str(book)]

@@ -38,14 +38,14 @@ def test_reimport_updates_in_place_and_as_new_keeps_both(tmp_path: Path, capsys)
     (changed,) = _import(capsys, db, str(world))
     assert (changed["id"], changed["status"]) == (first[1]["id"], "changed")
     with open_store(db, seed=False) as store:
-        assert store.get_lorebook(first[1]["id"]).entries[0].content == "Realm: Quill has a new lighthouse."
-        assert len(store.list_lorebooks()) == 2  # Realm and the card's book; nothing twice
-        assert len(store.list_chats()) == 1
+        assert store.lorebooks.get(first[1]["id"]).entries[0].content == "Realm: Quill has a new lighthouse."
+        assert len(store.lorebooks.summaries()) == 2  # Realm and the card's book; nothing twice
+        assert len(store.chats.summaries()) == 1
     # --as-new keeps both
     (new,) = _import(capsys, db, str(world), "--as-new")
     assert new["status"] == "added" and new["id"] != first[1]["id"]
     with open_store(db, seed=False) as store:
-        assert [b.name for b in store.list_lorebooks()].count("Realm") == 2
+        assert [b.name for b in store.lorebooks.summaries()].count("Realm") == 2
 
 
 def test_a_locally_edited_import_is_never_overwritten(tmp_path: Path, capsys) -> None:
@@ -54,7 +54,7 @@ def test_a_locally_edited_import_is_never_overwritten(tmp_path: Path, capsys) ->
     chat = user / "chats/hero/voyage.jsonl"
     (first,) = _import(capsys, db, str(chat))
     with open_store(db, seed=False) as store:
-        store.rename_chat(first["id"], "my edit")
+        store.chats.rename(first["id"], "my edit")
     chat.write_text(chat.read_text("utf-8") + '\n{"name": "Kael", "is_user": false, "mes": "later"}', encoding="utf-8")
     code = main(["import", str(chat), "--db", db, "--format", "json"])
     out = capsys.readouterr()
@@ -62,8 +62,8 @@ def test_a_locally_edited_import_is_never_overwritten(tmp_path: Path, capsys) ->
     (second,) = json.loads(out.out)
     assert second["status"] == "added" and second["id"] != first["id"]
     with open_store(db, seed=False) as store:
-        assert store.get_chat(first["id"]).title == "my edit"
-        assert store.get_chat(second["id"]).chat.messages[-1].content == "later"
+        assert store.chats.get(first["id"]).title == "my edit"
+        assert store.chats.get(second["id"]).chat.messages[-1].content == "later"
 
 
 def test_flags_for_the_other_kind_of_import_are_refused(tmp_path: Path, capsys) -> None:

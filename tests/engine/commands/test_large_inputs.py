@@ -40,7 +40,7 @@ def test_a_message_over_the_limit_is_refused_with_its_place(tmp_path: Path, caps
         err = capsys.readouterr().err
         assert "IMPORT_TOO_LARGE" in err and "(message 1)" in err and err.count("\n") == 1, err
     with open_store(str(tmp_path / "lib.sqlite3"), seed=False) as store:
-        assert store.list_chats() == []
+        assert store.chats.summaries() == []
 
 
 def test_the_limit_applies_to_jsonl_lines_and_transcripts(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -118,7 +118,7 @@ def test_import_shows_progress_on_a_terminal_and_nothing_when_piped(tmp_path: Pa
     assert "12000/12000" in text and "5000/12000" in text  # batches of 5,000
     [ref] = json.loads(out)
     with open_store(str(tmp_path / "a.sqlite3"), seed=False) as store:
-        messages = store.get_chat(ref["id"]).chat.messages
+        messages = store.chats.get(ref["id"]).chat.messages
         assert len(messages) == 12_000 and messages[11_999].content == "Message 11999 about the fog."
     piped = subprocess.run([*argv[:-4], "--db", str(tmp_path / "b.sqlite3"), "--format", "json"], cwd=ROOT,
                            env=env, capture_output=True, text=True, timeout=120)

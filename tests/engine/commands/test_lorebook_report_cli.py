@@ -47,7 +47,7 @@ def test_csv_and_table_on_the_airline_chat(shared_data: Path, capsys) -> None:
 def test_library_chat(tmp_path: Path, capsys) -> None:
     db = f"sqlite:///{tmp_path / 'lib.sqlite3'}"
     with open_store(db, seed=True) as store:
-        chat_id = store.list_chats()[0].id
+        chat_id = store.chats.summaries()[0].id
     code, out, err = _run(capsys, "--chat-id", chat_id, "--db", db, "--format", "json")
     assert code == 0, err
     doc = json.loads(out)

@@ -45,7 +45,7 @@ def test_import_dir_errors(tmp_path: Path, capsys) -> None:
     (user / "characters" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
     code, _out, err = _cli(capsys, "import", str(user), "--db", str(tmp_path / "lib.db"))
     assert code == 2 and "broken.png: IMPORT_INVALID_PNG" in err
-    assert open_store(str(tmp_path / "lib.db"), seed=False).list_chats() == []
+    assert open_store(str(tmp_path / "lib.db"), seed=False).chats.summaries() == []
     report = _import(capsys, user, str(tmp_path / "lib.db"), "--skip-bad")
     assert [s["file"] for s in report["skipped"]] == ["characters/broken.png", "group chats/1700000000000.jsonl"]
     assert any(r["kind"] == "chat" for r in report["added"])
@@ -59,7 +59,7 @@ def test_preview_chat_id_uses_stored_setup_and_flags_override(tmp_path: Path, ca
     assert code == 0, err
     pv = json.loads(out)
     with open_store(db, seed=False) as store:
-        expected = preview(store.build_request(chat_id))
+        expected = preview(store.chats.build_request(chat_id))
     assert pv["messages"] == expected.messages and pv["strategy"] == "sillytavern"
     assert (pv["model"], pv["context_limit"], pv["reply_reserve"]) == ("gpt-4o", 2000, 250)
     code, out, _ = _cli(capsys, "preview", "--chat-id", chat_id, "--db", db, "--format", "json",
@@ -141,9 +141,9 @@ def test_import_export_import_is_equal(tmp_path: Path, capsys) -> None:
                         "--to", str(out_dir), "--db", db)
     assert code == 0, err
     with open_store(db, seed=False) as store:
-        chat = store.get_chat(ids["chats/hero/voyage.jsonl"]).chat
-        card = store.get_character(ids["characters/hero.png"])
-        worlds = {k: store.get_lorebook(i) for k, i in ids.items() if k.startswith("worlds/")}
+        chat = store.chats.get(ids["chats/hero/voyage.jsonl"]).chat
+        card = store.characters.get(ids["characters/hero.png"])
+        worlds = {k: store.lorebooks.get(i) for k, i in ids.items() if k.startswith("worlds/")}
     again = load_chat(out_dir / "chats" / "hero" / "voyage.jsonl")
     assert again.model_dump() == chat.model_dump()
     assert again.metadata["unknown_meta"] == {"x": 1}
@@ -161,7 +161,7 @@ def test_import_export_import_is_equal(tmp_path: Path, capsys) -> None:
     assert code == 0, err
     with open_store(str(tmp_path / "lib2.db"), seed=False) as store2:
         refs = json.loads(out)
-        chat2 = store2.get_chat(next(r["id"] for r in refs if r["kind"] == "chat")).chat
+        chat2 = store2.chats.get(next(r["id"] for r in refs if r["kind"] == "chat")).chat
         assert chat2.model_dump() == chat.model_dump()
 
 
@@ -198,7 +198,7 @@ def test_exported_folder_imports_back_with_the_same_prompt(tmp_path: Path, capsy
     chat1 = next(r["id"] for r in report["added"] if r["kind"] == "chat")
     chat2 = next(r["id"] for r in again["added"] if r["kind"] == "chat")
     with open_store(db, seed=False) as s1, open_store(db2, seed=False) as s2:
-        r1, r2 = s1.build_request(chat1), s2.build_request(chat2)
+        r1, r2 = s1.chats.build_request(chat1), s2.chats.build_request(chat2)
         assert r2.chat.model_dump() == r1.chat.model_dump()
         assert r2.character.model_dump() == r1.character.model_dump()
         assert r2.settings == r1.settings and r2.persona.model_dump() == r1.persona.model_dump()
@@ -221,6 +221,6 @@ def test_pristine_folder_round_trip(shared_data: Path, tmp_path: Path, capsys) -
     chat1 = next(r["id"] for r in report["added"] if r["kind"] == "chat")
     chat2 = next(r["id"] for r in again["added"] if r["kind"] == "chat")
     with open_store(db, seed=False) as s1, open_store(db2, seed=False) as s2:
-        r1, r2 = s1.build_request(chat1), s2.build_request(chat2)
+        r1, r2 = s1.chats.build_request(chat1), s2.chats.build_request(chat2)
         assert r2.chat.model_dump() == r1.chat.model_dump()
         assert preview(r2).messages == preview(r1).messages

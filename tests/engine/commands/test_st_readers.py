@@ -39,14 +39,14 @@ def exported(tmp_path: Path, capsys) -> Path:
     kael = chats[f"chats/Kael/{KAEL_CHAT}.jsonl"]
     at = datetime(2024, 10, 4, 13, 5, 7, 250000, tzinfo=UTC)
     with open_store(db, seed=False) as store:
-        store.append_message(kael, stamp_message_times(ChatMessage(role="user", content="And the gate?",
+        store.messages.append(kael, stamp_message_times(ChatMessage(role="user", content="And the gate?",
                                                                    name="Paimon"), at, None))
-        store.append_message(kael, stamp_message_times(ChatMessage(role="assistant", content="Open.", name="Kael",
+        store.messages.append(kael, stamp_message_times(ChatMessage(role="assistant", content="Open.", name="Kael",
                                                                    meta=MessageMeta(manualExcluded=True)), at, at))
-        store.append_message(kael, ChatMessage(role="system", content="A bell rings."))
+        store.messages.append(kael, ChatMessage(role="system", content="A bell rings."))
         # a character lorebook for Kael: the V3 card changes (extensions.world) and is written anew
-        links = [(link.lorebook_id, link.scope) for link in store.get_chat_setup(kael).lorebooks]
-        store.set_chat_lorebook_links(kael, [*links, (drafts, "character")])
+        links = [(link.lorebook_id, link.scope) for link in store.chats.get_setup(kael).lorebooks]
+        store.chats.set_lorebook_links(kael, [*links, (drafts, "character")])
     out = tmp_path / "out"
     assert main(["export", *chats.values(), "--to", str(out), "--db", db, "--format", "json"]) == 0
     capsys.readouterr()

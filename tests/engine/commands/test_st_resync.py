@@ -54,14 +54,14 @@ def test_only_what_changed_is_brought_in_and_local_edits_are_never_lost(tmp_path
     assert _keys(synced["changed"]) | _keys(synced["unchanged"]) == _keys(first["added"])  # all accounted for
     assert not synced["conflicts"]
     with open_store(db, seed=False) as store:
-        assert store.get_chat(ids[LUMINE]).chat.messages[-1].content == "Then let us go."
-        assert store.get_lorebook(ids["worlds/Mondstadt.json"]).entries[0].content.endswith("wind and song.")
+        assert store.chats.get(ids[LUMINE]).chat.messages[-1].content == "Then let us go."
+        assert store.lorebooks.get(ids["worlds/Mondstadt.json"]).entries[0].content.endswith("wind and song.")
 
     # edited in Loomscope AND in the folder: a conflict, listed; Loomscope's edit is kept
     with open_store(db, seed=False) as store:
-        store.append_message(ids[LUMINE], ChatMessage(role="user", content="Written in Loomscope."))
-        book = store.get_lorebook(ids["worlds/Drafts.json"])
-        store.update_lorebook_entry(ids["worlds/Drafts.json"], book.entries[0].model_copy(update={"content": "mine"}))
+        store.messages.append(ids[LUMINE], ChatMessage(role="user", content="Written in Loomscope."))
+        book = store.lorebooks.get(ids["worlds/Drafts.json"])
+        store.lorebooks.update_entry(ids["worlds/Drafts.json"], book.entries[0].model_copy(update={"content": "mine"}))
     _append_line(user / LUMINE, {"name": "Aether", "is_user": True, "is_system": False,
                                  "send_date": "October 2, 2024 7:21pm", "mes": "Written in SillyTavern.", "extra": {}})
     conflicted, err = _import(capsys, user, db)
@@ -69,8 +69,8 @@ def test_only_what_changed_is_brought_in_and_local_edits_are_never_lost(tmp_path
     assert f"{LUMINE}: conflict: changed in the folder and in Loomscope" in err
     assert LUMINE not in _keys(conflicted["changed"])
     with open_store(db, seed=False) as store:
-        assert store.get_chat(ids[LUMINE]).chat.messages[-1].content == "Written in Loomscope."
-        assert store.get_lorebook(ids["worlds/Drafts.json"]).entries[0].content == "mine"  # its file did not change
+        assert store.chats.get(ids[LUMINE]).chat.messages[-1].content == "Written in Loomscope."
+        assert store.lorebooks.get(ids["worlds/Drafts.json"]).entries[0].content == "mine"  # its file did not change
     # still open: asked again next time, until the writer chooses
     asked, _ = _import(capsys, user, db)
     assert [c["key"] for c in asked["conflicts"]] == [LUMINE]
@@ -78,7 +78,7 @@ def test_only_what_changed_is_brought_in_and_local_edits_are_never_lost(tmp_path
     assert [(c["key"], c["resolution"]) for c in chosen["conflicts"]] == [(LUMINE, "used-folder")]
     assert LUMINE in _keys(chosen["changed"])
     with open_store(db, seed=False) as store:
-        assert store.get_chat(ids[LUMINE]).chat.messages[-1].content == "Written in SillyTavern."
+        assert store.chats.get(ids[LUMINE]).chat.messages[-1].content == "Written in SillyTavern."
     settled, _ = _import(capsys, user, db)
     assert settled["files_changed"] == [] and not settled["conflicts"]
 
@@ -89,8 +89,8 @@ def test_keep_local_takes_the_folder_version_as_seen(tmp_path: Path, capsys) -> 
     first, _ = _import(capsys, user, db)
     book_id = next(r["id"] for r in first["added"] if r["key"] == "worlds/Mondstadt.json")
     with open_store(db, seed=False) as store:
-        book = store.get_lorebook(book_id)
-        store.update_lorebook_entry(book_id, book.entries[0].model_copy(update={"content": "mine"}))
+        book = store.lorebooks.get(book_id)
+        store.lorebooks.update_entry(book_id, book.entries[0].model_copy(update={"content": "mine"}))
     world = json.loads((user / "worlds" / "Mondstadt.json").read_text("utf-8"))
     world["entries"]["1"]["disable"] = True
     (user / "worlds" / "Mondstadt.json").write_text(json.dumps(world), encoding="utf-8")
@@ -99,7 +99,7 @@ def test_keep_local_takes_the_folder_version_as_seen(tmp_path: Path, capsys) -> 
     again, _ = _import(capsys, user, db)
     assert not again["conflicts"] and again["files_changed"] == []
     with open_store(db, seed=False) as store:
-        entries = store.get_lorebook(book_id).entries
+        entries = store.lorebooks.get(book_id).entries
         assert entries[0].content == "mine" and not entries[1].disable
 
 
@@ -135,9 +135,9 @@ def test_tuned_here_exported_there_played_there_reloaded_here(tmp_path: Path, ca
     first, _ = _import(capsys, user, db)
     ids = {r["key"]: r["id"] for r in first["added"]}
     with open_store(db, seed=False) as store:
-        store.rename_chat(ids[LUMINE], "Lumine, tuned")  # a chat edit (the file name stays)
-        book = store.get_lorebook(ids["worlds/Mondstadt.json"])
-        store.update_lorebook_entry(ids["worlds/Mondstadt.json"],
+        store.chats.rename(ids[LUMINE], "Lumine, tuned")  # a chat edit (the file name stays)
+        book = store.lorebooks.get(ids["worlds/Mondstadt.json"])
+        store.lorebooks.update_entry(ids["worlds/Mondstadt.json"],
                                     book.entries[0].model_copy(update={"content": "Mondstadt: tuned here."}))
     assert main(["export", ids[LUMINE], "--to", str(user), "--db", db, "--force", "--merge", "--format", "json"]) == 0
     capsys.readouterr()
@@ -149,7 +149,7 @@ def test_tuned_here_exported_there_played_there_reloaded_here(tmp_path: Path, ca
     assert not reloaded["conflicts"] and not reloaded["added"]
     assert LUMINE in _keys(reloaded["changed"])
     with open_store(db, seed=False) as store:
-        assert store.get_chat(ids[LUMINE]).chat.messages[-1].content == "Played in SillyTavern."
-        assert store.get_lorebook(ids["worlds/Mondstadt.json"]).entries[0].content == "Mondstadt: tuned here."
+        assert store.chats.get(ids[LUMINE]).chat.messages[-1].content == "Played in SillyTavern."
+        assert store.lorebooks.get(ids["worlds/Mondstadt.json"]).entries[0].content == "Mondstadt: tuned here."
     again, _ = _import(capsys, user, db)
     assert again["files_changed"] == [] and not again["conflicts"]

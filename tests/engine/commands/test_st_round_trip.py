@@ -108,7 +108,7 @@ def test_chat_without_its_character_exports_with_a_warning(tmp_path: Path, capsy
     report = _import(capsys, folder, db)
     ids = {r["key"]: r["id"] for r in report["added"]}
     with open_store(db, seed=False) as store:
-        store.delete_character(ids["characters/Kael.png"])
+        store.characters.delete(ids["characters/Kael.png"])
     chat = ids["chats/Kael/Kael - 2024-10-03 @22h 00m 00s 000ms.jsonl"]
     out = tmp_path / "out"
     code = main(["export", chat, "--to", str(out), "--db", db, "--format", "json"])

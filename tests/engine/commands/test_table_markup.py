@@ -43,9 +43,9 @@ def test_chats_import_and_audit_tables_show_brackets_verbatim(tmp_path: Path, ca
     assert code == 0, err
     assert "[sigh] chat [-b]" in out
     with open_store(str(db), seed=False) as store:
-        [summary] = store.list_chats()
-        store.rename_chat(summary.id, TRICKY)
-        store.put_audit(PromptContextAudit(
+        [summary] = store.chats.summaries()
+        store.chats.rename(summary.id, TRICKY)
+        store.audits.put(PromptContextAudit(
             generation_id="g1", chat_id=summary.id, provider="http://127.0.0.1:1/v1", model="m [/m]",
             status="failed", error_code="PROVIDER_BAD_RESPONSE", error_message="odd [/x] answer",
             created_at=datetime.now(UTC), finished_at=datetime.now(UTC),

@@ -133,7 +133,7 @@ def test_sillytavern_preview_and_report_fit_every_width_without_losing_letters(t
 
     db = tmp_path / "lib.db"
     store = open_store(f"sqlite:///{db}", seed=False)
-    report = store.import_st_folder(read_st_folder(build_st_user(tmp_path)))
+    report = store.imports.st_folder(read_st_folder(build_st_user(tmp_path)))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
     store.close()
     out = _run(capsys, monkeypatch, "preview", "--chat-id", chat_id, "--db", str(db), "--format", "table",

@@ -163,9 +163,9 @@ def test_import_chats_audit_and_preview_tables_make_escapes_visible(tmp_path: Pa
     assert "Mira\\x1b]0;owned" in out and "card\\x1b]0;x\\x07.json" in out
 
     with open_store(str(db), seed=False) as store:
-        chat_id = next(c.id for c in store.list_chats())
-        store.rename_chat(chat_id, "title\x1b[2J\r\nforged")
-        store.put_audit(PromptContextAudit(
+        chat_id = next(c.id for c in store.chats.summaries())
+        store.chats.rename(chat_id, "title\x1b[2J\r\nforged")
+        store.audits.put(PromptContextAudit(
             generation_id="g1", chat_id=chat_id, provider="http://127.0.0.1:1/v1\x1b[2J", model="m\x1b[5m",
             status="failed", error_code="PROVIDER_BAD_RESPONSE", error_message="odd \x1b[2J answer\nsecond",
             created_at=datetime.now(UTC), finished_at=datetime.now(UTC),

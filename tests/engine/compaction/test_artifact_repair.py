@@ -96,7 +96,7 @@ def test_generation_audit_counts_re_attached_and_dropped_artifacts(tmp_path, mon
     msgs.append(ChatMessage(role="user", content="What next?"))
     store = _store(tmp_path, monkeypatch)
     try:
-        chat_id = store.add_chat(Chat(messages=msgs), settings=ContextSettings(
+        chat_id = store.chats.add(Chat(messages=msgs), settings=ContextSettings(
             model="gpt-4o", context_limit=4000, reply_reserve=200, strategy="compact",
             strategy_options={"retry_delay_s": 0, "summary_cap_tokens": 200}))
         with FakeProviderServer("answer", summary_text=DROPPING_SUMMARY, reply_text="Done.") as srv:

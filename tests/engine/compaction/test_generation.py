@@ -66,7 +66,7 @@ def provider(server):
 
 
 def test_compaction_summarizes_then_generates_and_the_next_turn_reuses_the_summary(store, server):
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     events = []
     res = generate_and_store(store, chat_id, provider(server), on_progress=events.append)
     audit = res.audit
@@ -84,7 +84,7 @@ def test_compaction_summarizes_then_generates_and_the_next_turn_reuses_the_summa
     # the newest 10 messages are verbatim
     sent = server.requests[1]["body"]["messages"]
     assert any(DEFAULT_SUMMARY in m["content"] for m in sent)
-    chat = store.get_chat(chat_id).chat
+    chat = store.chats.get(chat_id).chat
     for m in chat.messages[-11:-1]:  # the 10 newest before the reply
         assert any(s["content"] == m.content for s in sent)
     # the progress step: running, then done
@@ -93,9 +93,9 @@ def test_compaction_summarizes_then_generates_and_the_next_turn_reuses_the_summa
     assert comp[-1].state == "done" and comp[-1].label.endswith("done")
     assert len({e.step_id for e in comp}) == 1
     # stored with the chat; the next preview and generation reuse it (no new summary request)
-    state = store.get_compaction(chat_id)
+    state = store.compaction.get(chat_id)
     assert state.summary is not None and state.summary.id == audit.compaction["summary_id"]
-    pv = preview(store.build_request(chat_id))
+    pv = preview(store.chats.build_request(chat_id))
     assert any(b.kind == "summary" and b.status == "kept" for b in pv.blocks)
     assert pv.strategy_info["summary"]["id"] == state.summary.id
     res2 = generate_and_store(store, chat_id, provider(server), message="And then?")
@@ -104,7 +104,7 @@ def test_compaction_summarizes_then_generates_and_the_next_turn_reuses_the_summa
 
 
 def test_fails_twice_then_answers_exactly_three_requests_and_a_fallback(store, server, caplog):
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     server.script.extend(["429", "429"])
     events = []
     with caplog.at_level(logging.WARNING, logger="loomscope.compaction"):
@@ -119,17 +119,17 @@ def test_fails_twice_then_answers_exactly_three_requests_and_a_fallback(store, s
     assert not any(b.kind == "summary" for b in audit.blocks)
     assert "fell back to truncation" in caplog.text
     # no error text anywhere in the chat or what was sent
-    chat = store.get_chat(chat_id).chat
+    chat = store.chats.get(chat_id).chat
     dumped = json.dumps(chat.model_dump(mode="json")) + json.dumps(audit.provider_messages)
     assert UPSTREAM_MARKER not in dumped and "Rate limit" not in dumped
     comp = [e for e in events if e.step == "compaction"]
     assert comp[-1].label == "Compacting context… fell back to truncation" and comp[-1].state == "failed"
-    assert store.get_compaction(chat_id).failures == 1
+    assert store.compaction.get(chat_id).failures == 1
 
 
 def test_summary_over_its_cap_is_re_requested_once_then_truncation_and_the_prompt_fits(store, server):
     server.summary_text = "The crew logged the harbor at length and in great detail. " * 45  # ~509 tokens
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200, summary_cap_tokens=20))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200, summary_cap_tokens=20))
     res = generate_and_store(store, chat_id, provider(server))
     assert kinds(server) == ["summary", "summary", "chat"]
     audit = res.audit
@@ -150,7 +150,7 @@ def test_path_and_error_line_survive_a_summary_that_drops_them(store, server):
         msgs.append(ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"step {i} " + words(50, "edit")))
     msgs.append(ChatMessage(role="user", content="Is it fixed?"))
     server.summary_text = "The assistant was editing mapper.py."
-    chat_id = store.add_chat(Chat(messages=msgs), settings=settings(1200, 100))
+    chat_id = store.chats.add(Chat(messages=msgs), settings=settings(1200, 100))
     res = generate_and_store(store, chat_id, provider(server))
     assert res.audit.compaction["status"] in ("compacted", "compacted_then_truncated")
     sent = json.dumps(server.requests[-1]["body"]["messages"])
@@ -177,8 +177,8 @@ def test_window_too_large_truncates_in_the_same_pass_and_does_not_refire(store, 
         ChatMessage(role="user", content="now?"),
     ]
     msgs += window
-    chat_id = store.add_chat(Chat(messages=msgs), settings=settings(1000, 80, summary_cap_tokens=60))
-    pv0 = preview(store.build_request(chat_id))
+    chat_id = store.chats.add(Chat(messages=msgs), settings=settings(1000, 80, summary_cap_tokens=60))
+    pv0 = preview(store.chats.build_request(chat_id))
     window_tokens = sum(b.tokens for b in pv0.blocks if b.message_index is not None and b.message_index >= 7)
     assert 650 < window_tokens < 736 + 30
     res = generate_and_store(store, chat_id, provider(server))
@@ -198,52 +198,52 @@ def test_window_too_large_truncates_in_the_same_pass_and_does_not_refire(store, 
 
 def test_three_failures_in_a_row_stop_auto_compaction_and_say_so(store, server):
     server.summary_text = ""  # an empty summary is a failure
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     for turn in range(3):
         res = generate_and_store(store, chat_id, provider(server), message=f"turn {turn}")
         assert res.audit.compaction["status"] == "fell_back"
-    assert store.get_compaction(chat_id).failures == 3 and res.audit.compaction.get("disabled")
+    assert store.compaction.get(chat_id).failures == 3 and res.audit.compaction.get("disabled")
     n = len(server.requests)
     res = generate_and_store(store, chat_id, provider(server), message="turn 4")
     assert len(server.requests) == n + 1 and kinds(server)[-1] == "chat"
     assert res.audit.compaction["status"] == "disabled"
     assert any("auto-compaction stopped" in w for w in res.audit.warnings)
-    store.reset_compaction_failures(chat_id)
+    store.compaction.reset_failures(chat_id)
     server.summary_text = DEFAULT_SUMMARY
     res = generate_and_store(store, chat_id, provider(server), message="turn 5")
     assert res.audit.compaction["status"] == "compacted"
 
 
 def test_a_summary_is_removable_and_the_removal_undoable(store, server):
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     generate_and_store(store, chat_id, provider(server))
-    summary = store.get_compaction(chat_id).summary
-    removed = store.remove_compaction_summary(chat_id)
-    assert removed.id == summary.id and store.get_compaction(chat_id).summary is None
-    pv = preview(store.build_request(chat_id))
+    summary = store.compaction.get(chat_id).summary
+    removed = store.compaction.remove_summary(chat_id)
+    assert removed.id == summary.id and store.compaction.get(chat_id).summary is None
+    pv = preview(store.chats.build_request(chat_id))
     assert not any(b.kind == "summary" for b in pv.blocks)
     assert pv.strategy_info["fire"] and any("compaction runs at generation" in w for w in pv.warnings)
-    store.restore_compaction_summary(chat_id, removed)
-    pv = preview(store.build_request(chat_id))
+    store.compaction.restore_summary(chat_id, removed)
+    pv = preview(store.chats.build_request(chat_id))
     assert any(b.kind == "summary" and b.status == "kept" for b in pv.blocks)
 
 
 def test_an_edited_covered_message_makes_the_summary_stale(store, server):
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     generate_and_store(store, chat_id, provider(server))
-    first = store.get_compaction(chat_id).summary.first
-    store.update_message(chat_id, first, ChatMessage(role="user", content="rewritten"))
-    pv = preview(store.build_request(chat_id))
+    first = store.compaction.get(chat_id).summary.first
+    store.messages.update(chat_id, first, ChatMessage(role="user", content="rewritten"))
+    pv = preview(store.chats.build_request(chat_id))
     assert not any(b.kind == "summary" for b in pv.blocks)
     assert any("not used" in w for w in pv.warnings)
 
 
 def test_a_preview_never_calls_the_provider_and_writes_nothing(store, server):
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
-    before = store.get_chat(chat_id)
-    pv = preview(store.build_request(chat_id))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
+    before = store.chats.get(chat_id)
+    pv = preview(store.chats.build_request(chat_id))
     assert server.requests == []
-    assert store.get_chat(chat_id).updated_at == before.updated_at
+    assert store.chats.get(chat_id).updated_at == before.updated_at
     assert pv.strategy_info["fire"] and pv.prompt_tokens <= thresholds(2000)[1]
 
 
@@ -253,7 +253,7 @@ def test_cli_generate_compact_on_the_airline_chat(shared_data, store, server, ca
     out, err = capsys.readouterr()
     assert code == 0, err
     chat_id = next(r["id"] for r in json.loads(out) if r["kind"] == "chat")
-    assert len(store.get_chat(chat_id).chat.messages) == 62
+    assert len(store.chats.get(chat_id).chat.messages) == 62
     code = cli_main(["generate", chat_id, "--strategy", "compact", "--context-limit", "6000", "--reply-reserve", "500",
                      "--base-url", server.base_url, "--format", "json"])
     out, err = capsys.readouterr()
@@ -271,8 +271,8 @@ def test_cli_generate_compact_on_the_airline_chat(shared_data, store, server, ca
 def test_cli_generate_compact_fails_twice_then_answers(shared_data, store, server, capsys):
     cli_main(["import", str(shared_data / "chats" / "airline-longest-task.json"), "--format", "json"])
     chat_id = next(r["id"] for r in json.loads(capsys.readouterr()[0]) if r["kind"] == "chat")
-    stored = store.get_chat(chat_id).settings
-    store.save_chat_settings(chat_id, stored.model_copy(update={"strategy_options": {"retry_delay_s": 0.1}}))
+    stored = store.chats.get(chat_id).settings
+    store.chats.save_settings(chat_id, stored.model_copy(update={"strategy_options": {"retry_delay_s": 0.1}}))
     server.script.extend(["429", "429"])
     code = cli_main(["generate", chat_id, "--strategy", "compact", "--context-limit", "6000", "--reply-reserve", "500",
                      "--base-url", server.base_url, "--format", "table"])
@@ -280,14 +280,14 @@ def test_cli_generate_compact_fails_twice_then_answers(shared_data, store, serve
     assert code == 0, err
     assert len(server.requests) == 3
     assert "compaction: fell back to truncation" in err and "PROVIDER_RATE_LIMITED" in err
-    audit = store.get_audit(chat_id)
+    audit = store.audits.get(chat_id)
     assert audit.status == "completed" and audit.compaction["status"] == "fell_back"
     assert audit.prompt_tokens <= 3900
 
 
 def test_summary_model_and_the_summarizers_own_budget(store, server):
     # the summarizer is a small-context model: its request is fitted to 600 tokens of context
-    chat_id = store.add_chat(long_chat(n=40, size=60), settings=settings(
+    chat_id = store.chats.add(long_chat(n=40, size=60), settings=settings(
         2000, 200, summary_model="gpt-3.5-turbo-0301", summary_context_limit=600, summary_cap_tokens=100))
     res = generate_and_store(store, chat_id, provider(server))
     summary_req, chat_req = server.requests
@@ -309,7 +309,7 @@ def test_summary_model_and_the_summarizers_own_budget(store, server):
 def test_cancel_while_summarizing_ends_cancelled_and_compacts_nothing(store, server):
     import threading
 
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     server.script.append("stall")
     cancel = threading.Event()
     events = []
@@ -322,13 +322,13 @@ def test_cancel_while_summarizing_ends_cancelled_and_compacts_nothing(store, ser
     res = generate_and_store(store, chat_id, provider(server), on_progress=on_progress, cancel=cancel)
     assert res.audit.status == "cancelled" and res.audit.compaction == {"status": "cancelled"}
     assert [e.state for e in events if e.step == "compaction"][-1] == "cancelled"
-    assert store.get_compaction(chat_id).summary is None and kinds(server) == ["summary"]
+    assert store.compaction.get(chat_id).summary is None and kinds(server) == ["summary"]
 
 
 def test_compaction_ends_at_the_target_even_when_the_summary_gets_below_the_trigger(store, server):
     # 20 kept-verbatim messages of ~64 tokens: after the summary the prompt is between the
     # target (1,300) and the trigger (1,472), so the same pass truncates to the target
-    chat_id = store.add_chat(long_chat(n=40, size=60), settings=settings(2000, 200, keep_recent=20))
+    chat_id = store.chats.add(long_chat(n=40, size=60), settings=settings(2000, 200, keep_recent=20))
     res = generate_and_store(store, chat_id, provider(server))
     rec = res.audit.compaction
     _trigger, target = thresholds(2000)
@@ -336,18 +336,18 @@ def test_compaction_ends_at_the_target_even_when_the_summary_gets_below_the_trig
     assert res.audit.prompt_tokens <= target
     assert any(b.status == "excluded" and b.reason == "HISTORY_OLDEST_FIRST" for b in res.audit.blocks)
     # the next preview (not right after a compaction) uses the budget again
-    pv = preview(store.build_request(chat_id))
+    pv = preview(store.chats.build_request(chat_id))
     assert pv.prompt_tokens > target and pv.strategy_info["reason"] == "below_trigger"
 
 
 def test_a_branch_keeps_the_summary_only_when_it_covers_nothing_after_the_branch_point(store, server):
-    chat_id = store.add_chat(long_chat(), settings=settings(2000, 200))
+    chat_id = store.chats.add(long_chat(), settings=settings(2000, 200))
     generate_and_store(store, chat_id, provider(server))
-    summary = store.get_compaction(chat_id).summary
-    inside = store.branch_chat(chat_id, summary.last - 1)
-    assert store.get_compaction(inside).summary is None
-    pv = preview(store.build_request(inside))
+    summary = store.compaction.get(chat_id).summary
+    inside = store.chats.branch(chat_id, summary.last - 1)
+    assert store.compaction.get(inside).summary is None
+    pv = preview(store.chats.build_request(inside))
     assert not any("not used" in w for w in pv.warnings)
-    after = store.branch_chat(chat_id, summary.last + 3)
-    assert store.get_compaction(after).summary.id == summary.id
-    assert any(b.kind == "summary" for b in preview(store.build_request(after)).blocks)
+    after = store.chats.branch(chat_id, summary.last + 3)
+    assert store.compaction.get(after).summary.id == summary.id
+    assert any(b.kind == "summary" for b in preview(store.chats.build_request(after)).blocks)

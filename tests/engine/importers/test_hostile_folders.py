@@ -352,8 +352,8 @@ def test_a_hostile_folder_is_read_without_leaving_it(tmp_path: Path, features: t
         assert CANARY not in json.dumps(item.value.model_dump(mode="json")), item.key
     store = open_store("sqlite://", seed=False)
     try:
-        first = store.import_st_folder(plan)
-        again = store.import_st_folder(read_st_folder(tmp_path / "data", skip_bad=True))
+        first = store.imports.st_folder(plan)
+        again = store.imports.st_folder(read_st_folder(tmp_path / "data", skip_bad=True))
     finally:
         store.close()
     assert first.partial == bool(replaced_unreadable) == again.partial

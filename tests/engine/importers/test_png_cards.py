@@ -82,7 +82,7 @@ def test_pixels_are_never_decoded(tmp_path: Path) -> None:
     p = write(tmp_path / "huge.png", data)
     assert load_character(p).name == "Huge"
     with open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=False) as store:
-        [ref] = store.import_files([p])
+        [ref] = store.imports.files([p])
         assert ref.name == "Huge"
 
 

@@ -30,12 +30,12 @@ def _tree_digest(folder: Path) -> dict[str, str]:
 
 def test_pristine_folder_links_and_settings(shared_data: Path, tmp_path: Path) -> None:
     store = _store(tmp_path)
-    report = store.import_st_folder(read_st_folder(shared_data / ST_USER))
+    report = store.imports.st_folder(read_st_folder(shared_data / ST_USER))
     kinds = sorted(r.kind for r in report.added)
     assert kinds == ["character", "chat", "lorebook", "persona"] and not report.changed
     chat_ref = next(r for r in report.added if r.kind == "chat")
-    setup = store.get_chat_setup(chat_ref.id)
-    stored = store.get_chat(chat_ref.id)
+    setup = store.chats.get_setup(chat_ref.id)
+    stored = store.chats.get(chat_ref.id)
     assert stored.character is not None and stored.character.name == "Seraphina"
     assert stored.persona is not None and stored.persona.name == "User"
     assert [(link.name, link.scope) for link in setup.lorebooks] == [("Eldoria", "character")]
@@ -66,8 +66,8 @@ def test_folder_is_byte_identical_after_import(shared_data: Path, tmp_path: Path
     folder = shared_data / ST_USER
     before = _tree_digest(folder)
     store = _store(tmp_path)
-    store.import_st_folder(read_st_folder(folder))
-    store.import_st_folder(read_st_folder(folder))
+    store.imports.st_folder(read_st_folder(folder))
+    store.imports.st_folder(read_st_folder(folder))
     assert _tree_digest(folder) == before
 
 
@@ -90,7 +90,7 @@ def test_fixture_folder_untouched_and_secrets_never_opened(tmp_path: Path, monke
     monkeypatch.undo()
     assert not [p for p in opened if "secrets" in str(p)]
     store = _store(tmp_path)
-    store.import_st_folder(plan)
+    store.imports.st_folder(plan)
     store.close()
     assert _tree_digest(user) == before
     # the marker is nowhere in the library files (database, WAL, shared memory)
@@ -101,13 +101,13 @@ def test_fixture_folder_untouched_and_secrets_never_opened(tmp_path: Path, monke
 def test_fixture_scopes_persona_and_note(tmp_path: Path) -> None:
     build_st_user(tmp_path)
     store = _store(tmp_path)
-    report = store.import_st_folder(read_st_folder(tmp_path / "data"))
+    report = store.imports.st_folder(read_st_folder(tmp_path / "data"))
     chat_id = next(r.id for r in report.added if r.kind == "chat")
-    setup = store.get_chat_setup(chat_id)
+    setup = store.chats.get_setup(chat_id)
     assert [(link.name, link.scope) for link in setup.lorebooks] == [
         ("Realm", "global"), ("Voyage", "chat"), ("HeroLore", "character")]
     assert setup.sillytavern.user_name == "Alex"
-    assert store.get_chat(chat_id).persona.description.startswith("Alex is a young cartographer")
+    assert store.chats.get(chat_id).persona.description.startswith("Alex is a young cartographer")
     note = setup.sillytavern.author_note
     assert (note.depth, note.position, note.role) == (2, 1, 0)
     assert [s["file"] for s in report.skipped] == ["group chats/1700000000000.jsonl"]
@@ -118,19 +118,19 @@ def test_fixture_scopes_persona_and_note(tmp_path: Path) -> None:
 def test_reimport_updates_in_place(tmp_path: Path) -> None:
     user = build_st_user(tmp_path)
     store = _store(tmp_path)
-    first = store.import_st_folder(read_st_folder(user))
-    again = store.import_st_folder(read_st_folder(user))
+    first = store.imports.st_folder(read_st_folder(user))
+    again = store.imports.st_folder(read_st_folder(user))
     assert not again.added and not again.changed
     assert sorted(r.id for r in again.unchanged) == sorted(r.id for r in first.added)
     world = json.loads((user / "worlds" / "Voyage.json").read_text())
     world["entries"]["0"]["content"] = "Voyage: the ship is the Gull, three masts now."
     (user / "worlds" / "Voyage.json").write_text(json.dumps(world))
-    third = store.import_st_folder(read_st_folder(user))
+    third = store.imports.st_folder(read_st_folder(user))
     assert [(r.kind, r.key) for r in third.changed] == [("lorebook", "worlds/Voyage.json")]
     voyage = next(r for r in third.changed)
     assert voyage.id == next(r.id for r in first.added if r.key == "worlds/Voyage.json")
-    assert "three masts" in store.get_lorebook(voyage.id).entries[0].content
-    assert len(store.list_chats()) == 1 and len(store.list_lorebooks()) == 5  # 4 worlds + the card's book
+    assert "three masts" in store.lorebooks.get(voyage.id).entries[0].content
+    assert len(store.chats.summaries()) == 1 and len(store.lorebooks.summaries()) == 5  # 4 worlds + the card's book
 
 
 def test_data_root_and_st_user(tmp_path: Path) -> None:
@@ -156,13 +156,13 @@ def test_bad_file_imports_nothing_unless_skip_bad(tmp_path: Path) -> None:
     (user / "worlds" / "Broken.json").write_text('{"entries": {"0": {"key": ["a"],\n "content": }}}')
     store = _store(tmp_path)
     with pytest.raises(LoomscopeImportError) as err:
-        store.import_st_folder(read_st_folder(user))
+        store.imports.st_folder(read_st_folder(user))
     assert err.value.file == str(user / "worlds" / "Broken.json") and err.value.place
-    assert store.list_chats() == [] and store.list_lorebooks() == []
-    report = store.import_st_folder(read_st_folder(user, skip_bad=True))
+    assert store.chats.summaries() == [] and store.lorebooks.summaries() == []
+    report = store.imports.st_folder(read_st_folder(user, skip_bad=True))
     skipped = {s["file"]: s for s in report.skipped}
     assert skipped["worlds/Broken.json"]["code"].startswith("IMPORT_") and skipped["worlds/Broken.json"]["place"]
-    assert len(store.list_chats()) == 1
+    assert len(store.chats.summaries()) == 1
 
 
 def test_link_to_a_missing_world_is_a_warning(tmp_path: Path) -> None:
@@ -173,10 +173,10 @@ def test_link_to_a_missing_world_is_a_warning(tmp_path: Path) -> None:
     warnings: list[tuple[str, str]] = []
     plan = read_st_folder(user, on_warning=lambda f, m: warnings.append((f, m)))
     store = _store(tmp_path)
-    report = store.import_st_folder(plan)
+    report = store.imports.st_folder(plan)
     assert ("chats/hero/voyage.jsonl", "global world 'Atlantis' does not exist in worlds/; not linked") in warnings
     assert any("Atlantis" in w["message"] for w in report.warnings)
-    assert len(store.list_chats()) == 1
+    assert len(store.chats.summaries()) == 1
 
 
 @pytest.mark.parametrize("mutate", [
@@ -198,9 +198,9 @@ def test_bad_settings_name_the_file(tmp_path: Path, mutate) -> None:
     from engine.pipeline import preview
 
     store = _store(tmp_path)
-    report = store.import_st_folder(plan)
+    report = store.imports.st_folder(plan)
     chat_id = next(r.id for r in report.added if r.kind == "chat")
     try:
-        preview(store.build_request(chat_id))
+        preview(store.chats.build_request(chat_id))
     except LoomscopeError as exc:  # a bad number is a settings error, never a crash
         assert exc.code == "INVALID_SETTINGS"

@@ -47,13 +47,13 @@ def test_a_key_in_the_base_url_never_reaches_the_audit_or_the_cli(tmp_path: Path
         base = f"{server.base_url}/{SECRET}"
         store = open_store(str(db), seed=False)
         try:
-            chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]),
+            chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]),
                                      settings=ContextSettings(context_limit=4096, reply_reserve=100))
             # the fake server serves any path; the key travels only in the URL the client calls
             result = generate_and_store(store, chat_id, ProviderConfig(base, "gpt-4o", None))
             assert result.audit.status == "completed"
             assert SECRET not in result.audit.provider and result.audit.provider.endswith("/***")
-            assert SECRET not in store.get_audit(chat_id).model_dump_json()
+            assert SECRET not in store.audits.get(chat_id).model_dump_json()
         finally:
             store.close()
     assert cli_main(["audit", chat_id, "--db", str(db), "--format", "table"]) == 0
@@ -78,7 +78,7 @@ def test_a_key_no_header_can_carry_is_invalid_api_key_locally(key: str, what: st
     with FakeProviderServer("answer") as server:
         store = open_store(str(tmp_path / "lib.sqlite3"), seed=False)
         try:
-            chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]),
+            chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]),
                                      settings=ContextSettings(context_limit=4096, reply_reserve=100))
             result = generate_and_store(store, chat_id, ProviderConfig(server.base_url, "gpt-4o", key))
             assert (result.audit.status, result.audit.error_code) == ("failed", "INVALID_API_KEY")
@@ -90,7 +90,7 @@ def test_a_key_no_header_can_carry_is_invalid_api_key_locally(key: str, what: st
 def test_cli_generate_with_a_bad_key_exits_2_without_sending(tmp_path: Path, monkeypatch, capsys) -> None:
     db = tmp_path / "lib.sqlite3"
     with open_store(str(db), seed=False) as store:
-        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]))
+        chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]))
     monkeypatch.setenv("LOOMSCOPE_API_KEY", "sk-äöü")
     monkeypatch.setenv("LOOMSCOPE_NO_KEYRING", "1")
     with FakeProviderServer("answer") as server:
@@ -99,5 +99,5 @@ def test_cli_generate_with_a_bad_key_exits_2_without_sending(tmp_path: Path, mon
     err = capsys.readouterr().err
     assert code == 2 and "INVALID_API_KEY" in err and err.count("\n") == 1 and "äöü" not in err
     with open_store(str(db), seed=False) as store:
-        assert store.get_audit(chat_id) is None
+        assert store.audits.get(chat_id) is None
     json.dumps(err)  # printable

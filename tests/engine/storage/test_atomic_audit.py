@@ -30,17 +30,17 @@ WRITER = textwrap.dedent("""
         print("FLUSHED", flush=True)
         time.sleep(120)
 
-    store._after_audit_flush = hold
-    store.put_audit(audit({chat_id!r}, "new-generation", status="failed", code="PROVIDER_SERVER_ERROR"))
+    store.audits.after_flush = hold
+    store.audits.put(audit({chat_id!r}, "new-generation", status="failed", code="PROVIDER_SERVER_ERROR"))
     print("COMMITTED", flush=True)
 """)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 def test_sigkill_mid_replace_keeps_previous_audit(store: Store, db_url: str) -> None:
-    chat_id = store.add_chat(rich_chat())
+    chat_id = store.chats.add(rich_chat())
     previous = audit(chat_id, "old-generation")
-    store.put_audit(previous)
+    store.audits.put(previous)
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER.format(root=str(ROOT), url=db_url, chat_id=chat_id)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
@@ -49,7 +49,7 @@ def test_sigkill_mid_replace_keeps_previous_audit(store: Store, db_url: str) -> 
         line = proc.stdout.readline().strip()  # type: ignore[union-attr]
         assert line == "FLUSHED", proc.stderr.read()  # type: ignore[union-attr]
         # while the writer holds its transaction, readers still see the old audit (WAL / MVCC)
-        assert store.get_audit(chat_id).generation_id == "old-generation"
+        assert store.audits.get(chat_id).generation_id == "old-generation"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -60,13 +60,13 @@ def test_sigkill_mid_replace_keeps_previous_audit(store: Store, db_url: str) -> 
     # a fresh process-level view of the database: the old audit is intact and readable
     reopened = open_store(db_url, seed=False)
     try:
-        got = reopened.get_audit(chat_id)
+        got = reopened.audits.get(chat_id)
         assert got is not None
-        assert got.model_dump(mode="json") == store.get_audit(chat_id).model_dump(mode="json")
+        assert got.model_dump(mode="json") == store.audits.get(chat_id).model_dump(mode="json")
         assert got.generation_id == "old-generation" and got.status == "completed"
         assert [b.id for b in got.blocks] == ["b0", "b1"]
         # and the library is writable again (no stale lock)
-        reopened.put_audit(audit(chat_id, "after-crash"))
-        assert reopened.get_audit(chat_id).generation_id == "after-crash"
+        reopened.audits.put(audit(chat_id, "after-crash"))
+        assert reopened.audits.get(chat_id).generation_id == "after-crash"
     finally:
         reopened.close()

@@ -42,17 +42,17 @@ def test_both_writes_are_visible_after_a_foreign_close(tmp_path: Path, caplog: p
     db = tmp_path / "lib.db"
     store = open_store(str(db), seed=False)
     try:
-        store.add_chat(_chat("first"), title="first")
+        store.chats.add(_chat("first"), title="first")
         with open(db, "rb") as fh:  # any code in the process: a sniffer, a dialog, a backup
             assert fh.read(16) == b"SQLite format 3\x00"
         if PROC_LOCKS.exists():
             assert process_holds_lock((db.stat().st_dev, db.stat().st_ino)) is False  # the mechanism
         assert _titles_seen_by_another_process(db) == ["first"]
         with caplog.at_level(logging.WARNING, logger="engine.storage"):
-            store.add_chat(_chat("second"), title="second")
+            store.chats.add(_chat("second"), title="second")
         assert _titles_seen_by_another_process(db) == ["first", "second"]
         assert [r.levelname for r in caplog.records if r.name == "engine.storage"] == ["WARNING"]
-        assert sorted(c.title for c in store.list_chats()) == ["first", "second"]
+        assert sorted(c.title for c in store.chats.summaries()) == ["first", "second"]
     finally:
         store.close()
 
@@ -62,18 +62,18 @@ def test_a_lost_lock_is_taken_again_before_another_process_deletes_the_wal(tmp_p
     db = tmp_path / "lib.db"
     store = open_store(str(db), seed=False)
     try:
-        store.add_chat(_chat("first"), title="first")
+        store.chats.add(_chat("first"), title="first")
         ident = (db.stat().st_dev, db.stat().st_ino)
         with open(db, "rb") as fh:
             fh.read(16)
         assert process_holds_lock(ident) is False
-        store.list_chats()  # the next unit of work notices and takes the lock again
+        store.chats.summaries()  # the next unit of work notices and takes the lock again
         assert process_holds_lock(ident) is True
         wal = Path(f"{db}-wal")
         assert wal.exists()
         assert _titles_seen_by_another_process(db) == ["first"]
         assert wal.exists()  # the other process saw our lock and left the WAL alone
-        store.add_chat(_chat("second"), title="second")
+        store.chats.add(_chat("second"), title="second")
         assert _titles_seen_by_another_process(db) == ["first", "second"]
     finally:
         store.close()
@@ -86,7 +86,7 @@ def test_the_open_library_is_never_read_by_an_importer(tmp_path: Path) -> None:
     db = tmp_path / "lib.db"
     store = open_store(str(db), seed=False)
     try:
-        store.add_chat(_chat("first"), title="first")
+        store.chats.add(_chat("first"), title="first")
         assert is_library_file(db) and is_library_file(f"{db}-wal")
         link = tmp_path / "innocent.json"
         link.symlink_to(db)

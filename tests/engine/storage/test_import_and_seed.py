@@ -13,9 +13,9 @@ from engine.storage import Store, default_db_path, default_db_url, open_store
 
 def _snapshot(store: Store) -> tuple:
     return (
-        [c.model_dump() for c in store.list_chats()],
-        [b.model_dump() for b in store.list_lorebooks()],
-        [c.model_dump() for c in store.list_characters()],
+        [c.model_dump() for c in store.chats.summaries()],
+        [b.model_dump() for b in store.lorebooks.summaries()],
+        [c.model_dump() for c in store.characters.summaries()],
     )
 
 
@@ -36,23 +36,23 @@ def _write_good_files(tmp_path: Path) -> list[Path]:
 
 
 def test_import_files_stores_each_kind(store: Store, tmp_path: Path) -> None:
-    refs = store.import_files(_write_good_files(tmp_path))
+    refs = store.imports.files(_write_good_files(tmp_path))
     assert [r.kind for r in refs] == ["lorebook", "chat"]
     assert refs[0].name == "world" and refs[1].name == "chat"
-    chat = store.get_chat(refs[1].id)
+    chat = store.chats.get(refs[1].id)
     assert chat.chat.messages[3].tool_call_id == "c1"
-    assert store.get_lorebook(refs[0].id).entries[0].keys == ["fog"]
+    assert store.lorebooks.get(refs[0].id).entries[0].keys == ["fog"]
 
 
 def test_bad_file_leaves_library_exactly_as_before(store: Store, tmp_path: Path) -> None:
-    store.import_files(_write_good_files(tmp_path))
+    store.imports.files(_write_good_files(tmp_path))
     before = _snapshot(store)
     bad = tmp_path / "broken.json"
     bad.write_text('{"messages": [ {"role": "user", "content": "x"} ')  # truncated JSON
     more = tmp_path / "more"
     more.mkdir()
     with pytest.raises(LoomscopeError) as err:
-        store.import_files([*_write_good_files(more), bad])
+        store.imports.files([*_write_good_files(more), bad])
     assert err.value.code.startswith("IMPORT_")
     assert str(bad) in (err.value.file or "")
     assert _snapshot(store) == before
@@ -61,21 +61,21 @@ def test_bad_file_leaves_library_exactly_as_before(store: Store, tmp_path: Path)
 def test_real_card_and_chat_link_by_name(store: Store, shared_data: Path) -> None:
     chat_file = shared_data / "chats" / "Seraphina - 2023-5-12 @21h 32m 29s 224ms.jsonl"
     card_file = shared_data / "cards" / "default_Seraphina.png"
-    refs = store.import_files([chat_file, card_file])  # chat first: still linked to the card
+    refs = store.imports.files([chat_file, card_file])  # chat first: still linked to the card
     assert [r.kind for r in refs] == ["chat", "character"]
-    stored = store.get_chat(refs[0].id)
+    stored = store.chats.get(refs[0].id)
     assert stored.character_id == refs[1].id
     assert stored.character is not None and stored.character.character_book is not None
     assert len(stored.character.character_book.entries) == 4
-    req = store.build_request(refs[0].id)
+    req = store.chats.build_request(refs[0].id)
     assert len(req.lorebooks) == 1 and req.lorebooks[0].name == "Eldoria"
 
 
 def test_seed_once_with_sample(db_url: str) -> None:
     store = open_store(db_url, seed=True)
     try:
-        [summary] = store.list_chats()
-        stored = store.get_chat(summary.id)
+        [summary] = store.chats.summaries()
+        stored = store.chats.get(summary.id)
         msgs = stored.chat.messages
         assert stored.character is not None and stored.persona is not None
         assert sum(m.meta.pinned for m in msgs) >= 2
@@ -83,15 +83,15 @@ def test_seed_once_with_sample(db_url: str) -> None:
         assert any(m.tool_calls for m in msgs) and any(m.role == "tool" for m in msgs)
         assert stored.chat.tools
         [book_id] = stored.lorebook_ids
-        entries = store.get_lorebook(book_id).entries
+        entries = store.lorebooks.get(book_id).entries
         assert any(e.constant for e in entries) and any(e.keys and not e.constant for e in entries)
         assert stored.settings.context_limit and stored.settings.reply_reserve
-        store.delete_chat(summary.id)
+        store.chats.delete(summary.id)
     finally:
         store.close()
     again = open_store(db_url, seed=True)  # seeded before: the deleted sample does not come back
     try:
-        assert again.list_chats() == []
+        assert again.chats.summaries() == []
     finally:
         again.close()
 
@@ -101,8 +101,8 @@ def test_sample_chat_shifts_at_its_budget(tmp_path: Path) -> None:
 
     store = open_store(f"sqlite:///{tmp_path / 'lib.db'}", seed=True)
     try:
-        chat_id = store.list_chats()[0].id
-        pv = preview(store.build_request(chat_id))
+        chat_id = store.chats.summaries()[0].id
+        pv = preview(store.chats.build_request(chat_id))
     finally:
         store.close()
     assert pv.error is None
@@ -121,7 +121,7 @@ def test_default_library_is_embedded_sqlite_and_seeded(tmp_path: Path, monkeypat
     assert default_db_url() == f"sqlite:///{path}"
     store = open_store()
     try:
-        assert len(store.list_chats()) == 1 and path.exists()
+        assert len(store.chats.summaries()) == 1 and path.exists()
     finally:
         store.close()
     # $LOOMSCOPE_DB wins and is not seeded
@@ -130,7 +130,7 @@ def test_default_library_is_embedded_sqlite_and_seeded(tmp_path: Path, monkeypat
     assert default_db_url() == f"sqlite:///{other}"
     store = open_store()
     try:
-        assert store.list_chats() == [] and other.exists()
+        assert store.chats.summaries() == [] and other.exists()
     finally:
         store.close()
 
@@ -142,7 +142,7 @@ def test_bad_url_is_a_storage_error(tmp_path: Path) -> None:
 
 
 def test_import_stores_every_transcript_of_a_multi_transcript_file(store: Store, shared_data: Path) -> None:
-    refs = store.import_files([shared_data / "chats" / "127_ChatGPT_DFS_woFilter_w2.json"])
+    refs = store.imports.files([shared_data / "chats" / "127_ChatGPT_DFS_woFilter_w2.json"])
     assert [r.kind for r in refs] == ["chat", "chat", "chat"]
     assert len({r.name for r in refs}) == 3  # the importer's titles already tell them apart
     assert len({r.id for r in refs}) == 3

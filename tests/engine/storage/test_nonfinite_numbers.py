@@ -29,18 +29,18 @@ def test_non_finite_number_is_refused_with_its_place_and_nothing_is_stored(store
     card = tmp_path / "card.json"
     card.write_text(_card_text(literal), encoding="utf-8")
     with pytest.raises(LoomscopeError) as err:
-        store.import_files([card])
+        store.imports.files([card])
     e = err.value
     assert e.code == "IMPORT_INVALID_JSON" and e.file == str(card)
     assert literal in e.message and e.place and e.place.startswith("line ")
     line = int(e.place.split()[1].rstrip(","))
     assert literal in card.read_text().splitlines()[line - 1]
-    assert store.list_characters() == []
+    assert store.characters.summaries() == []
 
 
 def test_extreme_but_finite_numbers_round_trip_exactly(store: Store, tmp_path: Path) -> None:
     card = tmp_path / "card.json"
     card.write_text(_card_text("1.7976931348623157e308"), encoding="utf-8")
-    [ref] = store.import_files([card])
-    custom = store.get_character(ref.id).extensions["custom"]
+    [ref] = store.imports.files([card])
+    custom = store.characters.get(ref.id).extensions["custom"]
     assert custom == {"weight": 1.7976931348623157e308, "ok": 0.1}

@@ -49,11 +49,11 @@ def test_any_messages_round_trip(tmp_path: Path) -> None:
     @given(st.lists(messages(), max_size=6))
     def check(msgs: list[ChatMessage]) -> None:
         chat = Chat(messages=msgs)
-        chat_id = store.add_chat(chat)
-        assert store.get_chat(chat_id).chat.model_dump() == chat.model_dump()
+        chat_id = store.chats.add(chat)
+        assert store.chats.get(chat_id).chat.model_dump() == chat.model_dump()
         if msgs:
-            store.append_message(chat_id, msgs[0])
-            assert store.get_chat(chat_id).chat.messages[-1].model_dump() == msgs[0].model_dump()
+            store.messages.append(chat_id, msgs[0])
+            assert store.chats.get(chat_id).chat.messages[-1].model_dump() == msgs[0].model_dump()
 
     try:
         check()
@@ -67,10 +67,10 @@ def test_migrations_downgrade_and_upgrade(store: Store, db_url: str) -> None:
 
     from engine.storage.database import alembic_config
 
-    store.add_chat(Chat(messages=[ChatMessage(role="user", content="x")]))
-    cfg = alembic_config(store._engine)
+    store.chats.add(Chat(messages=[ChatMessage(role="user", content="x")]))
+    cfg = alembic_config(store.database.engine)
     command.downgrade(cfg, "base")
-    assert set(inspect(store._engine).get_table_names()) <= {"alembic_version"}
+    assert set(inspect(store.database.engine).get_table_names()) <= {"alembic_version"}
     command.upgrade(cfg, "head")
-    assert store.list_chats() == []
-    assert store.add_chat(Chat()) and len(store.list_chats()) == 1
+    assert store.chats.summaries() == []
+    assert store.chats.add(Chat()) and len(store.chats.summaries()) == 1

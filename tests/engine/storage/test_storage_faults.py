@@ -35,10 +35,10 @@ def _library(path: Path) -> str:
     from tests.engine.storage.samples import audit
 
     with open_store(str(path), seed=False) as store:
-        book_id = store.add_lorebook(Lorebook(name="B", entries=[LorebookEntry(uid=1, keys=["k"], content="c")]))
-        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t",
+        book_id = store.lorebooks.add(Lorebook(name="B", entries=[LorebookEntry(uid=1, keys=["k"], content="c")]))
+        chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t",
                                  lorebook_ids=[book_id])
-        store.put_audit(audit(chat_id, "g1"))
+        store.audits.put(audit(chat_id, "g1"))
     return chat_id
 
 
@@ -46,10 +46,10 @@ def _library(path: Path) -> str:
 
 
 @pytest.mark.parametrize(("table", "column", "reader"), [
-    ("chats", "settings", lambda s, cid: s.get_chat(cid)),
-    ("messages", "extra", lambda s, cid: s.get_chat(cid)),
-    ("lorebook_entries", "data", lambda s, cid: s.build_request(cid)),
-    ("audits", "data", lambda s, cid: s.get_audit(cid)),
+    ("chats", "settings", lambda s, cid: s.chats.get(cid)),
+    ("messages", "extra", lambda s, cid: s.chats.get(cid)),
+    ("lorebook_entries", "data", lambda s, cid: s.chats.build_request(cid)),
+    ("audits", "data", lambda s, cid: s.audits.get(cid)),
 ])
 def test_malformed_json_row_is_a_storage_error_naming_the_table(tmp_path: Path, capsys, table, column,
                                                                 reader) -> None:
@@ -107,7 +107,7 @@ _RACER = textwrap.dedent("""
     while time.time() < start:
         time.sleep(0.001)
     with open_store(url, seed=False) as store:
-        store.list_chats()
+        store.chats.summaries()
     print("ok")
 """)
 
@@ -126,7 +126,7 @@ def test_several_processes_opening_a_new_library_at_once_all_succeed(db_url: str
     assert failures == [], failures
     for url in urls:
         with open_store(url, seed=False) as store:
-            assert store.list_chats() == []
+            assert store.chats.summaries() == []
 
 
 # ------------------------------------------------------------------------------ read-only library
@@ -138,9 +138,9 @@ _READER = textwrap.dedent("""
     from engine.schema import Chat
     out = {}
     with open_store(sys.argv[1], seed=False) as store:
-        out["titles"] = [c.title for c in store.list_chats()]
+        out["titles"] = [c.title for c in store.chats.summaries()]
         try:
-            store.add_chat(Chat(), title="new")
+            store.chats.add(Chat(), title="new")
         except StorageError as exc:
             out["write"] = [exc.code, exc.message]
     print(json.dumps(out))
@@ -166,7 +166,7 @@ def test_read_only_library_reads_and_says_read_only_on_write(tmp_path_factory) -
     folder = Path(tmp_path_factory.mktemp("ro", numbered=True))
     db = folder / "lib.sqlite3"
     with open_store(str(db), seed=False) as store:
-        store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="kept")
+        store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]), title="kept")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     os.chmod(db, 0o444)
     os.chmod(folder, 0o555)
@@ -191,19 +191,19 @@ def test_disk_full_says_so_and_keeps_the_library(tmp_path: Path) -> None:
     db = tmp_path / "lib.sqlite3"
     store = open_store(str(db), seed=False)
     try:
-        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t")
+        chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t")
         pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
 
         # SQLite's own "database or disk is full" (SQLITE_FULL): cap the file at its current size
-        @event.listens_for(store._engine, "connect")
+        @event.listens_for(store.database.engine, "connect")
         def _cap(dbapi_conn, _record):
             dbapi_conn.execute(f"PRAGMA max_page_count={pages}")
 
-        store._engine.dispose()
+        store.database.engine.dispose()
         with pytest.raises(StorageError) as err:
-            store.add_chat(Chat(messages=[ChatMessage(role="user", content="x" * 20_000) for _ in range(50)]))
+            store.chats.add(Chat(messages=[ChatMessage(role="user", content="x" * 20_000) for _ in range(50)]))
         assert err.value.code == "STORAGE_ERROR" and err.value.message.startswith("disk full")
-        assert [c.id for c in store.list_chats()] == [chat_id]
+        assert [c.id for c in store.chats.summaries()] == [chat_id]
     finally:
         store.close()
 
@@ -223,7 +223,7 @@ def test_damaged_library_is_refused_before_any_write(tmp_path: Path, capsys) -> 
     db = tmp_path / "lib.sqlite3"
     with open_store(str(db), seed=False) as store:
         for i in range(30):
-            store.add_chat(Chat(messages=[ChatMessage(role="user", content="x" * 500)] * 20), title=f"c{i}")
+            store.chats.add(Chat(messages=[ChatMessage(role="user", content="x" * 500)] * 20), title=f"c{i}")
     _damage(db)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     with pytest.raises(StorageError) as err:
@@ -254,12 +254,12 @@ def test_quick_check_runs_once_per_file_identity(tmp_path: Path, monkeypatch) ->
     dbmod._CHECKED.clear()
     for _ in range(3):
         with open_store(str(db), seed=False) as store:
-            store.list_chats()
+            store.chats.summaries()
     assert len(calls) == 1  # unchanged file: checked once
     with open_store(str(db), seed=False) as store:
-        store.add_chat(Chat(), title="changes the file")
+        store.chats.add(Chat(), title="changes the file")
     with open_store(str(db), seed=False) as store:
-        store.list_chats()
+        store.chats.summaries()
     assert len(calls) == 2  # new content: checked again
 
 
@@ -300,5 +300,5 @@ def test_an_up_to_date_library_opens_without_writing(tmp_path: Path) -> None:
     stamp = db.stat().st_mtime_ns, db.stat().st_size
     time.sleep(0.01)
     with open_store(str(db), seed=False) as store:
-        store.list_chats()
+        store.chats.summaries()
     assert (db.stat().st_mtime_ns, db.stat().st_size) == stamp

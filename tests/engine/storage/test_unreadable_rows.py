@@ -20,8 +20,8 @@ from engine.storage import open_store
 def _library(tmp_path: Path) -> tuple[Path, str]:
     db = tmp_path / "lib.sqlite3"
     with open_store(str(db), seed=False) as store:
-        chat_id = store.add_chat(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t")
-        store.put_audit(PromptContextAudit(
+        chat_id = store.chats.add(Chat(messages=[ChatMessage(role="user", content="hi")]), title="t")
+        store.audits.put(PromptContextAudit(
             generation_id="g1", chat_id=chat_id, provider="http://127.0.0.1:1/v1", model="m",
             status="completed", created_at=datetime.now(UTC), context_limit=100, reply_reserve=10,
             prompt_tokens=5, strategy="manual", tokenizer=TokenizerInfo(profile="o200k_base", approximate=False)))
@@ -35,7 +35,7 @@ def test_unreadable_audit_is_a_storage_error(tmp_path: Path, capsys) -> None:
         con.execute("UPDATE audits SET data = ?", (json.dumps({"generation_id": "g1", "status": "exploded"}),))
     con.close()
     with open_store(str(db), seed=False) as store, pytest.raises(StorageError) as err:
-        store.get_audit(chat_id)
+        store.audits.get(chat_id)
     assert err.value.code == "STORAGE_ERROR"
     assert cli_main(["audit", chat_id, "--db", str(db), "--format", "json"]) == 2
     out, stderr = capsys.readouterr()
@@ -50,6 +50,6 @@ def test_unreadable_message_is_a_storage_error(tmp_path: Path) -> None:
     con.close()
     with open_store(str(db), seed=False) as store:
         with pytest.raises(StorageError) as err:
-            store.get_chat(chat_id)
+            store.chats.get(chat_id)
         assert err.value.code == "STORAGE_ERROR" and "message" in err.value.message.lower()
-        assert [c.id for c in store.list_chats()] == [chat_id]  # the rest of the library still reads
+        assert [c.id for c in store.chats.summaries()] == [chat_id]  # the rest of the library still reads

@@ -18,7 +18,7 @@ def test_read_chat_returns_what_the_document_needs(library) -> None:
 
 def test_the_latest_request_wins(qtbot, library) -> None:
     store, chat_id, _ = library
-    other = store.add_chat(Chat(title="Other", messages=[ChatMessage(role="user", content="hi")]), title="Other")
+    other = store.chats.add(Chat(title="Other", messages=[ChatMessage(role="user", content="hi")]), title="Other")
     loader = ChatLoader(store)
     got: list = []
     loader.loaded.connect(got.append)
@@ -48,21 +48,21 @@ def test_read_chat_reads_the_same_as_the_stored_chat_without_loading_it_twice(li
     card = Character(name="Ines", description="A cartographer.",
                      character_book=Lorebook(name="Ines' maps", entries=[LorebookEntry(uid=1, keys=["map"],
                                                                                         content="Maps.")]))
-    with_card = store.add_chat(Chat(title="Carded", messages=[ChatMessage(role="user", content="a map")]),
-                               title="Carded", character_id=store.add_character(card), lorebook_ids=[book_id])
-    branch = store.branch_chat(chat_id, 3)
-    tavern = store.add_chat(Chat(title="Tavern", messages=[ChatMessage(role="user", content="hi")]),
+    with_card = store.chats.add(Chat(title="Carded", messages=[ChatMessage(role="user", content="a map")]),
+                               title="Carded", character_id=store.characters.add(card), lorebook_ids=[book_id])
+    branch = store.chats.branch(chat_id, 3)
+    tavern = store.chats.add(Chat(title="Tavern", messages=[ChatMessage(role="user", content="hi")]),
                             title="Tavern", lorebook_ids=[book_id])
-    store.save_chat_setup(tavern, SillyTavernSetup())
+    store.chats.save_setup(tavern, SillyTavernSetup())
     loads: list[str] = []
-    get_chat = store.get_chat
-    monkeypatch.setattr(store, "get_chat", lambda cid: loads.append(cid) or get_chat(cid))
+    get_chat = store.chats.get
+    monkeypatch.setattr(store.chats, "get", lambda cid: loads.append(cid) or get_chat(cid))
     for cid in (chat_id, with_card, branch, tavern):
         loaded = read_chat(store, cid)
         stored = get_chat(cid)
         assert loaded.title == stored.title and loaded.parent_id == stored.parent_id
         expected_ids = (stored.lorebook_ids if loaded.request.sillytavern is not None
-                        else store.lorebook_ids_for_chat(cid))
+                        else store.lorebooks.ids_for_chat(cid))
         assert list(loaded.lorebook_ids) == list(expected_ids)
         book = stored.character.character_book if stored.character is not None else None
         expected_card = (book.name or "card book") if book is not None and loaded.request.sillytavern is None else None

@@ -180,7 +180,7 @@ def test_preset_switch_in_the_window_is_undoable(qtbot, tc_window) -> None:
     rerun(qtbot, win, lambda: box.pick_instruct("ChatML"))
     tc = panel.state.sillytavern.text_completion
     assert tc.instruct.preset == "ChatML" and tc.instruct.input_sequence == "<|im_start|>user"
-    assert win.ctx.store.get_chat_setup(panel.state.chat_id).sillytavern.text_completion.instruct.preset == "ChatML"
+    assert win.ctx.store.chats.get_setup(panel.state.chat_id).sillytavern.text_completion.instruct.preset == "ChatML"
     assert box.instruct_preset.currentData() == "ChatML"
     ctrl_z(qtbot, win)
     assert panel.state.sillytavern.text_completion.instruct.preset == "Alpaca"

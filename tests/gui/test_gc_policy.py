@@ -1,0 +1,165 @@
+"""The app's one garbage-collector policy (issue 29 item 5): ``gui.gc_policy``.
+
+Collect and freeze once after a chat loads (its first preview applied), on the main thread;
+unfreeze when the next chat loads; nothing leaks over 500 pin / exclude toggles through the
+real window and document.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+
+from engine.schema import Chat, ChatMessage, ContextSettings
+from gui.app import build_context
+from gui.gc_policy import CollectorPolicy
+from gui.main_window import MainWindow
+from gui.models.blocks_model import BlockColumn
+
+#: Messages of the generated chats.
+MESSAGES = 60
+#: Toggles of the leak test, and what they may leave behind at most. A preview of the test chat
+#: is ~60 blocks of several objects each: one preview (or a toggle's undo command with its
+#: messages) kept per toggle would add tens of thousands of objects and megabytes over the run.
+TOGGLES = 500
+MAX_OBJECT_GROWTH = 1_500  # objects (3 per toggle)
+MAX_MEMORY_GROWTH = 1_000_000  # bytes (2 KB per toggle)
+
+
+def _chat(n: int, seed: str = "") -> Chat:
+    words = ["lantern", "harbor", "courier", "parcel", "quay", "storm", "archive", "bell"]
+    msgs = [ChatMessage(role="user" if i % 2 == 0 else "assistant",
+                        content=f"{seed}Message {i}: " + " ".join(words[(i + k) % len(words)] for k in range(12 + i % 9)))
+            for i in range(n)]
+    return Chat(title=f"Generated {n}", messages=msgs, user_name="Wren", character_name="Marisol")
+
+
+@pytest.fixture
+def app_on_chats(qtbot, tmp_path: Path):
+    """A real window on a library with two generated chats; yields ``(window, ctx, chat_ids)``."""
+    from engine.storage import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'library.sqlite3'}", seed=False)
+    ids = [store.chats.add(_chat(MESSAGES, seed), title=f"chat {seed}", settings=ContextSettings(model="gpt-4o"))
+           for seed in ("a", "b")]
+    ctx = build_context(store, settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    win = MainWindow(ctx)
+    qtbot.addWidget(win)
+    win.resize(1280, 800)
+    yield win, ctx, ids
+    win.generation.wait(5000)
+    ctx.preview.shutdown()
+    assert ctx.gc_policy is not None
+    ctx.gc_policy.release()
+    store.close()
+
+
+def _open(qtbot, win: MainWindow, chat_id: str, policy: CollectorPolicy) -> None:
+    settled = policy.settles
+    with qtbot.waitSignal(win.preview_applied, timeout=20000):
+        win.open_chat(chat_id)
+    qtbot.waitUntil(lambda: policy.settles > settled, timeout=5000)
+
+
+def _toggle(qtbot, win: MainWindow, message: int, column: BlockColumn) -> None:
+    model = win.blocks_panel.model
+    row = model.row_of_message(message)
+    assert row is not None
+    index = model.index(row, column)
+    checked = model.data(index, Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Checked
+    with qtbot.waitSignal(win.preview_applied, timeout=20000):
+        assert model.setData(index, Qt.CheckState.Unchecked if checked else Qt.CheckState.Checked,
+                             Qt.ItemDataRole.CheckStateRole)
+
+
+def test_collects_and_freezes_once_per_chat_load_and_unfreezes_for_the_next(qtbot, app_on_chats) -> None:
+    win, ctx, (first, second) = app_on_chats
+    policy = ctx.gc_policy
+    assert isinstance(policy, CollectorPolicy)
+    gc.unfreeze()
+    _open(qtbot, win, first, policy)
+    assert policy.settles == 1 and policy.frozen
+    assert gc.get_freeze_count() > 10_000  # the chat, its preview, the views (and the app's modules)
+    for message in (MESSAGES - 10, MESSAGES - 9):  # toggles settle nothing: their previews are not frozen
+        _toggle(qtbot, win, message, BlockColumn.PIN)
+    qtbot.wait(50)
+    assert policy.settles == 1
+    unfrozen: list[int] = []
+    ctx.document.chat_loaded.connect(lambda _id: unfrozen.append(gc.get_freeze_count()))
+    _open(qtbot, win, second, policy)
+    assert unfrozen and set(unfrozen) == {0}  # the first chat's objects can be collected again once the document drops it
+    assert policy.settles == 2 and policy.frozen
+
+
+def test_disabled_it_leaves_the_collector_alone(qtbot, app_on_chats) -> None:
+    win, ctx, (first, _second) = app_on_chats
+    policy = ctx.gc_policy
+    assert policy is not None
+    policy.enabled = False
+    gc.unfreeze()
+    with qtbot.waitSignal(win.preview_applied, timeout=20000):
+        win.open_chat(first)
+    qtbot.wait(50)
+    assert policy.settles == 0 and gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_only_the_main_thread_may_settle(qtbot, app_on_chats) -> None:
+    _win, ctx, _ids = app_on_chats
+    policy = ctx.gc_policy
+    assert policy is not None
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            policy.settle()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1 and "main thread" in str(errors[0])
+    assert policy.settles == 0 and gc.get_freeze_count() == 0
+
+
+def _live_objects() -> int:
+    gc.collect()
+    return len(gc.get_objects()) + gc.get_freeze_count()
+
+
+def test_nothing_leaks_over_500_toggles(qtbot, app_on_chats) -> None:
+    """500 pin / exclude clicks through the real window (the blocks table's check boxes, the undo
+    stack, the document, the library, the preview worker and the views): the tracked objects and
+    the traced memory come back to where they were (the undo history, which keeps every click on
+    purpose, is cleared at both ends)."""
+    win, ctx, (first, _second) = app_on_chats
+    policy = ctx.gc_policy
+    assert policy is not None
+    _open(qtbot, win, first, policy)
+    messages = list(range(MESSAGES - 40, MESSAGES))
+    columns = (BlockColumn.PIN, BlockColumn.EXCLUDE)
+
+    def click(k: int) -> None:
+        _toggle(qtbot, win, messages[(k // 4) % len(messages)], columns[(k // 2) % 2])
+
+    for k in range(40):  # warm-up: caches, lazily built widgets, the first exclusion's strategy switch
+        click(k)
+    win.commands.forget_history()
+    tracemalloc.start()
+    try:
+        before_objects = _live_objects()
+        before_memory = tracemalloc.get_traced_memory()[0]
+        for k in range(TOGGLES):
+            click(k)  # an even count per message and column: every flag ends as it began
+        win.commands.forget_history()
+        grown_objects = _live_objects() - before_objects
+        grown_memory = tracemalloc.get_traced_memory()[0] - before_memory
+    finally:
+        tracemalloc.stop()
+    assert grown_objects < MAX_OBJECT_GROWTH, f"{grown_objects} more objects after {TOGGLES} toggles"
+    assert grown_memory < MAX_MEMORY_GROWTH, f"{grown_memory} more bytes after {TOGGLES} toggles"
