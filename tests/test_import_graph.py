@@ -66,19 +66,10 @@ LAZY_LIBRARIES: dict[str, str] = {
 #: Standard-library (and light third-party) modules still imported in functions, in files other
 #: parts of issue 29 own: (importing module, imported top-level module) → owner. Move them to module level.
 OWNED_LAZY_STDLIB: dict[tuple[str, str], str] = {
-    ("engine.incremental", "numpy"): "pipe",  # numpy is already loaded by the shifting arrays
+    ("engine.incremental", "numpy"): "pipe",
     ("engine.schema.preview", "copy"): "pipe",
     ("engine.schema.preview", "pydantic"): "pipe",
     ("engine.shifting.embedding", "numpy"): "shift",
-    ("engine.storage", "os"): "store",
-    ("engine.storage.database", "platformdirs"): "store",
-    ("engine.storage.database", "sqlite3"): "store",
-    ("engine.storage.database", "urllib"): "store",
-    ("engine.storage.database", "sqlalchemy"): "store",
-    ("engine.storage.store", "sqlalchemy"): "store",
-    ("engine.storage.store", "types"): "store",
-    ("engine.storage.store", "hashlib"): "store",
-    ("engine.storage.store", "json"): "store",
     ("engine.storage.migrations.env", "sqlalchemy"): "store",
     ("gui.widgets.library_panel", "html"): "window",
 }
@@ -115,15 +106,7 @@ OWNED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("engine.pipeline", "engine.lorebook.models"): "pipe",
     ("engine.schema.preview", "engine.schema._construct"): "pipe",
     ("engine.shifting.groups", "engine.incremental"): "shift",
-    ("engine.storage", "engine.storage.database"): "store",
-    ("engine.storage", "engine.storage.seed"): "store",
     ("engine.storage.migrations.env", "engine.storage.database"): "store",
-    ("engine.storage.store", "engine.compaction.options"): "store",
-    ("engine.storage.store", "engine.compaction.state"): "store",
-    ("engine.storage.store", "engine.errors"): "store",
-    ("engine.storage.store", "engine.importers"): "store",
-    ("engine.storage.store", "engine.importers.chats"): "store",
-    ("engine.storage.store", "engine.importers.st_folder"): "store",
     ("gui.app", "engine.storage"): "guitypes",
     ("gui.app", "gui.errors"): "guitypes",
     ("gui.cli", "engine.errors"): "guitypes",
@@ -134,10 +117,6 @@ OWNED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("gui.generation", "engine.generation"): "guitypes",
     ("gui.library_setup", "engine.commands.exporting"): "window",
     ("gui.library_setup", "engine.st_sync"): "window",
-    ("gui.main_window", "gui.library_setup"): "window",
-    ("gui.setup_commands", "engine.errors"): "guitypes",
-    ("gui.window_generation", "engine.generation"): "window",
-    ("gui.window_generation", "gui.widgets.lorebook_report_dialog"): "window",
 }
 
 #: Edges that close a circle, left in files other parts own: (importing module, imported module) → owner.
@@ -145,8 +124,6 @@ OWNED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
 OWNED_CIRCLE_EDGES: dict[tuple[str, str], str] = {
     ("engine.incremental", "engine.pipeline"): "pipe",
     ("engine.shifting.groups", "engine.incremental"): "shift",
-    ("gui.actions", "gui.main_window"): "window (TYPE_CHECKING: a mixin's self type)",
-    ("gui.keyboard", "gui.main_window"): "window (TYPE_CHECKING: a mixin's self type)",
     ("gui.library_setup", "gui.main_window"): "window (TYPE_CHECKING: a mixin's self type)",
 }
 
