@@ -30,7 +30,7 @@ test: $(STAMP)
 # Long property runs (issue 29 item 7, run by .ci/run after `make test`): generated chats of 257-700
 # messages with batches of 1-300 changes, across the warm path's 64 / 256 limits, every strategy
 # (tests/engine/test_long_properties.py; LONG_EXAMPLES per strategy, about 2 s of CPU each).
-LONG_EXAMPLES ?= 24
+LONG_EXAMPLES ?= 20
 test-long: $(STAMP)
 	LOOMSCOPE_LONG_PROPERTIES=1 LOOMSCOPE_LONG_EXAMPLES=$(LONG_EXAMPLES) QT_QPA_PLATFORM=offscreen \
 		$(VENV)/bin/python -m pytest -p no:cacheprovider tests/engine/test_long_properties.py
