@@ -5,6 +5,8 @@ Public surface: schema models, tokenizer profiles, shifting, assembly and the pi
 
 from __future__ import annotations
 
+import importlib
+
 from .errors import ERROR_CODES, LoomscopeError, LoomscopeImportError
 from .schema import (
     Block,
@@ -58,7 +60,6 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(module), name)
 

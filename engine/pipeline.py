@@ -39,7 +39,7 @@ from .assembly.st_result import run_sillytavern
 from .assembly.st_types import SillyTavernInputs
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
-from .incremental import Remembered, context_of, frozen_blocks, remember, reuse, time_dependent
+from .incremental import Remembered, context_of, remember, reuse, time_dependent
 from .lorebook import ActivationResult, activate
 from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
@@ -68,6 +68,7 @@ from .shifting import (
 )
 from .shifting.explain import explain_blocks
 from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
+from .shifting.groups import frozen_blocks
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,

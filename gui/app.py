@@ -32,9 +32,11 @@ from engine.errors import LoomscopeError
 from engine.pipeline import default_registries
 from engine.pipeline import preview as engine_preview
 from engine.schema import ContextPreview, PreviewRequest
+from engine.storage import open_store
 
 from .context import AppContext
 from .document import ChatDocument
+from .errors import user_error
 from .gc_policy import CollectorPolicy
 from .main_window import MainWindow
 from .preview import PreviewController
@@ -234,8 +236,6 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
 
 def install_excepthook(window: MainWindow) -> None:
     """Show unexpected exceptions as ``INTERNAL_ERROR`` (details to the log) instead of losing them."""
-    from .errors import user_error
-
     previous = sys.excepthook
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
@@ -278,8 +278,6 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
     LoomscopeError
         ``STORAGE_ERROR`` when the library cannot be opened (the CLI prints it).
     """
-    from engine.storage import open_store
-
     quiet_qt_messages()
     if QApplication.instance() is None:
         problem = display_problem()

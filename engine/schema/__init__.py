@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from .blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
@@ -35,7 +36,6 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'engine.schema' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(module), name)
 

@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport, report_for_request
+from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
 from engine.lorebook_facts import entry_title
+from engine.lorebook_report import report_for_request
 from engine.schema import PreviewRequest
 
 from ..errors import worker_error

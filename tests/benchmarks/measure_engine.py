@@ -109,7 +109,7 @@ def exact_counter() -> Any:
     from langchain_core.messages import BaseMessage, convert_to_openai_messages
 
     from engine.tokenizers.accounting import count_messages_tokens
-    from engine.tokenizers.profiles import default_tokenizer_registry
+    from engine.tokenizers.defaults import default_tokenizer_registry
 
     profile = default_tokenizer_registry().get("o200k_base")
     cache: dict[Any, int] = {}
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     out["toggles"] = toggles
     if not args.no_trim:
         from engine.tokenizers.accounting import count_messages_tokens
-        from engine.tokenizers.profiles import default_tokenizer_registry
+        from engine.tokenizers.defaults import default_tokenizer_registry
 
         counts = count_messages_tokens(default_tokenizer_registry().get("o200k_base"), provider)
         out.update(measure_trim(chat, toggles, pv.budget - pv.overhead_tokens, counts))
