@@ -281,9 +281,11 @@ def tool_sequence_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
 _FROZEN: ContextVar[bool] = ContextVar("loomscope_blocks_frozen", default=False)
 
 #: Tool groups per exact list of block objects, and the latest per list length (for reuse
-#: across a toggle: same length, a few blocks replaced).
-_GROUPS = lru(16)
-_GROUPS_BY_LENGTH = lru(8)
+#: across a toggle: same length, a few blocks replaced). Each entry holds its blocks, so as few as
+#: the pipeline's remembered runs (engine.incremental, four): a chat switch must not keep 16
+#: chats' blocks alive (issue 29, found by the app's GC policy measurements).
+_GROUPS = lru(4)
+_GROUPS_BY_LENGTH = lru(4)
 _GROUPS_LOCK = threading.Lock()
 #: Changed blocks above which tool groups are recomputed rather than compared shape by shape.
 _REUSE_MAX_CHANGED = 256
