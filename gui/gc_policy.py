@@ -11,10 +11,10 @@ collector never walks, so later full collections only walk what was allocated si
 The policy, owned by the app and run on the main thread only (worker threads never touch it):
 
 * :meth:`CollectorPolicy.hold`, when a chat load starts (the window's ``open_chat``), pauses
-  automatic collection process-wide (:func:`gc.disable`) for the read and the first preview. The
-  objects frozen for the previous chat are unfrozen first; then, if collections are *due* (see
-  below), one full collection runs right there, while the old chat has been dropped by the
-  document and the views and the new one is not yet built.
+  automatic collection process-wide (:func:`gc.disable`) for the read and the first preview.
+  When a collection is *due* (see below), the frozen objects are unfrozen and one full
+  collection runs right there first, while the old chat has been dropped by the document and
+  the views and the new one is not yet built.
 * :meth:`CollectorPolicy.settle`, when that first preview has been applied, freezes what is alive
   (two list splices, no traversal) and turns automatic collection back on: no main-thread
   collection while the chat is in memory.
@@ -23,9 +23,9 @@ The policy, owned by the app and run on the main thread only (worker threads nev
 
 Cyclic garbage of replaced chats: an object frozen (or created while held) and later dropped is
 freed by reference counting unless it sits in a reference cycle; such cycles wait for a full
-collection over unfrozen objects. Between chats they are unfrozen again at each :meth:`hold`, and a
-full collection is due at a hold once :data:`COLLECT_EVERY_HOLDS` loads have passed since the last
-one (measured: ~180 cyclic objects per 5,000-message chat switch), so they stay bounded.
+collection over unfrozen objects. They stay frozen (settle adds the next chat to the frozen set)
+until a full collection is due at a hold, once :data:`COLLECT_EVERY_HOLDS` loads have passed since
+the last one (measured: ~180 cyclic objects per 5,000-message chat switch), so they stay bounded.
 Nothing else in the app, and nothing in the engine, touches the collector.
 
 The measurements (``/work/notes/issue-29-guitypes.md``, ``/work/notes/issue-29-gcfix.md``) are
