@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-postgres venv bytecode bench bench-extra lint clean
+.PHONY: run test test-long test-postgres venv bytecode bench bench-extra lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ run: $(STAMP)
 
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/python -m pytest
+
+# Long property runs (issue 29 item 7, run by .ci/run after `make test`): generated chats of 257-700
+# messages with batches of 1-300 changes, across the warm path's 64 / 256 limits, every strategy
+# (tests/engine/test_long_properties.py; LONG_EXAMPLES per strategy, about 2 s of CPU each).
+LONG_EXAMPLES ?= 20
+test-long: $(STAMP)
+	LOOMSCOPE_LONG_PROPERTIES=1 LOOMSCOPE_LONG_EXAMPLES=$(LONG_EXAMPLES) QT_QPA_PLATFORM=offscreen \
+		$(VENV)/bin/python -m pytest -p no:cacheprovider tests/engine/test_long_properties.py
 
 # The storage, API and generation tests against a throwaway PostgreSQL server (Debian's
 # `postgresql` package: initdb in a temp dir, free port on 127.0.0.1, stopped afterwards).

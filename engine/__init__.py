@@ -5,6 +5,8 @@ Public surface: schema models, tokenizer profiles, shifting, assembly and the pi
 
 from __future__ import annotations
 
+import importlib
+
 from .errors import ERROR_CODES, LoomscopeError, LoomscopeImportError
 from .schema import (
     Block,
@@ -17,9 +19,11 @@ from .schema import (
     Lorebook,
     LorebookEntry,
     Persona,
+    PreviewChanges,
     PreviewRequest,
     ShiftResult,
     WorldInfoSettings,
+    preview_changes,
 )
 from .schema.blocks import BlockOrigin
 
@@ -56,7 +60,6 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(module), name)
 
@@ -64,6 +67,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "ERROR_CODES", "LoomscopeError", "LoomscopeImportError",
     "Block", "BlockKind", "BlockOrigin", "Character", "Chat", "ChatMessage", "ContextPreview", "ContextSettings",
-    "Lorebook", "LorebookEntry", "Persona", "PreviewRequest", "ShiftResult",
-    "WorldInfoSettings", *_LAZY,
+    "Lorebook", "LorebookEntry", "Persona", "PreviewChanges", "PreviewRequest", "ShiftResult",
+    "WorldInfoSettings", "preview_changes", *_LAZY,
 ]

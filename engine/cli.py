@@ -16,10 +16,12 @@ Exit codes: 0 success; 2 bad input or usage (one line on stderr:
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from importlib.metadata import entry_points
 from typing import NoReturn, Protocol
 
 from .errors import LoomscopeError
@@ -78,8 +80,6 @@ def contributed_commands() -> dict[str, CommandModule]:
     One that fails to load is reported on stderr (one line) and left out: a broken extension
     must not take the engine's own commands down with it.
     """
-    from importlib.metadata import entry_points
-
     found: dict[str, CommandModule] = {}
     for ep in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
         try:
@@ -218,8 +218,6 @@ def console_main() -> NoReturn:
     """
     args = sys.argv[1:]
     if args and args[0] in NO_GC_COMMANDS and args[0] in FAST_EXIT_COMMANDS:
-        import gc
-
         gc.disable()
     code = main(args)
     if args and args[0] in FAST_EXIT_COMMANDS:

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from . import pipeline  # pipeline.prepare looked up per call (tests swap it for a Text Completion one)
+from .compaction.run import run_compaction
 from .errors import ProviderError
 from .providers import (
-    REPLY_LIMIT_PARAMS,
     ChatCompletionsClient,
     ProviderReply,
     TextCompletionsClient,
@@ -40,6 +41,7 @@ from .providers import (
     reply_limit_fields,
     resolve_api_key,
 )
+from .providers.config import ProviderConfig
 from .providers.openai_compat import check_api_key
 from .schema import ChatMessage, ContextPreview, ContextSettings, PreviewRequest, ProgressEvent
 from .schema.audit import PromptContextAudit
@@ -57,42 +59,6 @@ __all__ = ["GenerationResult", "ProviderConfig", "generate", "generate_and_store
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 ProgressCallback = Callable[[ProgressEvent], None]
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """Where and how to send the request.
-
-    ``model`` is the model name sent to the provider (empty → the chat settings' model);
-    ``api_key`` is never stored or logged (``repr`` hides it); ``timeout_s`` is the longest
-    silence tolerated from the provider, in seconds. The reply reserve is sent as
-    ``max_tokens`` or ``max_completion_tokens`` (``reply_limit_param``, default per model).
-
-    Raises
-    ------
-    ValueError
-        ``reply_limit_param`` is not one of ``max_tokens``, ``max_completion_tokens``, ``both``,
-        ``none``.
-    """
-
-    def __post_init__(self) -> None:
-        if self.reply_limit_param is not None and self.reply_limit_param not in REPLY_LIMIT_PARAMS:
-            raise ValueError(f"unknown reply limit field {self.reply_limit_param!r} "
-                             f"(expected one of {', '.join(REPLY_LIMIT_PARAMS)})")
-
-    base_url: str
-    model: str = ""
-    api_key: str | None = None
-    timeout_s: float = 60.0
-    stream: bool = True
-    extra_body: dict[str, Any] | None = None
-    #: Which field sends the reply reserve: ``max_tokens``, ``max_completion_tokens``, ``both`` or
-    #: ``none``; ``None`` = per model (``engine.providers.params``).
-    reply_limit_param: str | None = None
-
-    def __repr__(self) -> str:
-        return (f"ProviderConfig(base_url={public_endpoint(self.base_url, self.api_key)!r}, model={self.model!r}, "
-                f"api_key={'***' if self.api_key else None}, timeout_s={self.timeout_s}, stream={self.stream})")
 
 
 @dataclass(frozen=True)
@@ -171,7 +137,6 @@ def generate(
     if request.settings.strategy != COMPACT_STRATEGY:
         return _generate(request, provider, chat_id=chat_id, registries=registries, on_progress=on_progress,
                          cancel=cancel, on_audit_created=on_audit_created, generation_id=generation_id)
-    from .compaction.run import run_compaction
 
     try:
         outcome = run_compaction(request, provider, generation_id=generation_id, registries=registries,
@@ -236,10 +201,8 @@ def _generate(
         From :func:`engine.pipeline.prepare` for invalid settings (unknown strategy, reserve ≥
         limit) — before any audit exists, as no prompt could be built.
     """
-    from .pipeline import prepare  # lazy: the pipeline imports every engine package
-
     created_at = _now()
-    prepared = prepared if prepared is not None else prepare(request, registries=registries)
+    prepared = prepared if prepared is not None else pipeline.prepare(request, registries=registries)
     model = provider.model or request.settings.model
     reply_limit = _reply_limit(prepared.preview, model, provider)
     audit = _pending_audit(prepared, provider, model, chat_id=chat_id,

@@ -26,23 +26,21 @@ history fill (newest first within the budget) standing in for a strategy
 from __future__ import annotations
 
 import copy
-import gc
 import math
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from . import columnar
 from .assembly import AssemblyContext, MacroContext, assemble
 from .assembly.st_group import group_diagnostic, speaker_request
 from .assembly.st_result import run_sillytavern
 from .assembly.st_types import SillyTavernInputs
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
-from .incremental import finish_run, frozen_blocks, warm_run
+from .incremental import Remembered, context_of, remember, reuse, time_dependent
+from .lorebook import ActivationResult, activate
 from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
 from .resolve import (
@@ -56,13 +54,13 @@ from .resolve import (
     sillytavern_setup_diagnostics,
     speaker_names,
 )
-from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult, TruncatedBlock
+from .runstate import PreparedPrompt, RunState
+from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult
 from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import (
-    ToolGroups,
     check_shift_result,
     find_tool_groups,
     shift_context,
@@ -70,6 +68,7 @@ from .shifting import (
 )
 from .shifting.explain import explain_blocks
 from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
+from .shifting.groups import frozen_blocks
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
@@ -79,32 +78,8 @@ from .tokenizers import (
     count_tools_tokens,
     prompt_count,
 )
-from .tokenizers.templates.base import PromptCount
-
-if TYPE_CHECKING:
-    from .lorebook.models import ActivationResult
 
 _PREVIEW_BLOCKS = TypeAdapter(list[PreviewBlock])
-
-
-@dataclass(frozen=True)
-class PreparedPrompt:
-    """The outcome of steps 1–9.
-
-    ``messages`` are the final provider messages (OpenAI chat shape) and ``tools`` the tool
-    schemas to send; ``budget_ok`` is ``False`` exactly when ``preview.error`` is
-    ``TOKEN_BUDGET_EXCEEDED`` (then nothing may be sent).
-    """
-
-    preview: ContextPreview
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    profile: TokenizerProfile
-    budget_ok: bool
-    interceptor_diagnostics: list[str] = field(default_factory=list)
-    #: SillyTavern ``chat_metadata["timedWorldInfo"]`` after this activation (sticky/cooldown
-    #: started by it); ``None`` without lorebooks. Stored after a completed generation only.
-    timed_effects: dict[str, Any] | None = None
 
 
 def preview(request: PreviewRequest, *, registries: Registries | None = None) -> ContextPreview:
@@ -138,8 +113,6 @@ def _activate(request: PreviewRequest, plan: LorebookPlan, profile: TokenizerPro
               budget: int, names: SpeakerNames) -> ActivationResult | None:
     if not plan.order:
         return None
-    from .lorebook import activate
-
     return activate(
         plan.activated, request.chat.messages, request.settings.world_info,
         count_tokens=profile.count, context_limit=budget, user_name=names.user, char_name=names.char,
@@ -180,8 +153,6 @@ def activate_text(request: PreviewRequest, text: str, *,
     SettingsError
         ``UNKNOWN_TOKENIZER`` for a profile the registry lacks.
     """
-    from .lorebook.models import ActivationResult
-
     resolved = model_profile_and_limit(request.settings, tokenizers,
                                        sillytavern=request.sillytavern is not None)
     plan = lorebook_plan(request)
@@ -232,86 +203,18 @@ def _counter(profile: TokenizerProfile, tokens: dict[str, int]) -> Callable[[Blo
     return count
 
 
-def _incomplete_group_warnings(blocks: list[Block], groups: ToolGroups) -> list[str]:
-    """One warning per incomplete tool group (not hidden), naming its call ids and messages."""
-    out: list[str] = []
-    for gid, what in groups.incomplete.items():
-        members = [b for b, g in zip(blocks, groups.group_of) if g == gid]
-        if any(b.hidden for b in members):
-            continue  # the writer hid it: HIDDEN says why it is not sent
-        where = ", ".join(str(b.message_index) if b.message_index is not None else b.id for b in members)
-        out.append(f"incomplete tool calls ({'; '.join(what)}): messages {where} are not sent "
-                   "(TOOL_PAIR_INCOMPLETE; a provider rejects a call without its results)")
-    return out
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while one preview allocates its blocks.
-
-    A 10,000-message preview creates tens of thousands of objects next to a long-lived chat;
-    the collector's passes over them cost about a third of the preview's time, and nothing a
-    preview builds is cyclic garbage. What it builds is long-lived (the preview the caller
-    keeps, the run :mod:`engine.incremental` remembers for the next toggle), so when it is safe
-    the objects the preview allocated are handed to the oldest generation on the way out
-    (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, no traversal) instead of being
-    traversed by a young-generation pass on the next allocation and again by the middle one
-    (3-5 ms after every toggle at 10,000 messages, measured).
-
-    The hand-off is process-wide and CPython does not count what it moves towards its next full
-    collection, so it is made only when everything it moves is the preview's own: the collector
-    was on, nothing is frozen by the caller (the app keeps a frozen heap: ``unfreeze`` would
-    release it), and no other Python thread runs (its allocations would be moved too). On the
-    way in, the caller's young generations are then collected first (``gc.collect(1)``: cheap,
-    they are bounded by the collector's thresholds), so the caller's cyclic garbage is freed and
-    its survivors are promoted the usual, counted way. Otherwise the collector is simply turned
-    back on. With the collector disabled by the caller it stays disabled and nothing is moved.
-    Nests, also across threads: the first pause in finds the collector's state, the last one out
-    restores it (``loomscope preview`` pauses it around reading the chat as well,
-    :func:`engine.commands.preview.run`; previews on several threads overlap).
-    """
-    with _GC_PAUSE_LOCK:
-        if _gc_pause["depth"] == 0:
-            was_enabled = gc.isenabled()
-            hand_off = was_enabled and _sole_owner_of_young_objects()
-            if hand_off:
-                gc.collect(1)
-            gc.disable()
-            _gc_pause.update(was_enabled=was_enabled, hand_off=hand_off)
-        _gc_pause["depth"] += 1
-    try:
-        yield
-    finally:
-        with _GC_PAUSE_LOCK:
-            _gc_pause["depth"] -= 1
-            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
-                if _gc_pause["hand_off"] and _sole_owner_of_young_objects():
-                    gc.freeze()
-                    gc.unfreeze()
-                gc.enable()
-
-
-#: One pause for every thread (issue 25 item 5): the first preview in turns the collector off and
-#: the last one out restores it. Each thread reading ``gc.isenabled()`` on its own left it off for
-#: good when a thread read it while another's pause was on, and disabled it after that one ended.
-#: Re-entrant: a collection on the way in may run a finalizer that previews.
-_GC_PAUSE_LOCK = threading.RLock()
-_gc_pause: dict[str, Any] = {"depth": 0, "was_enabled": False, "hand_off": False}
-
-
-def _sole_owner_of_young_objects() -> bool:
-    """Whether moving every young object to the oldest generation moves only this thread's (see :func:`gc_paused`)."""
-    return not gc.get_freeze_count() and threading.active_count() == 1
-
-
 def prepare(request: PreviewRequest, *, registries: Registries | None = None) -> PreparedPrompt:
     """Run pipeline steps 1–9 for ``request`` (see :func:`_prepare`)."""
-    with gc_paused(), frozen_blocks():
+    with frozen_blocks():
         return _prepare(request, registries)
 
 
 def _prepare(request: PreviewRequest, registries: Registries | None) -> PreparedPrompt:
     """Run the ten SPEC §2 steps for ``request``, one named step function each.
+
+    The only path for a cold and a warm run alike: a warm run (a pin / exclude toggle or a plain
+    edit of a remembered run, :mod:`engine.incremental`) patches the remembered blocks in step 3
+    and recomputes in the later steps only what the changed blocks touch.
 
     Raises
     ------
@@ -323,16 +226,12 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     reg = registries or shared_registries()
     if request.sillytavern is not None:  # a chat from a SillyTavern folder: its Generate is the template
         return _prepare_sillytavern(request, reg)
-    warm = warm_run(request, reg)  # a pin / exclude toggle: answered from the remembered run
-    if warm is not None:
-        return warm
-    run = _Run(request, reg)
+    run = RunState(request, reg)
     _resolve_model(run)  # 1
     _reserve_reply(run)  # 2
     _assemble_blocks(run)  # 3
-    fast = _finish_incremental(run)  # 4-10 for the built-in truncate / manual, over per-block lists
-    if fast is not None:
-        return fast
+    if run.base is not None and not (run.flagged or run.edited):
+        return _prepared(run.base, fresh_messages=True)  # the same request again: the same (frozen) preview
     _count_tokens(run)  # 4
     _shift_context(run)  # 5
     _check_host(run)  # 6
@@ -342,69 +241,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     return _report(run)  # 10
 
 
-@dataclass
-class _Run:
-    """What one preview has worked out so far; each step of :func:`_prepare` fills its part.
-
-    Token figures are in tokens of ``profile``. ``status`` maps a block id to its fate
-    ``(status, reason)``; ``ordered`` is every block in prompt order (strategy- and
-    interceptor-made ones included), ``final_blocks`` the ones sent.
-    """
-
-    request: PreviewRequest
-    reg: Registries
-    warnings: list[str] = field(default_factory=list)
-    diagnostics: list[str] = field(default_factory=list)
-    # 1. model
-    profile: TokenizerProfile = field(init=False)
-    limit: int = field(init=False)
-    # 2. reply reserve
-    reserve: int = field(init=False)
-    budget: int = field(init=False)
-    tools: list[dict[str, Any]] = field(init=False)
-    priming: int = field(init=False)
-    # 3. assembly
-    plan: LorebookPlan = field(init=False)
-    activation: ActivationResult | None = field(init=False)
-    blocks: list[Block] = field(init=False)
-    pre_excluded: dict[str, str] = field(init=False)
-    # 4. counts
-    tokens: dict[str, int] = field(init=False)
-    shift_tokens: dict[str, int] = field(init=False)
-    count: Callable[[Block], int] = field(init=False)
-    approximate: bool = field(init=False)
-    safety: int = field(init=False)
-    shift_budget: int = field(init=False)
-    sendable: list[Block] = field(init=False)
-    # 5–6. strategy and host checks
-    groups: ToolGroups = field(init=False)
-    group_of: dict[str, str] = field(init=False)
-    result: ShiftResult | None = field(init=False)
-    strategy_problems: list[str] = field(init=False)
-    honor_manual: bool = field(init=False)
-    status: dict[str, tuple[str, str]] = field(init=False)
-    truncated: dict[str, TruncatedBlock] = field(init=False)
-    ordered: list[Block] = field(init=False)
-    final_blocks: list[Block] = field(init=False)
-    # 7. interceptors
-    interceptor_diags: list[str] = field(default_factory=list)
-    intercepted: bool = False
-    # 8. recount
-    messages: list[dict[str, Any]] = field(init=False)
-    send_tools: list[dict[str, Any]] = field(init=False)
-    final: PromptCount = field(init=False)
-    template_tokens: dict[str, int] = field(init=False)
-    # 9. budget
-    error: PreviewError | None = None
-
-    @property
-    def shift(self) -> ShiftResult:
-        """The strategy's result after the host checks (step 6 on)."""
-        assert self.result is not None
-        return self.result
-
-
-def _resolve_model(run: _Run) -> None:
+def _resolve_model(run: RunState) -> None:
     """Step 1: tokenizer profile and context limit (:func:`engine.resolve.model_profile_and_limit`).
 
     Also fails early on an unknown strategy (``UNKNOWN_STRATEGY``).
@@ -416,7 +253,7 @@ def _resolve_model(run: _Run) -> None:
     run.reg.strategies.get(settings.strategy)
 
 
-def _reserve_reply(run: _Run) -> None:
+def _reserve_reply(run: RunState) -> None:
     """Step 2: the reply reserve and the budget ``context limit − reserve``.
 
     Raises ``INVALID_SETTINGS`` when the reserve is not below the context limit.
@@ -430,9 +267,21 @@ def _reserve_reply(run: _Run) -> None:
     run.priming = REPLY_PRIMING_TOKENS  # tokens no block owns; a chat template's own figure after assembly
 
 
-def _assemble_blocks(run: _Run) -> None:
-    """Step 3: lorebook activation, then the blocks in prompt order through the stage registry."""
+def _assemble_blocks(run: RunState) -> None:
+    """Step 3: lorebook activation, then the blocks in prompt order through the stage registry.
+
+    A run on the column path that a remembered run can answer (:func:`engine.incremental.reuse`)
+    takes that run's blocks with the changed ones copied instead (:func:`_patch_blocks`).
+    """
     request, settings = run.request, run.request.settings
+    run.columnar = columnar.applies(run.reg, settings.strategy, run.profile)
+    if run.columnar:
+        run.context = context_of(request, run.reg)
+        found = reuse(request, _reuse_key(run), run.context)
+        if found is not None:
+            _patch_blocks(run, found.base.state, found.blocks, found.flagged, found.edited)
+            run.position_of = found.base.position_of
+            return
     names = speaker_names(request)
     run.plan = lorebook_plan(request)
     run.activation = _activate(request, run.plan, run.profile, run.budget, names)
@@ -444,6 +293,20 @@ def _assemble_blocks(run: _Run) -> None:
     run.blocks = assemble(ctx, run.reg.stages, settings.template)
     run.pre_excluded = ctx.pre_excluded
     run.warnings.extend(ctx.warnings)
+    run.assembled = (list(run.warnings), list(run.diagnostics))
+
+
+def _reuse_key(run: RunState) -> tuple[object, ...]:
+    """What must be the same objects for a run to start from a remembered one (registries, profile, strategy)."""
+    return id(run.reg), id(run.profile), run.reg.strategies.get(run.request.settings.strategy).fn
+
+
+def _patch_blocks(run: RunState, base: RunState, blocks: list[Block], flagged: list[int], edited: list[int]) -> None:
+    """Step 3 of a warm run: ``base``'s assembly with the changed blocks (``flagged``, ``edited``) copied."""
+    run.base, run.blocks, run.flagged, run.edited = base, blocks, flagged, edited
+    run.plan, run.activation, run.pre_excluded = base.plan, base.activation, base.pre_excluded
+    run.assembled = base.assembled
+    run.warnings, run.diagnostics = list(base.assembled[0]), list(base.assembled[1])
 
 
 def _prepare_sillytavern(request: PreviewRequest, reg: Registries) -> PreparedPrompt:
@@ -484,17 +347,6 @@ def _prepare_sillytavern(request: PreviewRequest, reg: Registries) -> PreparedPr
                           result.timed_effects)
 
 
-def _finish_incremental(run: _Run) -> PreparedPrompt | None:
-    """Steps 4-10 by :func:`engine.incremental.finish_run` (``None`` when it does not apply)."""
-    lorebook_trace, trace_by_source = _lorebook_trace(run)
-    return finish_run(run.request, run.reg, {
-        "settings": run.request.settings, "profile": run.profile, "limit": run.limit, "reserve": run.reserve,
-        "budget": run.budget, "warnings": list(run.warnings), "diagnostics": list(run.diagnostics),
-        "tools": run.tools, "lorebook_trace": lorebook_trace, "trace_by_source": trace_by_source,
-        "timed": dict(run.activation.timed_effects) if run.activation is not None else None,
-    }, run.blocks, run.pre_excluded)
-
-
 def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, str]:
     """The values of the card, persona and chat macros (``{{description}}``, ``{{lastMessage}}``, ...)."""
     card = request.character
@@ -520,8 +372,15 @@ def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, 
     return values
 
 
-def _count_tokens(run: _Run) -> None:
-    """Step 4: one batched count per block, the safety margin, and the budget the strategy gets."""
+def _count_tokens(run: RunState) -> None:
+    """Step 4: one batched count per block, the safety margin, and the budget the strategy gets.
+
+    On the column path the run's columns (:func:`engine.columnar.count_columns`: a warm run
+    counts only its edited texts).
+    """
+    if run.columnar:
+        columnar.count_columns(run)
+        return
     profile, blocks, budget = run.profile, run.blocks, run.budget
     tokens = _count_blocks(profile, blocks)
     # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
@@ -542,19 +401,20 @@ def _count_tokens(run: _Run) -> None:
     run.shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
 
 
-def _shift_context(run: _Run) -> None:
+def _shift_context(run: RunState) -> None:
     """Step 5: the selected strategy over the sendable blocks (its tool groups warned about first).
 
     A plugin strategy that raises does not break the pipeline: its error is kept for step 6.
+    On the column path the built-in strategy over the columns (:func:`engine.columnar.shift_sendable`).
     """
+    if run.columnar:
+        columnar.shift_sendable(run)
+        return
     request, settings, sendable = run.request, run.request.settings, run.sendable
     groups = find_tool_groups(sendable)
     run.groups = groups
     run.group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
-    run.warnings.extend(_incomplete_group_warnings(sendable, groups))
-    for cid in sorted(groups.reused_ids):
-        run.warnings.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
-                            "with the nearest earlier call carrying it")
+    run.warnings.extend(columnar.tool_group_warnings(sendable, groups))
     options = {**settings.strategy_options,
                **strategy_host_options(request, context_limit=run.limit, prompt_overhead=run.priming)}
     info = run.reg.strategies.get(settings.strategy)
@@ -573,14 +433,18 @@ def _shift_context(run: _Run) -> None:
     run.honor_manual = honours_exclusions(settings, run.reg.strategies)
 
 
-def _check_host(run: _Run) -> None:
+def _check_host(run: RunState) -> None:
     """Step 6: reject a result that breaks the host's rules and fall back to ``truncate``; record each block's fate.
 
     Rejected: a protected block or a manual exclusion not honoured, a split tool group
     (:func:`engine.shifting.check_shift_result`), more tokens left than the budget, or a strategy
     that raised. The fallback may drop more than the strategy meant to, never send what the
     writer removed: it honours manual exclusions and hidden messages whatever was selected.
+    On the column path (a built-in strategy, right by construction) each block's fate only.
     """
+    if run.columnar:
+        run.fates = columnar.record_fates(run)
+        return
     name, result, problems = run.request.settings.strategy, run.result, run.strategy_problems
     if result is not None:
         try:
@@ -599,7 +463,7 @@ def _check_host(run: _Run) -> None:
     _record_shift(run, result)
 
 
-def _shift_problems(run: _Run, result: ShiftResult) -> list[str]:
+def _shift_problems(run: RunState, result: ShiftResult) -> list[str]:
     """What breaks the host's rules in ``result`` (empty when it may be used)."""
     blocks, count, budget = run.sendable, run.count, run.shift_budget
     problems = check_shift_result(blocks, result, run.groups, honor_manual=run.honor_manual)
@@ -612,7 +476,7 @@ def _shift_problems(run: _Run, result: ShiftResult) -> list[str]:
     return problems
 
 
-def _record_shift(run: _Run, result: ShiftResult) -> None:
+def _record_shift(run: RunState, result: ShiftResult) -> None:
     """Each block's fate after the strategy; its summaries placed before their anchors."""
     status: dict[str, tuple[str, str]] = {bid: ("excluded", r) for bid, r in run.pre_excluded.items()}
     for e in result.excluded:
@@ -638,10 +502,10 @@ def _record_shift(run: _Run, result: ShiftResult) -> None:
     run.status, run.ordered, run.final_blocks = status, ordered, final_blocks
 
 
-def _intercept(run: _Run) -> None:
+def _intercept(run: RunState) -> None:
     """Step 7: plugin interceptors on the final provider messages (not after a budget error)."""
     reg, settings = run.reg, run.request.settings
-    if not reg.interceptors.names() or run.shift.error is not None:
+    if run.columnar or not reg.interceptors.names() or run.shift.error is not None:
         return
     ictx = InterceptorContext(settings.model, run.budget, run.profile.name, settings.strategy)
     final_blocks, added, removed = _apply_interceptors(reg, run.final_blocks, ictx, run.interceptor_diags)
@@ -655,12 +519,16 @@ def _intercept(run: _Run) -> None:
     run.diagnostics.extend(f"interceptor: {d}" for d in run.interceptor_diags)
 
 
-def _recount(run: _Run) -> None:
+def _recount(run: RunState) -> None:
     """Step 8: after interceptors a final shifting pass; then the independent recount of what is sent.
 
     A chat template can move a few tokens between neighbours when a block drops, so the
-    blocks are shifted again until the exact count fits.
+    blocks are shifted again until the exact count fits. On the column path the recount of the
+    kept blocks' texts through the per-text cache (:func:`engine.columnar.recount_columns`).
     """
+    if run.columnar:
+        columnar.recount_columns(run)
+        return
     status = run.status
     if run.intercepted:  # a plugin cannot add text late to slip past the limit
         final_pass = shift_context(run.final_blocks, run.count, run.shift_budget)
@@ -678,14 +546,14 @@ def _recount(run: _Run) -> None:
     _final_shares(run)
 
 
-def _count_final(run: _Run) -> None:
+def _count_final(run: RunState) -> None:
     """The provider messages and tools of ``final_blocks``, and their exact prompt count."""
     run.messages = _messages_of(run.final_blocks)
     run.send_tools = run.tools if any(b.kind == BlockKind.TOOLS for b in run.final_blocks) else []
     run.final = prompt_count(run.profile, run.messages, run.send_tools)
 
 
-def _fit_template(run: _Run) -> None:
+def _fit_template(run: RunState) -> None:
     """Shift again (at most 8 times) until a chat template's exact count fits the budget."""
     for _ in range(8):
         over = run.final.total - (run.budget - run.safety)
@@ -701,7 +569,7 @@ def _fit_template(run: _Run) -> None:
         _count_final(run)
 
 
-def _final_shares(run: _Run) -> None:
+def _final_shares(run: RunState) -> None:
     """Kept blocks show their exact share of the final prompt (and, with a template, its part of it)."""
     tokens, truncated, final = run.tokens, run.truncated, run.final
     template_tokens: dict[str, int] = {}
@@ -718,8 +586,11 @@ def _final_shares(run: _Run) -> None:
     run.template_tokens = template_tokens
 
 
-def _check_budget(run: _Run) -> None:
+def _check_budget(run: RunState) -> None:
     """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget."""
+    if run.columnar:
+        columnar.check_budget_columns(run)
+        return
     result, budget, safety = run.shift, run.budget - run.safety, run.safety
     if result.error:
         protected = result.protected_tokens + run.priming
@@ -735,12 +606,17 @@ def _check_budget(run: _Run) -> None:
         raise AssertionError(f"final prompt {run.final.total} tokens exceeds budget {budget}")
 
 
-def _report(run: _Run) -> PreparedPrompt:
+def _report(run: RunState) -> PreparedPrompt:
     """Step 10: every block with its status, stable reason, specific reason and fit window."""
     settings, profile = run.request.settings, run.profile
     lorebook_trace, trace_by_source = _lorebook_trace(run)
+    if run.columnar:
+        outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
+        run.preview = columnar.report_columns(run, lorebook_trace, trace_by_source, outcome)
+        _remember(run, bool(lorebook_trace))
+        return _prepared(run)
     prompt_tokens = run.final.total
-    pv = ContextPreview(
+    run.preview = ContextPreview(
         model=settings.model,
         tokenizer=TokenizerInfo(profile=profile.name, approximate=run.approximate, version=profile.version),
         context_limit=run.limit, reply_reserve=run.reserve, budget=run.budget, safety_margin=run.safety,
@@ -750,12 +626,31 @@ def _report(run: _Run) -> PreparedPrompt:
         tools=run.send_tools, diagnostics=run.diagnostics, strategy_info=dict(run.shift.info),
         fit_method="exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order",
     )
+    return _prepared(run)
+
+
+def _prepared(run: RunState, *, fresh_messages: bool = False) -> PreparedPrompt:
+    """The :class:`PreparedPrompt` of a finished run (``fresh_messages``: copies of its message dicts)."""
+    messages = list(map(dict.copy, run.messages)) if fresh_messages or run.columnar else run.messages
     timed = dict(run.activation.timed_effects) if run.activation is not None else None
-    return PreparedPrompt(pv, run.messages, run.send_tools, profile, run.error is None, run.interceptor_diags,
-                          timed)
+    return PreparedPrompt(run.preview, messages, list(run.send_tools), run.profile, run.error is None,
+                          run.interceptor_diags, timed)
 
 
-def _lorebook_trace(run: _Run) -> tuple[list[TraceRecord], dict[str, dict[str, Any]]]:
+def _remember(run: RunState, lorebooks: bool) -> None:
+    """Keep a column-path run for the next one (:func:`engine.incremental.remember`); no chain of runs."""
+    request = run.request
+    if run.base is None:
+        if time_dependent(request):
+            return
+        run.position_of = {b.message_index: i for i, b in enumerate(run.blocks)
+                           if b.message_index is not None and b.source.startswith("message:")}
+    run.base = None
+    remember(Remembered(_reuse_key(run), run.context, list(request.chat.messages), run.blocks, run.position_of,
+                        lorebooks, run))
+
+
+def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[str, Any]]]:
     """The preview's lorebook trace, and the records of the blocks' sources as dicts (block traces)."""
     trace_by_source: dict[str, dict[str, Any]] = {}
     if run.activation is None:
@@ -769,7 +664,7 @@ def _lorebook_trace(run: _Run) -> tuple[list[TraceRecord], dict[str, dict[str, A
     return lorebook_trace, trace_by_source
 
 
-def _preview_blocks(run: _Run, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
+def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
     """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
     settings, sendable, group_of = run.request.settings, run.sendable, run.group_of
     status, truncated, tokens = run.status, run.truncated, run.tokens

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .assembly import StageRegistry, register_builtin_stages
+from .compaction.strategy import register_compact_strategy
 from .plugins import InterceptorRegistry, load_entry_point_plugins
 from .shifting import ContextStrategyRegistry, register_builtin_strategies
 from .tokenizers import TokenizerRegistry, default_tokenizer_registry
@@ -45,6 +46,7 @@ def default_registries(*, load_plugins: bool = False) -> Registries:
     """
     strategies = ContextStrategyRegistry()
     register_builtin_strategies(strategies)
+    register_compact_strategy(strategies)
     stages = StageRegistry()
     register_builtin_stages(stages)
     regs = Registries(default_tokenizer_registry(), strategies, InterceptorRegistry(), stages)

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .errors import SettingsError
+from .lorebook.budget import compute_budget
 from .schema.lorebook import Lorebook
 from .schema.request import PreviewRequest
 from .schema.settings import ContextSettings
@@ -319,8 +320,6 @@ def lorebook_budget(settings: ContextSettings, context_limit: int) -> int:
     int
         Tokens, at least 1.
     """
-    from .lorebook.budget import compute_budget
-
     return compute_budget(settings.world_info, context_limit)
 
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import NotFoundError
+from .importers import export_chat_jsonl, export_world_json
+from .importers.card_export import export_card_png
 from .schema import Character
 from .schema.sillytavern import AuthorNote, SillyTavernSetup, TextCompletionSetup
 
@@ -105,8 +107,6 @@ class _Planner:
 
     def world(self, book_id: str) -> str:
         """The world name of lorebook ``book_id``, writing ``worlds/<name>.json`` the first time."""
-        from .importers import export_world_json
-
         if book_id in self.worlds:
             return self.worlds[book_id]
         book = self.store.lorebooks.get(book_id)
@@ -122,8 +122,6 @@ class _Planner:
         ``world`` (a world name, ``""`` for none, ``None`` to keep the card's) goes into
         ``data.extensions.world``.
         """
-        from .importers.card_export import export_card_png
-
         if character_id in self.cards:
             if world is not None and world != self.card_world.get(character_id):
                 self.warn(character_id, f"the card is exported once, with character lorebook "
@@ -193,8 +191,6 @@ def _chat_metadata(stored: Any, setup: SillyTavernSetup, chat_world: str | None,
 
 def _chat(p: _Planner, stored: Any) -> None:
     """Plan one chat and everything its prompt depends on."""
-    from .importers import export_chat_jsonl
-
     setup = stored.setup
     if setup is not None and setup.group is not None:  # issue 27 item 7: groups/ are not written
         p.warn(stored.id, f"a group chat ({setup.group.name!r}): exported as a 1-on-1 chat of its first member; "

@@ -29,13 +29,14 @@ from PySide6.QtGui import QUndoStack
 from PySide6.QtWidgets import QApplication
 
 from engine.errors import LoomscopeError
-from engine.incremental import warm_up
 from engine.pipeline import default_registries
 from engine.pipeline import preview as engine_preview
 from engine.schema import ContextPreview, PreviewRequest
+from engine.storage import open_store
 
 from .context import AppContext
 from .document import ChatDocument
+from .errors import user_error
 from .gc_policy import CollectorPolicy
 from .main_window import MainWindow
 from .preview import PreviewController
@@ -127,10 +128,8 @@ def build_context(store: Store | None, *, settings: QSettings | None = None, reg
 
     ``compute`` defaults to ``engine.pipeline.preview`` with ``registries`` (fresh
     ``default_registries()`` when not given). ``settings`` defaults to the user's QSettings;
-    tests pass an INI file in a temp dir. What the engine's warm previews need is imported here,
-    at start-up (:func:`engine.incremental.warm_up`), not on the writer's first click.
+    tests pass an INI file in a temp dir.
     """
-    warm_up()
     registries = registries if registries is not None else default_registries(load_plugins=True)
     if compute is None:
         def compute(request: PreviewRequest) -> ContextPreview:
@@ -237,8 +236,6 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
 
 def install_excepthook(window: MainWindow) -> None:
     """Show unexpected exceptions as ``INTERNAL_ERROR`` (details to the log) instead of losing them."""
-    from .errors import user_error
-
     previous = sys.excepthook
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
@@ -281,8 +278,6 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
     LoomscopeError
         ``STORAGE_ERROR`` when the library cannot be opened (the CLI prints it).
     """
-    from engine.storage import open_store
-
     quiet_qt_messages()
     if QApplication.instance() is None:
         problem = display_problem()

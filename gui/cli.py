@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from engine.errors import SettingsError
+
 from .tabs import TAB_NAMES
 
 #: ``loomscope`` with no arguments runs this command.
@@ -42,8 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     size = None
     if args.size:
-        from engine.errors import SettingsError
-
         parts = args.size.lower().replace("×", "x").split("x")
         if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) \
                 or not all(200 <= int(p) <= 10000 for p in parts):

@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from engine.assembly.st_group import with_speaker
+from engine.compaction.options import CHAT_KEY
+from engine.compaction.state import CompactionState
 from engine.errors import LoomscopeError
 from engine.schema import ChatMessage, ContextSettings, LorebookEntry, PreviewRequest
 from engine.schema.audit import PromptContextAudit
 from engine.schema.sillytavern import GroupSetup
 
 if TYPE_CHECKING:
-    from engine.compaction.state import CompactionState, CompactionSummary
+    from engine.compaction.state import CompactionSummary
     from engine.storage import Store
 
 
@@ -297,13 +299,9 @@ class ChatDocument(QObject):
     # -- compaction summary ----------------------------------------------------------------
     def compaction_summary(self) -> CompactionSummary | None:
         """The chat's active compaction summary (``CompactionSummary``) or ``None``."""
-        from engine.compaction.state import CompactionState
-
         return None if self.request is None else CompactionState.of_chat(self.request.chat).summary
 
     def _set_compaction(self, state: CompactionState) -> None:
-        from engine.compaction.options import CHAT_KEY
-
         self._replace_chat(**{CHAT_KEY: state.dump()})
         self.messages_changed.emit()
         self.request_changed.emit()
@@ -311,8 +309,6 @@ class ChatDocument(QObject):
     def remove_compaction_summary(self) -> CompactionSummary | None:
         """Remove the active compaction summary (saved first); its messages are sent verbatim
         again. Returns the removed summary (``None`` when there was none)."""
-        from engine.compaction.state import CompactionState
-
         if self.request is None:
             return None
         state = CompactionState.of_chat(self.request.chat)
@@ -327,8 +323,6 @@ class ChatDocument(QObject):
 
     def restore_compaction_summary(self, summary: CompactionSummary) -> None:
         """Make ``summary`` the active compaction summary again (saved first)."""
-        from engine.compaction.state import CompactionState
-
         if self.request is None:
             return
         if (saved := self._saved_to()) is not None:
@@ -340,8 +334,6 @@ class ChatDocument(QObject):
 
     def reset_compaction_failures(self) -> None:
         """Clear the compaction failure count (saved first), so auto-compaction runs again."""
-        from engine.compaction.state import CompactionState
-
         if self.request is None:
             return
         if (saved := self._saved_to()) is not None:

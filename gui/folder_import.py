@@ -14,6 +14,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEventLoop, QObject, QRunnable, QThreadPool, Signal
 
+from engine.st_sync import sync_st_folder
 from engine.storage import FolderImportReport, Store
 
 from .errors import UserError, worker_error
@@ -35,8 +36,6 @@ class _FolderImportJob(QRunnable):
         self._on_conflict = on_conflict
 
     def run(self) -> None:  # worker thread
-        from engine.st_sync import sync_st_folder
-
         report: FolderImportReport | None = None
         error: UserError | None = None
         try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
+from engine.generation import generate_and_store
 from engine.schema import PreviewRequest
 
 from .errors import UserError, worker_error
@@ -40,8 +41,6 @@ class _GenerateJob(QRunnable):
         self._relay = relay
 
     def run(self) -> None:  # worker thread
-        from engine.generation import generate_and_store
-
         store, request, provider, chat_id, registries = self._args
         try:
             result = generate_and_store(store, chat_id, provider, request=request, registries=registries,

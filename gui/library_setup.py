@@ -15,9 +15,11 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QMenu, QMessageBox, QProgressDialog
 
+from engine.commands.exporting import plan_export, write_export
 from engine.errors import LoomscopeError, StorageError
 from engine.importers.warning_groups import group_warnings
 from engine.lorebook import running_timers
+from engine.st_sync import last_synced_folder, note_export
 
 from .errors import UserError, message_for, user_error
 from .file_dialogs import ask_directory
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from engine.schema import ContextPreview, LorebookEntry, Persona
     from engine.storage import FolderImportReport, ImportRef, Store
 
-    from .main_window import MainWindow
+    from .window_parts import SetupWindow
 
 KIND_WORDS = {"character": "Character", "lorebook": "Lorebook", "persona": "Persona", "chat": "Chat"}
 
@@ -51,7 +53,8 @@ def export_exists_text(exc: LoomscopeError) -> str:
 
 
 class LibrarySetup(QObject):
-    """The library panels, setup editor and entry editor of one :class:`~gui.main_window.MainWindow`.
+    """The library panels, setup editor and entry editor of one :class:`~gui.main_window.MainWindow`
+    (seen as a :class:`~gui.window_parts.SetupWindow`).
 
     Attributes: ``tabs`` (:class:`LibraryTabs`), ``setup_panel`` (:class:`PromptSetupPanel`,
     inspector tab "Setup"), ``entry_editor`` (:class:`EntryEditor`, the Lorebook tab's "All
@@ -59,8 +62,9 @@ class LibrarySetup(QObject):
     ``ask_directory`` may be replaced in tests.
     """
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: SetupWindow) -> None:
+        owner = window.window()  # the window itself: the Qt parent of the panels and actions
+        super().__init__(owner)
         self.window = window
         self.ctx = window.ctx
         self.last_report: FolderImportReport | None = None
@@ -76,19 +80,19 @@ class LibrarySetup(QObject):
         window.library.show()
         window.splitter.setSizes(sizes)
         window.splitter.setCollapsible(0, False)
-        self.setup_panel = PromptSetupPanel(window)
+        self.setup_panel = PromptSetupPanel(owner)
         window.inspector_tabs.addTab(self.setup_panel, "Setup")
-        self.entry_editor = EntryEditor(window)
+        self.entry_editor = EntryEditor(owner)
         window.lorebook_tab.bottom_tabs.addTab(self.entry_editor, "All fields")
 
-        self.open_folder_action = QAction("Open SillyTavern &folder…", window)
+        self.open_folder_action = QAction("Open SillyTavern &folder…", owner)
         self.open_folder_action.setShortcut("Ctrl+Shift+O")
         self.open_folder_action.triggered.connect(self._on_open_folder)
-        self.reload_folder_action = QAction("&Reload SillyTavern folder", window)
+        self.reload_folder_action = QAction("&Reload SillyTavern folder", owner)
         self.reload_folder_action.setShortcut("Ctrl+Shift+R")
         self.reload_folder_action.setStatusTip("Bring in what changed in the SillyTavern folder imported last")
         self.reload_folder_action.triggered.connect(lambda: self.reload_folder())
-        self.export_action = QAction("&Export chat…", window)
+        self.export_action = QAction("&Export chat…", owner)
         self.export_action.setShortcut("Ctrl+E")
         self.export_action.triggered.connect(lambda: self.export([self.ctx.document.chat_id or ""]))
         file_menu = window.menuBar().actions()[0].menu()
@@ -373,8 +377,6 @@ class LibrarySetup(QObject):
 
         Conflicts (changed in the folder and edited here) are asked about: keep mine, use the folder's, or later.
         """
-        from engine.st_sync import last_synced_folder
-
         if self.store is None:
             return None
         folder = folder or last_synced_folder(self.store)
@@ -396,7 +398,7 @@ class LibrarySetup(QObject):
         box = QMessageBox(QMessageBox.Icon.Question, "Changed in both places",
                           f"{len(conflicts)} item(s) changed in the SillyTavern folder and were edited here since the "
                           "last import. Your edits are kept until you choose.", QMessageBox.StandardButton.NoButton,
-                          self.window)
+                          self.window.window())
         box.setInformativeText(names)
         mine = box.addButton("Keep my edits", QMessageBox.ButtonRole.AcceptRole)
         theirs = box.addButton("Use the folder's version", QMessageBox.ButtonRole.DestructiveRole)
@@ -410,7 +412,7 @@ class LibrarySetup(QObject):
         unchanged / skipped. Returns the ``FolderImportReport`` (``None`` on error: nothing imported)."""
         if self.store is None:
             return None
-        progress = QProgressDialog("Reading the SillyTavern folder…", "", 0, 0, self.window)
+        progress = QProgressDialog("Reading the SillyTavern folder…", "", 0, 0, self.window.window())
         progress.setWindowTitle("Import")
         progress.setCancelButton(None)
         progress.setWindowModality(Qt.WindowModality.WindowModal)
@@ -437,7 +439,7 @@ class LibrarySetup(QObject):
         self.ctx.document.reload()
         text = self.report_text(report)
         box = QMessageBox(QMessageBox.Icon.Information, "Import finished", text.split("\n", 1)[0],
-                          QMessageBox.StandardButton.Ok, self.window)
+                          QMessageBox.StandardButton.Ok, self.window.window())
         box.setInformativeText(text.split("\n", 1)[1] if "\n" in text else "")
         box.setObjectName("importSummary")
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -507,9 +509,6 @@ class LibrarySetup(QObject):
         ids = [i for i in ids if i]
         if self.store is None or not ids:
             return []
-        from engine.commands.exporting import plan_export, write_export
-        from engine.st_sync import note_export
-
         folder = folder or self.ask_directory("Export into folder")
         if not folder:
             return []
@@ -539,8 +538,8 @@ class LibrarySetup(QObject):
 
     # ================================================================ dialogs
     def _ask_text(self, title: str, label: str, default: str) -> str | None:
-        text, ok = QInputDialog.getText(self.window, title, label, text=default)
+        text, ok = QInputDialog.getText(self.window.window(), title, label, text=default)
         return text if ok else None
 
     def _ask_directory(self, title: str) -> str | None:
-        return ask_directory(self.window, title)
+        return ask_directory(self.window.window(), title)

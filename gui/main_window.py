@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.resolve import speaker_names
-from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock, PreviewRows
+from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock
 from engine.schema.audit import PromptContextAudit
 
 from .actions import build_actions
@@ -623,16 +623,11 @@ class MainWindow(QMainWindow):
     def _derive_maker(self) -> Callable[[ContextPreview], PreviewDelta | None] | None:
         """The worker's work on each new preview (:meth:`PreviewController.set_derive`), captured now.
 
-        The changed rows (:meth:`BlocksTableModel.delta_maker`). A warm preview builds its rows
-        when read; while the Audit tab holds an audit it compares every row with it on the UI
-        thread, so then every row is built here on the worker first.
+        The changed rows (:meth:`BlocksTableModel.delta_maker`).
         """
         diff = self.blocks_panel.model.delta_maker()
-        every_row = self.audit is not None
 
         def derive(preview: ContextPreview) -> PreviewDelta | None:
-            if every_row and isinstance(preview.blocks, PreviewRows):
-                preview.blocks.rows()
             return diff(preview) if diff is not None else None
 
         return derive

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, FastAPI, Request
@@ -46,6 +47,7 @@ from starlette.responses import Response
 
 from ..assembly.st_group import with_speaker
 from ..errors import LoomscopeError, NotFoundError, SettingsError
+from ..pipeline import preview as run_preview
 from ..schema import ContextPreview, ContextSettings, PreviewRequest
 from ..schema.audit import PromptContextAudit
 from ..storage import ChatSummary, Store
@@ -54,6 +56,7 @@ from .errors import (
     error_response,
     json_path,
     loomscope_error_response,
+    status_for,
     validation_error_response,
 )
 from .limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyGuard
@@ -106,8 +109,6 @@ def _host_name(header: str | None) -> str | None:
 
 def _version() -> str:
     """The installed distribution's version (``"0"`` when running from an uninstalled tree)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("loomscope")
     except PackageNotFoundError:  # pragma: no cover
@@ -312,8 +313,6 @@ def _library_routes(store: Store) -> APIRouter:
 
 def _preview_routes(store: Store, registries: Registries | None) -> APIRouter:
     """``POST /context-preview``."""
-    from ..pipeline import preview as run_preview
-
     router = APIRouter()
 
     @router.post(f"{API_PREFIX}/context-preview", response_model=ContextPreview, responses=_ERRORS_BODY,
@@ -343,8 +342,6 @@ def _with_json_place(exc: LoomscopeError) -> LoomscopeError:
     the setting their code is about, ``$.settings.<field>`` from a settings field or CLI flag
     they name, or ``$`` (the whole body).
     """
-    from .errors import status_for
-
     if status_for(exc.code) != 422 or (exc.place or "").startswith("$"):
         return exc
     where = _PLACE_OF_CODE.get(exc.code)

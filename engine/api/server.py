@@ -18,6 +18,7 @@ import uvicorn
 from ..errors import LoomscopeError
 from ..storage import Store
 from .app import LOOPBACK_HOSTS, create_app
+from .limits import DEFAULT_MAX_BODY_BYTES
 
 if TYPE_CHECKING:
     from ..registries import Registries
@@ -150,7 +151,6 @@ def make_server(
     """
     check_host(host, allow_remote=allow_remote)
     allowed = None if allow_remote else (*LOOPBACK_HOSTS, host.strip("[]"))
-    from .limits import DEFAULT_MAX_BODY_BYTES
 
     app = create_app(store, registries=registries, allowed_hosts=allowed,
                      max_body_bytes=DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes)

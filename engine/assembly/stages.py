@@ -26,6 +26,7 @@ from ..schema.blocks import Block, BlockKind, BlockOrigin
 from ..schema.lorebook import InsertionPosition
 from ..schema.messages import ChatMessage
 from ..schema.request import DEFAULT_SYSTEM_PROMPT, PreviewRequest
+from ..shifting.groups import find_tool_groups
 from .macros import MacroContext, expand_macros
 
 _ROLE_BY_NUMBER = {0: "system", 1: "user", 2: "assistant"}
@@ -404,8 +405,6 @@ def _gather_tool_batches(ctx: AssemblyContext, blocks: list[Block]) -> tuple[lis
         The blocks in send order, and for every position strictly inside a batch (a result of
         a call; inserting before it would split the batch) the position of the batch's call.
     """
-    from ..shifting.groups import find_tool_groups  # shifting imports nothing from assembly
-
     msg_pos = [i for i, b in enumerate(blocks) if b.message is not None and b.message_index is not None]
     if not any(b.kind in (BlockKind.TOOL_CALL, BlockKind.TOOL_RESULT) for b in blocks):
         return blocks, {}

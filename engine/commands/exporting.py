@@ -33,6 +33,8 @@ from typing import Any
 
 from ..errors import LoomscopeError
 from ..st_export import merge_settings, plan_st_export, safe_name
+from ..st_sync import note_export
+from ..terminal import markup_safe as escape
 from ..terminal import visible
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
@@ -198,8 +200,6 @@ def write_export(items: list[dict[str, Any]], to: str | Path, *, force: bool = F
 
 def run(args: argparse.Namespace) -> int:
     """Export the ids and print ``[{"kind", "id", "name", "file"}]``."""
-    from ..st_sync import note_export
-
     warnings: list[dict[str, str]] = []
     with open_library(args) as store:
         items = plan_export(store, args.ids, warnings)
@@ -214,8 +214,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
-
-    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
 
     table = Table(title=f"exported {len(rows)} item(s)")
     for col in ("kind", "id", "name", "file"):

@@ -20,6 +20,8 @@ like Ctrl+C, the typed message is kept and the audit closes ``cancelled``); 2 ba
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import signal
 import sys
@@ -30,6 +32,7 @@ from urllib.parse import urlparse
 
 from ..cli import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_CANCELLED, EXIT_OK, EXIT_PROVIDER
 from ..errors import ProviderError, SettingsError
+from ..schema import ContextSettings
 from ..terminal import visible, visible_text
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
@@ -45,8 +48,6 @@ EXIT_TERMINATED = 128 + signal.SIGTERM
 
 def _seconds(text: str) -> float:
     """``--timeout``: a finite number of seconds above 0 (argparse type)."""
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -88,8 +89,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _param(text: str) -> tuple[str, object]:
     """``--param NAME=VALUE``: the field name and its value (JSON when it parses, else the text)."""
-    import json
-
     name, sep, raw = text.partition("=")
     name = name.strip()
     if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
@@ -102,8 +101,6 @@ def _param(text: str) -> tuple[str, object]:
 
 
 def _settings(stored, args: argparse.Namespace):
-    from ..schema import ContextSettings
-
     data = stored.model_dump(mode="json")
     if args.model:
         data["model"] = args.model
@@ -143,6 +140,7 @@ def compaction_line(record: dict) -> str:
 
 def _api_key(args: argparse.Namespace, base_url: str) -> str | None:
     """The key for ``base_url``; raises ``NO_API_KEY`` for OpenAI itself without one, ``INVALID_API_KEY`` (exit 2)."""
+    # the provider client (httpx) loads only when a generation runs, not when the CLI parser is built
     from ..generation import DEFAULT_BASE_URL, resolve_api_key
     from ..providers.openai_compat import check_api_key
 
@@ -205,7 +203,7 @@ def _run_cancellable(work: Callable[[threading.Event], GenerationResult]) -> tup
 
 def run(args: argparse.Namespace) -> int:
     """Generate, store, print the reply (or the failure) and return the exit code."""
-    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store
+    from ..generation import DEFAULT_BASE_URL, ProviderConfig, generate_and_store  # see _api_key
 
     fmt = output_format(args)
     live = fmt == "table" and sys.stdout.isatty()

@@ -29,6 +29,7 @@ message is printed once, with the number of files it concerns (``10,000 chats: â
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -36,7 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SettingsError
+from ..importers.warning_groups import group_warnings
+from ..st_sync import sync_st_folder
 from ..terminal import markup_safe, visible
+from ._tables import console as make_console
+from ._tables import is_narrow, key_column, table, text_column
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 #: Exit code of a folder import that imported what it could read but found a sub-folder it could not list.
@@ -78,8 +83,6 @@ def terminal_progress() -> tuple[ProgressCallback | None, AbstractContextManager
     The callback has :meth:`engine.storage.Store.imports.files`' ``on_progress`` shape
     ``(stage, file, done, total)``.
     """
-    import contextlib
-
     if not sys.stderr.isatty():
         return None, contextlib.nullcontext()
     from rich.console import Console
@@ -141,9 +144,6 @@ def run(args: argparse.Namespace) -> int:
         print_json([r.model_dump(mode="json", exclude={"key"}) for r in refs])
         return 0
 
-    from ._tables import console as make_console
-    from ._tables import is_narrow, key_column, table, text_column
-
     console = make_console()
     counts = ", ".join(f"{sum(r.status == st for r in refs)} {st}" for st in ("added", "changed", "unchanged"))
     t = table(f"imported {len(refs)} item(s): {counts}", narrow=is_narrow(console))
@@ -165,8 +165,6 @@ def folder_progress() -> tuple[Callable[[int, int], None] | None, Callable[[int,
     ``on_read(files read, files)`` has :func:`~engine.importers.st_folder.read_st_folder`'s ``on_progress`` shape,
     ``on_store(items stored, items)`` :meth:`~engine.storage.Store.imports.st_folder`'s.
     """
-    import contextlib
-
     if not sys.stderr.isatty():
         return None, None, contextlib.nullcontext()
     from rich.console import Console
@@ -188,9 +186,6 @@ def folder_progress() -> tuple[Callable[[int, int], None] | None, Callable[[int,
 
 
 def _run_folder(args: argparse.Namespace, folder: str) -> int:
-    from ..importers.warning_groups import group_warnings
-    from ..st_sync import sync_st_folder
-
     warnings: list[tuple[str, str]] = []
     on_read, on_store, display = folder_progress()
     with display, open_library(args) as store:

@@ -12,6 +12,9 @@ import argparse
 import json
 import sys
 
+from ..cli import EXIT_BAD_INPUT, report_error
+from ..errors import LoomscopeError
+from ..importers import inspect_file
 from ..terminal import visible
 
 
@@ -56,10 +59,6 @@ def format_table(report: object) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..cli import EXIT_BAD_INPUT, report_error
-    from ..errors import LoomscopeError
-    from ..importers import inspect_file
-
     reports = []
     status = 0
     for f in args.files:

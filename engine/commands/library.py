@@ -11,10 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
 from ..terminal import markup_safe, visible
+from ._tables import console as make_console
+from ._tables import is_narrow, key_column, table, text_column
+
+if TYPE_CHECKING:
+    from ..storage import Store
 
 
 def add_db_argument(p: argparse.ArgumentParser) -> None:
@@ -35,8 +40,13 @@ def output_format(args: argparse.Namespace) -> str:
     return args.format or ("table" if sys.stdout.isatty() else "json")
 
 
-def open_library(args: argparse.Namespace):
-    """Open the library named by ``args.db`` (``None`` → env or embedded default)."""
+def open_library(args: argparse.Namespace) -> Store:
+    """Open the library named by ``args.db`` (``None`` → env or embedded default).
+
+    The one place the command line loads :mod:`engine.storage` (SQLAlchemy and Alembic, about a third of
+    a second): ``loomscope preview --chat FILE`` and the other file commands never pay for it
+    (tests/test_import_graph.py lists this import in ``LAZY_FOR_START_UP``).
+    """
     from ..storage import open_store
 
     return open_store(args.db)
@@ -74,9 +84,6 @@ def run_chats(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([c.model_dump(mode="json") for c in chats])
         return 0
-
-    from ._tables import console as make_console
-    from ._tables import is_narrow, key_column, table, text_column
 
     console = make_console()
     narrow = is_narrow(console)

@@ -11,7 +11,16 @@ import argparse
 import sys
 
 from ..errors import SettingsError
+from ..importers import load_lorebook_or_card_book
+from ..lorebook.activation import compute_budget
+from ..lorebook.lint import lint_lorebook
+from ..lorebook.models import LintReport
+from ..schema.settings import WorldInfoSettings
+from ..terminal import markup_safe
+from ..tokenizers import default_tokenizer_registry, lookup_model
 from ._json import write_model_json
+from ._tables import console as make_console
+from ._tables import is_narrow, key_column, table, text_column
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,14 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the lint and print the report; returns the exit code."""
-    from ..lorebook.lint import lint_lorebook
-    from ..lorebook.models import LintReport
-    from ..schema.settings import WorldInfoSettings
-    from ..tokenizers import default_tokenizer_registry
-
     if args.context_limit is None:
-        from ..tokenizers import lookup_model
-
         args.context_limit = lookup_model(args.model).context_limit  # preview's default too
     if args.context_limit <= 0:
         raise SettingsError("INVALID_SETTINGS", "--context-limit must be a positive number of tokens",
@@ -62,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     book = _read_book(args.file)
     settings = WorldInfoSettings(budget_percent=args.budget_percent, budget_cap=args.budget_cap,
                                  match_whole_words=not args.no_whole_words)
-    from ..lorebook.activation import compute_budget
 
     findings = lint_lorebook(book, context_limit=args.context_limit, count_tokens=profile.count,
                              settings=settings, constant_share_percent=args.constant_share)
@@ -80,8 +81,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_book(path: str):  # -> Lorebook
     """A lorebook file, or the book embedded in a character card (PNG or JSON)."""
-    from ..importers import load_lorebook_or_card_book
-
     return load_lorebook_or_card_book(path)
 
 def entry_label(finding: object) -> str:
@@ -100,11 +99,6 @@ def entry_label(finding: object) -> str:
 
 
 def _print_table(report: object) -> None:
-    from ..lorebook.models import LintReport
-    from ..terminal import markup_safe
-    from ._tables import console as make_console
-    from ._tables import is_narrow, key_column, table, text_column
-
     assert isinstance(report, LintReport)
     console = make_console()
     t = table(f"{markup_safe(report.book)}: {report.entries} entries, budget {report.budget} tokens",

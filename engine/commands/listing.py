@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..storage import Usage
 from ..terminal import markup_safe
+from ._tables import console as make_console
+from ._tables import is_narrow, key_column, table, text_column
 from .library import add_db_argument, add_format_argument, open_library, output_format, print_json
 
 Kind = Literal["character", "lorebook", "persona"]
@@ -66,8 +68,6 @@ def run(args: argparse.Namespace) -> int:
     if output_format(args) == "json":
         print_json([e.model_dump(mode="json") for e in entries])
         return 0
-    from ._tables import console as make_console
-    from ._tables import is_narrow, key_column, table, text_column
 
     console = make_console()
     t = table(f"{len(entries)} {args.command}", narrow=is_narrow(console))

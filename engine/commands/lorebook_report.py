@@ -15,7 +15,16 @@ import sys
 from pydantic import ValidationError
 
 from ..errors import SettingsError
+from ..importers import load_character, load_chat, load_lorebook_or_card_book
+from ..lorebook.report import NEVER_FIRED_REASONS, report_csv
+from ..lorebook_facts import entry_title
+from ..lorebook_report import report_for_request
+from ..schema import ContextSettings, PreviewRequest
+from ..terminal import markup_safe as escape
 from ._json import write_model_json
+from ._tables import console as make_console
+from ._tables import fits, is_narrow, key_column, shrink_to_fit, table, text_column
+from .library import open_library
 
 _SPARK = " ▁▂▃▄▅▆▇█"
 
@@ -56,14 +65,9 @@ def build_request(args: argparse.Namespace):  # -> PreviewRequest
         ``IMPORT_*`` naming an unreadable file, ``CHAT_NOT_FOUND``, ``INVALID_SETTINGS`` naming
         the flag.
     """
-    from ..importers import load_character, load_chat, load_lorebook_or_card_book
-    from ..schema import ContextSettings, PreviewRequest
-
     extra_books = [load_lorebook_or_card_book(path) for path in args.lorebook]
     card = load_character(args.card) if args.card else None
     if args.chat_id:
-        from .library import open_library
-
         with open_library(args) as store:
             request = store.chats.build_request(args.chat_id)
         update: dict[str, object] = {"lorebooks": [*request.lorebooks, *extra_books]}
@@ -105,11 +109,6 @@ def sparkline(values: list[int], width: int = 60) -> str:
 
 def _entries_table(report, narrow: bool):  # (LorebookReport, bool) -> rich Table
     """The entries table; ``narrow`` puts first–last turn and the key or never-fired reason in one column each."""
-    from ..lorebook.report import NEVER_FIRED_REASONS
-    from ..lorebook_facts import entry_title
-    from ..terminal import markup_safe as escape
-    from ._tables import key_column, table, text_column
-
     n = len(report.turns)
     t = table(escape(f"lorebook report · {report.messages} messages · {n} turns · budget "
                      f"{report.budget} tokens · rules {report.rules}"), narrow=narrow)
@@ -143,10 +142,6 @@ def render_table(report) -> None:  # report: LorebookReport
     Numbers never wrap; the title, book, keys and the never-fired reason wrap inside their
     cells at any width from 80 columns up (:func:`._tables.shrink_to_fit`).
     """
-    from ..terminal import markup_safe as escape  # control characters made visible, markup escaped
-    from ._tables import console as make_console
-    from ._tables import fits, is_narrow, shrink_to_fit
-
     console = make_console()
     n = len(report.turns)
     t = _entries_table(report, is_narrow(console))
@@ -165,8 +160,6 @@ def render_table(report) -> None:  # report: LorebookReport
 
 def run(args: argparse.Namespace) -> int:
     """Run ``loomscope lorebook-report``; returns the exit code."""
-    from ..lorebook.report import report_csv, report_for_request
-
     request = build_request(args)
     report = report_for_request(request)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")

@@ -19,10 +19,16 @@ from pydantic import ValidationError
 from ..assembly.st_group import with_speaker
 from ..assembly.textcompletion import text_completion_title
 from ..errors import SettingsError
+from ..importers import load_character, load_chat, load_lorebook_or_card_book
+from ..lorebook_facts import block_source_label
+from ..pipeline import preview
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
 from ..schema.preview import PreviewBlock
 from ..terminal import markup_safe, visible
 from ._json import write_model_json
+from ._tables import console as make_console
+from ._tables import fits, is_narrow, key_column, shrink_to_fit, table, text_column
+from .library import open_library
 
 #: Settings fields → the flag that sets them, for error messages.
 _FLAG_OF_FIELD = {"budget_percent": "--lorebook-budget", "scan_depth": "--scan-depth"}
@@ -76,8 +82,6 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
         ``IMPORT_*`` for unreadable or unsupported files (naming the file),
         ``INVALID_SETTINGS`` for bad numbers.
     """
-    from ..importers import load_character, load_chat
-
     if getattr(args, "chat_id", None):
         return _library_request(args)
     if getattr(args, "speaker", None) is not None:
@@ -86,8 +90,6 @@ def build_request(args: argparse.Namespace) -> PreviewRequest:
     card: Character | None = load_character(args.card) if args.card else None
     books: list[Lorebook] = []
     if args.lorebook:
-        from ..importers import load_lorebook_or_card_book
-
         books = [load_lorebook_or_card_book(p) for p in args.lorebook]
     settings = _settings_with_flags(ContextSettings(), args)
     persona = Persona(name=chat.user_name or "User", description=args.persona) if args.persona else None
@@ -135,12 +137,9 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
     setup; ``--chat`` cannot be combined with ``--chat-id``. Raises ``CHAT_NOT_FOUND`` (exit 2),
     ``INVALID_SETTINGS``, ``STORAGE_ERROR``.
     """
-    from ..importers import load_character, load_lorebook_or_card_book
-    from ..storage import open_store
-
     if args.chat:
         raise SettingsError("INVALID_SETTINGS", "give --chat FILE or --chat-id ID, not both", file="--chat-id")
-    with open_store(args.db) as store:
+    with open_library(args) as store:
         request = store.chats.build_request(args.chat_id)
     update: dict[str, object] = {"settings": _settings_with_flags(request.settings, args)}
     if args.card:
@@ -200,9 +199,6 @@ def render_table(pv: ContextPreview) -> None:
     reason (``reason_detail``) and text shrink and wrap inside their cells. Under 100 columns
     the role column is left out (the kind says it for messages) and the text is shortened.
     """
-    from ._tables import console as make_console
-    from ._tables import fits, is_narrow, shrink_to_fit
-
     console = make_console()
     # the wide layout (role and source columns) only where rich measures that it fits: its minimum
     # width depends on the rows (reason codes, marks), so a fixed column threshold crops the border
@@ -225,8 +221,6 @@ _STATUS_COLORS = {"kept": "green", "excluded": "red", "truncated": "yellow"}
 
 def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
     """One row per block; ``narrow`` leaves out the role and source columns and shortens the text."""
-    from ._tables import key_column, table, text_column
-
     title = text_completion_title(pv) or (f"{pv.model} · {pv.tokenizer.profile}"
                                            f"{' (approximate)' if pv.tokenizer.approximate else ''} · "
                                            f"strategy {pv.strategy}")
@@ -261,7 +255,6 @@ def _source_cell(b: PreviewBlock, pv: ContextPreview) -> str:
     """The source, lorebook entries by title with the uid a detail (``engine.lorebook_facts``)."""
     if b.trace is None or (b.kind != "lorebook" and "parts" not in b.trace):
         return b.source
-    from ..lorebook_facts import block_source_label
 
     return block_source_label(b.model_copy(update={"name": None}), pv)
 
@@ -326,20 +319,15 @@ def default_reserve_hint(args: argparse.Namespace, request: PreviewRequest, pv: 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``loomscope preview``; returns the exit code (0, 2 or 3)."""
-    from ..pipeline import gc_paused, preview
-
-    # reading a 10,000-message chat builds ~100,000 objects, none of them cyclic garbage: the
-    # collector's passes over them are a quarter of the reading time
-    with gc_paused():
-        request = build_request(args)
-        try:
-            pv = preview(request)
-        except SettingsError as exc:
-            flag = {"UNKNOWN_STRATEGY": "--strategy", "UNKNOWN_TOKENIZER": "--tokenizer",
-                    "INVALID_SETTINGS": "--reply-reserve"}.get(exc.code)
-            if exc.file is None and flag:
-                exc.file = flag
-            raise
+    request = build_request(args)
+    try:
+        pv = preview(request)
+    except SettingsError as exc:
+        flag = {"UNKNOWN_STRATEGY": "--strategy", "UNKNOWN_TOKENIZER": "--tokenizer",
+                "INVALID_SETTINGS": "--reply-reserve"}.get(exc.code)
+        if exc.file is None and flag:
+            exc.file = flag
+        raise
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         write_model_json(pv)

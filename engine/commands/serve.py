@@ -14,6 +14,7 @@ A port in use → ``ADDRESS_UNAVAILABLE`` (exit 2).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from .library import add_db_argument, open_library
@@ -26,8 +27,6 @@ DEFAULT_PORT = 8765
 
 def _mib(text: str) -> float:
     """``--max-body-mib``: a finite number of MiB above 0 (argparse type)."""
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -57,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted; returns 0 (errors are raised as ``LoomscopeError``)."""
+    # the API (FastAPI, uvicorn) loads only when the server runs: building the CLI parser (`loomscope
+    # --help`, and `loomscope` launching the app) imports every command module (LAZY_FOR_START_UP)
     from ..api.app import API_PREFIX
     from ..api.docs import DOCS_PATH
     from ..api.server import check_host, is_loopback, make_server

@@ -35,16 +35,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import pipeline  # pipeline.prepare looked up per call, as engine.generation does
+from ..providers.config import ProviderConfig
 from ..schema.messages import ChatMessage
 from ..schema.progress import ProgressEvent
 from ..schema.request import PreviewRequest
+from ..tokenizers import count_messages_tokens, default_tokenizer_registry, lookup_model
 from .options import CHAT_KEY, MAX_FAILURES, CompactionOptions
 from .state import CompactionState, CompactionSummary, covers_label, make_summary
-from .strategy import JUST_COMPACTED
+from .strategy import JUST_COMPACTED, summary_block
 from .summarizer import Summarizer, SummaryOutcome, provider_summarizer, summarize_history
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..generation import ProviderConfig
     from ..pipeline import PreparedPrompt
     from ..registries import Registries
     from ..tokenizers import TokenizerProfile
@@ -118,9 +120,7 @@ def run_compaction(
     SettingsError
         Invalid settings or compaction options (from the pipeline).
     """
-    from ..pipeline import prepare
-
-    prepared = prepare(request, registries=registries)
+    prepared = pipeline.prepare(request, registries=registries)
     info = prepared.preview.strategy_info
     if "fire" not in info:  # the strategy was rejected, or is not compact
         return CompactionOutcome(request, None, {"status": "not_run"}, prepared)
@@ -170,8 +170,6 @@ class _Asked:
 def _ask_summary(run: _CompactionRun, provider: ProviderConfig, summarizer: Summarizer | None,
                  cancel: threading.Event | None) -> _Asked:
     """Summarize the plan's candidates (retrying, cut to the summarizer's context) and report progress."""
-    from ..tokenizers import default_tokenizer_registry, lookup_model
-
     request, info = run.request, run.info
     opts = CompactionOptions.from_options(request.settings.strategy_options)
     model = opts.summary_model or provider.model or request.settings.model
@@ -247,10 +245,8 @@ class _CompactionRun:
 
     def _prepare(self, state: CompactionState, *, just_compacted: bool = False) -> tuple[PreviewRequest,
                                                                                           PreparedPrompt]:
-        from ..pipeline import prepare
-
         req = with_state(self.request, state, just_compacted=just_compacted)
-        return req, prepare(req, registries=self.registries)
+        return req, pipeline.prepare(req, registries=self.registries)
 
     def fall_back(self, why: str, error_code: str | None, *, stall: bool = False) -> CompactionOutcome:
         """Truncation instead of a summary: one more failure in a row (a stall remembered), re-prepared."""
@@ -325,9 +321,6 @@ def done_text(record: dict[str, Any], summary: CompactionSummary, replaced: int,
 
 def _count_block(profile: TokenizerProfile, summary: CompactionSummary) -> int:
     """Tokens the summary's prompt block costs (header and chat-format overhead included)."""
-    from ..tokenizers import count_messages_tokens
-    from .strategy import summary_block
-
     block = summary_block(summary)
     assert block.message is not None  # a summary block always carries its message
     return int(count_messages_tokens(profile, [block.message.to_provider()])[0])

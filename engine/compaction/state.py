@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -150,8 +151,6 @@ def make_summary(text: str, covered: dict[int, ChatMessage], *, previous: Compac
 
     When ``previous`` is given, the new summary also stands for everything it stood for (its fingerprints carried over).
     """
-    import uuid
-
     fingerprints = dict(previous.fingerprints) if previous is not None else {}
     fingerprints.update({str(i): message_fingerprint(m) for i, m in covered.items()})
     indices = sorted({*(previous.covered if previous is not None else []), *covered})

@@ -38,6 +38,7 @@ from ..schema.blocks import Block, BlockKind, ExcludedBlock, ShiftResult, Trunca
 from ..schema.messages import ChatMessage
 from ..shifting.core import shift_context
 from ..shifting.groups import find_tool_groups
+from ..shifting.registry import ContextStrategyRegistry
 from .options import HOST_KEY, MAX_FAILURES, CompactionOptions, thresholds
 from .state import CompactionState, CompactionSummary, covers_label, message_fingerprint
 
@@ -263,3 +264,10 @@ def _with_summary_block(result: ShiftResult, blocks: Sequence[Block], folded: se
         "added": [sblock], "added_before": {SUMMARY_BLOCK_ID: anchor},
         "kept_reasons": kept_reasons, "info": info,
     })
+
+
+def register_compact_strategy(registry: ContextStrategyRegistry) -> Callable[[], None]:
+    """Register the ``compact`` strategy (after the shifting built-ins); returns its cleanup callable."""
+    return registry.register("compact", compact_strategy,
+                             "near the context limit, an LLM summary of old history replaces it at generation "
+                             "(previews reuse a stored summary or show truncation)", honors_manual=True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ProviderError
+from ..providers import ChatCompletionsClient, reply_limit_fields
 from ..schema.messages import ChatMessage
 from ..shifting.artifacts import Artifact, find_artifacts, missing_artifacts
 from .state import CompactionSummary
@@ -418,8 +419,6 @@ def provider_summarizer(base_url: str, api_key: str | None, model: str, *, cap: 
     The reply is limited to ``cap`` tokens as ``max_tokens``, or ``max_completion_tokens`` for the models that reject
     ``max_tokens`` (``engine.providers.params``).
     """
-    from ..providers import ChatCompletionsClient, reply_limit_fields
-
     client = ChatCompletionsClient(base_url, api_key, timeout_s=timeout_s)
     limit = reply_limit_fields(model, cap) or {"max_tokens": cap}
 

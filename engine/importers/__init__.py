@@ -19,30 +19,30 @@ Limits: files over 64 MiB, lorebooks over 100,000 entries and chats over 100,000
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from ._io import MAX_ENTRIES, MAX_FILE_BYTES, MAX_JSON_DEPTH, MAX_MESSAGES
+from .books import load_lorebook_or_card_book
 from .cards import load_character, load_character_with_info, parse_card_data
 from .chats import export_chat_jsonl, load_chat, load_chats, load_chats_with_info, parse_chat_text, write_chat_jsonl
 from .dates import parse_send_date
 from .lorebooks import export_world_json, load_lorebook, load_lorebook_with_info, parse_lorebook_data, write_world_json
 
 if TYPE_CHECKING:
-    from .detect import ImportedItem, InspectReport, chat_counts, inspect_file, load_any, load_lorebook_or_card_book
+    from .detect import ImportedItem, InspectReport, chat_counts, inspect_file, load_any
 
-#: Format detection (:mod:`.detect`, with its two report models) loads on first use: ``loomscope
-#: preview --chat FILE`` never needs it.
-_LAZY = frozenset(("ImportedItem", "InspectReport", "chat_counts", "inspect_file", "load_any",
-                   "load_lorebook_or_card_book"))
+#: Format detection (:mod:`.detect`, with its two report models) loads on first use, by name: ``loomscope
+#: preview --chat FILE`` never needs it (tests/engine/commands/test_preview_cli.py checks).
+_LAZY = frozenset(("ImportedItem", "InspectReport", "chat_counts", "inspect_file", "load_any"))
 
 
 def __getattr__(name: str) -> object:
     """Resolve the names of :mod:`.detect` listed in ``_LAZY`` on first use."""
     if name not in _LAZY:
         raise AttributeError(f"module 'engine.importers' has no attribute {name!r}")
-    from . import detect
+    return getattr(importlib.import_module(".detect", __name__), name)
 
-    return getattr(detect, name)
 
 __all__ = [
                     "MAX_ENTRIES",

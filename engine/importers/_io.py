@@ -270,8 +270,6 @@ def parse_json_document(text: str, file: str | None, expected: str) -> Any:
     A JSONL file (several objects, one per line: a chat) gets ``IMPORT_UNSUPPORTED_FORMAT``
     ("a JSONL chat, not a <expected>") instead of a confusing "Extra data" JSON error.
     """
-    from ..errors import LoomscopeImportError
-
     try:
         return parse_json(text, file)
     except LoomscopeImportError as exc:

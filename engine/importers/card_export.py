@@ -19,6 +19,7 @@ from typing import Any
 
 from ..schema import Character, Lorebook
 from .cards import PNG_SIGNATURE, V1_FIELDS, V2_STRING_FIELDS, card_json_from_png, parse_card_data
+from .lorebooks import export_world_entry
 
 #: Size of the plain image written for a card that has none (SillyTavern's avatar aspect).
 DEFAULT_IMAGE_SIZE = (400, 600)
@@ -26,8 +27,6 @@ DEFAULT_IMAGE_SIZE = (400, 600)
 
 def _book_to_v2(book: Lorebook) -> dict[str, Any]:
     """A :class:`Lorebook` as a V2 ``character_book`` (``convertWorldInfoToCharacterBook``)."""
-    from .lorebooks import export_world_entry
-
     entries = []
     for e in book.entries:
         w = export_world_entry(e)

@@ -22,13 +22,16 @@ import binascii
 import io
 import re
 import struct
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
 
 from ..schema import Character
+from . import _io  # _io.MAX_FILE_BYTES read per call (a caller may lower the limit)
 from ._fields import FieldReader
-from ._io import decode_utf8, parse_json, parse_json_document, read_bytes
+from ._guard import guarded
+from ._io import decode_utf8, fail, parse_json, parse_json_document, read_bytes
 from .lorebooks import parse_character_book
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -155,8 +158,6 @@ def read_png_text_chunk_list(data: bytes, file: str) -> list[PngText]:
     """
     import png  # pypng
 
-    from ._io import MAX_FILE_BYTES, fail
-
     out: list[PngText] = []
     reader = png.Reader(bytes=data)
     index = 0
@@ -165,7 +166,7 @@ def read_png_text_chunk_list(data: bytes, file: str) -> list[PngText]:
             if index == 0 and ctype != b"IHDR":
                 fail("IMPORT_INVALID_PNG", "corrupt PNG (the first chunk is not IHDR)", file, "chunk 0")
             if ctype in (b"tEXt", b"zTXt", b"iTXt"):
-                out.append(_decode_text_chunk(ctype.decode("ascii"), body, file, index, MAX_FILE_BYTES))
+                out.append(_decode_text_chunk(ctype.decode("ascii"), body, file, index, _io.MAX_FILE_BYTES))
     except png.ChunkError as exc:
         fail("IMPORT_INVALID_PNG", f"truncated or corrupt PNG ({exc})", file, f"chunk {index}")
     except png.FormatError as exc:
@@ -176,8 +177,6 @@ def read_png_text_chunk_list(data: bytes, file: str) -> list[PngText]:
 
 
 def _inflate(body: bytes, file: str, where: str, limit: int) -> bytes:
-    from ._io import fail
-
     inflater = zlib.decompressobj()
     try:
         text = inflater.decompress(body, limit + 1)
@@ -190,8 +189,6 @@ def _inflate(body: bytes, file: str, where: str, limit: int) -> bytes:
 
 def _decode_text_chunk(ctype: str, body: bytes, file: str, index: int, limit: int) -> PngText:
     """``(type, keyword, text)`` of one text chunk (PNG spec §11.3.4)."""
-    from ._io import fail
-
     where = f"chunk {index}"
     keyword_bytes, sep, rest = body.partition(b"\0")
     if not sep or not 1 <= len(keyword_bytes) <= 79:
@@ -246,8 +243,6 @@ def card_json_from_png(data: bytes, file: str, reader: FieldReader | None = None
     ``IMPORT_INVALID_UTF8``, ``IMPORT_INVALID_JSON`` (place ``chunk <kw>, line L, column C``) and
     the PNG errors of :func:`read_png_text_chunk_list`.
     """
-    from ._io import fail
-
     chunks = read_png_text_chunk_list(data, file)
     chosen = _pick_card_chunk(chunks, reader)
     if chosen is None:
@@ -286,21 +281,17 @@ def card_json_from_charx(data: bytes, file: str, reader: FieldReader | None = No
     (``card.json`` over the file size limit, checked on the declared and the read size) and the
     UTF-8/JSON errors (place ``card.json, line L, column C``).
     """
-    import zipfile
-
-    from ._io import MAX_FILE_BYTES, fail
-
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = zf.namelist()
             if "card.json" not in names:
                 fail("IMPORT_INVALID_CARD", ".charx archive without card.json", file)
             info = zf.getinfo("card.json")
-            if info.file_size > MAX_FILE_BYTES:
+            if info.file_size > _io.MAX_FILE_BYTES:
                 fail("IMPORT_TOO_LARGE", f"card.json is {info.file_size:,} bytes", file, "card.json")
             with zf.open(info) as fh:
-                payload = fh.read(MAX_FILE_BYTES + 1)
-            if len(payload) > MAX_FILE_BYTES:
+                payload = fh.read(_io.MAX_FILE_BYTES + 1)
+            if len(payload) > _io.MAX_FILE_BYTES:
                 fail("IMPORT_TOO_LARGE", "card.json is over the size limit", file, "card.json")
             assets = [n for n in names if n.startswith("assets/") and not n.endswith("/")]
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError,
@@ -313,8 +304,6 @@ def card_json_from_charx(data: bytes, file: str, reader: FieldReader | None = No
 
 def load_character_with_info(path: str | Path) -> tuple[Character, str, list[str]]:
     """Like :func:`load_character` but also returns ``(spec, warnings)``."""
-    from ._io import fail
-
     name, raw = read_bytes(path)
     r = FieldReader(name)
     if raw.startswith(PNG_SIGNATURE):
@@ -355,6 +344,4 @@ def load_character(path: str | Path) -> Character:
         ``IMPORT_WRONG_TYPE``, ``IMPORT_INVALID_LOREBOOK``, ``IMPORT_UNSUPPORTED_SPEC``,
         ``IMPORT_UNSUPPORTED_FORMAT``. Nothing else.
     """
-    from ._guard import guarded
-
     return guarded(path, lambda: load_character_with_info(path)[0])

@@ -33,14 +33,18 @@ Shapes read (FORMATS.md b5; SOURCES.md):
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import LoomscopeImportError
 from ..schema import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction
 from ..schema._construct import construct
 from ..schema.messages import TOOL_RESULT_ID_KEYS
+from . import _io
 from ._fields import FieldReader
-from ._io import MAX_MESSAGES, atomic_write_text, decode_utf8, iter_lines, parse_json, read_bytes, reject_binary
+from ._guard import guarded
+from ._io import MAX_MESSAGES, atomic_write_text, decode_utf8, fail, iter_lines, parse_json, read_bytes, reject_binary
 
 ROLES = ("system", "user", "assistant", "tool", "function", "developer")
 ST_HEADER_KEYS = ("user_name", "character_name", "chat_metadata")
@@ -513,8 +517,6 @@ def _looks_like_jsonl(text: str) -> bool:
 def parse_chat_text(text: str, file: str, *, title: str, suffix: str = "",
                     reader: FieldReader | None = None) -> tuple[list[Chat], str]:
     """Read chat text of any supported shape (JSONL or one JSON document)."""
-    from ..errors import LoomscopeImportError
-
     r = reader or FieldReader(file)
     if suffix.lower() == ".jsonl":
         return _bounded(parse_st_jsonl(text, file, title=title, reader=r), file)
@@ -537,8 +539,6 @@ def check_message_sizes(chats: list[Chat], file: str | None) -> None:
 
     Raises ``IMPORT_TOO_LARGE`` with place ``message I`` (or ``transcript K, message I``).
     """
-    from . import _io
-
     limit = _io.MAX_MESSAGE_CHARS
     for k, chat in enumerate(chats):
         for i, m in enumerate(chat.messages):
@@ -565,8 +565,6 @@ def load_chats(path: str | Path) -> list[Chat]:
 
     One for most shapes, one per transcript for tau-bench results and ToolBench answers.
     """
-    from ._guard import guarded
-
     return guarded(path, lambda: load_chats_with_info(path)[0])
 
 
@@ -597,8 +595,6 @@ def load_chat(path: str | Path, index: int = 0) -> Chat:
         column), ``IMPORT_TOO_DEEP``, ``IMPORT_WRONG_TYPE`` (JSON path), ``IMPORT_INVALID_CHAT``
         (unknown role, index out of range), ``IMPORT_UNSUPPORTED_FORMAT``. Nothing else.
     """
-    from ._guard import guarded
-    from ._io import fail
 
     def run() -> Chat:
         chats, _shape, _w = load_chats_with_info(path)
@@ -693,8 +689,6 @@ def st_timestamp(when: Any) -> str:
 
     ``when`` is a :class:`datetime.datetime` (``None``: now).
     """
-    from datetime import UTC, datetime
-
     d = when if isinstance(when, datetime) else datetime.now(UTC)
     months = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
               "October", "November", "December")
@@ -704,8 +698,6 @@ def st_timestamp(when: Any) -> str:
 
 def _js_date(d: Any) -> str:
     """A time as ``JSON.stringify(new Date())`` writes it: ``2024-06-19T14:20:03.123Z``."""
-    from datetime import UTC
-
     d = d.astimezone(UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
 

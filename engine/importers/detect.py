@@ -13,7 +13,7 @@ from ._fields import FieldReader
 from ._guard import guarded
 from ._io import decode_utf8, fail, parse_json, read_bytes
 from .cards import PNG_SIGNATURE, card_json_from_charx, card_json_from_png, parse_card_data
-from .chats import _looks_like_jsonl, chat_shape, parse_chat_document, parse_st_jsonl
+from .chats import _looks_like_jsonl, chat_shape, check_message_sizes, parse_chat_document, parse_st_jsonl
 from .lorebooks import lorebook_shape, parse_lorebook_data
 
 Kind = Literal["character", "lorebook", "chat"]
@@ -101,7 +101,6 @@ def _load_any(path: str | Path) -> ImportedItem:
         chats, shape = parse_st_jsonl(text, name, title=p.stem, reader=r)
         return ImportedItem(kind="chat", value=chats[0], spec=shape, warnings=r.warnings,
                             chats=chats)
-    from ..errors import LoomscopeImportError
 
     try:
         data = parse_json(text, name)
@@ -133,8 +132,6 @@ def load_any(path: str | Path) -> ImportedItem:
 def _sized(item: ImportedItem, file: str) -> ImportedItem:
     """Chats with a message over the size limit are refused (``IMPORT_TOO_LARGE``, issue 15)."""
     if item.kind == "chat":
-        from .chats import check_message_sizes
-
         chats = item.chats or ([item.value] if isinstance(item.value, Chat) else [])
         check_message_sizes(chats, file)
     return item
@@ -236,35 +233,3 @@ def inspect_file(path: str | Path) -> InspectReport:
         base["character_name"] = v.character_name
         base.update(chat_counts(chats))
     return InspectReport(**base)
-
-
-def load_lorebook_or_card_book(path: str | Path) -> Lorebook:
-    """A lorebook file, or the book embedded in a character card (PNG or JSON).
-
-    What ``--lorebook`` and ``lint-lorebook`` accept: SillyTavern world JSON, V2/V3 lorebooks,
-    NovelAI lorebooks, or a card whose ``character_book`` is used (named after the card when
-    the book has no name).
-
-    Raises
-    ------
-    LoomscopeImportError
-        The lorebook loader's error; ``IMPORT_INVALID_LOREBOOK`` for a card without an embedded
-        book; ``IMPORT_UNSUPPORTED_FORMAT`` when the file is neither.
-    """
-    from .cards import load_character
-    from .lorebooks import load_lorebook
-
-    try:
-        return load_lorebook(path)
-    except LoomscopeImportError as exc:
-        if exc.code != "IMPORT_UNSUPPORTED_FORMAT":
-            raise
-        try:
-            card = load_character(path)
-        except LoomscopeImportError:
-            raise exc from None
-    if card.character_book is None or not card.character_book.entries:
-        raise LoomscopeImportError("IMPORT_INVALID_LOREBOOK", "the character card has no embedded lorebook",
-                                   file=str(path)) from None
-    book = card.character_book
-    return book if book.name else book.model_copy(update={"name": f"{card.name or 'card'} (card)"})

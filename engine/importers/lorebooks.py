@@ -18,11 +18,13 @@ Sources of the mapping (FORMATS.md b1, b4, b6):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from ..schema import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from ._fields import FieldReader
+from ._guard import guarded
 from ._io import MAX_ENTRIES, atomic_write_text, decode_utf8, parse_json_document, read_bytes, reject_binary
 
 #: SillyTavern world entry key → (LorebookEntry field, reader kind, default).
@@ -446,8 +448,6 @@ def load_lorebook(path: str | Path) -> Lorebook:
         ``IMPORT_TOO_DEEP``, ``IMPORT_WRONG_TYPE``, ``IMPORT_INVALID_LOREBOOK``,
         ``IMPORT_UNSUPPORTED_SPEC``, ``IMPORT_UNSUPPORTED_FORMAT``. Nothing else.
     """
-    from ._guard import guarded
-
     return guarded(path, lambda: load_lorebook_with_info(path)[0])
 
 
@@ -521,6 +521,4 @@ def export_world_json(book: Lorebook) -> dict[str, Any]:
 
 def write_world_json(book: Lorebook, path: str | Path) -> None:
     """Write :func:`export_world_json` to ``path`` atomically (temp file + ``os.replace``)."""
-    import json
-
     atomic_write_text(path, json.dumps(export_world_json(book), ensure_ascii=False, indent=4) + "\n")

@@ -64,6 +64,10 @@ from ..schema.sillytavern import (
     default_prompts,
 )
 from ._guard import guarded
+from ._io import SECRETS_FILE, decode_utf8, link_target, parse_json_document, read_bytes
+from .cards import load_character_with_info
+from .chats import load_chats_with_info
+from .lorebooks import load_lorebook_with_info
 from .st_extras import extend_setup, with_entry_hashes
 from .st_groups import NO_HEADER, chat_metadata, group_chat_ids, group_member, group_setup, read_group_file
 from .st_presets import PRESET_FOLDERS, read_text_completion
@@ -189,8 +193,6 @@ def resolve_user_folder(path: str | Path, st_user: str | None = None) -> tuple[P
 
 
 def _read_json_file(path: Path, expected: str) -> Any:
-    from ._io import decode_utf8, parse_json_document, read_bytes
-
     name, raw = read_bytes(path)
     return parse_json_document(decode_utf8(raw, name), name, expected)
 
@@ -380,8 +382,6 @@ class _Walk:
 
     def blocked(self, path: Path, rel: str) -> bool:
         """Whether ``path`` may not be followed (a link out, or to ``secrets.json``); such a path is listed as skipped."""
-        from ._io import SECRETS_FILE, link_target
-
         target = link_target(path)
         if target is None:
             return False
@@ -493,7 +493,6 @@ def st_folder_files(folder: Path, boundary: Path) -> tuple[dict[str, Path], list
         out.update((f"chats/{d.name}/{p.name}", p) for p in walk.entries(f"chats/{d.name}", suffix=".jsonl"))
     for top, suffix in (("groups", ".json"), ("group chats", ".jsonl")):  # issue 27 item 7
         out.update((f"{top}/{p.name}", p) for p in walk.entries(top, suffix=suffix))
-    from ._io import SECRETS_FILE
 
     return ({rel: p for rel, p in out.items() if p.name.lower() != SECRETS_FILE and not library_files.is_library_file(p)},
             plan.unreadable)
@@ -664,8 +663,6 @@ class _FolderReader:
 
     def read_worlds(self) -> dict[str, str]:
         """Every ``worlds/*.json`` as a lorebook item; returns world name -> key."""
-        from .lorebooks import load_lorebook_with_info
-
         worlds: dict[str, str] = {}
         for p in self.walk.entries("worlds", suffix=".json"):
             rel = f"worlds/{p.name}"
@@ -688,8 +685,6 @@ class _FolderReader:
 
     def read_cards(self) -> dict[str, FolderItem]:
         """Every ``characters/*.png`` as a character item; returns avatar stem -> item."""
-        from .cards import load_character_with_info
-
         cards: dict[str, FolderItem] = {}
         chat_dirs = {r.split("/")[1] for r in self.only or () if r.startswith("chats/")}
         for p in self.walk.entries("characters", suffix=".png"):
@@ -733,8 +728,6 @@ class _FolderReader:
 
     def _load_chat(self, p: Path, rel: str) -> tuple[Chat, list[str]] | None:
         """The first chat of ``p`` and its warnings; ``None`` when skipped."""
-        from .chats import load_chats_with_info
-
         got = self.attempt(rel, partial(load_chats_with_info, p))
         if got is None:
             return None
@@ -854,8 +847,6 @@ class _FolderReader:
     def _group_members(self, raw: dict[str, Any], cards: dict[str, FolderItem],
                        grel: str) -> tuple[list[GroupMember], list[str]]:
         """The group's members in list order and the warnings on missing cards."""
-        from .cards import load_character_with_info
-
         members: list[GroupMember] = []
         notes: list[str] = []
         listed_cards = {p.name: p for p in self.walk.entries("characters", suffix=".png")}

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from ..errors import LoomscopeImportError
 from ..schema.sillytavern import ContextTemplate, InstructTemplate, SystemPromptPreset, TextCompletionSetup
+from ._io import read_bytes
 
 #: ``main_api`` values that use the Text Completion path (everything but ``openai``).
 TEXT_COMPLETION_APIS = ("kobold", "koboldhorde", "textgenerationwebui", "novel")
@@ -188,8 +189,6 @@ def read_presets(folder: Path, kind: str, warn: Warn, listing: Listing | None = 
     a warning and is left out; each field is checked as in :func:`_coerce` (a preset's ``name`` defaults to
     the file name).
     """
-    from ._io import read_bytes
-
     model = PRESET_FOLDERS[kind]
     base = folder / kind
     if listing is not None:

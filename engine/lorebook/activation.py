@@ -26,6 +26,7 @@ Book-level ``scan_depth``/``token_budget``/``recursive_scanning`` of imported
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ..schema._construct import construct
@@ -44,25 +45,13 @@ __all__ = ["MAX_PASSES", "activate", "clear_cache", "compute_budget", "test_text
 
 
 def activate(
-    books: Sequence[Lorebook],
-    messages: Sequence[ChatMessage],
-    settings: WorldInfoSettings,
-    *,
-    count_tokens: Callable[[str], int],
-    context_limit: int,
-    user_name: str = "User",
-    char_name: str = "",
-    character: Character | None = None,
-    persona: Persona | None = None,
-    chat_metadata: dict[str, Any] | None = None,
-    extra_scan_text: Sequence[str] = (),
-    generation_type: str = "normal",
-    book_scopes: Sequence[str | None] | None = None,
-    compare_rules: bool = True,
-    history_offset: int = 0,
-    hidden_before: int = 0,
-    macros: Callable[[str], str] | None = None,
-    character_avatar: str | None = None,
+    books: Sequence[Lorebook], messages: Sequence[ChatMessage], settings: WorldInfoSettings, *,
+    count_tokens: Callable[[str], int], context_limit: int, user_name: str = "User", char_name: str = "",
+    character: Character | None = None, persona: Persona | None = None,
+    chat_metadata: dict[str, Any] | None = None, extra_scan_text: Sequence[str] = (),
+    generation_type: str = "normal", book_scopes: Sequence[str | None] | None = None,
+    compare_rules: bool = True, history_offset: int = 0, hidden_before: int = 0,
+    macros: Callable[[str], str] | None = None, character_avatar: str | None = None,
     character_tag_ids: Sequence[str] | None = None,
 ) -> ActivationResult:
     """Activate World Info entries for a chat under ``settings.rules``.
@@ -113,12 +102,14 @@ def activate(
     diagnostic names it. Never raises for bad lorebook content.
     """
     clock = RegexClock(settings.regex_timeout_ms / 1000, settings.regex_total_timeout_ms / 1000)
+    # the loomscope rules, with the arguments both rule sets share (run alone, or as the comparison)
+    loomscope = partial(
+        _activate_loomscope, books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
+        user_name=user_name, char_name=char_name, character=character, persona=persona,
+        chat_metadata=chat_metadata, extra_scan_text=extra_scan_text, generation_type=generation_type,
+        history_offset=history_offset)
     if settings.rules == "loomscope":
-        return _activate_loomscope(
-            books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
-            user_name=user_name, char_name=char_name, character=character, persona=persona,
-            chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
-            generation_type=generation_type, clock=clock, history_offset=history_offset)
+        return loomscope(clock=clock)
     prepared = _prepared_for(books, settings, user_name, char_name)
     result = activate_sillytavern(
         books, messages, settings, prepared, count_tokens=count_tokens,
@@ -127,15 +118,7 @@ def activate(
         extra_scan_text=extra_scan_text, generation_type=generation_type,
         book_scopes=book_scopes, clock=clock, history_offset=history_offset, hidden_before=hidden_before,
         macros=macros, character_avatar=character_avatar, character_tag_ids=character_tag_ids)
-    if not compare_rules:
-        return result
-    other = _activate_loomscope(
-        books, messages, settings, count_tokens=count_tokens, context_limit=context_limit,
-        user_name=user_name, char_name=char_name, character=character, persona=persona,
-        chat_metadata=chat_metadata, extra_scan_text=extra_scan_text,
-        generation_type=generation_type, history_offset=history_offset,
-        clock=_shared_clock(clock))
-    return compare_results(result, other)
+    return compare_results(result, loomscope(clock=_shared_clock(clock))) if compare_rules else result
 
 
 def _shared_clock(clock: RegexClock) -> RegexClock:

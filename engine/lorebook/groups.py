@@ -12,15 +12,38 @@ group name, the chat length and the pass, so it is reproducible.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .prepare import _Entry
-
-if TYPE_CHECKING:
-    from .loomscope import _Cand, _LoomscopeScan
+from ..schema.settings import WorldInfoSettings
+from .prepare import _Cand, _Entry
 
 
-def filter_groups(cands: list[_Cand], scan: _LoomscopeScan) -> list[_Cand]:
+class _Scorer(Protocol):
+    """Key-match scoring of one activation (:class:`.loomscope._Run`)."""
+
+    def score(self, x: _Entry, state: str) -> int:
+        """The key-match score of ``x`` in pass ``state``."""
+
+
+class GroupScan(Protocol):
+    """What the group filter reads of one activation and the one step it calls (:class:`.loomscope._LoomscopeScan`)."""
+
+    settings: WorldInfoSettings
+    state: str
+    pass_no: int
+    seed: int
+    chat_len: int
+    active_groups: dict[str, _Entry]
+
+    @property
+    def run(self) -> _Scorer:
+        """The activation's key matching."""
+
+    def settle(self, gid: int, code: str, detail: dict[str, Any]) -> None:
+        """Record the final reason ``code`` (with ``detail``) of entry ``gid``."""
+
+
+def filter_groups(cands: list[_Cand], scan: GroupScan) -> list[_Cand]:
     """Inclusion groups (SillyTavern ``filterByInclusionGroups``): one winner per group.
 
     Parameters
@@ -51,7 +74,7 @@ def filter_groups(cands: list[_Cand], scan: _LoomscopeScan) -> list[_Cand]:
 class _Groups:
     """One pass's inclusion groups and the candidates removed from them."""
 
-    def __init__(self, grouped: dict[str, list[_Cand]], scan: _LoomscopeScan) -> None:
+    def __init__(self, grouped: dict[str, list[_Cand]], scan: GroupScan) -> None:
         self.grouped = grouped
         self.scan = scan
         self.removed: set[int] = set()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..schema._construct import construct
@@ -30,7 +29,7 @@ from .groups import filter_groups
 from .jsregex import RegexClock
 from .keys import substitute_names
 from .models import ActivatedEntry, ActivationResult, TraceRecord
-from .prepare import _Entry, _Key, _Prepared, _prepared_for
+from .prepare import _Cand, _Entry, _Key, _Prepared, _prepared_for
 from .records import _default_trace, _entry_model, _record, _regex_timeout_diagnostic, _role_name
 from .scan import _Scanner, _Table
 from .timed import _Timed, hash_function, next_timed_state
@@ -43,16 +42,6 @@ _PASS_RECURSION = "recursion"
 _PASS_MIN = "min_activations"
 
 Reason = tuple[str, dict[str, Any]]
-
-
-@dataclass
-class _Cand:
-    """An entry activated in the current pass (SillyTavern ``activatedNow``)."""
-
-    x: _Entry
-    code: str
-    detail: dict[str, Any]
-    sticky: bool = False
 
 
 class _Run:

@@ -72,6 +72,16 @@ class _Entry:
 
 
 @dataclass
+class _Cand:
+    """An entry activated in the current pass (SillyTavern ``activatedNow``)."""
+
+    x: _Entry
+    code: str
+    detail: dict[str, Any]
+    sticky: bool = False
+
+
+@dataclass
 class _Prepared:
     entries: list[_Entry]  # in book order
     by_priority: list[_Entry]

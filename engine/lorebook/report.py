@@ -17,22 +17,17 @@ import io
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..schema.lorebook import Lorebook
 from ..schema.messages import ChatMessage
 from ..schema.settings import WorldInfoSettings
-from ..tokenizers.sillytavern_text import sillytavern_text_tokenizer
 from .activation import activate, compute_budget
 from .jsregex import RegexClock
 from .keys import InvalidRegexKey, compile_regex_key, is_regex_key, substitute_names
 from .models import ActivationResult
-
-if TYPE_CHECKING:
-    from ..registries import Registries
-    from ..schema.request import PreviewRequest
 
 __all__ = [
     "NEVER_FIRED_REASONS",
@@ -42,7 +37,6 @@ __all__ = [
     "TurnStats",
     "build_report",
     "report_csv",
-    "report_for_request",
 ]
 
 #: Why an entry never fired, as the report says it.
@@ -342,45 +336,6 @@ def _key_presence(books: Sequence[Lorebook], messages: Sequence[ChatMessage], se
                     break
             out[(bi, ei)] = found
     return out
-
-
-def report_for_request(request: PreviewRequest, *, registries: Registries | None = None) -> LorebookReport:
-    """The report for a :class:`engine.schema.PreviewRequest`.
-
-    Its books exactly as the preview uses them (:func:`engine.resolve.lorebook_plan`: for a SillyTavern chat its
-    linked worlds only; otherwise the card's embedded book included once), names, tokenizer and budget (context
-    limit minus reply reserve, as :func:`engine.pipeline.preview`).
-
-    Raises
-    ------
-    SettingsError
-        ``INVALID_SETTINGS`` when the reply reserve is not below the context limit,
-        ``UNKNOWN_TOKENIZER`` for an unknown tokenizer override.
-    """
-    from ..errors import SettingsError
-    from ..registries import shared_registries
-    from ..resolve import lorebook_plan, model_profile_and_limit, speaker_names
-
-    reg = registries or shared_registries()
-    resolved = model_profile_and_limit(request.settings, reg.tokenizers)
-    limit, reserve = resolved.context_limit, resolved.reply_reserve
-    if reserve >= limit:
-        raise SettingsError("INVALID_SETTINGS", f"reply reserve {reserve} must be below the context limit {limit}")
-    # Exactly the books the preview uses (issue 31): a SillyTavern chat's linked worlds only (a
-    # card's embedded book is used by SillyTavern only once it is linked as a world, so replaying
-    # it beside the world made from it counted its entries twice); a Loomscope chat's books plus
-    # the card's embedded book once.
-    names = speaker_names(request)
-    plan = lorebook_plan(request)
-    count_tokens: Callable[[str], int] = resolved.tokenizer.count
-    tc = request.sillytavern.text_completion if request.sillytavern is not None else None
-    if tc is not None:
-        # a Text Completion chat (issue 26): entries counted as its preview counts them
-        count_tokens = sillytavern_text_tokenizer(tc.tokenizer, tc.main_api, tc.model).count
-    return build_report(plan.activated, request.chat.messages, request.settings.world_info,
-                        count_tokens=count_tokens, context_limit=resolved.budget,
-                        user_name=names.user, char_name=names.char, character=request.character,
-                        persona=request.persona, book_scopes=[plan.scopes[i] for i in plan.order])
 
 
 CSV_COLUMNS = ("book", "uid", "comment", "constant", "turns_fired", "turns", "first_turn", "last_turn",

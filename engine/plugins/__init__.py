@@ -16,12 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..registry import NamedRegistry
-
-if TYPE_CHECKING:
-    from ..registries import Registries
 
 ENTRY_POINT_GROUP = "loomscope.plugins"
 
@@ -49,8 +46,11 @@ class InterceptorRegistry(NamedRegistry[Interceptor]):
         return self._add(name, fn)
 
 
-def load_entry_point_plugins(registries: Registries) -> tuple[list[Callable[[], None]], list[str]]:
+def load_entry_point_plugins(registries: object) -> tuple[list[Callable[[], None]], list[str]]:
     """Run every ``loomscope.plugins`` entry point's ``setup(registries)``.
+
+    ``registries`` is the :class:`engine.registries.Registries` each plugin registers into, passed
+    through untouched (the plugin contract sits below the registries bundle that holds its registry).
 
     Returns (cleanup callables, diagnostics). A plugin that fails to load is reported in
     the diagnostics, never raised.

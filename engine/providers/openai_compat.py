@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -64,8 +64,6 @@ MASK = "***"
 
 
 def _secret_segment(segment: str, api_key: str | None) -> bool:
-    from urllib.parse import unquote
-
     text = unquote(segment)
     if api_key and len(api_key) >= 4 and api_key in text:
         return True

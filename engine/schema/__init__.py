@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from .blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
 from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
-from .preview import ContextPreview, PreviewBlock, PreviewError, PreviewRows, TokenizerInfo
+from .preview import ContextPreview, PreviewBlock, PreviewChanges, PreviewError, TokenizerInfo, preview_changes
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
 from .sillytavern import (
@@ -35,7 +36,6 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'engine.schema' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(module), name)
 
@@ -61,9 +61,9 @@ __all__ = [
     "MessageMeta",
     "Persona",
     "PreviewBlock",
+    "PreviewChanges",
     "PreviewError",
     "PreviewRequest",
-    "PreviewRows",
     "ProgressEvent",
     "PromptContextAudit",
     "PromptDefinition",
@@ -79,4 +79,5 @@ __all__ = [
     "TruncatedBlock",
     "WorldInfoSettings",
     "content_text",
+    "preview_changes",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from enum import StrEnum
 from typing import Any
@@ -126,8 +127,6 @@ class Block(BaseModel):
                 calls.append(f"→ {legacy.get('name', '')}({legacy.get('arguments', '')})")
             return "\n".join([text, *calls]) if text and calls else (text or "\n".join(calls))
         if self.tools is not None:
-            import json
-
             return json.dumps(self.tools, ensure_ascii=False, sort_keys=True)
         return ""
 

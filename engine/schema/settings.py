@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -30,8 +31,6 @@ _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 def _allows_bool(annotation: Any) -> bool:
     """Whether a field annotation admits ``bool`` (``bool``, ``bool | None``, ``Any``)."""
-    import typing
-
     if annotation is bool or annotation is Any:
         return True
     return any(_allows_bool(a) for a in typing.get_args(annotation))
@@ -39,8 +38,6 @@ def _allows_bool(annotation: Any) -> bool:
 
 def _only_bool(annotation: Any) -> bool:
     """Whether a field is a plain flag (``bool`` or ``bool | None``)."""
-    import typing
-
     if annotation is bool:
         return True
     args = [a for a in typing.get_args(annotation) if a is not type(None)]

@@ -31,9 +31,10 @@ linear in the number of blocks.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, compress, repeat
-from operator import and_, eq, gt, is_
+from operator import and_, eq, gt, is_, not_
 
 from pydantic import TypeAdapter
 
@@ -251,6 +252,17 @@ class _Units:
         for m in flagged:
             self.reasons[m] = reason
 
+    def drop_all(self, heads: list[int], reasons: list[str], group_reason: str) -> None:
+        """:meth:`drop` for each of ``heads`` with its reason: lone blocks in one C-level pass, groups one by one."""
+        if not self.member_of:
+            deque(map(self.reasons.__setitem__, heads, reasons), maxlen=0)
+            return
+        in_group = list(map(self.member_of.__contains__, heads))
+        lone = list(map(not_, in_group))
+        deque(map(self.reasons.__setitem__, compress(heads, lone), compress(reasons, lone)), maxlen=0)
+        for head, reason in compress(zip(heads, reasons), in_group):
+            self.drop(head, reason, group_reason)
+
     def drop(self, head: int, reason: str, group_reason: str) -> None:
         """Exclude the unit at ``head``: ``reason`` for a lone block, ``group_reason`` for every group member."""
         ms = self.member_of.get(head)
@@ -270,10 +282,9 @@ def _drop_until_fits(units: _Units, removable: list[int], total: int, room: int,
     if total <= budget:
         return
     size = units.tokens.__getitem__
-    too_large = [i for i in removable if size(i) > room]
-    for i in too_large:
-        units.drop(i, "TOO_LARGE_FOR_BUDGET", "TOO_LARGE_FOR_BUDGET")
-        total -= size(i)
+    too_large = list(compress(removable, map(gt, map(size, removable), repeat(room))))
+    units.drop_all(too_large, ["TOO_LARGE_FOR_BUDGET"] * len(too_large), "TOO_LARGE_FOR_BUDGET")
+    total -= sum(map(size, too_large))
     rest = [i for i in removable if size(i) <= room] if too_large else removable
     tier, priority = units.tier, units.cols.priority
     tiers = list(map(tier.__getitem__, rest))
@@ -281,14 +292,16 @@ def _drop_until_fits(units: _Units, removable: list[int], total: int, room: int,
     if tiers.count(2) == len(tiers):  # history only (the usual chat): oldest first as they stand
         order = rest
     else:
-        order = [i for t in (0, 1, 2) for i in compress(rest, map(eq, tiers, repeat(t)))]
+        order = []
+        for t in (0, 1, 2):
+            order += compress(rest, map(eq, tiers, repeat(t)))
         order += sorted(compress(rest, map(eq, tiers, repeat(3))), key=lambda i: (priority[i], -i))
     if total <= budget or not order:
         return
     cum = list(accumulate(map(size, order)))
     k = min(bisect_left(cum, total - budget) + 1, len(order))
-    for i in order[:k]:
-        units.drop(i, _TIER_REASON[tier[i]], "TOOL_GROUP_DROPPED")
+    dropped = order[:k]
+    units.drop_all(dropped, list(map(_TIER_REASON.__getitem__, map(tier.__getitem__, dropped))), "TOOL_GROUP_DROPPED")
 
 
 def unsendable_positions(blocks: Sequence[Block], groups: ToolGroups | None = None, *,

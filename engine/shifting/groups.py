@@ -17,11 +17,19 @@ sent (``TOOL_PAIR_INCOMPLETE``, see ``engine.shifting.core``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import compress
+from operator import is_not
+from typing import Any, TypeVar
 
+from ..cache import lru
 from ..schema.blocks import Block
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ def _is_result(block: Block) -> bool:
 def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     """Compute tool groups over ``blocks`` (any order of kinds; only message blocks link).
 
-    Inside a pipeline run (:func:`engine.incremental.blocks_frozen`) the result is remembered
+    Inside a pipeline run (:func:`blocks_frozen`) the result is remembered
     per list of block objects, and reused when only blocks with the same tool shape changed
     (a pin or exclude toggle): a 10,000-message chat is not re-linked on every click.
 
@@ -80,8 +88,6 @@ def find_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     ToolGroups
         One group id per block position; components are numbered by first member.
     """
-    from ..incremental import blocks_frozen, remembered_groups
-
     if not blocks_frozen():
         return _compute_tool_groups(blocks)
     return remembered_groups(blocks, _tool_shape, _compute_tool_groups)
@@ -267,3 +273,67 @@ def tool_sequence_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
             problems.append(f"message {i}: tool result outside its call's batch")
         i += 1
     return problems
+
+
+# --------------------------------------------------------------------------------------------
+# Tool groups remembered within pipeline runs (the blocks of a run are immutable once built)
+
+_FROZEN: ContextVar[bool] = ContextVar("loomscope_blocks_frozen", default=False)
+
+#: Tool groups per exact list of block objects, and the latest per list length (for reuse
+#: across a toggle: same length, a few blocks replaced).
+_GROUPS = lru(16)
+_GROUPS_BY_LENGTH = lru(8)
+_GROUPS_LOCK = threading.Lock()
+#: Changed blocks above which tool groups are recomputed rather than compared shape by shape.
+_REUSE_MAX_CHANGED = 256
+
+
+@contextmanager
+def frozen_blocks() -> Iterator[None]:
+    """Mark the current pipeline run: blocks are not mutated once built, so they may be remembered."""
+    token = _FROZEN.set(True)
+    try:
+        yield
+    finally:
+        _FROZEN.reset(token)
+
+
+def blocks_frozen() -> bool:
+    """Whether the caller runs inside :func:`frozen_blocks` (a pipeline run)."""
+    return _FROZEN.get()
+
+
+def changed_positions(new: Sequence[object], old: Sequence[object]) -> list[int]:
+    """Positions ``i < min(len)`` where ``new[i] is not old[i]`` (one C-level pass)."""
+    return list(compress(range(min(len(new), len(old))), map(is_not, new, old)))
+
+
+def remembered_groups(blocks: Sequence[Block], shape: Callable[[Block], object],
+                      compute: Callable[[Sequence[Block]], T]) -> T:
+    """``compute(blocks)``, remembered per list of block objects.
+
+    A list seen before gives the remembered result. A list of the same length as the latest
+    one, whose replaced blocks all have the same ``shape`` as the blocks they replace, gives the
+    latest result too (tool groups depend on shapes and positions only).
+    """
+    key = tuple(map(id, blocks))
+    # every read under the lock too: an LRU read reorders the cache, and two threads reordering
+    # at once corrupt it (KeyError, issue 25 item 5)
+    with _GROUPS_LOCK:
+        hit = _GROUPS.get(key)
+        prev = _GROUPS_BY_LENGTH.get(len(blocks)) if hit is None else None
+    if hit is not None:
+        return hit[1]
+    result: T | None = None
+    if prev is not None:
+        changed = changed_positions(blocks, prev[0])
+        if len(changed) <= _REUSE_MAX_CHANGED and all(shape(blocks[i]) == shape(prev[0][i]) for i in changed):
+            result = prev[1]
+    if result is None:
+        result = compute(blocks)
+    entry = (tuple(blocks), result)  # holds the blocks: their ids stay unique while remembered
+    with _GROUPS_LOCK:
+        _GROUPS[key] = entry
+        _GROUPS_BY_LENGTH[len(blocks)] = entry
+    return result

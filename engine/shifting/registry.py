@@ -69,12 +69,12 @@ def manual_strategy(blocks: Sequence[Block], count_tokens: Callable[[Block], int
 
 
 def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Callable[[], None]]:
-    """Register ``truncate``, ``manual``, ``summarize``, ``vector-recall`` and ``compact``.
+    """Register ``truncate``, ``manual``, ``summarize`` and ``vector-recall``.
 
-    Returns their cleanup callables.
+    Returns their cleanup callables. The fifth built-in, ``compact``, belongs to the compaction
+    package, a layer above the shifting rules it uses: :func:`engine.registries.default_registries`
+    registers it after these (:func:`engine.compaction.strategy.register_compact_strategy`).
     """
-    from ..compaction.strategy import compact_strategy  # the compaction package imports shifting
-
     return [
         registry.register("truncate", truncate_strategy,
                           "drop example dialogue, then the oldest history, then low-priority lore"),
@@ -86,7 +86,4 @@ def register_builtin_strategies(registry: ContextStrategyRegistry) -> list[Calla
         registry.register("vector-recall", vector_recall_strategy,
                           "drop the lorebook and memory blocks least relevant to the recent conversation "
                           "first, then the oldest history", honors_manual=True),
-        registry.register("compact", compact_strategy,
-                          "near the context limit, an LLM summary of old history replaces it at generation "
-                          "(previews reuse a stored summary or show truncation)", honors_manual=True),
     ]

@@ -36,7 +36,7 @@ class StoredChat(BaseModel):
 
     ``character`` carries its embedded book in ``character_book``; ``lorebook_ids`` are the
     ids of the separately attached lorebooks (in order; the card's own book is not among them,
-    see :meth:`engine.storage.Store.lorebook_ids_for_chat`) and ``lorebook_scopes`` their
+    see :meth:`engine.storage.repositories.lorebooks.LorebookRepository.ids_for_chat`) and ``lorebook_scopes`` their
     SillyTavern scopes (``chat``, ``character``, ``global``; same order). ``setup`` is the
     SillyTavern setup of a chat imported from a SillyTavern folder (``None`` otherwise).
     ``parent_id``/``branch_point`` link a branch to the chat it was forked from (the index of

@@ -11,8 +11,9 @@ from .accounting import (
     num_tokens_from_messages,
 )
 from .chat import prompt_count, reply_priming_tokens
+from .defaults import default_tokenizer_registry
 from .models import MODEL_TABLE, ModelInfo, known_models, lookup_model
-from .profiles import TokenizerProfile, TokenizerRegistry, builtin_profiles, default_tokenizer_registry
+from .profiles import TokenizerProfile, TokenizerRegistry, builtin_profiles
 from .sillytavern_text import TextTokenizer, sillytavern_text_tokenizer, tokenizer_best_match
 from .tiktoken_offline import get_encoding
 

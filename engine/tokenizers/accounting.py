@@ -38,14 +38,19 @@ tokens("key:type:description") and, for enums, −3 + per item 3 + tokens(item);
 
 from __future__ import annotations
 
+import base64
+import binascii
+import io
 import json
 import threading
+import wave
 from collections.abc import Sequence
 from typing import Any
 
 from cachetools import LRUCache
 
 from ..cache import lru
+from .parts import TEXT_BLOB_PART_TYPES, part_texts, part_type
 from .profiles import TokenizerProfile
 
 TOKENS_PER_MESSAGE = 3
@@ -66,9 +71,6 @@ def _image_size(url: str) -> tuple[int, int] | None:
     if ";base64" not in header:
         return None
     try:
-        import base64
-        import io
-
         from PIL import Image
 
         raw = base64.b64decode(payload, validate=False)
@@ -104,25 +106,17 @@ def image_part_tokens(part: dict[str, Any]) -> int:
 #: rate, so the duration and the count are on the high side).
 AUDIO_TOKENS_PER_SECOND = 10
 AUDIO_MIN_BYTES_PER_SECOND = 1000
-#: Part types whose string values are all sent as text (reasoning blobs, files).
-TEXT_BLOB_PART_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking", "file"})
 #: Part types with a rule of their own.
 KNOWN_PART_TYPES = frozenset({"text", "image_url", "input_audio", "refusal"}) | TEXT_BLOB_PART_TYPES
 
 
 def _audio_seconds(data: str, fmt: str) -> tuple[float, bool]:
     """(duration in seconds, read exactly) of base64 audio ``data``."""
-    import base64
-    import binascii
-
     try:
         raw = base64.b64decode(data.split(",", 1)[-1] if data.startswith("data:") else data, validate=False)
     except (binascii.Error, ValueError):
         raw = data.encode("utf-8", "replace")
     if fmt.lower() == "wav" or raw[:4] == b"RIFF":
-        import io
-        import wave
-
         try:
             with wave.open(io.BytesIO(raw)) as w:
                 if w.getframerate() > 0:
@@ -157,53 +151,12 @@ def audio_part_tokens(part: dict[str, Any]) -> int:
     return tokens
 
 
-def _string_leaves(value: Any, skip: str = "type") -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() if k != skip for s in _string_leaves(v, skip)]
-    if isinstance(value, list):
-        return [s for v in value for s in _string_leaves(v, skip)]
-    return []
-
-
-def _part_type(part: dict[str, Any]) -> str | None:
-    t = part.get("type")
-    if t == "image_url" or ("image_url" in part and t != "text"):
-        return "image_url"
-    if t is None:
-        if isinstance(part.get("text"), str):
-            return "text"
-        if "image_url" in part:
-            return "image_url"
-        return None
-    return t if isinstance(t, str) else None
-
-
-def part_texts(part: Any) -> list[str]:
-    """The strings of one content part that are counted as text (see the module notes)."""
-    if isinstance(part, str):
-        return [part]
-    if not isinstance(part, dict):
-        return [json.dumps(part, ensure_ascii=False, default=str)]
-    kind = _part_type(part)
-    if kind == "text" and isinstance(part.get("text"), str):
-        return [part["text"]]
-    if kind in ("image_url", "input_audio"):
-        return []  # counted by their own rules in message_overhead
-    if kind == "refusal" and isinstance(part.get("refusal"), str):
-        return [part["refusal"]]
-    if kind in TEXT_BLOB_PART_TYPES:
-        return _string_leaves(part)
-    return [json.dumps(part, ensure_ascii=False, sort_keys=True, default=str)]
-
-
 def _unknown_part(part: Any) -> bool:
     if isinstance(part, str):
         return False
     if not isinstance(part, dict):
         return True
-    kind = _part_type(part)
+    kind = part_type(part)
     if kind == "text":
         return not isinstance(part.get("text"), str)
     if kind == "refusal":
@@ -280,7 +233,7 @@ def message_overhead(message: dict[str, Any]) -> int:
         for part in content:
             if not isinstance(part, dict):
                 continue
-            kind = _part_type(part)
+            kind = part_type(part)
             if kind == "image_url":
                 n += image_part_tokens(part)
             elif kind == "input_audio":

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..registry import NamedRegistry
+from .backends import _tiktoken_spans as spans
 from .tiktoken_offline import get_encoding
 
 if TYPE_CHECKING:
@@ -168,8 +169,6 @@ class TokenizerProfile:
 
 
 def _tiktoken_spans(encoding_name: str, text: str) -> list[tuple[int, int]]:
-    from .backends import _tiktoken_spans as spans  # one decoder of token pieces into char spans
-
     return spans(get_encoding(encoding_name), text, set())
 
 
@@ -248,18 +247,3 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
     yield TokenizerProfile("generic-approx", True, "1",
                            "estimate: max(ceil(chars / 3.35), cl100k tokens) for unknown models "
                            "(SillyTavern's fallback)", _scaled(1.0, 3.35, 1.0))
-
-
-def default_tokenizer_registry() -> TokenizerRegistry:
-    """A fresh registry holding the built-in profiles.
-
-    The OpenAI and approximate ones, then the exact open-weight ones (:func:`.open_profiles.open_profiles`).
-    """
-    from .open_profiles import open_profiles
-
-    reg = TokenizerRegistry()
-    for p in builtin_profiles():
-        reg.register(p)
-    for p in open_profiles():
-        reg.register(p)
-    return reg

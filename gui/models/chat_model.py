@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import is_not, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
@@ -27,7 +26,7 @@ from engine.preview_facts import (
     oldest_fitting_in,
     oldest_fitting_index,
 )
-from engine.schema import ChatMessage, ContextPreview, PreviewBlock, PreviewRows, ProgressEvent
+from engine.schema import ChatMessage, ContextPreview, PreviewBlock, ProgressEvent
 
 from ..roles import (
     FATE_ROLE,
@@ -66,11 +65,8 @@ _FATE_FIELDS = itemgetter("status", "reason", "tokens", "original_tokens", "prot
 
 
 def message_rows(blocks: Sequence[PreviewBlock]) -> dict[int, int]:
-    """``{message index: row}`` of the blocks of chat messages (from the ``message_index`` column
-    of a :class:`~engine.schema.PreviewRows`: no row built)."""
-    index = blocks.column("message_index") if isinstance(blocks, PreviewRows) else [b.message_index for b in blocks]
-    rows = list(compress(range(len(index)), map(is_not, index, repeat(None))))
-    return dict(zip(map(index.__getitem__, rows), rows))
+    """``{message index: row}`` of the blocks of chat messages."""
+    return {b.message_index: row for row, b in enumerate(blocks) if b.message_index is not None}
 
 
 class MessageRows(Mapping[int, PreviewBlock]):
@@ -108,10 +104,7 @@ class MessageRows(Mapping[int, PreviewBlock]):
             return None
         if self._status is None:
             blocks = self._blocks
-            if isinstance(blocks, PreviewRows):
-                self._status, self._reason = blocks.column("status"), blocks.column("reason")
-            else:
-                self._status, self._reason = [b.status for b in blocks], [b.reason for b in blocks]
+            self._status, self._reason = [b.status for b in blocks], [b.reason for b in blocks]
         assert self._reason is not None
         return self._status[row], self._reason[row]
 

@@ -6,6 +6,7 @@ intents (``chat_selected``, ``import_requested``, ``delete_requested``); the win
 
 from __future__ import annotations
 
+from html import escape
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
@@ -250,8 +251,6 @@ class LibraryPanel(QWidget):
         if empty:
             self.empty_label.setText(EMPTY_TEXT)
         elif no_match:
-            from html import escape
-
             self.empty_label.setText(NO_MATCH_TEXT.format(escape(self.search.text())))
         self.empty_label.setVisible(empty or no_match)
         self.list.setVisible(not (empty or no_match))

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from engine.lorebook.report import NEVER_FIRED_REASONS, LorebookReport
 from engine.lorebook_facts import entry_title
+from engine.lorebook_report import report_for_request
 from engine.schema import PreviewRequest
 
 from ..errors import worker_error
@@ -60,8 +61,6 @@ class _Job(QRunnable):
         self.signals = signals
 
     def run(self) -> None:
-        from engine.lorebook.report import report_for_request
-
         try:
             report = report_for_request(self.request)
         except Exception as exc:

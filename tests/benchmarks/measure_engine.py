@@ -14,10 +14,10 @@ In this order, on the chat of ``chatgen.make_chat(N)``:
    an unrelated 8-message chat), as in an app that opens a new chat.
 3. **warm**: ``T`` exclude toggles, one after another (alternately a recent kept message and an
    old dropped one), each followed by ``preview()`` with the same registries; the time of each
-   preview. The request for each toggle is built outside the clock. A warm preview's rows
-   (``PreviewRows``) are built on first read, so each preview's rows are then read as the app
-   reads them, timed apart (``warm_rows_s``; ``warm_read_s`` is the sum of both per toggle: a
-   toggle up to every row of the new preview in hand).
+   preview. The request for each toggle is built outside the clock. Each preview's rows are then
+   read as the app reads them (``list(out.blocks)``: a plain list, so this only copies it), timed
+   apart (``warm_rows_s``; ``warm_read_s`` is the sum of both per toggle: a toggle through the
+   public ``preview(request)`` up to every row of the new preview in hand, issue 29's figure).
 4. **trim**: LangChain's ``trim_messages`` (strategy ``last``, ``include_system``,
    ``start_on="human"``) over the same messages, with the engine's own per-message count
    (OpenAI accounting, o200k_base) behind a per-text cache, and the preview's own budget
@@ -94,7 +94,7 @@ def measure_preview(chat: Chat, toggles: list[int]) -> tuple[dict[str, Any], Any
         req = request.model_copy(update={"chat": chat.model_copy(update={"messages": messages})})
         seconds, out = _timed(preview, req, registries=regs)
         warm.append(seconds)
-        rows.append(_timed(list, out.blocks)[0])  # every row, built on this first read
+        rows.append(_timed(list, out.blocks)[0])  # every row (a plain list: a copy)
     kept = sum(b.status == "kept" for b in pv.blocks)
     read = [w + r for w, r in zip(warm, rows)]
     return {"cold_s": cold, "warm_runs_s": warm, "warm_s": statistics.median(warm), "kept_blocks": kept,
@@ -109,7 +109,7 @@ def exact_counter() -> Any:
     from langchain_core.messages import BaseMessage, convert_to_openai_messages
 
     from engine.tokenizers.accounting import count_messages_tokens
-    from engine.tokenizers.profiles import default_tokenizer_registry
+    from engine.tokenizers.defaults import default_tokenizer_registry
 
     profile = default_tokenizer_registry().get("o200k_base")
     cache: dict[Any, int] = {}
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     out["toggles"] = toggles
     if not args.no_trim:
         from engine.tokenizers.accounting import count_messages_tokens
-        from engine.tokenizers.profiles import default_tokenizer_registry
+        from engine.tokenizers.defaults import default_tokenizer_registry
 
         counts = count_messages_tokens(default_tokenizer_registry().get("o200k_base"), provider)
         out.update(measure_trim(chat, toggles, pv.budget - pv.overhead_tokens, counts))

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import engine
 from engine.cache import clear_caches
-from engine.incremental import remembered_groups
 from engine.schema import (
     Chat,
     ChatMessage,
@@ -31,6 +30,7 @@ from engine.schema import (
     ToolCall,
     ToolFunction,
 )
+from engine.shifting.groups import remembered_groups
 
 BIG = os.environ.get("LOOMSCOPE_STRESS") == "1"
 THREADS = 16 if BIG else 8

@@ -3,9 +3,9 @@
 For random chats (tool exchanges, some incomplete or orphaned, pins, exclusions, hidden messages,
 lorebooks, memory, a card, examples) and random sequences of pin / exclude toggles, hidden flips
 and edits, every preview of the sequence (cold on the first request, warm after a toggle) has the
-same ``model_dump_json()`` as the preview of the same request by the reference path
-(:func:`engine.incremental.full_pipeline`: every step over block objects) with fresh registries,
-so no cache of any earlier run is involved. Run for every built-in strategy.
+same ``model_dump_json()`` as a cold preview of the same request with fresh registries (no
+remembered run of an earlier request is involved: :mod:`engine.incremental` remembers runs per
+registries). Run for every built-in strategy.
 
 ``LOOMSCOPE_LONG_PROPERTIES=1`` runs 500 examples per strategy instead of 40.
 """
@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.incremental import full_pipeline
 from engine.pipeline import default_registries, prepare, preview
 from engine.schema import (
     Character,
@@ -113,8 +112,7 @@ def _edited(request: PreviewRequest, what: str, i: int) -> PreviewRequest:
 
 
 def _reference(request: PreviewRequest) -> str:
-    with full_pipeline():
-        return preview(request, registries=default_registries()).model_dump_json()
+    return preview(request, registries=default_registries()).model_dump_json()
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -129,8 +127,7 @@ def test_warm_preview_equals_cold_reference(strategy: str, data: st.DataObject) 
         request = _edited(request, what, i)
         warm = prepare(request, registries=regs)
         assert warm.preview.model_dump_json() == _reference(request), (what, i)
-        with full_pipeline():
-            ref = prepare(request, registries=default_registries())
+        ref = prepare(request, registries=default_registries())
         assert warm.messages == ref.messages and warm.budget_ok == ref.budget_ok
 
 
@@ -161,9 +158,22 @@ def test_same_request_again_shares_the_preview_not_the_messages() -> None:
     assert again.messages == first.messages and again.messages[0] is not first.messages[0]
 
 
-def test_plain_edit_is_answered_warm() -> None:
-    from engine.incremental import warm_run
+def _assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the runs that assemble their blocks (step 3 of a cold run; a warm one patches the remembered blocks)."""
+    import engine.pipeline as pipeline
 
+    calls: list[int] = []
+    real = pipeline.assemble
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "assemble", spy)
+    return calls
+
+
+def test_plain_edit_is_answered_warm(monkeypatch: pytest.MonkeyPatch) -> None:
     msgs = [ChatMessage(role="system", content="You narrate.")]
     msgs += [ChatMessage(role="user" if k % 2 else "assistant", content=f"turn {k} " + "wave " * 30) for k in range(60)]
     msgs.append(ChatMessage(role="user", content="Next?"))
@@ -173,11 +183,15 @@ def test_plain_edit_is_answered_warm() -> None:
     preview(request, registries=regs)
     for what, i in (("edit", 40), ("exclude", 41), ("edit", 3), ("pin", 55)):
         request = _edited(request, what, i)
-        warm = warm_run(request, regs)
-        assert warm is not None, (what, i)
+        assembled = _assembled(monkeypatch)
+        warm = prepare(request, registries=regs)
+        assert assembled == [], (what, i)
+        monkeypatch.undo()
         assert warm.preview.model_dump_json() == _reference(request)
     macro = _edited(request, "edit", 59)  # the last assistant message: {{lastCharMessage}} reads it
-    assert warm_run(macro, regs) is None
+    assembled = _assembled(monkeypatch)
+    prepare(macro, registries=regs)
+    assert assembled == [1]
 
 
 def test_copying_a_warm_row_leaves_the_other_rows_as_they_were() -> None:
@@ -193,36 +207,36 @@ def test_copying_a_warm_row_leaves_the_other_rows_as_they_were() -> None:
     assert [set(b.model_fields_set) for b in warm.blocks] == before
 
 
-def test_block_lists_tier_is_the_shifting_tier():
-    """``engine.incremental._block_lists`` writes rule 5's tier inline: it equals ``engine.shifting.core._tier``."""
+def test_column_tier_is_the_shifting_tier():
+    """``engine.runstate.RunColumns`` carries rule 5's tier per block: it equals ``engine.shifting.core._tier``."""
     import itertools
 
-    from engine.incremental import _block_lists
+    from engine.runstate import RunColumns
     from engine.schema.blocks import Block, BlockKind, BlockOrigin
+    from engine.shifting import ToolLayout
     from engine.shifting.core import _tier
+    from engine.tokenizers.profiles import default_tokenizer_registry
 
     blocks = [Block(id=f"b{k}", kind=kind, source=f"s{k}", history=history, origin=origin)
               for k, (kind, history, origin) in enumerate(itertools.product(BlockKind, (False, True), BlockOrigin))]
-    assert _block_lists(blocks)["tier"] == [_tier(b) for b in blocks]
+    profile = default_tokenizer_registry().get("o200k_base")
+    columns = RunColumns.of(blocks, profile, ToolLayout.of([None] * len(blocks)))
+    assert columns.cols.tier == [_tier(b) for b in blocks]
 
 
 @pytest.mark.parametrize("strategy", ("truncate", "manual"))
 @SETTINGS
 @given(data=st.data())
-def test_warm_rows_read_late_or_never_equal_the_reference(strategy: str, data: st.DataObject) -> None:
-    """A warm preview builds its rows on first read (``PreviewRows``): read after later toggles, out
-    of order, or never (the next run then builds every row from its block, or from the rows that
-    were read meanwhile), every preview still equals the reference preview of its own request."""
+def test_warm_previews_read_late_equal_the_reference(strategy: str, data: st.DataObject) -> None:
+    """Previews kept while later toggles run (their rows shared with the next preview) and read
+    afterwards, in any order, still equal the reference preview of their own request."""
     request = data.draw(requests())
     request = request.model_copy(update={"settings": request.settings.model_copy(update={"strategy": strategy})})
     regs = default_registries()
     previews = [(request, preview(request, registries=regs))]
     for what, i in data.draw(edits(len(request.chat.messages))):
         request = _edited(request, what, i)
-        pv = preview(request, registries=regs)
-        previews.append((request, pv))
-        if data.draw(st.booleans()):  # the app reads some previews at once, others never
-            list(pv.blocks)
+        previews.append((request, preview(request, registries=regs)))
     order = data.draw(st.permutations(range(len(previews))))
     for k in order:
         req, pv = previews[k]
@@ -237,32 +251,20 @@ def _toggle_chain(n: int = 60) -> tuple[PreviewRequest, Any]:
     return request, regs
 
 
-def test_a_toggle_answers_without_building_rows_and_reads_as_the_list() -> None:
-    """The warm preview is complete except for its row objects, which the first read builds once."""
-    from engine.schema import PreviewRows
-
+def test_a_warm_preview_is_a_plain_list_of_rows() -> None:
+    """Issue 29 item 3: the warm preview's blocks are a plain list, complete at once (no lazy rows)."""
     request, regs = _toggle_chain()
     cold = preview(request, registries=regs)
-    assert isinstance(cold.blocks, PreviewRows) and cold.blocks.built is not None  # a cold run builds them at once
     toggled = _edited(request, "exclude", 55)
     warm = preview(toggled, registries=regs)
-    rows = warm.blocks
-    assert isinstance(rows, PreviewRows) and rows.built is None and len(rows) == len(cold.blocks)
-    from engine.schema import ContextPreview
-
-    ref = ContextPreview.model_validate_json(_reference(toggled))
-    assert (warm.prompt_tokens, warm.headroom, warm.messages) == (ref.prompt_tokens, ref.headroom, ref.messages)
-    assert rows.built is None  # the figures and what is sent are there unbuilt
+    assert type(cold.blocks) is list and type(warm.blocks) is list and len(warm.blocks) == len(cold.blocks)
     assert cold.messages != warm.messages
-    first = rows[0]
-    assert rows.built is None and rows[0] is first  # one row read: that row built
-    assert list(rows) == rows.built and rows.built[0] is first  # an iteration: every row
     assert warm.model_dump_json() == _reference(toggled)
 
 
-def test_unread_warm_previews_hold_no_chain_of_runs() -> None:
-    """Toggles nobody reads: each preview's rows hold the previous rows only weakly, so dropping
-    the previews frees their runs' rows; reading the last one still gives the reference."""
+def test_previews_hold_no_chain_of_runs() -> None:
+    """Each remembered run drops the run it started from: dropping the previews frees their rows
+    (only the last runs stay remembered); the next preview still gives the reference."""
     import gc
     import weakref
 
@@ -273,69 +275,21 @@ def test_unread_warm_previews_hold_no_chain_of_runs() -> None:
     for k in range(8):
         request = _edited(request, "exclude", 50 + k % 3)
         pv = preview(request, registries=regs)
-        refs.append(weakref.ref(pv.blocks))
+        refs.append(weakref.ref(pv))
     del pv
     gc.collect()
-    assert sum(r() is not None for r in refs) <= 2  # the last run is remembered (and the one before by the LRU)
-    last = preview(request, registries=regs)
-    assert last.model_dump_json() == _reference(request)
-
-
-def test_rows_built_on_two_threads_at_once_are_one_list() -> None:
-    import threading
-
-    request, regs = _toggle_chain(400)
-    preview(request, registries=regs)
-    warm = preview(_edited(request, "pin", 10), registries=regs)
-    got: list[Any] = []
-    start = threading.Barrier(4)
-
-    def read() -> None:
-        start.wait()
-        got.append(warm.blocks.rows())
-
-    threads = [threading.Thread(target=read) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(got) == 4 and all(g is got[0] for g in got)
-
-
-def test_a_row_read_by_index_is_built_alone_and_stays_the_same_object() -> None:
-    request, regs = _toggle_chain()
-    preview(request, registries=regs)
-    toggled = _edited(request, "exclude", 55)
-    warm = preview(toggled, registries=regs)
-    rows = warm.blocks
-    one, last = rows[40], rows[-1]
-    assert rows.built is None and rows[40] is one and rows[len(rows) - 1] is last
-    full = list(rows)
-    assert full[40] is one and full[-1] is last
-    assert warm.model_dump_json() == _reference(toggled)
-    with pytest.raises(IndexError):
-        rows[len(rows)]
-
-
-def test_many_rows_read_by_index_build_every_row_at_once() -> None:
-    from engine.schema import PreviewRows
-
-    request, regs = _toggle_chain(PreviewRows.SINGLE_ROWS + 40)
-    preview(request, registries=regs)
-    warm = preview(_edited(request, "pin", 3), registries=regs)
-    picked = [warm.blocks[i] for i in range(PreviewRows.SINGLE_ROWS + 1)]
-    assert warm.blocks.built is not None and warm.blocks.built[:len(picked)] == picked
-    assert all(a is b for a, b in zip(picked, warm.blocks.built))
+    assert sum(r() is not None for r in refs) <= 1  # the last run is remembered
+    last = preview(_edited(request, "pin", 3), registries=regs)
+    assert last.model_dump_json() == _reference(_edited(request, "pin", 3))
 
 
 @pytest.mark.parametrize("strategy", ("truncate", "manual"))
 @SETTINGS
 @given(data=st.data())
-def test_changes_since_and_columns_describe_the_rows(strategy: str, data: st.DataObject) -> None:
-    """``PreviewRows.changes_since`` names every position where two previews' rows differ (a
-    superset: every other row is equal field for field), and ``column`` equals the field read
-    from the rows, both without building a row."""
-    from engine.schema import PreviewRows
+def test_preview_changes_describe_the_rows(strategy: str, data: st.DataObject) -> None:
+    """``engine.schema.preview_changes`` names every position where two previews' rows differ and
+    the fields that differ there: every other row is equal field for field."""
+    from engine.schema import preview_changes
 
     request = data.draw(requests())
     request = request.model_copy(update={"settings": request.settings.model_copy(update={"strategy": strategy})})
@@ -344,26 +298,23 @@ def test_changes_since_and_columns_describe_the_rows(strategy: str, data: st.Dat
     for what, i in data.draw(edits(len(request.chat.messages))):
         request = _edited(request, what, i)
         new = preview(request, registries=regs)
-        ob, nb = old.blocks, new.blocks
-        assert isinstance(nb, PreviewRows)
-        changes = nb.changes_since(ob)
-        unbuilt = nb.built is None
-        columns = {k: nb.column(k) for k in ("status", "reason", "reason_detail", "reason_data", "fit_window",
-                                             "tokens", "pinned", "manual_excluded", "group")}
-        if unbuilt:
-            assert nb.built is None  # read from the run's lists
-        if changes is not None:
-            assert len(ob) == len(nb)
-            named = {k: set(v) for k, v in changes.items()}
-            for r, (a, b) in enumerate(zip(ob, nb)):
-                da, db = a.model_dump(), b.model_dump()
-                differ = {k for k in da if da[k] != db[k]}
-                if r in named["block"]:
-                    continue
-                allowed = {f for f, rows in named.items() if r in rows} | (
-                    {"reason_data"} if r in named["reason_detail"] else set())
+        changes = preview_changes(old, new)
+        if changes is None:  # another row set (a hidden flip adds or drops a block): a view rebuilds
+            assert ([(b.source, b.message_index) for b in old.blocks]
+                    != [(b.source, b.message_index) for b in new.blocks])
+            old = new
+            continue
+        named = {"block": set(changes.block), "status": set(changes.status), "reason": set(changes.reason),
+                 "reason_detail": set(changes.reason_detail), "fit_window": set(changes.fit_window)}
+        for r, (a, b) in enumerate(zip(old.blocks, new.blocks)):
+            da, db = a.model_dump(), b.model_dump()
+            differ = {k for k in da if da[k] != db[k]}
+            if r not in changes.rows:
+                assert a is b
+                continue
+            allowed = {f for f, rows in named.items() if r in rows} | (
+                {"reason_data"} if r in named["reason_detail"] else set())
+            if r not in named["block"]:
                 assert differ <= allowed, (r, differ, allowed)
-        rows = list(nb)
-        for k, values in columns.items():
-            assert values == [getattr(b, k) for b in rows], k
+            assert {f for f in differ if f in named and f != "block"} <= allowed
         old = new

@@ -32,24 +32,3 @@ def test_screenshot_of_an_unknown_chat_exits_2(tmp_path, capsys):
     assert code == 2
     assert "CHAT_NOT_FOUND" in capsys.readouterr().err
     assert not (tmp_path / "s.png").exists()
-
-
-def test_the_app_imports_the_warm_previews_needs_at_start_up(tmp_path):
-    """``build_context`` calls ``engine.incremental.warm_up``: numpy is loaded before the first
-    click (a one-shot engine preview still never loads it)."""
-    import os
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "from PySide6.QtCore import QSettings\n"
-        "from gui.app import build_context, ensure_app\n"
-        "ensure_app()\n"
-        "assert 'numpy' not in sys.modules\n"
-        f"build_context(None, settings=QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))\n"
-        "assert 'numpy' in sys.modules\n"
-    )
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr

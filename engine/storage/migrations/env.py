@@ -7,8 +7,10 @@ migrations can alter tables (SQLite has no ``ALTER COLUMN``).
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import text
 
 from engine.storage._orm import Base
+from engine.storage.database import WRITE_OPTION
 
 config = context.config
 target_metadata = Base.metadata
@@ -16,10 +18,6 @@ target_metadata = Base.metadata
 
 def run_migrations_online() -> None:
     """Run the migrations on ``config.attributes["engine"]`` under the library's write lock."""
-    from sqlalchemy import text
-
-    from engine.storage.database import WRITE_OPTION
-
     engine = config.attributes["engine"]
     # The write lock is taken up front (SQLite: BEGIN IMMEDIATE via WRITE_OPTION; PostgreSQL: a
     # transaction-scoped advisory lock), before Alembic reads the current revision: processes

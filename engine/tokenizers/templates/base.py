@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..parts import part_texts
+
 Owner = int | str
 CountMany = Callable[[Sequence[str]], list[int]]
 OVERHEAD = "overhead"
@@ -137,8 +139,6 @@ def content_parts(content: Any) -> list[str]:
     ``file`` parts by their strings, unknown parts as their JSON); images and audio are not
     counted by the open-weight templates here.
     """
-    from ..accounting import part_texts
-
     if content is None:
         return []
     if isinstance(content, str):

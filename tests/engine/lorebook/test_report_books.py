@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.lorebook.report import report_for_request
+from engine.lorebook_report import report_for_request
 from engine.pipeline import preview
 from engine.resolve import chat_lorebooks
 from tests.engine.assembly.test_st_story_order import _request

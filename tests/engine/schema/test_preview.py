@@ -1,5 +1,5 @@
-"""``ContextPreview.blocks`` as a :class:`~engine.schema.preview.PreviewRows` (a warm preview's rows,
-built on first read) reads, compares, copies and serializes as the list it stands for."""
+"""``ContextPreview.blocks`` is a plain list of frozen rows, and :func:`engine.schema.preview_changes` says
+where two previews' rows differ (issue 29 item 3)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import copy
 import json
 import pickle
 
-import pytest
 from pydantic import TypeAdapter
 
-from engine.schema import ContextPreview, PreviewBlock, PreviewRows, TokenizerInfo
+from engine.schema import ContextPreview, PreviewBlock, TokenizerInfo, preview_changes
 
 
 def _rows(n: int = 3) -> list[PreviewBlock]:
@@ -20,106 +19,49 @@ def _rows(n: int = 3) -> list[PreviewBlock]:
             for k in range(n)]
 
 
-def _preview(blocks: object) -> ContextPreview:
-    return ContextPreview.model_construct(
+def _preview(blocks: list[PreviewBlock]) -> ContextPreview:
+    return ContextPreview(
         model="gpt-4o", tokenizer=TokenizerInfo(profile="o200k_base", approximate=False), context_limit=1000,
         reply_reserve=100, budget=900, safety_margin=0, headroom=880, prompt_tokens=20, strategy="truncate",
         blocks=blocks)
 
 
-def _lazy(rows: list[PreviewBlock]) -> tuple[PreviewRows, list[int]]:
-    calls: list[int] = []
-
-    def build() -> list[PreviewBlock]:
-        calls.append(1)
-        return rows
-
-    return PreviewRows(len(rows), build), calls
-
-
-def test_len_builds_nothing_and_the_first_read_builds_once() -> None:
+def test_blocks_are_a_plain_list_that_pickles_copies_and_serializes() -> None:
     rows = _rows()
-    lazy, calls = _lazy(rows)
-    assert len(lazy) == 3 and lazy.built is None and calls == []
-    assert lazy[1] is rows[1] and lazy[-1] is rows[2] and lazy[0:2] == rows[:2] and type(lazy[0:2]) is list
-    assert list(lazy) == rows and list(reversed(lazy)) == rows[::-1] and rows[0] in lazy
-    assert lazy.index(rows[2]) == 2 and lazy.count(rows[0]) == 1 and lazy.copy() == rows
-    assert calls == [1] and lazy.built is rows
+    pv = _preview(rows)
+    assert type(pv.blocks) is list and pv.blocks == rows
+    assert pickle.loads(pickle.dumps(pv)).blocks == rows
+    assert copy.deepcopy(pv).blocks == rows
+    dumped = json.loads(pv.model_dump_json())["blocks"]
+    assert dumped == TypeAdapter(list[PreviewBlock]).dump_python(rows, mode="json")
+    assert pv.model_dump(include={"blocks": {0: {"id"}}})["blocks"] == [{"id": "b0"}]
 
 
-def test_equal_to_its_list_either_way_round_and_to_another_preview_rows() -> None:
-    rows = _rows()
-    lazy, _ = _lazy(rows)
-    assert lazy == rows and rows == lazy and lazy == PreviewRows(3, lambda: list(rows))
-    assert lazy != _rows(2) and lazy != "abc"
-    assert lazy + rows[:1] == [*rows, rows[0]] and rows[:1] + lazy == [rows[0], *rows]
-    with pytest.raises(TypeError):
-        hash(lazy)
+def test_the_json_schema_of_blocks_is_the_lists() -> None:
+    schema = ContextPreview.model_json_schema()
+    assert schema["properties"]["blocks"]["type"] == "array"
+    assert schema["properties"]["blocks"]["items"] == {"$ref": "#/$defs/PreviewBlock"}
 
 
-def test_a_preview_with_preview_rows_serializes_and_compares_as_with_the_list() -> None:
-    rows = _rows()
-    eager, lazy = _preview(rows), _preview(_lazy(rows)[0])
-    assert lazy.model_dump_json() == eager.model_dump_json()
-    assert lazy.model_dump() == eager.model_dump() and lazy.model_dump(mode="json") == eager.model_dump(mode="json")
-    assert type(lazy).__pydantic_serializer__.to_json(lazy, indent=2) == eager.model_dump_json(indent=2).encode()
-    assert lazy == eager and eager == lazy
-    back = ContextPreview.model_validate_json(lazy.model_dump_json())
-    assert back == eager and type(back.blocks) is list
-    assert lazy.model_dump(exclude={"blocks"}) == eager.model_dump(exclude={"blocks"})
+def test_preview_changes_names_each_moved_field_and_nothing_else() -> None:
+    rows = _rows(5)
+    new_rows = list(rows)
+    new_rows[1] = rows[1].model_copy(update={"status": "excluded", "reason": "OUT_OF_BUDGET"})
+    new_rows[2] = rows[2].model_copy(update={"fit_window": 7})
+    new_rows[3] = rows[3].model_copy(update={"reason_data": {"free": 3}})
+    new_rows[4] = rows[4].model_copy(update={"tokens": 99})
+    new_rows[0] = rows[0].model_copy()  # a new object, equal
+    changes = preview_changes(_preview(rows), _preview(new_rows))
+    assert changes is not None
+    assert changes.rows == [0, 1, 2, 3, 4]
+    assert (changes.block, changes.status, changes.reason, changes.reason_detail, changes.fit_window) == (
+        [4], [1], [1], [3], [2])
 
 
-def test_pickle_copy_and_deepcopy_give_lists() -> None:
-    rows = _rows()
-    lazy = _preview(_lazy(rows)[0])
-    for other in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
-        assert type(other.blocks) is list and other == lazy
-    assert copy.copy(lazy).blocks is lazy.blocks  # a shallow copy shares the (read-only) rows
-
-
-def test_the_json_schema_is_the_lists() -> None:
-    """The field's serializer keeps ``blocks`` an array of ``PreviewBlock`` in both schemas (the API's OpenAPI)."""
-    for mode in ("validation", "serialization"):
-        schema = ContextPreview.model_json_schema(mode=mode)  # type: ignore[arg-type]
-        assert schema["properties"]["blocks"]["items"] == {"$ref": "#/$defs/PreviewBlock"}
-        assert schema["properties"]["blocks"]["type"] == "array"
-    ta = TypeAdapter(list[PreviewBlock])
-    assert json.loads(_preview(_lazy(_rows())[0]).model_dump_json())["blocks"] == json.loads(ta.dump_json(_rows()))
-
-
-def test_a_builder_that_returns_another_number_of_rows_is_an_error() -> None:
-    lazy = PreviewRows(4, lambda: _rows(3))
-    with pytest.raises(ValueError, match="built 3 rows for 4 blocks"):
-        lazy.rows()
-
-
-def test_serialized_inside_other_models_and_by_the_api_layer_as_the_list() -> None:
-    """pydantic-core serializes a nested preview without calling its methods (a ``TypeAdapter``, a
-    parent model, FastAPI's response encoding): the field's serializer builds the rows there too."""
-    from fastapi.encoders import jsonable_encoder
-    from pydantic import BaseModel
-
-    class Envelope(BaseModel):
-        preview: ContextPreview
-
-    rows = _rows()
-    eager = _preview(rows)
-    expected = json.loads(eager.model_dump_json())
-    assert json.loads(TypeAdapter(ContextPreview).dump_json(_preview(_lazy(rows)[0]))) == expected
-    assert TypeAdapter(ContextPreview).dump_python(_preview(_lazy(rows)[0]), mode="json") == expected
-    assert json.loads(Envelope.model_construct(preview=_preview(_lazy(rows)[0])).model_dump_json()) == {
-        "preview": expected}
-    assert jsonable_encoder(_preview(_lazy(rows)[0])) == expected
-
-
-@pytest.mark.parametrize("lazy", [False, True])
-def test_nested_include_and_exclude_under_blocks_apply(lazy: bool) -> None:
-    rows = _rows()
-    pv = _preview(_lazy(rows)[0] if lazy else rows)
-    ta = TypeAdapter(list[PreviewBlock])
-    assert json.loads(pv.model_dump_json(include={"blocks": {0: {"id"}}})) == {"blocks": [{"id": "b0"}]}
-    dumped = pv.model_dump(exclude={"blocks": {"__all__": {"text", "trace"}}})
-    assert dumped["blocks"] == ta.dump_python(rows, exclude={"__all__": {"text", "trace"}})
-    assert pv.model_dump(mode="json", exclude={"blocks": {"__all__": {"reason_data"}}}, exclude_none=True)["blocks"] == (
-        ta.dump_python(rows, mode="json", exclude={"__all__": {"reason_data"}}, exclude_none=True))
-    assert pv.model_dump(exclude={"blocks": True}) == _preview(rows).model_dump(exclude={"blocks"})
+def test_preview_changes_of_other_rows_is_none() -> None:
+    rows = _rows(3)
+    assert preview_changes(_preview(rows), _preview(rows[:2])) is None
+    moved = [rows[0], rows[1], rows[2].model_copy(update={"source": "message:9", "message_index": 9})]
+    assert preview_changes(_preview(rows), _preview(moved)) is None
+    same = preview_changes(_preview(rows), _preview(list(rows)))
+    assert same is not None and same.rows == []

@@ -228,7 +228,7 @@ def test_the_table_repaints_only_the_changed_rows_it_shows(qtbot, rows) -> None:
 def _warm_toggles(states):
     """The previews of ``states`` (excluded, pinned) computed as the app computes them after a
     click: the same message objects but the toggled one, the same registries, so each is answered
-    warm (``engine.incremental``) and its blocks are a ``PreviewRows`` that builds rows when read."""
+    warm (``engine.incremental``): its unchanged rows are the previous preview's objects."""
     from engine.pipeline import default_registries
 
     regs = default_registries()
@@ -246,10 +246,10 @@ def _warm_toggles(states):
 
 
 def test_views_updated_from_warm_previews_match_fresh_ones_and_build_few_rows(qtbot) -> None:
-    """After a click the views read only the rows the engine names (``PreviewRows.changes_since``)
-    and the rows they paint: the new preview's rows are never all built, and every view shows what
-    one built from scratch on the same preview shows."""
-    from engine.schema import PreviewRows
+    """After a click the views update only the rows the engine's change set names
+    (:func:`engine.schema.preview_changes`: a warm preview shares its unchanged rows), and every view
+    shows what one built from scratch on the same preview shows."""
+    from engine.schema import preview_changes
 
     states = [(frozenset(), frozenset()), (frozenset({N - 5}), frozenset()), (frozenset({N - 5, 40}), frozenset()),
               (frozenset({N - 5, 40}), frozenset({10})), (frozenset({40}), frozenset({10})), (frozenset(), frozenset())]
@@ -265,7 +265,8 @@ def test_views_updated_from_warm_previews_match_fresh_ones_and_build_few_rows(qt
         bar.set_preview(new, None, delta)
         chart.set_preview(new, delta)
         if k:
-            assert isinstance(new.blocks, PreviewRows) and delta is not None
-            assert new.blocks.built is None, k  # nothing walked every row of the warm preview
+            changes = preview_changes(previews[k - 1], new)
+            assert changes is not None and delta is not None
+            assert set(delta.rows) <= set(changes.rows), k
         _assert_like_fresh_views(qtbot, new, chat, bar, chart)
         assert _cells(table) == _cells(_fresh_table(new))

@@ -1,0 +1,236 @@
+"""Steps 4-10 of the pipeline over the run's columns (the built-in ``truncate`` / ``manual`` strategies).
+
+:func:`engine.pipeline.prepare` runs its ten named steps for every request; a run whose strategy
+is built-in ``truncate`` or ``manual``, whose profile uses OpenAI chat accounting and which no
+interceptor sees, does steps 4-10 over the columns of :class:`~engine.runstate.RunState`
+(:class:`~engine.runstate.RunColumns`) with the one implementation of each rule over columns
+(:func:`engine.shifting.shift_columns`, :func:`~engine.shifting.explain_columns`,
+:func:`~engine.shifting.fit_columns`). A warm run (one that starts from a remembered run,
+:mod:`engine.incremental`) patches the remembered columns at the changed positions only, keeps
+the remembered tool groups, counts only the edited texts and reuses every unchanged row
+(:mod:`engine.rows`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from collections.abc import Sequence
+from itertools import chain, compress, repeat
+from operator import is_, is_not, setitem
+from typing import Any
+
+from .registries import Registries
+from .rows import PriorRows, RowInputs, build_rows
+from .runstate import Outcome, RunColumns, RunState
+from .schema._construct import construct
+from .schema.blocks import Block
+from .schema.preview import ContextPreview, PreviewError, TokenizerInfo
+from .schema.trace import TraceRecord
+from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
+from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
+from .shifting.groups import ToolGroups, find_tool_groups
+from .shifting.registry import manual_strategy, truncate_strategy
+from .tokenizers import REPLY_PRIMING_TOKENS, TokenizerProfile, content_part_warnings, count_tools_tokens
+
+_KEPT = "kept"
+_EXCLUDED = "excluded"
+
+
+def applies(reg: Registries, strategy: str, profile: TokenizerProfile) -> bool:
+    """Whether a run does steps 4-10 over columns (built-in ``truncate``/``manual``, OpenAI accounting, no interceptor)."""
+    return (profile.chat is None and not reg.interceptors.names()
+            and reg.strategies.get(strategy).fn in (truncate_strategy, manual_strategy))
+
+
+def count_columns(run: RunState) -> None:
+    """Step 4: the columns (one batched count of every new text), the sendable part, tool groups, the budget.
+
+    A warm run keeps its base's tool groups (a toggle or a plain edit changes no tool shape) and
+    counts only the edited texts.
+    """
+    base, blocks, profile = run.base, run.blocks, run.profile
+    run.honor_manual = run.reg.strategies.get(run.request.settings.strategy).fn is manual_strategy
+    if base is None:
+        pre = run.pre_excluded
+        at = [i for i, b in enumerate(blocks) if b.id not in pre] if pre else list(range(len(blocks)))
+        sendable = [blocks[i] for i in at] if pre else blocks
+        groups = find_tool_groups(sendable)
+        s_layout = ToolLayout.from_groups(groups)
+        every = len(at) == len(blocks)
+        b_layout = s_layout if every else _block_layout(s_layout, at, len(blocks))
+        run.columns = RunColumns.of(blocks, profile, b_layout)
+        run.sendable_at, run.group_warnings = at, tool_group_warnings(sendable, groups)
+        run.send = run.columns.cols if every else run.columns.cols.take(at, s_layout)
+        # audio parts are estimated; only messages with list content can have them
+        run.approximate = profile.approximate or any(
+            b.message is not None and isinstance(b.message.content, list) and any(
+                isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
+            for b in compress(blocks, run.columns.listy))
+    else:
+        run.columns = base.columns.patched(blocks, run.flagged, run.edited, profile)
+        run.sendable_at, run.group_warnings, run.approximate = base.sendable_at, base.group_warnings, base.approximate
+        run.send = _patched_send(run, base)
+    run.priming = REPLY_PRIMING_TOKENS
+    run.safety = math.ceil(run.budget * run.request.settings.safety_margin_percent / 100) if run.approximate else 0
+    run.shift_budget = run.budget - run.safety - run.priming
+    run.warnings.extend(run.group_warnings)
+
+
+def _block_layout(s_layout: ToolLayout, at: list[int], n: int) -> ToolLayout:
+    """The sendable blocks' tool groups in block positions (groups only: orphans and incomplete ids are the sendable layout's)."""
+    group_of: list[str | None] = [None] * n
+    for k, i in enumerate(at):
+        group_of[i] = s_layout.group_of[k]
+    return ToolLayout(group_of, [[at[k] for k in ms] for ms in s_layout.members], list(s_layout.ids))
+
+
+def _patched_send(run: RunState, base: RunState) -> Any:
+    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) replaced."""
+    cols = run.columns.cols
+    at = run.sendable_at
+    if len(at) == len(cols.ids):
+        return cols
+    k_of = {i: k for k, i in enumerate(at)}
+    pinned, manual = list(base.send.pinned), list(base.send.manual)
+    for pos in chain(run.flagged, run.edited):
+        k = k_of[pos]
+        pinned[k], manual[k] = cols.pinned[pos], cols.manual[pos]
+    tokens = [cols.tokens[i] for i in at] if run.edited else base.send.tokens
+    return dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+
+
+def tool_group_warnings(blocks: Sequence[Block], groups: ToolGroups) -> list[str]:
+    """The run's warnings about ``blocks``' tool groups: each incomplete one (not hidden), each reused call id.
+
+    An incomplete group names its call ids and messages (``TOOL_PAIR_INCOMPLETE``: a provider
+    rejects a call without its results); a call id used by more than one call is paired with
+    the nearest earlier call carrying it.
+    """
+    out: list[str] = []
+    for gid, what in groups.incomplete.items():
+        members = [b for b, g in zip(blocks, groups.group_of) if g == gid]
+        if any(b.hidden for b in members):
+            continue  # the writer hid it: HIDDEN says why it is not sent
+        where = ", ".join(str(b.message_index) if b.message_index is not None else b.id for b in members)
+        out.append(f"incomplete tool calls ({'; '.join(what)}): messages {where} are not sent "
+                   "(TOOL_PAIR_INCOMPLETE; a provider rejects a call without its results)")
+    for cid in sorted(groups.reused_ids):
+        out.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
+                   "with the nearest earlier call carrying it")
+    return out
+
+
+def shift_sendable(run: RunState) -> None:
+    """Step 5: the built-in strategy over the sendable columns (:func:`engine.shifting.shift_columns`)."""
+    run.column_shift = shift_columns(run.send, run.shift_budget, honor_manual=run.honor_manual)
+    run.diagnostics.extend(run.column_shift.diagnostics)
+
+
+def record_fates(run: RunState) -> tuple[list[str], list[str]]:
+    """Step 6: each block's status and reason (pre-excluded ones are shown, never sent); sets ``kept_at``.
+
+    The built-in strategies keep the host's rules by construction: nothing is rejected.
+    """
+    c, shift, n = run.columns, run.column_shift, len(run.blocks)
+    kept_reason = c.kept_reason
+    if len(run.sendable_at) == n:
+        kept_at = list(compress(range(n), map(is_, shift.reasons, repeat(None))))
+        # the kept ones (a minority in a long chat) get their kept reason below: no None is left
+        reason: list[str] = list(shift.reasons)  # type: ignore[arg-type]
+        deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
+    else:
+        pre = run.pre_excluded
+        reason = [pre.get(x, "") for x in c.cols.ids]
+        kept = [False] * n
+        for k, i in enumerate(run.sendable_at):
+            r = shift.reasons[k]
+            kept[i] = r is None
+            reason[i] = kept_reason[i] if r is None else r
+        kept_at = list(compress(range(n), kept))
+    status = [_EXCLUDED] * n
+    deque(map(setitem, repeat(status), kept_at, repeat(_KEPT)), maxlen=0)
+    run.kept_at = kept_at
+    return status, reason
+
+
+def recount_columns(run: RunState) -> None:
+    """Step 8: the final recount of what is sent, through the per-text count cache."""
+    c, kept_at, profile = run.columns, run.kept_at, run.profile
+    provider = c.provider
+    kept_msg = list(compress(kept_at, map(is_not, map(provider.__getitem__, kept_at), repeat(None))))
+    messages = list(map(provider.__getitem__, kept_msg))
+    counts = profile.count_many(list(chain.from_iterable(map(c.pieces.__getitem__, kept_msg))))
+    kinds = c.cols.kinds
+    run.send_tools = run.tools if len(kept_msg) != len(kept_at) and any(kinds[i] == "tools" for i in kept_at) else []
+    tools_tokens = count_tools_tokens(profile, run.send_tools) if run.send_tools else 0
+    run.prompt_tokens = sum(counts) + sum(map(c.overhead.__getitem__, kept_msg)) + run.priming + tools_tokens
+    if any(map(c.listy.__getitem__, kept_msg)):
+        run.warnings.extend(content_part_warnings(messages))  # type: ignore[arg-type]
+    run.messages = messages  # type: ignore[assignment]
+
+
+def check_budget_columns(run: RunState) -> None:
+    """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget."""
+    shift, budget = run.column_shift, run.budget - run.safety
+    if shift.error:
+        protected = shift.protected_tokens + run.priming
+        blocks = run.blocks
+        run.error = PreviewError(
+            code="TOKEN_BUDGET_EXCEEDED",
+            message=(f"the protected blocks alone need {protected} tokens but the budget is {budget} tokens "
+                     f"(context {run.limit} − reply reserve {run.reserve}"
+                     f"{f' − safety margin {run.safety}' if run.safety else ''})"),
+            details={"protected_tokens": protected, "budget": budget,
+                     "protected_blocks": [blocks[i].id for i in run.sendable_at
+                                          if blocks[i].protected or blocks[i].pinned]})
+    elif run.prompt_tokens > budget:  # pragma: no cover - would be a bug in shifting
+        raise AssertionError(f"final prompt {run.prompt_tokens} tokens exceeds budget {budget}")
+
+
+def explain_and_fit(run: RunState, status: list[str], reason: list[str],
+                    trace_by_source: dict[str, dict[str, Any]]) -> Outcome:
+    """Step 10's figures: each block's explanation and fit window over the columns."""
+    c, n, settings = run.columns, len(run.blocks), run.request.settings
+    explanations: dict[str, Any] = {}
+    previous = run.base.outcome.explanations if run.base is not None else None
+    detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
+                             previous=previous, current=explanations)
+    reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
+    shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
+                                            run.profile.approximate, run.priming, fixed_reserve=reserve_fixed)
+    fits_s = fit_columns(run.send, shift_budget_of, honor_manual=run.honor_manual)
+    if len(run.sendable_at) == n:
+        fits = fits_s
+    else:
+        fits = [None] * n
+        for k, i in enumerate(run.sendable_at):
+            fits[i] = fits_s[k]
+    return Outcome(status, reason, detail, fits, explanations)
+
+
+def report_columns(run: RunState, lorebook_trace: list[TraceRecord], trace_by_source: dict[str, dict[str, Any]],
+                   outcome: Outcome) -> ContextPreview:
+    """Step 10: the preview, its rows reusing the base run's unchanged rows."""
+    settings, profile, base = run.request.settings, run.profile, run.base
+    prior = None
+    if base is not None and len(base.rows) == len(run.blocks):
+        prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}))
+    run.outcome = outcome
+    run.rows = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior)
+    prompt_tokens, budget = run.prompt_tokens, run.budget
+    return construct(ContextPreview, {
+        "model": settings.model,
+        "tokenizer": TokenizerInfo(profile=profile.name, approximate=run.approximate, version=profile.version),
+        "context_limit": run.limit, "reply_reserve": run.reserve, "budget": budget, "safety_margin": run.safety,
+        "headroom": budget - run.safety - prompt_tokens, "prompt_tokens": prompt_tokens,
+        "strategy": settings.strategy, "overhead_tokens": run.priming, "warnings": run.warnings, "error": run.error,
+        "blocks": run.rows, "lorebook_trace": lorebook_trace, "messages": list(map(dict.copy, run.messages)),
+        "tools": [dict(t) for t in run.send_tools], "diagnostics": run.diagnostics,
+        "fit_method": "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order",
+        "strategy_info": {}, "api": "chat_completion", "prompt": None, "stop": []})
+
+
+__all__ = ["applies", "check_budget_columns", "count_columns", "explain_and_fit", "record_fates",
+           "recount_columns", "report_columns", "shift_sendable", "tool_group_warnings"]

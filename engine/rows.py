@@ -1,0 +1,183 @@
+"""Step 10's rows on the column path: one :class:`~engine.schema.preview.PreviewBlock` per block.
+
+A cold run builds every row from the run's columns. A warm run reuses the previous run's rows:
+a row whose block, fate (status, reason), explanation and fit window are the previous run's is
+the previous row object; a row whose block is the same but whose fate, explanation or window
+moved (after a toggle: every older message's window, every dropped message's free tokens) is
+the previous row's values with those fields replaced; the rows of new blocks are built from
+their block. Every step is a C-level pass (``map`` with ``operator.setitem``), so a warm run's
+rows cost O(changed rows) Python work plus O(n) list copies.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, eq, is_not, ne, or_, setitem
+from typing import Any
+
+from .runstate import Outcome, RunColumns
+from .schema._construct import construct_many, model_fields_of
+from .schema.blocks import Block
+from .schema.preview import PreviewBlock
+
+_DICT_OF = attrgetter("__dict__")
+
+
+@dataclass(frozen=True)
+class RowInputs:
+    """What the rows of one run read: its blocks, columns and lorebook records."""
+
+    blocks: list[Block]
+    columns: RunColumns
+    trace_by_source: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PriorRows:
+    """The previous run's rows and what they were built from (a warm run's starting point).
+
+    ``fresh``: the block positions whose block object is new in this run.
+    """
+
+    blocks: list[Block]
+    outcome: Outcome
+    rows: list[PreviewBlock]
+    fresh: list[int]
+
+
+def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None) -> list[PreviewBlock]:
+    """The preview rows of a run on the column path, reusing ``prior``'s unchanged rows.
+
+    Parameters
+    ----------
+    src:
+        The run's blocks and columns.
+    outcome:
+        Each block's fate, explanation and fit window.
+    prior:
+        The previous run's rows with as many blocks (``None``: build every row).
+
+    Returns
+    -------
+    list of PreviewBlock
+        One row per block, in prompt order (a plain list; rows are frozen models).
+    """
+    n = len(src.blocks)
+    fields = set(model_fields_of(PreviewBlock))
+    if prior is None or len(prior.rows) != n:
+        return construct_many(PreviewBlock, _row_dicts(src, range(n), outcome), fields)
+    refate, masks = _refate_masks(outcome, prior, n)
+    rows = list(prior.rows)
+    if refate:
+        refated = _refated_rows(prior.rows, refate, masks, outcome, fields)
+        deque(map(setitem, repeat(rows), refate, refated), maxlen=0)
+    if prior.fresh:
+        built = construct_many(PreviewBlock, _row_dicts(src, prior.fresh, outcome), fields)
+        deque(map(setitem, repeat(rows), prior.fresh, built), maxlen=0)
+    return rows
+
+
+def _refate_masks(outcome: Outcome, prior: PriorRows, n: int) -> tuple[list[int], dict[str, list[bool] | None]]:
+    """The positions of same-block rows whose fate fields moved, and per field where (see :func:`_refated_rows`)."""
+    po = prior.outcome
+    lists = {"status": list(map(is_not, outcome.status, po.status)),
+             "reason": list(map(ne, outcome.reason, po.reason)),
+             "reason_detail": list(map(is_not, outcome.detail, po.detail)),  # explanations are shared objects
+             "fit_window": list(map(ne, outcome.fits, po.fits))}
+    redo_l = list(map(or_, map(or_, lists["status"], lists["reason"]),
+                      map(or_, lists["reason_detail"], lists["fit_window"])))
+    deque(map(setitem, repeat(redo_l), prior.fresh, repeat(False)), maxlen=0)  # rebuilt whole
+    refate = list(compress(range(n), redo_l))
+    return refate, {k: list(map(m.__getitem__, refate)) for k, m in lists.items()}
+
+
+def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> list[dict[str, Any]]:
+    """The ``PreviewBlock`` values of the blocks at ``positions`` (a ``range`` for every block).
+
+    One C-level pass per field over the chosen positions (``operator.setitem`` into copies of one
+    split-key template, :func:`_row_template`); a lorebook block's trace gets the activation
+    record of its entry (``trace_by_source``).
+    """
+    every = isinstance(positions, range) and len(positions) == len(src.blocks)
+
+    def pick(column: Sequence[Any]) -> Sequence[Any]:
+        return column if every else list(map(column.__getitem__, positions))
+
+    blocks, c, cols = pick(src.blocks), src.columns, src.columns.cols
+    kinds, sources = pick(cols.kinds), pick(cols.sources)
+    traces = list(map(attrgetter("trace"), blocks))
+    if src.trace_by_source:
+        for k in compress(range(len(blocks)), map(eq, kinds, repeat("lorebook"))):
+            extra = src.trace_by_source.get(sources[k])
+            if extra is not None:
+                traces[k] = {**(traces[k] or {}), **extra}
+    dicts = list(map(dict.copy, repeat(_row_template(), len(blocks))))
+    messages = map(attrgetter("message"), blocks)
+    explanations = pick(outcome.detail)
+    columns: dict[str, Sequence[Any] | Iterator[Any]] = {
+        "id": pick(cols.ids), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
+        "position": positions, "tokens": pick(cols.tokens), "status": pick(outcome.status),
+        "reason": pick(outcome.reason), "protected": pick(cols.protected), "pinned": pick(cols.pinned),
+        "group": pick(cols.layout.group_of), "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
+        "manual_excluded": pick(cols.manual), "message_index": pick(cols.message_index), "trace": traces,
+        "reason_detail": map(getattr, explanations, repeat("text"), repeat(None)),
+        "reason_data": map(getattr, explanations, repeat("data"), repeat(None)), "fit_window": pick(outcome.fits)}
+    for key, column in columns.items():
+        deque(map(setitem, dicts, repeat(key), column), maxlen=0)
+    return dicts
+
+
+def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], masks: dict[str, list[bool] | None],
+                  outcome: Outcome, fields: set[str]) -> list[PreviewBlock]:
+    """Copies of ``old_rows[i]`` (``i`` in ``idx``) with their changed fate fields replaced.
+
+    ``masks[field][k]`` says whether ``field`` changed in row ``idx[k]`` (``None``: in every
+    one; a field missing: in none). Each field is set only in the rows where it changed.
+    """
+    dicts = list(map(dict.copy, map(_DICT_OF, map(old_rows.__getitem__, idx))))
+    columns: dict[str, Sequence[Any]] = {"status": outcome.status, "reason": outcome.reason,
+                                         "reason_detail": outcome.detail, "fit_window": outcome.fits}
+    for field_name, mask in masks.items():
+        targets, where = (dicts, idx) if mask is None else (list(compress(dicts, mask)), list(compress(idx, mask)))
+        values: Iterator[Any] = map(columns[field_name].__getitem__, where)
+        if field_name == "reason_detail":
+            explanations = list(values)
+            deque(map(setitem, targets, repeat("reason_data"), map(getattr, explanations, repeat("data"), repeat(None))),
+                  maxlen=0)
+            values = map(getattr, explanations, repeat("text"), repeat(None))
+        deque(map(setitem, targets, repeat(field_name), values), maxlen=0)
+    return construct_many(PreviewBlock, dicts, fields)
+
+
+class _RowDict:
+    """Holder whose instance dicts share one key table (CPython's split dicts): a row's ``__dict__``.
+
+    A preview row's field values in a split dict take about a third of the memory of an ordinary
+    dict, and ``dict.copy()`` of one copies the value pointers instead of a 64-slot key table.
+    Any dict would be correct: this is only the cheaper kind.
+    """
+
+
+def _make_template() -> dict[str, Any]:
+    """A split-key dict of every ``PreviewBlock`` field (in field order), each set to ``None``.
+
+    Attribute assignment builds the shared key table once (``dict.update`` on an empty split dict
+    would turn it into an ordinary one).
+    """
+    holder = _RowDict()
+    for key in PreviewBlock.model_fields:
+        setattr(holder, key, None)
+    return holder.__dict__
+
+
+_ROW_TEMPLATE = _make_template()
+
+
+def _row_template() -> dict[str, Any]:
+    return _ROW_TEMPLATE
+
+
+__all__ = ["PriorRows", "RowInputs", "build_rows"]
