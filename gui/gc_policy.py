@@ -1,22 +1,35 @@
-"""The app's one garbage-collector policy (issue 29 item 5): collect and freeze once per chat.
+"""The app's one garbage-collector policy (issue 29 item 5): hold while a chat loads, freeze once.
 
 A 10,000-message chat, its preview and the views' indices over them are several hundred thousand
 long-lived Python objects (pydantic messages and blocks, their dicts). CPython's full (generation 2)
 collection walks every one of them, collecting nothing, whenever enough new objects have survived
-since the last one; a preview per click makes them survive quickly. :func:`gc.freeze` moves every
-object alive into a permanent generation the collector never walks, so a full collection only walks
-what was allocated since.
+since the last one; reading a chat and computing its first preview make them survive quickly, and
+each such collection holds the GIL, so the window stalls while a big chat opens (seconds on a
+loaded machine). :func:`gc.freeze` moves every object alive into a permanent generation the
+collector never walks, so later full collections only walk what was allocated since.
 
-The policy, owned by the app and run on the main thread only: when a chat has been opened and its
-first preview applied, :meth:`CollectorPolicy.settle` collects once and freezes what is alive (the
-chat, its preview, the views). The next chat's load unfreezes first (:meth:`CollectorPolicy.release`,
-when the document has dropped the old chat), so the old chat's objects are freed, cycles included,
-by the next collection. Nothing else in the app, and nothing in the engine, touches the collector;
-worker threads never do. Frozen objects are still freed by reference counting when dropped (a
-toggle's replaced preview); only reference cycles among them wait for the next chat's load.
+The policy, owned by the app and run on the main thread only (worker threads never touch it):
 
-The measurement that decided to keep it (issue 29 closing note, ``/work/notes/issue-29-guitypes.md``)
-is repeatable with ``tests/benchmarks/measure_gc_policy.py``.
+* :meth:`CollectorPolicy.hold`, when a chat load starts (the window's ``open_chat``), pauses
+  automatic collection process-wide (:func:`gc.disable`) for the read and the first preview.
+  When a collection is *due* (see below), the frozen objects are unfrozen and one full
+  collection runs right there first, while the old chat has been dropped by the document and
+  the views and the new one is not yet built.
+* :meth:`CollectorPolicy.settle`, when that first preview has been applied, freezes what is alive
+  (two list splices, no traversal) and turns automatic collection back on: no main-thread
+  collection while the chat is in memory.
+* A load that ends without a preview (the read failed, the chat was closed instead, the first
+  preview failed) turns collection back on too (:meth:`CollectorPolicy.resume`).
+
+Cyclic garbage of replaced chats: an object frozen (or created while held) and later dropped is
+freed by reference counting unless it sits in a reference cycle; such cycles wait for a full
+collection over unfrozen objects. They stay frozen (settle adds the next chat to the frozen set)
+until a full collection is due at a hold, once :data:`COLLECT_EVERY_HOLDS` loads have passed since
+the last one (measured: ~180 cyclic objects per 5,000-message chat switch), so they stay bounded.
+Nothing else in the app, and nothing in the engine, touches the collector.
+
+The measurements (``/work/notes/issue-29-guitypes.md``, ``/work/notes/issue-29-gcfix.md``) are
+repeatable with ``tests/benchmarks/measure_gc_policy.py`` and ``tests/benchmarks/measure_gui.py``.
 """
 
 from __future__ import annotations
@@ -29,15 +42,20 @@ from PySide6.QtCore import QObject, QTimer
 
 from .document import ChatDocument
 from .preview import PreviewController, PreviewOutcome
+from .preview.loader import ChatLoader
 
-__all__ = ["GC_FREEZE_AFTER_LOAD", "CollectorPolicy"]
+__all__ = ["COLLECT_EVERY_HOLDS", "GC_FREEZE_AFTER_LOAD", "CollectorPolicy"]
 
-#: Whether the app collects and freezes once after each chat load (the measured default).
+#: Whether the app holds the collector while a chat loads and freezes after (the measured default).
 GC_FREEZE_AFTER_LOAD = True
+#: A full collection runs at a chat load's :meth:`CollectorPolicy.hold` once this many loads have
+#: passed since the last one (the first hold collects too): the cyclic garbage of replaced chats
+#: stays bounded, and most loads start without walking the heap.
+COLLECT_EVERY_HOLDS = 8
 
 
 class CollectorPolicy(QObject):
-    """Collects and freezes once after each chat load; unfreezes when the next chat loads.
+    """Holds the collector while a chat loads; freezes once its first preview is applied.
 
     Parameters
     ----------
@@ -52,9 +70,13 @@ class CollectorPolicy(QObject):
     Attributes
     ----------
     settles:
-        How many times :meth:`settle` collected and froze (tests, measurements).
-    last_settle_s:
-        Seconds the last :meth:`settle` took on the main thread (its collection, mostly).
+        How many times :meth:`settle` froze (tests, measurements).
+    holds:
+        How many chat loads :meth:`hold` paused the collector for.
+    collections:
+        How many full collections :meth:`hold` ran (one per :data:`COLLECT_EVERY_HOLDS` loads).
+    last_settle_s, last_hold_s:
+        Seconds the last :meth:`settle` / :meth:`hold` took on the main thread.
     """
 
     def __init__(self, document: ChatDocument, preview: PreviewController, *,
@@ -63,10 +85,16 @@ class CollectorPolicy(QObject):
         self.enabled = enabled
         self._preview = preview
         self._frozen = False
+        self._held = False
+        self._loaders: set[int] = set()
         #: The first preview submitted after this generation belongs to the chat just loaded.
         self._after_generation: int | None = None
+        self._holds_since_collect = COLLECT_EVERY_HOLDS
         self.settles = 0
+        self.holds = 0
+        self.collections = 0
         self.last_settle_s = 0.0
+        self.last_hold_s = 0.0
         document.chat_loaded.connect(self._on_document_chat_loaded)
         preview.preview_ready.connect(self._on_preview_ready)
 
@@ -75,21 +103,78 @@ class CollectorPolicy(QObject):
         """``True`` while the objects of the open chat are frozen by this policy."""
         return self._frozen
 
+    @property
+    def held(self) -> bool:
+        """``True`` while a chat load holds the collector paused."""
+        return self._held
+
+    def hold(self, loader: ChatLoader | None = None) -> None:
+        """A chat load starts: pause automatic collection until its first preview is applied.
+
+        Call it on the main thread right before the load is started, after the document has
+        dropped the old chat. When a full collection is due (every :data:`COLLECT_EVERY_HOLDS`
+        loads), it runs here, over the unfrozen heap, before the collector is paused.
+
+        Parameters
+        ----------
+        loader:
+            The worker that reads the chat; its ``failed`` signal ends the hold.
+
+        Raises
+        ------
+        RuntimeError
+            When called from another thread.
+        """
+        _require_main_thread()
+        if not self.enabled:
+            return
+        start = time.perf_counter()
+        if loader is not None and id(loader) not in self._loaders:
+            self._loaders.add(id(loader))
+            loader.failed.connect(self._on_loader_failed)
+        if not self._held:
+            self._holds_since_collect += 1
+            if self._holds_since_collect >= COLLECT_EVERY_HOLDS:
+                self._holds_since_collect = 0
+                self._unfreeze()
+                gc.collect()
+                self.collections += 1
+            self._held = True
+            self.holds += 1
+        gc.disable()
+        self.last_hold_s = time.perf_counter() - start
+
+    def resume(self) -> None:
+        """End a hold without freezing (the load failed or was cancelled): collection runs again."""
+        _require_main_thread()
+        if self._held:
+            self._held = False
+            gc.enable()
+
+    def _on_loader_failed(self, _chat_id: str, _error: object) -> None:
+        if self._after_generation is None:  # the document has no new chat waiting for a preview
+            self.resume()
+
     def _on_document_chat_loaded(self, chat_id: str) -> None:
-        # the document has dropped the previous chat: let its objects be collected again
-        self.release()
         self._after_generation = self._preview.generation if (chat_id and self.enabled) else None
+        if not chat_id:
+            self.resume()  # closed, or closed before another chat arrives: nothing to wait for
+        elif self._held:
+            gc.disable()  # still held for the first preview (whatever a worker did meanwhile)
 
     def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
         due = self._after_generation
-        if due is None or outcome.generation <= due or outcome.preview is None:
-            return  # no load pending, a preview of the previous chat, or a failed one
+        if due is None or outcome.generation <= due:
+            return  # no load pending, or a preview of the previous chat
+        if outcome.preview is None:
+            self.resume()  # the first preview failed: collect as usual; settle after the next one
+            return
         self._after_generation = None
         # connected before the window's own slot: settle once the views have applied this preview
         QTimer.singleShot(0, self.settle)
 
     def settle(self) -> None:
-        """Collect once, then freeze every object alive (main thread only).
+        """Freeze every object alive and end the hold (main thread only; no collection).
 
         Raises
         ------
@@ -98,16 +183,21 @@ class CollectorPolicy(QObject):
         """
         _require_main_thread()
         start = time.perf_counter()
-        self.release()
-        gc.collect()
         gc.freeze()
         self._frozen = True
+        if self._held:
+            self._held = False
+            gc.enable()
         self.settles += 1
         self.last_settle_s = time.perf_counter() - start
 
     def release(self) -> None:
-        """Unfreeze what :meth:`settle` froze (a new chat is loading, or the app is closing)."""
+        """Unfreeze what :meth:`settle` froze and end any hold (the app is closing)."""
         _require_main_thread()
+        self._unfreeze()
+        self.resume()
+
+    def _unfreeze(self) -> None:
         if self._frozen:
             gc.unfreeze()
             self._frozen = False

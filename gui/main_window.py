@@ -416,6 +416,8 @@ class MainWindow(QMainWindow):
             return
         if doc.chat_id is not None:
             doc.load_chat(None)  # nothing can be edited in the old chat while the new one loads
+        if self.ctx.gc_policy is not None:  # no collections over the growing heap while it loads
+            self.ctx.gc_policy.hold(self.chat_loader)
         self.chat_loader.load(chat_id)
         title = self._chat_titles.get(chat_id, "")
         self.title_label.setText(title or "(opening…)")

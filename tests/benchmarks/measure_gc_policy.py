@@ -8,7 +8,8 @@ of recent messages are toggled one after the other as the view's delegate does (
 ``CheckStateRole``); each click is timed until the window has applied the engine's preview of the
 toggled chat (``preview_applied``). Every cyclic collection of the oldest generation (on any
 thread) is timed through ``gc.callbacks``. ``--policy off`` disables the policy (CPython's own
-collector schedule); ``on`` collects and freezes once after the chat's first preview. An engine
+collector schedule); ``on`` holds the collector from the chat load's start to its first preview,
+then freezes (``gui.gc_policy``). An engine
 that still pauses the collector itself (``engine.pipeline.gc_paused``, removed by issue 29) has
 that pause turned off here, so both sides measure the app's policy alone.
 

@@ -17,7 +17,7 @@ from PySide6.QtCore import QSettings, Qt
 
 from engine.schema import Chat, ChatMessage, ContextSettings
 from gui.app import build_context
-from gui.gc_policy import CollectorPolicy
+from gui.gc_policy import COLLECT_EVERY_HOLDS, CollectorPolicy
 from gui.main_window import MainWindow
 from gui.models.blocks_model import BlockColumn
 
@@ -29,6 +29,14 @@ MESSAGES = 60
 TOGGLES = 500
 MAX_OBJECT_GROWTH = 1_500  # objects (3 per toggle)
 MAX_MEMORY_GROWTH = 1_000_000  # bytes (2 KB per toggle)
+#: Chat switches of the heap test (after a warm-up), and what they may leave behind at most: one
+#: of the test's chats with its preview is ~8,000 objects, so one chat kept per switch (or
+#: cycles never collected) would exceed it within a cycle.
+SWITCH_WARM_UP = 24  # measured: the caches are full after ~20 loads
+SWITCHES = 3 * COLLECT_EVERY_HOLDS
+MAX_SWITCH_OBJECT_GROWTH = 500  # objects, peak of the last 8 switches over the first 8's
+MAX_SWITCH_MEMORY_GROWTH = 200_000  # bytes, likewise
+MAX_SWITCH_SAWTOOTH = 4_000  # objects between two due collections (measured ~1,400: 178 cycles per switch)
 
 
 def _chat(n: int, seed: str = "") -> Chat:
@@ -77,23 +85,69 @@ def _toggle(qtbot, win: MainWindow, message: int, column: BlockColumn) -> None:
                              Qt.ItemDataRole.CheckStateRole)
 
 
-def test_collects_and_freezes_once_per_chat_load_and_unfreezes_for_the_next(qtbot, app_on_chats) -> None:
+def test_holds_the_collector_while_a_chat_loads_and_freezes_without_collecting(qtbot, app_on_chats) -> None:
     win, ctx, (first, second) = app_on_chats
     policy = ctx.gc_policy
     assert isinstance(policy, CollectorPolicy)
     gc.unfreeze()
+    during: list[bool] = []
+    ctx.document.chat_loaded.connect(lambda _id: during.append(gc.isenabled()))
     _open(qtbot, win, first, policy)
-    assert policy.settles == 1 and policy.frozen
+    assert during and not any(during)  # paused from the load's start to its first preview
+    assert policy.settles == 1 and policy.frozen and gc.isenabled() and not policy.held
     assert gc.get_freeze_count() > 10_000  # the chat, its preview, the views (and the app's modules)
     for message in (MESSAGES - 10, MESSAGES - 9):  # toggles settle nothing: their previews are not frozen
         _toggle(qtbot, win, message, BlockColumn.PIN)
     qtbot.wait(50)
-    assert policy.settles == 1
-    unfrozen: list[int] = []
-    ctx.document.chat_loaded.connect(lambda _id: unfrozen.append(gc.get_freeze_count()))
+    assert policy.settles == 1 and gc.isenabled()
+    collected = policy.collections
     _open(qtbot, win, second, policy)
-    assert unfrozen and set(unfrozen) == {0}  # the first chat's objects can be collected again once the document drops it
-    assert policy.settles == 2 and policy.frozen
+    assert policy.settles == 2 and policy.frozen and gc.isenabled()
+    assert policy.collections == collected  # no collection at this load: not due yet
+
+
+def test_a_failed_or_cancelled_load_turns_the_collector_back_on(qtbot, app_on_chats) -> None:
+    win, ctx, (first, _second) = app_on_chats
+    policy = ctx.gc_policy
+    assert policy is not None
+    win.open_chat(first)
+    assert policy.held and not gc.isenabled()
+    win.open_chat(None)  # closed before it arrived
+    assert not policy.held and gc.isenabled()
+    assert win.chat_loader is not None
+    with qtbot.waitSignal(win.chat_loader.failed, timeout=20000):
+        win.open_chat("no-such-chat")
+    assert not policy.held and gc.isenabled()
+
+
+def test_switching_chats_keeps_the_heap_bounded(qtbot, app_on_chats) -> None:
+    """Chats A, B, A, B ...: what a switch leaves behind (the replaced chat's cycles frozen with
+    the next one until a due collection, anything kept per load) must not pile up: after the
+    warm-up, the tracked objects (frozen included) and the traced memory saw-tooth between the
+    policy's due collections, and the last cycle's peak is no higher than the first one's."""
+    win, ctx, (first, second) = app_on_chats
+    policy = ctx.gc_policy
+    assert policy is not None
+    tracemalloc.start()  # before the warm-up: the bounded caches are then full of traced entries
+    try:
+        for k in range(SWITCH_WARM_UP):  # the engine's and the views' bounded caches fill up
+            _open(qtbot, win, (first, second)[k % 2], policy)
+        collected = policy.collections
+        seen: list[tuple[int, int, int]] = []
+        for k in range(SWITCHES):
+            _open(qtbot, win, (first, second)[k % 2], policy)
+            assert gc.isenabled() and not policy.held
+            seen.append((sum(gc.get_count()), len(gc.get_objects()) + gc.get_freeze_count(),
+                         tracemalloc.get_traced_memory()[0]))
+    finally:
+        tracemalloc.stop()
+    assert policy.collections - collected == SWITCHES // COLLECT_EVERY_HOLDS
+    cycle = COLLECT_EVERY_HOLDS
+    first_peak = (max(c[1] for c in seen[:cycle]), max(c[2] for c in seen[:cycle]))
+    last_peak = (max(c[1] for c in seen[-cycle:]), max(c[2] for c in seen[-cycle:]))
+    assert last_peak[0] - first_peak[0] < MAX_SWITCH_OBJECT_GROWTH, f"objects pile up over {SWITCHES} switches: {seen}"
+    assert last_peak[1] - first_peak[1] < MAX_SWITCH_MEMORY_GROWTH, f"memory piles up over {SWITCHES} switches: {seen}"
+    assert max(c[1] for c in seen) - min(c[1] for c in seen) < MAX_SWITCH_SAWTOOTH, f"{seen}"
 
 
 def test_disabled_it_leaves_the_collector_alone(qtbot, app_on_chats) -> None:
