@@ -58,8 +58,8 @@ def test_smoke_run_prints_one_table_and_writes_every_figure(smoke: tuple[str, di
     rows = {r["figure"]: r for r in report["rows"]}
     judged = [r for r in rows.values() if r["target"] and r["target"] not in ("the floor", "reference", "reported")
               and not r["target"].startswith("LangChain")]
-    # + Text vs Chat Completion (26); app start, toggle incl. rows, batch floor, trim incl. rows, stricter floor (29)
-    assert len(judged) == (16 if HAS_LANGCHAIN else 14)
+    # + Text vs Chat Completion (26); app start, batch floor and trim incl. rows, stricter floor (29)
+    assert len(judged) == (15 if HAS_LANGCHAIN else 13)
     st = report["raw"]["st"]
     assert st["chat_completion"]["cold_s"] > 0 and st["text_completion"]["repeat_s"] > 0
     assert st["text_completion"]["prompt_tokens"] > 0 and len(st["text_completion"]["runs"]) == report["plan"][

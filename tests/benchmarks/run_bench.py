@@ -305,7 +305,7 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
     read = [e.get("warm_read_s") for e in eng]
     if all(x is not None for x in read):
         rows.append(Row("warm toggle via public preview() incl. every row (median)", [fmt_s(s) for s in read],
-                        target="issue 29: the two rows below", values={"seconds": read}))
+                        target="reference", values={"seconds": read}))
         read_pct = [100 * r / f for r, f in zip(read, floor)]
         rows.append(Row("  warm ÷ batch floor (incl. rows)", [f"{p:.2f} %" for p in read_pct],
                         target=f"≤ 1 % at {main:,}", verdict=verdict(read_pct[1] <= 1.0), values={"percent": read_pct}))

@@ -215,7 +215,7 @@ def test_column_tier_is_the_shifting_tier():
     from engine.schema.blocks import Block, BlockKind, BlockOrigin
     from engine.shifting import ToolLayout
     from engine.shifting.core import _tier
-    from engine.tokenizers.profiles import default_tokenizer_registry
+    from engine.tokenizers.defaults import default_tokenizer_registry
 
     blocks = [Block(id=f"b{k}", kind=kind, source=f"s{k}", history=history, origin=origin)
               for k, (kind, history, origin) in enumerate(itertools.product(BlockKind, (False, True), BlockOrigin))]
