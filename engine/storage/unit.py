@@ -156,3 +156,16 @@ class Database:
         except SQLAlchemyError:
             return None, None, None
         return None, None, None
+
+
+class Repository:
+    """One area of the library (``store.chats``, ``store.lorebooks``, ...) over the shared database.
+
+    Parameters
+    ----------
+    db:
+        The library database, shared with the other repositories (one unit of work and write lock).
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db

@@ -15,7 +15,7 @@ from ...schema.audit import PromptContextAudit
 from .. import _orm as orm
 from .. import _queries as q
 from .._rows import message_row
-from ..unit import Database
+from ..unit import Database, Repository
 from .messages import next_index
 
 
@@ -43,17 +43,11 @@ def _append(session: Session, audit: PromptContextAudit, new: list[ChatMessage])
     return index + len(new) - 1
 
 
-class AuditRepository:
-    """The chats' audits (``store.audits``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
+class AuditRepository(Repository):
+    """The chats' audits (``store.audits``)."""
 
     def __init__(self, db: Database) -> None:
-        self._db = db
+        super().__init__(db)
         #: Test hook: called inside :meth:`put`'s transaction after the new row is flushed
         #: and before the commit (the crash-safety test kills the process there).
         self.after_flush: Callable[[], None] | None = None

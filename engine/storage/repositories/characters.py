@@ -8,20 +8,11 @@ from ...schema import Character
 from .. import _orm as orm
 from .. import _queries as q
 from ..models import CharacterSummary
-from ..unit import Database
+from ..unit import Repository
 
 
-class CharacterRepository:
-    """The library's characters (``store.characters``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class CharacterRepository(Repository):
+    """The library's characters (``store.characters``)."""
 
     def add(self, character: Character) -> str:
         """Store a character (its embedded book becomes a lorebook row).

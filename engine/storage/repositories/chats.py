@@ -14,7 +14,7 @@ from .. import _orm as orm
 from .. import _queries as q
 from .._rows import LOREBOOK_SCOPES, SETUP_NOT_STORED, utc
 from ..models import ChatSetup, ChatSummary, LorebookLink, StoredChat, Usage
-from ..unit import Database
+from ..unit import Repository
 
 
 def _request(session: Session, stored: StoredChat) -> PreviewRequest:
@@ -68,17 +68,8 @@ def _link_pairs(links: Sequence[LorebookLink | tuple[str, str]]) -> list[tuple[s
     return pairs
 
 
-class ChatRepository:
-    """The library's chats (``store.chats``); their messages are :class:`MessageRepository`'s.
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class ChatRepository(Repository):
+    """The library's chats (``store.chats``); their messages are :class:`MessageRepository`'s."""
 
     def summaries(self) -> list[ChatSummary]:
         """Every chat, most recently changed first."""

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from ...compaction.state import CompactionState, CompactionSummary
 from .. import _queries as q
-from ..unit import Database
+from ..unit import Repository
 
 
-class CompactionRepository:
-    """The chats' compaction states (``store.compaction``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class CompactionRepository(Repository):
+    """The chats' compaction states (``store.compaction``)."""
 
     def get(self, chat_id: str) -> CompactionState:
         """The chat's compaction state.

@@ -14,7 +14,7 @@ from .. import _orm as orm
 from .. import _queries as q
 from .._rows import entry_row
 from ..models import LorebookSummary
-from ..unit import Database
+from ..unit import Repository
 
 
 def _chat_lorebook_ids(session: Session, chat_id: str) -> list[str]:
@@ -51,17 +51,8 @@ def _put_entry_at(session: Session, lorebook_id: str, entry: LorebookEntry, inde
     session.add_all(entry_row(lorebook_id, i, e) for i, e in enumerate(kept))
 
 
-class LorebookRepository:
-    """The library's lorebooks and their entries (``store.lorebooks``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class LorebookRepository(Repository):
+    """The library's lorebooks and their entries (``store.lorebooks``)."""
 
     def add(self, book: Lorebook) -> str:
         """Store a standalone lorebook; returns its id."""

@@ -10,7 +10,7 @@ from ...schema import ChatMessage
 from .. import _orm as orm
 from .. import _queries as q
 from .._rows import message_row
-from ..unit import Database
+from ..unit import Repository
 
 _MESSAGE_COLUMNS = ("role", "name", "content", "tool_calls", "tool_result_id", "tool_result_key",
                     "pinned", "manual_excluded", "hidden", "swipes", "extra")
@@ -45,17 +45,8 @@ def next_index(session: Session, chat_id: str) -> int:
     return 0 if last is None else int(last) + 1
 
 
-class MessageRepository:
-    """The messages of the library's chats, by chat id and index (``store.messages``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class MessageRepository(Repository):
+    """The messages of the library's chats, by chat id and index (``store.messages``)."""
 
     def append(self, chat_id: str, message: ChatMessage) -> int:
         """Append a message to the chat; returns its index. Raises ``CHAT_NOT_FOUND``."""

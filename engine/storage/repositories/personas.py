@@ -8,20 +8,11 @@ from ...schema import Persona
 from .. import _orm as orm
 from .. import _queries as q
 from ..models import PersonaSummary
-from ..unit import Database
+from ..unit import Repository
 
 
-class PersonaRepository:
-    """The library's personas (``store.personas``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class PersonaRepository(Repository):
+    """The library's personas (``store.personas``)."""
 
     def add(self, persona: Persona) -> str:
         """Store a persona; returns its id."""

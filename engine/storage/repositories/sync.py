@@ -14,7 +14,7 @@ from .. import _orm as orm
 from .. import _queries as q
 from .._rows import chunks, now
 from ..models import ImportRef
-from ..unit import Database
+from ..unit import Repository
 
 
 def _sync_key(folder: str) -> str:
@@ -30,17 +30,8 @@ def _state(value: str) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-class SyncRepository:
-    """Where library objects came from and what each imported folder looked like (``store.sync``).
-
-    Parameters
-    ----------
-    db:
-        The library database, shared with the other repositories.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+class SyncRepository(Repository):
+    """Where library objects came from and what each imported folder looked like (``store.sync``)."""
 
     def source_key(self, kind: str, object_id: str) -> str | None:
         """The SillyTavern identity an object was imported under, or ``None``.
