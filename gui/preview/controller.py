@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
 
 from engine.schema import ContextPreview, PreviewRequest
 
@@ -59,43 +60,48 @@ class _Relay(QObject):
     finished = Signal(object)
 
 
-class _Job(QRunnable):
-    def __init__(self, generation: int, request: PreviewRequest, compute: ComputeFn,
-                 latest: Callable[[], int], relay: _Relay, derive: DeriveFn | None = None) -> None:
-        super().__init__()
-        self.setAutoDelete(True)
-        self._generation = generation
-        self._request = request
-        self._compute = compute
-        self._derive = derive
-        self._latest = latest
-        self._relay = relay
+@dataclass(frozen=True)
+class _Task:
+    """What one preview job computes on the pool: the request, the functions to run on it, where to report."""
 
-    def run(self) -> None:  # worker thread
-        if self._generation != self._latest():
-            # superseded while queued: skip the work, but report so the busy count stays right
-            self._emit(PreviewOutcome(self._generation, self._request, None, None, 0.0))
-            return
-        start = time.perf_counter()
-        preview: ContextPreview | None = None
-        error: UserError | None = None
-        derived: Any = None
-        try:
-            preview = self._compute(self._request)
-            elapsed = time.perf_counter() - start
-            if self._derive is not None and self._generation == self._latest():
-                # an optional head start for the views: a failure only costs them the work
-                with contextlib.suppress(Exception):
-                    derived = self._derive(preview)
-        except Exception as exc:
-            error = worker_error(exc, "preview computation")
-            elapsed = time.perf_counter() - start
-        outcome = PreviewOutcome(self._generation, self._request, preview, error, elapsed, derived)
-        self._emit(outcome)
+    generation: int
+    request: PreviewRequest
+    compute: ComputeFn
+    latest: Callable[[], int]
+    relay: _Relay
+    derive: DeriveFn | None = None
 
-    def _emit(self, outcome: PreviewOutcome) -> None:
-        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
-            self._relay.finished.emit(outcome)
+
+def _run(task: _Task) -> None:  # worker thread
+    """Compute ``task`` and report its outcome through its relay."""
+    _emit(task.relay, _outcome(task))
+
+
+def _outcome(task: _Task) -> PreviewOutcome:
+    """Compute ``task`` (worker thread): its preview, error, time and derived result."""
+    if task.generation != task.latest():
+        # superseded while queued: skip the work, but report so the busy count stays right
+        return PreviewOutcome(task.generation, task.request, None, None, 0.0)
+    start = time.perf_counter()
+    preview: ContextPreview | None = None
+    error: UserError | None = None
+    derived: Any = None
+    try:
+        preview = task.compute(task.request)
+        elapsed = time.perf_counter() - start
+        if task.derive is not None and task.generation == task.latest():
+            # an optional head start for the views: a failure only costs them the work
+            with contextlib.suppress(Exception):
+                derived = task.derive(preview)
+    except Exception as exc:
+        error = worker_error(exc, "preview computation")
+        elapsed = time.perf_counter() - start
+    return PreviewOutcome(task.generation, task.request, preview, error, elapsed, derived)
+
+
+def _emit(relay: _Relay, outcome: PreviewOutcome) -> None:
+    with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
+        relay.finished.emit(outcome)
 
 
 class PreviewController(QObject):
@@ -230,8 +236,14 @@ class PreviewController(QObject):
         self._running += 1
         self.preview_started.emit(generation)
         derive = self._derive() if self._derive is not None else None
-        self._pool.start(_Job(generation, request, self._compute, lambda: self.generation, self._relay, derive))
+        # a plain callable, not a QRunnable subclass: the binding kept most finished jobs' Python
+        # wrappers alive (PySide6 6.11), and with them what they held
+        self._pool.start(partial(_run, _Task(generation, request, self._compute, self._latest, self._relay, derive)))
         return generation
+
+    def _latest(self) -> int:
+        """:attr:`generation` (a bound method, not a lambda per job)."""
+        return self.generation
 
     def _on_relay_finished(self, outcome: PreviewOutcome) -> None:
         self._running = max(0, self._running - 1)

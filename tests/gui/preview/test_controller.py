@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
+
+from PySide6.QtCore import QThreadPool
 
 from engine.errors import LoomscopeError
 from engine.schema import Chat, ChatMessage, PreviewRequest
@@ -37,8 +41,6 @@ class GatedCompute:
 def test_stale_result_is_dropped(qtbot) -> None:
     compute = GatedCompute()
     pool_threads = 2  # let both run concurrently so the old one can finish last
-    from PySide6.QtCore import QThreadPool
-
     pool = QThreadPool()
     pool.setMaxThreadCount(pool_threads)
     ctl = PreviewController(compute, pool=pool)
@@ -149,8 +151,6 @@ def test_the_controller_leaves_the_collector_alone(qtbot) -> None:
     """Issue 29 item 5: only gui.gc_policy touches the collector, on the main thread; the worker
     and the delivery of a preview leave it as they found it (it used to be paused on the worker
     and every delivered preview frozen for good)."""
-    import gc
-
     seen: list[bool] = []
 
     def compute(request: PreviewRequest):
@@ -201,3 +201,34 @@ def test_a_failing_or_missing_derive_leaves_the_preview_alone(qtbot) -> None:
     with qtbot.waitSignal(ctl.preview_ready, timeout=5000) as blocker:
         ctl.submit(_request("b"))
     assert blocker.args[0].derived is None and blocker.args[0].preview.blocks[0].text == "b"
+
+
+class _Shown:
+    """Stands for what a derive function captures (the preview shown, the last delta)."""
+
+
+def test_finished_jobs_hold_nothing(qtbot) -> None:
+    """Issue 29 item 5: once its outcome is delivered, a job keeps neither its request nor its
+    derive function's captures alive (a finished job's wrapper kept by the binding used to hold
+    the previews its derive compared with: ~260 previews over 500 clicks in the real window)."""
+    ctl = PreviewController(lambda req: make_preview([make_block(0, text=req.chat.title)]))
+    captured: list[weakref.ref[_Shown]] = []
+    requests: list[weakref.ref[PreviewRequest]] = []
+
+    def factory():
+        shown = _Shown()
+        captured.append(weakref.ref(shown))
+        return lambda preview: shown
+
+    ctl.set_derive(factory)
+    for k in range(40):
+        request = _request(f"r{k}")
+        requests.append(weakref.ref(request))
+        with qtbot.waitSignal(ctl.preview_ready, timeout=5000):
+            ctl.submit(request)
+        del request
+    ctl.last_outcome = None
+    qtbot.wait(20)
+    gc.collect()
+    assert sum(r() is not None for r in captured) == 0
+    assert sum(r() is not None for r in requests) == 0
