@@ -7,7 +7,7 @@ and never commits; none hands an ORM row out of the package.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.orm import Session
@@ -26,6 +26,8 @@ ROW_CLASSES: dict[str, Any] = {"character": orm.CharacterRow, "lorebook": orm.Lo
                                "persona": orm.PersonaRow, "chat": orm.ChatRow}
 
 
+R = TypeVar("R")
+
 # ---------------------------------------------------------------- rows by id (NotFoundError when absent)
 def chat_row(session: Session, chat_id: str, *, lock: bool = False) -> orm.ChatRow:
     """The chat's row; ``lock``: ``SELECT ... FOR UPDATE`` on PostgreSQL. Raises ``CHAT_NOT_FOUND``."""
@@ -36,28 +38,27 @@ def chat_row(session: Session, chat_id: str, *, lock: bool = False) -> orm.ChatR
     return row
 
 
+def _row_or_missing(session: Session, model: type[R], row_id: str, code: str, what: str) -> R:
+    """``session.get(model, row_id)``; raises ``NotFoundError(code)`` naming ``what`` when absent."""
+    row = session.get(model, row_id)
+    if row is None:
+        raise NotFoundError(code, f"no {what} with that id in the library", file=row_id)
+    return row
+
+
 def lorebook_row(session: Session, lorebook_id: str) -> orm.LorebookRow:
     """The lorebook's row. Raises ``LOREBOOK_NOT_FOUND``."""
-    row = session.get(orm.LorebookRow, lorebook_id)
-    if row is None:
-        raise NotFoundError("LOREBOOK_NOT_FOUND", "no lorebook with that id in the library", file=lorebook_id)
-    return row
+    return _row_or_missing(session, orm.LorebookRow, lorebook_id, "LOREBOOK_NOT_FOUND", "lorebook")
 
 
 def character_row(session: Session, character_id: str) -> orm.CharacterRow:
     """The character's row. Raises ``CHARACTER_NOT_FOUND``."""
-    row = session.get(orm.CharacterRow, character_id)
-    if row is None:
-        raise NotFoundError("CHARACTER_NOT_FOUND", "no character with that id in the library", file=character_id)
-    return row
+    return _row_or_missing(session, orm.CharacterRow, character_id, "CHARACTER_NOT_FOUND", "character")
 
 
 def persona_row(session: Session, persona_id: str) -> orm.PersonaRow:
     """The persona's row. Raises ``PERSONA_NOT_FOUND``."""
-    row = session.get(orm.PersonaRow, persona_id)
-    if row is None:
-        raise NotFoundError("PERSONA_NOT_FOUND", "no persona with that id in the library", file=persona_id)
-    return row
+    return _row_or_missing(session, orm.PersonaRow, persona_id, "PERSONA_NOT_FOUND", "persona")
 
 
 def touch(row: orm.ChatRow) -> None:
