@@ -189,7 +189,7 @@ def take_screenshot(window: MainWindow, path: str | Path, chat: str | None = Non
         extra = max(0, min(int(w * 0.42), w - sizes[0] - 620) - sizes[2])
         sizes = [sizes[0], sizes[1] - extra, sizes[2] + extra]
     window.splitter.setSizes(sizes)
-    window._splitter_restored = True  # keep these sizes when the window is shown
+    window.window_state.splitter_restored = True  # keep these sizes when the window is shown
     store = window.ctx.store
     if chat is not None and store is not None:
         try:

@@ -310,24 +310,6 @@ class MainWindow(QMainWindow):
         """``[library, centre, inspector]`` in px (:meth:`WindowState.default_splitter_sizes`)."""
         return self.window_state.default_splitter_sizes(width)
 
-    @property
-    def _splitter_restored(self) -> bool:
-        """:attr:`WindowState.splitter_restored` (``gui.app.take_screenshot`` sets it to keep its sizes)."""
-        return self.window_state.splitter_restored
-
-    @_splitter_restored.setter
-    def _splitter_restored(self, value: bool) -> None:
-        self.window_state.splitter_restored = value
-
-    @property
-    def _splitter_shown(self) -> bool:
-        """:attr:`WindowState.splitter_shown` (tests clear it to get the first show's sizes again)."""
-        return self.window_state.splitter_shown
-
-    @_splitter_shown.setter
-    def _splitter_shown(self, value: bool) -> None:
-        self.window_state.splitter_shown = value
-
     def ask_import_files(self) -> None:
         """*File → Import…* (:meth:`DropHandler.ask_import_files`)."""
         self.drop.ask_import_files()

@@ -78,7 +78,7 @@ class _Bench:
         self.ctx = build_context(self.store, settings=qsettings)
         self.win = MainWindow(self.ctx)
         self.win.resize(*size)
-        self.win._splitter_restored = True
+        self.win.window_state.splitter_restored = True
         self.win.splitter.setSizes(self.win.default_splitter_sizes(size[0]))
         self.win.show()
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _show(qtbot, window, w: int, h: int) -> None:
     window.resize(w, h)
-    window._splitter_shown = False
+    window.window_state.splitter_shown = False
     window.show()
     qtbot.waitExposed(window)
     window.splitter.setSizes(window.default_splitter_sizes(w))
