@@ -8,7 +8,8 @@ interceptor sees, does steps 4-10 over the columns of :class:`~engine.runstate.R
 :func:`~engine.shifting.fit_columns`). A warm run (one that starts from a remembered run,
 :mod:`engine.incremental`) patches the remembered columns at the changed positions only, keeps
 the remembered tool groups, counts only the edited texts and reuses every unchanged row
-(:mod:`engine.rows`).
+(:mod:`engine.rows`). The preview around the rows is the one every path has
+(:func:`engine.report.report_preview`).
 """
 
 from __future__ import annotations

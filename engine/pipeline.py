@@ -5,22 +5,33 @@ messages with the preview that explains them; ``preview(request)`` returns just 
 Generation (``engine.generation``) calls ``prepare`` and sends ``messages`` only when
 ``budget_ok``.
 
-Steps: 1 resolve model → tokenizer profile and context limit (unknown models get
-``generic-approx`` and a warning); 2 reply reserve; 3 lorebook activation and assembly
-through the stage registry; 4 one batched count per block (OpenAI chat accounting);
-5 the selected strategy; 6 host checks (a strategy that removes a protected block or splits a
-tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 interceptors on the
-final provider messages; 8 mandatory recount and a final shifting pass; 9
+Steps (one named function each, :func:`_prepare`): 1 resolve model → tokenizer profile and
+context limit (unknown models get ``generic-approx`` and a warning); 2 reply reserve; 3 lorebook
+activation and assembly through the stage registry; 4 one batched count per block (OpenAI chat
+accounting); 5 the selected strategy; 6 host checks (a strategy that removes a protected block or
+splits a tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 interceptors
+on the final provider messages; 8 mandatory recount and a final shifting pass; 9
 ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget; 10 every block
 reported with its status and stable reason.
 
-A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) runs the same
-steps (:func:`_prepare_sillytavern`): steps 1–2 by SillyTavern's limit rules
-(:func:`engine.resolve.sillytavern_limits`), step 3 with SillyTavern's ``Generate`` as the
-template (:func:`engine.assembly.st_result.assemble_sillytavern`: Chat Completion, or Text
-Completion's one prompt string), steps 4–10 on the template's figures and fates, its own
-history fill (newest first within the budget) standing in for a strategy
-(:mod:`engine.assembly.st_result`).
+Every request runs those ten steps, which read and write one run state
+(:class:`~engine.runstate.RunState`); a step does its work on one of three paths:
+
+* the block objects (this module): a plugin strategy, a chat template, an interceptor;
+* the columns (:mod:`engine.columnar`): the built-in ``truncate`` / ``manual`` with OpenAI
+  accounting and no interceptor; a warm run (a toggle) patches a remembered run;
+* SillyTavern's template: a request carrying ``sillytavern`` (a chat imported from a SillyTavern
+  folder). Steps 1–2 by SillyTavern's limit rules (:func:`_resolve_sillytavern`,
+  :func:`engine.resolve.sillytavern_limits`); step 3 runs SillyTavern's ``Generate`` as the
+  template (:func:`_assemble_template`, :func:`engine.assembly.st_result.assemble_sillytavern`:
+  Chat Completion, or Text Completion's one prompt string), whose own history fill (newest
+  first within the budget) and World Info budget stand in for a strategy; steps 4–7 take its
+  counts and fates as final (no shift, no fit map, no interceptor); steps 8–10 apply
+  SillyTavern's count, budget error and story order (:mod:`engine.assembly.st_result`).
+
+Step 10's preview is one function for the three paths (:func:`engine.report.report_preview`);
+only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_columns`,
+:func:`engine.assembly.st_result.preview_rows`).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def _request(tmp_path: Path, main_api: str) -> PreviewRequest:
 
 
 def _inputs(request: PreviewRequest, **change: int) -> SillyTavernInputs:
-    """What the pipeline's steps 1–2 hand the template (as ``engine.pipeline._prepare_sillytavern`` does)."""
+    """What the pipeline's steps 1–2 hand the template (as ``engine.pipeline``'s ``_resolve_sillytavern`` and ``_assemble_template`` do)."""
     st_request, speaker = speaker_request(request)
     assert st_request.sillytavern is not None
     limits = sillytavern_limits(st_request, default_registries().tokenizers)
