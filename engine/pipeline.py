@@ -226,14 +226,15 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     The only path for a cold and a warm run alike: a warm run (a pin / exclude toggle or a plain
     edit of a remembered run, :mod:`engine.incremental`) patches the remembered blocks in step 3
-    and recomputes in the later steps only what the changed blocks touch.
+    and recomputes in the later steps only what the changed blocks touch. A chat from a
+    SillyTavern folder runs the same steps with its template's figures (module docstring).
 
     Raises
     ------
     SettingsError
-        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_STRATEGY``,
-        ``UNKNOWN_TOKENIZER``. A budget overflow is not raised: it is reported in
-        ``preview.error`` with ``budget_ok=False``.
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit; for a SillyTavern chat also a bad
+        speaker or story string), ``UNKNOWN_STRATEGY``, ``UNKNOWN_TOKENIZER``. A budget overflow
+        is not raised: it is reported in ``preview.error`` with ``budget_ok=False``.
     """
     run = RunState(request, registries or shared_registries())
     _resolve_model(run)  # 1
@@ -621,8 +622,8 @@ def _recount(run: RunState) -> None:
 def _recount_template(run: RunState) -> None:
     """Step 8 for a SillyTavern chat: what the template sends and its count (no priming tokens of ours).
 
-    :func:`engine.assembly.st_result.sillytavern_prompt_tokens`: Chat Completion's provider
-    messages, Text Completion's one prompt string with its stop strings.
+    Chat Completion: the provider messages; Text Completion: the one prompt string and its stop
+    strings. The count: :func:`engine.assembly.st_result.sillytavern_prompt_tokens`.
     """
     template = run.template
     assert template is not None
