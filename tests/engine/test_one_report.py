@@ -86,12 +86,13 @@ def test_every_path_goes_through_report_preview_once(path: str, tmp_path: Path, 
     if path.startswith("sillytavern"):
         request = _sillytavern_request(tmp_path, "openai" if path.endswith("cc") else "textgenerationwebui")
     else:
-        request = _plain_request("truncate" if path == "columns" else "summarize",
+        request = _plain_request("summarize" if path == "blocks" else "truncate",
                                  "llama-3-8b-instruct" if path == "chat-template" else "gpt-4o")
     prepared = pipeline.prepare(request, registries=default_registries())
     assert len(calls) == 2 and calls[1] is prepared.preview
     run = calls[0]
     assert run.columnar == (path == "columns") and (run.template is not None) == path.startswith("sillytavern")
+    assert (run.profile.chat is not None) == (path == "chat-template")  # truncate off the columns: the template
     pv = prepared.preview
     assert pv.strategy == ("sillytavern" if path.startswith("sillytavern") else request.settings.strategy)
     assert pv.blocks and pv.headroom == pv.budget - pv.safety_margin - pv.prompt_tokens
