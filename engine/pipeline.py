@@ -37,7 +37,6 @@ only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_col
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -69,23 +68,22 @@ from .resolve import (
 from .runstate import PreparedPrompt, RunState
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from .schema.preview import ContextPreview, PreviewBlock, TokenizerInfo
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import (
     check_shift_result,
-    find_tool_groups,
     shift_context,
     tool_sequence_problems,
 )
 from .shifting.explain import explain_blocks
 from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
 from .shifting.groups import frozen_blocks
+from .step_rules import budget_error, content_warnings, estimated_counts, split_sendable, strategy_budget, tools_sent
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
     TokenizerRegistry,
-    content_part_warnings,
     count_messages_tokens,
     count_tools_tokens,
     prompt_count,
@@ -447,23 +445,21 @@ def _count_template(run: RunState) -> None:
 
 
 def _count_blocks_step(run: RunState) -> None:
-    """Step 4 on the block path: one batched count per block (a chat template counts what is sent)."""
-    profile, blocks, budget = run.profile, run.blocks, run.budget
+    """Step 4 on the block path: one batched count per block (a chat template counts what is sent).
+
+    The sendable part, its tool groups and their warnings, whether the counts are estimates and
+    the strategy's budget: the rules every path shares (:mod:`engine.step_rules`).
+    """
+    profile, blocks = run.profile, run.blocks
     tokens = _count_blocks(profile, blocks)
-    # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
-    approximate = profile.approximate or any(
-        b.message is not None and isinstance(b.message.content, list) and any(
-            isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
-        for b in blocks)
-    safety = math.ceil(budget * run.request.settings.safety_margin_percent / 100) if approximate else 0
-    pre_excluded = run.pre_excluded
-    sendable = [b for b in blocks if b.id not in pre_excluded]
+    sendable = split_sendable(run)
     if profile.chat is not None:  # template counts depend on the neighbours: count what is sent
         if len(sendable) != len(blocks):
             tokens.update(_count_blocks(profile, sendable))
         run.priming = prompt_count(profile, _messages_of(sendable), []).overhead
-    run.tokens, run.approximate, run.safety, run.sendable = tokens, approximate, safety, sendable
-    run.shift_budget = budget - safety - run.priming
+    run.tokens, run.approximate = tokens, estimated_counts(profile, blocks)
+    strategy_budget(run)
+    run.warnings.extend(run.group_warnings)
     run.count = _counter(profile, tokens)
     run.shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
 
@@ -486,10 +482,7 @@ def _shift_context(run: RunState) -> None:
         columnar.shift_sendable(run)
         return
     request, sendable = run.request, run.sendable
-    groups = find_tool_groups(sendable)
-    run.groups = groups
-    run.group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
-    run.warnings.extend(columnar.tool_group_warnings(sendable, groups))
+    run.group_of = {b.id: g for b, g in zip(sendable, run.groups.group_of) if g}
     options = {**settings.strategy_options,
                **strategy_host_options(request, context_limit=run.limit, prompt_overhead=run.priming)}
     info = run.reg.strategies.get(settings.strategy)
@@ -647,14 +640,14 @@ def _recount_blocks(run: RunState) -> None:
     _count_final(run)
     if run.profile.chat is not None and run.shift.error is None:
         _fit_template(run)
-    run.warnings.extend(content_part_warnings(run.messages))
+    content_warnings(run)
     _final_shares(run)
 
 
 def _count_final(run: RunState) -> None:
     """The provider messages and tools of ``final_blocks``, and their exact prompt count."""
     run.messages = _messages_of(run.final_blocks)
-    run.send_tools = run.tools if any(b.kind == BlockKind.TOOLS for b in run.final_blocks) else []
+    run.send_tools = tools_sent(run, (b.kind for b in run.final_blocks))
     run.final = prompt_count(run.profile, run.messages, run.send_tools)
 
 
@@ -694,30 +687,18 @@ def _final_shares(run: RunState) -> None:
 def _check_budget(run: RunState) -> None:
     """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget.
 
-    A SillyTavern chat: when a prompt SillyTavern requires does not fit
-    (:func:`engine.assembly.st_result.sillytavern_budget_error`); then nothing is sent.
+    One rule and message for the block and column paths (:func:`engine.step_rules.budget_error`),
+    from the strategy's result after the host checks. A SillyTavern chat: when a prompt
+    SillyTavern requires does not fit (:func:`engine.assembly.st_result.sillytavern_budget_error`);
+    then nothing is sent.
     """
     if run.template is not None:
         run.error = sillytavern_budget_error(run.template, run.template_inputs)
         if run.error is not None:
             run.messages, run.prompt_tokens = [], 0
         return
-    if run.columnar:
-        columnar.check_budget_columns(run)
-        return
-    result, budget, safety = run.shift, run.budget - run.safety, run.safety
-    if result.error:
-        protected = result.protected_tokens + run.priming
-        run.error = PreviewError(
-            code="TOKEN_BUDGET_EXCEEDED",
-            message=(f"the protected blocks alone need {protected} tokens but the budget is {budget} tokens "
-                     f"(context {run.limit} − reply reserve {run.reserve}"
-                     f"{f' − safety margin {safety}' if safety else ''})"),
-            details={"protected_tokens": protected, "budget": budget,
-                     "protected_blocks": [b.id for b in run.sendable if b.protected or b.pinned]},
-        )
-    elif run.final.total > budget:  # pragma: no cover - would be a bug in shifting
-        raise AssertionError(f"final prompt {run.final.total} tokens exceeds budget {budget}")
+    shift = run.column_shift if run.columnar else run.shift
+    run.error = budget_error(run, shift.error, shift.protected_tokens)
 
 
 def _report(run: RunState) -> PreparedPrompt:
