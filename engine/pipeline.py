@@ -29,6 +29,9 @@ Every request runs those ten steps, which read and write one run state
   counts and fates as final (no shift, no fit map, no interceptor); steps 8–10 apply
   SillyTavern's count, budget error and story order (:mod:`engine.assembly.st_result`).
 
+A rule the block and column paths share is one function both call (:mod:`engine.step_rules`:
+step 4's sendable part, tool-group warnings, estimated counts, safety margin and strategy
+budget; step 8's tools sent and content-part warnings; step 9's ``TOKEN_BUDGET_EXCEEDED``).
 Step 10's preview is one function for the three paths (:func:`engine.report.report_preview`);
 only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_columns`,
 :func:`engine.assembly.st_result.preview_rows`).
@@ -77,9 +80,17 @@ from .shifting import (
     tool_sequence_problems,
 )
 from .shifting.explain import explain_blocks
-from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
+from .shifting.fitmap import TRUNCATE_LIKE, fit_windows
 from .shifting.groups import frozen_blocks
-from .step_rules import budget_error, content_warnings, estimated_counts, split_sendable, strategy_budget, tools_sent
+from .step_rules import (
+    budget_error,
+    content_warnings,
+    estimated_counts,
+    fit_budget,
+    split_sendable,
+    strategy_budget,
+    tools_sent,
+)
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
@@ -239,7 +250,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     _reserve_reply(run)  # 2
     _assemble_blocks(run)  # 3
     if run.base is not None and not (run.flagged or run.edited):
-        return _prepared(run.base, fresh_messages=True)  # the same request again: the same (frozen) preview
+        return _prepared(run.base)  # the same request again: the same (frozen) preview
     _count_tokens(run)  # 4
     _shift_context(run)  # 5
     _check_host(run)  # 6
@@ -726,11 +737,10 @@ def _report(run: RunState) -> PreparedPrompt:
     return _prepared(run)
 
 
-def _prepared(run: RunState, *, fresh_messages: bool = False) -> PreparedPrompt:
-    """The :class:`PreparedPrompt` of a finished run (``fresh_messages``: copies of its message dicts)."""
-    messages = list(map(dict.copy, run.messages)) if fresh_messages or run.columnar else run.messages
+def _prepared(run: RunState) -> PreparedPrompt:
+    """The :class:`PreparedPrompt` of a finished run; its ``messages`` are copies of the run's, made when first read."""
     timed = dict(run.timed_effects) if run.timed_effects is not None else None
-    return PreparedPrompt(run.preview, messages, list(run.send_tools), run.profile, run.error is None,
+    return PreparedPrompt(run.preview, run.messages, list(run.send_tools), run.profile, run.error is None,
                           run.interceptor_diags, timed)
 
 
@@ -768,13 +778,9 @@ def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
                     for b in run.ordered}
     explained = explain_blocks(run.ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
-    fits = fit_windows(
-        sendable, run.shift_tokens, group_of,
-        pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                              run.profile.approximate, run.priming,
-                              fixed_reserve=settings.reply_reserve if isinstance(settings.reply_reserve, int) else None),
-        never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
-        honor_manual=settings.strategy == "manual")
+    fits = fit_windows(sendable, run.shift_tokens, group_of, fit_budget(run),
+                       never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
+                       honor_manual=settings.strategy == "manual")
     trace_updates, template_tokens = run.shift.trace_updates, run.template_tokens
     out: list[dict[str, Any]] = []
     for pos, b in enumerate(run.ordered):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, is_
 from typing import Any, Literal
@@ -62,10 +63,16 @@ class PreparedPrompt:
     ``messages`` are the final provider messages (OpenAI chat shape) and ``tools`` the tool
     schemas to send; ``budget_ok`` is ``False`` exactly when ``preview.error`` is
     ``TOKEN_BUDGET_EXCEEDED`` (then nothing may be sent).
+
+    ``messages`` is made on its first read: copies of the run's message dicts (``sent``, which a
+    remembered run's columns may share and which are never changed), so that neither it, nor
+    ``preview.messages`` (the preview's own copies), nor the next run changes through another.
+    A preview that is only shown (a toggle in the app) never pays for the copies.
     """
 
     preview: ContextPreview
-    messages: list[dict[str, Any]]
+    #: the run's provider messages, as the run holds them: read ``messages`` instead
+    sent: Sequence[dict[str, Any]] = field(repr=False)
     tools: list[dict[str, Any]]
     profile: TokenizerProfile
     budget_ok: bool
@@ -73,6 +80,11 @@ class PreparedPrompt:
     #: SillyTavern ``chat_metadata["timedWorldInfo"]`` after this activation (sticky/cooldown
     #: started by it); ``None`` without lorebooks. Stored after a completed generation only.
     timed_effects: dict[str, Any] | None = None
+
+    @cached_property
+    def messages(self) -> list[dict[str, Any]]:
+        """The final provider messages: this prompt's own shallow copies of ``sent``, made on the first read."""
+        return list(map(dict.copy, self.sent))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ this module's one function, which both call:
   (:func:`strategy_budget`);
 * step 8: whether the tool schemas are sent (:func:`tools_sent`) and the warnings about content
   parts counted by estimate or not known (:func:`content_warnings`);
-* step 9: ``TOKEN_BUDGET_EXCEEDED`` and its message (:func:`budget_error`).
+* step 9: ``TOKEN_BUDGET_EXCEEDED`` and its message (:func:`budget_error`);
+* step 10: the strategy's budget at each context window the fit map tries (:func:`fit_budget`).
 
 A chat from a SillyTavern folder has its own rules for these (its template's counts and fates
 are final: :mod:`engine.assembly.st_result`).
@@ -21,12 +22,13 @@ are final: :mod:`engine.assembly.st_result`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .runstate import RunState
 from .schema.blocks import Block
 from .schema.preview import PreviewError
+from .shifting.fitmap import pipeline_shift_budget
 from .shifting.groups import ToolGroups, find_tool_groups
 from .tokenizers import TokenizerProfile, content_part_warnings
 
@@ -162,5 +164,20 @@ def budget_error(run: RunState, error: str | None, protected_tokens: int) -> Pre
     )
 
 
-__all__ = ["budget_error", "content_warnings", "estimated_counts", "split_sendable", "strategy_budget",
-           "tool_group_warnings", "tools_sent"]
+def fit_budget(run: RunState) -> Callable[[int], int]:
+    """Step 10: ``window → the strategy's budget`` at a context window of that many tokens (the fit map's question).
+
+    The run's reply reserve rule, safety margin percent and priming tokens at another window
+    (:func:`engine.shifting.fitmap.pipeline_shift_budget`); a reserve given in tokens is the same
+    at every window. The margin applies under an approximate profile only: unlike
+    :func:`strategy_budget`, an audio part's estimate does not add one (the previews' fit windows
+    are recorded that way).
+    """
+    settings = run.request.settings
+    fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
+    return pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
+                                 run.profile.approximate, run.priming, fixed_reserve=fixed)
+
+
+__all__ = ["budget_error", "content_warnings", "estimated_counts", "fit_budget", "split_sendable",
+           "strategy_budget", "tool_group_warnings", "tools_sent"]
