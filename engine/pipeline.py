@@ -90,6 +90,7 @@ from .step_rules import (
     split_sendable,
     strategy_budget,
     tools_sent,
+    with_entry_records,
 )
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
@@ -718,19 +719,19 @@ def _report(run: RunState) -> PreparedPrompt:
     The rows: on the column path :func:`engine.columnar.report_columns` (reusing a warm run's
     unchanged rows), on the block path :func:`_preview_blocks`, for a SillyTavern chat the
     template's blocks in story order (:func:`engine.assembly.st_result.preview_rows`). The
-    preview around them: :func:`engine.report.report_preview`, one for every path.
+    preview around them: :func:`engine.report.report_preview`, one for every path. A column-path
+    run is remembered for the next one (:func:`_remember`).
     """
     if run.template is not None:
         run.rows = preview_rows(run.template, run.error)
         run.lorebook_trace = run.template.lorebook_trace
-        run.preview = report_preview(run)
-        return _prepared(run)
-    run.lorebook_trace, trace_by_source = _lorebook_trace(run)
-    if run.columnar:
-        outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
-        columnar.report_columns(run, trace_by_source, outcome)
     else:
-        run.rows = _preview_blocks(run, trace_by_source)
+        run.lorebook_trace, trace_by_source = _lorebook_trace(run)
+        if run.columnar:
+            outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
+            columnar.report_columns(run, trace_by_source, outcome)
+        else:
+            run.rows = _preview_blocks(run, trace_by_source)
     run.preview = report_preview(run)
     if run.columnar:
         _remember(run, bool(run.lorebook_trace))
@@ -773,22 +774,21 @@ def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[st
 
 def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
     """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
-    settings, sendable, group_of = run.request.settings, run.sendable, run.group_of
+    settings, sendable, group_of, ordered = run.request.settings, run.sendable, run.group_of, run.ordered
     status, truncated, tokens = run.status, run.truncated, run.tokens
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
-                    for b in run.ordered}
-    explained = explain_blocks(run.ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
+                    for b in ordered}
+    explained = explain_blocks(ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
     fits = fit_windows(sendable, run.shift_tokens, group_of, fit_budget(run),
                        never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
                        honor_manual=settings.strategy == "manual")
     trace_updates, template_tokens = run.shift.trace_updates, run.template_tokens
+    traces = with_entry_records([b.trace for b in ordered], [b.kind for b in ordered], [b.source for b in ordered],
+                                trace_by_source)
     out: list[dict[str, Any]] = []
-    for pos, b in enumerate(run.ordered):
+    for pos, (b, trace) in enumerate(zip(ordered, traces)):
         st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))
         t = truncated.get(b.id)
-        trace = b.trace
-        if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
-            trace = {**(trace or {}), **trace_by_source[b.source]}
         if b.id in trace_updates:  # the strategy's notes (vector-recall relevance, ...)
             trace = {**(trace or {}), **trace_updates[b.id]}
         why = explained.get(b.id)

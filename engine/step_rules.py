@@ -13,7 +13,8 @@ this module's one function, which both call:
 * step 8: whether the tool schemas are sent (:func:`tools_sent`) and the warnings about content
   parts counted by estimate or not known (:func:`content_warnings`);
 * step 9: ``TOKEN_BUDGET_EXCEEDED`` and its message (:func:`budget_error`);
-* step 10: the strategy's budget at each context window the fit map tries (:func:`fit_budget`).
+* step 10: a lorebook block's trace with its entry's activation record (:func:`with_entry_records`);
+  the strategy's budget at each context window the fit map tries (:func:`fit_budget`).
 
 A chat from a SillyTavern folder has its own rules for these (its template's counts and fates
 are final: :mod:`engine.assembly.st_result`).
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress, repeat
+from operator import eq
 from typing import Any
 
 from .runstate import RunState
@@ -164,6 +167,32 @@ def budget_error(run: RunState, error: str | None, protected_tokens: int) -> Pre
     )
 
 
+def with_entry_records(traces: list[dict[str, Any] | None], kinds: Sequence[str], sources: Sequence[str],
+                       records: dict[str, dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """Step 10: each lorebook block's trace with its entry's activation record merged in (the record wins).
+
+    Parameters
+    ----------
+    traces:
+        The blocks' own traces (``Block.trace``), one per block; replaced in place where a record is merged.
+    kinds, sources:
+        The blocks' kinds (:class:`~engine.schema.blocks.BlockKind` values) and sources, parallel to ``traces``.
+    records:
+        The activation record of each entry source (``lorebook:<book>:<uid>``) as a JSON dict.
+
+    Returns
+    -------
+    list[dict[str, Any] | None]
+        ``traces`` (the same list): a new dict at each lorebook block whose source has a record.
+    """
+    if records:
+        for k in compress(range(len(traces)), map(eq, kinds, repeat("lorebook"))):
+            record = records.get(sources[k])
+            if record is not None:
+                traces[k] = {**(traces[k] or {}), **record}
+    return traces
+
+
 def fit_budget(run: RunState) -> Callable[[int], int]:
     """Step 10: ``window → the strategy's budget`` at a context window of that many tokens (the fit map's question).
 
@@ -180,4 +209,4 @@ def fit_budget(run: RunState) -> Callable[[int], int]:
 
 
 __all__ = ["budget_error", "content_warnings", "estimated_counts", "fit_budget", "split_sendable",
-           "strategy_budget", "tool_group_warnings", "tools_sent"]
+           "strategy_budget", "tool_group_warnings", "tools_sent", "with_entry_records"]
