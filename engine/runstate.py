@@ -202,6 +202,9 @@ class RunState:
     run patches (dropped when the run is done). A chat from a SillyTavern folder sets
     ``sillytavern`` (step 1), ``template_inputs`` and ``template`` (step 3: SillyTavern's
     ``Generate`` as the assembly template, whose counts and fates are final) and no block field.
+    The fields a rule both the block and the column path apply fills (the sendable part and its
+    tool groups, ``approximate``, ``safety``, ``shift_budget``, ``send_tools``, ``error``) are set
+    by that rule's one function (:mod:`engine.step_rules`).
     The preview's header (:func:`engine.report.report_preview`) reads ``strategy``, ``tokenizer``,
     ``limit`` … ``safety``, ``prompt_tokens``, ``overhead``, ``warnings``, ``error``, ``rows``,
     ``messages``, ``send_tools``, ``diagnostics``, ``strategy_info``, ``fit_method``, ``api``,
@@ -246,17 +249,20 @@ class RunState:
     approximate: bool = field(init=False)
     safety: int = field(init=False)
     shift_budget: int = field(init=False)
-    sendable: list[Block] = field(init=False)
+    # the sendable part (engine.step_rules.split_sendable; a warm run keeps its base's positions and groups)
+    sendable: list[Block] = field(init=False)  # not pre-excluded (set by a cold run)
+    sendable_at: list[int] = field(init=False)  # their block positions
+    groups: ToolGroups = field(init=False)  # their tool groups (set by a cold run)
+    group_warnings: list[str] = field(init=False)
     columns: RunColumns = field(init=False)
     send: BlockColumns = field(init=False)  # the sendable blocks' columns (``columns.cols`` when every block is)
-    sendable_at: list[int] = field(init=False)  # their block positions
-    group_warnings: list[str] = field(init=False)
     # 5–6. strategy and host checks
-    groups: ToolGroups = field(init=False)
     group_of: dict[str, str] = field(init=False)
     result: ShiftResult | None = field(init=False)
     column_shift: ColumnShift = field(init=False)
     strategy_problems: list[str] = field(init=False)
+    # columns: the strategy drops hand-excluded messages first (built-in ``manual``); blocks: the host check
+    # holds the strategy to the writer's exclusions (engine.resolve.honours_exclusions)
     honor_manual: bool = field(init=False)
     status: dict[str, tuple[str, str]] = field(init=False)
     truncated: dict[str, TruncatedBlock] = field(init=False)

@@ -17,7 +17,7 @@ import pytest
 
 import engine.pipeline as pipeline
 from engine.registries import default_registries
-from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest
+from engine.schema import Chat, ChatMessage, ContextSettings, Lorebook, LorebookEntry, MessageMeta, PreviewRequest
 
 _AUDIO = base64.b64encode(b"\0" * 32000).decode()  # one second of 16 kHz 16-bit audio
 _TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "find a fact " * 5,
@@ -63,7 +63,17 @@ def _flagged_chat() -> Chat:
     return Chat(messages=msgs)
 
 
-_CHATS = {"tools": _tool_chat, "parts": _parts_chat, "flags": _flagged_chat}
+def _lore_chat() -> Chat:
+    """Turns that name two entries of the request's lorebook (:data:`_BOOK`)."""
+    msgs = _turns(12)
+    msgs[10] = ChatMessage(role="user", content="We reach the harbor before the storm. " * 3)  # scan depth 2
+    return Chat(messages=msgs)
+
+
+_BOOK = Lorebook(name="Coast", entries=[LorebookEntry(uid=0, keys=["harbor"], content="The harbor is closed. " * 8),
+                                         LorebookEntry(uid=1, keys=["storm"], content="Storms come at dusk. " * 8),
+                                         LorebookEntry(uid=2, keys=["castle"], content="Never shown.")])
+_CHATS = {"tools": _tool_chat, "parts": _parts_chat, "flags": _flagged_chat, "lorebook": _lore_chat}
 #: (context limit, reply reserve): the whole chat, a cut, a window the protected blocks overflow
 _WINDOWS = [(None, 1024), (900, 200), (160, 100)]
 
@@ -92,10 +102,14 @@ def _paths(request: PreviewRequest, monkeypatch) -> tuple[pipeline.PreparedPromp
 @pytest.mark.parametrize("chat", sorted(_CHATS))
 def test_the_block_and_column_paths_give_the_same_preview(chat: str, strategy: str, model: str,
                                                           window: tuple[int | None, int], monkeypatch) -> None:
-    request = PreviewRequest(chat=_CHATS[chat](), settings=ContextSettings(
-        model=model, strategy=strategy, context_limit=window[0], reply_reserve=window[1]))
+    request = PreviewRequest(chat=_CHATS[chat](), lorebooks=[_BOOK] if chat == "lorebook" else [],
+                             settings=ContextSettings(model=model, strategy=strategy, context_limit=window[0],
+                                                      reply_reserve=window[1]))
     columns, blocks = _paths(request, monkeypatch)
     assert columns.preview.model_dump_json() == blocks.preview.model_dump_json()
+    if chat == "lorebook" and window[0] is None:  # each activated entry's block carries its activation record
+        traced = [b.trace for b in columns.preview.blocks if b.kind == "lorebook"]
+        assert len(traced) == 2 and all(t and t.get("activated") for t in traced)
     assert (columns.messages, columns.tools, columns.budget_ok) == (blocks.messages, blocks.tools, blocks.budget_ok)
 
 
