@@ -28,7 +28,14 @@ from .runstate import Outcome, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.fitmap import pipeline_shift_budget
 from .shifting.registry import manual_strategy, truncate_strategy
-from .step_rules import content_warnings, estimated_counts, split_sendable, strategy_budget, tools_sent
+from .step_rules import (
+    content_warnings,
+    drops_excluded_first,
+    estimated_counts,
+    split_sendable,
+    strategy_budget,
+    tools_sent,
+)
 from .tokenizers import REPLY_PRIMING_TOKENS, TokenizerProfile, count_tools_tokens
 
 _KEPT = "kept"
@@ -50,7 +57,7 @@ def count_columns(run: RunState) -> None:
     shape) and counts only the edited texts.
     """
     base, blocks, profile = run.base, run.blocks, run.profile
-    run.honor_manual = run.reg.strategies.get(run.request.settings.strategy).fn is manual_strategy
+    run.honor_manual = drops_excluded_first(run)
     if base is None:
         split_sendable(run)
         at, s_layout = run.sendable_at, ToolLayout.from_groups(run.groups)

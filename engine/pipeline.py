@@ -85,6 +85,7 @@ from .shifting.groups import frozen_blocks
 from .step_rules import (
     budget_error,
     content_warnings,
+    drops_excluded_first,
     estimated_counts,
     fit_budget,
     split_sendable,
@@ -774,14 +775,14 @@ def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[st
 
 def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
     """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
-    settings, sendable, group_of, ordered = run.request.settings, run.sendable, run.group_of, run.ordered
+    sendable, group_of, ordered = run.sendable, run.group_of, run.ordered
     status, truncated, tokens = run.status, run.truncated, run.tokens
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
                     for b in ordered}
     explained = explain_blocks(ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
     fits = fit_windows(sendable, run.shift_tokens, group_of, fit_budget(run),
                        never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
-                       honor_manual=settings.strategy == "manual")
+                       honor_manual=drops_excluded_first(run))
     trace_updates, template_tokens = run.shift.trace_updates, run.template_tokens
     traces = with_entry_records([b.trace for b in ordered], [b.kind for b in ordered], [b.source for b in ordered],
                                 trace_by_source)

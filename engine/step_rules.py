@@ -9,7 +9,8 @@ this module's one function, which both call:
 * step 4: which blocks may be sent and their tool groups, with the warnings about those groups
   (:func:`split_sendable`, :func:`tool_group_warnings`); whether the counts are estimates
   (:func:`estimated_counts`); the safety margin and the budget the strategy gets
-  (:func:`strategy_budget`);
+  (:func:`strategy_budget`); whether the strategy drops hand-excluded messages first
+  (:func:`drops_excluded_first`: the shift over columns and the fit map ask);
 * step 8: whether the tool schemas are sent (:func:`tools_sent`) and the warnings about content
   parts counted by estimate or not known (:func:`content_warnings`);
 * step 9: ``TOKEN_BUDGET_EXCEEDED`` and its message (:func:`budget_error`);
@@ -33,6 +34,7 @@ from .schema.blocks import Block
 from .schema.preview import PreviewError
 from .shifting.fitmap import pipeline_shift_budget
 from .shifting.groups import ToolGroups, find_tool_groups
+from .shifting.registry import manual_strategy
 from .tokenizers import TokenizerProfile, content_part_warnings
 
 
@@ -107,6 +109,16 @@ def strategy_budget(run: RunState) -> None:
     percent = run.request.settings.safety_margin_percent
     run.safety = math.ceil(run.budget * percent / 100) if run.approximate else 0
     run.shift_budget = run.budget - run.safety - run.priming
+
+
+def drops_excluded_first(run: RunState) -> bool:
+    """Whether the run's strategy is the built-in ``manual``, which drops the hand-excluded messages first.
+
+    The shift over columns and the fit map (at which window each message would fit) follow it.
+    Not :func:`engine.resolve.honours_exclusions`, which says whether a strategy may send a
+    hand-excluded message at all (the host check holds a plugin strategy to it).
+    """
+    return run.reg.strategies.get(run.request.settings.strategy).fn is manual_strategy
 
 
 def tools_sent(run: RunState, kept_kinds: Iterable[str]) -> list[dict[str, Any]]:
@@ -208,5 +220,5 @@ def fit_budget(run: RunState) -> Callable[[int], int]:
                                  run.profile.approximate, run.priming, fixed_reserve=fixed)
 
 
-__all__ = ["budget_error", "content_warnings", "estimated_counts", "fit_budget", "split_sendable",
+__all__ = ["budget_error", "content_warnings", "drops_excluded_first", "estimated_counts", "fit_budget", "split_sendable",
            "strategy_budget", "tool_group_warnings", "tools_sent", "with_entry_records"]
