@@ -9,8 +9,9 @@ interceptor sees, does steps 4-10 over the columns of :class:`~engine.runstate.R
 :mod:`engine.incremental`) patches the remembered columns at the changed positions only, keeps
 the remembered tool groups, counts only the edited texts and reuses every unchanged row
 (:mod:`engine.rows`). The rules the block path applies too (the sendable part and its tool
-groups' warnings, estimated counts and the safety margin, the tools sent, content-part warnings,
-the budget error) are :mod:`engine.step_rules`'s; the preview around the rows is the one every
+groups' warnings, estimated counts and the safety margin, whether the strategy drops hand
+exclusions first, the tools sent, content-part warnings, the budget error) are
+:mod:`engine.step_rules`'s; the preview around the rows is the one every
 path has (:func:`engine.report.report_preview`).
 """
 

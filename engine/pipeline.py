@@ -31,7 +31,8 @@ Every request runs those ten steps, which read and write one run state
 
 A rule the block and column paths share is one function both call (:mod:`engine.step_rules`:
 step 4's sendable part, tool-group warnings, estimated counts, safety margin and strategy
-budget; step 8's tools sent and content-part warnings; step 9's ``TOKEN_BUDGET_EXCEEDED``).
+budget; step 8's tools sent and content-part warnings; step 9's ``TOKEN_BUDGET_EXCEEDED``;
+step 10's lorebook-trace merge and the fit map's budget and manual rule).
 Step 10's preview is one function for the three paths (:func:`engine.report.report_preview`);
 only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_columns`,
 :func:`engine.assembly.st_result.preview_rows`).

@@ -1,4 +1,4 @@
-"""The rules of the pipeline's steps 4, 8 and 9 that every path applies, each written once.
+"""The rules of the pipeline's steps 4, 8, 9 and 10 that the block and column paths share, each written once.
 
 :func:`engine.pipeline.prepare` runs its ten named steps over one run state
 (:class:`~engine.runstate.RunState`); the block objects (:mod:`engine.pipeline`: a plugin strategy,
