@@ -171,7 +171,7 @@ def test_generation_jobs_hold_nothing(qtbot) -> None:
     runners = [GenerationRunner() for _ in range(ROUNDS)]
     with gil_contention():
         for runner in runners:
-            for k in range(JOBS):
+            for k in range(JOBS // 2):  # each runs a preview first: fewer, and still most of them lost before
                 store, provider, request = _Captured(), _Captured(), _request(f"g{k}")
                 refs += [weakref.ref(store), weakref.ref(provider)]
                 requests.append(weakref.ref(request))
