@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, is_
 from typing import Any, Literal
@@ -62,10 +63,16 @@ class PreparedPrompt:
     ``messages`` are the final provider messages (OpenAI chat shape) and ``tools`` the tool
     schemas to send; ``budget_ok`` is ``False`` exactly when ``preview.error`` is
     ``TOKEN_BUDGET_EXCEEDED`` (then nothing may be sent).
+
+    ``messages`` is made on its first read: copies of the run's message dicts (``sent``, which a
+    remembered run's columns may share and which are never changed), so that neither it, nor
+    ``preview.messages`` (the preview's own copies), nor the next run changes through another.
+    A preview that is only shown (a toggle in the app) never pays for the copies.
     """
 
     preview: ContextPreview
-    messages: list[dict[str, Any]]
+    #: the run's provider messages, as the run holds them: read ``messages`` instead
+    sent: Sequence[dict[str, Any]] = field(repr=False)
     tools: list[dict[str, Any]]
     profile: TokenizerProfile
     budget_ok: bool
@@ -73,6 +80,11 @@ class PreparedPrompt:
     #: SillyTavern ``chat_metadata["timedWorldInfo"]`` after this activation (sticky/cooldown
     #: started by it); ``None`` without lorebooks. Stored after a completed generation only.
     timed_effects: dict[str, Any] | None = None
+
+    @cached_property
+    def messages(self) -> list[dict[str, Any]]:
+        """The final provider messages: this prompt's own shallow copies of ``sent``, made on the first read."""
+        return list(map(dict.copy, self.sent))
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,9 @@ class RunState:
     run patches (dropped when the run is done). A chat from a SillyTavern folder sets
     ``sillytavern`` (step 1), ``template_inputs`` and ``template`` (step 3: SillyTavern's
     ``Generate`` as the assembly template, whose counts and fates are final) and no block field.
+    The fields a rule both the block and the column path apply fills (the sendable part and its
+    tool groups, ``approximate``, ``safety``, ``shift_budget``, ``send_tools``, ``error``) are set
+    by that rule's one function (:mod:`engine.step_rules`).
     The preview's header (:func:`engine.report.report_preview`) reads ``strategy``, ``tokenizer``,
     ``limit`` … ``safety``, ``prompt_tokens``, ``overhead``, ``warnings``, ``error``, ``rows``,
     ``messages``, ``send_tools``, ``diagnostics``, ``strategy_info``, ``fit_method``, ``api``,
@@ -234,17 +249,20 @@ class RunState:
     approximate: bool = field(init=False)
     safety: int = field(init=False)
     shift_budget: int = field(init=False)
-    sendable: list[Block] = field(init=False)
+    # the sendable part (engine.step_rules.split_sendable; a warm run keeps its base's positions and groups)
+    sendable: list[Block] = field(init=False)  # not pre-excluded (set by a cold run)
+    sendable_at: list[int] = field(init=False)  # their block positions
+    groups: ToolGroups = field(init=False)  # their tool groups (set by a cold run)
+    group_warnings: list[str] = field(init=False)
     columns: RunColumns = field(init=False)
     send: BlockColumns = field(init=False)  # the sendable blocks' columns (``columns.cols`` when every block is)
-    sendable_at: list[int] = field(init=False)  # their block positions
-    group_warnings: list[str] = field(init=False)
     # 5–6. strategy and host checks
-    groups: ToolGroups = field(init=False)
     group_of: dict[str, str] = field(init=False)
     result: ShiftResult | None = field(init=False)
     column_shift: ColumnShift = field(init=False)
     strategy_problems: list[str] = field(init=False)
+    # columns: the strategy drops hand-excluded messages first (built-in ``manual``); blocks: the host check
+    # holds the strategy to the writer's exclusions (engine.resolve.honours_exclusions)
     honor_manual: bool = field(init=False)
     status: dict[str, tuple[str, str]] = field(init=False)
     truncated: dict[str, TruncatedBlock] = field(init=False)
