@@ -27,12 +27,12 @@ from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
-from .shifting.fitmap import pipeline_shift_budget
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
     content_warnings,
     drops_excluded_first,
     estimated_counts,
+    fit_budget,
     split_sendable,
     strategy_budget,
     tools_sent,
@@ -152,15 +152,12 @@ def recount_columns(run: RunState) -> None:
 def explain_and_fit(run: RunState, status: list[str], reason: list[str],
                     trace_by_source: dict[str, dict[str, Any]]) -> Outcome:
     """Step 10's figures: each block's explanation and fit window over the columns."""
-    c, n, settings = run.columns, len(run.blocks), run.request.settings
+    c, n = run.columns, len(run.blocks)
     explanations: dict[str, Any] = {}
     previous = run.base.outcome.explanations if run.base is not None else None
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
                              previous=previous, current=explanations)
-    reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
-    shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                                            run.profile.approximate, run.priming, fixed_reserve=reserve_fixed)
-    fits_s = fit_columns(run.send, shift_budget_of, honor_manual=run.honor_manual)
+    fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
     else:

@@ -15,13 +15,14 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter, eq, is_not, ne, or_, setitem
+from operator import attrgetter, is_not, ne, or_, setitem
 from typing import Any
 
 from .runstate import Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
 from .schema.preview import PreviewBlock
+from .step_rules import with_entry_records
 
 _DICT_OF = attrgetter("__dict__")
 
@@ -106,12 +107,7 @@ def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> li
 
     blocks, c, cols = pick(src.blocks), src.columns, src.columns.cols
     kinds, sources = pick(cols.kinds), pick(cols.sources)
-    traces = list(map(attrgetter("trace"), blocks))
-    if src.trace_by_source:
-        for k in compress(range(len(blocks)), map(eq, kinds, repeat("lorebook"))):
-            extra = src.trace_by_source.get(sources[k])
-            if extra is not None:
-                traces[k] = {**(traces[k] or {}), **extra}
+    traces = with_entry_records(list(map(attrgetter("trace"), blocks)), kinds, sources, src.trace_by_source)
     dicts = list(map(dict.copy, repeat(_row_template(), len(blocks))))
     messages = map(attrgetter("message"), blocks)
     explanations = pick(outcome.detail)
