@@ -15,13 +15,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, is_
+from operator import add, attrgetter, is_, is_not, sub
 from typing import Any
 
 from .lorebook.models import ActivationResult
 from .registries import Registries
 from .resolve import LorebookPlan
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
+from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError
 from .schema.request import PreviewRequest
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
@@ -34,14 +35,26 @@ from .tokenizers.templates.base import PromptCount
 ProviderMessage = dict[str, Any]
 
 
-def _plain(block: Block) -> bool:
-    """Whether the block is a plain text message: OpenAI shape ``{"role", "content"}``, 3 tokens of framing.
+def _unplain_positions(messages: Sequence[ChatMessage | None], roles: Sequence[str | None],
+                       contents: Sequence[Any]) -> list[int]:
+    """Positions of the blocks that are not a plain text message, ascending (one C-level pass per field).
 
-    (No name, tool calls, tool-result id, legacy function call or extra fields; text content.)
+    Plain: OpenAI shape ``{"role", "content"}``, 3 tokens of framing (a message with text
+    content and no name, tool calls, tool-result role, legacy function call or extra fields).
     """
-    m = block.message
-    return (m is not None and type(m.content) is str and not m.name and not m.tool_calls
-            and m.role not in ("tool", "function") and not m.__pydantic_extra__)
+    n = len(messages)
+    every = range(n)
+    return sorted({
+        *compress(every, map(is_, messages, repeat(None))),
+        *compress(every, map(is_not, map(type, contents), repeat(str))),
+        *compress(every, map(_RESULT_ROLES.__contains__, roles)),
+        *compress(every, map(getattr, messages, repeat("name"), repeat(None))),
+        *compress(every, map(getattr, messages, repeat("tool_calls"), repeat(None))),
+        *compress(every, map(getattr, messages, repeat("__pydantic_extra__"), repeat(None)))})
+
+
+_MESSAGE, _REASON = attrgetter("message"), attrgetter("reason")
+_RESULT_ROLES = frozenset(("tool", "function"))
 
 
 def block_text(block: Block) -> str:
@@ -88,7 +101,7 @@ class RunColumns:
     kept_reason: list[str]
     text: list[str]
     provider: list[ProviderMessage | None]
-    pieces: list[list[str]]
+    pieces: list[Sequence[str]]
     overhead: list[int]
     listy: list[bool]
 
@@ -105,26 +118,41 @@ class RunColumns:
         layout:
             The blocks' tool groups, in block positions.
         """
-        plain = list(map(_plain, blocks))
-        messages = list(map(attrgetter("message"), blocks))
-        provider: list[ProviderMessage | None] = [
-            {"role": m.role, "content": m.content} if ok else (m.to_provider() if m is not None else None)
-            for ok, m in zip(plain, messages)]
-        pieces = [[m.role, m.content] if ok else (message_texts(p) if p is not None else [])
-                  for ok, m, p in zip(plain, messages, provider)]
-        overhead = [TOKENS_PER_MESSAGE if ok else (message_overhead(p) if p is not None else 0)
-                    for ok, p in zip(plain, provider)]
+        n = len(blocks)
+        messages = list(map(_MESSAGE, blocks))
+        roles = list(map(getattr, messages, repeat("role"), repeat(None)))
+        contents = list(map(getattr, messages, repeat("content"), repeat(None)))
+        # a plain text message is sent as {"role", "content"} with 3 tokens of framing; the few
+        # others (tool calls and results, names, content parts, the tools block) one by one
+        provider: list[ProviderMessage | None] = [{"role": r, "content": c} for r, c in zip(roles, contents)]
+        pieces: list[Sequence[str]] = list(zip(roles, contents))  # type: ignore[arg-type]  # plain: both str
+        text: list[str] = contents  # type: ignore[assignment]  # plain: the content; the others set below
+        overhead, listy = [TOKENS_PER_MESSAGE] * n, [False] * n
+        tools_at: list[int] = []
+        for i in _unplain_positions(messages, roles, contents):
+            m = messages[i]
+            p = provider[i] = m.to_provider() if m is not None else None
+            if p is None:
+                tools_at.append(i)
+            pieces[i] = message_texts(p) if p is not None else ()
+            overhead[i] = message_overhead(p) if p is not None else 0
+            listy[i] = p is not None and isinstance(p.get("content"), list)
+            text[i] = block_text(blocks[i])
         counts = profile.count_many(list(chain.from_iterable(pieces)))
-        ends = list(accumulate(map(len, pieces)))
         prefix = [0, *accumulate(counts)]
-        tokens = [prefix[e] - prefix[e - len(p)] + o for p, e, o in zip(pieces, ends, overhead)]
-        for i in compress(range(len(blocks)), map(is_, provider, repeat(None))):
+        sizes = list(map(len, pieces))
+        ends = map(prefix.__getitem__, accumulate(sizes))
+        starts = map(prefix.__getitem__, accumulate(sizes, initial=0))
+        tokens = list(map(add, map(sub, ends, starts), overhead))
+        for i in tools_at:
             tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
         cols = BlockColumns.from_blocks(blocks, tokens, layout)
-        reasons = map(attrgetter("reason"), blocks)
-        kept_reason = [("PINNED" if p and not pr else r) for p, pr, r in zip(cols.pinned, cols.protected, reasons)]
-        return cls(cols, kept_reason, list(map(block_text, blocks)), provider, pieces, overhead,
-                   [p is not None and isinstance(p.get("content"), list) for p in provider])
+        kept_reason = list(map(_REASON, blocks))
+        protected = cols.protected
+        for i in compress(range(n), cols.pinned):
+            if not protected[i]:
+                kept_reason[i] = "PINNED"
+        return cls(cols, kept_reason, text, provider, pieces, overhead, listy)
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
                 profile: TokenizerProfile) -> RunColumns:
