@@ -24,6 +24,8 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_, not_
 from typing import Any, Generic, TypeVar
 
 from .cache import lru
@@ -44,6 +46,7 @@ _RUNS_LOCK = threading.Lock()
 WARM_MAX_CHANGED = 64
 _TIME_MACRO = re.compile(r"\{\{\s*(?:time|date|weekday|isotime|isodate)\s*\}\}", re.IGNORECASE)
 _FLAGS = ("pinned", "manualExcluded")
+_CONTENT = attrgetter("content")
 
 
 def context_of(request: PreviewRequest, reg: Any) -> tuple[object, ...]:
@@ -63,8 +66,14 @@ def time_dependent(request: PreviewRequest) -> bool:
     """Whether a ``{{time}}``-like macro appears anywhere (its expansion changes between runs)."""
     if _TIME_MACRO.search(request.model_dump_json(exclude={"chat": {"messages"}})):
         return True
-    texts = [m.content if isinstance(m.content, str) else m.text() for m in request.chat.messages]
-    return _TIME_MACRO.search("\x00".join(texts)) is not None
+    # one join of every message text (text content as it is, the few others through ``text()``),
+    # searched for "{" first: a one-character search is a memchr, the pattern only when one is there
+    msgs = request.chat.messages
+    contents = list(map(_CONTENT, msgs))
+    plain = list(map(is_, map(type, contents), repeat(str)))
+    others = map(ChatMessage.text, compress(msgs, map(not_, plain)))
+    joined = "\x00".join(chain(compress(contents, plain), others))
+    return "{" in joined and _TIME_MACRO.search(joined) is not None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
-from operator import add, attrgetter, is_, is_not, sub
+from operator import add, and_, attrgetter, is_, is_not, methodcaller, sub
 from typing import Any
 
 from .lorebook.models import ActivationResult
@@ -153,6 +153,12 @@ class RunColumns:
             if not protected[i]:
                 kept_reason[i] = "PINNED"
         return cls(cols, kept_reason, text, provider, pieces, overhead, listy)
+
+    def message_positions(self) -> dict[int, int]:
+        """The block position of each chat message with a block of its own (source ``message:<i>``)."""
+        mindex = self.cols.message_index
+        own = map(and_, map(is_not, mindex, repeat(None)), map(methodcaller("startswith", "message:"), self.cols.sources))
+        return dict(compress(zip(mindex, range(len(mindex))), own))  # type: ignore[arg-type]
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
                 profile: TokenizerProfile) -> RunColumns:
