@@ -261,17 +261,16 @@ def _message_blocks(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMes
         [False] * n, ["FITS_BUDGET"] * n, [True] * n)
     for k in lead:
         protected[k], reason[k], history[k] = True, "SYSTEM_PROMPT", False
-    first = ctx._next_id + 1
-    ctx._next_id += n
     origin = BlockOrigin.ASSEMBLY
+    # the temporary id is the source ("message:<i>", unique among the assembly's blocks; the
+    # others are "t<k>"): :func:`assemble` numbers every block by its position
     values = [{
-        "id": i, "kind": k, "role": r, "source": s, "message": m, "tools": None, "protected": p, "pinned": pn,
+        "id": s, "kind": k, "role": r, "source": s, "message": m, "tools": None, "protected": p, "pinned": pn,
         "manual_excluded": x, "hidden": h, "history": hs, "priority": 0.0, "reason": why, "group": None,
         "message_index": mi, "trace": None, "origin": origin}
-        for i, k, r, s, m, p, pn, x, h, hs, why, mi in zip(
-            map("t{}".format, range(first, first + n)), kinds, roles, map("message:{}".format, indices),
-            messages, protected, map(bool, map(_PINNED, msgs)), map(bool, map(_EXCLUDED, msgs)),
-            map(bool, map(_HIDDEN, msgs)), history, reason, indices)]
+        for s, k, r, m, p, pn, x, h, hs, why, mi in zip(
+            map("message:{}".format, indices), kinds, roles, messages, protected, map(bool, map(_PINNED, msgs)),
+            map(bool, map(_EXCLUDED, msgs)), map(bool, map(_HIDDEN, msgs)), history, reason, indices)]
     # one fields set for the blocks of this call (``model_copy(update=)`` copies it; it holds every
     # field a message block is given, so an assignment to one of those adds nothing to it)
     return construct_many(Block, values, set(_MESSAGE_BLOCK_FIELDS_SET))
@@ -566,12 +565,19 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
             if i < len(blocks):
                 merged.append(blocks[i])
         blocks = merged
-    old_ids = list(map(_ID, blocks))
-    renumber = dict(zip(old_ids, map("b{}".format, range(len(blocks)))))
-    ctx.pre_excluded = {renumber.get(k, k): v for k, v in ctx.pre_excluded.items()}
-    # the blocks were created by this assembly: renumber in place ("id" is a set field already;
-    # no validation on assignment)
-    deque(map(setitem, map(_DICT, blocks), repeat("id"), map(renumber.__getitem__, old_ids)), maxlen=0)
+    return _numbered(ctx, blocks)
+
+
+def _numbered(ctx: AssemblyContext, blocks: list[Block]) -> list[Block]:
+    """``blocks`` with ids ``b0``, ``b1``, ... by position (in place: this assembly created them); ``pre_excluded`` follows."""
+    ids = list(map("b{}".format, range(len(blocks))))
+    pre = ctx.pre_excluded
+    if pre:
+        at = compress(range(len(blocks)), map(pre.__contains__, map(_ID, blocks)))
+        renumber = {blocks[i].id: ids[i] for i in at}
+        ctx.pre_excluded = {renumber.get(k, k): v for k, v in pre.items()}
+    # "id" is a set field already: no validation on assignment
+    deque(map(setitem, map(_DICT, blocks), repeat("id"), ids), maxlen=0)
     return blocks
 
 
