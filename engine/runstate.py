@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
-from operator import add, and_, attrgetter, is_, is_not, methodcaller, sub
+from itertools import chain, compress, islice, repeat
+from operator import add, and_, attrgetter, is_, is_not, methodcaller
 from typing import Any
 
 from .lorebook.models import ActivationResult
@@ -42,17 +42,19 @@ def _unplain_positions(messages: Sequence[ChatMessage | None], roles: Sequence[s
     Plain: OpenAI shape ``{"role", "content"}``, 3 tokens of framing (a message with text
     content and no name, tool calls, tool-result role, legacy function call or extra fields).
     """
-    n = len(messages)
-    every = range(n)
-    return sorted({
-        *compress(every, map(is_, messages, repeat(None))),
-        *compress(every, map(is_not, map(type, contents), repeat(str))),
-        *compress(every, map(_RESULT_ROLES.__contains__, roles)),
-        *compress(every, map(getattr, messages, repeat("name"), repeat(None))),
-        *compress(every, map(getattr, messages, repeat("tool_calls"), repeat(None))),
-        *compress(every, map(getattr, messages, repeat("__pydantic_extra__"), repeat(None)))})
+    every = range(len(messages))
+    # no message (the tools block) has no text content either
+    odd = {*compress(every, map(is_not, map(type, contents), repeat(str))),
+           *compress(every, map(_RESULT_ROLES.__contains__, roles))}
+    if any(map(is_, messages, repeat(None))):
+        for name in ("name", "tool_calls", "__pydantic_extra__"):
+            odd.update(compress(every, map(getattr, messages, repeat(name), repeat(None))))
+    else:
+        odd.update(compress(every, map(any, map(_SHAPE, messages))))
+    return sorted(odd)
 
 
+_SHAPE = attrgetter("name", "tool_calls", "__pydantic_extra__")
 _MESSAGE, _REASON = attrgetter("message"), attrgetter("reason")
 _RESULT_ROLES = frozenset(("tool", "function"))
 
@@ -127,25 +129,29 @@ class RunColumns:
         provider: list[ProviderMessage | None] = [{"role": r, "content": c} for r, c in zip(roles, contents)]
         pieces: list[Sequence[str]] = list(zip(roles, contents))  # type: ignore[arg-type]  # plain: both str
         text: list[str] = contents  # type: ignore[assignment]  # plain: the content; the others set below
+        counted: list[str] = list(contents)  # type: ignore[arg-type]  # what a plain message spends tokens on
+        counted_roles: list[str] = list(roles)  # type: ignore[arg-type]
         overhead, listy = [TOKENS_PER_MESSAGE] * n, [False] * n
-        tools_at: list[int] = []
-        for i in _unplain_positions(messages, roles, contents):
+        odd = _unplain_positions(messages, roles, contents)
+        for i in odd:
             m = messages[i]
             p = provider[i] = m.to_provider() if m is not None else None
-            if p is None:
-                tools_at.append(i)
             pieces[i] = message_texts(p) if p is not None else ()
             overhead[i] = message_overhead(p) if p is not None else 0
             listy[i] = p is not None and isinstance(p.get("content"), list)
             text[i] = block_text(blocks[i])
-        counts = profile.count_many(list(chain.from_iterable(pieces)))
-        prefix = [0, *accumulate(counts)]
-        sizes = list(map(len, pieces))
-        ends = map(prefix.__getitem__, accumulate(sizes))
-        starts = map(prefix.__getitem__, accumulate(sizes, initial=0))
-        tokens = list(map(add, map(sub, ends, starts), overhead))
-        for i in tools_at:
-            tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
+            counted[i] = counted_roles[i] = ""
+        # the contents in one batch, each role once, then the few other blocks' pieces
+        roles_once = list(dict.fromkeys(counted_roles))
+        role_tokens = dict(zip(roles_once, profile.count_many(roles_once)))
+        tokens = list(map(add, map(add, profile.count_many(counted), map(role_tokens.__getitem__, counted_roles)),
+                          overhead))
+        odd_counts = iter(profile.count_many(list(chain.from_iterable(map(pieces.__getitem__, odd)))))
+        for i in odd:
+            if provider[i] is None:
+                tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
+            else:
+                tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
         cols = BlockColumns.from_blocks(blocks, tokens, layout)
         kept_reason = list(map(_REASON, blocks))
         protected = cols.protected
