@@ -109,7 +109,12 @@ class RunColumns:
 
     @classmethod
     def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
-        """The columns of ``blocks``, counted with ``profile`` in one batch (OpenAI accounting).
+        """The columns of ``blocks``, counted with ``profile`` (OpenAI accounting).
+
+        Every column is a C-level pass over the blocks; only the blocks that are not a plain text
+        message (tool calls and results, names, content parts, the tools block) are handled one by
+        one. The plain messages' contents are counted in one batch (each new text encoded once),
+        each role once.
 
         Parameters
         ----------
