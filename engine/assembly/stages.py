@@ -246,34 +246,55 @@ def _message_blocks(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMes
     own. The messages are not validated again (they were when the chat was read).
     """
     n = len(msgs)
-    messages = _message_copies(ctx, indices, msgs)
+    sources = list(map("message:{}".format, indices))
+    # one copy per block of a split-key template holding the common values, then one C-level
+    # pass per column that differs from block to block
+    values = list(map(dict.copy, repeat(_CURRENT_TEMPLATE if current else _HISTORY_TEMPLATE, n)))
+    # the temporary id is the source ("message:<i>", unique among the assembly's blocks; the
+    # others are "t<k>"): :func:`assemble` numbers every block by its position
     roles = list(map(_ROLE, msgs))
-    kinds = [BlockKind.MESSAGE] * n
+    for key, column in (("id", sources), ("source", sources), ("role", roles),
+                        ("message", _message_copies(ctx, indices, msgs)), ("pinned", map(bool, map(_PINNED, msgs))),
+                        ("manual_excluded", map(bool, map(_EXCLUDED, msgs))), ("hidden", map(bool, map(_HIDDEN, msgs))),
+                        ("message_index", indices)):
+        deque(map(setitem, values, repeat(key), column), maxlen=0)
     for k in lead:
-        kinds[k] = BlockKind.SYSTEM
+        values[k].update(kind=BlockKind.SYSTEM, protected=True, reason="SYSTEM_PROMPT", history=False)
     for k in compress(range(n), map(_RESULT_ROLES.__contains__, roles)):
-        kinds[k] = BlockKind.TOOL_RESULT
+        values[k]["kind"] = BlockKind.TOOL_RESULT
     legacy = (k for k in compress(range(n), map(_EXTRA, msgs)) if (msgs[k].model_extra or {}).get("function_call"))
     for k in {*compress(range(n), map(_TOOL_CALLS, msgs)), *legacy}:  # calls, or OpenAI's old function_call
         if roles[k] == "assistant":
-            kinds[k] = BlockKind.TOOL_CALL
-    protected, reason, history = ([True] * n, ["CURRENT_INPUT"] * n, [False] * n) if current else (
-        [False] * n, ["FITS_BUDGET"] * n, [True] * n)
-    for k in lead:
-        protected[k], reason[k], history[k] = True, "SYSTEM_PROMPT", False
-    origin = BlockOrigin.ASSEMBLY
-    # the temporary id is the source ("message:<i>", unique among the assembly's blocks; the
-    # others are "t<k>"): :func:`assemble` numbers every block by its position
-    values = [{
-        "id": s, "kind": k, "role": r, "source": s, "message": m, "tools": None, "protected": p, "pinned": pn,
-        "manual_excluded": x, "hidden": h, "history": hs, "priority": 0.0, "reason": why, "group": None,
-        "message_index": mi, "trace": None, "origin": origin}
-        for s, k, r, m, p, pn, x, h, hs, why, mi in zip(
-            map("message:{}".format, indices), kinds, roles, messages, protected, map(bool, map(_PINNED, msgs)),
-            map(bool, map(_EXCLUDED, msgs)), map(bool, map(_HIDDEN, msgs)), history, reason, indices)]
+            values[k]["kind"] = BlockKind.TOOL_CALL
     # one fields set for the blocks of this call (``model_copy(update=)`` copies it; it holds every
     # field a message block is given, so an assignment to one of those adds nothing to it)
     return construct_many(Block, values, set(_MESSAGE_BLOCK_FIELDS_SET))
+
+
+class _BlockDict:
+    """Holder whose instance dicts share one key table (CPython's split dicts): a message block's ``__dict__``.
+
+    A split dict's ``copy()`` copies only the value pointers, and it takes about two thirds of
+    an ordinary dict's memory. Any dict would be correct: this is only the cheaper kind.
+    """
+
+
+def _block_template(**values: Any) -> dict[str, Any]:
+    """A split-key dict of every :class:`Block` field in field order: ``values``, the others ``None``.
+
+    Attribute assignment builds the shared key table (``dict.update`` on an empty split dict
+    would turn it into an ordinary one).
+    """
+    holder = _BlockDict()
+    for key in Block.model_fields:
+        setattr(holder, key, values.get(key))
+    return holder.__dict__
+
+
+_HISTORY_TEMPLATE = _block_template(kind=BlockKind.MESSAGE, protected=False, priority=0.0, reason="FITS_BUDGET",
+                                    history=True, origin=BlockOrigin.ASSEMBLY)
+_CURRENT_TEMPLATE = _block_template(kind=BlockKind.MESSAGE, protected=True, priority=0.0, reason="CURRENT_INPUT",
+                                    history=False, origin=BlockOrigin.ASSEMBLY)
 
 
 _ROLE, _TOOL_CALLS, _EXTRA = attrgetter("role"), attrgetter("tool_calls"), attrgetter("__pydantic_extra__")
