@@ -32,10 +32,9 @@ from itertools import compress, repeat
 from operator import is_
 from typing import TYPE_CHECKING
 
-import tiktoken
-
 from ..registry import NamedRegistry
 from .backends import _tiktoken_spans as spans
+from .ordinary import count_ordinary
 from .tiktoken_offline import get_encoding
 
 if TYPE_CHECKING:
@@ -179,38 +178,11 @@ def _exact_spans(encoding_name: str) -> TokenSpans:
     return run
 
 
-#: Mean characters per text from which a batch is encoded on tiktoken's thread pool; below it,
-#: one ``encode_ordinary`` call per text in this thread. ``encode_ordinary_batch`` submits one
-#: pool task per text, which costs more than encoding a chat message: on 10,000 chat messages
-#: (about 300 characters each) the loop takes 0.10 s where the batch takes 0.36 s (2 cores;
-#: the same function per text, so the same counts).
-_POOL_MIN_MEAN_CHARS = 4096
-
-
-def _encoded_lengths(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
-    """``[len(enc.encode_ordinary(t)) for t in texts]`` in one C-level pass over the Rust encoder.
-
-    ``Encoding.encode_ordinary`` is a Python wrapper around the Rust ``CoreBPE`` method that
-    only retries a text with lone surrogates (``UnicodeEncodeError``) after replacing them;
-    calling the Rust method through ``map`` saves the wrapper's frame per text (about a tenth
-    of a chat message's encoding). On that error the whole batch goes through the wrapper.
-    """
-    core = getattr(enc, "_core_bpe", None)
-    if core is not None:
-        try:
-            return list(map(len, map(core.encode_ordinary, texts)))
-        except UnicodeEncodeError:
-            pass
-    return list(map(len, map(enc.encode_ordinary, texts)))
-
-
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
+    """Exact counts of ``encoding_name``: :func:`engine.tokenizers.ordinary.count_ordinary` (one encoder call per chunk)."""
     def run(texts: Sequence[str]) -> list[int]:
-        enc = get_encoding(encoding_name)
         # Special-token text inside user content is counted as ordinary text, as the API does.
-        if len(texts) < 2 or sum(map(len, texts)) < _POOL_MIN_MEAN_CHARS * len(texts):
-            return _encoded_lengths(enc, texts)
-        return [len(t) for t in enc.encode_ordinary_batch(list(texts), num_threads=2)]
+        return count_ordinary(get_encoding(encoding_name), texts)
 
     return run
 

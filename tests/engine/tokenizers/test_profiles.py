@@ -179,16 +179,6 @@ def test_profile_keeps_the_older_private_spellings_and_needs_a_counter():
         TokenizerProfile("none", True, "1", "no counter")
 
 
-def test_exact_counts_of_a_batch_with_a_lone_surrogate_equal_tiktoken_per_text():
-    # one text the Rust encoder refuses (a lone surrogate): the whole batch goes through
-    # tiktoken's own wrapper, which replaces it, and every count still equals tiktoken's
-    p = TokenizerProfile("o200k-fresh", False, "t", "fresh cache",
-                         count_batch=default_tokenizer_registry().get("o200k_base").count_batch)
-    enc = get_encoding("o200k_base")
-    texts = ["plain words", "bad \ud800 half", "more plain words", ""]
-    assert p.count_many(texts) == [len(enc.encode_ordinary(t)) for t in texts]
-
-
 def test_count_many_mixes_cached_new_repeated_and_long_texts():
     calls: list[list[str]] = []
 
