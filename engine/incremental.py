@@ -24,8 +24,8 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
-from operator import attrgetter, is_, not_
+from itertools import compress, repeat
+from operator import attrgetter, not_
 from typing import Any, Generic, TypeVar
 
 from .cache import lru
@@ -66,14 +66,13 @@ def time_dependent(request: PreviewRequest) -> bool:
     """Whether a ``{{time}}``-like macro appears anywhere (its expansion changes between runs)."""
     if _TIME_MACRO.search(request.model_dump_json(exclude={"chat": {"messages"}})):
         return True
-    # one join of every message text (text content as it is, the few others through ``text()``),
-    # searched for "{" first: a one-character search is a memchr, the pattern only when one is there
+    # every message text (text content as it is, the few others through ``text()``) searched for
+    # "{" first (a one-character search is a memchr), the pattern only in the texts that have one
     msgs = request.chat.messages
     contents = list(map(_CONTENT, msgs))
-    plain = list(map(is_, map(type, contents), repeat(str)))
-    others = map(ChatMessage.text, compress(msgs, map(not_, plain)))
-    joined = "\x00".join(chain(compress(contents, plain), others))
-    return "{" in joined and _TIME_MACRO.search(joined) is not None
+    plain = list(map(isinstance, contents, repeat(str)))
+    texts = [*compress(contents, plain), *map(ChatMessage.text, compress(msgs, map(not_, plain)))]
+    return any(map(_TIME_MACRO.search, compress(texts, map(str.__contains__, texts, repeat("{")))))
 
 
 @dataclass(frozen=True)
