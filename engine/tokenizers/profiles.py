@@ -28,8 +28,6 @@ import hashlib
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from itertools import compress, repeat
-from operator import is_
 from typing import TYPE_CHECKING
 
 from ..registry import NamedRegistry
@@ -142,18 +140,22 @@ class TokenizerProfile:
         out: list[int | None] = list(map(self._cache.get, keys))
         if None not in out:
             return out  # type: ignore[return-value]
-        # each missing text once, in first-seen order; every step a C-level pass (10,000+ texts
-        # on a new chat's first preview)
-        text_of = dict(zip(keys, texts)) if keys is not texts else None
-        todo = list(dict.fromkeys(compress(keys, map(is_, out, repeat(None)))))
-        counts = self.count_batch(todo if text_of is None else list(map(text_of.__getitem__, todo)))  # type: ignore[arg-type]
-        found = dict(zip(todo, map(int, counts)))
+        missing: dict[str | bytes, list[int]] = {}
+        for i, hit in enumerate(out):
+            if hit is None:
+                missing.setdefault(keys[i], []).append(i)
+        todo_keys = list(missing)
+        counts = self.count_batch([texts[missing[k][0]] for k in todo_keys])
         with self._lock:
-            self._cache.update(found)
+            for k, c in zip(todo_keys, counts):
+                c = int(c)
+                self._cache[k] = c
+                for i in missing[k]:
+                    out[i] = c
             if len(self._cache) > COUNT_CACHE_SIZE:
                 for k in list(self._cache)[: len(self._cache) - COUNT_CACHE_SIZE]:
                     self._cache.pop(k, None)
-        return list(map(found.get, keys, out))  # type: ignore[arg-type]
+        return out  # type: ignore[return-value]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans ``[(start, end), ...]`` of each token, for showing token boundaries.
@@ -176,6 +178,8 @@ def _exact_spans(encoding_name: str) -> TokenSpans:
         return _tiktoken_spans(encoding_name, text)
 
     return run
+
+
 
 
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
