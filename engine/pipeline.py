@@ -753,8 +753,7 @@ def _remember(run: RunState, lorebooks: bool) -> None:
     if run.base is None:
         if time_dependent(request):
             return
-        run.position_of = {b.message_index: i for i, b in enumerate(run.blocks)
-                           if b.message_index is not None and b.source.startswith("message:")}
+        run.position_of = run.columns.message_positions()
     run.base = None
     remember(Remembered(_reuse_key(run), run.context, list(request.chat.messages), run.blocks, run.position_of,
                         lorebooks, run))
