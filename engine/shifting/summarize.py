@@ -291,10 +291,17 @@ def _plan(blocks: Sequence[Block], count_tokens: Callable[[Block], int], budget:
                   if b.history and b.reason != "CURRENT_INPUT" and i not in gone), default=None)
     units = [u for u in units if newest not in u.members and not any(
         blocks[m].reason == "CURRENT_INPUT" for m in u.members)]
-    removed = [u for u in units if all(reason.get(m) in _HISTORY_REASONS for m in u.members)]
+    kept_units = [u for u in units if not any(m in reason for m in u.members)]
+    # only what is older than every kept history message is folded: a unit truncation dropped for
+    # being too large, newer than a message it kept, stays out with its reason (rule 3: the kept
+    # history is always the newest messages, and the summary stands where the folded ones were)
+    kept_history = [i for i, b in enumerate(blocks) if b.history and i not in reason and i not in gone
+                    and b.reason != "CURRENT_INPUT"]
+    first_kept = kept_history[0] if kept_history else len(blocks)
+    removed = [u for u in units if all(reason.get(m) in _HISTORY_REASONS for m in u.members)
+               and max(u.members) < first_kept]
     if not removed:
         return None
-    kept_units = [u for u in units if not any(m in reason for m in u.members)]
     return _Plan(tokens, removed, kept_units, budget - plain.total_tokens)
 
 

@@ -130,3 +130,19 @@ def test_property_summary_never_costs_more_and_the_newest_messages_stay(msgs, li
     summaries = [b for b in pv.blocks if b.kind == "summary"]
     if summaries:
         assert summaries[0].tokens <= cap
+
+
+def test_a_too_large_message_newer_than_kept_history_is_not_folded():
+    """Found by the property above: truncation drops a too-large message (#3) whatever its age and
+    keeps an older one (#2); folding #3 into the summary put a summary of #3 before #2 and called a
+    newer message summarized while an older one stayed. Only what is older than every kept history
+    message is folded; #3 stays out as truncation left it."""
+    msgs = [ChatMessage(role="system", content="You narrate the lighthouse story."),
+            ChatMessage(role="user", content="Lamp lamp."), ChatMessage(role="assistant", content="Lamp lamp."),
+            ChatMessage(role="user", content="Lamp lamp. Lamp lamp. Lamp lamp lamp lamp lamp lamp. " * 4),
+            ChatMessage(role="assistant", content="Lamp lamp.")]
+    pv = _pv(msgs, 60, summary_cap_tokens=26)
+    _check_honest(pv)
+    by_source = {b.source: b for b in pv.blocks}
+    assert by_source["message:3"].reason == "TOO_LARGE_FOR_BUDGET" and by_source["message:3"].status == "excluded"
+    assert by_source["message:2"].status == "kept" and by_source["message:4"].status == "kept"
