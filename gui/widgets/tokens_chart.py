@@ -13,10 +13,9 @@ message's own window.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from itertools import accumulate
 from operator import itemgetter
 
+import numpy as np
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
@@ -81,11 +80,17 @@ class _FitIndex:
 
     def __init__(self, fits: list[int | None]) -> None:
         self._fits = fits
-        self._suffix = list(accumulate(reversed([0 if f is None else f for f in fits]), max))
+        # numpy: a 10,000-message chat's suffix maxima in well under a millisecond, on every preview
+        raw = np.array(fits, dtype=np.float64)  # None → nan
+        known = ~np.isnan(raw)
+        self._suffix = np.maximum.accumulate(np.where(known, raw, 0.0)[::-1])
+        sent = raw[known]
+        #: the smallest and largest fit window of a message some window sends (``None``: none is)
+        self.span = (int(sent.min()), int(sent.max())) if len(sent) else None
 
     def story_start(self, window: int) -> int | None:
         n = len(self._fits)
-        pos = n - bisect_right(self._suffix, window)
+        pos = n - int(np.searchsorted(self._suffix, window, side="right"))
         while pos < n and self._fits[pos] is None:
             pos += 1
         return pos if pos < n else None
@@ -129,7 +134,7 @@ class TokensChart(QWidget):
     def set_preview(self, preview: ContextPreview | None, delta: PreviewDelta | None = None) -> None:
         """Take the per-message tokens of ``preview`` (``delta``: the changed rows when known,
         ignored unless its ``old`` is the preview shown)."""
-        if preview is not None and delta is not None and delta.old is self._preview and delta.new is preview:
+        if preview is not None and delta is not None and delta.follows(self._preview) and delta.new is preview:
             self._update(preview, delta)
         else:
             self._rebuild(preview)
@@ -193,12 +198,11 @@ class TokensChart(QWidget):
         return [(w, i) for w, i, _ in self._marks]
 
     def _fit_marks(self) -> list[tuple[int, int, int]]:
-        fits = [f for f in self._fits if f is not None]
-        if not fits:
-            return []
-        lo, hi = min(fits), max(fits)
-        windows = sorted({w for w in FIT_WINDOWS if lo <= w < hi * 2} | ({self._limit} if self._limit else set()))
         index = _FitIndex(self._fits)
+        if index.span is None:
+            return []
+        lo, hi = index.span
+        windows = sorted({w for w in FIT_WINDOWS if lo <= w < hi * 2} | ({self._limit} if self._limit else set()))
         by_start: dict[int, int] = {}
         for w in windows:
             pos = index.story_start(w)

@@ -5,13 +5,21 @@ does not fit, toggled as a writer would."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QBrush, QFont
 
 from engine.pipeline import preview as engine_preview
-from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
-from gui.models.blocks_model import BlockColumn, BlocksFilterProxy, BlocksTableModel
+from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest, preview_changes
+from gui.models.blocks_model import (
+    MAX_CHANGED_RUNS,
+    BlockColumn,
+    BlocksFilterProxy,
+    BlocksTableModel,
+    changed_runs,
+)
 from gui.models.chat_model import ChatMessagesModel
 from gui.models.preview_delta import diff_previews
 from gui.roles import FATE_ROLE, GREYED_ROLE, MARKER_ROLE
@@ -64,14 +72,14 @@ def _fresh_table(preview) -> BlocksTableModel:
     return model
 
 
-def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_only_changed_rows(qtbot) -> None:
+def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_ranges(qtbot) -> None:
     previews = _toggles()
     model = BlocksTableModel()
     model.set_preview(previews[0])
-    for new in previews[1:]:
-        signalled: list[int] = []
+    for old, new in itertools.pairwise(previews):
+        signals: list[tuple[int, int]] = []
         resets: list[int] = []
-        model.dataChanged.connect(lambda a, b, *_: signalled.extend(range(a.row(), b.row() + 1)))
+        model.dataChanged.connect(lambda a, b, *_: signals.append((a.row(), b.row())))
         model.modelReset.connect(lambda: resets.append(1))
         changed = model.set_preview(new)
         model.dataChanged.disconnect()
@@ -79,28 +87,32 @@ def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_o
         assert changed is not None and not resets  # the same rows: in place
         delta = model.last_delta
         assert delta is not None and delta.new is new and changed == delta.rows
-        assert set(signalled) == set(changed)
-        assert len(changed) < len(new.blocks)
+        signalled = {r for a, b in signals for r in range(a, b + 1)}
+        assert set(changed) <= signalled  # every changed row is signalled, as ranges of rows
+        assert len(signals) == len(changed_runs(changed)) <= MAX_CHANGED_RUNS
+        changes = preview_changes(old, new)
+        assert changes is not None and set(changed) <= set(changes.rows)  # only rows the engine names
         # every cell, every role: what a table built from scratch on this preview shows
         fresh = _fresh_table(new)
         assert _cells(model) == _cells(fresh)
         assert model.kept_count() == sum(1 for b in new.blocks if b.status == "kept")
 
 
-def test_rows_that_did_not_change_are_left_alone(qtbot) -> None:
+def test_rows_that_show_differently_are_named(qtbot) -> None:
     first, second = _toggles()[:2]
     model = BlocksTableModel()
     model.set_preview(first)
     changed = model.set_preview(second)
     assert changed is not None
     toggled = model.row_of_message(N - 5)
-    assert toggled in changed
+    assert toggled in changed and toggled in model.last_delta.key_rows
     before, after = _fresh_table(first), _fresh_table(second)
-    shown = {r for r in range(len(second.blocks))
-             if before.index(r, BlockColumn.STATUS).data() != after.index(r, BlockColumn.STATUS).data()}
-    assert shown <= set(changed)
-    # most blocks are new objects (their fit windows moved), yet most rows are not signalled
-    assert sum(a is not b for a, b in zip(first.blocks, second.blocks, strict=True)) > len(changed)
+    for column in (BlockColumn.STATUS, BlockColumn.REASON, BlockColumn.EXCLUDE):
+        shown = {r for r in range(len(second.blocks))
+                 if before.index(r, column).data() != after.index(r, column).data()}
+        assert shown <= set(changed), column
+    status = {r for r in range(len(second.blocks)) if first.blocks[r].status != second.blocks[r].status}
+    assert status <= set(model.last_delta.key_rows)
 
 
 def test_the_delta_finds_reason_cells_and_other_rows() -> None:
@@ -114,14 +126,37 @@ def test_the_delta_finds_reason_cells_and_other_rows() -> None:
     b = with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5, "free": 9})
     c = with_reason({"free": 9})
     d_ab = diff_previews(a, b)
-    assert d_ab is not None and d_ab.rows == [] and d_ab.key_rows == []  # only unseen data moved
+    # the Reason data moved: the row is repainted (its cell read when painted), no key field moved
+    assert d_ab is not None and d_ab.rows == [2] and d_ab.key_rows == []
+    assert d_ab.reason_cells == {2: "newer message 5 did not fit"}
     d_bc = diff_previews(b, c, d_ab)
     assert d_bc is not None and d_bc.rows == [2] and d_bc.key_rows == []
-    assert d_bc.reason_cells == {2: "oldest history first"}
+    assert d_bc.reason_cells == {}  # the cell is the code's words again: nothing to measure
     assert diff_previews(c, c, d_bc).rows == []  # the very same blocks
     assert diff_previews(c, with_reason({"free": 9}, n=7)) is None  # a row more
     swapped = make_preview([make_block(i, message_index=5 - i) for i in range(6)])
     assert diff_previews(make_preview([make_block(i, message_index=i) for i in range(6)]), swapped) is None
+
+
+def test_a_delta_never_keeps_the_preview_it_started_from_alive() -> None:
+    """Item 2 of issue 29's GUI part: the table keeps its last delta (the next comparison patches its
+    fit windows), and that delta held the previous preview and every row key of both previews."""
+    import gc
+    import weakref
+
+    first, second, third = _toggles()[:3]
+    model = BlocksTableModel()
+    model.set_preview(first)
+    model.set_preview(second)
+    delta = model.last_delta
+    assert delta is not None and delta.old is first and delta.follows(first) and not delta.follows(second)
+    gone = weakref.ref(first)
+    del first
+    model.set_preview(third)
+    gc.collect()
+    assert gone() is None  # nothing the table keeps holds the preview before the one shown
+    assert model.last_delta is not None and model.last_delta.old is second
+    assert delta.old is None and not delta.follows(None)
 
 
 def _assert_like_fresh_views(qtbot, new, chat: ChatMessagesModel, bar: BudgetBar, chart: TokensChart) -> None:
@@ -249,8 +284,6 @@ def test_views_updated_from_warm_previews_match_fresh_ones_and_build_few_rows(qt
     """After a click the views update only the rows the engine's change set names
     (:func:`engine.schema.preview_changes`: a warm preview shares its unchanged rows), and every view
     shows what one built from scratch on the same preview shows."""
-    from engine.schema import preview_changes
-
     states = [(frozenset(), frozenset()), (frozenset({N - 5}), frozenset()), (frozenset({N - 5, 40}), frozenset()),
               (frozenset({N - 5, 40}), frozenset({10})), (frozenset({40}), frozenset({10})), (frozenset(), frozenset())]
     previews = _warm_toggles(states)
