@@ -4,16 +4,20 @@ After a pin / exclude click on a 10,000-message chat the engine hands back a new
 same rows; nearly every block is a new object (its ``fit_window`` moved, and on thousands of rows
 the free tokens in ``reason_detail`` / ``reason_data``), but only a few *show* differently.
 :func:`diff_previews` takes the engine's typed change set (:func:`engine.schema.preview_changes`)
-and names, in a few C-level passes, the rows each view has to look at again; it never reads a row
-the change set does not name, and it builds no per-row key of the whole preview. The blocks table
-then signals those rows as ranges (a view repaints only the ones it shows, reading their cells
-when painted), and the chat list, the budget bar and the tokens chart update only the rows whose
-shown fields moved. In the app the comparison runs on the preview worker right after the
-computation (:meth:`gui.preview.controller.PreviewController.set_derive`), while the UI thread waits.
+and names, in a few C-level passes, the rows that show differently: the rows whose shown fields
+moved, and the rows whose Reason cell reads differently (compared as text only where the data
+makes a cell specific, against the cells of the shown preview kept from the last comparison). It
+never reads a row the change set does not name and builds no per-row key of the whole preview.
+The blocks table signals those rows as ranges (a repaint costs about a millisecond per visible
+row: rows whose cells read the same are not signalled), and the chat list, the budget bar and the
+tokens chart update only the rows whose shown fields moved. In the app the comparison runs on the
+preview worker right after the computation
+(:meth:`gui.preview.controller.PreviewController.set_derive`), while the UI thread waits.
 
-A delta holds what the views need and nothing more: the new preview (the one shown after it), the
-row lists, the fit windows, and only a weak reference to the preview it started from (a view asks
-:attr:`PreviewDelta.old` whether it shows that one; the delta never keeps it alive).
+A delta holds what the next comparison and the views need and nothing more: the new preview (the
+one shown after it), the row lists, the fit windows and Reason cells of the new preview, and only
+a weak reference to the preview it started from (a view asks :meth:`PreviewDelta.follows` whether
+it shows that one; the delta never keeps it alive).
 
 Only the rows' identity (``source``, ``message_index``) decides whether two previews have "the
 same rows": when it differs the views rebuild from scratch (:func:`diff_previews` returns ``None``).
@@ -24,11 +28,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, repeat
+from itertools import compress, repeat
 from operator import contains, itemgetter
 from typing import Any, cast
 
 from engine.schema import ContextPreview, PreviewBlock, preview_changes
+from engine.vocabulary import words
 
 from ..words import reason_cell
 
@@ -75,21 +80,21 @@ class PreviewDelta:
     new:
         The preview compared to (the one shown once the delta is applied).
     rows:
-        Sorted rows (indices into ``new.blocks``) that may show differently in the blocks table:
-        :attr:`key_rows` plus the rows whose Reason data (``reason_detail`` / ``reason_data``)
-        moved. A superset: a row whose cells all read the same is repainted for nothing, never
-        missed. Cells are read when painted.
+        Sorted rows (indices into ``new.blocks``) that show differently in the blocks table:
+        :attr:`key_rows` plus the rows whose Reason cell alone reads differently.
     key_rows:
         Sorted rows where a field other than the Reason data and ``fit_window`` differs (status,
         reason code, tokens, flags, text, ...): all a chat row's fate or a budget bar segment
         depends on.
     reason_cells:
-        ``{row: new Reason cell}`` for the rows in :attr:`rows` but not in :attr:`key_rows` whose
-        Reason data makes their cell specific (:func:`shaped_cells`): the texts the Reason
-        column may need room for.
+        ``{row: new Reason cell}`` for the rows in :attr:`rows` but not in :attr:`key_rows`: the
+        texts the Reason column may need room for.
     fits:
         ``fit_window`` of each of ``new``'s blocks (the tokens chart's), or ``None`` when every
         block is the old preview's own (nothing moved).
+    shaped:
+        :func:`shaped_cells` of ``new`` (the Reason cells its data makes specific), kept for the
+        next comparison.
     """
 
     _old: weakref.ref[ContextPreview] = field(repr=False)
@@ -98,6 +103,7 @@ class PreviewDelta:
     key_rows: list[int]
     reason_cells: dict[int, str] = field(default_factory=dict)
     fits: list[int | None] | None = field(default=None, repr=False)
+    shaped: dict[int, str] = field(default_factory=dict, repr=False)
 
     @property
     def old(self) -> ContextPreview | None:
@@ -127,24 +133,51 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
     old, new:
         The preview shown and the one to show.
     base:
-        The delta that led to ``old`` (its ``new`` is ``old``), when at hand: its fit windows
-        describe ``old`` and are patched rather than read again.
+        The delta that led to ``old`` (its ``new`` is ``old``), when at hand: its Reason cells and
+        fit windows describe ``old`` and are patched rather than read again.
     """
     changes = preview_changes(old, new)
     if changes is None:
         return None
     ref = weakref.ref(old)
-    base_fits = base.fits if base is not None and base.new is old else None
+    if base is not None and base.new is old:
+        old_shaped, base_fits = base.shaped, base.fits
+    else:
+        old_shaped, base_fits = shaped_cells(old.blocks), None
     if not changes.rows:
-        return PreviewDelta(ref, new, [], [], {}, base_fits)
+        return PreviewDelta(ref, new, [], [], {}, base_fits, old_shaped)
     nb = new.blocks
     key_rows = _unique_sorted(changes.block, changes.status, changes.reason)
-    rows = _unique_sorted(key_rows, changes.reason_detail)
     if base_fits is not None:
         fits = list(base_fits)
         for r in changes.fit_window:
             fits[r] = nb[r].fit_window
     else:
         fits = list(map(_FIT, map(vars, nb)))
-    cell_rows = list(filterfalse(set(key_rows).__contains__, changes.reason_detail))
-    return PreviewDelta(ref, new, rows, key_rows, shaped_cells(nb, rows=cell_rows), fits)
+    cells, shaped = _reason_cells(nb, changes.reason_detail, key_rows, old_shaped)
+    rows = _unique_sorted(key_rows, cells) if cells else key_rows
+    return PreviewDelta(ref, new, rows, key_rows, cells, fits, shaped)
+
+
+def _reason_cells(blocks: Sequence[PreviewBlock], data_rows: list[int], key_rows: list[int],
+                  old_shaped: dict[int, str]) -> tuple[dict[int, str], dict[int, str]]:
+    """The Reason cells that read differently on rows where only the Reason data moved, and the
+    new preview's :func:`shaped_cells` (the old ones patched where the data or a key field moved).
+
+    A row whose data shapes its cell neither before nor after shows its reason code's words, and
+    the code is a key field: only rows shaped on one side are compared, by their text.
+    """
+    moved = set(data_rows).union(key_rows)
+    new_cells = shaped_cells(blocks, rows=sorted(moved))
+    shaped = {r: cell for r, cell in old_shaped.items() if r not in moved} if moved else dict(old_shaped)
+    shaped.update(new_cells)
+    compare = set(new_cells).union(moved.intersection(old_shaped)).difference(key_rows)
+    cells: dict[int, str] = {}
+    for r in compare:
+        was, now = old_shaped.get(r), new_cells.get(r)
+        if was is None or now is None:
+            plain = words(blocks[r].reason)  # not a key row: the same code before and after
+            was, now = was or plain, now or plain
+        if was != now:
+            cells[r] = now
+    return cells, shaped
