@@ -155,7 +155,7 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
     else:
         fits = list(map(_FIT, map(vars, nb)))
     cells, shaped = _reason_cells(nb, changes.reason_detail, key_rows, old_shaped)
-    rows = _unique_sorted(key_rows, cells) if cells else key_rows
+    rows = _unique_sorted(key_rows, list(cells)) if cells else key_rows
     return PreviewDelta(ref, new, rows, key_rows, cells, fits, shaped)
 
 
