@@ -8,7 +8,8 @@ interceptor sees, does steps 4-10 over the columns of :class:`~engine.runstate.R
 :func:`~engine.shifting.fit_columns`). A warm run (one that starts from a remembered run,
 :mod:`engine.incremental`) patches the remembered columns at the changed positions only, keeps
 the remembered tool groups, counts only the edited texts and reuses every unchanged row
-(:mod:`engine.rows`).
+(:mod:`engine.rows`). The preview around the rows is the one every path has
+(:func:`engine.report.report_preview`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ from typing import Any
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, RunColumns, RunState
-from .schema._construct import construct
 from .schema.blocks import Block
-from .schema.preview import ContextPreview, PreviewError, TokenizerInfo
-from .schema.trace import TraceRecord
+from .schema.preview import PreviewError
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
-from .shifting.fitmap import TRUNCATE_LIKE, pipeline_shift_budget
+from .shifting.fitmap import pipeline_shift_budget
 from .shifting.groups import ToolGroups, find_tool_groups
 from .shifting.registry import manual_strategy, truncate_strategy
 from .tokenizers import REPLY_PRIMING_TOKENS, TokenizerProfile, content_part_warnings, count_tools_tokens
@@ -210,26 +209,17 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
     return Outcome(status, reason, detail, fits, explanations)
 
 
-def report_columns(run: RunState, lorebook_trace: list[TraceRecord], trace_by_source: dict[str, dict[str, Any]],
-                   outcome: Outcome) -> ContextPreview:
-    """Step 10: the preview, its rows reusing the base run's unchanged rows."""
-    settings, profile, base = run.request.settings, run.profile, run.base
+def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], outcome: Outcome) -> None:
+    """Step 10's rows on the column path (``run.rows``), reusing the base run's unchanged rows.
+
+    The preview around them is :func:`engine.report.report_preview`, as on every path.
+    """
+    base = run.base
     prior = None
     if base is not None and len(base.rows) == len(run.blocks):
         prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}))
     run.outcome = outcome
     run.rows = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior)
-    prompt_tokens, budget = run.prompt_tokens, run.budget
-    return construct(ContextPreview, {
-        "model": settings.model,
-        "tokenizer": TokenizerInfo(profile=profile.name, approximate=run.approximate, version=profile.version),
-        "context_limit": run.limit, "reply_reserve": run.reserve, "budget": budget, "safety_margin": run.safety,
-        "headroom": budget - run.safety - prompt_tokens, "prompt_tokens": prompt_tokens,
-        "strategy": settings.strategy, "overhead_tokens": run.priming, "warnings": run.warnings, "error": run.error,
-        "blocks": run.rows, "lorebook_trace": lorebook_trace, "messages": list(map(dict.copy, run.messages)),
-        "tools": [dict(t) for t in run.send_tools], "diagnostics": run.diagnostics,
-        "fit_method": "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order",
-        "strategy_info": {}, "api": "chat_completion", "prompt": None, "stop": []})
 
 
 __all__ = ["applies", "check_budget_columns", "count_columns", "explain_and_fit", "record_fates",

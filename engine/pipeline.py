@@ -5,22 +5,33 @@ messages with the preview that explains them; ``preview(request)`` returns just 
 Generation (``engine.generation``) calls ``prepare`` and sends ``messages`` only when
 ``budget_ok``.
 
-Steps: 1 resolve model → tokenizer profile and context limit (unknown models get
-``generic-approx`` and a warning); 2 reply reserve; 3 lorebook activation and assembly
-through the stage registry; 4 one batched count per block (OpenAI chat accounting);
-5 the selected strategy; 6 host checks (a strategy that removes a protected block or splits a
-tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 interceptors on the
-final provider messages; 8 mandatory recount and a final shifting pass; 9
+Steps (one named function each, :func:`_prepare`): 1 resolve model → tokenizer profile and
+context limit (unknown models get ``generic-approx`` and a warning); 2 reply reserve; 3 lorebook
+activation and assembly through the stage registry; 4 one batched count per block (OpenAI chat
+accounting); 5 the selected strategy; 6 host checks (a strategy that removes a protected block or
+splits a tool group is rejected and ``truncate`` used instead, with a diagnostic); 7 interceptors
+on the final provider messages; 8 mandatory recount and a final shifting pass; 9
 ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget; 10 every block
 reported with its status and stable reason.
 
-A request carrying ``sillytavern`` (a chat imported from a SillyTavern folder) runs the same
-steps (:func:`_prepare_sillytavern`): steps 1–2 by SillyTavern's limit rules
-(:func:`engine.resolve.sillytavern_limits`), step 3 with SillyTavern's ``Generate`` as the
-template (:func:`engine.assembly.st_result.assemble_sillytavern`: Chat Completion, or Text
-Completion's one prompt string), steps 4–10 on the template's figures and fates, its own
-history fill (newest first within the budget) standing in for a strategy
-(:mod:`engine.assembly.st_result`).
+Every request runs those ten steps, which read and write one run state
+(:class:`~engine.runstate.RunState`); a step does its work on one of three paths:
+
+* the block objects (this module): a plugin strategy, a chat template, an interceptor;
+* the columns (:mod:`engine.columnar`): the built-in ``truncate`` / ``manual`` with OpenAI
+  accounting and no interceptor; a warm run (a toggle) patches a remembered run;
+* SillyTavern's template: a request carrying ``sillytavern`` (a chat imported from a SillyTavern
+  folder). Steps 1–2 by SillyTavern's limit rules (:func:`_resolve_sillytavern`,
+  :func:`engine.resolve.sillytavern_limits`); step 3 runs SillyTavern's ``Generate`` as the
+  template (:func:`_assemble_template`, :func:`engine.assembly.st_result.assemble_sillytavern`:
+  Chat Completion, or Text Completion's one prompt string), whose own history fill (newest
+  first within the budget) and World Info budget stand in for a strategy; steps 4–7 take its
+  counts and fates as final (no shift, no fit map, no interceptor); steps 8–10 apply
+  SillyTavern's count, budget error and story order (:mod:`engine.assembly.st_result`).
+
+Step 10's preview is one function for the three paths (:func:`engine.report.report_preview`);
+only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_columns`,
+:func:`engine.assembly.st_result.preview_rows`).
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ from pydantic import TypeAdapter, ValidationError
 from . import columnar
 from .assembly import AssemblyContext, MacroContext, assemble
 from .assembly.st_group import group_diagnostic, speaker_request
-from .assembly.st_result import run_sillytavern
+from .assembly.st_result import assemble_sillytavern, preview_rows, sillytavern_budget_error, sillytavern_prompt_tokens
 from .assembly.st_types import SillyTavernInputs
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
@@ -43,6 +54,7 @@ from .incremental import Remembered, context_of, remember, reuse, time_dependent
 from .lorebook import ActivationResult, activate
 from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
+from .report import report_preview
 from .resolve import (
     LorebookPlan,
     SpeakerNames,
@@ -214,19 +226,17 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 
     The only path for a cold and a warm run alike: a warm run (a pin / exclude toggle or a plain
     edit of a remembered run, :mod:`engine.incremental`) patches the remembered blocks in step 3
-    and recomputes in the later steps only what the changed blocks touch.
+    and recomputes in the later steps only what the changed blocks touch. A chat from a
+    SillyTavern folder runs the same steps with its template's figures (module docstring).
 
     Raises
     ------
     SettingsError
-        ``INVALID_SETTINGS`` (reply reserve ≥ context limit), ``UNKNOWN_STRATEGY``,
-        ``UNKNOWN_TOKENIZER``. A budget overflow is not raised: it is reported in
-        ``preview.error`` with ``budget_ok=False``.
+        ``INVALID_SETTINGS`` (reply reserve ≥ context limit; for a SillyTavern chat also a bad
+        speaker or story string), ``UNKNOWN_STRATEGY``, ``UNKNOWN_TOKENIZER``. A budget overflow
+        is not raised: it is reported in ``preview.error`` with ``budget_ok=False``.
     """
-    reg = registries or shared_registries()
-    if request.sillytavern is not None:  # a chat from a SillyTavern folder: its Generate is the template
-        return _prepare_sillytavern(request, reg)
-    run = RunState(request, reg)
+    run = RunState(request, registries or shared_registries())
     _resolve_model(run)  # 1
     _reserve_reply(run)  # 2
     _assemble_blocks(run)  # 3
@@ -244,20 +254,55 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
 def _resolve_model(run: RunState) -> None:
     """Step 1: tokenizer profile and context limit (:func:`engine.resolve.model_profile_and_limit`).
 
-    Also fails early on an unknown strategy (``UNKNOWN_STRATEGY``).
+    Also fails early on an unknown strategy (``UNKNOWN_STRATEGY``). A SillyTavern chat:
+    :func:`_resolve_sillytavern`.
     """
     settings = run.request.settings
+    if run.request.sillytavern is not None:
+        _resolve_sillytavern(run)
+        return
     resolved = model_profile_and_limit(settings, run.reg.tokenizers)
-    run.profile, run.limit = resolved.tokenizer, resolved.context_limit
+    run.profile, run.limit, run.strategy = resolved.tokenizer, resolved.context_limit, settings.strategy
     run.warnings.extend(resolved.warnings)
     run.reg.strategies.get(settings.strategy)
+
+
+def _resolve_sillytavern(run: RunState) -> None:
+    """Step 1 for a chat from a SillyTavern folder: its next speaker, tokenizer and limits, step 1's notes.
+
+    A group chat is first the request for its next speaker (``group-chats.js``
+    ``generateGroupWrapper``; :func:`engine.assembly.st_group.speaker_request`): ``run.request``
+    becomes that request. SillyTavern's tokenizer, context limit and reply reserve
+    (:func:`engine.resolve.sillytavern_limits`, steps 1–2 at once: ``run.sillytavern``). The notes:
+    why this speaker, and (Chat Completion) what SillyTavern's setup leaves out, the interceptors
+    among it (a SillyTavern chat runs none).
+    """
+    request, speaker = speaker_request(run.request)
+    setup = request.sillytavern
+    assert setup is not None
+    limits = sillytavern_limits(request, run.reg.tokenizers)
+    run.request, run.speaker, run.sillytavern = request, speaker, limits
+    run.profile, run.limit, run.strategy = limits.profile, limits.context_limit, "sillytavern"
+    run.warnings.extend(limits.warnings)
+    if speaker is not None:
+        run.diagnostics.append(group_diagnostic(setup, speaker.why))
+        if speaker.warning:
+            run.warnings.append(speaker.warning)
+    if setup.text_completion is None:
+        run.diagnostics.extend(sillytavern_setup_diagnostics(request, run.reg.interceptors.names()))
 
 
 def _reserve_reply(run: RunState) -> None:
     """Step 2: the reply reserve and the budget ``context limit − reserve``.
 
-    Raises ``INVALID_SETTINGS`` when the reserve is not below the context limit.
+    Raises ``INVALID_SETTINGS`` when the reserve is not below the context limit. A SillyTavern
+    chat: the reserve and budget step 1 resolved by SillyTavern's rules; no tools, and no priming
+    tokens besides the template's own counts.
     """
+    if run.sillytavern is not None:
+        run.reserve, run.budget = run.sillytavern.reply_reserve, run.sillytavern.budget
+        run.tools, run.priming = [], 0
+        return
     reserve = run.request.settings.resolve_reply_reserve(run.limit)
     if reserve >= run.limit:
         raise SettingsError("INVALID_SETTINGS",
@@ -271,9 +316,13 @@ def _assemble_blocks(run: RunState) -> None:
     """Step 3: lorebook activation, then the blocks in prompt order through the stage registry.
 
     A run on the column path that a remembered run can answer (:func:`engine.incremental.reuse`)
-    takes that run's blocks with the changed ones copied instead (:func:`_patch_blocks`).
+    takes that run's blocks with the changed ones copied instead (:func:`_patch_blocks`). A
+    SillyTavern chat: its template (:func:`_assemble_template`).
     """
     request, settings = run.request, run.request.settings
+    if run.sillytavern is not None:
+        _assemble_template(run)
+        return
     run.columnar = columnar.applies(run.reg, settings.strategy, run.profile)
     if run.columnar:
         run.context = context_of(request, run.reg)
@@ -294,6 +343,7 @@ def _assemble_blocks(run: RunState) -> None:
     run.pre_excluded = ctx.pre_excluded
     run.warnings.extend(ctx.warnings)
     run.assembled = (list(run.warnings), list(run.diagnostics))
+    run.timed_effects = run.activation.timed_effects if run.activation is not None else None
 
 
 def _reuse_key(run: RunState) -> tuple[object, ...]:
@@ -305,46 +355,36 @@ def _patch_blocks(run: RunState, base: RunState, blocks: list[Block], flagged: l
     """Step 3 of a warm run: ``base``'s assembly with the changed blocks (``flagged``, ``edited``) copied."""
     run.base, run.blocks, run.flagged, run.edited = base, blocks, flagged, edited
     run.plan, run.activation, run.pre_excluded = base.plan, base.activation, base.pre_excluded
-    run.assembled = base.assembled
+    run.assembled, run.timed_effects = base.assembled, base.timed_effects
     run.warnings, run.diagnostics = list(base.assembled[0]), list(base.assembled[1])
 
 
-def _prepare_sillytavern(request: PreviewRequest, reg: Registries) -> PreparedPrompt:
-    """The steps for a chat from a SillyTavern folder (``request.sillytavern`` set).
+def _assemble_template(run: RunState) -> None:
+    """Step 3 for a chat from a SillyTavern folder: SillyTavern's ``Generate`` as the template.
 
-    A group chat is first the request for its next speaker (``group-chats.js``
-    ``generateGroupWrapper``; :func:`engine.assembly.st_group.speaker_request`). Steps 1–2:
-    SillyTavern's tokenizer, context limit and reply reserve (:func:`engine.resolve.sillytavern_limits`),
-    ``name1`` / ``name2``, the books in ``getSortedEntries`` order and step 1's notes. Steps 3–10:
-    :func:`engine.assembly.st_result.run_sillytavern` (``public/script.js`` ``Generate`` as the
-    template, its fates final). Interceptors are not run (a diagnostic says so).
-
-    Raises
-    ------
-    SettingsError
-        ``INVALID_SETTINGS`` (reply reserve ≥ context limit; a bad speaker or story string),
-        ``UNKNOWN_TOKENIZER``.
+    The template (:func:`engine.assembly.st_result.assemble_sillytavern`: Chat Completion, or Text
+    Completion's one prompt string) gets what steps 1–2 resolved: the limits, ``name1`` /
+    ``name2``, the books in ``getSortedEntries`` order and groups, the speaker, and the warnings
+    and notes so far (``run.template_inputs``). Its :class:`~engine.assembly.st_types.AssembledPrompt`
+    (``run.template``) holds every block with the fate SillyTavern's own history fill and World
+    Info budget gave it; its warnings and notes (the inputs' first) become the run's.
     """
-    st_request, speaker = speaker_request(request)
-    setup = st_request.sillytavern
-    assert setup is not None
-    limits = sillytavern_limits(st_request, reg.tokenizers)
-    names = speaker_names(st_request)
-    plan = lorebook_plan(st_request)
+    request = run.request
+    setup, limits = request.sillytavern, run.sillytavern
+    assert setup is not None and limits is not None
+    names = speaker_names(request)
+    run.plan = plan = lorebook_plan(request)
     groups = sillytavern_book_groups([s or "global" for s in plan.scopes],
-                                     st_request.settings.world_info.character_strategy)
-    diagnostics = [group_diagnostic(setup, speaker.why)] if speaker is not None else []
-    if setup.text_completion is None:
-        diagnostics += sillytavern_setup_diagnostics(st_request, reg.interceptors.names())
-    warnings = [*limits.warnings, *([speaker.warning] if speaker is not None and speaker.warning else [])]
-    result = run_sillytavern(SillyTavernInputs(
-        request=st_request, setup=setup, profile=limits.profile, context_limit=limits.context_limit,
-        reply_reserve=limits.reply_reserve, budget=limits.budget, user_name=names.user, char_name=names.char,
+                                     request.settings.world_info.character_strategy)
+    run.template_inputs = inputs = SillyTavernInputs(
+        request=request, setup=setup, profile=run.profile, context_limit=run.limit,
+        reply_reserve=run.reserve, budget=run.budget, user_name=names.user, char_name=names.char,
         books=plan.books, book_order=plan.order, book_groups=tuple(tuple(g) for g in groups),
-        text_tokenizer=limits.text_tokenizer, speaker=speaker, warnings=tuple(warnings),
-        diagnostics=tuple(diagnostics)))
-    return PreparedPrompt(result.preview, result.messages, [], result.profile, result.budget_ok, [],
-                          result.timed_effects)
+        text_tokenizer=limits.text_tokenizer, speaker=run.speaker, warnings=tuple(run.warnings),
+        diagnostics=tuple(run.diagnostics))
+    run.template = template = assemble_sillytavern(inputs)
+    run.warnings, run.diagnostics = list(template.warnings), list(template.diagnostics)
+    run.timed_effects = template.timed_effects
 
 
 def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, str]:
@@ -376,11 +416,38 @@ def _count_tokens(run: RunState) -> None:
     """Step 4: one batched count per block, the safety margin, and the budget the strategy gets.
 
     On the column path the run's columns (:func:`engine.columnar.count_columns`: a warm run
-    counts only its edited texts).
+    counts only its edited texts). A SillyTavern chat: its template's counts are final
+    (:func:`_count_template`). Sets the preview's tokenizer (profile, whether the counts are
+    estimates, version).
     """
+    if run.template is not None:
+        _count_template(run)
+        return
+    profile = run.profile
     if run.columnar:
         columnar.count_columns(run)
-        return
+    else:
+        _count_blocks_step(run)
+    run.tokenizer = TokenizerInfo(profile=profile.name, approximate=run.approximate, version=profile.version)
+
+
+def _count_template(run: RunState) -> None:
+    """Step 4 for a SillyTavern chat: the template counted each block, so only the tokenizer and no safety margin.
+
+    Text Completion counts with SillyTavern's ``getTokenCountAsync`` tokenizer (its key and
+    version name the preview's tokenizer), Chat Completion with the model's profile.
+    """
+    template, tok, profile = run.template, run.template_inputs.text_tokenizer, run.profile
+    assert template is not None
+    if template.api == "text_completion" and tok is not None:
+        run.tokenizer = TokenizerInfo(profile=tok.key, approximate=tok.approximate, version=tok.version)
+    else:
+        run.tokenizer = TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version)
+    run.approximate, run.safety = run.tokenizer.approximate, 0
+
+
+def _count_blocks_step(run: RunState) -> None:
+    """Step 4 on the block path: one batched count per block (a chat template counts what is sent)."""
     profile, blocks, budget = run.profile, run.blocks, run.budget
     tokens = _count_blocks(profile, blocks)
     # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
@@ -406,11 +473,19 @@ def _shift_context(run: RunState) -> None:
 
     A plugin strategy that raises does not break the pipeline: its error is kept for step 6.
     On the column path the built-in strategy over the columns (:func:`engine.columnar.shift_sendable`).
+    A SillyTavern chat: its own history fill (newest first within the budget) stood in for a
+    strategy in step 3; its fates are final, no fit map is made and its report is the template's
+    header facts (Text Completion: api, presets, tokenizer).
     """
+    settings = run.request.settings
+    if run.template is not None:
+        run.strategy_info = run.template.strategy_info
+        return
+    run.fit_method = "exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order"
     if run.columnar:
         columnar.shift_sendable(run)
         return
-    request, settings, sendable = run.request, run.request.settings, run.sendable
+    request, sendable = run.request, run.sendable
     groups = find_tool_groups(sendable)
     run.groups = groups
     run.group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
@@ -440,8 +515,11 @@ def _check_host(run: RunState) -> None:
     (:func:`engine.shifting.check_shift_result`), more tokens left than the budget, or a strategy
     that raised. The fallback may drop more than the strategy meant to, never send what the
     writer removed: it honours manual exclusions and hidden messages whatever was selected.
-    On the column path (a built-in strategy, right by construction) each block's fate only.
+    On the column path (a built-in strategy, right by construction) each block's fate only. A
+    SillyTavern chat: nothing to check (the template's fates are final).
     """
+    if run.template is not None:
+        return
     if run.columnar:
         run.fates = columnar.record_fates(run)
         return
@@ -457,7 +535,7 @@ def _check_host(run: RunState) -> None:
         run.diagnostics.append(f"strategy {name!r} rejected ({'; '.join(problems)}); fell back to 'truncate' "
                                "(honouring manual exclusions and hidden messages)")
         result = shift_context(run.sendable, run.count, run.shift_budget, honor_manual=True)
-    run.result = result
+    run.result, run.strategy_info = result, result.info
     run.diagnostics.extend(result.diagnostics)
     run.warnings.extend(str(w) for w in result.info.get("warnings", []) or [])
     _record_shift(run, result)
@@ -503,9 +581,12 @@ def _record_shift(run: RunState, result: ShiftResult) -> None:
 
 
 def _intercept(run: RunState) -> None:
-    """Step 7: plugin interceptors on the final provider messages (not after a budget error)."""
+    """Step 7: plugin interceptors on the final provider messages (not after a budget error).
+
+    A SillyTavern chat runs none (step 1 noted the ones installed).
+    """
     reg, settings = run.reg, run.request.settings
-    if run.columnar or not reg.interceptors.names() or run.shift.error is not None:
+    if run.template is not None or run.columnar or not reg.interceptors.names() or run.shift.error is not None:
         return
     ictx = InterceptorContext(settings.model, run.budget, run.profile.name, settings.strategy)
     final_blocks, added, removed = _apply_interceptors(reg, run.final_blocks, ictx, run.interceptor_diags)
@@ -524,11 +605,35 @@ def _recount(run: RunState) -> None:
 
     A chat template can move a few tokens between neighbours when a block drops, so the
     blocks are shifted again until the exact count fits. On the column path the recount of the
-    kept blocks' texts through the per-text cache (:func:`engine.columnar.recount_columns`).
+    kept blocks' texts through the per-text cache (:func:`engine.columnar.recount_columns`). A
+    SillyTavern chat: the template's prompt and its count (:func:`_recount_template`).
     """
+    if run.template is not None:
+        _recount_template(run)
+        return
     if run.columnar:
         columnar.recount_columns(run)
+        run.overhead = run.priming
         return
+    _recount_blocks(run)
+    run.prompt_tokens, run.overhead = run.final.total, run.final.overhead
+
+
+def _recount_template(run: RunState) -> None:
+    """Step 8 for a SillyTavern chat: what the template sends and its count (no priming tokens of ours).
+
+    Chat Completion: the provider messages; Text Completion: the one prompt string and its stop
+    strings. The count: :func:`engine.assembly.st_result.sillytavern_prompt_tokens`.
+    """
+    template = run.template
+    assert template is not None
+    run.messages, run.send_tools, run.overhead = template.messages, [], 0
+    run.api, run.prompt, run.stop = template.api, template.prompt, template.stop
+    run.prompt_tokens = sillytavern_prompt_tokens(template, run.template_inputs)
+
+
+def _recount_blocks(run: RunState) -> None:
+    """Step 8 on the block path: the final shifting pass after interceptors, then the exact recount."""
     status = run.status
     if run.intercepted:  # a plugin cannot add text late to slip past the limit
         final_pass = shift_context(run.final_blocks, run.count, run.shift_budget)
@@ -587,7 +692,16 @@ def _final_shares(run: RunState) -> None:
 
 
 def _check_budget(run: RunState) -> None:
-    """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget."""
+    """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget.
+
+    A SillyTavern chat: when a prompt SillyTavern requires does not fit
+    (:func:`engine.assembly.st_result.sillytavern_budget_error`); then nothing is sent.
+    """
+    if run.template is not None:
+        run.error = sillytavern_budget_error(run.template, run.template_inputs)
+        if run.error is not None:
+            run.messages, run.prompt_tokens = [], 0
+        return
     if run.columnar:
         columnar.check_budget_columns(run)
         return
@@ -607,32 +721,34 @@ def _check_budget(run: RunState) -> None:
 
 
 def _report(run: RunState) -> PreparedPrompt:
-    """Step 10: every block with its status, stable reason, specific reason and fit window."""
-    settings, profile = run.request.settings, run.profile
-    lorebook_trace, trace_by_source = _lorebook_trace(run)
+    """Step 10: every block with its status, stable reason, specific reason and fit window; the preview.
+
+    The rows: on the column path :func:`engine.columnar.report_columns` (reusing a warm run's
+    unchanged rows), on the block path :func:`_preview_blocks`, for a SillyTavern chat the
+    template's blocks in story order (:func:`engine.assembly.st_result.preview_rows`). The
+    preview around them: :func:`engine.report.report_preview`, one for every path.
+    """
+    if run.template is not None:
+        run.rows = preview_rows(run.template, run.error)
+        run.lorebook_trace = run.template.lorebook_trace
+        run.preview = report_preview(run)
+        return _prepared(run)
+    run.lorebook_trace, trace_by_source = _lorebook_trace(run)
     if run.columnar:
         outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
-        run.preview = columnar.report_columns(run, lorebook_trace, trace_by_source, outcome)
-        _remember(run, bool(lorebook_trace))
-        return _prepared(run)
-    prompt_tokens = run.final.total
-    run.preview = ContextPreview(
-        model=settings.model,
-        tokenizer=TokenizerInfo(profile=profile.name, approximate=run.approximate, version=profile.version),
-        context_limit=run.limit, reply_reserve=run.reserve, budget=run.budget, safety_margin=run.safety,
-        headroom=run.budget - run.safety - prompt_tokens, prompt_tokens=prompt_tokens,
-        overhead_tokens=run.final.overhead, strategy=settings.strategy, warnings=run.warnings, error=run.error,
-        blocks=_preview_blocks(run, trace_by_source), lorebook_trace=lorebook_trace, messages=run.messages,
-        tools=run.send_tools, diagnostics=run.diagnostics, strategy_info=dict(run.shift.info),
-        fit_method="exact" if settings.strategy in TRUNCATE_LIKE else "truncate-order",
-    )
+        columnar.report_columns(run, trace_by_source, outcome)
+    else:
+        run.rows = _preview_blocks(run, trace_by_source)
+    run.preview = report_preview(run)
+    if run.columnar:
+        _remember(run, bool(run.lorebook_trace))
     return _prepared(run)
 
 
 def _prepared(run: RunState, *, fresh_messages: bool = False) -> PreparedPrompt:
     """The :class:`PreparedPrompt` of a finished run (``fresh_messages``: copies of its message dicts)."""
     messages = list(map(dict.copy, run.messages)) if fresh_messages or run.columnar else run.messages
-    timed = dict(run.activation.timed_effects) if run.activation is not None else None
+    timed = dict(run.timed_effects) if run.timed_effects is not None else None
     return PreparedPrompt(run.preview, messages, list(run.send_tools), run.profile, run.error is None,
                           run.interceptor_diags, timed)
 

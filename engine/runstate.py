@@ -16,14 +16,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, is_
-from typing import Any
+from typing import Any, Literal
 
+from .assembly.st_group import Speaker
+from .assembly.st_types import AssembledPrompt, SillyTavernInputs
 from .lorebook.models import ActivationResult
 from .registries import Registries
-from .resolve import LorebookPlan
+from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
-from .schema.preview import ContextPreview, PreviewBlock, PreviewError
+from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
+from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
 from .shifting.explain import Explanation
 from .tokenizers import TokenizerProfile
@@ -184,7 +187,13 @@ class RunState:
     ``(status, reason)`` (block path); ``ordered`` is every block in prompt order (strategy- and
     interceptor-made ones included), ``final_blocks`` the ones sent. ``columns`` and what follows
     it are set on the column path (:mod:`engine.columnar`); ``base`` is the remembered run a warm
-    run patches (dropped when the run is done).
+    run patches (dropped when the run is done). A chat from a SillyTavern folder sets
+    ``sillytavern`` (step 1), ``template_inputs`` and ``template`` (step 3: SillyTavern's
+    ``Generate`` as the assembly template, whose counts and fates are final) and no block field.
+    The preview's header (:func:`engine.report.report_preview`) reads ``strategy``, ``tokenizer``,
+    ``limit`` … ``safety``, ``prompt_tokens``, ``overhead``, ``warnings``, ``error``, ``rows``,
+    ``messages``, ``send_tools``, ``diagnostics``, ``strategy_info``, ``fit_method``, ``api``,
+    ``prompt`` and ``stop``, whichever path filled them.
     """
 
     request: PreviewRequest
@@ -194,6 +203,9 @@ class RunState:
     # 1. model
     profile: TokenizerProfile = field(init=False)
     limit: int = field(init=False)
+    strategy: str = field(init=False)  # the name the preview reports ("sillytavern": SillyTavern's own fill)
+    sillytavern: SillyTavernLimits | None = None  # a SillyTavern chat: its steps 1–2 (set in step 1)
+    speaker: Speaker | None = None  # a SillyTavern group chat: its next speaker
     # 2. reply reserve
     reserve: int = field(init=False)
     budget: int = field(init=False)
@@ -205,6 +217,9 @@ class RunState:
     blocks: list[Block] = field(init=False)
     pre_excluded: dict[str, str] = field(init=False)
     assembled: tuple[list[str], list[str]] = field(init=False)  # warnings, diagnostics after step 3
+    timed_effects: dict[str, Any] | None = None  # chat_metadata["timedWorldInfo"] after this activation
+    template_inputs: SillyTavernInputs = field(init=False)  # a SillyTavern chat: what steps 1–2 hand its template
+    template: AssembledPrompt | None = None  # a SillyTavern chat: its template's prompt (counts and fates final)
     columnar: bool = False
     context: tuple[object, ...] = ()
     base: RunState | None = None
@@ -212,6 +227,7 @@ class RunState:
     flagged: list[int] = field(default_factory=list)
     edited: list[int] = field(default_factory=list)
     # 4. counts
+    tokenizer: TokenizerInfo = field(init=False)  # the preview's tokenizer (profile, approximate, version)
     tokens: dict[str, int] = field(init=False)
     shift_tokens: dict[str, int] = field(init=False)
     count: Callable[[Block], int] = field(init=False)
@@ -237,6 +253,8 @@ class RunState:
     kept_at: list[int] = field(init=False)
     fates: tuple[list[str], list[str]] = field(init=False)  # per block: status, reason (column path)
     outcome: Outcome = field(init=False)
+    strategy_info: dict[str, Any] = field(default_factory=dict)  # the strategy's own report (ShiftResult.info)
+    fit_method: str = "exact"  # how the fit windows were computed (ContextPreview.fit_method)
     # 7. interceptors
     interceptor_diags: list[str] = field(default_factory=list)
     intercepted: bool = False
@@ -246,10 +264,15 @@ class RunState:
     final: PromptCount = field(init=False)
     template_tokens: dict[str, int] = field(init=False)
     prompt_tokens: int = field(init=False)
+    overhead: int = field(init=False)  # prompt tokens no block owns
+    api: Literal["chat_completion", "text_completion"] = "chat_completion"
+    prompt: str | None = None  # Text Completion: the prompt string
+    stop: list[str] = field(default_factory=list)  # Text Completion: the stop strings
     # 9. budget
     error: PreviewError | None = None
     # 10. report
     rows: list[PreviewBlock] = field(init=False)
+    lorebook_trace: list[TraceRecord] = field(default_factory=list)
     preview: ContextPreview = field(init=False)
 
     @property

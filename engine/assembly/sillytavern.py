@@ -43,9 +43,9 @@ It returns an :class:`~engine.assembly.st_types.AssembledPrompt`: every sent mes
 block with a stable reason; a message joined from several parts (World Info before/after, an
 injection joining the Author's Note and World Info at the same depth and role) lists them in
 ``trace["parts"]`` (source, reason, text, tokens of each). History messages, examples and World
-Info entries that did not fit are left-out blocks. The pipeline's steps 4–10
-(:mod:`engine.assembly.st_result`) turn it into the preview; this module resolves nothing and
-builds no preview.
+Info entries that did not fit are left-out blocks. The pipeline's steps 4–10 take its counts and
+fates as final and build the preview (:func:`engine.pipeline.prepare`, with SillyTavern's rules
+from :mod:`engine.assembly.st_result`); this module resolves nothing and builds no preview.
 """
 
 from __future__ import annotations

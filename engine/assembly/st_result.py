@@ -1,48 +1,33 @@
-"""The pipeline's steps for a chat from a SillyTavern folder: the template (step 3) and steps 4–10.
+"""SillyTavern's own rules in the pipeline's steps for a chat from a SillyTavern folder.
 
-A SillyTavern chat runs the same steps as any chat (SPEC §2); what differs is who decides:
+A SillyTavern chat runs the pipeline's ten steps like any chat (:func:`engine.pipeline.prepare`,
+SPEC §2); what differs is who decides, and this module holds what only SillyTavern decides:
 
 * step 3, :func:`assemble_sillytavern`: SillyTavern 1.12.6's ``Generate`` is the template the
   assembly step runs (:func:`engine.assembly.sillytavern.assemble_chat_completion`,
   :func:`engine.assembly.textcompletion.assemble_text_completion`), over the inputs steps 1–2
-  resolved (:class:`~engine.assembly.st_types.SillyTavernInputs`);
-* steps 4–8: SillyTavern's own history fill and World Info budget stand in for a context
-  strategy, so the template's counts and fates are final (no shift, no fit map; each block's
-  explanation is the template's reason);
+  resolved (:class:`~engine.assembly.st_types.SillyTavernInputs`); its own history fill and
+  World Info budget stand in for a context strategy, so the counts and fates it returns are
+  final (steps 4–7 take them as they are: no shift, no fit map, no interceptor);
+* step 8, :func:`sillytavern_prompt_tokens`: the count of what is sent (Chat Completion's
+  messages; Text Completion's whole string as the backend holds it);
 * step 9, :func:`sillytavern_budget_error`: a required prompt that did not fit
   (``TokenBudgetExceededError``) is ``TOKEN_BUDGET_EXCEEDED`` and nothing is sent;
-* step 10, :func:`sillytavern_preview`: the preview, its rows in story order
-  (:func:`preview_rows`).
+* step 10, :func:`preview_rows`: the rows in story order (:func:`in_story_order`). The preview
+  around them is the pipeline's one (:func:`engine.report.report_preview`).
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import Any
 
 from ..schema.blocks import BlockKind
-from ..schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
-from ..tokenizers import TokenizerProfile, num_tokens_from_messages
+from ..schema.preview import PreviewBlock, PreviewError
+from ..tokenizers import num_tokens_from_messages
 from .sillytavern import REPLY_PRIMER_TOKENS, assemble_chat_completion
 from .st_types import AssembledBlock, AssembledPrompt, BudgetOverflow, SillyTavernInputs
 from .textcompletion import assemble_text_completion
-
-
-@dataclass(frozen=True)
-class SillyTavernResult:
-    """Steps 3–10 of a SillyTavern chat: the preview and what may be sent.
-
-    ``messages`` are the provider messages (Chat Completion; ``[]`` on a budget error and for Text
-    Completion, whose prompt is ``preview.prompt``); ``budget_ok`` is ``False`` exactly when
-    ``preview.error`` is ``TOKEN_BUDGET_EXCEEDED``.
-    """
-
-    preview: ContextPreview
-    messages: list[dict[str, Any]]
-    profile: TokenizerProfile
-    budget_ok: bool
-    timed_effects: dict[str, Any] | None
 
 
 def assemble_sillytavern(inputs: SillyTavernInputs) -> AssembledPrompt:
@@ -54,14 +39,6 @@ def assemble_sillytavern(inputs: SillyTavernInputs) -> AssembledPrompt:
     if inputs.setup.text_completion is not None:
         return assemble_text_completion(inputs)
     return assemble_chat_completion(inputs)
-
-
-def run_sillytavern(inputs: SillyTavernInputs) -> SillyTavernResult:
-    """Steps 3–10 for a SillyTavern chat over the inputs steps 1–2 resolved (see the module docstring)."""
-    assembled = assemble_sillytavern(inputs)
-    error = sillytavern_budget_error(assembled, inputs)
-    preview = sillytavern_preview(assembled, inputs, error)
-    return SillyTavernResult(preview, preview.messages, inputs.profile, error is None, assembled.timed_effects)
 
 
 def sillytavern_budget_error(assembled: AssembledPrompt, inputs: SillyTavernInputs) -> PreviewError | None:
@@ -86,36 +63,19 @@ def _budget_error(overflow: BudgetOverflow, budget: int, limit: int, reserve: in
         details={"prompt": overflow.prompt, "tokens": overflow.tokens, "left": overflow.left, "budget": budget})
 
 
-def sillytavern_preview(assembled: AssembledPrompt, inputs: SillyTavernInputs,
-                        error: PreviewError | None) -> ContextPreview:
-    """Step 10: the :class:`ContextPreview` of a SillyTavern chat (strategy ``"sillytavern"``, no safety margin).
+def sillytavern_prompt_tokens(assembled: AssembledPrompt, inputs: SillyTavernInputs) -> int:
+    """Step 8: the tokens of what the template sends (``inputs.profile``'s units; 0 when nothing is).
 
-    Chat Completion: ``prompt_tokens`` is the provider count of the messages
-    (``num_tokens_from_messages``); on ``error`` every sent block is excluded
-    (``OVER_BUDGET_PROTECTED``) and nothing is sent. Text Completion: the backend's count of the
-    whole string (``TextTokenizer.prompt_tokens``), ``prompt`` / ``stop`` and the header's facts.
+    Chat Completion: the provider count of the messages (``num_tokens_from_messages``, no tools).
+    Text Completion: the backend's count of the whole string (``TextTokenizer.prompt_tokens``:
+    BOS and the like included).
     """
-    settings = inputs.request.settings
-    blocks = preview_rows(assembled, error)
-    common: dict[str, Any] = dict(
-        model=settings.model, context_limit=inputs.context_limit, reply_reserve=inputs.reply_reserve,
-        budget=inputs.budget, safety_margin=0, strategy="sillytavern", warnings=assembled.warnings, error=error,
-        blocks=blocks, lorebook_trace=assembled.lorebook_trace, tools=[], diagnostics=assembled.diagnostics)
     tok = inputs.text_tokenizer
     if assembled.api == "text_completion" and tok is not None:
         prompt = assembled.prompt or ""
-        prompt_tokens = tok.prompt_tokens(prompt) if prompt else 0
-        return ContextPreview(
-            tokenizer=TokenizerInfo(profile=tok.key, approximate=tok.approximate, version=tok.version),
-            headroom=inputs.budget - prompt_tokens, prompt_tokens=prompt_tokens, messages=[],
-            strategy_info=assembled.strategy_info, api="text_completion", prompt=assembled.prompt,
-            stop=assembled.stop, **common)
-    profile = inputs.profile
-    messages = assembled.messages if error is None else []
-    prompt_tokens = num_tokens_from_messages(profile, messages, []) if messages else 0
-    return ContextPreview(
-        tokenizer=TokenizerInfo(profile=profile.name, approximate=profile.approximate, version=profile.version),
-        headroom=inputs.budget - prompt_tokens, prompt_tokens=prompt_tokens, messages=messages, **common)
+        return tok.prompt_tokens(prompt) if prompt else 0
+    messages = assembled.messages
+    return num_tokens_from_messages(inputs.profile, messages, []) if messages else 0
 
 
 def preview_rows(assembled: AssembledPrompt, error: PreviewError | None) -> list[PreviewBlock]:
@@ -190,5 +150,5 @@ def in_story_order(sent: list[dict[str, Any]], left_out: list[dict[str, Any]]) -
     return out + rest
 
 
-__all__ = ["SillyTavernResult", "assemble_sillytavern", "in_story_order", "preview_rows", "run_sillytavern",
-           "sillytavern_budget_error", "sillytavern_preview"]
+__all__ = ["assemble_sillytavern", "in_story_order", "preview_rows", "sillytavern_budget_error",
+           "sillytavern_prompt_tokens"]

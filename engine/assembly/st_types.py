@@ -10,8 +10,10 @@ template (:func:`engine.assembly.st_result.assemble_sillytavern`):
   :mod:`engine.assembly.textcompletion` for Text Completion) returns an :class:`AssembledPrompt`:
   every block in prompt order with the fate SillyTavern's own history fill and World Info budget
   gave it, the provider messages or the prompt string, and the budget overflow if any;
-* steps 4–10 (:mod:`engine.assembly.st_result`) take the template's figures and fates
-  (SillyTavern's fill stands in for a context strategy) and build the preview.
+* the pipeline's steps 4–10 (:func:`engine.pipeline.prepare`) take the template's figures and
+  fates as final (SillyTavern's fill stands in for a context strategy), with SillyTavern's own
+  count, budget error and row order (:mod:`engine.assembly.st_result`), and build the preview
+  every run builds (:func:`engine.report.report_preview`).
 """
 
 from __future__ import annotations

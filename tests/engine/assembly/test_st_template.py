@@ -2,8 +2,10 @@
 
 The template (:func:`engine.assembly.st_result.assemble_sillytavern`) takes the inputs the
 pipeline's steps 1–2 resolved and returns a typed :class:`AssembledPrompt`; it resolves nothing
-itself (no import of the layers above the assembly) and steps 4–10 (:mod:`engine.assembly.st_result`)
-turn it into exactly the preview ``engine.preview`` gives. The folder is ``tc_cases``' ChatML case
+itself (no import of the layers above the assembly). The pipeline's steps 4–10 take its counts and
+fates as final: ``engine.preview``'s rows are the template's blocks in story order
+(:func:`engine.assembly.st_result.preview_rows`), its count and budget error SillyTavern's rules
+(:mod:`engine.assembly.st_result`), its header the one every preview has. The folder is ``tc_cases``' ChatML case
 (SillyTavern 1.12.6 ``Generate`` → ``scripts/openai.js`` ``populateChatCompletion`` over Chat
 Completion, ``getCombinedPrompt`` over Text Completion).
 """
@@ -17,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from engine.assembly.st_group import speaker_request
-from engine.assembly.st_result import assemble_sillytavern, run_sillytavern
+from engine.assembly.st_result import assemble_sillytavern, preview_rows, sillytavern_prompt_tokens
 from engine.assembly.st_types import AssembledPrompt, SillyTavernInputs
 from engine.importers.st_folder import read_st_folder
-from engine.pipeline import preview
+from engine.pipeline import prepare, preview
 from engine.registries import default_registries
 from engine.resolve import lorebook_plan, sillytavern_book_groups, sillytavern_limits, speaker_names
 from engine.schema import PreviewRequest
@@ -41,7 +43,7 @@ def _request(tmp_path: Path, main_api: str) -> PreviewRequest:
 
 
 def _inputs(request: PreviewRequest, **change: int) -> SillyTavernInputs:
-    """What the pipeline's steps 1–2 hand the template (as ``engine.pipeline._prepare_sillytavern`` does)."""
+    """What the pipeline's steps 1–2 hand the template (as ``engine.pipeline``'s ``_resolve_sillytavern`` and ``_assemble_template`` do)."""
     st_request, speaker = speaker_request(request)
     assert st_request.sillytavern is not None
     limits = sillytavern_limits(st_request, default_registries().tokenizers)
@@ -75,10 +77,11 @@ def test_the_template_imports_nothing_above_the_assembly(name: str) -> None:
 
 
 @pytest.mark.parametrize("main_api", ["openai", "textgenerationwebui"])
-def test_steps_4_to_10_over_the_template_give_the_preview(main_api: str, tmp_path: Path) -> None:
-    """``run_sillytavern(inputs)`` is ``preview(request)``: the pipeline adds nothing of its own."""
+def test_steps_4_to_10_take_the_template_s_counts_and_fates(main_api: str, tmp_path: Path) -> None:
+    """``preview(request)`` is the template's prompt: its rows, count, trace, warnings and notes, nothing added."""
     request = _request(tmp_path, main_api)
-    assembled = assemble_sillytavern(_inputs(request))
+    inputs = _inputs(request)
+    assembled = assemble_sillytavern(inputs)
     assert isinstance(assembled, AssembledPrompt)
     assert assembled.api == ("chat_completion" if main_api == "openai" else "text_completion")
     assert assembled.sent and {b.status for b in assembled.sent} == {"kept"}
@@ -90,21 +93,37 @@ def test_steps_4_to_10_over_the_template_give_the_preview(main_api: str, tmp_pat
     else:
         assert assembled.messages == [] and assembled.prompt == "".join(b.text for b in assembled.sent)
         assert assembled.stop
-    result = run_sillytavern(_inputs(request))
-    assert result.preview.model_dump_json() == preview(request).model_dump_json()
+    prepared = prepare(request)
+    pv = prepared.preview
+    assert [b.model_dump() for b in pv.blocks] == [b.model_dump() for b in preview_rows(assembled, None)]
+    assert pv.prompt_tokens == sillytavern_prompt_tokens(assembled, inputs) > 0
+    assert (pv.context_limit, pv.reply_reserve, pv.budget, pv.safety_margin, pv.overhead_tokens) == (
+        inputs.context_limit, inputs.reply_reserve, inputs.budget, 0, 0)
+    assert pv.headroom == inputs.budget - pv.prompt_tokens and pv.strategy == "sillytavern"
+    assert (pv.warnings, pv.diagnostics, pv.lorebook_trace) == (
+        assembled.warnings, assembled.diagnostics, assembled.lorebook_trace)
+    assert (pv.api, pv.prompt, pv.stop, pv.messages, pv.tools) == (
+        assembled.api, assembled.prompt, assembled.stop, assembled.messages, [])
+    assert prepared.messages == assembled.messages and prepared.budget_ok and prepared.tools == []
+    assert prepared.timed_effects == assembled.timed_effects
+    assert pv.model_dump_json() == preview(request).model_dump_json()
 
 
 def test_a_required_prompt_over_the_budget_is_an_overflow_the_steps_report(tmp_path: Path) -> None:
     """``ChatCompletion.checkTokenBudget`` throws ``TokenBudgetExceededError``: the template reports
     the overflow; step 9 makes it ``TOKEN_BUDGET_EXCEEDED`` and nothing is sent."""
     request = _request(tmp_path, "openai")
-    inputs = _inputs(request, budget=40)
+    request = request.model_copy(update={"settings": request.settings.model_copy(
+        update={"context_limit": 260, "reply_reserve": 220})})
+    inputs = _inputs(request)
+    assert inputs.budget == 40
     assembled = assemble_sillytavern(inputs)
     assert assembled.overflow is not None and assembled.overflow.tokens > assembled.overflow.left
-    result = run_sillytavern(inputs)
+    result = prepare(request)
     assert not result.budget_ok and result.messages == []
     pv = result.preview
     assert pv.error is not None and pv.error.code == "TOKEN_BUDGET_EXCEEDED"
     assert pv.error.details["prompt"] == assembled.overflow.prompt and pv.prompt_tokens == 0
+    assert pv.messages == [] and pv.headroom == 40
     sent_rows = [b for b in pv.blocks if b.reason == "OVER_BUDGET_PROTECTED"]
     assert len(sent_rows) == len(assembled.sent) and all(b.status == "excluded" for b in sent_rows)
