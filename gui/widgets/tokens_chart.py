@@ -135,12 +135,12 @@ class TokensChart(QWidget):
         """Take the per-message tokens of ``preview`` (``delta``: the changed rows when known,
         ignored unless its ``old`` is the preview shown)."""
         if preview is not None and delta is not None and delta.follows(self._preview) and delta.new is preview:
-            self._update(preview, delta)
+            self._patch_buckets(self._update(preview, delta))
         else:
             self._rebuild(preview)
+            self._buckets = None
         self._preview = preview
         self._items_cache = None
-        self._buckets = None
         self._limit = preview.context_limit if preview is not None else 0
         self._marks = self._fit_marks()
         self.update()
@@ -160,8 +160,10 @@ class TokensChart(QWidget):
         self._fits = list(map(_FIT, map(vars, map(blocks.__getitem__, rows))))
         self._max = max(self._tokens, default=1) or 1
 
-    def _update(self, preview: ContextPreview, delta: PreviewDelta) -> None:
+    def _update(self, preview: ContextPreview, delta: PreviewDelta) -> list[int]:
+        """Take the changed rows' tokens and status and every fit; returns the bars that changed."""
         blocks = preview.blocks
+        bars: list[int] = []
         if delta.key_rows:
             if self._pos is None:
                 self._pos = {r: k for k, r in enumerate(self._rows)}
@@ -170,9 +172,35 @@ class TokensChart(QWidget):
                 if k is not None:
                     self._tokens[k] = _bar_tokens(blocks[r])
                     self._status[k] = _bar_status(blocks[r])
+                    bars.append(k)
             self._max = max(self._tokens, default=1) or 1
         if delta.fits is not None:  # None: every block is the old one, so are the fits
             self._fits = list(map(delta.fits.__getitem__, self._rows))
+        return bars
+
+    def _patch_buckets(self, bars: list[int]) -> None:
+        """Recompute only the pixel buckets (:meth:`_pixel_buckets`) holding ``bars``."""
+        if self._buckets is None or not bars:
+            return
+        w, old = self._buckets
+        n = len(self._tokens)
+        per_px = n / w
+        out = list(old)
+        for k in bars:
+            x0 = int(k / per_px)
+            for x in range(max(0, x0 - 1), min(w, x0 + 2)):
+                lo = int(x * per_px)
+                if lo <= k < max(lo + 1, int((x + 1) * per_px)):
+                    out[x] = self._bucket(x, per_px)
+        self._buckets = (w, out)
+
+    def _bucket(self, x: int, per_px: float) -> tuple[int, str]:
+        """Pixel column ``x``: the tallest of its messages (the first of equals) as ``(tokens, status)``."""
+        lo = int(x * per_px)
+        hi = max(lo + 1, int((x + 1) * per_px))
+        bucket = self._tokens[lo:hi]
+        top = max(bucket)
+        return top, self._status[lo + bucket.index(top)]
 
     @property
     def _items(self) -> list[tuple[int, int, str, int | None]]:
@@ -288,15 +316,8 @@ class TokensChart(QWidget):
         preview or the width changes."""
         if self._buckets is not None and self._buckets[0] == w:
             return self._buckets[1]
-        n, tokens, status = len(self._tokens), self._tokens, self._status
-        per_px = n / w
-        out: list[tuple[int, str]] = []
-        for x in range(w):
-            lo = int(x * per_px)
-            hi = max(lo + 1, int((x + 1) * per_px))
-            bucket = tokens[lo:hi]
-            top = max(bucket)
-            out.append((top, status[lo + bucket.index(top)]))
+        per_px = len(self._tokens) / w
+        out = [self._bucket(x, per_px) for x in range(w)]
         self._buckets = (w, out)
         return out
 

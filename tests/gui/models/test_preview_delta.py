@@ -28,6 +28,8 @@ from gui.widgets.tokens_chart import TokensChart
 from tests.gui.helpers import make_block, make_preview
 
 N = 240
+#: A chart narrower than the chat's bars (one pixel column holds a few messages).
+BUCKET_PX = 97
 ROLES = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.CheckStateRole, Qt.ItemDataRole.ForegroundRole,
          Qt.ItemDataRole.BackgroundRole, Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ToolTipRole)
 
@@ -175,6 +177,8 @@ def _assert_like_fresh_views(qtbot, new, chat: ChatMessagesModel, bar: BudgetBar
     assert chart.items() == fresh_chart.items()
     assert chart.fit_windows() == fresh_chart.fit_windows()
     assert chart.fit_marks() == fresh_chart.fit_marks()
+    # the per-pixel buckets (patched where bars changed, when the chart had them) read the same
+    assert chart._pixel_buckets(BUCKET_PX) == fresh_chart._pixel_buckets(BUCKET_PX)
 
 
 def test_chat_list_bar_and_chart_updated_from_the_delta_match_a_fresh_build(qtbot) -> None:
@@ -188,6 +192,8 @@ def test_chat_list_bar_and_chart_updated_from_the_delta_match_a_fresh_build(qtbo
         delta = table.last_delta
         chat.set_preview(new, delta)
         bar.set_preview(new, None, delta)
+        if len(chart.items()) > BUCKET_PX:  # painted before: its buckets are patched, not dropped
+            chart._pixel_buckets(BUCKET_PX)
         chart.set_preview(new, delta)
         _assert_like_fresh_views(qtbot, new, chat, bar, chart)
 
