@@ -239,11 +239,10 @@ class BlocksTableModel(QAbstractTableModel):
         blocks = self._blocks
         key_rows = delta.key_rows
         if key_rows:
-            new_status = list(map(blocks.__getitem__, key_rows))
-            old_status = list(map(old.__getitem__, key_rows))
-            self._kept += (sum(b.status == "kept" for b in new_status)
-                           - sum(b.status == "kept" for b in old_status))
-            if any(a.group != b.group for a, b in zip(old_status, new_status, strict=True)):
+            now = list(map(blocks.__getitem__, key_rows))
+            was = list(map(old.__getitem__, key_rows))
+            self._kept += sum(b.status == "kept" for b in now) - sum(b.status == "kept" for b in was)
+            if any(a.group != b.group for a, b in zip(was, now, strict=True)):
                 self._group_sizes = self._count_groups(blocks)
         for row in key_rows:  # the Text cell is cached per row: its text may have changed
             self._text_cache.pop(row, None)
