@@ -8,6 +8,10 @@ from :mod:`gui.cli`, so the engine never imports the GUI. A contributed module m
 ``DEFAULT_COMMAND = True`` (``loomscope`` alone runs it: the app opens) and ``LEADING_FLAGS``
 (flags that, first on the command line, select it: ``loomscope --screenshot out.png``).
 
+``--db URL`` names the library before the command's name as well as after it (``loomscope --db
+URL chats`` is ``loomscope chats --db URL``), for every command that opens one; ``loomscope --db
+URL`` alone opens the app on it.
+
 Exit codes: 0 success; 2 bad input or usage (one line on stderr:
 ``loomscope: <file or argument>: <CODE>: <message>``, no traceback); 3
 ``TOKEN_BUDGET_EXCEEDED``; 4 provider failure; 130 cancelled.
@@ -65,6 +69,9 @@ ENGINE_COMMANDS: dict[str, str] = {
 }
 #: The entry point group through which other packages contribute subcommands (name → module).
 COMMAND_ENTRY_POINT_GROUP = "loomscope.commands"
+#: Options taken before the command's name (each with one value): ``--db URL`` for any command
+#: that opens the library (the commands' own ``--db``, after their name, keeps working).
+GLOBAL_OPTIONS: tuple[str, ...] = ("--db",)
 
 
 class CommandModule(Protocol):
@@ -128,10 +135,43 @@ def _engine_parser(modules: Sequence[str] = COMMAND_MODULES) -> tuple[argparse.A
     """The parser with the engine's own subcommands (those of ``modules``), and its subparsers (to add more to)."""
     parser = _Parser(prog="loomscope", description="See exactly what an LLM will see.",
                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    # its own dest: a subcommand's default ``db=None`` would overwrite a shared one (argparse)
+    parser.add_argument("--db", dest="global_db", default=None, metavar="URL",
+                        help="the library of any command that opens one (SQLAlchemy URL or SQLite file; "
+                             "env LOOMSCOPE_DB), the same as --db after the command's name")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     for name in modules:
         importlib.import_module(f"engine.commands.{name}").register(sub)
     return parser, sub
+
+
+def split_global_options(args_list: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``args_list`` cut into its leading :data:`GLOBAL_OPTIONS` (with their values) and the rest.
+
+    ``["--db", "x.db", "chats", "--format", "json"]`` → ``(["--db", "x.db"], ["chats", "--format",
+    "json"])``; ``--db=x.db`` is one item. A last ``--db`` without its value stays in the first
+    part, where the parser reports it.
+    """
+    i = 0
+    while i < len(args_list) and args_list[i].split("=", 1)[0] in GLOBAL_OPTIONS:
+        i += 1 if "=" in args_list[i] else 2
+    return list(args_list[:i]), list(args_list[i:])
+
+
+def _apply_global_db(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Give the command the ``--db`` taken before its name.
+
+    A usage error (exit 2) when the command opens no library, or when its own ``--db`` names
+    another one.
+    """
+    value = vars(args).pop("global_db", None)
+    if value is None:
+        return
+    if not hasattr(args, "db"):
+        parser.error(f"--db: `{args.command}` opens no library")
+    if args.db is not None and args.db != value:
+        parser.error("--db: given before and after the command's name, with two different libraries")
+    args.db = value
 
 
 def _with_command(args_list: list[str], contributed: Mapping[str, CommandModule]) -> list[str]:
@@ -172,15 +212,16 @@ def exit_code_for(exc: LoomscopeError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the exit code."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    leading, args_list = split_global_options(sys.argv[1:] if argv is None else argv)
     command = ENGINE_COMMANDS.get(args_list[0]) if args_list else None
     # an engine command needs only its own parser, and no entry point lookup
     parser, sub = _engine_parser((command,) if command else COMMAND_MODULES)
-    if not (args_list and args_list[0] in sub.choices):
+    if not (args_list and args_list[0] in sub.choices) and leading[-1:] != ["--db"]:
         contributed = contributed_commands()
         args_list = _with_command(args_list, contributed)
         _add_contributed(parser, sub, contributed)
-    args = parser.parse_args(args_list)
+    args = parser.parse_args([*leading, *args_list])
+    _apply_global_db(parser, args)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
@@ -217,10 +258,11 @@ def console_main() -> NoReturn:
     callers that run it in-process keep their interpreter.
     """
     args = sys.argv[1:]
-    if args and args[0] in NO_GC_COMMANDS and args[0] in FAST_EXIT_COMMANDS:
+    command = next(iter(split_global_options(args)[1]), None)
+    if command in NO_GC_COMMANDS and command in FAST_EXIT_COMMANDS:
         gc.disable()
     code = main(args)
-    if args and args[0] in FAST_EXIT_COMMANDS:
+    if command in FAST_EXIT_COMMANDS:
         try:
             if "logging" in sys.modules:
                 sys.modules["logging"].shutdown()

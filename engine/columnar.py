@@ -8,16 +8,17 @@ interceptor sees, does steps 4-10 over the columns of :class:`~engine.runstate.R
 :func:`~engine.shifting.fit_columns`). A warm run (one that starts from a remembered run,
 :mod:`engine.incremental`) patches the remembered columns at the changed positions only, keeps
 the remembered tool groups, counts only the edited texts and reuses every unchanged row
-(:mod:`engine.rows`). The preview around the rows is the one every path has
-(:func:`engine.report.report_preview`).
+(:mod:`engine.rows`). The rules the block path applies too (the sendable part and its tool
+groups' warnings, estimated counts and the safety margin, whether the strategy drops hand
+exclusions first, the tools sent, content-part warnings, the budget error) are
+:mod:`engine.step_rules`'s; the preview around the rows is the one every
+path has (:func:`engine.report.report_preview`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import deque
-from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import is_, is_not, setitem
 from typing import Any
@@ -25,13 +26,18 @@ from typing import Any
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, RunColumns, RunState
-from .schema.blocks import Block
-from .schema.preview import PreviewError
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
-from .shifting.fitmap import pipeline_shift_budget
-from .shifting.groups import ToolGroups, find_tool_groups
 from .shifting.registry import manual_strategy, truncate_strategy
-from .tokenizers import REPLY_PRIMING_TOKENS, TokenizerProfile, content_part_warnings, count_tools_tokens
+from .step_rules import (
+    content_warnings,
+    drops_excluded_first,
+    estimated_counts,
+    fit_budget,
+    split_sendable,
+    strategy_budget,
+    tools_sent,
+)
+from .tokenizers import REPLY_PRIMING_TOKENS, TokenizerProfile, count_tools_tokens
 
 _KEPT = "kept"
 _EXCLUDED = "excluded"
@@ -46,34 +52,28 @@ def applies(reg: Registries, strategy: str, profile: TokenizerProfile) -> bool:
 def count_columns(run: RunState) -> None:
     """Step 4: the columns (one batched count of every new text), the sendable part, tool groups, the budget.
 
-    A warm run keeps its base's tool groups (a toggle or a plain edit changes no tool shape) and
-    counts only the edited texts.
+    The sendable part, its tool groups and their warnings, whether the counts are estimates and
+    the strategy's budget are the rules every path shares (:mod:`engine.step_rules`). A warm run
+    keeps its base's sendable positions and tool groups (a toggle or a plain edit changes no tool
+    shape) and counts only the edited texts.
     """
     base, blocks, profile = run.base, run.blocks, run.profile
-    run.honor_manual = run.reg.strategies.get(run.request.settings.strategy).fn is manual_strategy
+    run.honor_manual = drops_excluded_first(run)
     if base is None:
-        pre = run.pre_excluded
-        at = [i for i, b in enumerate(blocks) if b.id not in pre] if pre else list(range(len(blocks)))
-        sendable = [blocks[i] for i in at] if pre else blocks
-        groups = find_tool_groups(sendable)
-        s_layout = ToolLayout.from_groups(groups)
+        split_sendable(run)
+        at, s_layout = run.sendable_at, ToolLayout.from_groups(run.groups)
         every = len(at) == len(blocks)
         b_layout = s_layout if every else _block_layout(s_layout, at, len(blocks))
         run.columns = RunColumns.of(blocks, profile, b_layout)
-        run.sendable_at, run.group_warnings = at, tool_group_warnings(sendable, groups)
         run.send = run.columns.cols if every else run.columns.cols.take(at, s_layout)
-        # audio parts are estimated; only messages with list content can have them
-        run.approximate = profile.approximate or any(
-            b.message is not None and isinstance(b.message.content, list) and any(
-                isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
-            for b in compress(blocks, run.columns.listy))
+        # only messages with list content can have audio parts
+        run.approximate = estimated_counts(profile, compress(blocks, run.columns.listy))
     else:
         run.columns = base.columns.patched(blocks, run.flagged, run.edited, profile)
         run.sendable_at, run.group_warnings, run.approximate = base.sendable_at, base.group_warnings, base.approximate
         run.send = _patched_send(run, base)
     run.priming = REPLY_PRIMING_TOKENS
-    run.safety = math.ceil(run.budget * run.request.settings.safety_margin_percent / 100) if run.approximate else 0
-    run.shift_budget = run.budget - run.safety - run.priming
+    strategy_budget(run)
     run.warnings.extend(run.group_warnings)
 
 
@@ -98,27 +98,6 @@ def _patched_send(run: RunState, base: RunState) -> Any:
         pinned[k], manual[k] = cols.pinned[pos], cols.manual[pos]
     tokens = [cols.tokens[i] for i in at] if run.edited else base.send.tokens
     return dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
-
-
-def tool_group_warnings(blocks: Sequence[Block], groups: ToolGroups) -> list[str]:
-    """The run's warnings about ``blocks``' tool groups: each incomplete one (not hidden), each reused call id.
-
-    An incomplete group names its call ids and messages (``TOOL_PAIR_INCOMPLETE``: a provider
-    rejects a call without its results); a call id used by more than one call is paired with
-    the nearest earlier call carrying it.
-    """
-    out: list[str] = []
-    for gid, what in groups.incomplete.items():
-        members = [b for b, g in zip(blocks, groups.group_of) if g == gid]
-        if any(b.hidden for b in members):
-            continue  # the writer hid it: HIDDEN says why it is not sent
-        where = ", ".join(str(b.message_index) if b.message_index is not None else b.id for b in members)
-        out.append(f"incomplete tool calls ({'; '.join(what)}): messages {where} are not sent "
-                   "(TOOL_PAIR_INCOMPLETE; a provider rejects a call without its results)")
-    for cid in sorted(groups.reused_ids):
-        out.append(f"tool-call id {cid!r} is used by more than one call; each result is paired "
-                   "with the nearest earlier call carrying it")
-    return out
 
 
 def shift_sendable(run: RunState) -> None:
@@ -161,45 +140,24 @@ def recount_columns(run: RunState) -> None:
     kept_msg = list(compress(kept_at, map(is_not, map(provider.__getitem__, kept_at), repeat(None))))
     messages = list(map(provider.__getitem__, kept_msg))
     counts = profile.count_many(list(chain.from_iterable(map(c.pieces.__getitem__, kept_msg))))
-    kinds = c.cols.kinds
-    run.send_tools = run.tools if len(kept_msg) != len(kept_at) and any(kinds[i] == "tools" for i in kept_at) else []
+    # only the tools block carries no message: a kept one makes the two lists' lengths differ
+    run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, kept_at)) if len(kept_msg) != len(kept_at) else []
     tools_tokens = count_tools_tokens(profile, run.send_tools) if run.send_tools else 0
     run.prompt_tokens = sum(counts) + sum(map(c.overhead.__getitem__, kept_msg)) + run.priming + tools_tokens
-    if any(map(c.listy.__getitem__, kept_msg)):
-        run.warnings.extend(content_part_warnings(messages))  # type: ignore[arg-type]
     run.messages = messages  # type: ignore[assignment]
-
-
-def check_budget_columns(run: RunState) -> None:
-    """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget."""
-    shift, budget = run.column_shift, run.budget - run.safety
-    if shift.error:
-        protected = shift.protected_tokens + run.priming
-        blocks = run.blocks
-        run.error = PreviewError(
-            code="TOKEN_BUDGET_EXCEEDED",
-            message=(f"the protected blocks alone need {protected} tokens but the budget is {budget} tokens "
-                     f"(context {run.limit} − reply reserve {run.reserve}"
-                     f"{f' − safety margin {run.safety}' if run.safety else ''})"),
-            details={"protected_tokens": protected, "budget": budget,
-                     "protected_blocks": [blocks[i].id for i in run.sendable_at
-                                          if blocks[i].protected or blocks[i].pinned]})
-    elif run.prompt_tokens > budget:  # pragma: no cover - would be a bug in shifting
-        raise AssertionError(f"final prompt {run.prompt_tokens} tokens exceeds budget {budget}")
+    if any(map(c.listy.__getitem__, kept_msg)):  # only list content has parts
+        content_warnings(run)
 
 
 def explain_and_fit(run: RunState, status: list[str], reason: list[str],
                     trace_by_source: dict[str, dict[str, Any]]) -> Outcome:
     """Step 10's figures: each block's explanation and fit window over the columns."""
-    c, n, settings = run.columns, len(run.blocks), run.request.settings
+    c, n = run.columns, len(run.blocks)
     explanations: dict[str, Any] = {}
     previous = run.base.outcome.explanations if run.base is not None else None
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
                              previous=previous, current=explanations)
-    reserve_fixed = settings.reply_reserve if isinstance(settings.reply_reserve, int) else None
-    shift_budget_of = pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                                            run.profile.approximate, run.priming, fixed_reserve=reserve_fixed)
-    fits_s = fit_columns(run.send, shift_budget_of, honor_manual=run.honor_manual)
+    fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
     else:
@@ -222,5 +180,5 @@ def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], ou
     run.rows = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior)
 
 
-__all__ = ["applies", "check_budget_columns", "count_columns", "explain_and_fit", "record_fates",
-           "recount_columns", "report_columns", "shift_sendable", "tool_group_warnings"]
+__all__ = ["applies", "count_columns", "explain_and_fit", "record_fates",
+           "recount_columns", "report_columns", "shift_sendable"]

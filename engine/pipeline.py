@@ -29,6 +29,10 @@ Every request runs those ten steps, which read and write one run state
   counts and fates as final (no shift, no fit map, no interceptor); steps 8–10 apply
   SillyTavern's count, budget error and story order (:mod:`engine.assembly.st_result`).
 
+A rule the block and column paths share is one function both call (:mod:`engine.step_rules`:
+step 4's sendable part, tool-group warnings, estimated counts, safety margin and strategy
+budget; step 8's tools sent and content-part warnings; step 9's ``TOKEN_BUDGET_EXCEEDED``;
+step 10's lorebook-trace merge and the fit map's budget and manual rule).
 Step 10's preview is one function for the three paths (:func:`engine.report.report_preview`);
 only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_columns`,
 :func:`engine.assembly.st_result.preview_rows`).
@@ -37,7 +41,6 @@ only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_col
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -69,23 +72,32 @@ from .resolve import (
 from .runstate import PreparedPrompt, RunState
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
+from .schema.preview import ContextPreview, PreviewBlock, TokenizerInfo
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import (
     check_shift_result,
-    find_tool_groups,
     shift_context,
     tool_sequence_problems,
 )
 from .shifting.explain import explain_blocks
-from .shifting.fitmap import TRUNCATE_LIKE, fit_windows, pipeline_shift_budget
+from .shifting.fitmap import TRUNCATE_LIKE, fit_windows
 from .shifting.groups import frozen_blocks
+from .step_rules import (
+    budget_error,
+    content_warnings,
+    drops_excluded_first,
+    estimated_counts,
+    fit_budget,
+    split_sendable,
+    strategy_budget,
+    tools_sent,
+    with_entry_records,
+)
 from .tokenizers import (
     REPLY_PRIMING_TOKENS,
     TokenizerProfile,
     TokenizerRegistry,
-    content_part_warnings,
     count_messages_tokens,
     count_tools_tokens,
     prompt_count,
@@ -241,7 +253,7 @@ def _prepare(request: PreviewRequest, registries: Registries | None) -> Prepared
     _reserve_reply(run)  # 2
     _assemble_blocks(run)  # 3
     if run.base is not None and not (run.flagged or run.edited):
-        return _prepared(run.base, fresh_messages=True)  # the same request again: the same (frozen) preview
+        return _prepared(run.base)  # the same request again: the same (frozen) preview
     _count_tokens(run)  # 4
     _shift_context(run)  # 5
     _check_host(run)  # 6
@@ -447,23 +459,21 @@ def _count_template(run: RunState) -> None:
 
 
 def _count_blocks_step(run: RunState) -> None:
-    """Step 4 on the block path: one batched count per block (a chat template counts what is sent)."""
-    profile, blocks, budget = run.profile, run.blocks, run.budget
+    """Step 4 on the block path: one batched count per block (a chat template counts what is sent).
+
+    The sendable part, its tool groups and their warnings, whether the counts are estimates and
+    the strategy's budget: the rules every path shares (:mod:`engine.step_rules`).
+    """
+    profile, blocks = run.profile, run.blocks
     tokens = _count_blocks(profile, blocks)
-    # Audio parts are counted by estimate: the prompt is then approximate, with a safety margin.
-    approximate = profile.approximate or any(
-        b.message is not None and isinstance(b.message.content, list) and any(
-            isinstance(p, dict) and p.get("type") == "input_audio" for p in b.message.content)
-        for b in blocks)
-    safety = math.ceil(budget * run.request.settings.safety_margin_percent / 100) if approximate else 0
-    pre_excluded = run.pre_excluded
-    sendable = [b for b in blocks if b.id not in pre_excluded]
+    sendable = split_sendable(run)
     if profile.chat is not None:  # template counts depend on the neighbours: count what is sent
         if len(sendable) != len(blocks):
             tokens.update(_count_blocks(profile, sendable))
         run.priming = prompt_count(profile, _messages_of(sendable), []).overhead
-    run.tokens, run.approximate, run.safety, run.sendable = tokens, approximate, safety, sendable
-    run.shift_budget = budget - safety - run.priming
+    run.tokens, run.approximate = tokens, estimated_counts(profile, blocks)
+    strategy_budget(run)
+    run.warnings.extend(run.group_warnings)
     run.count = _counter(profile, tokens)
     run.shift_tokens = dict(tokens)  # the counts the strategy works with (the fit map reuses them)
 
@@ -486,10 +496,7 @@ def _shift_context(run: RunState) -> None:
         columnar.shift_sendable(run)
         return
     request, sendable = run.request, run.sendable
-    groups = find_tool_groups(sendable)
-    run.groups = groups
-    run.group_of = {b.id: g for b, g in zip(sendable, groups.group_of) if g}
-    run.warnings.extend(columnar.tool_group_warnings(sendable, groups))
+    run.group_of = {b.id: g for b, g in zip(sendable, run.groups.group_of) if g}
     options = {**settings.strategy_options,
                **strategy_host_options(request, context_limit=run.limit, prompt_overhead=run.priming)}
     info = run.reg.strategies.get(settings.strategy)
@@ -647,14 +654,14 @@ def _recount_blocks(run: RunState) -> None:
     _count_final(run)
     if run.profile.chat is not None and run.shift.error is None:
         _fit_template(run)
-    run.warnings.extend(content_part_warnings(run.messages))
+    content_warnings(run)
     _final_shares(run)
 
 
 def _count_final(run: RunState) -> None:
     """The provider messages and tools of ``final_blocks``, and their exact prompt count."""
     run.messages = _messages_of(run.final_blocks)
-    run.send_tools = run.tools if any(b.kind == BlockKind.TOOLS for b in run.final_blocks) else []
+    run.send_tools = tools_sent(run, (b.kind for b in run.final_blocks))
     run.final = prompt_count(run.profile, run.messages, run.send_tools)
 
 
@@ -694,30 +701,18 @@ def _final_shares(run: RunState) -> None:
 def _check_budget(run: RunState) -> None:
     """Step 9: ``TOKEN_BUDGET_EXCEEDED`` when the protected blocks alone exceed the budget.
 
-    A SillyTavern chat: when a prompt SillyTavern requires does not fit
-    (:func:`engine.assembly.st_result.sillytavern_budget_error`); then nothing is sent.
+    One rule and message for the block and column paths (:func:`engine.step_rules.budget_error`),
+    from the strategy's result after the host checks. A SillyTavern chat: when a prompt
+    SillyTavern requires does not fit (:func:`engine.assembly.st_result.sillytavern_budget_error`);
+    then nothing is sent.
     """
     if run.template is not None:
         run.error = sillytavern_budget_error(run.template, run.template_inputs)
         if run.error is not None:
             run.messages, run.prompt_tokens = [], 0
         return
-    if run.columnar:
-        columnar.check_budget_columns(run)
-        return
-    result, budget, safety = run.shift, run.budget - run.safety, run.safety
-    if result.error:
-        protected = result.protected_tokens + run.priming
-        run.error = PreviewError(
-            code="TOKEN_BUDGET_EXCEEDED",
-            message=(f"the protected blocks alone need {protected} tokens but the budget is {budget} tokens "
-                     f"(context {run.limit} − reply reserve {run.reserve}"
-                     f"{f' − safety margin {safety}' if safety else ''})"),
-            details={"protected_tokens": protected, "budget": budget,
-                     "protected_blocks": [b.id for b in run.sendable if b.protected or b.pinned]},
-        )
-    elif run.final.total > budget:  # pragma: no cover - would be a bug in shifting
-        raise AssertionError(f"final prompt {run.final.total} tokens exceeds budget {budget}")
+    shift = run.column_shift if run.columnar else run.shift
+    run.error = budget_error(run, shift.error, shift.protected_tokens)
 
 
 def _report(run: RunState) -> PreparedPrompt:
@@ -726,30 +721,29 @@ def _report(run: RunState) -> PreparedPrompt:
     The rows: on the column path :func:`engine.columnar.report_columns` (reusing a warm run's
     unchanged rows), on the block path :func:`_preview_blocks`, for a SillyTavern chat the
     template's blocks in story order (:func:`engine.assembly.st_result.preview_rows`). The
-    preview around them: :func:`engine.report.report_preview`, one for every path.
+    preview around them: :func:`engine.report.report_preview`, one for every path. A column-path
+    run is remembered for the next one (:func:`_remember`).
     """
     if run.template is not None:
         run.rows = preview_rows(run.template, run.error)
         run.lorebook_trace = run.template.lorebook_trace
-        run.preview = report_preview(run)
-        return _prepared(run)
-    run.lorebook_trace, trace_by_source = _lorebook_trace(run)
-    if run.columnar:
-        outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
-        columnar.report_columns(run, trace_by_source, outcome)
     else:
-        run.rows = _preview_blocks(run, trace_by_source)
+        run.lorebook_trace, trace_by_source = _lorebook_trace(run)
+        if run.columnar:
+            outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
+            columnar.report_columns(run, trace_by_source, outcome)
+        else:
+            run.rows = _preview_blocks(run, trace_by_source)
     run.preview = report_preview(run)
     if run.columnar:
         _remember(run, bool(run.lorebook_trace))
     return _prepared(run)
 
 
-def _prepared(run: RunState, *, fresh_messages: bool = False) -> PreparedPrompt:
-    """The :class:`PreparedPrompt` of a finished run (``fresh_messages``: copies of its message dicts)."""
-    messages = list(map(dict.copy, run.messages)) if fresh_messages or run.columnar else run.messages
+def _prepared(run: RunState) -> PreparedPrompt:
+    """The :class:`PreparedPrompt` of a finished run; its ``messages`` are copies of the run's, made when first read."""
     timed = dict(run.timed_effects) if run.timed_effects is not None else None
-    return PreparedPrompt(run.preview, messages, list(run.send_tools), run.profile, run.error is None,
+    return PreparedPrompt(run.preview, run.messages, list(run.send_tools), run.profile, run.error is None,
                           run.interceptor_diags, timed)
 
 
@@ -759,8 +753,7 @@ def _remember(run: RunState, lorebooks: bool) -> None:
     if run.base is None:
         if time_dependent(request):
             return
-        run.position_of = {b.message_index: i for i, b in enumerate(run.blocks)
-                           if b.message_index is not None and b.source.startswith("message:")}
+        run.position_of = run.columns.message_positions()
     run.base = None
     remember(Remembered(_reuse_key(run), run.context, list(request.chat.messages), run.blocks, run.position_of,
                         lorebooks, run))
@@ -782,26 +775,21 @@ def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[st
 
 def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
     """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
-    settings, sendable, group_of = run.request.settings, run.sendable, run.group_of
+    sendable, group_of, ordered = run.sendable, run.group_of, run.ordered
     status, truncated, tokens = run.status, run.truncated, run.tokens
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
-                    for b in run.ordered}
-    explained = explain_blocks(run.ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
-    fits = fit_windows(
-        sendable, run.shift_tokens, group_of,
-        pipeline_shift_budget(settings.resolve_reply_reserve, settings.safety_margin_percent,
-                              run.profile.approximate, run.priming,
-                              fixed_reserve=settings.reply_reserve if isinstance(settings.reply_reserve, int) else None),
-        never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
-        honor_manual=settings.strategy == "manual")
+                    for b in ordered}
+    explained = explain_blocks(ordered, status, shown_tokens, run.shift_budget, group_of, trace_by_source)
+    fits = fit_windows(sendable, run.shift_tokens, group_of, fit_budget(run),
+                       never_sent=frozenset(sendable[i].id for i in run.groups.orphans),
+                       honor_manual=drops_excluded_first(run))
     trace_updates, template_tokens = run.shift.trace_updates, run.template_tokens
+    traces = with_entry_records([b.trace for b in ordered], [b.kind for b in ordered], [b.source for b in ordered],
+                                trace_by_source)
     out: list[dict[str, Any]] = []
-    for pos, b in enumerate(run.ordered):
+    for pos, (b, trace) in enumerate(zip(ordered, traces)):
         st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))
         t = truncated.get(b.id)
-        trace = b.trace
-        if b.kind == BlockKind.LOREBOOK and b.source in trace_by_source:
-            trace = {**(trace or {}), **trace_by_source[b.source]}
         if b.id in trace_updates:  # the strategy's notes (vector-recall relevance, ...)
             trace = {**(trace or {}), **trace_updates[b.id]}
         why = explained.get(b.id)

@@ -15,13 +15,14 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter, eq, is_not, ne, or_, setitem
+from operator import attrgetter, is_not, ne, or_, setitem
 from typing import Any
 
 from .runstate import Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
 from .schema.preview import PreviewBlock
+from .step_rules import with_entry_records
 
 _DICT_OF = attrgetter("__dict__")
 
@@ -69,29 +70,27 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None) -> lis
     fields = set(model_fields_of(PreviewBlock))
     if prior is None or len(prior.rows) != n:
         return construct_many(PreviewBlock, _row_dicts(src, range(n), outcome), fields)
-    refate, masks = _refate_masks(outcome, prior, n)
+    refate = _refated_positions(outcome, prior, n)
     rows = list(prior.rows)
     if refate:
-        refated = _refated_rows(prior.rows, refate, masks, outcome, fields)
-        deque(map(setitem, repeat(rows), refate, refated), maxlen=0)
+        deque(map(setitem, repeat(rows), refate, _refated_rows(prior.rows, refate, outcome, fields)), maxlen=0)
     if prior.fresh:
         built = construct_many(PreviewBlock, _row_dicts(src, prior.fresh, outcome), fields)
         deque(map(setitem, repeat(rows), prior.fresh, built), maxlen=0)
     return rows
 
 
-def _refate_masks(outcome: Outcome, prior: PriorRows, n: int) -> tuple[list[int], dict[str, list[bool] | None]]:
-    """The positions of same-block rows whose fate fields moved, and per field where (see :func:`_refated_rows`)."""
+def _refated_positions(outcome: Outcome, prior: PriorRows, n: int) -> list[int]:
+    """The positions of same-block rows whose fate (status, reason, explanation or fit window) moved.
+
+    Statuses are shared constants and explanations shared objects (:func:`engine.shifting.explain.explain_columns`
+    hands back the previous run's object for equal figures), so both compare by identity.
+    """
     po = prior.outcome
-    lists = {"status": list(map(is_not, outcome.status, po.status)),
-             "reason": list(map(ne, outcome.reason, po.reason)),
-             "reason_detail": list(map(is_not, outcome.detail, po.detail)),  # explanations are shared objects
-             "fit_window": list(map(ne, outcome.fits, po.fits))}
-    redo_l = list(map(or_, map(or_, lists["status"], lists["reason"]),
-                      map(or_, lists["reason_detail"], lists["fit_window"])))
-    deque(map(setitem, repeat(redo_l), prior.fresh, repeat(False)), maxlen=0)  # rebuilt whole
-    refate = list(compress(range(n), redo_l))
-    return refate, {k: list(map(m.__getitem__, refate)) for k, m in lists.items()}
+    redo = list(map(or_, map(or_, map(is_not, outcome.status, po.status), map(ne, outcome.fits, po.fits)),
+                    map(or_, map(is_not, outcome.detail, po.detail), map(ne, outcome.reason, po.reason))))
+    deque(map(setitem, repeat(redo), prior.fresh, repeat(False)), maxlen=0)  # rebuilt whole
+    return list(compress(range(n), redo))
 
 
 def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> list[dict[str, Any]]:
@@ -108,12 +107,7 @@ def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> li
 
     blocks, c, cols = pick(src.blocks), src.columns, src.columns.cols
     kinds, sources = pick(cols.kinds), pick(cols.sources)
-    traces = list(map(attrgetter("trace"), blocks))
-    if src.trace_by_source:
-        for k in compress(range(len(blocks)), map(eq, kinds, repeat("lorebook"))):
-            extra = src.trace_by_source.get(sources[k])
-            if extra is not None:
-                traces[k] = {**(traces[k] or {}), **extra}
+    traces = with_entry_records(list(map(attrgetter("trace"), blocks)), kinds, sources, src.trace_by_source)
     dicts = list(map(dict.copy, repeat(_row_template(), len(blocks))))
     messages = map(attrgetter("message"), blocks)
     explanations = pick(outcome.detail)
@@ -130,25 +124,22 @@ def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> li
     return dicts
 
 
-def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], masks: dict[str, list[bool] | None],
-                  outcome: Outcome, fields: set[str]) -> list[PreviewBlock]:
-    """Copies of ``old_rows[i]`` (``i`` in ``idx``) with their changed fate fields replaced.
+def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Outcome,
+                  fields: set[str]) -> list[PreviewBlock]:
+    """Copies of ``old_rows[i]`` (``i`` in ``idx``) with the five fate fields set from ``outcome``.
 
-    ``masks[field][k]`` says whether ``field`` changed in row ``idx[k]`` (``None``: in every
-    one; a field missing: in none). Each field is set only in the rows where it changed.
+    Every fate field is set in every copy (one C-level pass per field): cheaper than finding, per
+    field, the rows where it moved, and the same rows.
     """
     dicts = list(map(dict.copy, map(_DICT_OF, map(old_rows.__getitem__, idx))))
-    columns: dict[str, Sequence[Any]] = {"status": outcome.status, "reason": outcome.reason,
-                                         "reason_detail": outcome.detail, "fit_window": outcome.fits}
-    for field_name, mask in masks.items():
-        targets, where = (dicts, idx) if mask is None else (list(compress(dicts, mask)), list(compress(idx, mask)))
-        values: Iterator[Any] = map(columns[field_name].__getitem__, where)
-        if field_name == "reason_detail":
-            explanations = list(values)
-            deque(map(setitem, targets, repeat("reason_data"), map(getattr, explanations, repeat("data"), repeat(None))),
-                  maxlen=0)
-            values = map(getattr, explanations, repeat("text"), repeat(None))
-        deque(map(setitem, targets, repeat(field_name), values), maxlen=0)
+    explanations = list(map(outcome.detail.__getitem__, idx))
+    columns: tuple[tuple[str, Iterator[Any]], ...] = (
+        ("status", map(outcome.status.__getitem__, idx)), ("reason", map(outcome.reason.__getitem__, idx)),
+        ("reason_detail", map(getattr, explanations, repeat("text"), repeat(None))),
+        ("reason_data", map(getattr, explanations, repeat("data"), repeat(None))),
+        ("fit_window", map(outcome.fits.__getitem__, idx)))
+    for key, values in columns:
+        deque(map(setitem, dicts, repeat(key), values), maxlen=0)
     return construct_many(PreviewBlock, dicts, fields)
 
 

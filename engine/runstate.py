@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, is_
+from functools import cached_property
+from itertools import chain, compress, islice, repeat
+from operator import add, and_, attrgetter, is_, is_not, methodcaller
 from typing import Any, Literal
 
 from .assembly.st_group import Speaker
@@ -24,6 +25,7 @@ from .lorebook.models import ActivationResult
 from .registries import Registries
 from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
+from .schema.messages import ChatMessage
 from .schema.preview import ContextPreview, PreviewBlock, PreviewError, TokenizerInfo
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
@@ -37,14 +39,28 @@ from .tokenizers.templates.base import PromptCount
 ProviderMessage = dict[str, Any]
 
 
-def _plain(block: Block) -> bool:
-    """Whether the block is a plain text message: OpenAI shape ``{"role", "content"}``, 3 tokens of framing.
+def _unplain_positions(messages: Sequence[ChatMessage | None], roles: Sequence[str | None],
+                       contents: Sequence[Any]) -> list[int]:
+    """Positions of the blocks that are not a plain text message, ascending (one C-level pass per field).
 
-    (No name, tool calls, tool-result id, legacy function call or extra fields; text content.)
+    Plain: OpenAI shape ``{"role", "content"}``, 3 tokens of framing (a message with text
+    content and no name, tool calls, tool-result role, legacy function call or extra fields).
     """
-    m = block.message
-    return (m is not None and type(m.content) is str and not m.name and not m.tool_calls
-            and m.role not in ("tool", "function") and not m.__pydantic_extra__)
+    every = range(len(messages))
+    # no message (the tools block) has no text content either
+    odd = {*compress(every, map(is_not, map(type, contents), repeat(str))),
+           *compress(every, map(_RESULT_ROLES.__contains__, roles))}
+    if any(map(is_, messages, repeat(None))):
+        for name in ("name", "tool_calls", "__pydantic_extra__"):
+            odd.update(compress(every, map(getattr, messages, repeat(name), repeat(None))))
+    else:
+        odd.update(compress(every, map(any, map(_SHAPE, messages))))
+    return sorted(odd)
+
+
+_SHAPE = attrgetter("name", "tool_calls", "__pydantic_extra__")
+_MESSAGE, _REASON = attrgetter("message"), attrgetter("reason")
+_RESULT_ROLES = frozenset(("tool", "function"))
 
 
 def block_text(block: Block) -> str:
@@ -62,10 +78,16 @@ class PreparedPrompt:
     ``messages`` are the final provider messages (OpenAI chat shape) and ``tools`` the tool
     schemas to send; ``budget_ok`` is ``False`` exactly when ``preview.error`` is
     ``TOKEN_BUDGET_EXCEEDED`` (then nothing may be sent).
+
+    ``messages`` is made on its first read: copies of the run's message dicts (``sent``, which a
+    remembered run's columns may share and which are never changed), so that neither it, nor
+    ``preview.messages`` (the preview's own copies), nor the next run changes through another.
+    A preview that is only shown (a toggle in the app) never pays for the copies.
     """
 
     preview: ContextPreview
-    messages: list[dict[str, Any]]
+    #: the run's provider messages, as the run holds them: read ``messages`` instead
+    sent: Sequence[dict[str, Any]] = field(repr=False)
     tools: list[dict[str, Any]]
     profile: TokenizerProfile
     budget_ok: bool
@@ -73,6 +95,11 @@ class PreparedPrompt:
     #: SillyTavern ``chat_metadata["timedWorldInfo"]`` after this activation (sticky/cooldown
     #: started by it); ``None`` without lorebooks. Stored after a completed generation only.
     timed_effects: dict[str, Any] | None = None
+
+    @cached_property
+    def messages(self) -> list[dict[str, Any]]:
+        """The final provider messages: this prompt's own shallow copies of ``sent``, made on the first read."""
+        return list(map(dict.copy, self.sent))
 
 
 @dataclass(frozen=True)
@@ -91,13 +118,18 @@ class RunColumns:
     kept_reason: list[str]
     text: list[str]
     provider: list[ProviderMessage | None]
-    pieces: list[list[str]]
+    pieces: list[Sequence[str]]
     overhead: list[int]
     listy: list[bool]
 
     @classmethod
     def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
-        """The columns of ``blocks``, counted with ``profile`` in one batch (OpenAI accounting).
+        """The columns of ``blocks``, counted with ``profile`` (OpenAI accounting).
+
+        Every column is a C-level pass over the blocks; only the blocks that are not a plain text
+        message (tool calls and results, names, content parts, the tools block) are handled one by
+        one. The plain messages' contents are counted in one batch (each new text encoded once),
+        each role once.
 
         Parameters
         ----------
@@ -108,26 +140,51 @@ class RunColumns:
         layout:
             The blocks' tool groups, in block positions.
         """
-        plain = list(map(_plain, blocks))
-        messages = list(map(attrgetter("message"), blocks))
-        provider: list[ProviderMessage | None] = [
-            {"role": m.role, "content": m.content} if ok else (m.to_provider() if m is not None else None)
-            for ok, m in zip(plain, messages)]
-        pieces = [[m.role, m.content] if ok else (message_texts(p) if p is not None else [])
-                  for ok, m, p in zip(plain, messages, provider)]
-        overhead = [TOKENS_PER_MESSAGE if ok else (message_overhead(p) if p is not None else 0)
-                    for ok, p in zip(plain, provider)]
-        counts = profile.count_many(list(chain.from_iterable(pieces)))
-        ends = list(accumulate(map(len, pieces)))
-        prefix = [0, *accumulate(counts)]
-        tokens = [prefix[e] - prefix[e - len(p)] + o for p, e, o in zip(pieces, ends, overhead)]
-        for i in compress(range(len(blocks)), map(is_, provider, repeat(None))):
-            tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
+        n = len(blocks)
+        messages = list(map(_MESSAGE, blocks))
+        roles = list(map(getattr, messages, repeat("role"), repeat(None)))
+        contents = list(map(getattr, messages, repeat("content"), repeat(None)))
+        # a plain text message is sent as {"role", "content"} with 3 tokens of framing; the few
+        # others (tool calls and results, names, content parts, the tools block) one by one
+        provider: list[ProviderMessage | None] = [{"role": r, "content": c} for r, c in zip(roles, contents)]
+        pieces: list[Sequence[str]] = list(zip(roles, contents))  # type: ignore[arg-type]  # plain: both str
+        text: list[str] = contents  # type: ignore[assignment]  # plain: the content; the others set below
+        counted: list[str] = list(contents)  # type: ignore[arg-type]  # what a plain message spends tokens on
+        counted_roles: list[str] = list(roles)  # type: ignore[arg-type]
+        overhead, listy = [TOKENS_PER_MESSAGE] * n, [False] * n
+        odd = _unplain_positions(messages, roles, contents)
+        for i in odd:
+            m = messages[i]
+            p = provider[i] = m.to_provider() if m is not None else None
+            pieces[i] = message_texts(p) if p is not None else ()
+            overhead[i] = message_overhead(p) if p is not None else 0
+            listy[i] = p is not None and isinstance(p.get("content"), list)
+            text[i] = block_text(blocks[i])
+            counted[i] = counted_roles[i] = ""
+        # the contents in one batch, each role once, then the few other blocks' pieces
+        roles_once = list(dict.fromkeys(counted_roles))
+        role_tokens = dict(zip(roles_once, profile.count_many(roles_once)))
+        tokens = list(map(add, map(add, profile.count_many(counted), map(role_tokens.__getitem__, counted_roles)),
+                          overhead))
+        odd_counts = iter(profile.count_many(list(chain.from_iterable(map(pieces.__getitem__, odd)))))
+        for i in odd:
+            if provider[i] is None:
+                tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
+            else:
+                tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
         cols = BlockColumns.from_blocks(blocks, tokens, layout)
-        reasons = map(attrgetter("reason"), blocks)
-        kept_reason = [("PINNED" if p and not pr else r) for p, pr, r in zip(cols.pinned, cols.protected, reasons)]
-        return cls(cols, kept_reason, list(map(block_text, blocks)), provider, pieces, overhead,
-                   [p is not None and isinstance(p.get("content"), list) for p in provider])
+        kept_reason = list(map(_REASON, blocks))
+        protected = cols.protected
+        for i in compress(range(n), cols.pinned):
+            if not protected[i]:
+                kept_reason[i] = "PINNED"
+        return cls(cols, kept_reason, text, provider, pieces, overhead, listy)
+
+    def message_positions(self) -> dict[int, int]:
+        """The block position of each chat message with a block of its own (source ``message:<i>``)."""
+        mindex = self.cols.message_index
+        own = map(and_, map(is_not, mindex, repeat(None)), map(methodcaller("startswith", "message:"), self.cols.sources))
+        return dict(compress(zip(mindex, range(len(mindex))), own))  # type: ignore[arg-type]
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
                 profile: TokenizerProfile) -> RunColumns:
@@ -190,6 +247,9 @@ class RunState:
     run patches (dropped when the run is done). A chat from a SillyTavern folder sets
     ``sillytavern`` (step 1), ``template_inputs`` and ``template`` (step 3: SillyTavern's
     ``Generate`` as the assembly template, whose counts and fates are final) and no block field.
+    The fields a rule both the block and the column path apply fills (the sendable part and its
+    tool groups, ``approximate``, ``safety``, ``shift_budget``, ``send_tools``, ``error``) are set
+    by that rule's one function (:mod:`engine.step_rules`).
     The preview's header (:func:`engine.report.report_preview`) reads ``strategy``, ``tokenizer``,
     ``limit`` … ``safety``, ``prompt_tokens``, ``overhead``, ``warnings``, ``error``, ``rows``,
     ``messages``, ``send_tools``, ``diagnostics``, ``strategy_info``, ``fit_method``, ``api``,
@@ -234,17 +294,20 @@ class RunState:
     approximate: bool = field(init=False)
     safety: int = field(init=False)
     shift_budget: int = field(init=False)
-    sendable: list[Block] = field(init=False)
+    # the sendable part (engine.step_rules.split_sendable; a warm run keeps its base's positions and groups)
+    sendable: list[Block] = field(init=False)  # not pre-excluded (set by a cold run)
+    sendable_at: list[int] = field(init=False)  # their block positions
+    groups: ToolGroups = field(init=False)  # their tool groups (set by a cold run)
+    group_warnings: list[str] = field(init=False)
     columns: RunColumns = field(init=False)
     send: BlockColumns = field(init=False)  # the sendable blocks' columns (``columns.cols`` when every block is)
-    sendable_at: list[int] = field(init=False)  # their block positions
-    group_warnings: list[str] = field(init=False)
     # 5–6. strategy and host checks
-    groups: ToolGroups = field(init=False)
     group_of: dict[str, str] = field(init=False)
     result: ShiftResult | None = field(init=False)
     column_shift: ColumnShift = field(init=False)
     strategy_problems: list[str] = field(init=False)
+    # columns: the strategy drops hand-excluded messages first (built-in ``manual``); blocks: the host check
+    # holds the strategy to the writer's exclusions (engine.resolve.honours_exclusions)
     honor_manual: bool = field(init=False)
     status: dict[str, tuple[str, str]] = field(init=False)
     truncated: dict[str, TruncatedBlock] = field(init=False)

@@ -43,8 +43,9 @@ class AppContext:
     document:
         The open chat: its current request, chat id and lorebook ids.
     gc_policy:
-        The app's garbage-collector policy (:mod:`gui.gc_policy`): collect and freeze once after
-        each chat load, on the main thread.
+        The app's garbage-collector policy (:mod:`gui.gc_policy`): held while a chat loads, frozen
+        after its first preview, then the young generations collected and frozen after each later
+        preview, on the main thread.
     """
 
     store: Store | None

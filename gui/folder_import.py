@@ -8,15 +8,16 @@ the progress dialog animating) without a busy loop.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QEventLoop, QObject, QThreadPool, Signal
 
 from engine.st_sync import sync_st_folder
 from engine.storage import FolderImportReport, Store
 
+from . import jobs
 from .errors import UserError, worker_error
 
 
@@ -27,33 +28,36 @@ class _Relay(QObject):
     progressed = Signal(str, int, int)  # stage ("read" / "store"), done, total
 
 
-class _FolderImportJob(QRunnable):
-    def __init__(self, store: Store, folder: str | Path, st_user: str | None, relay: _Relay,
-                 on_conflict: str = "ask") -> None:
-        super().__init__()
-        self.setAutoDelete(True)
-        self._store, self._folder, self._st_user, self._relay = store, folder, st_user, relay
-        self._on_conflict = on_conflict
+@dataclass(frozen=True)
+class _Task:
+    """One import: what :func:`_import` runs on the worker, and the relay it reports through."""
 
-    def run(self) -> None:  # worker thread
-        report: FolderImportReport | None = None
-        error: UserError | None = None
-        try:
-            # again: only what changed is read and stored (engine.st_sync)
-            report = sync_st_folder(self._store, self._folder, st_user=self._st_user, skip_bad=True,
-                                    on_conflict=self._on_conflict,
-                                    on_read=lambda done, total: self._progress("read", done, total),
-                                    on_store=lambda done, total: self._progress("store", done, total))
-        except Exception as exc:  # an engine error by its code; anything else is logged
-            error = worker_error(exc, f"importing the SillyTavern folder {self._folder}")
-        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
-            self._relay.finished.emit(report, error)
+    store: Store
+    folder: str | Path
+    st_user: str | None
+    relay: _Relay
+    on_conflict: str = "ask"
 
-    def _progress(self, stage: str, done: int, total: int) -> None:
+    def progress(self, stage: str, done: int, total: int) -> None:
+        """Report progress (worker thread), every 25th file and the last one."""
         # a queued signal per file would flood the event loop on a 10,000-chat folder
         if done == total or done % 25 == 0:
-            with contextlib.suppress(RuntimeError):
-                self._relay.progressed.emit(stage, done, total)
+            jobs.emit(self.relay.progressed, stage, done, total)
+
+
+def _import(task: _Task) -> None:  # worker thread
+    """Import ``task``'s folder; report the report (or the error) through its relay."""
+    report: FolderImportReport | None = None
+    error: UserError | None = None
+    try:
+        # again: only what changed is read and stored (engine.st_sync)
+        report = sync_st_folder(task.store, task.folder, st_user=task.st_user, skip_bad=True,
+                                on_conflict=task.on_conflict,
+                                on_read=lambda done, total: task.progress("read", done, total),
+                                on_store=lambda done, total: task.progress("store", done, total))
+    except Exception as exc:  # an engine error by its code; anything else is logged
+        error = worker_error(exc, f"importing the SillyTavern folder {task.folder}")
+    jobs.emit(task.relay.finished, report, error)
 
 
 def run_folder_import(store: Store, folder: str | Path, *, st_user: str | None = None,
@@ -78,7 +82,7 @@ def run_folder_import(store: Store, folder: str | Path, *, st_user: str | None =
         loop.quit()
 
     relay.finished.connect(done)
-    (pool or QThreadPool.globalInstance()).start(_FolderImportJob(store, folder, st_user, relay, on_conflict))
+    jobs.start(pool, _import, _Task(store, folder, st_user, relay, on_conflict))
     if not outcome:
         loop.exec()
     relay.deleteLater()

@@ -1,4 +1,4 @@
-"""The app's one garbage-collector policy (issue 29 item 5): hold while a chat loads, freeze once.
+"""The app's one garbage-collector policy (issue 29 item 5): hold while a chat loads, then tidy after each preview.
 
 A 10,000-message chat, its preview and the views' indices over them are several hundred thousand
 long-lived Python objects (pydantic messages and blocks, their dicts). CPython's full (generation 2)
@@ -16,10 +16,19 @@ The policy, owned by the app and run on the main thread only (worker threads nev
   collection runs right there first, while the old chat has been dropped by the document and
   the views and the new one is not yet built.
 * :meth:`CollectorPolicy.settle`, when that first preview has been applied, freezes what is alive
-  (two list splices, no traversal) and turns automatic collection back on: no main-thread
-  collection while the chat is in memory.
+  (two list splices, no traversal) and keeps automatic collection off while the chat is open: a
+  pin or exclude toggle builds a new preview of thousands of rows, and CPython's automatic
+  collections walked them (and, every few toggles, every unfrozen object the last previews left)
+  inside the engine's work, on whatever thread allocated: about a fifth of a toggle at 10,000
+  messages and nearly half at 50,000 (``tests/benchmarks/measure_engine.py``, ``tidy_s``).
+* :meth:`CollectorPolicy.tidy`, after every later preview the views have applied (and every
+  :data:`TIDY_EVERY_S` seconds while the chat is open, for work that runs no preview), collects
+  the young generations (what was allocated since the last tidy: the new preview and what the
+  views built for it) and freezes what survives, so no collection walks it again. Its cost is
+  the young objects' count, on the main thread, after the row is on screen.
 * A load that ends without a preview (the read failed, the chat was closed instead, the first
-  preview failed) turns collection back on too (:meth:`CollectorPolicy.resume`).
+  preview failed) turns automatic collection back on (:meth:`CollectorPolicy.resume`), as does
+  closing the chat.
 
 Cyclic garbage of replaced chats: an object frozen (or created while held) and later dropped is
 freed by reference counting unless it sits in a reference cycle; such cycles wait for a full
@@ -44,7 +53,7 @@ from .document import ChatDocument
 from .preview import PreviewController, PreviewOutcome
 from .preview.loader import ChatLoader
 
-__all__ = ["COLLECT_EVERY_HOLDS", "GC_FREEZE_AFTER_LOAD", "CollectorPolicy"]
+__all__ = ["COLLECT_EVERY_HOLDS", "GC_FREEZE_AFTER_LOAD", "TIDY_EVERY_S", "CollectorPolicy"]
 
 #: Whether the app holds the collector while a chat loads and freezes after (the measured default).
 GC_FREEZE_AFTER_LOAD = True
@@ -52,10 +61,12 @@ GC_FREEZE_AFTER_LOAD = True
 #: passed since the last one (the first hold collects too): the cyclic garbage of replaced chats
 #: stays bounded, and most loads start without walking the heap.
 COLLECT_EVERY_HOLDS = 8
+#: Seconds between two tidy passes while a chat is open and no preview ran (a long generation, ...).
+TIDY_EVERY_S = 30
 
 
 class CollectorPolicy(QObject):
-    """Holds the collector while a chat loads; freezes once its first preview is applied.
+    """Holds the collector while a chat loads; freezes once its first preview is applied, then tidies after each.
 
     Parameters
     ----------
@@ -75,8 +86,10 @@ class CollectorPolicy(QObject):
         How many chat loads :meth:`hold` paused the collector for.
     collections:
         How many full collections :meth:`hold` ran (one per :data:`COLLECT_EVERY_HOLDS` loads).
-    last_settle_s, last_hold_s:
-        Seconds the last :meth:`settle` / :meth:`hold` took on the main thread.
+    tidies:
+        How many times :meth:`tidy` collected the young generations and froze.
+    last_settle_s, last_hold_s, last_tidy_s:
+        Seconds the last :meth:`settle` / :meth:`hold` / :meth:`tidy` took on the main thread.
     """
 
     def __init__(self, document: ChatDocument, preview: PreviewController, *,
@@ -86,6 +99,7 @@ class CollectorPolicy(QObject):
         self._preview = preview
         self._frozen = False
         self._held = False
+        self._quiet = False  # a settled chat is open: automatic collection off, tidy after previews
         self._loaders: set[int] = set()
         #: The first preview submitted after this generation belongs to the chat just loaded.
         self._after_generation: int | None = None
@@ -93,8 +107,13 @@ class CollectorPolicy(QObject):
         self.settles = 0
         self.holds = 0
         self.collections = 0
+        self.tidies = 0
         self.last_settle_s = 0.0
         self.last_hold_s = 0.0
+        self.last_tidy_s = 0.0
+        self._timer = QTimer(self)
+        self._timer.setInterval(TIDY_EVERY_S * 1000)
+        self._timer.timeout.connect(self.tidy)
         document.chat_loaded.connect(self._on_document_chat_loaded)
         preview.preview_ready.connect(self._on_preview_ready)
 
@@ -102,6 +121,11 @@ class CollectorPolicy(QObject):
     def frozen(self) -> bool:
         """``True`` while the objects of the open chat are frozen by this policy."""
         return self._frozen
+
+    @property
+    def quiet(self) -> bool:
+        """``True`` while a settled chat is open: automatic collection off, :meth:`tidy` after each preview."""
+        return self._quiet
 
     @property
     def held(self) -> bool:
@@ -132,6 +156,7 @@ class CollectorPolicy(QObject):
         if loader is not None and id(loader) not in self._loaders:
             self._loaders.add(id(loader))
             loader.failed.connect(self._on_loader_failed)
+        self._leave_quiet()
         if not self._held:
             self._holds_since_collect += 1
             if self._holds_since_collect >= COLLECT_EVERY_HOLDS:
@@ -145,11 +170,16 @@ class CollectorPolicy(QObject):
         self.last_hold_s = time.perf_counter() - start
 
     def resume(self) -> None:
-        """End a hold without freezing (the load failed or was cancelled): collection runs again."""
+        """End a hold, or the quiet of an open chat (a load failed or was cancelled, the chat closed): collection runs again."""
         _require_main_thread()
-        if self._held:
+        if self._held or self._quiet:
             self._held = False
+            self._leave_quiet()
             gc.enable()
+
+    def _leave_quiet(self) -> None:
+        self._quiet = False
+        self._timer.stop()
 
     def _on_loader_failed(self, _chat_id: str, _error: object) -> None:
         if self._after_generation is None:  # the document has no new chat waiting for a preview
@@ -164,8 +194,10 @@ class CollectorPolicy(QObject):
 
     def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
         due = self._after_generation
-        if due is None or outcome.generation <= due:
-            return  # no load pending, or a preview of the previous chat
+        if due is None or outcome.generation <= due:  # no load pending, or a preview of the previous chat
+            if self._quiet:
+                QTimer.singleShot(0, self.tidy)  # once the views have applied it
+            return
         if outcome.preview is None:
             self.resume()  # the first preview failed: collect as usual; settle after the next one
             return
@@ -174,7 +206,9 @@ class CollectorPolicy(QObject):
         QTimer.singleShot(0, self.settle)
 
     def settle(self) -> None:
-        """Freeze every object alive and end the hold (main thread only; no collection).
+        """Freeze every object alive and end the hold; automatic collection stays off while the chat is open.
+
+        Main thread only; no collection (:meth:`tidy` runs after each later preview).
 
         Raises
         ------
@@ -183,13 +217,35 @@ class CollectorPolicy(QObject):
         """
         _require_main_thread()
         start = time.perf_counter()
+        gc.disable()
         gc.freeze()
         self._frozen = True
-        if self._held:
-            self._held = False
-            gc.enable()
+        self._held = False
+        self._quiet = True
+        self._timer.start()
         self.settles += 1
         self.last_settle_s = time.perf_counter() - start
+
+    def tidy(self) -> None:
+        """Collect the young generations and freeze what survives (a settled chat only; main thread).
+
+        Cyclic garbage made since the last tidy is freed here; everything alive joins the frozen
+        objects no collection walks. A no-op unless :attr:`quiet`.
+
+        Raises
+        ------
+        RuntimeError
+            When called from another thread.
+        """
+        _require_main_thread()
+        if not self._quiet:
+            return
+        start = time.perf_counter()
+        gc.collect(1)
+        gc.freeze()
+        self._timer.start()  # the next timed tidy counts from here
+        self.tidies += 1
+        self.last_tidy_s = time.perf_counter() - start
 
     def release(self) -> None:
         """Unfreeze what :meth:`settle` froze and end any hold (the app is closing)."""

@@ -10,13 +10,15 @@ raises for provider failures: the returned audit carries the terminal status and
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, Signal
 
 from engine.generation import generate_and_store
 from engine.schema import PreviewRequest
 
+from . import jobs
 from .errors import UserError, worker_error
 
 if TYPE_CHECKING:
@@ -31,24 +33,29 @@ class _Relay(QObject):
     failed = Signal(object)
 
 
-class _GenerateJob(QRunnable):
-    def __init__(self, store: Store, request: PreviewRequest, provider: ProviderConfig, chat_id: str,
-                 registries: Registries,
-                 cancel: threading.Event, relay: _Relay) -> None:
-        super().__init__()
-        self._args = (store, request, provider, chat_id, registries)
-        self._cancel = cancel
-        self._relay = relay
+@dataclass(frozen=True)
+class _Task:
+    """One generation: what :func:`_generate` runs on the worker, and the relay it reports through."""
 
-    def run(self) -> None:  # worker thread
-        store, request, provider, chat_id, registries = self._args
-        try:
-            result = generate_and_store(store, chat_id, provider, request=request, registries=registries,
-                                        on_progress=self._relay.progress.emit, cancel=self._cancel)
-        except Exception as exc:
-            self._relay.failed.emit(worker_error(exc, "generation"))
-            return
-        self._relay.finished.emit(result)
+    store: Store
+    request: PreviewRequest
+    provider: ProviderConfig
+    chat_id: str
+    registries: Registries
+    cancel: threading.Event
+    relay: _Relay
+
+
+def _generate(task: _Task) -> None:  # worker thread
+    """Generate and store ``task``'s reply; report the result (or the error) through its relay."""
+    try:
+        result = generate_and_store(task.store, task.chat_id, task.provider, request=task.request,
+                                    registries=task.registries, on_progress=task.relay.progress.emit,
+                                    cancel=task.cancel)
+    except Exception as exc:
+        jobs.emit(task.relay.failed, worker_error(exc, "generation"))
+        return
+    jobs.emit(task.relay.finished, result)
 
 
 class GenerationRunner(QObject):
@@ -67,8 +74,7 @@ class GenerationRunner(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(1)
+        self._pool = jobs.single_thread_pool(self)
         self._relay = _Relay(self)
         self._relay.progress.connect(self.progress)
         self._relay.finished.connect(self._on_relay_finished)
@@ -87,7 +93,7 @@ class GenerationRunner(QObject):
         self._cancel = threading.Event()
         self.running = True
         self.running_changed.emit(True)
-        self._pool.start(_GenerateJob(store, request, provider, chat_id, registries, self._cancel, self._relay))
+        jobs.start(self._pool, _generate, _Task(store, request, provider, chat_id, registries, self._cancel, self._relay))
         return True
 
     def cancel(self) -> None:

@@ -81,19 +81,16 @@ def sillytavern_prompt_tokens(assembled: AssembledPrompt, inputs: SillyTavernInp
 def preview_rows(assembled: AssembledPrompt, error: PreviewError | None) -> list[PreviewBlock]:
     """Step 10's rows: the sent blocks in prompt order with the left-out ones.
 
-    Chat Completion: the left-out blocks sorted by message index sit among the sent ones in
-    story order (:func:`in_story_order`); on ``error`` every sent block is excluded with
-    ``OVER_BUDGET_PROTECTED``. Text Completion: the left-out blocks follow the string's blocks,
-    in the template's order.
+    Both APIs: the left-out blocks sorted by message index sit among the sent ones in story
+    order (:func:`in_story_order`; issue 31: "rows stay in story order in every mode"); on
+    ``error`` every sent block is excluded with ``OVER_BUDGET_PROTECTED``. Text Completion's
+    sent blocks are in the string's order (their ``span`` ascending), which is story order.
     """
     failed = error is not None
     sent = [_row(b, "excluded" if failed else "kept", "OVER_BUDGET_PROTECTED" if failed else b.reason)
             for b in assembled.sent]
-    if assembled.api == "text_completion":
-        rows = sent + [_row(b, "excluded", b.reason) for b in assembled.left_out]
-    else:
-        left = sorted(assembled.left_out, key=lambda b: -1 if b.message_index is None else b.message_index)
-        rows = in_story_order(sent, [_row(b, "excluded", b.reason) for b in left])
+    left = sorted(assembled.left_out, key=lambda b: -1 if b.message_index is None else b.message_index)
+    rows = in_story_order(sent, [_row(b, "excluded", b.reason) for b in left])
     return [PreviewBlock(id=f"b{i}", position=i, **row) for i, row in enumerate(rows)]
 
 

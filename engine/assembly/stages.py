@@ -16,12 +16,15 @@ depth insertions, post-history instructions, then the current user input (the is
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import and_, attrgetter, is_not, setitem
 from typing import Any
 
 from ..registry import NamedRegistry
-from ..schema._construct import construct
+from ..schema._construct import construct_many
 from ..schema.blocks import Block, BlockKind, BlockOrigin
 from ..schema.lorebook import InsertionPosition
 from ..schema.messages import ChatMessage
@@ -232,55 +235,95 @@ def stage_memory(ctx: AssemblyContext) -> list[Block]:
     return out
 
 
-def _message_block(ctx: AssemblyContext, index: int, msg: ChatMessage, *, leading_system: bool,
-                   current: bool) -> Block:
-    """The block of chat message ``index``."""
-    content = msg.content
-    if isinstance(content, str) and ("{{" in content or "<" in content):  # else no macro can match
-        content = ctx.expand(content, f"message {index}")
-    name = msg.name if msg.name and (_NAME_OK.match(msg.name) or msg.role in ("tool", "function")) else None
-    # Blocks are built for every message on every preview: copy only what changes, and skip
-    # re-validation (the message was validated when the chat was read).
-    message = msg if (content is msg.content and name == msg.name) else msg.model_copy(
-        update={"content": content, "name": name})
-    role = msg.role
-    if role == "assistant" and (msg.tool_calls or (msg.model_extra or {}).get("function_call")):
-        kind = BlockKind.TOOL_CALL
-    elif role in ("tool", "function"):
-        kind = BlockKind.TOOL_RESULT
-    elif leading_system:
-        kind = BlockKind.SYSTEM
-    else:
-        kind = BlockKind.MESSAGE
-    meta = msg.meta
-    if current:
-        protected, reason = True, "CURRENT_INPUT"
-    elif leading_system:
-        protected, reason = True, "SYSTEM_PROMPT"
-    else:
-        protected, reason = False, "FITS_BUDGET"
-    ctx._next_id += 1
-    return _valid_block({
-        "id": f"t{ctx._next_id}", "kind": kind, "role": role, "source": f"message:{index}", "message": message,
-        "tools": None, "protected": protected, "pinned": bool(meta.pinned),
-        "manual_excluded": bool(meta.manualExcluded), "hidden": bool(meta.hidden),
-        "history": not (current or leading_system), "priority": 0.0, "reason": reason, "group": None,
-        "message_index": index, "trace": None, "origin": BlockOrigin.ASSEMBLY})
+def _message_blocks(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMessage], lead: Sequence[int] = (),
+                    *, current: bool = False) -> list[Block]:
+    """The blocks of chat messages ``msgs`` (chat indices ``indices``), in one columnar pass.
+
+    ``lead``: positions in ``msgs`` of the leading system messages (the system prompt);
+    ``current``: the messages are the current input. Blocks are built for every message on
+    every preview (10,000+ for a long chat), so each column is one C-level pass over the
+    messages; only the few messages with macros, names or tool calls get Python work of their
+    own. The messages are not validated again (they were when the chat was read).
+    """
+    n = len(msgs)
+    sources = list(map("message:{}".format, indices))
+    # one copy per block of a split-key template holding the common values, then one C-level
+    # pass per column that differs from block to block
+    values = list(map(dict.copy, repeat(_CURRENT_TEMPLATE if current else _HISTORY_TEMPLATE, n)))
+    # the temporary id is the source ("message:<i>", unique among the assembly's blocks; the
+    # others are "t<k>"): :func:`assemble` numbers every block by its position
+    roles = list(map(_ROLE, msgs))
+    for key, column in (("id", sources), ("source", sources), ("role", roles),
+                        ("message", _message_copies(ctx, indices, msgs)), ("pinned", map(bool, map(_PINNED, msgs))),
+                        ("manual_excluded", map(bool, map(_EXCLUDED, msgs))), ("hidden", map(bool, map(_HIDDEN, msgs))),
+                        ("message_index", indices)):
+        deque(map(setitem, values, repeat(key), column), maxlen=0)
+    for k in lead:
+        values[k].update(kind=BlockKind.SYSTEM, protected=True, reason="SYSTEM_PROMPT", history=False)
+    for k in compress(range(n), map(_RESULT_ROLES.__contains__, roles)):
+        values[k]["kind"] = BlockKind.TOOL_RESULT
+    legacy = (k for k in compress(range(n), map(_EXTRA, msgs)) if (msgs[k].model_extra or {}).get("function_call"))
+    for k in {*compress(range(n), map(_TOOL_CALLS, msgs)), *legacy}:  # calls, or OpenAI's old function_call
+        if roles[k] == "assistant":
+            values[k]["kind"] = BlockKind.TOOL_CALL
+    # one fields set for the blocks of this call (``model_copy(update=)`` copies it; it holds every
+    # field a message block is given, so an assignment to one of those adds nothing to it)
+    return construct_many(Block, values, set(_MESSAGE_BLOCK_FIELDS_SET))
+
+
+class _BlockDict:
+    """Holder whose instance dicts share one key table (CPython's split dicts): a message block's ``__dict__``.
+
+    A split dict's ``copy()`` copies only the value pointers, and it takes about two thirds of
+    an ordinary dict's memory. Any dict would be correct: this is only the cheaper kind.
+    """
+
+
+def _block_template(**values: Any) -> dict[str, Any]:
+    """A split-key dict of every :class:`Block` field in field order: ``values``, the others ``None``.
+
+    Attribute assignment builds the shared key table (``dict.update`` on an empty split dict
+    would turn it into an ordinary one).
+    """
+    holder = _BlockDict()
+    for key in Block.model_fields:
+        setattr(holder, key, values.get(key))
+    return holder.__dict__
+
+
+_HISTORY_TEMPLATE = _block_template(kind=BlockKind.MESSAGE, protected=False, priority=0.0, reason="FITS_BUDGET",
+                                    history=True, origin=BlockOrigin.ASSEMBLY)
+_CURRENT_TEMPLATE = _block_template(kind=BlockKind.MESSAGE, protected=True, priority=0.0, reason="CURRENT_INPUT",
+                                    history=False, origin=BlockOrigin.ASSEMBLY)
+
+
+_ROLE, _TOOL_CALLS, _EXTRA = attrgetter("role"), attrgetter("tool_calls"), attrgetter("__pydantic_extra__")
+_PINNED, _EXCLUDED, _HIDDEN = attrgetter("meta.pinned"), attrgetter("meta.manualExcluded"), attrgetter("meta.hidden")
+_RESULT_ROLES = frozenset(("tool", "function"))
+
+
+def _message_copies(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMessage]) -> list[ChatMessage]:
+    """The messages as sent: macros expanded, a name the provider would reject dropped (copies only where changed)."""
+    out = list(msgs)
+    contents = list(map(attrgetter("content"), msgs))
+    # a macro needs "{{" or "<": one-character searches first (memchr), the exact test below
+    macro = [k for k, c in enumerate(contents) if isinstance(c, str) and ("{" in c or "<" in c)]
+    named = compress(range(len(msgs)), map(attrgetter("name"), msgs))
+    for k in sorted({*macro, *named}):
+        msg = msgs[k]
+        content = msg.content
+        if isinstance(content, str) and ("{{" in content or "<" in content):  # else no macro can match
+            content = ctx.expand(content, f"message {indices[k]}")
+        name = msg.name if msg.name and (_NAME_OK.match(msg.name) or msg.role in _RESULT_ROLES) else None
+        if content is not msg.content or name != msg.name:
+            out[k] = msg.model_copy(update={"content": content, "name": name})
+    return out
 
 
 #: The fields a chat-message block is given (validation would record these as set).
 _MESSAGE_BLOCK_FIELDS_SET = frozenset(
     ("id", "kind", "role", "source", "message", "tools", "protected", "pinned", "manual_excluded", "hidden",
      "history", "priority", "reason", "group", "message_index", "trace"))
-
-
-def _valid_block(values: dict[str, Any]) -> Block:
-    """A :class:`Block` from values already of the field types, in field order (no validation).
-
-    A chat message's block is built for every message of every preview (10,000+ per click): the
-    message was validated when the chat was read, and the other values are the engine's own.
-    """
-    return construct(Block, values, _MESSAGE_BLOCK_FIELDS_SET)
 
 
 def _current_input_index(messages: list[ChatMessage]) -> int | None:
@@ -294,16 +337,18 @@ def _current_input_index(messages: list[ChatMessage]) -> int | None:
 def stage_history(ctx: AssemblyContext) -> list[Block]:
     """Chat messages except the current input; leading system messages are the system prompt."""
     msgs = ctx.request.chat.messages
-    ctx.current_input_index = _current_input_index(msgs)
-    out: list[Block] = []
-    leading = True
-    for i, msg in enumerate(msgs):
-        if i == ctx.current_input_index:
+    current = ctx.current_input_index = _current_input_index(msgs)
+    indices, sent = list(range(len(msgs))), list(msgs)
+    if current is not None:
+        del indices[current], sent[current]
+    lead: list[int] = []
+    for k, msg in enumerate(sent):  # the leading system messages (hidden ones neither count nor end them)
+        if msg.meta.hidden:
             continue
-        is_leading_system = leading and msg.role in ("system", "developer") and not msg.meta.hidden
-        if not is_leading_system and not msg.meta.hidden:
-            leading = False
-        out.append(_message_block(ctx, i, msg, leading_system=is_leading_system, current=False))
+        if msg.role not in ("system", "developer"):
+            break
+        lead.append(k)
+    out = _message_blocks(ctx, indices, sent, lead)
     _queue_author_note(ctx)
     _queue_depth_lore(ctx)
     return out
@@ -317,7 +362,7 @@ def stage_input(ctx: AssemblyContext) -> list[Block]:
     i = ctx.current_input_index
     if i is None:
         return []
-    return [_message_block(ctx, i, msgs[i], leading_system=False, current=True)]
+    return _message_blocks(ctx, [i], [msgs[i]], current=True)
 
 
 def stage_post_history(ctx: AssemblyContext) -> list[Block]:
@@ -405,33 +450,43 @@ def _gather_tool_batches(ctx: AssemblyContext, blocks: list[Block]) -> tuple[lis
         The blocks in send order, and for every position strictly inside a batch (a result of
         a call; inserting before it would split the batch) the position of the batch's call.
     """
-    msg_pos = [i for i, b in enumerate(blocks) if b.message is not None and b.message_index is not None]
-    if not any(b.kind in (BlockKind.TOOL_CALL, BlockKind.TOOL_RESULT) for b in blocks):
+    if _TOOL_KINDS.isdisjoint(map(_KIND, blocks)):
         return blocks, {}
-    msgs = [blocks[i] for i in msg_pos]
+    msg_pos = list(compress(range(len(blocks)), map(and_, map(is_not, map(_MESSAGE, blocks), repeat(None)),
+                                                    map(is_not, map(_MESSAGE_INDEX, blocks), repeat(None)))))
+    msgs = list(map(blocks.__getitem__, msg_pos))
     groups = find_tool_groups(msgs)
     members: dict[str, list[int]] = {}
-    for k, g in enumerate(groups.group_of):
-        if g is not None and g not in groups.incomplete:
-            members.setdefault(g, []).append(k)
+    group_of = groups.group_of
+    for k in compress(range(len(group_of)), group_of):
+        g = group_of[k]
+        if g not in groups.incomplete:
+            members.setdefault(g, []).append(k)  # type: ignore[arg-type]
     # the call of a group is its first member (results before their call make it incomplete)
     call_of = {g: ks[0] for g, ks in members.items()
                if (first := msgs[ks[0]].message) is not None and first.role == "assistant"}
-    order = _batch_send_order(groups.group_of, members, call_of)
-    if order != list(range(len(msgs))):
-        out = list(blocks)
-        for slot, k in zip(msg_pos, order):
-            out[slot] = msgs[k]
-        blocks = out
+    # a batch whose results follow their call directly is in send order already
+    if all(ks[-1] - ks[0] == len(ks) - 1 for g, ks in members.items() if g in call_of):
+        slot = msg_pos  # message k stays at block position msg_pos[k]
+    else:
+        order = _batch_send_order(group_of, members, call_of)
+        blocks = list(blocks)
+        for at, k in zip(msg_pos, order):
+            blocks[at] = msgs[k]
+        slot = [0] * len(msgs)
+        for at, k in zip(msg_pos, order):
+            slot[k] = at
     _note_moved_results(ctx, msgs, members, call_of)
     # positions strictly inside a batch → the batch's call position
-    index_of = {id(b): i for i, b in enumerate(blocks)}
     batch_start: dict[int, int] = {}
     for g, call_k in call_of.items():
-        start = index_of[id(msgs[call_k])]
         for r in members[g][1:]:
-            batch_start[index_of[id(msgs[r])]] = start
+            batch_start[slot[r]] = slot[call_k]
     return blocks, batch_start
+
+
+_KIND, _MESSAGE, _MESSAGE_INDEX = attrgetter("kind"), attrgetter("message"), attrgetter("message_index")
+_TOOL_KINDS = frozenset((BlockKind.TOOL_CALL, BlockKind.TOOL_RESULT))
 
 
 def _batch_send_order(group_of: Sequence[str | None], members: dict[str, list[int]],
@@ -531,8 +586,20 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
             if i < len(blocks):
                 merged.append(blocks[i])
         blocks = merged
-    renumber = {b.id: f"b{i}" for i, b in enumerate(blocks)}
-    ctx.pre_excluded = {renumber.get(k, k): v for k, v in ctx.pre_excluded.items()}
-    for b in blocks:  # the blocks were created by this assembly: renumber in place
-        b.__dict__["id"] = renumber[b.id]  # "id" is a set field already; no validation on assignment
+    return _numbered(ctx, blocks)
+
+
+def _numbered(ctx: AssemblyContext, blocks: list[Block]) -> list[Block]:
+    """``blocks`` with ids ``b0``, ``b1``, ... by position (in place: this assembly created them); ``pre_excluded`` follows."""
+    ids = list(map("b{}".format, range(len(blocks))))
+    pre = ctx.pre_excluded
+    if pre:
+        at = compress(range(len(blocks)), map(pre.__contains__, map(_ID, blocks)))
+        renumber = {blocks[i].id: ids[i] for i in at}
+        ctx.pre_excluded = {renumber.get(k, k): v for k, v in pre.items()}
+    # "id" is a set field already: no validation on assignment
+    deque(map(setitem, map(_DICT, blocks), repeat("id"), ids), maxlen=0)
     return blocks
+
+
+_ID, _DICT = attrgetter("id"), attrgetter("__dict__")

@@ -231,7 +231,25 @@ class _StreamState:
         self.done = False
 
     def feed(self, chunk: object) -> str:
-        """Apply one chunk; returns the new text piece (may be ``""``)."""
+        """Apply one chunk; returns the new text piece (may be ``""``).
+
+        Every route's chunk gets the same reading first (:meth:`_choice`); what a choice carries
+        is the route's (:meth:`_apply`). Raises ``PROVIDER_BAD_RESPONSE`` on a malformed chunk
+        and the provider's normalized error on an error chunk.
+        """
+        choice = self._choice(chunk)
+        if choice is None:
+            return ""
+        piece = self._apply(choice)
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        return piece
+
+    def _choice(self, chunk: object) -> dict[str, Any] | None:
+        """``chunk["choices"][0]`` (``None``: a chunk without choices, e.g. the usage-only last one).
+
+        Records the chunk's ``usage``; raises the provider's error for an error chunk.
+        """
         if not isinstance(chunk, dict):
             raise _bad("a streamed chunk is not a JSON object")
         if "error" in chunk and not chunk.get("choices"):
@@ -240,14 +258,18 @@ class _StreamState:
             self.usage = _int_usage(chunk["usage"])
         choices = chunk.get("choices")
         if choices is None:
-            return ""
+            return None
         if not isinstance(choices, list):
             raise _bad("a streamed chunk has malformed choices")
         if not choices:
-            return ""
+            return None
         choice = choices[0]
         if not isinstance(choice, dict):
             raise _bad("a streamed chunk has a malformed choice")
+        return choice
+
+    def _apply(self, choice: dict[str, Any]) -> str:
+        """A chat chunk's ``delta``: its content piece (returned) and tool-call fragments."""
         delta = choice.get("delta") or choice.get("message") or {}
         if not isinstance(delta, dict):
             raise _bad("a streamed chunk has a malformed delta")
@@ -268,8 +290,6 @@ class _StreamState:
                 slot["function"]["name"] += str(fn.get("name") or "")
                 args = fn.get("arguments") or ""
                 slot["function"]["arguments"] += args if isinstance(args, str) else json.dumps(args)
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
         return piece
 
     def reply(self) -> ProviderReply:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from ..errors import ProviderError
-from .errors import error_for_stream_error, error_for_text_status
+from .errors import error_for_text_status
 from .openai_compat import OpenAICompatClient, ProviderReply, _bad, _int_usage, _StreamState, first_choice
 from .params import REPLY_LIMIT_FIELDS
 
@@ -72,24 +72,11 @@ def parse_text_completion(doc: object) -> ProviderReply:
 
 
 class _TextStreamState(_StreamState):
-    """Accumulates streamed ``choices[0].text`` pieces into one reply."""
+    """Accumulates streamed ``choices[0].text`` pieces into one reply (chunks read as chat ones are)."""
 
-    def feed(self, chunk: object) -> str:
-        if not isinstance(chunk, dict):
-            raise _bad("a streamed chunk is not a JSON object")
-        if "error" in chunk and not chunk.get("choices"):
-            raise error_for_stream_error(chunk["error"])
-        if chunk.get("usage"):
-            self.usage = _int_usage(chunk["usage"])
-        choices = chunk.get("choices")
-        if not choices:
-            return ""
-        if not isinstance(choices, list) or not isinstance(choices[0], dict):
-            raise _bad("a streamed chunk has malformed choices")
-        piece = _choice_text(choices[0])
+    def _apply(self, choice: dict[str, Any]) -> str:
+        piece = _choice_text(choice)
         self.parts.append(piece)
-        if choices[0].get("finish_reason"):
-            self.finish_reason = str(choices[0]["finish_reason"])
         return piece
 
 

@@ -12,9 +12,10 @@ Positions index every list; a tool group is its member positions (:class:`ToolLa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, is_, or_
+from itertools import chain, repeat
+from operator import attrgetter, is_, itemgetter, or_
 from typing import Any
 
 from ..schema.blocks import Block, BlockKind, BlockOrigin
@@ -43,6 +44,10 @@ def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
     if history:
         return 2
     return 3
+
+
+_FIRST = itemgetter(0)
+_REST = itemgetter(slice(1, None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,28 @@ class ToolLayout:
     def from_groups(cls, groups: ToolGroups) -> ToolLayout:
         """The layout of :func:`~engine.shifting.groups.find_tool_groups`' result."""
         return cls.of(groups.group_of, groups.orphans, groups.incomplete)
+
+    @property
+    def heads(self) -> list[int]:
+        """Per group: its first member's position (where shifting keeps the group's unit figures)."""
+        return list(map(_FIRST, self.members))
+
+    @property
+    def tails(self) -> list[int]:
+        """The positions of every group member but the first, group by group."""
+        return list(chain.from_iterable(map(_REST, self.members)))
+
+    def per_group(self, fold: Callable[[Iterable[Any]], Any], values: Sequence[Any]) -> list[Any]:
+        """Per group: ``fold`` (``sum``, ``min``, ``any``) of ``values`` at its members, in one C-level pass.
+
+        Parameters
+        ----------
+        fold:
+            A function of an iterable (``sum``, ``min``, ``max``, ``any``).
+        values:
+            One value per position.
+        """
+        return list(map(fold, map(map, repeat(values.__getitem__), self.members)))
 
     def take(self, positions: Sequence[int]) -> ToolLayout:
         """The layout of the rows at ``positions`` (ascending), renumbered; group ids are kept."""

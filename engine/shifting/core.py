@@ -34,7 +34,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, compress, repeat
-from operator import and_, eq, gt, is_, not_
+from operator import and_, eq, gt, is_, or_
 
 from pydantic import TypeAdapter
 
@@ -189,8 +189,8 @@ class _Units:
         layout = self.layout = cols.layout
         self.member_of = {ms[0]: ms for ms in layout.members}
         self._singles(honor_manual)
-        for gid, ms in zip(layout.ids, layout.members):
-            self._group(gid, ms, honor_manual)
+        if layout.members:
+            self._groups(honor_manual)
 
     def note(self, i: int, at: int) -> None:
         """A protected or pinned block ``i`` the writer excluded, reported at prompt position ``at``."""
@@ -212,6 +212,27 @@ class _Units:
                     if self.held[i]:
                         self.note(i, i)
                     reasons[i] = "MANUAL_EXCLUDED"
+
+    def _groups(self, honor_manual: bool) -> None:
+        """Rule 3 for every tool group in C-level passes (its unit's figures on its head); rules 1–2 for the few that leave.
+
+        A group with a hidden, orphaned or (honouring exclusions) writer-excluded member, or an
+        incomplete one, goes through :meth:`_group` (it leaves whole); the figures set on its head
+        before are never read, as its members all get a reason.
+        """
+        layout, cols = self.layout, self.cols
+        heads = layout.heads
+        deque(map(self.head.__setitem__, layout.tails, repeat(False)), maxlen=0)
+        held = layout.per_group(any, self.held)
+        for column, values in ((self.tokens, layout.per_group(sum, cols.tokens)), (self.held, held),
+                               (self.tier, layout.per_group(min, cols.tier))):
+            deque(map(column.__setitem__, heads, values), maxlen=0)
+        leave = layout.per_group(any, cols.hidden)
+        if honor_manual:
+            leave = list(map(or_, leave, layout.per_group(any, cols.manual)))
+        odd = {layout.group_of[i] for i in layout.orphans} | layout.incomplete
+        for k in compress(range(len(heads)), leave if not odd else map(or_, leave, map(odd.__contains__, layout.ids))):
+            self._group(layout.ids[k], layout.members[k], honor_manual)
 
     def _group(self, gid: str, ms: list[int], honor_manual: bool) -> None:
         """Rules 1–3 for one tool group: it leaves whole, or becomes one unit on its head."""
@@ -254,14 +275,12 @@ class _Units:
 
     def drop_all(self, heads: list[int], reasons: list[str], group_reason: str) -> None:
         """:meth:`drop` for each of ``heads`` with its reason: lone blocks in one C-level pass, groups one by one."""
-        if not self.member_of:
-            deque(map(self.reasons.__setitem__, heads, reasons), maxlen=0)
-            return
-        in_group = list(map(self.member_of.__contains__, heads))
-        lone = list(map(not_, in_group))
-        deque(map(self.reasons.__setitem__, compress(heads, lone), compress(reasons, lone)), maxlen=0)
-        for head, reason in compress(zip(heads, reasons), in_group):
-            self.drop(head, reason, group_reason)
+        deque(map(self.reasons.__setitem__, heads, reasons), maxlen=0)
+        if self.member_of:
+            for head in self.member_of.keys() & set(heads):
+                ms = self.member_of[head]
+                if len(ms) > 1:
+                    deque(map(self.reasons.__setitem__, ms, repeat(group_reason)), maxlen=0)
 
     def drop(self, head: int, reason: str, group_reason: str) -> None:
         """Exclude the unit at ``head``: ``reason`` for a lone block, ``group_reason`` for every group member."""

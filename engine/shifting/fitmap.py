@@ -229,17 +229,20 @@ def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: boo
     if honor_manual:
         dead = list(map(or_, dead, map(and_, cols.manual, map(not_, held))))
     prot, size, tiers = list(held), list(cols.tokens), list(cols.tier)
-    hidden, manual, tokens, tier = cols.hidden, cols.manual, cols.tokens, cols.tier
-    for ms in cols.layout.members:
-        first = ms[0]
-        p = any(held[m] for m in ms)
-        prot[first] = p
-        dead[first] = (any(hidden[m] or m in never_sent for m in ms)
-                       or (honor_manual and not p and any(manual[m] for m in ms)))
-        size[first] = sum(tokens[m] for m in ms)
-        tiers[first] = min(tier[m] for m in ms)
-        for m in ms[1:]:
-            dead[m] = True  # not a unit of its own: takes its head's window
+    layout = cols.layout
+    if layout.members:  # each group's figures on its head, in C-level passes (ToolLayout.per_group)
+        heads = layout.heads
+        p = layout.per_group(any, held)
+        gone = layout.per_group(any, cols.hidden)
+        never_groups = {layout.group_of[i] for i in never_sent} - {None}
+        if never_groups:
+            gone = list(map(or_, gone, map(never_groups.__contains__, layout.ids)))
+        if honor_manual:
+            gone = list(map(or_, gone, map(gt, layout.per_group(any, cols.manual), p)))  # excluded, none held
+        for column, values in ((prot, p), (dead, gone), (size, layout.per_group(sum, cols.tokens)),
+                               (tiers, layout.per_group(min, cols.tier))):
+            deque(map(column.__setitem__, heads, values), maxlen=0)
+        deque(map(dead.__setitem__, layout.tails, repeat(True)), maxlen=0)  # not units: take their head's window
     return _Units(dead, prot, size, tiers)
 
 

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import is_not
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import Any, TypeVar
 
 from ..cache import lru
@@ -159,28 +159,48 @@ class _Links:
             self.orphans.add(i)
 
 
+def tool_positions(blocks: Sequence[Block]) -> list[int]:
+    """Positions of the blocks that may take part in a tool group, ascending (one C-level pass per field).
+
+    Every tool call or tool result is among them: messages with the role ``tool`` or
+    ``function``, with ``tool_calls``, or with extra fields (a legacy ``function_call``). A long
+    chat has a few hundred of them among thousands of messages, so the linking works on these only.
+    """
+    n = len(blocks)
+    messages = list(map(_MESSAGE, blocks))
+    found = {*compress(range(n), map(_RESULT_ROLES.__contains__, map(getattr, messages, repeat("role"), repeat(None)))),
+             *compress(range(n), map(getattr, messages, repeat("tool_calls"), repeat(None))),
+             *compress(range(n), map(getattr, messages, repeat("__pydantic_extra__"), repeat(None)))}
+    return sorted(found)
+
+
+_MESSAGE = attrgetter("message")
+_RESULT_ROLES = frozenset(("tool", "function"))
+
+
 def _compute_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     n = len(blocks)
     links = _Links(n)
-    for i, block in enumerate(blocks):
-        if block.message is None:
-            continue
+    candidates = tool_positions(blocks)
+    for i in candidates:
+        block = blocks[i]
         ids, anon = _calls(block)
         if ids or anon:
             links.call(i, ids, anon)
         elif _is_result(block):
-            links.result(i, block.message.result_id())
-    problems = _incomplete_calls(blocks, links)
+            links.result(i, block.message.result_id())  # type: ignore[union-attr]
+    members = [i for i in candidates if links.member[i]]
+    calls = [i for i in members if not _is_result(blocks[i])]
+    problems = _incomplete_calls(blocks, links, calls)
     labels: dict[int, str] = {}
     group_of: list[str | None] = [None] * n
-    for i in range(n):
-        if links.member[i]:
-            root = links.find(i)
-            if root not in labels:
-                labels[root] = f"g{len(labels)}"
-            group_of[i] = labels[root]
+    for i in members:
+        root = links.find(i)
+        if root not in labels:
+            labels[root] = f"g{len(labels)}"
+        group_of[i] = labels[root]
     # a result linked (by id or position) to a real call is not an orphan
-    with_calls = {group_of[j] for j in range(n) if links.member[j] and not _is_result(blocks[j])}
+    with_calls = {group_of[j] for j in calls}
     orphans = {i for i in links.orphans if group_of[i] not in with_calls}
     incomplete: dict[str, tuple[str, ...]] = {}
     for call, what in problems.items():
@@ -190,11 +210,12 @@ def _compute_tool_groups(blocks: Sequence[Block]) -> ToolGroups:
     return ToolGroups(group_of, frozenset(orphans), frozenset(links.reused), incomplete)
 
 
-def _incomplete_calls(blocks: Sequence[Block], links: _Links) -> dict[int, list[str]]:
+def _incomplete_calls(blocks: Sequence[Block], links: _Links, call_positions: list[int]) -> dict[int, list[str]]:
     """What makes each call incomplete; links results placed before their call to it.
 
     A call is incomplete when one of its ids has no later result (a result placed before the
     call is linked to it, so that both leave together), or id-less calls are left unanswered.
+    ``call_positions``: the calls' positions, ascending.
     """
     problems: dict[int, list[str]] = {}
     early: dict[int, list[int]] = {}  # call block → orphan results that came before it
@@ -204,7 +225,6 @@ def _incomplete_calls(blocks: Sequence[Block], links: _Links) -> dict[int, list[
         rid = msg.result_id() if msg is not None else None
         if rid:
             orphan_by_id.setdefault(rid, []).append(j)
-    call_positions = sorted({i for i in range(len(blocks)) if links.member[i] and not _is_result(blocks[i])})
     for i in call_positions:
         ids, _ = _calls(blocks[i])
         for cid in dict.fromkeys(ids):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..registry import NamedRegistry
 from .backends import _tiktoken_spans as spans
+from .ordinary import count_ordinary
 from .tiktoken_offline import get_encoding
 
 if TYPE_CHECKING:
@@ -179,22 +180,13 @@ def _exact_spans(encoding_name: str) -> TokenSpans:
     return run
 
 
-#: Mean characters per text from which a batch is encoded on tiktoken's thread pool; below it,
-#: one ``encode_ordinary`` call per text in this thread. ``encode_ordinary_batch`` submits one
-#: pool task per text, which costs more than encoding a chat message: on 10,000 chat messages
-#: (about 300 characters each) the loop takes 0.10 s where the batch takes 0.36 s (2 cores;
-#: the same function per text, so the same counts).
-_POOL_MIN_MEAN_CHARS = 4096
 
 
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
+    """Exact counts of ``encoding_name``: :func:`engine.tokenizers.ordinary.count_ordinary` (one encoder call per chunk)."""
     def run(texts: Sequence[str]) -> list[int]:
-        enc = get_encoding(encoding_name)
         # Special-token text inside user content is counted as ordinary text, as the API does.
-        if len(texts) < 2 or sum(map(len, texts)) < _POOL_MIN_MEAN_CHARS * len(texts):
-            encode = enc.encode_ordinary
-            return [len(encode(t)) for t in texts]
-        return [len(t) for t in enc.encode_ordinary_batch(list(texts), num_threads=2)]
+        return count_ordinary(get_encoding(encoding_name), texts)
 
     return run
 

@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from PySide6.QtCore import QObject, QThreadPool, QTimer, Signal
 
 from engine.schema import ContextPreview, PreviewRequest
 
+from .. import jobs
 from ..errors import UserError, worker_error
 
 #: Quiet time after the last edit before the preview runs (milliseconds).
@@ -74,7 +74,7 @@ class _Task:
 
 def _run(task: _Task) -> None:  # worker thread
     """Compute ``task`` and report its outcome through its relay."""
-    _emit(task.relay, _outcome(task))
+    jobs.emit(task.relay.finished, _outcome(task))
 
 
 def _outcome(task: _Task) -> PreviewOutcome:
@@ -97,11 +97,6 @@ def _outcome(task: _Task) -> PreviewOutcome:
         error = worker_error(exc, "preview computation")
         elapsed = time.perf_counter() - start
     return PreviewOutcome(task.generation, task.request, preview, error, elapsed, derived)
-
-
-def _emit(relay: _Relay, outcome: PreviewOutcome) -> None:
-    with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
-        relay.finished.emit(outcome)
 
 
 class PreviewController(QObject):
@@ -236,9 +231,8 @@ class PreviewController(QObject):
         self._running += 1
         self.preview_started.emit(generation)
         derive = self._derive() if self._derive is not None else None
-        # a plain callable, not a QRunnable subclass: the binding kept most finished jobs' Python
-        # wrappers alive (PySide6 6.11), and with them what they held
-        self._pool.start(partial(_run, _Task(generation, request, self._compute, self._latest, self._relay, derive)))
+        # a plain callable, not a QRunnable subclass (gui.jobs says why)
+        jobs.start(self._pool, _run, _Task(generation, request, self._compute, self._latest, self._relay, derive))
         return generation
 
     def _latest(self) -> int:

@@ -9,12 +9,13 @@ the latest one is delivered: clicking through the library quickly opens the last
 
 from __future__ import annotations
 
-import contextlib
 import threading
+from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 
+from .. import jobs
 from ..document import LoadedChat, read_chat
 from ..errors import UserError, worker_error
 
@@ -25,24 +26,25 @@ class _Relay(QObject):
     finished = Signal(int, object, object)  # generation, LoadedChat | None, UserError | None
 
 
-class _LoadJob(QRunnable):
-    def __init__(self, generation: int, store: Any, chat_id: str, relay: _Relay) -> None:
-        super().__init__()
-        self.setAutoDelete(True)
-        self._generation = generation
-        self._store = store
-        self._chat_id = chat_id
-        self._relay = relay
+@dataclass(frozen=True)
+class _Task:
+    """One read: what :func:`_load` runs on the worker, and the relay it reports through."""
 
-    def run(self) -> None:  # worker thread
-        loaded: LoadedChat | None = None
-        error: UserError | None = None
-        try:
-            loaded = read_chat(self._store, self._chat_id, audit=True)
-        except Exception as exc:
-            error = worker_error(exc, f"reading chat {self._chat_id}")
-        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
-            self._relay.finished.emit(self._generation, loaded, error)
+    generation: int
+    store: Any
+    chat_id: str
+    relay: _Relay
+
+
+def _load(task: _Task) -> None:  # worker thread
+    """Read ``task``'s chat; report it (or the error) with its generation through its relay."""
+    loaded: LoadedChat | None = None
+    error: UserError | None = None
+    try:
+        loaded = read_chat(task.store, task.chat_id, audit=True)
+    except Exception as exc:
+        error = worker_error(exc, f"reading chat {task.chat_id}")
+    jobs.emit(task.relay.finished, task.generation, loaded, error)
 
 
 class ChatLoader(QObject):
@@ -60,10 +62,7 @@ class ChatLoader(QObject):
     def __init__(self, store: Any, pool: QThreadPool | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._store = store
-        if pool is None:
-            pool = QThreadPool(self)
-            pool.setMaxThreadCount(1)
-        self._pool = pool
+        self._pool = pool if pool is not None else jobs.single_thread_pool(self)
         self._relay = _Relay(self)
         self._relay.finished.connect(self._on_relay_finished)
         self._lock = threading.Lock()
@@ -76,7 +75,7 @@ class ChatLoader(QObject):
             self._generation += 1
             generation = self._generation
         self._pending[generation] = chat_id
-        self._pool.start(_LoadJob(generation, self._store, chat_id, self._relay))
+        jobs.start(self._pool, _load, _Task(generation, self._store, chat_id, self._relay))
         return generation
 
     def cancel(self) -> None:

@@ -10,10 +10,11 @@ options (``embedding_model``; empty: BM25).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from engine.shifting import embedding
 
+from .. import jobs
 from ..file_dialogs import ask_directory
 
 #: ``download(ref, on_progress=...) -> folder``; :func:`engine.shifting.embedding.download_model` by default.
@@ -40,18 +42,23 @@ class _Relay(QObject):
     failed = Signal(str)
 
 
-class _DownloadJob(QRunnable):
-    def __init__(self, ref: str, download: Downloader, relay: _Relay) -> None:
-        super().__init__()
-        self.ref, self.download, self.relay = ref, download, relay
+@dataclass(frozen=True)
+class _Task:
+    """One download: what :func:`_fetch` runs on the worker, and the relay it reports through."""
 
-    def run(self) -> None:
-        try:
-            folder = self.download(self.ref, on_progress=self.relay.progressed.emit)
-        except OSError as exc:
-            self.relay.failed.emit(str(exc))
-            return
-        self.relay.finished.emit(str(folder))
+    ref: str
+    download: Downloader
+    relay: _Relay
+
+
+def _fetch(task: _Task) -> None:  # worker thread
+    """Download ``task.ref``; report the folder (or why not) through the relay."""
+    try:
+        folder = task.download(task.ref, on_progress=task.relay.progressed.emit)
+    except OSError as exc:
+        jobs.emit(task.relay.failed, str(exc))
+        return
+    jobs.emit(task.relay.finished, str(folder))
 
 
 class EmbeddingModelBox(QWidget):
@@ -67,7 +74,7 @@ class EmbeddingModelBox(QWidget):
                  pool: QThreadPool | None = None) -> None:
         super().__init__(parent)
         self._download = download or embedding.download_model
-        self._pool = pool or QThreadPool.globalInstance()
+        self._pool = pool
         self._relay = _Relay(self)
         self._relay.progressed.connect(self._on_relay_progressed)
         self._relay.finished.connect(self._on_relay_finished)
@@ -139,7 +146,7 @@ class EmbeddingModelBox(QWidget):
         self.progress.setRange(0, 0)  # busy until the first file count arrives
         self.progress.setVisible(True)
         self.status.setText(f"Downloading {ref}…")
-        self._pool.start(_DownloadJob(ref, self._download, self._relay))
+        jobs.start(self._pool, _fetch, _Task(ref, self._download, self._relay))
 
     def _on_relay_progressed(self, done: int, total: int) -> None:
         self.progress.setRange(0, max(1, total))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, QRectF, QRunnable, QSize, QSortFilterProxyModel, Qt, QThreadPool, Signal
+from PySide6.QtCore import QObject, QRectF, QSize, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -30,6 +30,7 @@ from engine.lorebook_facts import entry_title
 from engine.lorebook_report import report_for_request
 from engine.schema import PreviewRequest
 
+from .. import jobs
 from ..errors import worker_error
 from ..roles import SORT_ROLE
 
@@ -54,20 +55,15 @@ class _Signals(QObject):
     failed = Signal(str)
 
 
-class _Job(QRunnable):
-    def __init__(self, request: PreviewRequest, signals: _Signals) -> None:
-        super().__init__()
-        self.request = request
-        self.signals = signals
-
-    def run(self) -> None:
-        try:
-            report = report_for_request(self.request)
-        except Exception as exc:
-            error = worker_error(exc, "lorebook report")
-            self.signals.failed.emit(f"{error.text} ({error.code})")
-            return
-        self.signals.done.emit(report)
+def _report(request: PreviewRequest, signals: _Signals) -> None:  # worker thread
+    """Replay ``request``'s lorebooks over its chat; report the report (or why not) through ``signals``."""
+    try:
+        report = report_for_request(request)
+    except Exception as exc:
+        error = worker_error(exc, "lorebook report")
+        jobs.emit(signals.failed, f"{error.text} ({error.code})")
+        return
+    jobs.emit(signals.done, report)
 
 
 class TurnsChart(QWidget):
@@ -179,7 +175,7 @@ class LorebookReportDialog(QDialog):
         if request is None:
             self.summary.setText("Open a chat first: the report replays its history.")
         else:
-            QThreadPool.globalInstance().start(_Job(request, self._signals))
+            jobs.start(None, _report, request, self._signals)
 
     def _on_failed(self, message: str) -> None:
         self.summary.setText(f"The report could not be computed: {message}")

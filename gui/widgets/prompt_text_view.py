@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, QRunnable, Qt, QThreadPool, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QThreadPool, Signal
 from PySide6.QtGui import QColor, QFontDatabase, QMouseEvent, QTextCharFormat, QTextCursor, QTextLayout
 from PySide6.QtWidgets import (
     QApplication,
@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from engine.schema import ContextPreview, PreviewRequest
 
+from .. import jobs
 from ..labels import BUDGET_GROUPS, KIND_GROUP, kind_label
 from ..prompt_text import CHAT_NOTE, TEXT_COMPLETION, Layout, header_text, layout_of, owner_at, shade_runs
 from ..theme import is_dark
@@ -77,17 +78,9 @@ class _CutRelay(QObject):
     done = Signal(int, str, object, object)
 
 
-class _CutJob(QRunnable):
+def _cut_job(generation: int, text: str, token_spans: TokenSpans, relay: _CutRelay) -> None:  # worker thread
     """Cut one text into tokens on a pool thread (a long prompt: ~0.5 s for 500,000 characters)."""
-
-    def __init__(self, generation: int, text: str, token_spans: TokenSpans, relay: _CutRelay) -> None:
-        super().__init__()
-        self._args = (generation, text, token_spans)
-        self._relay = relay
-
-    def run(self) -> None:  # worker thread
-        generation, text, token_spans = self._args
-        self._relay.done.emit(generation, text, *_cut(token_spans, text))
+    jobs.emit(relay.done, generation, text, *_cut(token_spans, text))
 
 
 class PromptTextView(QWidget):
@@ -418,8 +411,7 @@ class PromptTextView(QWidget):
             self._on_tokens_cut(self._cut_generation, text, *_cut(self._token_spans_of, text))
             return
         self._cutting = self._cut_generation
-        job = _CutJob(self._cut_generation, text, self._token_spans_of, self._relay)
-        QThreadPool.globalInstance().start(job)
+        jobs.start(None, _cut_job, self._cut_generation, text, self._token_spans_of, self._relay)
 
     def _on_tokens_cut(self, generation: int, text: str, tokens: list[tuple[int, int]] | None,
                        error: str | None) -> None:

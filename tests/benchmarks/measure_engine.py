@@ -18,6 +18,10 @@ In this order, on the chat of ``chatgen.make_chat(N)``:
    read as the app reads them (``list(out.blocks)``: a plain list, so this only copies it), timed
    apart (``warm_rows_s``; ``warm_read_s`` is the sum of both per toggle: a toggle through the
    public ``preview(request)`` up to every row of the new preview in hand, issue 29's figure).
+   Outside the clock, ``rows_changed``: how many rows each toggle's preview has that are not the
+   previous preview's row objects (:func:`engine.preview_changes`): an exclusion moves the fit
+   window of every older message, so a toggle builds that many new rows. ``tidy_s``: the app's
+   collector tidy after each toggle (``host_gc.tidy``, run once the row would be on screen).
 4. **trim**: LangChain's ``trim_messages`` (strategy ``last``, ``include_system``,
    ``start_on="human"``) over the same messages, with the engine's own per-message count
    (OpenAI accounting, o200k_base) behind a per-text cache, and the preview's own budget
@@ -47,7 +51,7 @@ from chatgen import make_chat, settings, toggle_indices  # noqa: E402
 from tiktoken_process import provider_texts  # noqa: E402
 
 from engine.pipeline import default_registries, preview  # noqa: E402
-from engine.schema import Chat, ChatMessage, PreviewRequest  # noqa: E402
+from engine.schema import Chat, ChatMessage, PreviewRequest, preview_changes  # noqa: E402
 from engine.tokenizers import get_encoding  # noqa: E402
 
 
@@ -90,17 +94,26 @@ def measure_preview(chat: Chat, toggles: list[int]) -> tuple[dict[str, Any], Any
     messages = list(chat.messages)
     warm: list[float] = []
     rows: list[float] = []
+    moved: list[int] = []
+    tidied: list[float] = []
+    before = pv
     for index in toggles:
         messages = _toggled(messages, index)
         req = request.model_copy(update={"chat": chat.model_copy(update={"messages": messages})})
         seconds, out = _timed(preview, req, registries=regs)
         warm.append(seconds)
         rows.append(_timed(list, out.blocks)[0])  # every row (a plain list: a copy)
+        changes = preview_changes(before, out)  # outside the clock: which rows the toggle changed
+        moved.append(len(changes.rows) if changes is not None else len(out.blocks))
+        before = out
+        tidied.append(host_gc.tidy())  # the app's collector policy after the row is shown (host_gc.py)
     kept = sum(b.status == "kept" for b in pv.blocks)
     read = [w + r for w, r in zip(warm, rows)]
     return {"cold_s": cold, "warm_runs_s": warm, "warm_s": statistics.median(warm), "kept_blocks": kept,
             "warm_rows_runs_s": rows, "warm_rows_s": statistics.median(rows) if rows else 0.0,
             "warm_read_runs_s": read, "warm_read_s": statistics.median(read) if read else 0.0,
+            "rows_changed_runs": moved, "rows_changed": statistics.median(moved) if moved else 0,
+            "tidy_runs_s": tidied, "tidy_s": statistics.median(tidied) if tidied else 0.0,
             "blocks": len(pv.blocks), "prompt_tokens": pv.prompt_tokens, "budget": pv.budget,
             "last_prompt_tokens": out.prompt_tokens if toggles else pv.prompt_tokens}, pv
 

@@ -69,6 +69,7 @@ def main() -> None:
         t0 = time.perf_counter()
         preview(request)
         runs.append(time.perf_counter() - t0)
+        host_gc.tidy()  # the app's collector policy once a preview is applied (host_gc.py)
     assert pv.api == args.api
     print(json.dumps({"n": args.n, "api": args.api, "cold_s": cold, "repeat_s": statistics.median(runs),
                       "repeat_runs_s": runs, "prompt_tokens": pv.prompt_tokens,

@@ -309,6 +309,14 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
         read_pct = [100 * r / f for r, f in zip(read, floor)]
         rows.append(Row("  warm ÷ batch floor (incl. rows)", [f"{p:.2f} %" for p in read_pct],
                         target=f"≤ 1 % at {main:,}", verdict=verdict(read_pct[1] <= 1.0), values={"percent": read_pct}))
+        tidy = [e.get("tidy_s") for e in eng]
+        if all(x is not None for x in tidy):
+            rows.append(Row("  collector tidy after a toggle (app policy)", [fmt_s(s) for s in tidy],
+                            target="reference", values={"seconds": tidy}))
+        changed = [e.get("rows_changed") for e in eng]
+        if all(x is not None for x in changed):
+            rows.append(Row("  rows a toggle changes (median)", [f"{int(c):,} of {e['blocks']:,}" for c, e in zip(changed, eng)],
+                            target="reference", values={"rows": changed}))
         if raw["trim_installed"]:
             read_speedup = [t / r for t, r in zip(trim, read)]
             rows.append(Row("  trim ÷ warm (incl. rows)", [f"{x:.2f} ×" for x in read_speedup],

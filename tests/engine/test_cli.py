@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ from engine.cli import (
     _with_command,
     build_parser,
     contributed_commands,
+    main,
+    split_global_options,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,8 +81,10 @@ engine.cli.main = _spy
 def _console(args: list[str], tmp: Path, prelude: str = "") -> subprocess.CompletedProcess[str]:
     """The console script's entry point in a child process (``sys.argv[1:]`` are ``args``)."""
     code = f"{prelude}\nfrom engine.cli import console_main\nconsole_main()"
+    # this checkout's engine, whichever one the environment has installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                          cwd=tmp)
+                          cwd=tmp, env=env)
 
 
 def _long_chat(path: Path, n: int) -> Path:
@@ -152,3 +157,54 @@ def test_an_engine_command_parses_as_with_the_full_parser(capsys) -> None:
         assert exc.value.code == exc2.value.code == 2
         assert capsys.readouterr().err == expected  # the same one line
         assert expected.startswith("loomscope: ") and "USAGE" in expected and len(expected.strip().splitlines()) == 1
+
+
+def test_global_options_are_cut_from_the_front_only() -> None:
+    assert split_global_options(["--db", "x.db", "chats", "--format", "json"]) == (["--db", "x.db"],
+                                                                                  ["chats", "--format", "json"])
+    assert split_global_options(["--db=x.db", "chats"]) == (["--db=x.db"], ["chats"])
+    assert split_global_options(["chats", "--db", "x.db"]) == ([], ["chats", "--db", "x.db"])
+    assert split_global_options(["--db"]) == (["--db"], [])
+    assert split_global_options([]) == ([], [])
+    import gui.cli
+
+    # `loomscope --db URL --screenshot out.png`: the app's leading flags still select it
+    leading, rest = split_global_options(["--db", "x.db", "--screenshot", "out.png"])
+    assert (leading, _with_command(rest, {"gui": gui.cli})) == (["--db", "x.db"], ["gui", "--screenshot", "out.png"])
+
+
+def test_db_before_the_command_name_is_the_commands_db(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``loomscope --db URL <cmd>`` = ``loomscope <cmd> --db URL`` (README: every library command takes it)."""
+    monkeypatch.setenv("LOOMSCOPE_DB", f"sqlite:///{tmp_path / 'env.db'}")  # must stay untouched
+    chat = _long_chat(tmp_path / "chat.json", 4)
+    db = tmp_path / "lib.db"
+    assert main(["--db", str(db), "import", str(chat), "--format", "json"]) == 0
+    capsys.readouterr()
+    listings = []
+    for args in (["--db", str(db), "chats"], [f"--db={db}", "chats"], ["chats", "--db", str(db)],
+                 ["--db", str(db), "chats", "--db", str(db)]):
+        assert main([*args, "--format", "json"]) == 0
+        listings.append(json.loads(capsys.readouterr().out))
+    assert len(listings[0]) == 1 and all(listing == listings[0] for listing in listings)
+    assert db.exists() and not (tmp_path / "env.db").exists()
+
+
+def test_db_before_the_command_name_usage_errors(tmp_path: Path, capsys) -> None:
+    import pytest
+
+    for args, words in ((["--db", "a.db", "chats", "--db", "b.db"], "two different libraries"),
+                        (["--db", "a.db", "inspect", "card.png"], "`inspect` opens no library"),
+                        (["--db"], "expected one argument")):
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.startswith("loomscope: loomscope: USAGE: ")
+        assert words in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a.db").exists()
+
+
+def test_console_preview_after_a_leading_db_still_exits_fast(tmp_path: Path) -> None:
+    out = _console(["--db", "sqlite://", "preview", "--chat", str(_long_chat(tmp_path / "c.json", 5)),
+                    "--format", "json"], tmp_path, prelude=_SPY)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["blocks"] and "TEARDOWN" not in out.stdout and out.stderr == "GC False\n"

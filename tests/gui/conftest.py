@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings
 
 from engine.schema import Character, Chat, ChatMessage, ContextSettings, Lorebook, LorebookEntry, Persona
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found():
+    """Each GUI test leaves the garbage collector as it found it.
+
+    A window whose chat was opened keeps automatic collection off and its objects frozen while the
+    chat is open (``gui.gc_policy``); a test that does not close it would hand that state to the
+    next test (an engine test that counts on cyclic garbage being collected, say).
+    """
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    yield
+    if gc.get_freeze_count() > frozen:
+        gc.unfreeze()
+    if enabled and not gc.isenabled():
+        gc.enable()
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """The app's one garbage-collector policy (issue 29 item 5): ``gui.gc_policy``.
 
-Collect and freeze once after a chat loads (its first preview applied), on the main thread;
-unfreeze when the next chat loads; nothing leaks over 500 pin / exclude toggles through the
-real window and document.
+Hold the collector while a chat loads, freeze once its first preview is applied, then keep
+automatic collection off and tidy (collect the young generations, freeze) after each later
+preview, on the main thread; nothing leaks over 500 pin / exclude toggles through the real
+window and document.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import gc
 import threading
 import tracemalloc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -94,16 +96,48 @@ def test_holds_the_collector_while_a_chat_loads_and_freezes_without_collecting(q
     ctx.document.chat_loaded.connect(lambda _id: during.append(gc.isenabled()))
     _open(qtbot, win, first, policy)
     assert during and not any(during)  # paused from the load's start to its first preview
-    assert policy.settles == 1 and policy.frozen and gc.isenabled() and not policy.held
+    assert policy.settles == 1 and policy.frozen and policy.quiet and not gc.isenabled() and not policy.held
     assert gc.get_freeze_count() > 10_000  # the chat, its preview, the views (and the app's modules)
-    for message in (MESSAGES - 10, MESSAGES - 9):  # toggles settle nothing: their previews are not frozen
+    tidies = policy.tidies
+    for message in (MESSAGES - 10, MESSAGES - 9):  # toggles settle nothing: each preview is tidied
         _toggle(qtbot, win, message, BlockColumn.PIN)
-    qtbot.wait(50)
-    assert policy.settles == 1 and gc.isenabled()
+    qtbot.waitUntil(lambda: policy.tidies >= tidies + 2, timeout=5000)
+    assert policy.settles == 1 and not gc.isenabled()
     collected = policy.collections
     _open(qtbot, win, second, policy)
-    assert policy.settles == 2 and policy.frozen and gc.isenabled()
+    assert policy.settles == 2 and policy.frozen and policy.quiet and not gc.isenabled()
     assert policy.collections == collected  # no collection at this load: not due yet
+    win.open_chat(None)  # closing the chat ends the quiet: CPython collects as usual
+    assert not policy.quiet and gc.isenabled()
+
+
+class _Cycle:
+    """A node of a reference cycle (freed only by a collection)."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_tidy_frees_young_cycles_and_freezes_the_rest(qtbot, app_on_chats) -> None:
+    """After each preview (and on its timer) the young generations are collected: cyclic garbage made
+    while the chat is open is freed; what survives is frozen, so no later collection walks it."""
+    win, ctx, (first, _second) = app_on_chats
+    policy = ctx.gc_policy
+    assert policy is not None
+    _open(qtbot, win, first, policy)
+    garbage = weakref.ref(_Cycle())
+    kept = [object() for _ in range(50)]
+    frozen = gc.get_freeze_count()
+    tidies = policy.tidies
+    _toggle(qtbot, win, MESSAGES - 10, BlockColumn.EXCLUDE)
+    qtbot.waitUntil(lambda: policy.tidies > tidies, timeout=5000)
+    assert garbage() is None and kept
+    assert gc.get_freeze_count() > frozen and gc.get_count()[0] < 700
+    assert policy.last_tidy_s > 0 and not gc.isenabled()
+    policy._timer.setInterval(20)  # the timed tidy: no preview needed
+    policy._timer.start()
+    tidies = policy.tidies
+    qtbot.waitUntil(lambda: policy.tidies > tidies, timeout=5000)
 
 
 def test_a_failed_or_cancelled_load_turns_the_collector_back_on(qtbot, app_on_chats) -> None:
@@ -136,7 +170,7 @@ def test_switching_chats_keeps_the_heap_bounded(qtbot, app_on_chats) -> None:
         seen: list[tuple[int, int, int]] = []
         for k in range(SWITCHES):
             _open(qtbot, win, (first, second)[k % 2], policy)
-            assert gc.isenabled() and not policy.held
+            assert policy.quiet and not gc.isenabled() and not policy.held
             seen.append((sum(gc.get_count()), len(gc.get_objects()) + gc.get_freeze_count(),
                          tracemalloc.get_traced_memory()[0]))
     finally:
@@ -169,15 +203,16 @@ def test_only_the_main_thread_may_settle(qtbot, app_on_chats) -> None:
     errors: list[BaseException] = []
 
     def worker() -> None:
-        try:
-            policy.settle()
-        except RuntimeError as exc:
-            errors.append(exc)
+        for step in (policy.settle, policy.tidy):
+            try:
+                step()
+            except RuntimeError as exc:
+                errors.append(exc)
 
     thread = threading.Thread(target=worker)
     thread.start()
     thread.join()
-    assert len(errors) == 1 and "main thread" in str(errors[0])
+    assert len(errors) == 2 and all("main thread" in str(e) for e in errors)
     assert policy.settles == 0 and gc.get_freeze_count() == 0
 
 

@@ -9,12 +9,11 @@ previews (STYLE.md 5).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal
 from PySide6.QtGui import QColor, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QTextEdit
 
@@ -24,6 +23,7 @@ from engine.pipeline import activate_text
 from engine.schema import PreviewRequest
 from engine.tokenizers import TokenizerRegistry
 
+from ... import jobs
 from ...errors import UserError, worker_error
 from .rows import TraceKey
 from .words import escape
@@ -142,30 +142,29 @@ class _Relay(QObject):
     finished = Signal(object)
 
 
-class _Job(QRunnable):
-    def __init__(self, generation: int, request: PreviewRequest, text: str,
-                 tokenizers: TokenizerRegistry | None, compute: TextTestFn, latest: Callable[[], int],
-                 relay: _Relay) -> None:
-        super().__init__()
-        self.setAutoDelete(True)
-        self._generation = generation
-        self._request = request
-        self._text = text
-        self._tokenizers = tokenizers
-        self._compute = compute
-        self._latest = latest
-        self._relay = relay
+@dataclass(frozen=True)
+class _Task:
+    """One test run: what :func:`_try_text` runs on the worker, and the relay it reports through."""
 
-    def run(self) -> None:  # worker thread
-        result: ActivationResult | None = None
-        error: UserError | None = None
-        if self._generation == self._latest():  # superseded while queued: skip the work
-            try:
-                result = self._compute(self._request, self._text, self._tokenizers)
-            except Exception as exc:
-                error = worker_error(exc, "lorebook test text")
-        with contextlib.suppress(RuntimeError):  # relay deleted at shutdown
-            self._relay.finished.emit(TextTestOutcome(self._generation, self._text, result, error))
+    generation: int
+    request: PreviewRequest
+    text: str
+    tokenizers: TokenizerRegistry | None
+    compute: TextTestFn
+    latest: Callable[[], int]
+    relay: _Relay
+
+
+def _try_text(task: _Task) -> None:  # worker thread
+    """Run ``task`` unless superseded while queued; report the outcome through its relay."""
+    result: ActivationResult | None = None
+    error: UserError | None = None
+    if task.generation == task.latest():  # superseded while queued: skip the work
+        try:
+            result = task.compute(task.request, task.text, task.tokenizers)
+        except Exception as exc:
+            error = worker_error(exc, "lorebook test text")
+    jobs.emit(task.relay.finished, TextTestOutcome(task.generation, task.text, result, error))
 
 
 class TextTestRunner(QObject):
@@ -191,10 +190,7 @@ class TextTestRunner(QObject):
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._compute = compute
-        if pool is None:
-            pool = QThreadPool(self)
-            pool.setMaxThreadCount(1)
-        self._pool = pool
+        self._pool = pool if pool is not None else jobs.single_thread_pool(self)
         self._relay = _Relay(self)
         self._relay.finished.connect(self._on_relay_finished)
         self._lock = threading.Lock()
@@ -213,9 +209,13 @@ class TextTestRunner(QObject):
             self._generation += 1
             generation = self._generation
         self._running += 1
-        self._pool.start(_Job(generation, request, text, tokenizers, self._compute,
-                              lambda: self.generation, self._relay))
+        jobs.start(self._pool, _try_text, _Task(generation, request, text, tokenizers, self._compute,
+                                                self._latest, self._relay))
         return generation
+
+    def _latest(self) -> int:
+        """:attr:`generation` (a bound method, not a lambda per job)."""
+        return self.generation
 
     def cancel(self) -> None:
         """Forget every request under way (their results are dropped when they arrive)."""

@@ -79,3 +79,24 @@ def test_the_folder_changed(key: str, shared_data: Path, tmp_path: Path, monkeyp
         assert any(b.reason == "HISTORY_OLDEST_FIRST" and b.status == "excluded" for b in pv.blocks)
     if key.startswith("instruct"):
         assert text_completion_title(pv).startswith("Text Completion · Alpaca · ")
+
+
+@pytest.mark.parametrize("key", ["cut", "instruct-cut"])
+def test_left_out_messages_stay_in_story_order(key: str, shared_data: Path, tmp_path: Path, monkeypatch) -> None:
+    """Issue 31 item 2 on the Text Completion path: messages SillyTavern's fill leaves out
+    (``Generate``'s chat loop, public/script.js) are listed where they sit in the chat, not after
+    the reply start at the end of the string (found by the writer's pass of issue 29)."""
+    tok = CharTokenizer()
+    monkeypatch.setattr(resolve_module, "text_completion_tokenizer", lambda tc: tok)
+    monkeypatch.setattr(resolve_module, "text_tokenizer_profile", lambda t: TokenizerProfile(
+        "chars4", True, "1", "test", count_batch=lambda texts: [tok.count(x) for x in texts]))
+    pv = _preview(st_user_copy(shared_data, tmp_path / "st", main_api="koboldhorde", **CHANGES[key]), tmp_path)
+    order = [b.message_index for b in pv.blocks if b.message_index is not None]
+    cut = [b for b in pv.blocks if b.reason == "HISTORY_OLDEST_FIRST"]
+    assert cut and order == sorted(order)
+    spans = [b.span for b in pv.blocks if b.span is not None]
+    assert spans == sorted(spans)  # the string's blocks keep the string's order
+    kept = [b for b in pv.blocks if b.status == "kept"]
+    assert kept[-1].span is not None and kept[-1].span[1] == len(pv.prompt or "")  # the reply start ends what is sent
+    first = next(k for k, b in enumerate(pv.blocks) if b.message_index is not None)
+    assert pv.blocks[first].message_index == 0 and pv.blocks[first].reason == "HISTORY_OLDEST_FIRST"

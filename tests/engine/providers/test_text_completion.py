@@ -9,7 +9,8 @@ import pytest
 from engine.errors import ERROR_CODES, ProviderError
 from engine.providers import TextCompletionsClient, text_completions_url
 from engine.providers.errors import error_for_text_status
-from engine.providers.text_completion import parse_text_completion, text_request_body
+from engine.providers.openai_compat import _StreamState
+from engine.providers.text_completion import _TextStreamState, parse_text_completion, text_request_body
 from tests.fake_provider import UPSTREAM_MARKER, FakeProviderServer
 
 KEY = "sk-test-SECRET-0123456789"
@@ -104,6 +105,32 @@ def test_parse_reads_text_or_chat_shaped_choices() -> None:
     with pytest.raises(ProviderError) as err:
         parse_text_completion({"choices": [{"text": 5}]})
     assert err.value.code == "PROVIDER_BAD_RESPONSE"
+
+
+def test_streamed_text_chunks_accumulate_with_usage_and_finish() -> None:
+    state = _TextStreamState()
+    assert state.feed({"choices": [{"text": "Fog "}]}) == "Fog "
+    assert state.feed({"choices": [{"delta": {"content": "rolls"}}]}) == "rolls"  # a chat-shaped server
+    assert state.feed({"choices": [{"text": "", "finish_reason": "stop"}]}) == ""
+    assert state.feed({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}) == ""
+    reply = state.reply()
+    assert (reply.content, reply.finish_reason, reply.usage) == ("Fog rolls", "stop",
+                                                                 {"prompt_tokens": 7, "completion_tokens": 2})
+
+
+@pytest.mark.parametrize(("chunk", "code"), [
+    ([], "PROVIDER_BAD_RESPONSE"),  # not a JSON object
+    ({"choices": "text"}, "PROVIDER_BAD_RESPONSE"),
+    ({"choices": [5]}, "PROVIDER_BAD_RESPONSE"),
+    ({"error": {"message": f"slow down {UPSTREAM_MARKER}", "code": "rate_limit_exceeded"}}, "PROVIDER_RATE_LIMITED"),
+    ({"choices": None, "error": {"message": "context_length_exceeded"}}, "PROVIDER_CONTEXT_LENGTH_EXCEEDED"),
+])
+def test_both_routes_read_a_streamed_chunk_alike(chunk: object, code: str) -> None:
+    """The chunk preamble (object, error chunk, usage, choices) is one reading for chat and text streams."""
+    for state in (_StreamState(), _TextStreamState()):
+        with pytest.raises(ProviderError) as err:
+            state.feed(chunk)
+        assert err.value.code == code and UPSTREAM_MARKER not in str(err.value)
 
 
 def test_cancel_interrupts_a_stalled_text_completion(server) -> None:

@@ -177,3 +177,19 @@ def test_profile_keeps_the_older_private_spellings_and_needs_a_counter():
     assert positional.count("x") == 2
     with pytest.raises(TypeError):
         TokenizerProfile("none", True, "1", "no counter")
+
+
+def test_count_many_mixes_cached_new_repeated_and_long_texts():
+    calls: list[list[str]] = []
+
+    def batch(texts):
+        calls.append(list(texts))
+        return [len(t.split()) for t in texts]
+
+    p = TokenizerProfile("words", True, "1", "one per word", count_batch=batch)
+    long_text = "w " * 3000  # over the key length: keyed by its digest
+    assert p.count_many(["a b", "c"]) == [2, 1]
+    assert p.count_many(["c", long_text, "d e f", long_text, "a b", "d e f"]) == [1, 3000, 3, 3000, 2, 3]
+    # the second batch: each text not cached yet, once, in first-seen order
+    assert calls == [["a b", "c"], [long_text, "d e f"]]
+    assert p.count_many([]) == []

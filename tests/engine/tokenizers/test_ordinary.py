@@ -1,0 +1,60 @@
+"""engine.tokenizers.ordinary: joined, threaded counting gives exactly ``encode_ordinary``'s counts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.tokenizers import get_encoding, ordinary
+from engine.tokenizers.ordinary import SEPARATOR, count_ordinary
+
+HOSTILE = [
+    "", " ", "  ", "\n", "\n\n", "\r\n", "hello", " hello ", "hello\n", "\n hello", "a" * 5000,
+    SEPARATOR, f"x{SEPARATOR}y", "<|endofprompt|>", "<|endoftext", "|>", "<|", "endoftext|>",
+    "caf\u00e9", "\u4f60\u597d\u4e16\u754c", "\U0001f600\U0001f600", "lone \ud800 surrogate", "'s 're 've", "123456789",
+    "trailing spaces   ", "   leading", "tabs\t\tand\tmore", "\u200b zero width", "x" * 300 + " " * 50,
+]
+
+
+def _reference(name: str, texts: list[str]) -> list[int]:
+    enc = get_encoding(name)
+    return [len(enc.encode_ordinary(t)) for t in texts]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_hostile_texts_count_as_encode_ordinary(name: str) -> None:
+    texts = HOSTILE * 3  # over MIN_TEXTS, so the joined path runs (and falls back where it must)
+    assert len(texts) >= ordinary.MIN_TEXTS
+    assert count_ordinary(get_encoding(name), texts) == _reference(name, texts)
+    clean = [t for t in texts if "\ud800" not in t] * 2  # no surrogate: the chunk is joined, the separator text found
+    assert count_ordinary(get_encoding(name), clean) == _reference(name, clean)
+
+
+def test_many_chunks_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small chunks force several encoder calls and the two-thread pool; the counts stay in order."""
+    monkeypatch.setattr(ordinary, "CHUNK_CHARS", 200)
+    monkeypatch.setattr(ordinary, "THREADED_CHARS", 400)
+    texts = [f"message {i}: " + "word " * (i % 17) + ("\n" if i % 3 else " ") for i in range(500)]
+    texts[77] = f"user wrote {SEPARATOR} here"  # this chunk falls back to one call per text
+    texts[301] = "broken \udc80 text"
+    assert len(ordinary._chunks(texts)) > 10
+    assert count_ordinary(get_encoding("o200k_base"), texts) == _reference("o200k_base", texts)
+
+
+def test_chunks_cover_every_text_once() -> None:
+    texts = ["a" * n for n in (0, 1, ordinary.CHUNK_CHARS, 5, ordinary.CHUNK_CHARS * 2, 0, 3)]
+    chunks = ordinary._chunks(texts)
+    assert [t for c in chunks for t in c] == texts
+    assert all(chunks)
+
+
+_PIECES = st.sampled_from(["a", "b", " ", "  ", "\n", "\t", "'s", "1", "\u00e9", "\U0001f600", "<|", "|>",
+                           "endoftext", SEPARATOR, ".", ",", "!", "\r"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_PIECES, max_size=12).map("".join), min_size=ordinary.MIN_TEXTS, max_size=80))
+def test_property_joined_counts_equal_per_text_counts(texts: list[str]) -> None:
+    """For any texts built from boundary-sensitive pieces (whitespace runs, contractions, the separator itself)."""
+    assert count_ordinary(get_encoding("o200k_base"), texts) == _reference("o200k_base", texts)
