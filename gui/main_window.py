@@ -8,19 +8,20 @@ The window is the coordinator; its concerns live beside it: :mod:`gui.actions` (
 toolbar), :mod:`gui.banners` (token summary, budget message, error banner), :mod:`gui.drop`
 (import dialog, drag-and-drop), :mod:`gui.window_library` (import, delete, branch),
 :mod:`gui.window_edits` (pin, exclude, edit, delete, send), :mod:`gui.window_generation`
-(Generate and its outcome), :mod:`gui.window_state` (tabs, splitter, saved layout). The last
-five are objects the window composes (``drop``, ``library_actions``, ``edits``,
-``generation_controller``, ``window_state``), each given the window as the typed protocol of
+(Generate and its outcome), :mod:`gui.window_state` (tabs, splitter, saved layout),
+:mod:`gui.window_chat` (the library list, opening chats) and :mod:`gui.window_preview` (the
+document and each preview → the views). The last seven are objects the window composes
+(``drop``, ``library_actions``, ``edits``, ``generation_controller``, ``window_state``,
+``opener``, ``presenter``), each given the window as the typed protocol of
 :mod:`gui.window_parts` that names exactly what it uses.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -34,25 +35,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.resolve import speaker_names
-from engine.schema import ChatMessage, ContextPreview, ContextSettings, LorebookEntry, PreviewBlock
+from engine.schema import ContextPreview, ContextSettings, LorebookEntry
 from engine.schema.audit import PromptContextAudit
 
 from .actions import build_actions
 from .banners import Banner, budget_message, compaction_options, dedupe_lines, token_summary
 from .commands import CommandRunner
 from .context import AppContext
-from .document import LoadedChat
 from .drop import IMPORT_FILTER, DropHandler
 from .errors import UserError
 from .generation import GenerationRunner
 from .keyboard import install_keyboard
 from .library_setup import LibrarySetup
-from .models.pending import FlagRollback
-from .models.preview_delta import PreviewDelta
-from .preview import PreviewOutcome
 from .preview.loader import ChatLoader
-from .prompt_text import profile_for, token_spans_for
 from .widgets.audit_inspector import AuditTab
 from .widgets.block_inspector import BlockInspector
 from .widgets.blocks_panel import BlocksPanel
@@ -65,9 +60,11 @@ from .widgets.prompt_text_view import PromptTextView
 from .widgets.settings_panel import SettingsPanel
 from .widgets.speaker_picker import SpeakerPicker
 from .widgets.tokens_chart import TokensChart
+from .window_chat import ChatOpener
 from .window_edits import MANUAL_STRATEGY, ST_NO_PINNING, ChatEdits
 from .window_generation import GenerationController
 from .window_library import LibraryActions
+from .window_preview import PreviewPresenter, newest_prose_message
 from .window_state import CENTRE_PREFERRED_W, INSPECTOR_MIN_W, INSPECTOR_WIDTH, LIBRARY_NARROW_W, WindowState
 
 if TYPE_CHECKING:
@@ -84,26 +81,14 @@ __all__ = ["CENTRE_PREFERRED_W", "IMPORT_FILTER", "INSPECTOR_MIN_W", "INSPECTOR_
            "MANUAL_STRATEGY", "ST_NO_PINNING", "MainWindow", "budget_message", "compaction_options", "dedupe_lines",
            "newest_prose_message", "token_summary"]
 
-#: Between the two turns of the first apply of a chat just opened (milliseconds, :meth:`MainWindow._apply_staged`).
-STAGE_PAUSE_MS = 1
-
-
-def newest_prose_message(messages: list[ChatMessage]) -> int:
-    """The newest message a writer reads (user or assistant text), else the newest message."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role in ("user", "assistant") and m.text().strip():
-            return i
-    return len(messages) - 1
-
-
 class MainWindow(QMainWindow):
     """Loomscope's window.
 
     Parts it composes (:mod:`gui.window_parts`): ``window_state`` (:class:`WindowState`),
     ``drop`` (:class:`DropHandler`), ``library_actions`` (:class:`LibraryActions`), ``edits``
-    (:class:`ChatEdits`) and ``generation_controller`` (:class:`GenerationController`); the methods of theirs that menus,
-    tests and other modules call are forwarded one line each.
+    (:class:`ChatEdits`), ``generation_controller`` (:class:`GenerationController`), ``opener``
+    (:class:`ChatOpener`) and ``presenter`` (:class:`PreviewPresenter`); the methods of theirs that
+    menus, tests and other modules call are forwarded one line each.
 
     Signals
     -------
@@ -134,20 +119,12 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.setWindowTitle("Loomscope")
         self.setAcceptDrops(True)
-        self.preview: ContextPreview | None = None
+        #: The audit the Audit tab shows (the open chat's last one, read with the chat).
         self.audit: PromptContextAudit | None = None
-        self._select_on_next_preview = False
-        self._scroll_chat_on_messages = False
-        self._preview_chat: str | None = None
-        #: The preview whose blocks table is still to be filled (:meth:`_apply_staged`).
-        self._staged: ContextPreview | None = None
-        #: Chat titles by id from the library list (a chat being opened shows its title at once).
-        self._chat_titles: dict[str, str] = {}
         #: Reads chats on a worker so that opening a big chat never blocks the window.
         self.chat_loader = ChatLoader(ctx.store, parent=self) if ctx.store is not None else None
-        self._loaded_audit: tuple[str, PromptContextAudit | None] | None = None
-        #: The last "the preview did not confirm your click" note (also in the status bar).
-        self.rollback_note = ""
+        #: The document and each finished preview → the views (:mod:`gui.window_preview`).
+        self.presenter = PreviewPresenter(self)
         #: Asks the user yes/no; replaced in tests.
         self.confirm = self._confirm_dialog
         #: Asks for a text (title, current text) → new text or ``None``; replaced in tests.
@@ -161,6 +138,7 @@ class MainWindow(QMainWindow):
 
         #: Every user action that can fail runs through it (one error handler, git-cola ``cmds.do``).
         self.commands = CommandRunner(ctx.undo_stack, self.show_error)
+        self.opener = ChatOpener(self, self.chat_loader)
         self.generation = GenerationRunner(self)
         self.drop = DropHandler(self)
         self.library_actions = LibraryActions(self)
@@ -219,7 +197,7 @@ class MainWindow(QMainWindow):
     def _build_inspector(self) -> None:
         """The inspector column's tabs: Block, Lorebook, Audit, Settings."""
         self.block_inspector = BlockInspector(self.ctx, self)
-        self.block_inspector.profile_resolver = self._preview_profile
+        self.block_inspector.profile_resolver = self.presenter.preview_profile
         self.lorebook_tab = LorebookTab(self.ctx, self)
         self.audit_tab = AuditTab(self.ctx, self)
         self.settings_panel = SettingsPanel(self.ctx.registries, self)
@@ -252,27 +230,24 @@ class MainWindow(QMainWindow):
         doc = ctx.document
         ctx.preview.set_snapshot_provider(doc.snapshot)
         # the worker compares each new preview with the one the table shows, while the UI thread waits
-        ctx.preview.set_derive(self._derive_maker)
-        ctx.preview.preview_ready.connect(self._on_preview_ready)
+        ctx.preview.set_derive(self.presenter.derive_maker)
+        ctx.preview.preview_ready.connect(self.presenter.on_preview_ready)
         ctx.preview.preview_started.connect(lambda _g: self.status_label.setText("computing preview…"))
         doc.flags_changed.connect(lambda _i: ctx.preview.schedule(immediate=True))  # a click: no debounce
         doc.request_changed.connect(ctx.preview.schedule)
         doc.request_changed.connect(self._on_document_request_changed)
-        doc.messages_changed.connect(self._on_document_messages_changed)
-        doc.message_changed.connect(self._on_document_message_changed)
-        doc.chat_loaded.connect(self._on_document_chat_loaded)
+        doc.messages_changed.connect(self.presenter.messages_changed)
+        doc.message_changed.connect(self.presenter.message_changed)
+        doc.chat_loaded.connect(self.opener.chat_loaded)
         doc.setup_changed.connect(lambda: self.speaker_picker.set_group(doc.group(), doc.group_speaker))
         self.speaker_picker.speaker_chosen.connect(doc.set_group_speaker)
         # a chat just opened has nothing to wait for: its preview starts at once (the edits'
         # debounce that request_changed asks for joins it)
         doc.chat_loaded.connect(lambda _c: ctx.preview.schedule(immediate=True))
-        if self.chat_loader is not None:
-            self.chat_loader.loaded.connect(self._on_chat_loader_loaded)
-            self.chat_loader.failed.connect(self._on_chat_loader_failed)
         self.blocks_panel.model.pin_toggled.connect(self.edits.set_pinned)
         self.blocks_panel.model.exclude_toggled.connect(self.edits.set_excluded)
-        self.blocks_panel.model.flags_rolled_back.connect(self._on_blocks_model_flags_rolled_back)
-        self.blocks_panel.block_selected.connect(self._on_blocks_panel_block_selected)
+        self.blocks_panel.model.flags_rolled_back.connect(self.presenter.flags_rolled_back)
+        self.blocks_panel.block_selected.connect(self.presenter.block_selected)
         self.prompt_text_view.block_clicked.connect(self._on_prompt_text_view_block_clicked)
         self.chat_view.pin_toggled.connect(self.edits.set_pinned)
         self.chat_view.exclude_toggled.connect(self.edits.set_excluded)
@@ -364,69 +339,24 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         self.window_state.on_shown()
 
-    # ================================================================ library
+    # ================================================================ library (forwarded)
     def refresh_library(self) -> None:
-        """Re-read the chat list from the store."""
-        if self.ctx.store is None:
-            return
-        chats = self.commands.do("Library", self.ctx.store.chats.summaries)
-        if not chats.ok or chats.value is None:
-            return
-        self._chat_titles = {c.id: c.title for c in chats.value}
-        opening = self.chat_loader.pending_chat() if self.chat_loader is not None else None
-        self.library.set_chats(chats.value, current=opening or self.ctx.document.chat_id)
-        if getattr(self, "library_setup", None) is not None:
-            self.library_setup.refresh_library()
+        """Re-read the chat list from the store (:meth:`ChatOpener.refresh_library`)."""
+        self.opener.refresh_library()
 
     def open_chat(self, chat_id: str | None) -> None:
-        """Open ``chat_id`` (from the store); the preview follows.
-
-        The chat is read on a worker (:class:`~gui.preview.loader.ChatLoader`): the window
-        closes the current chat at once, shows the new title, and stays responsive while the
-        messages load; the document takes the chat when it arrives (only the latest request
-        counts). ``None`` closes the chat.
-        """
-        doc = self.ctx.document
-        opening = self.chat_loader.pending_chat() if self.chat_loader is not None else None
-        if chat_id is not None and chat_id == (opening or doc.chat_id):
-            return
-        # the undo stack survives: its commands reopen their own chat when undone (gui/undo.py)
-        if chat_id is None or self.chat_loader is None:
-            if self.chat_loader is not None:
-                self.chat_loader.cancel()
-            self.commands.do("Open chat", doc.load_chat, chat_id)
-            return
-        if doc.chat_id is not None:
-            doc.load_chat(None)  # nothing can be edited in the old chat while the new one loads
-        if self.ctx.gc_policy is not None:  # no collections over the growing heap while it loads
-            self.ctx.gc_policy.hold(self.chat_loader)
-        self.chat_loader.load(chat_id)
-        title = self._chat_titles.get(chat_id, "")
-        self.title_label.setText(title or "(opening…)")
-        self.setWindowTitle(f"Loomscope — {title}" if title else "Loomscope")
-        self.status_label.setText("opening chat…")
-        self.library.select_chat(chat_id, emit=False)
+        """Open ``chat_id`` from the store, the preview follows; ``None`` closes the chat
+        (:meth:`ChatOpener.open_chat`)."""
+        self.opener.open_chat(chat_id)
 
     def is_loading(self) -> bool:
-        """``True`` while a chat is being read on the worker."""
-        return self.chat_loader is not None and self.chat_loader.is_busy()
+        """``True`` while a chat is being read on the worker (:meth:`ChatOpener.is_loading`)."""
+        return self.opener.is_loading()
 
-    def _on_chat_loader_loaded(self, loaded: LoadedChat) -> None:
-        if loaded.audit_read:
-            self._loaded_audit = (loaded.chat_id, loaded.audit)
-        try:
-            self.ctx.document.apply_loaded(loaded)
-        finally:
-            self._loaded_audit = None
-        self.library.select_chat(loaded.chat_id, emit=False)
-        self.ctx.settings.setValue("library/last_chat", loaded.chat_id)
-
-    def _on_chat_loader_failed(self, chat_id: str, error: UserError) -> None:
-        if self.ctx.document.chat_id is None:
-            self.title_label.setText("(no chat)")
-            self.setWindowTitle("Loomscope")
-            self.status_label.clear()
-        self.show_error(error, "Open chat")
+    def start(self, chat_id: str | None = None) -> None:
+        """Fill the library and open ``chat_id``, else the last chat, else the most recent
+        (:meth:`ChatOpener.start`)."""
+        self.opener.start(chat_id)
 
     # ================================================================ edits (forwarded)
     def set_pinned(self, message_index: int, value: bool) -> None:
@@ -460,200 +390,25 @@ class MainWindow(QMainWindow):
         value, ok = QInputDialog.getMultiLineText(self, title, "Message text:", text)
         return value if ok else None
 
-    # ================================================================ document → views
-    def _on_document_chat_loaded(self, chat_id: str) -> None:
-        doc = self.ctx.document
-        if self.preview is not None and self._preview_chat != (chat_id or None):
-            # never show one chat's title over another chat's blocks while the preview computes
-            self.apply_preview(None, emit=False)
-            self.status_label.setText("computing preview…")
-        if chat_id:
-            self.library.select_chat(chat_id, emit=False)
-        self.blocks_panel.table.clearSelection()
-        self.blocks_panel.table.setCurrentIndex(self.blocks_panel.proxy.index(-1, -1))
-        self._scroll_chat_on_messages = True
-        self.title_label.setText(doc.title or "(no chat)")
-        self.setWindowTitle(f"Loomscope — {doc.title}" if doc.title else "Loomscope")
-        self.audit = None
-        if doc.request is not None:
-            self.settings_panel.set_settings(doc.request.settings)
-        if self._loaded_audit is not None and self._loaded_audit[0] == chat_id:
-            self.audit = self._loaded_audit[1]  # read with the chat, on the loader's worker
-        elif self.ctx.store is not None and chat_id:
-            self.audit = self.commands.do("Audit", self.ctx.store.audits.get, chat_id).value
-        self.chat_view.model.clear_finished_progress()
-        self.audit_tab.set_state(self.audit, self.preview)
-        self._select_on_next_preview = True
+    # ================================================================ previews (forwarded)
+    @property
+    def preview(self) -> ContextPreview | None:
+        """The preview the views show (:attr:`PreviewPresenter.preview`)."""
+        return self.presenter.preview
+
+    @property
+    def rollback_note(self) -> str:
+        """The last "the preview did not confirm your click" note (:attr:`PreviewPresenter.rollback_note`)."""
+        return self.presenter.rollback_note
+
+    def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0, *, emit: bool = True) -> None:
+        """Show ``preview`` in every view (:meth:`PreviewPresenter.apply_preview`)."""
+        self.presenter.apply_preview(preview, elapsed_s, emit=emit)
 
     def _on_document_request_changed(self) -> None:
         req = self.ctx.document.request
         if req is not None and req.settings != self.settings_panel.settings():
             self.settings_panel.set_settings(req.settings)
-
-    def _on_document_messages_changed(self) -> None:
-        doc = self.ctx.document
-        req = doc.request
-        if req is None:
-            self.chat_view.set_messages([], "User", "Assistant")
-            return
-        names = speaker_names(req)  # the names the preview substitutes for {{user}} and {{char}}
-        self.chat_view.set_messages(list(req.chat.messages), names.user, names.char or "Assistant")
-        if self._scroll_chat_on_messages:
-            # a chat opens at its end, where the next message goes
-            self._scroll_chat_on_messages = False
-            self.chat_view.list.scrollToBottom()
-            QTimer.singleShot(0, self.chat_view.list.scrollToBottom)
-
-    def _on_document_message_changed(self, index: int) -> None:
-        """One message's flags or text changed: repaint its rows now, ahead of the preview."""
-        msg = self.ctx.document.messages()[index]
-        self.chat_view.update_message(index, msg)
-        self.blocks_panel.model.expect_flags(index, pinned=bool(msg.meta.pinned),
-                                             manual_excluded=bool(msg.meta.manualExcluded))
-
-    def _on_blocks_model_flags_rolled_back(self, rollbacks: list[FlagRollback]) -> None:
-        strategy = self.preview.strategy if self.preview is not None else ""
-        note = "; ".join(r.describe(strategy) for r in rollbacks[:3])
-        if len(rollbacks) > 3:
-            note += f" (and {len(rollbacks) - 3} more)"
-        self.rollback_note = note
-        self.statusBar().showMessage(note, 12000)
-
-    def _on_preview_ready(self, outcome: PreviewOutcome) -> None:
-        if outcome.request is not self.ctx.document.request:
-            # computed for a state the document has left (another chat, a newer edit); every
-            # document change schedules a preview, so the right one is on its way
-            return
-        if outcome.error is not None:
-            doc = self.ctx.document
-            if self.preview is not None and self._preview_chat != doc.chat_id:
-                self.apply_preview(None, emit=False)  # never show another chat's blocks
-            # the entries stay editable without a preview: a bad entry can be fixed right here
-            self.lorebook_tab.set_state(doc.request, self.preview, list(doc.lorebook_ids))
-            self._show_banner("The preview could not be computed. " + outcome.error.full_text())
-            self.status_label.setText("preview failed")
-            self.preview_applied.emit(None)
-            return
-        preview = outcome.preview
-        doc = self.ctx.document
-        if preview is not None and (self.preview is None or self._preview_chat != doc.chat_id):
-            # the first preview of a chat just opened: every view is filled from scratch, which
-            # on a 5,000-message chat keeps the window busy too long in one go
-            self._apply_staged(preview, outcome.elapsed_s)
-            return
-        delta = outcome.derived if isinstance(outcome.derived, PreviewDelta) else None
-        self.apply_preview(preview, outcome.elapsed_s, delta=delta)
-
-    def _apply_staged(self, preview: ContextPreview, elapsed_s: float) -> None:
-        """:meth:`apply_preview` in two turns of the event loop: the chat list, the bar, the chart
-        and the inspectors now, the blocks table (a model reset and its column widths) at the
-        next turn, after they have painted; then ``preview_applied``. Anything applied in
-        between (another preview, a closed chat) supersedes the second turn."""
-        self._staged = preview
-        self._apply_views(preview, None)
-        widths = self.blocks_panel.measure(preview)
-        # a timer, not a zero-delay call (Qt delivers those with the queued events, before the
-        # views just updated have painted and before anything else waiting)
-        QTimer.singleShot(STAGE_PAUSE_MS, lambda: self._finish_staged(preview, elapsed_s, widths))
-
-    def _finish_staged(self, preview: ContextPreview, elapsed_s: float, widths: dict[int, int]) -> None:
-        if self._staged is not preview:
-            return
-        self.apply_preview(preview, elapsed_s, views_done=True, widths=widths)
-
-    def apply_preview(self, preview: ContextPreview | None, elapsed_s: float = 0.0, *,
-                      emit: bool = True, views_done: bool = False, widths: dict[int, int] | None = None,
-                      delta: PreviewDelta | None = None) -> None:
-        """Show ``preview`` in every view (``preview_applied`` follows unless ``emit`` is false).
-
-        ``views_done``: every view but the blocks table already shows it, and ``widths`` are its
-        column widths (:meth:`_apply_staged`). ``delta``: how it differs from the preview shown,
-        when the worker found it (used only if it is from that preview).
-        """
-        self._staged = None
-        self.preview = preview
-        doc = self.ctx.document
-        self._preview_chat = doc.chat_id
-        self.blocks_panel.set_preview(preview, widths, delta)
-        if not views_done:
-            # the rows that changed, found once by the blocks table: the other views update only those
-            self._apply_views(preview, self.blocks_panel.model.last_delta)
-        if preview is None:
-            self._hide_banner()
-            self.status_label.clear()
-        else:
-            if preview.error is not None:
-                self._show_banner(self.budget_message(preview))
-            else:
-                self._hide_banner()
-            self.approx_badge.setVisible(preview.tokenizer.approximate)
-            self.approx_badge.setToolTip(
-                f"Profile {preview.tokenizer.profile} estimates this model's tokenizer; "
-                f"{preview.safety_margin:,} tokens are held back as a safety margin.")
-            self.status_label.setText(token_summary(preview, elapsed_s))
-        if self._select_on_next_preview and preview is not None:
-            self._select_on_next_preview = False
-            if self.ctx.document.messages():
-                # a freshly opened chat selects its newest message, the one the reply answers
-                # (a writer's message, not a tool result or an empty tool call)
-                self.blocks_panel.select_message(newest_prose_message(self.ctx.document.messages()))
-        block = self.blocks_panel.current_block()
-        self._on_blocks_panel_block_selected(block)
-        if emit:
-            self.preview_applied.emit(preview)
-
-    def _derive_maker(self) -> Callable[[ContextPreview], PreviewDelta | None] | None:
-        """The worker's work on each new preview (:meth:`PreviewController.set_derive`), captured now.
-
-        The changed rows (:meth:`BlocksTableModel.delta_maker`).
-        """
-        diff = self.blocks_panel.model.delta_maker()
-
-        def derive(preview: ContextPreview) -> PreviewDelta | None:
-            return diff(preview) if diff is not None else None
-
-        return derive
-
-    def _apply_views(self, preview: ContextPreview | None, delta: PreviewDelta | None) -> None:
-        """Every view of ``preview`` but the blocks table and the header labels."""
-        doc = self.ctx.document
-        sillytavern = doc.request is not None and doc.request.sillytavern is not None
-        if getattr(self, "library_setup", None) is not None:
-            self.library_setup.export_action.setEnabled(doc.chat_id is not None)
-        self.blocks_panel.model.set_pin_off_reason(ST_NO_PINNING if sillytavern else "")
-        self.chat_view.delegate.pin_available = not sillytavern
-        self.chat_view.set_preview(preview, delta)
-        self.budget_bar.set_preview(preview, compaction_options(doc.request.settings) if doc.request else None, delta)
-        self.tokens_chart.set_preview(preview, delta)
-        self.settings_panel.set_preview(preview)
-        self.lorebook_tab.set_state(doc.request, preview, list(doc.lorebook_ids))
-        self.audit_tab.set_state(self.audit, preview)
-        self.prompt_text_view.set_preview(preview, doc.request,
-                                          token_spans_for(preview, doc.request, self.ctx.registries.tokenizers))
-
-    def budget_message(self, preview: ContextPreview) -> str:
-        """The message for a preview error (:func:`gui.banners.budget_message`)."""
-        return budget_message(preview)
-
-    def _show_banner(self, text: str) -> None:
-        self.banner.show_text(text)
-
-    def _hide_banner(self) -> None:
-        self.banner.dismiss()
-
-    def _preview_profile(self, name: str) -> Any:
-        """The tokenizer profile the shown preview counted with, when it is named ``name``."""
-        preview = self.preview
-        if preview is None or preview.tokenizer.profile != name:
-            return None
-        return profile_for(preview, self.ctx.document.request, self.ctx.registries.tokenizers)
-
-    def _on_blocks_panel_block_selected(self, block: PreviewBlock | None) -> None:
-        profile = self.preview.tokenizer.profile if self.preview is not None else "o200k_base"
-        doc = self.ctx.document
-        self.block_inspector.set_block(block, profile, self.preview,
-                                       len(doc.messages()) if doc.request is not None else None)
-        self.prompt_text_view.select_block(block.position if block is not None else None)
 
     def _on_prompt_text_view_block_clicked(self, index: int) -> None:
         """A block clicked in the Prompt text view: select its row in the blocks table."""
@@ -682,18 +437,6 @@ class MainWindow(QMainWindow):
 
     def _confirm_dialog(self, title: str, text: str) -> bool:
         return QMessageBox.question(self, title, text) == QMessageBox.StandardButton.Yes
-
-    def start(self, chat_id: str | None = None) -> None:
-        """Fill the library and open ``chat_id`` (else the last chat, else the most recent)."""
-        self.refresh_library()
-        ids = self.library.chat_ids()
-        wanted = chat_id or str(self.ctx.settings.value("library/last_chat", "") or "")
-        if wanted and wanted in ids:
-            self.open_chat(wanted)
-        elif chat_id:
-            self.open_chat(chat_id)  # not listed: shows CHAT_NOT_FOUND
-        elif ids:
-            self.open_chat(ids[0])
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_state()

@@ -5,7 +5,9 @@ constructs and keeps: :class:`gui.window_state.WindowState` (tabs, splitter, sav
 :class:`gui.drop.DropHandler` (import dialog, drag-and-drop), :class:`gui.window_library.LibraryActions`
 (import, delete, branch), :class:`gui.window_edits.ChatEdits` (pin, exclude, edit, delete,
 send, settings and entry edits) and :class:`gui.window_generation.GenerationController`
-(Generate and its outcome); :func:`gui.actions.build_actions` and :func:`gui.keyboard.install_keyboard` add
+(Generate and its outcome), :class:`gui.window_chat.ChatOpener` (the library list and opening
+chats) and :class:`gui.window_preview.PreviewPresenter` (the document and each preview → the
+views); :func:`gui.actions.build_actions` and :func:`gui.keyboard.install_keyboard` add
 its actions and shortcuts; :class:`gui.library_setup.LibrarySetup` adds the library panels, the
 setup editor and the entry editor. Each is given the window as one of the protocols below, which declare
 exactly the members it reads or calls, so mypy checks both sides: a part uses nothing its
@@ -27,23 +29,29 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from PySide6.QtCore import QByteArray, SignalInstance
     from PySide6.QtGui import QAction
-    from PySide6.QtWidgets import QMenuBar, QSplitter, QStatusBar, QTabWidget, QToolBar, QWidget
+    from PySide6.QtWidgets import QLabel, QMenuBar, QSplitter, QStatusBar, QTabWidget, QToolBar, QWidget
 
     from engine.schema import ContextPreview, LorebookEntry
     from engine.schema.audit import PromptContextAudit
     from engine.storage import ImportRef
 
+    from .banners import Banner
     from .commands import CommandRunner
     from .context import AppContext
     from .errors import UserError
     from .generation import GenerationRunner
     from .widgets.audit_inspector import AuditTab
+    from .widgets.block_inspector import BlockInspector
     from .widgets.blocks_panel import BlocksPanel
+    from .widgets.budget_bar import BudgetBar
     from .widgets.chat_view import ChatView
+    from .widgets.elided_label import ElidedLabel
     from .widgets.library_panel import LibraryPanel
     from .widgets.library_tabs import LibraryTabs
     from .widgets.lorebook import LorebookTab
+    from .widgets.prompt_text_view import PromptTextView
     from .widgets.settings_panel import SettingsPanel
+    from .widgets.tokens_chart import TokensChart
 
 
 class SetupViews(Protocol):
@@ -56,7 +64,10 @@ class SetupViews(Protocol):
     def setup_panel(self) -> QWidget: ...
     @property
     def entry_editor(self) -> QWidget: ...
+    @property
+    def export_action(self) -> QAction: ...
     def after_import(self, refs: list[ImportRef]) -> None: ...
+    def refresh_library(self) -> None: ...
     def import_dropped(self, paths: list[str]) -> None: ...
 
 
@@ -230,3 +241,84 @@ class SetupWindow(Protocol):
     def statusBar(self, /) -> QStatusBar: ...
     def menuBar(self, /) -> QMenuBar: ...
     def window(self, /) -> QWidget: ...
+
+
+class PresenterWindow(Protocol):
+    """What :class:`gui.window_preview.PreviewPresenter` uses: the document, every view a preview
+    shows in, the header (token summary, badge, banner), the audit shown, ``preview_applied`` and
+    the status bar."""
+
+    @property
+    def ctx(self) -> AppContext: ...
+    @property
+    def blocks_panel(self) -> BlocksPanel: ...
+    @property
+    def chat_view(self) -> ChatView: ...
+    @property
+    def budget_bar(self) -> BudgetBar: ...
+    @property
+    def tokens_chart(self) -> TokensChart: ...
+    @property
+    def settings_panel(self) -> SettingsPanel: ...
+    @property
+    def lorebook_tab(self) -> LorebookTab: ...
+    @property
+    def audit_tab(self) -> AuditTab: ...
+    @property
+    def prompt_text_view(self) -> PromptTextView: ...
+    @property
+    def block_inspector(self) -> BlockInspector: ...
+    @property
+    def banner(self) -> Banner: ...
+    @property
+    def status_label(self) -> ElidedLabel: ...
+    @property
+    def approx_badge(self) -> QLabel: ...
+    @property
+    def library_setup(self) -> SetupViews: ...
+    @property
+    def audit(self) -> PromptContextAudit | None: ...
+    @property
+    def preview_applied(self) -> SignalInstance: ...
+    def statusBar(self, /) -> QStatusBar: ...
+
+
+class PresenterViews(Protocol):
+    """What :class:`gui.window_chat.ChatOpener` uses of the window's
+    :class:`gui.window_preview.PreviewPresenter`: the preview shown, and the news of a chat opened."""
+
+    @property
+    def preview(self) -> ContextPreview | None: ...
+    def chat_opened(self, chat_id: str) -> None: ...
+
+
+class OpenerWindow(Protocol):
+    """What :class:`gui.window_chat.ChatOpener` uses: the library and the runner, the header, the
+    views a chat just opened resets, the preview presenter, the audit it sets, errors and the title."""
+
+    audit: PromptContextAudit | None
+
+    @property
+    def ctx(self) -> AppContext: ...
+    @property
+    def commands(self) -> CommandRunner: ...
+    @property
+    def library(self) -> LibraryPanel: ...
+    @property
+    def library_setup(self) -> SetupViews: ...
+    @property
+    def title_label(self) -> ElidedLabel: ...
+    @property
+    def status_label(self) -> ElidedLabel: ...
+    @property
+    def blocks_panel(self) -> BlocksPanel: ...
+    @property
+    def settings_panel(self) -> SettingsPanel: ...
+    @property
+    def chat_view(self) -> ChatView: ...
+    @property
+    def audit_tab(self) -> AuditTab: ...
+    @property
+    def presenter(self) -> PresenterViews: ...
+    def show_error(self, error: UserError, title: str = ...) -> None: ...
+    def setWindowTitle(self, title: str, /) -> None: ...

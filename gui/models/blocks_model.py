@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 from functools import lru_cache, partial
 from itertools import compress, repeat
-from operator import is_not, itemgetter
+from operator import is_not, itemgetter, ne
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -36,8 +36,6 @@ from ..roles import BLOCK_ROLE, SORT_ROLE
 from ..theme import status_hex
 from ..words import display_status, reason_cell, reason_meaning
 from .pending import FlagRollback, PendingFlags
-from .preview_delta import GROUP_FIELD as _GROUP
-from .preview_delta import STATUS_FIELD as _STATUS
 from .preview_delta import PreviewDelta, diff_previews
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -115,18 +113,17 @@ MAX_CHANGED_RUNS = 256
 
 def changed_runs(changed: list[int], max_runs: int = MAX_CHANGED_RUNS) -> list[tuple[int, int]]:
     """``[(first, last), ...]`` runs of consecutive rows in ``changed`` (sorted); when there
-    are more than ``max_runs``, one run from the first to the last changed row."""
+    are more than ``max_runs``, one run from the first to the last changed row. C-level passes
+    only (thousands of rows change after one click on a 10,000-message chat)."""
     if not changed:
         return []
-    runs: list[tuple[int, int]] = []
-    start = prev = changed[0]
-    for row in changed[1:]:
-        if row != prev + 1:
-            runs.append((start, prev))
-            start = row
-        prev = row
-    runs.append((start, prev))
-    return runs if len(runs) <= max_runs else [(changed[0], changed[-1])]
+    # positions k where a run starts anew: changed[k] is not changed[k - 1] + 1
+    breaks = list(compress(range(1, len(changed)), map(ne, changed[1:], map((1).__add__, changed))))
+    if len(breaks) >= max_runs:
+        return [(changed[0], changed[-1])]
+    starts = [0, *breaks]
+    ends = [k - 1 for k in breaks] + [len(changed) - 1]
+    return [(changed[a], changed[b]) for a, b in zip(starts, ends, strict=True)]
 
 
 def offers_toggles(b: PreviewBlock) -> bool:
@@ -189,7 +186,7 @@ class BlocksTableModel(QAbstractTableModel):
         (``flags_rolled_back`` when it disagrees). ``delta``: the comparison already made
         elsewhere (:meth:`delta_maker`), used when it is from the preview shown to ``preview``.
         """
-        if delta is not None and (delta.old is not self._preview or delta.new is not preview):
+        if delta is not None and (not delta.follows(self._preview) or delta.new is not preview):
             delta = None
         if delta is None and preview is not None and self._preview is not None:
             delta = diff_previews(self._preview, preview, self.last_delta)
@@ -199,61 +196,79 @@ class BlocksTableModel(QAbstractTableModel):
         # a reset reads every row anyway
         blocks: Sequence[PreviewBlock] = ([] if preview is None else preview.blocks if delta is not None
                                           else list(preview.blocks))
-        rollbacks: list[FlagRollback] = []
-        pending_rows: list[int] = []  # rows showing a pending flag: repainted even if their block is equal
         if preview is None:
             self._pending.clear()
-        if preview is not None and self._pending:
-            pending_rows = [r for i in self._pending.indices() if (r := self._row_by_message.get(i)) is not None]
-            if delta is not None:  # the same rows: the new block of a message sits on its old row
-                rows = self._row_by_message
-
-                def block_of(i: int) -> PreviewBlock | None:
-                    row = rows.get(i)
-                    return None if row is None else blocks[row]
-            else:
-                by_message = {b.message_index: b for b in blocks if b.message_index is not None}
-
-                def block_of(i: int) -> PreviewBlock | None:
-                    return by_message.get(i)
-            rollbacks = self._pending.settle(block_of)
+        pending_rows, rollbacks = self._settle_pending(preview, blocks, delta is not None)
         changed: list[int] | None = None
         if delta is not None:
             changed = sorted(set(delta.rows).union(pending_rows)) if pending_rows else delta.rows
-            old_keys = delta.old_keys
-            self._preview = preview
-            self._blocks = blocks
-            if any(old_keys[r][_GROUP] != delta.keys[r][_GROUP] for r in delta.key_rows):
-                self._group_sizes = self._count_groups(blocks)
-            self._kept += sum((delta.keys[r][_STATUS] == "kept") - (old_keys[r][_STATUS] == "kept")
-                              for r in delta.key_rows)
-            for row in delta.key_rows:  # the Text cell is cached per row: its text may have changed
-                self._text_cache.pop(row, None)
-            for row in changed:
-                self._source_cache.pop(row, None)
-            last = len(BlockColumn) - 1
-            for first, end in changed_runs(changed):
-                self.dataChanged.emit(self.index(first, 0), self.index(end, last))
+            old_blocks, self._preview, self._blocks = self._blocks, preview, blocks
+            self._update_rows(old_blocks, delta, changed)
         else:
-            self.beginResetModel()
-            self._preview = preview
-            self._blocks = blocks
-            # one read per block, then C-level passes over the columns (a 5,000-row reset)
-            columns = list(zip(*map(_RESET_FIELDS, map(vars, blocks)))) or [(), (), ()]
-            messages, groups, statuses = columns
-            self._group_sizes = dict(Counter(filter(None, groups)))
-            self._kept = statuses.count("kept")
-            with_message = list(compress(range(len(messages)), map(is_not, messages, repeat(None))))
-            self._row_by_message = dict(zip(map(messages.__getitem__, with_message), with_message))
-            self._row_by_source = {}  # built on first use
-            self._text_cache = {}
-            self._source_cache = {}
-            self.endResetModel()
+            self._reset(preview, blocks)
         if self._highlight_group not in self._group_sizes:
             self._highlight_group = None
         if rollbacks:
             self.flags_rolled_back.emit(rollbacks)
         return changed
+
+    def _settle_pending(self, preview: ContextPreview | None, blocks: Sequence[PreviewBlock],
+                        same_rows: bool) -> tuple[list[int], list[FlagRollback]]:
+        """Settle the pending optimistic flags against ``preview``: the rows showing one (repainted
+        even when their block is equal) and the ticks it did not confirm."""
+        if preview is None or not self._pending:
+            return [], []
+        pending_rows = [r for i in self._pending.indices() if (r := self._row_by_message.get(i)) is not None]
+        if same_rows:  # the new block of a message sits on its old row
+            rows = self._row_by_message
+
+            def block_of(i: int) -> PreviewBlock | None:
+                row = rows.get(i)
+                return None if row is None else blocks[row]
+        else:
+            by_message = {b.message_index: b for b in blocks if b.message_index is not None}
+
+            def block_of(i: int) -> PreviewBlock | None:
+                return by_message.get(i)
+        return pending_rows, self._pending.settle(block_of)
+
+    def _update_rows(self, old: Sequence[PreviewBlock], delta: PreviewDelta, changed: list[int]) -> None:
+        """The same rows, now showing the new blocks (``old``: the blocks shown before): recount what
+        the changed rows move (kept rows, tool groups), drop their cached cells, and signal them as
+        ranges (the view repaints those it shows)."""
+        blocks = self._blocks
+        key_rows = delta.key_rows
+        if key_rows:
+            now = list(map(blocks.__getitem__, key_rows))
+            was = list(map(old.__getitem__, key_rows))
+            self._kept += sum(b.status == "kept" for b in now) - sum(b.status == "kept" for b in was)
+            if any(a.group != b.group for a, b in zip(was, now, strict=True)):
+                self._group_sizes = self._count_groups(blocks)
+        for row in key_rows:  # the Text cell is cached per row: its text may have changed
+            self._text_cache.pop(row, None)
+        if self._source_cache:
+            for row in changed:
+                self._source_cache.pop(row, None)
+        last = len(BlockColumn) - 1
+        for first, end in changed_runs(changed):
+            self.dataChanged.emit(self.index(first, 0), self.index(end, last))
+
+    def _reset(self, preview: ContextPreview | None, blocks: Sequence[PreviewBlock]) -> None:
+        """Show ``preview``'s rows from scratch (a model reset)."""
+        self.beginResetModel()
+        self._preview = preview
+        self._blocks = blocks
+        # one read per block, then C-level passes over the columns (a 5,000-row reset)
+        columns = list(zip(*map(_RESET_FIELDS, map(vars, blocks)))) or [(), (), ()]
+        messages, groups, statuses = columns
+        self._group_sizes = dict(Counter(filter(None, groups)))
+        self._kept = statuses.count("kept")
+        with_message = list(compress(range(len(messages)), map(is_not, messages, repeat(None))))
+        self._row_by_message = dict(zip(map(messages.__getitem__, with_message), with_message))
+        self._row_by_source = {}  # built on first use
+        self._text_cache = {}
+        self._source_cache = {}
+        self.endResetModel()
 
     def delta_maker(self) -> Callable[[ContextPreview], PreviewDelta | None] | None:
         """A function comparing a new preview with the one shown now (:func:`diff_previews`),

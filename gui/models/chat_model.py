@@ -71,12 +71,16 @@ def message_rows(blocks: Sequence[PreviewBlock]) -> dict[int, int]:
 
 class MessageRows(Mapping[int, PreviewBlock]):
     """``{message index: block}`` over a preview's blocks and the rows of its messages, reading a
-    block only when asked for it (a warm preview builds only the rows read)."""
+    block only when asked for it (a warm preview builds only the rows read).
 
-    def __init__(self, blocks: Sequence[PreviewBlock], rows: dict[int, int]) -> None:
+    ``fates``: the ``(status, reason)`` of each message index of the preview these rows follow
+    (:meth:`fates`), patched by :meth:`follow` instead of read again from every block.
+    """
+
+    def __init__(self, blocks: Sequence[PreviewBlock], rows: dict[int, int],
+                 fates: list[tuple[str, str] | None] | None = None) -> None:
         self._blocks, self._rows = blocks, rows
-        self._status: list[str] | None = None
-        self._reason: list[str] | None = None
+        self._fates = fates
 
     def __getitem__(self, index: int) -> PreviewBlock:
         return self._blocks[self._rows[index]]
@@ -97,16 +101,30 @@ class MessageRows(Mapping[int, PreviewBlock]):
     def keys(self) -> KeysView[int]:  # the rows' own keys
         return self._rows.keys()
 
-    def fate_of(self, index: int) -> tuple[str, str] | None:
-        """``(status, reason)`` of message ``index``'s block from the preview's columns, ``None`` without one."""
-        row = self._rows.get(index)
-        if row is None:
-            return None
-        if self._status is None:
+    def fates(self, n: int) -> list[tuple[str, str] | None]:
+        """``(status, reason)`` of message ``i``'s block at ``[i]`` for ``i < n`` (``None``: no block)."""
+        if self._fates is None or len(self._fates) != n:
+            fates: list[tuple[str, str] | None] = [None] * n
             blocks = self._blocks
-            self._status, self._reason = [b.status for b in blocks], [b.reason for b in blocks]
-        assert self._reason is not None
-        return self._status[row], self._reason[row]
+            for i, row in self._rows.items():
+                if i < n:
+                    b = blocks[row]
+                    fates[i] = (b.status, b.reason)
+            self._fates = fates
+        return self._fates
+
+    def follow(self, blocks: Sequence[PreviewBlock], changed: Sequence[int]) -> MessageRows:
+        """The same rows over ``blocks``, the next preview's, where only messages ``changed`` moved
+        their fate: the fates known here are copied and patched, not read again."""
+        fates = None
+        if self._fates is not None:
+            fates = list(self._fates)
+            n = len(fates)
+            for i in changed:
+                if i < n:
+                    b = blocks[self._rows[i]]
+                    fates[i] = (b.status, b.reason)
+        return MessageRows(blocks, self._rows, fates)
 
 
 def changed_fates(old: Mapping[int, PreviewBlock], new: Mapping[int, PreviewBlock], n: int) -> set[int]:
@@ -206,13 +224,16 @@ class ChatMessagesModel(QAbstractListModel):
         # 10,000-message chats: keep the frozen blocks, build MessageFate only for painted rows
         old_blocks, old_marker, old_summary = self._blocks, self._marker, self.summary_row()
         shown, self._preview = self._preview, preview
-        same_rows = preview is not None and delta is not None and delta.old is shown and delta.new is preview
+        same_rows = preview is not None and delta is not None and delta.follows(shown) and delta.new is preview
         if same_rows:
             # the same rows: each message's new block sits where its old one did
-            assert preview is not None
-            if self._block_rows is None:
-                self._block_rows = message_rows(preview.blocks)
-            self._blocks = MessageRows(preview.blocks, self._block_rows)
+            assert preview is not None and delta is not None
+            if isinstance(old_blocks, MessageRows):
+                self._blocks = old_blocks.follow(preview.blocks, delta.message_indices())
+            else:
+                if self._block_rows is None:
+                    self._block_rows = message_rows(preview.blocks)
+                self._blocks = MessageRows(preview.blocks, self._block_rows)
         else:
             self._blocks = {} if preview is None else message_blocks(preview)
             self._block_rows = None
@@ -251,7 +272,8 @@ class ChatMessagesModel(QAbstractListModel):
     def _recompute_marker(self) -> None:
         blocks = self._blocks
         if isinstance(blocks, MessageRows):  # from the preview's status / reason columns: no row built
-            self._marker = oldest_fitting_in(blocks.fate_of, len(self._messages))
+            n = len(self._messages)
+            self._marker = oldest_fitting_in(blocks.fates(n).__getitem__, n)
         else:
             self._marker = oldest_fitting_index(blocks, len(self._messages))
 

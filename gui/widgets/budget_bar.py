@@ -132,9 +132,11 @@ class BudgetBar(QWidget):
         """
         usage: tuple[dict[str, int], int] | None = None
         if preview is not None:
-            if delta is not None and delta.old is self._preview and delta.new is preview and self._usage is not None:
+            shown = self._preview
+            if (delta is not None and shown is not None and delta.follows(shown) and delta.new is preview
+                    and self._usage is not None):
                 used, cut = dict(self._usage[0]), self._usage[1]
-                old_blocks, new_blocks = delta.old.blocks, preview.blocks
+                old_blocks, new_blocks = shown.blocks, preview.blocks
                 for r in delta.key_rows:  # a block's share reads only key fields (kind, status, tokens)
                     cut += _add_block(used, old_blocks[r], -1) + _add_block(used, new_blocks[r])
                 usage = used, cut

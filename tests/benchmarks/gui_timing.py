@@ -96,7 +96,7 @@ class _Bench:
         """Open ``chat_id`` and wait for its preview."""
         win = self.win
         win.open_chat(chat_id)
-        self.wait(lambda: win.preview is not None and win._preview_chat == chat_id and not self.busy())
+        self.wait(lambda: win.preview is not None and win.presenter.preview_chat == chat_id and not self.busy())
 
     def busy(self) -> bool:
         """A chat load or a preview is still under way."""
@@ -271,7 +271,7 @@ def measure_open_stall(n_messages: int = 5_000, repeats: int = 3, *,
             bench.wait(lambda: True)
             last[0] = t0 = time.perf_counter()
             win.open_chat(bench.chat_id)
-            bench.wait(lambda: win.preview is not None and win._preview_chat == bench.chat_id
+            bench.wait(lambda: win.preview is not None and win.presenter.preview_chat == bench.chat_id
                        and not bench.busy())
             opened = time.perf_counter()
             bench.wait(lambda: time.perf_counter() - opened > SETTLE_MS / 1000)

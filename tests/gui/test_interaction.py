@@ -82,5 +82,5 @@ def test_result_for_a_state_the_document_left_is_not_applied(qtbot, window) -> N
     stale_request = window.ctx.document.request.model_copy()
     applied = []
     window.preview_applied.connect(applied.append)
-    window._on_preview_ready(PreviewOutcome(99, stale_request, old, None, 0.0))
+    window.presenter.on_preview_ready(PreviewOutcome(99, stale_request, old, None, 0.0))
     assert applied == []

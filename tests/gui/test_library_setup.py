@@ -371,7 +371,7 @@ def test_app_preview_equals_cli_preview_for_every_shared_chat(qtbot, shared_data
             if win.ctx.document.chat_id != chat.id:
                 with qtbot.waitSignal(win.preview_applied, timeout=20000):
                     win.open_chat(chat.id)
-            qtbot.waitUntil(lambda: win.preview is not None and win._preview_chat == chat.id,
+            qtbot.waitUntil(lambda: win.preview is not None and win.presenter.preview_chat == chat.id,
                             timeout=20000)
             app_view = win.preview.model_dump(mode="json")
             capsys.readouterr()

@@ -132,7 +132,7 @@ def test_opening_a_chat_reads_it_on_a_worker(qtbot, window, library) -> None:
     qtbot.waitUntil(lambda: window.ctx.document.chat_id == big, timeout=30000)
     heart.stop()
     assert any(beats)  # the event loop ran while the chat was being read
-    qtbot.waitUntil(lambda: window.preview is not None and window._preview_chat == big, timeout=30000)
+    qtbot.waitUntil(lambda: window.preview is not None and window.presenter.preview_chat == big, timeout=30000)
     assert window.chat_view.model.message_count() == 2000
     assert window.library.current_chat_id() == big
 
@@ -220,7 +220,7 @@ def test_a_preview_applied_meanwhile_supersedes_the_second_turn(qtbot, window) -
         update={"reply_reserve": request.settings.reply_reserve + 1})}))
     applied: list = []
     window.preview_applied.connect(applied.append)
-    window._apply_staged(first, 0.0)
+    window.presenter.apply_staged(first, 0.0)
     window.apply_preview(second)
     qtbot.wait(50)
     assert applied == [second]

@@ -363,7 +363,7 @@ def test_chat_view_names_are_the_pipelines(window) -> None:
     card = req.character.model_copy(update={"nickname": "Mari"}) if req.character is not None else None
     if card is not None:
         window.ctx.document.request = req.model_copy(update={"character": card})
-        window._on_document_messages_changed()
+        window.presenter.messages_changed()
         bot_msg = next((m for m in req.chat.messages if m.role == "assistant" and not m.name), None)
         if bot_msg is not None:
             assert model.speaker(bot_msg) == speaker_names(window.ctx.document.request).char == "Mari"

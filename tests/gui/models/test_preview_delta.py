@@ -5,13 +5,21 @@ does not fit, toggled as a writer would."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QBrush, QFont
 
 from engine.pipeline import preview as engine_preview
-from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest
-from gui.models.blocks_model import BlockColumn, BlocksFilterProxy, BlocksTableModel
+from engine.schema import Chat, ChatMessage, ContextSettings, PreviewRequest, preview_changes
+from gui.models.blocks_model import (
+    MAX_CHANGED_RUNS,
+    BlockColumn,
+    BlocksFilterProxy,
+    BlocksTableModel,
+    changed_runs,
+)
 from gui.models.chat_model import ChatMessagesModel
 from gui.models.preview_delta import diff_previews
 from gui.roles import FATE_ROLE, GREYED_ROLE, MARKER_ROLE
@@ -20,6 +28,8 @@ from gui.widgets.tokens_chart import TokensChart
 from tests.gui.helpers import make_block, make_preview
 
 N = 240
+#: A chart narrower than the chat's bars (one pixel column holds a few messages).
+BUCKET_PX = 97
 ROLES = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.CheckStateRole, Qt.ItemDataRole.ForegroundRole,
          Qt.ItemDataRole.BackgroundRole, Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ToolTipRole)
 
@@ -64,14 +74,14 @@ def _fresh_table(preview) -> BlocksTableModel:
     return model
 
 
-def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_only_changed_rows(qtbot) -> None:
+def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_ranges(qtbot) -> None:
     previews = _toggles()
     model = BlocksTableModel()
     model.set_preview(previews[0])
-    for new in previews[1:]:
-        signalled: list[int] = []
+    for old, new in itertools.pairwise(previews):
+        signals: list[tuple[int, int]] = []
         resets: list[int] = []
-        model.dataChanged.connect(lambda a, b, *_: signalled.extend(range(a.row(), b.row() + 1)))
+        model.dataChanged.connect(lambda a, b, *_: signals.append((a.row(), b.row())))
         model.modelReset.connect(lambda: resets.append(1))
         changed = model.set_preview(new)
         model.dataChanged.disconnect()
@@ -79,7 +89,11 @@ def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_o
         assert changed is not None and not resets  # the same rows: in place
         delta = model.last_delta
         assert delta is not None and delta.new is new and changed == delta.rows
-        assert set(signalled) == set(changed)
+        signalled = {r for a, b in signals for r in range(a, b + 1)}
+        assert set(changed) <= signalled  # every changed row is signalled, as ranges of rows
+        assert len(signals) == len(changed_runs(changed)) <= MAX_CHANGED_RUNS
+        changes = preview_changes(old, new)
+        assert changes is not None and set(changed) <= set(changes.rows)  # only rows the engine names
         assert len(changed) < len(new.blocks)
         # every cell, every role: what a table built from scratch on this preview shows
         fresh = _fresh_table(new)
@@ -87,18 +101,21 @@ def test_the_table_updated_in_place_shows_what_a_fresh_table_shows_and_signals_o
         assert model.kept_count() == sum(1 for b in new.blocks if b.status == "kept")
 
 
-def test_rows_that_did_not_change_are_left_alone(qtbot) -> None:
+def test_rows_that_show_differently_are_named(qtbot) -> None:
     first, second = _toggles()[:2]
     model = BlocksTableModel()
     model.set_preview(first)
     changed = model.set_preview(second)
     assert changed is not None
     toggled = model.row_of_message(N - 5)
-    assert toggled in changed
+    assert toggled in changed and toggled in model.last_delta.key_rows
     before, after = _fresh_table(first), _fresh_table(second)
-    shown = {r for r in range(len(second.blocks))
-             if before.index(r, BlockColumn.STATUS).data() != after.index(r, BlockColumn.STATUS).data()}
-    assert shown <= set(changed)
+    for column in (BlockColumn.STATUS, BlockColumn.REASON, BlockColumn.EXCLUDE):
+        shown = {r for r in range(len(second.blocks))
+                 if before.index(r, column).data() != after.index(r, column).data()}
+        assert shown <= set(changed), column
+    status = {r for r in range(len(second.blocks)) if first.blocks[r].status != second.blocks[r].status}
+    assert status <= set(model.last_delta.key_rows)
     # most blocks are new objects (their fit windows moved), yet most rows are not signalled
     assert sum(a is not b for a, b in zip(first.blocks, second.blocks, strict=True)) > len(changed)
 
@@ -124,6 +141,27 @@ def test_the_delta_finds_reason_cells_and_other_rows() -> None:
     assert diff_previews(make_preview([make_block(i, message_index=i) for i in range(6)]), swapped) is None
 
 
+def test_a_delta_never_keeps_the_preview_it_started_from_alive() -> None:
+    """Item 2 of issue 29's GUI part: the table keeps its last delta (the next comparison patches its
+    fit windows), and that delta held the previous preview and every row key of both previews."""
+    import gc
+    import weakref
+
+    first, second, third = _toggles()[:3]
+    model = BlocksTableModel()
+    model.set_preview(first)
+    model.set_preview(second)
+    delta = model.last_delta
+    assert delta is not None and delta.old is first and delta.follows(first) and not delta.follows(second)
+    gone = weakref.ref(first)
+    del first
+    model.set_preview(third)
+    gc.collect()
+    assert gone() is None  # nothing the table keeps holds the preview before the one shown
+    assert model.last_delta is not None and model.last_delta.old is second
+    assert delta.old is None and not delta.follows(None)
+
+
 def _assert_like_fresh_views(qtbot, new, chat: ChatMessagesModel, bar: BudgetBar, chart: TokensChart) -> None:
     """The chat list, bar and chart updated in place show what ones built from scratch on ``new`` show."""
     fresh_chat, fresh_bar, fresh_chart = ChatMessagesModel(), BudgetBar(), TokensChart()
@@ -139,6 +177,8 @@ def _assert_like_fresh_views(qtbot, new, chat: ChatMessagesModel, bar: BudgetBar
     assert chart.items() == fresh_chart.items()
     assert chart.fit_windows() == fresh_chart.fit_windows()
     assert chart.fit_marks() == fresh_chart.fit_marks()
+    # the per-pixel buckets (patched where bars changed, when the chart had them) read the same
+    assert chart._pixel_buckets(BUCKET_PX) == fresh_chart._pixel_buckets(BUCKET_PX)
 
 
 def test_chat_list_bar_and_chart_updated_from_the_delta_match_a_fresh_build(qtbot) -> None:
@@ -152,6 +192,8 @@ def test_chat_list_bar_and_chart_updated_from_the_delta_match_a_fresh_build(qtbo
         delta = table.last_delta
         chat.set_preview(new, delta)
         bar.set_preview(new, None, delta)
+        if len(chart.items()) > BUCKET_PX:  # painted before: its buckets are patched, not dropped
+            chart._pixel_buckets(BUCKET_PX)
         chart.set_preview(new, delta)
         _assert_like_fresh_views(qtbot, new, chat, bar, chart)
 
@@ -249,8 +291,6 @@ def test_views_updated_from_warm_previews_match_fresh_ones_and_build_few_rows(qt
     """After a click the views update only the rows the engine's change set names
     (:func:`engine.schema.preview_changes`: a warm preview shares its unchanged rows), and every view
     shows what one built from scratch on the same preview shows."""
-    from engine.schema import preview_changes
-
     states = [(frozenset(), frozenset()), (frozenset({N - 5}), frozenset()), (frozenset({N - 5, 40}), frozenset()),
               (frozenset({N - 5, 40}), frozenset({10})), (frozenset({40}), frozenset({10})), (frozenset(), frozenset())]
     previews = _warm_toggles(states)
