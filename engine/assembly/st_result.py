@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from ..schema._construct import construct_many, model_fields_of
 from ..schema.blocks import BlockKind
 from ..schema.preview import PreviewBlock, PreviewError
 from ..tokenizers import num_tokens_from_messages
@@ -91,7 +92,16 @@ def preview_rows(assembled: AssembledPrompt, error: PreviewError | None) -> list
             for b in assembled.sent]
     left = sorted(assembled.left_out, key=lambda b: -1 if b.message_index is None else b.message_index)
     rows = in_story_order(sent, [_row(b, "excluded", b.reason) for b in left])
-    return [PreviewBlock(id=f"b{i}", position=i, **row) for i, row in enumerate(rows)]
+    # the values are the template's typed ones: rows are built without validation (10,000 rows cost
+    # ~50 ms validated), every field given (the model's defaults under the template's values)
+    dicts = [{**_ROW_DEFAULTS, "id": f"b{i}", "position": i, **row} for i, row in enumerate(rows)]
+    return construct_many(PreviewBlock, dicts, set(model_fields_of(PreviewBlock)))
+
+
+#: Every ``PreviewBlock`` field in the model's order, at its default (``None`` for the required ones,
+#: which every row gives): the fields a SillyTavern row leaves out.
+_ROW_DEFAULTS: dict[str, Any] = {name: None if f.is_required() else f.get_default(call_default_factory=True)
+                                 for name, f in PreviewBlock.model_fields.items()}
 
 
 def _row(b: AssembledBlock, status: str, reason: str) -> dict[str, Any]:
