@@ -10,9 +10,14 @@ preview is made from them.
 
 from __future__ import annotations
 
+from itertools import count
+
 from .runstate import RunState
 from .schema._construct import construct
 from .schema.preview import ContextPreview
+
+#: Serial numbers of the previews made in this process (``ContextPreview._serial``).
+_SERIALS = count(1)
 
 
 def report_preview(run: RunState) -> ContextPreview:
@@ -27,6 +32,9 @@ def report_preview(run: RunState) -> ContextPreview:
     The values are already valid (the steps made them), so the model is built without
     validation (:func:`engine.schema._construct.construct`); the lists and dicts a later run or
     a caller may change (warnings, messages, tools, ...) are the preview's own shallow copies.
+    Each preview gets a serial number, and a warm run's preview the change set from the preview
+    it started from (``run.row_changes``: :func:`engine.schema.preview.preview_changes` then
+    costs nothing).
     The rows (``run.rows``, frozen) are taken as they are: a warm run shares its unchanged rows
     with the previous preview.
 
@@ -49,7 +57,8 @@ def report_preview(run: RunState) -> ContextPreview:
         "error": run.error, "blocks": run.rows, "lorebook_trace": list(run.lorebook_trace),
         "messages": list(map(dict.copy, run.messages)), "tools": list(map(dict.copy, run.send_tools)),
         "diagnostics": list(run.diagnostics), "fit_method": run.fit_method,
-        "strategy_info": dict(run.strategy_info), "api": run.api, "prompt": run.prompt, "stop": list(run.stop)})
+        "strategy_info": dict(run.strategy_info), "api": run.api, "prompt": run.prompt, "stop": list(run.stop)},
+        private={"_serial": next(_SERIALS), "_changes": run.row_changes})
 
 
 __all__ = ["report_preview"]

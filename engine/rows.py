@@ -21,7 +21,7 @@ from typing import Any
 from .runstate import Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
-from .schema.preview import PreviewBlock
+from .schema.preview import PreviewBlock, PreviewChanges, known_changes
 from .step_rules import with_entry_records
 
 _DICT_OF = attrgetter("__dict__")
@@ -49,7 +49,8 @@ class PriorRows:
     fresh: list[int]
 
 
-def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None) -> list[PreviewBlock]:
+def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
+               ) -> tuple[list[PreviewBlock], PreviewChanges | None]:
     """The preview rows of a run on the column path, reusing ``prior``'s unchanged rows.
 
     Parameters
@@ -63,34 +64,41 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None) -> lis
 
     Returns
     -------
-    list of PreviewBlock
-        One row per block, in prompt order (a plain list; rows are frozen models).
+    tuple
+        One row per block, in prompt order (a plain list; rows are frozen models), and with a
+        ``prior`` the change set from its rows (:func:`engine.schema.preview.known_changes`:
+        what :func:`engine.schema.preview.preview_changes` would find), else ``None``.
     """
     n = len(src.blocks)
     fields = set(model_fields_of(PreviewBlock))
     if prior is None or len(prior.rows) != n:
-        return construct_many(PreviewBlock, _row_dicts(src, range(n), outcome), fields)
-    refate = _refated_positions(outcome, prior, n)
+        return construct_many(PreviewBlock, _row_dicts(src, range(n), outcome), fields), None
+    moved = _moved(outcome, prior.outcome, n)
+    redo = list(map(or_, map(or_, moved["status"], moved["fit_window"]), map(or_, moved["detail"], moved["reason"])))
+    deque(map(setitem, repeat(redo), prior.fresh, repeat(False)), maxlen=0)  # rebuilt whole
+    refate = list(compress(range(n), redo))
     rows = list(prior.rows)
     if refate:
         deque(map(setitem, repeat(rows), refate, _refated_rows(prior.rows, refate, outcome, fields)), maxlen=0)
     if prior.fresh:
         built = construct_many(PreviewBlock, _row_dicts(src, prior.fresh, outcome), fields)
         deque(map(setitem, repeat(rows), prior.fresh, built), maxlen=0)
-    return rows
+    at = {k: list(compress(range(n), m)) for k, m in moved.items()}
+    # a refated row is a copy of its old row with only fate fields set: only new blocks' rows can
+    # differ in the others
+    changes = known_changes(prior.rows, rows, block=list(prior.fresh), status=at["status"], reason=at["reason"],
+                            detail=at["detail"], fit_window=at["fit_window"])
+    return rows, changes
 
 
-def _refated_positions(outcome: Outcome, prior: PriorRows, n: int) -> list[int]:
-    """The positions of same-block rows whose fate (status, reason, explanation or fit window) moved.
+def _moved(outcome: Outcome, po: Outcome, n: int) -> dict[str, list[bool]]:
+    """Per fate field, per position: whether it moved since ``po`` (explanations: by identity, a superset).
 
-    Statuses are shared constants and explanations shared objects (:func:`engine.shifting.explain.explain_columns`
-    hands back the previous run's object for equal figures), so both compare by identity.
+    Explanations are shared objects (:func:`engine.shifting.explain.explain_columns` hands back the
+    previous run's object for equal figures), so identity finds every moved one.
     """
-    po = prior.outcome
-    redo = list(map(or_, map(or_, map(is_not, outcome.status, po.status), map(ne, outcome.fits, po.fits)),
-                    map(or_, map(is_not, outcome.detail, po.detail), map(ne, outcome.reason, po.reason))))
-    deque(map(setitem, repeat(redo), prior.fresh, repeat(False)), maxlen=0)  # rebuilt whole
-    return list(compress(range(n), redo))
+    return {"status": list(map(ne, outcome.status, po.status)), "reason": list(map(ne, outcome.reason, po.reason)),
+            "detail": list(map(is_not, outcome.detail, po.detail)), "fit_window": list(map(ne, outcome.fits, po.fits))}
 
 
 def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> list[dict[str, Any]]:

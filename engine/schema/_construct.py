@@ -34,19 +34,20 @@ def model_fields_of(cls: type[Any]) -> frozenset[str]:
 
 
 def construct(cls: type[M], values: dict[str, Any], fields_set: Iterable[str] | None = None,
-              extra: dict[str, Any] | None = None) -> M:
+              extra: dict[str, Any] | None = None, private: dict[str, Any] | None = None) -> M:
     """An instance of pydantic model ``cls`` holding ``values`` (taken as its ``__dict__``, not copied).
 
     ``fields_set`` is what validation would record as explicitly set (default: every field). The
     instance gets a mutable set of its own, as ``model_copy(update=...)`` adds to it. ``extra``: the
     unknown keys a model with ``extra="allow"`` keeps (``model_extra``; validation gives such a model
     ``{}`` when there are none, so pass ``{}`` there too); ``None`` for models without extras.
+    ``private``: the values of a model's private attributes (every one it declares), else ``None``.
     """
     obj = _new(cls)
     _set(obj, "__dict__", values)
     _set(obj, "__pydantic_fields_set__", set(model_fields_of(cls) if fields_set is None else fields_set))
     _set(obj, "__pydantic_extra__", extra)
-    _set(obj, "__pydantic_private__", None)
+    _set(obj, "__pydantic_private__", private)
     return obj
 
 

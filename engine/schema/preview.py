@@ -7,7 +7,7 @@ from itertools import compress
 from operator import attrgetter, is_not, itemgetter, ne
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .blocks import BlockOrigin, preview_block_origin
 from .trace import TraceRecord
@@ -137,6 +137,11 @@ class ContextPreview(BaseModel):
     prompt: str | None = None
     #: Text Completion only: the stop strings sent with the prompt.
     stop: list[str] = Field(default_factory=list)
+    #: This preview's number in the process (set by the pipeline; not serialized, ``None`` when read back).
+    _serial: int | None = PrivateAttr(default=None)
+    #: A warm run's change set from the preview it started from: ``(that preview's serial, id of
+    #: this preview's ``blocks`` list, changes)`` (a copy with other rows does not match).
+    _changes: tuple[int, int, PreviewChanges] | None = PrivateAttr(default=None)
 
 
 #: The fields :class:`PreviewChanges` names one by one; ``reason_data`` goes with ``reason_detail``.
@@ -168,9 +173,9 @@ class PreviewChanges:
 def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges | None:
     """The typed change set from ``old``'s rows to ``new``'s, found by row identity, then equality.
 
-    Cost: one C-level identity pass over the rows, then for the rows that are new objects one
-    C-level comparison pass per field group (a warm preview reuses its unchanged rows, so after a
-    toggle only the rows whose fate or fit window moved are compared).
+    Cost: none when ``new`` is the warm run the engine made from ``old`` (the run recorded its
+    change set, :func:`known_changes`). Otherwise one C-level identity pass over the rows, then for
+    the rows that are new objects one C-level comparison pass per field group.
 
     Parameters
     ----------
@@ -186,6 +191,9 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
     ob, nb = old.blocks, new.blocks
     if len(ob) != len(nb):
         return None
+    known = new._changes
+    if known is not None and old._serial is not None and known[0] == old._serial and known[1] == id(nb):
+        return known[2]  # the warm run that made ``new`` from ``old`` recorded it (:func:`known_changes`)
     rows = list(compress(range(len(nb)), map(is_not, ob, nb)))
     od = list(map(_DICT_OF, map(ob.__getitem__, rows)))
     nd = list(map(_DICT_OF, map(nb.__getitem__, rows)))
@@ -198,3 +206,35 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
 
     return PreviewChanges(rows, where(*_OTHER_FIELDS), where("status"), where("reason"),
                           where("reason_detail", "reason_data"), where("fit_window"))
+
+
+def known_changes(old_rows: list[PreviewBlock], new_rows: list[PreviewBlock], *, block: list[int],
+                  status: list[int], reason: list[int], detail: list[int], fit_window: list[int]) -> PreviewChanges:
+    """The change set from ``old_rows`` to ``new_rows`` where the caller knows where each field may have moved.
+
+    A warm run knows it (:func:`engine.rows.build_rows`): which rows it built from new blocks
+    (only their non-fate fields can differ), and per fate field where the outcome moved. Every
+    list is narrowed here to the rows whose values really differ, so the result equals
+    :func:`preview_changes` (``tests/engine/test_incremental.py`` checks it).
+
+    Parameters
+    ----------
+    old_rows, new_rows:
+        The two previews' rows (as many, the same blocks in the same places).
+    block:
+        Rows whose non-fate fields may differ (ascending).
+    status, reason, fit_window:
+        Rows where that field differs (ascending; exact).
+    detail:
+        Rows whose ``reason_detail`` / ``reason_data`` may differ (ascending).
+    """
+    rows = list(compress(range(len(new_rows)), map(is_not, old_rows, new_rows)))
+
+    def differ(positions: list[int], *fields: str) -> list[int]:
+        get = itemgetter(*fields)
+        od = map(get, map(_DICT_OF, map(old_rows.__getitem__, positions)))
+        nd = map(get, map(_DICT_OF, map(new_rows.__getitem__, positions)))
+        return list(compress(positions, map(ne, od, nd)))
+
+    return PreviewChanges(rows, differ(block, *_OTHER_FIELDS), status, reason,
+                          differ(detail, "reason_detail", "reason_data"), fit_window)

@@ -24,6 +24,7 @@ from engine.schema import (
     Character,
     Chat,
     ChatMessage,
+    ContextPreview,
     ContextSettings,
     Lorebook,
     LorebookEntry,
@@ -33,6 +34,7 @@ from engine.schema import (
     ToolCall,
     ToolFunction,
 )
+from engine.schema._construct import construct
 
 LONG = os.environ.get("LOOMSCOPE_LONG_PROPERTIES") == "1"
 SETTINGS = settings(max_examples=500 if LONG else 40, deadline=None,
@@ -283,6 +285,30 @@ def test_previews_hold_no_chain_of_runs() -> None:
     assert last.model_dump_json() == _reference(_edited(request, "pin", 3))
 
 
+def _without_record(pv: ContextPreview) -> ContextPreview:
+    """``pv`` with the same rows but no recorded change set (``preview_changes`` compares the rows)."""
+    return construct(ContextPreview, dict(pv.__dict__), private={"_serial": None, "_changes": None})
+
+
+def test_a_warm_run_records_its_change_set() -> None:
+    """The warm preview after a toggle carries the change set from the preview it started from."""
+    from engine.schema import preview_changes
+
+    chat = Chat(messages=[ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " * 30)
+                          for i in range(40)])
+    request = PreviewRequest(chat=chat, settings=ContextSettings(model="gpt-4o", context_limit=1500, reply_reserve=100))
+    regs = default_registries()
+    old = preview(request, registries=regs)
+    msgs = list(chat.messages)
+    msgs[30] = msgs[30].model_copy(update={"meta": msgs[30].meta.model_copy(update={"manualExcluded": True})})
+    new = preview(request.model_copy(update={"chat": chat.model_copy(update={"messages": msgs})}), registries=regs)
+    assert new._changes is not None and new._changes[0] == old._serial
+    assert preview_changes(old, new) is new._changes[2]
+    assert preview_changes(old, new) == preview_changes(old, _without_record(new))
+    assert 30 in preview_changes(old, new).status
+    assert preview_changes(new, old) == preview_changes(_without_record(new), old)  # the other way: compared
+
+
 @pytest.mark.parametrize("strategy", ("truncate", "manual"))
 @SETTINGS
 @given(data=st.data())
@@ -304,6 +330,10 @@ def test_preview_changes_describe_the_rows(strategy: str, data: st.DataObject) -
                     != [(b.source, b.message_index) for b in new.blocks])
             old = new
             continue
+        # a warm run recorded its change set (engine.schema.preview.known_changes): it is exactly
+        # what comparing the rows finds
+        compared = preview_changes(old, _without_record(new))
+        assert compared == changes, (compared, changes)
         named = {"block": set(changes.block), "status": set(changes.status), "reason": set(changes.reason),
                  "reason_detail": set(changes.reason_detail), "fit_window": set(changes.fit_window)}
         for r, (a, b) in enumerate(zip(old.blocks, new.blocks)):
