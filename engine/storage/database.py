@@ -42,13 +42,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from cachetools import LRUCache
 from platformdirs import user_data_dir
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
@@ -305,8 +301,16 @@ def _safe_url(url: str) -> str:
         return "<database url>"
 
 
-def alembic_config(engine: Engine):
+#: The newest migration's revision (``migrations/versions``): a library stamped with it needs no
+#: migration, and opening it does not import Alembic (about 130 ms of every app start and every
+#: command that opens a library). ``tests/engine/storage`` checks it against Alembic's own heads.
+HEAD_REVISION = "0002"
+
+
+def alembic_config(engine: Engine):  # an alembic.config.Config (Alembic is imported only to migrate)
     """A programmatic Alembic config bound to ``engine`` (no ``alembic.ini``)."""
+    from alembic.config import Config  # Alembic only when a library is migrated
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["engine"] = engine
@@ -314,12 +318,24 @@ def alembic_config(engine: Engine):
 
 
 def migration_pending(engine: Engine) -> bool:
-    """Whether ``engine``'s database is behind the newest migration (read in a read-only transaction)."""
-    heads = set(ScriptDirectory.from_config(alembic_config(engine)).get_heads())
+    """Whether ``engine``'s database is not at :data:`HEAD_REVISION` (read in a read-only transaction).
+
+    Reads the ``alembic_version`` table as Alembic keeps it (no table, no row or another revision:
+    pending); Alembic itself is not needed for the answer.
+    """
     with engine.connect() as conn:
-        current = set(MigrationContext.configure(conn).get_current_heads())
+        current: set[str] = set()
+        if inspect(conn).has_table("alembic_version"):
+            current = {row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))}
         conn.rollback()
-    return current != heads
+    return current != {HEAD_REVISION}
+
+
+def _upgrade_to_head(engine: Engine) -> None:
+    """``alembic upgrade head`` on ``engine`` (Alembic imported here: only a library that needs it pays)."""
+    from alembic import command  # Alembic only when a library is migrated
+
+    command.upgrade(alembic_config(engine), "head")
 
 
 def upgrade(engine: Engine) -> None:
@@ -341,7 +357,7 @@ def upgrade(engine: Engine) -> None:
             try:
                 if not migration_pending(engine):
                     return  # nothing to write: a read-only library opens, and no lock is taken
-                command.upgrade(alembic_config(engine), "head")
+                _upgrade_to_head(engine)
                 return
             except OperationalError as exc:
                 # SQLite answers "database is locked" without waiting out the busy timeout when

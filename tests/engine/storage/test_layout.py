@@ -1,8 +1,10 @@
 """The storage package's shape (issue 29 item 6): a small Store over per-area repositories.
 
 Walks the source of ``engine/storage`` with :mod:`ast`: no import inside a function (every
-import at module level, so no circle hides behind one), no function over 80 lines, and ``Store``
-a composition root that exposes repositories instead of delegating methods.
+import at module level, so no circle hides behind one; the one exception is the project-wide
+one, a library ``tests/test_import_graph.py`` lists with its reason: Alembic, only when a library
+is migrated), no function over 80 lines, and ``Store`` a composition root that exposes
+repositories instead of delegating methods.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from engine.storage.repositories import (
     PersonaRepository,
     SyncRepository,
 )
+from tests.test_import_graph import LAZY_LIBRARIES
 
 PACKAGE = Path(storage.__file__).parent
 MAX_FUNCTION_LINES = 80
@@ -42,7 +45,10 @@ def test_no_function_level_imports() -> None:
         for fn in _functions(ast.parse(path.read_text("utf-8"))):
             for node in ast.walk(fn):
                 if isinstance(node, ast.Import | ast.ImportFrom):
-                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} in {fn.name}")
+                    top = (node.module if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                           else node.names[0].name if isinstance(node, ast.Import) else "").split(".")[0]
+                    if top not in LAZY_LIBRARIES:
+                        found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} in {fn.name}")
     assert found == []
 
 

@@ -31,3 +31,28 @@ def _schema_at(tmp_path: Path, revision: str) -> str:
 
 def test_first_migration_ddl_is_unchanged(tmp_path: Path) -> None:
     assert _schema_at(tmp_path, "0001") == EXPECTED.read_text(encoding="utf-8")
+
+
+def test_head_revision_is_alembics_newest_migration() -> None:
+    """``database.HEAD_REVISION`` (read without Alembic when a library opens) is Alembic's one head."""
+    from alembic.script import ScriptDirectory
+
+    from engine.storage.database import HEAD_REVISION
+
+    engine = create_db_engine("sqlite://")
+    assert ScriptDirectory.from_config(alembic_config(engine)).get_heads() == [HEAD_REVISION]
+
+
+def test_opening_an_up_to_date_library_does_not_import_alembic(tmp_path) -> None:
+    """A library at the head opens without Alembic (the app's start and every library command)."""
+    import subprocess
+    import sys
+
+    from engine.storage import open_store
+
+    url = f"sqlite:///{tmp_path / 'lib.db'}"
+    open_store(url, seed=False).close()  # created and migrated here
+    code = ("import sys; from engine.storage import open_store; "
+            f"open_store({url!r}, seed=False).close(); print('alembic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
