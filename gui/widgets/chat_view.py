@@ -558,11 +558,22 @@ class ChatView(QWidget):
             self.delegate.exact_from = max(0, n - EXACT_TAIL_ROWS)
             self._measure_timer.start()
 
+    def showEvent(self, event: QShowEvent) -> None:
+        """Shown (the Chat tab brought forward): measuring of a big chat's older rows resumes."""
+        super().showEvent(event)
+        if self.delegate.exact_from > 0:
+            self._measure_timer.start()
+
     def _measure_step(self) -> None:
-        """Measure older rows for up to :data:`MEASURE_STEP_BUDGET_S` (at most :data:`MEASURE_CHUNK_ROWS`); lay out again when all are."""
+        """Measure older rows for up to :data:`MEASURE_STEP_BUDGET_S` (at most :data:`MEASURE_CHUNK_ROWS`); lay out again when all are.
+
+        Only while the view is shown: hidden behind another tab, its rows are not painted, and
+        measuring them took about a quarter of the UI thread while the writer clicked in the
+        prompt blocks (issue 29's click benchmark). :meth:`showEvent` resumes it.
+        """
         d = self.delegate
         end = d.exact_from
-        if end <= 0:
+        if end <= 0 or not self.isVisible():
             return
         floor = max(0, end - MEASURE_CHUNK_ROWS)
         deadline = time.perf_counter() + MEASURE_STEP_BUDGET_S

@@ -245,6 +245,14 @@ def test_big_chat_paints_at_its_newest_message_at_once(qtbot) -> None:
     qtbot.waitUntil(lambda: not view.measuring(), timeout=20000)
     assert bottom_row() == n - 1  # laid out again with exact heights, still at the newest message
     assert delegate.exact_from == 0  # every row measured: no estimate is left
+    # hidden (another tab in front), a big chat's older rows wait: measuring resumes when it is shown
+    view.hide()
+    view.set_messages(msgs[:-1], "Wren", "Marisol")
+    waiting = delegate.exact_from
+    qtbot.wait(300)
+    assert waiting > 0 and delegate.exact_from == waiting and view.measuring()
+    view.show()
+    qtbot.waitUntil(lambda: not view.measuring(), timeout=20000)
 
 
 def test_setup_edits_apply_as_you_type_one_undo_step_per_burst(qtbot, st_window) -> None:
