@@ -19,6 +19,7 @@ gives; ``tests/engine/tokenizers/test_ordinary.py`` checks it on hostile text.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,17 @@ THREADED_CHARS = 2 * CHUNK_CHARS
 
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts its own pool when it needs one."""
+    global _POOL_LOCK
+    _POOL.clear()
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _pool() -> ThreadPoolExecutor:

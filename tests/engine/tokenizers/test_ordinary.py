@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -58,3 +62,27 @@ _PIECES = st.sampled_from(["a", "b", " ", "  ", "\n", "\t", "'s", "1", "\u00e9",
 def test_property_joined_counts_equal_per_text_counts(texts: list[str]) -> None:
     """For any texts built from boundary-sensitive pieces (whitespace runs, contractions, the separator itself)."""
     assert count_ordinary(get_encoding("o200k_base"), texts) == _reference("o200k_base", texts)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_counts_with_its_own_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process forked after the encoder threads started (a server's worker, say) has none of them:
+    it must start its own instead of waiting on threads that do not exist in it."""
+    monkeypatch.setattr(ordinary, "CHUNK_CHARS", 200)
+    monkeypatch.setattr(ordinary, "THREADED_CHARS", 400)
+    texts = [f"line {i} " * 20 for i in range(200)]
+    enc = get_encoding("o200k_base")
+    expected = _reference("o200k_base", texts)
+    assert count_ordinary(enc, texts) == expected  # the parent's pool is running now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only when it counted right
+        ok = count_ordinary(enc, texts) == expected
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:  # waiting on the parent's threads: it would never finish
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung waiting on encoder threads it does not have")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(done[1]) == 0
