@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -343,6 +345,7 @@ def _assemble_blocks(run: RunState) -> None:
             _patch_blocks(run, found.base.state, found.blocks, found.flagged, found.edited)
             run.position_of = found.base.position_of
             return
+    _start_counting(run)
     names = speaker_names(request)
     run.plan = lorebook_plan(request)
     run.activation = _activate(request, run.plan, run.profile, run.budget, names)
@@ -356,6 +359,22 @@ def _assemble_blocks(run: RunState) -> None:
     run.warnings.extend(ctx.warnings)
     run.assembled = (list(run.warnings), list(run.diagnostics))
     run.timed_effects = run.activation.timed_effects if run.activation is not None else None
+
+
+def _start_counting(run: RunState) -> None:
+    """Step 3 of a cold run: the chat's message texts start counting in the encoder threads while it assembles.
+
+    Most blocks are chat messages sent as written, so step 4 finds their counts made
+    (:meth:`engine.tokenizers.TokenizerProfile.prefetch`; the encoder releases the GIL): a chat's
+    first preview counts and assembles at once. Only for OpenAI accounting (a chat template
+    counts the rendered prompt, not the texts alone); a text a macro changes is counted in step 4.
+    """
+    if run.profile.chat is None:
+        contents = list(map(_CONTENT, run.request.chat.messages))
+        run.profile.prefetch(list(compress(contents, map(is_, map(type, contents), repeat(str)))))
+
+
+_CONTENT = attrgetter("content")
 
 
 def _reuse_key(run: RunState) -> tuple[object, ...]:

@@ -8,8 +8,16 @@ encodes the chunk in one call that allows that one special token; the tokens bet
 ``<|endoftext|>`` ids are exactly one text's ``encode_ordinary`` tokens, because tiktoken
 splits the text at each allowed special token first and runs its ordinary encoding (the
 pre-tokenizing regex, then byte-pair merges) on each piece alone (``CoreBPE::encode_native``
-in tiktoken's ``src/lib.rs``). Large batches go in two chunks' worth at a time on two threads:
-the Rust encoder releases the GIL for the whole call.
+in tiktoken's ``src/lib.rs``). The chunk's tokens come back as one buffer of 32-bit ids
+(``encode_to_tiktoken_buffer``, no Python int per token) and are cut at the separator's four
+bytes. A large batch is cut into chunks that two threads take in turn: an encoder thread
+starts at once (:func:`start_count_ordinary`) and the caller's thread joins it when it asks for
+the counts. The Rust encoder releases the GIL for the whole call, so the caller can do its own
+work meanwhile (a cold preview assembles its blocks), and two threads run at most, one per core
+of a two-core machine, whatever the caller does. The first chunk is half the batch: between two
+chunks the encoder thread needs the GIL, and while the caller runs Python it waits up to the
+interpreter's switch interval (5 ms) for it; the rest are about :data:`CHUNKS` times smaller,
+so that the two threads finish within a small chunk's time of each other.
 
 Texts that contain ``<|endoftext|>`` themselves (they would be cut in two) and texts Python
 cannot encode as UTF-8 (lone surrogates: tiktoken's own wrapper repairs those) are counted one
@@ -20,24 +28,33 @@ gives; ``tests/engine/tokenizers/test_ordinary.py`` checks it on hostile text.
 from __future__ import annotations
 
 import os
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
+from functools import partial
+from itertools import repeat
+from operator import and_, rshift
 
 import tiktoken
 
 #: The separator: a special token every tiktoken encoding the engine uses has.
 SEPARATOR = "<|endoftext|>"
-#: Characters per chunk: one encoder call each (a chunk's tokens are one Python list at a time).
-CHUNK_CHARS = 262_144
+#: Characters per chunk at most: one encoder call each (its text and its token buffer in memory at once).
+CHUNK_CHARS = 1_048_576
+#: A large batch's second half is cut into chunks of about ``1 / CHUNKS`` of the batch (at most
+#: :data:`CHUNK_CHARS` characters each; the first chunk is half the batch).
+CHUNKS = 16
 #: Texts below which the per-text loop is used (joining costs more than it saves).
 MIN_TEXTS = 32
-#: Characters from which chunks are encoded on two threads.
-THREADED_CHARS = 2 * CHUNK_CHARS
+#: Characters from which an encoder thread helps (below, the caller's thread counts alone).
+THREADED_CHARS = 65_536
 
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
+
+Counts = Callable[[], list[int]]
+"""Waits for the counts a :func:`start_count_ordinary` started and returns them (one int per text, in order)."""
 
 
 def _forget_pool_in_child() -> None:
@@ -76,52 +93,95 @@ def count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
     list of int
         Tokens per text, in order.
     """
-    core = getattr(enc, "_core_bpe", None)
-    if len(texts) < MIN_TEXTS or core is None or SEPARATOR not in enc.special_tokens_set:
-        return _one_by_one(enc, texts)
-    chunks = _chunks(texts)
-    if len(chunks) > 1 and sum(map(len, texts)) >= THREADED_CHARS:
-        parts = list(_pool().map(_count_chunk, [enc] * len(chunks), chunks))
-    else:
-        parts = [_count_chunk(enc, chunk) for chunk in chunks]
-    return [n for part in parts for n in part]
+    return start_count_ordinary(enc, texts)()
 
 
-def _chunks(texts: Sequence[str]) -> list[Sequence[str]]:
-    """``texts`` cut into runs of about :data:`CHUNK_CHARS` characters (at least one text each)."""
+def start_count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> Counts:
+    """Start :func:`count_ordinary` of ``texts``; the function it returns waits for the counts.
+
+    A batch of :data:`THREADED_CHARS` characters or more is cut into chunks and an encoder
+    thread starts on them at once, so the caller can go on with other work meanwhile; the
+    returned function encodes the chunks that are left in the caller's thread, alongside the
+    encoder thread, then waits for the chunk that thread is on. A smaller batch is counted in
+    the caller's thread when the returned function is called.
+
+    Parameters
+    ----------
+    enc, texts:
+        As for :func:`count_ordinary`; ``texts`` must not change until the counts are in.
+
+    Returns
+    -------
+    Callable[[], list[int]]
+        Returns the tokens per text, in order (call it once).
+    """
+    if len(texts) < MIN_TEXTS or getattr(enc, "_core_bpe", None) is None or SEPARATOR not in enc.special_tokens_set:
+        return partial(_one_by_one, enc, texts)
+    total = sum(map(len, texts))
+    if total < THREADED_CHARS:
+        return partial(_count_chunks, enc, _chunks(texts))
+    chunks = _chunks(texts, min(CHUNK_CHARS, -(-total // CHUNKS)), first=min(CHUNK_CHARS, total // 2))
+    parts: list[list[int]] = [[] for _ in chunks]
+    todo = iter(range(len(chunks)))  # shared by both threads: a range iterator's next() is atomic
+
+    def work() -> None:
+        for k in todo:
+            parts[k] = _count_chunk(enc, chunks[k])
+
+    helper = _pool().submit(work)
+
+    def wait() -> list[int]:
+        work()  # the chunks no thread took yet
+        if not helper.cancel():  # the helper started: it may still be on its last chunk
+            helper.result()
+        return [n for part in parts for n in part]
+
+    return wait
+
+
+def _count_chunks(enc: tiktoken.Encoding, chunks: list[Sequence[str]]) -> list[int]:
+    """The counts of ``chunks``, one after another in this thread."""
+    return [n for chunk in chunks for n in _count_chunk(enc, chunk)]
+
+
+def _chunks(texts: Sequence[str], size: int | None = None, first: int | None = None) -> list[Sequence[str]]:
+    """``texts`` cut into runs of about ``size`` (default :data:`CHUNK_CHARS`) characters (at least one text each).
+
+    ``first``: the first run's characters instead (default ``size``).
+    """
+    limit = CHUNK_CHARS if size is None else size
     out: list[Sequence[str]] = []
-    start, size = 0, 0
+    start, chars, at_least = 0, 0, limit if first is None else first
     for k, n in enumerate(map(len, texts)):
-        size += n
-        if size >= CHUNK_CHARS:
+        chars += n
+        if chars >= at_least:
             out.append(texts[start:k + 1])
-            start, size = k + 1, 0
+            start, chars, at_least = k + 1, 0, limit
     if start < len(texts):
         out.append(texts[start:])
     return out
 
 
 def _count_chunk(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
-    """The counts of one chunk: one encoder call, split at the separator's token id."""
+    """The counts of one chunk: one encoder call, its token buffer cut at the separator's id."""
     joined = SEPARATOR.join(texts)
     if joined.count(SEPARATOR) != len(texts) - 1:  # a text holds the separator itself
         return _one_by_one(enc, texts)
     try:
-        tokens = enc._core_bpe.encode(joined, {SEPARATOR})
+        tokens = memoryview(enc._core_bpe.encode_to_tiktoken_buffer(joined, {SEPARATOR}))
     except UnicodeEncodeError:  # lone surrogates: tiktoken's wrapper repairs them text by text
         return _one_by_one(enc, texts)
     except (AttributeError, TypeError):  # pragma: no cover - a tiktoken whose private encoder differs
         return _one_by_one(enc, texts)
-    sep = enc.encode_single_token(SEPARATOR)
-    out: list[int] = []
-    find = tokens.index
-    start = 0
-    for _ in islice(texts, len(texts) - 1):
-        at = find(sep, start)
-        out.append(at - start)
-        start = at + 1
-    out.append(len(tokens) - start)
-    return out
+    if tokens.itemsize != 4:  # pragma: no cover - a buffer of other than 32-bit ids
+        return _one_by_one(enc, texts)
+    sep = enc.encode_single_token(SEPARATOR).to_bytes(4, sys.byteorder)
+    lengths = list(map(len, tokens.tobytes().split(sep)))
+    # a run of bytes can match the separator's bytes across two ids only when some length is
+    # not a whole number of ids: then this split is not the ids' split
+    if len(lengths) != len(texts) or any(map(and_, lengths, repeat(3))):
+        return _one_by_one(enc, texts)
+    return list(map(rshift, lengths, repeat(2)))
 
 
 def _one_by_one(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
@@ -129,4 +189,4 @@ def _one_by_one(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
     return list(map(len, map(enc.encode_ordinary, texts)))
 
 
-__all__ = ["count_ordinary"]
+__all__ = ["count_ordinary", "start_count_ordinary"]

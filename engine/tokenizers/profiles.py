@@ -28,11 +28,13 @@ import hashlib
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress, repeat
+from operator import is_
 from typing import TYPE_CHECKING
 
 from ..registry import NamedRegistry
 from .backends import _tiktoken_spans as spans
-from .ordinary import count_ordinary
+from .ordinary import Counts, start_count_ordinary
 from .tiktoken_offline import get_encoding
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ CountBatch = Callable[[Sequence[str]], list[int]]
 """Counts of many texts in one call: ``texts -> [tokens of texts[0], ...]`` (same length, ints >= 0)."""
 TokenSpans = Callable[[str], list[tuple[int, int]]]
 """Character spans ``[(start, end), ...]`` of each token of one text, in order."""
+StartBatch = Callable[[Sequence[str]], Counts]
+"""``count_batch`` started in the background: ``texts -> wait``, where ``wait()`` returns the counts."""
 
 
 class TokenizerProfile:
@@ -73,6 +77,11 @@ class TokenizerProfile:
     chat:
         The family's chat template as exact token accounting (a :class:`.templates.ChatTemplate`),
         or ``None`` for OpenAI chat accounting (:mod:`.accounting`).
+    start_batch:
+        ``count_batch`` that can run in the background: ``texts -> wait``, counting starts at
+        once (in threads that do not hold the GIL) and ``wait()`` returns what ``count_batch(texts)``
+        would. With it, :meth:`prefetch` gives a caller a head start; ``None`` (the default):
+        :meth:`prefetch` does nothing.
 
     Raises
     ------
@@ -96,8 +105,8 @@ class TokenizerProfile:
 
     def __init__(self, name: str, approximate: bool, version: str, description: str,
                  count_batch: CountBatch | None = None, *, spans: TokenSpans | None = None,
-                 chat: ChatTemplate | None = None, _count_batch: CountBatch | None = None,
-                 _encode: TokenSpans | None = None) -> None:
+                 chat: ChatTemplate | None = None, start_batch: StartBatch | None = None,
+                 _count_batch: CountBatch | None = None, _encode: TokenSpans | None = None) -> None:
         batch = count_batch if count_batch is not None else _count_batch
         if batch is None:
             raise TypeError(f"TokenizerProfile {name!r} needs count_batch (texts -> token counts)")
@@ -108,8 +117,12 @@ class TokenizerProfile:
         self.count_batch: CountBatch = batch
         self.spans: TokenSpans | None = spans if spans is not None else _encode
         self.chat = chat
+        self.start_batch = start_batch
         self._cache: dict[str | bytes, int] = {}
         self._lock = threading.Lock()
+        #: counts :meth:`prefetch` started and no call has waited for yet: (keys, wait)
+        self._pending: list[tuple[list[str | bytes], Counts]] = []
+        self._pending_keys: set[str | bytes] = set()
 
     def __repr__(self) -> str:
         return (f"TokenizerProfile(name={self.name!r}, approximate={self.approximate!r}, "
@@ -123,6 +136,12 @@ class TokenizerProfile:
             return text
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
+    def _keys(self, texts: Sequence[str]) -> Sequence[str | bytes]:
+        # texts up to _TEXT_KEY_MAX_CHARS are their own keys: one C-level pass checks it
+        if not texts or max(map(len, texts)) <= _TEXT_KEY_MAX_CHARS:
+            return texts
+        return list(map(self._key, texts))
+
     def count(self, text: str) -> int:
         """Tokens in ``text`` (no chat overhead). Cached by content."""
         return self.count_many([text])[0]
@@ -132,30 +151,61 @@ class TokenizerProfile:
 
         The cache is keyed by the text itself (or its BLAKE2b digest for texts over
         ``_TEXT_KEY_MAX_CHARS`` characters) and bounded to ``COUNT_CACHE_SIZE`` entries
-        (oldest first out).
+        (oldest first out). Texts a :meth:`prefetch` is counting are waited for, not counted again.
         """
-        # texts up to _TEXT_KEY_MAX_CHARS are their own keys: one C-level pass checks it
-        keys: Sequence[str | bytes] = (texts if not texts or max(map(len, texts)) <= _TEXT_KEY_MAX_CHARS
-                                       else list(map(self._key, texts)))
+        keys = self._keys(texts)
         out: list[int | None] = list(map(self._cache.get, keys))
         if None not in out:
             return out  # type: ignore[return-value]
-        missing: dict[str | bytes, list[int]] = {}
-        for i, hit in enumerate(out):
-            if hit is None:
-                missing.setdefault(keys[i], []).append(i)
-        todo_keys = list(missing)
-        counts = self.count_batch([texts[missing[k][0]] for k in todo_keys])
+        todo = _missing(texts, keys, out)
+        if self._pending_keys and not self._pending_keys.isdisjoint(todo):
+            self._settle()
+            out = list(map(self._cache.get, keys))
+            if None not in out:
+                return out  # type: ignore[return-value]
+            todo = _missing(texts, keys, out)
+        counted = dict(zip(todo, map(int, self.count_batch(list(todo.values())))))
+        self._store(counted)
+        return list(map(counted.get, keys, out))  # type: ignore[arg-type]  # a count for every key
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Start counting the texts of ``texts`` not in the cache, in the background, when the profile can.
+
+        For a caller that will count ``texts`` (or most of them) soon and has other work to do
+        first: with ``start_batch`` (the built-in exact profiles and those estimated from them)
+        the texts are encoded in the encoder threads meanwhile, and the first
+        :meth:`count_many` that asks for one of them waits for them and finds them counted.
+        Without ``start_batch`` it does nothing. The counts are the ones :meth:`count_many` would make.
+        """
+        if self.start_batch is None or not texts:
+            return
+        keys = self._keys(texts)
+        out: list[int | None] = list(map(self._cache.get, keys))
+        if None not in out:
+            return
+        todo = _missing(texts, keys, out)
+        for key in self._pending_keys.intersection(todo):
+            del todo[key]
+        if todo:
+            wait = self.start_batch(list(todo.values()))
+            with self._lock:
+                self._pending.append((list(todo), wait))
+                self._pending_keys.update(todo)
+
+    def _settle(self) -> None:
+        """Wait for every count :meth:`prefetch` started and put it in the cache."""
         with self._lock:
-            for k, c in zip(todo_keys, counts):
-                c = int(c)
-                self._cache[k] = c
-                for i in missing[k]:
-                    out[i] = c
+            pending, self._pending, self._pending_keys = self._pending, [], set()
+        for keys, wait in pending:
+            self._store(dict(zip(keys, map(int, wait()))))
+
+    def _store(self, counted: dict[str | bytes, int]) -> None:
+        """Add ``counted`` to the cache, the oldest entries out beyond ``COUNT_CACHE_SIZE``."""
+        with self._lock:
+            self._cache.update(counted)
             if len(self._cache) > COUNT_CACHE_SIZE:
                 for k in list(self._cache)[: len(self._cache) - COUNT_CACHE_SIZE]:
                     self._cache.pop(k, None)
-        return out  # type: ignore[return-value]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans ``[(start, end), ...]`` of each token, for showing token boundaries.
@@ -169,6 +219,12 @@ class TokenizerProfile:
         return self.spans(text)
 
 
+def _missing(texts: Sequence[str], keys: Sequence[str | bytes], out: Sequence[int | None]) -> dict[str | bytes, str]:
+    """The key → text of every text whose ``out`` is ``None``, each key once, in first-seen order."""
+    at = list(compress(range(len(out)), map(is_, out, repeat(None))))
+    return dict(zip(map(keys.__getitem__, at), map(texts.__getitem__, at)))
+
+
 def _tiktoken_spans(encoding_name: str, text: str) -> list[tuple[int, int]]:
     return spans(get_encoding(encoding_name), text, set())
 
@@ -180,23 +236,31 @@ def _exact_spans(encoding_name: str) -> TokenSpans:
     return run
 
 
+def _exact_start(encoding_name: str) -> StartBatch:
+    """Exact counts of ``encoding_name``, started in the encoder threads (:func:`engine.tokenizers.ordinary.start_count_ordinary`)."""
+    def start(texts: Sequence[str]) -> Counts:
+        # Special-token text inside user content is counted as ordinary text, as the API does.
+        return start_count_ordinary(get_encoding(encoding_name), texts)
+
+    return start
 
 
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
     """Exact counts of ``encoding_name``: :func:`engine.tokenizers.ordinary.count_ordinary` (one encoder call per chunk)."""
+    start = _exact_start(encoding_name)
+
     def run(texts: Sequence[str]) -> list[int]:
-        # Special-token text inside user content is counted as ordinary text, as the API does.
-        return count_ordinary(get_encoding(encoding_name), texts)
+        return start(texts)()
 
     return run
 
 
-def _scaled(factor: float, floor_chars_per_token: float | None = None,
-            floor_factor: float = 1.0) -> Callable[[Sequence[str]], list[int]]:
-    base = _exact_batch("cl100k_base")
+def _scaled_start(factor: float, floor_chars_per_token: float | None = None,
+                  floor_factor: float = 1.0) -> StartBatch:
+    """An estimate from the exact cl100k counts (module docstring), started in the encoder threads."""
+    base = _exact_start("cl100k_base")
 
-    def run(texts: Sequence[str]) -> list[int]:
-        counts = base(texts)
+    def scale(texts: Sequence[str], counts: list[int]) -> list[int]:
         out = []
         for text, c in zip(texts, counts):
             estimate = math.ceil(c * factor)
@@ -205,7 +269,18 @@ def _scaled(factor: float, floor_chars_per_token: float | None = None,
             out.append(estimate)
         return out
 
-    return run
+    def start(texts: Sequence[str]) -> Counts:
+        wait = base(texts)
+        return lambda: scale(texts, wait())
+
+    return start
+
+
+def _estimated(name: str, description: str, factor: float, floor_chars_per_token: float | None = None,
+               floor_factor: float = 1.0) -> TokenizerProfile:
+    """A built-in approximate profile (version ``1``) estimated from cl100k counts."""
+    start = _scaled_start(factor, floor_chars_per_token, floor_factor)
+    return TokenizerProfile(name, True, "1", description, lambda texts: start(texts)(), start_batch=start)
 
 
 class TokenizerRegistry(NamedRegistry[TokenizerProfile]):
@@ -225,17 +300,12 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
         yield TokenizerProfile(
             name=enc, approximate=False, version=f"tiktoken-{enc}",
             description=f"exact: OpenAI {enc} via tiktoken (offline ranks)",
-            count_batch=_exact_batch(enc), spans=_exact_spans(enc),
+            count_batch=_exact_batch(enc), spans=_exact_spans(enc), start_batch=_exact_start(enc),
         )
-    yield TokenizerProfile("claude-approx", True, "1",
-                           "estimate: ceil(cl100k tokens × 1.10) for Anthropic Claude", _scaled(1.10))
-    yield TokenizerProfile("llama3-approx", True, "1",
-                           "estimate: ceil(cl100k tokens × 1.02) for Meta Llama 3/4", _scaled(1.02))
-    yield TokenizerProfile("mistral-approx", True, "1",
-                           "estimate: ceil(cl100k tokens × 1.08) for Mistral models", _scaled(1.08))
-    yield TokenizerProfile("gemini-approx", True, "1",
-                           "estimate: max(ceil(chars / 4), ceil(cl100k tokens × 0.95)) for Google Gemini",
-                           _scaled(1.0, 4.0, 0.95))
-    yield TokenizerProfile("generic-approx", True, "1",
-                           "estimate: max(ceil(chars / 3.35), cl100k tokens) for unknown models "
-                           "(SillyTavern's fallback)", _scaled(1.0, 3.35, 1.0))
+    yield _estimated("claude-approx", "estimate: ceil(cl100k tokens × 1.10) for Anthropic Claude", 1.10)
+    yield _estimated("llama3-approx", "estimate: ceil(cl100k tokens × 1.02) for Meta Llama 3/4", 1.02)
+    yield _estimated("mistral-approx", "estimate: ceil(cl100k tokens × 1.08) for Mistral models", 1.08)
+    yield _estimated("gemini-approx",
+                     "estimate: max(ceil(chars / 4), ceil(cl100k tokens × 0.95)) for Google Gemini", 1.0, 4.0, 0.95)
+    yield _estimated("generic-approx", "estimate: max(ceil(chars / 3.35), cl100k tokens) for unknown models "
+                     "(SillyTavern's fallback)", 1.0, 3.35, 1.0)

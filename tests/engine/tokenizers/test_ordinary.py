@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import os
 import signal
 import time
@@ -86,3 +87,54 @@ def test_a_forked_child_counts_with_its_own_threads(monkeypatch: pytest.MonkeyPa
             pytest.fail("the forked child hung waiting on encoder threads it does not have")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_started_counts_arrive_while_the_caller_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``start_count_ordinary`` of a large batch submits it to the encoder threads and returns at once."""
+    monkeypatch.setattr(ordinary, "CHUNK_CHARS", 2_000)
+    texts = [f"turn {i}: " + "some words here " * (i % 40) for i in range(2_000)]
+    assert sum(map(len, texts)) >= ordinary.THREADED_CHARS
+    wait = ordinary.start_count_ordinary(get_encoding("cl100k_base"), texts)
+    assert wait() == _reference("cl100k_base", texts)
+
+
+class _Buffer:
+    """An encoder whose token buffer holds the separator's four bytes across two ids (no real encoding does).
+
+    Each ``x`` is the ids ``0x03040000, 0x00000102`` (bytes ``00 00 04 03 02 01 00 00``: the
+    separator's bytes at offset 2), and the first separator before a ``yy`` is left out, so that
+    cutting at the bytes gives as many pieces as there are texts and only their lengths tell.
+    """
+
+    SEP = 0x01020304
+
+    def __init__(self) -> None:
+        self.special_tokens_set = {SEPARATOR}
+        self._core_bpe = self
+
+    def encode_to_tiktoken_buffer(self, text: str, allowed: set[str]) -> memoryview:
+        parts = text.split(SEPARATOR)
+        ids = self._ids(parts[0])
+        dropped = False
+        for part in parts[1:]:
+            if part == "yy" and not dropped:
+                dropped = True
+            else:
+                ids.append(self.SEP)
+            ids += self._ids(part)
+        return memoryview(array.array("I", ids))
+
+    @staticmethod
+    def _ids(part: str) -> list[int]:
+        return [0x03040000, 0x00000102] * part.count("x") + [7] * part.count("y")
+
+    def encode_single_token(self, text: str) -> int:
+        return self.SEP
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return [0] * len(text)
+
+
+def test_a_separator_match_across_two_ids_falls_back_to_one_call_per_text() -> None:
+    texts = ["x"] + ["yy"] * ordinary.MIN_TEXTS
+    assert count_ordinary(_Buffer(), texts) == [1] + [2] * ordinary.MIN_TEXTS  # type: ignore[arg-type]
