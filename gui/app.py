@@ -7,6 +7,7 @@ waits for the preview, writes a PNG and returns 0 — for docs and tests.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -265,6 +266,23 @@ def quiet_qt_messages() -> None:
     qInstallMessageHandler(_qt_message)
 
 
+def end_start_pause(ctx: AppContext) -> None:
+    """The app's start is over: the cyclic garbage collector runs again, unless a chat load holds it.
+
+    ``loomscope gui`` pauses the collector before it imports the app (:mod:`gui.cli`) until the
+    window is shown and its first chat load has started. On the way, CPython's automatic
+    collections walked every object the imports build (Qt's wrappers, pydantic's and SQLAlchemy's
+    classes), two full passes among them: about 0.15 s of a 1.5 s start on the sample library
+    (``tests/benchmarks/measure_start.py``). From here the app's one policy owns the collector
+    (:mod:`gui.gc_policy`): a chat load holds it until its first preview is applied, then freezes
+    what is alive (the start's objects with it); with no chat loading it runs again now. Main
+    thread only, like the policy.
+    """
+    policy = ctx.gc_policy
+    if policy is None or not (policy.held or policy.quiet):
+        gc.enable()
+
+
 def run_app(db: str | None = None, screenshot: str | None = None, chat: str | None = None,
             tab: str | None = None, size: tuple[int, int] | None = None) -> int:
     """Open the desktop app (or write a screenshot and exit). Returns the exit code.
@@ -301,6 +319,7 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
         if screenshot:
             rc = take_screenshot(window, screenshot, chat, tab, size)
             window.close()
+            end_start_pause(ctx)
             return rc
         install_excepthook(window)
         interrupt_timer = install_interrupt_handler(app, window)
@@ -310,6 +329,7 @@ def run_app(db: str | None = None, screenshot: str | None = None, chat: str | No
             window.resize(*size)
         window.show()
         window.start(chat)
+        end_start_pause(ctx)
         if tab:
             window.select_tab(tab)
         rc = int(app.exec())

@@ -11,6 +11,7 @@ command runs, so ``--help`` works without it.
 from __future__ import annotations
 
 import argparse
+import gc
 
 from engine.errors import SettingsError
 
@@ -50,6 +51,9 @@ def _run(args: argparse.Namespace) -> int:
             raise SettingsError("INVALID_SETTINGS", f"expected WIDTHxHEIGHT in pixels (200-10000 each), "
                                 f"such as 1440x900; got {args.size!r}", file="--size")
         size = (int(parts[0]), int(parts[1]))
+    # the app's start runs without the cyclic collector (its full passes walked every object the
+    # imports below build): gui.app.end_start_pause hands it to the app's policy once the window is up
+    gc.disable()
     from .app import run_app  # imported lazily: `loomscope gui --help` needs no Qt
 
     return run_app(db=args.db, screenshot=args.screenshot, chat=args.chat, tab=args.tab, size=size)

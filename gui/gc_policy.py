@@ -35,7 +35,9 @@ freed by reference counting unless it sits in a reference cycle; such cycles wai
 collection over unfrozen objects. They stay frozen (settle adds the next chat to the frozen set)
 until a full collection is due at a hold, once :data:`COLLECT_EVERY_HOLDS` loads have passed since
 the last one (measured: ~180 cyclic objects per 5,000-message chat switch), so they stay bounded.
-Nothing else in the app, and nothing in the engine, touches the collector.
+Nothing else in the app, and nothing in the engine, touches the collector, but the app's start:
+``loomscope gui`` runs it paused from before the app's imports until the window is up and the
+first chat load holds it (:func:`gui.app.end_start_pause`).
 
 The measurements (``/work/notes/issue-29-guitypes.md``, ``/work/notes/issue-29-gcfix.md``) are
 repeatable with ``tests/benchmarks/measure_gc_policy.py`` and ``tests/benchmarks/measure_gui.py``.
@@ -58,8 +60,9 @@ __all__ = ["COLLECT_EVERY_HOLDS", "GC_FREEZE_AFTER_LOAD", "TIDY_EVERY_S", "Colle
 #: Whether the app holds the collector while a chat loads and freezes after (the measured default).
 GC_FREEZE_AFTER_LOAD = True
 #: A full collection runs at a chat load's :meth:`CollectorPolicy.hold` once this many loads have
-#: passed since the last one (the first hold collects too): the cyclic garbage of replaced chats
-#: stays bounded, and most loads start without walking the heap.
+#: passed since the last one (the app's first load does not: it replaces no chat, and its full pass
+#: over everything the app's start built cost about 75 ms before the window's first paint): the
+#: cyclic garbage of replaced chats stays bounded, and most loads start without walking the heap.
 COLLECT_EVERY_HOLDS = 8
 #: Seconds between two tidy passes while a chat is open and no preview ran (a long generation, ...).
 TIDY_EVERY_S = 30
@@ -103,7 +106,7 @@ class CollectorPolicy(QObject):
         self._loaders: set[int] = set()
         #: The first preview submitted after this generation belongs to the chat just loaded.
         self._after_generation: int | None = None
-        self._holds_since_collect = COLLECT_EVERY_HOLDS
+        self._holds_since_collect = 0  # the first load replaces no chat: nothing of one to collect
         self.settles = 0
         self.holds = 0
         self.collections = 0

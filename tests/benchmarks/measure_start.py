@@ -6,7 +6,8 @@
 includes the interpreter's own start and every import, as a writer's ``loomscope gui`` pays.
 This process then does what :func:`gui.app.run_app` does (the same functions in the same order:
 ``ensure_app``, ``open_store``, ``build_context``, ``MainWindow``, ``restore_state``, ``show``,
-``start``) on the library at ``DB_PATH`` (the seeded sample library, prepared by the parent) and
+``start``, ``end_start_pause``, with the collector paused from the first line as ``gui/cli.py``
+pauses it) on the library at ``DB_PATH`` (the seeded sample library, prepared by the parent) and
 stops the clock:
 
 * **painted**: right after the main window's first paint event (the window is on screen);
@@ -18,6 +19,7 @@ Prints one JSON object on the last line of stdout (seconds since ``T0``).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+gc.disable()  # as `loomscope gui` starts the app (gui/cli.py): gui.app.end_start_pause turns it back on
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
@@ -33,7 +36,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 from PySide6.QtCore import QEvent, QObject, QSettings, QTimer  # noqa: E402
 
 from engine.storage import open_store  # noqa: E402
-from gui.app import build_context, ensure_app  # noqa: E402
+from gui.app import build_context, end_start_pause, ensure_app  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 
 TIMEOUT_S = float(os.environ.get("BENCH_START_TIMEOUT", "60"))
@@ -82,6 +85,7 @@ def main(argv: list[str]) -> int:
         window.restore_state()
         window.show()
         window.start(None)
+        end_start_pause(window.ctx)
         deadline = time.time() + TIMEOUT_S
         while (probe.painted is None or probe.preview is None) and time.time() < deadline:
             app.processEvents()
