@@ -157,13 +157,11 @@ class TokenizerProfile:
         out: list[int | None] = list(map(self._cache.get, keys))
         if None not in out:
             return out  # type: ignore[return-value]
-        todo = _missing(texts, keys, out)
-        if self._pending_keys and not self._pending_keys.isdisjoint(todo):
-            self._settle()
-            out = list(map(self._cache.get, keys))
+        if self._pending_keys and not self._pending_keys.isdisjoint(compress(keys, map(is_, out, repeat(None)))):
+            out = list(map(self._settle().get, keys, out))
             if None not in out:
                 return out  # type: ignore[return-value]
-            todo = _missing(texts, keys, out)
+        todo = _missing(texts, keys, out)
         counted = dict(zip(todo, map(int, self.count_batch(list(todo.values())))))
         self._store(counted)
         return list(map(counted.get, keys, out))  # type: ignore[arg-type]  # a count for every key
@@ -192,12 +190,15 @@ class TokenizerProfile:
                 self._pending.append((list(todo), wait))
                 self._pending_keys.update(todo)
 
-    def _settle(self) -> None:
-        """Wait for every count :meth:`prefetch` started and put it in the cache."""
+    def _settle(self) -> dict[str | bytes, int]:
+        """Wait for every count :meth:`prefetch` started and put it in the cache; returns them by key."""
         with self._lock:
             pending, self._pending, self._pending_keys = self._pending, [], set()
+        settled: dict[str | bytes, int] = {}
         for keys, wait in pending:
-            self._store(dict(zip(keys, map(int, wait()))))
+            settled.update(zip(keys, map(int, wait())))
+        self._store(settled)
+        return settled
 
     def _store(self, counted: dict[str | bytes, int]) -> None:
         """Add ``counted`` to the cache, the oldest entries out beyond ``COUNT_CACHE_SIZE``."""
