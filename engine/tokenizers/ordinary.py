@@ -129,8 +129,11 @@ def start_count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> Counts
             parts[k] = _count_chunk(enc, chunks[k])
 
     helper = _pool().submit(work)
+    pid = os.getpid()
 
     def wait() -> list[int]:
+        if os.getpid() != pid:  # a forked child: the helper thread is not in it, nor what it took
+            return _count_chunks(enc, chunks)
         work()  # the chunks no thread took yet
         if not helper.cancel():  # the helper started: it may still be on its last chunk
             helper.result()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -138,3 +139,33 @@ class _Buffer:
 def test_a_separator_match_across_two_ids_falls_back_to_one_call_per_text() -> None:
     texts = ["x"] + ["yy"] * ordinary.MIN_TEXTS
     assert count_ordinary(_Buffer(), texts) == [1] + [2] * ordinary.MIN_TEXTS  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_counts_started_before_a_fork_are_made_again_in_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked while the encoder thread holds a chunk has neither the thread nor that chunk's counts."""
+    encode_chunk = ordinary._count_chunk
+
+    def slow_in_the_encoder_thread(enc, texts):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name.startswith("loomscope-tokens"):
+            time.sleep(1.0)  # still on its chunk when the parent forks
+        return encode_chunk(enc, texts)
+
+    monkeypatch.setattr(ordinary, "_count_chunk", slow_in_the_encoder_thread)
+    texts = [f"turn {i}: " + "some words here " * (i % 40) for i in range(2_000)]
+    expected = _reference("o200k_base", texts)
+    wait = ordinary.start_count_ordinary(get_encoding("o200k_base"), texts)
+    time.sleep(0.2)  # the encoder thread has taken the first chunk
+    pid = os.fork()
+    if pid == 0:
+        ok = wait() == expected
+        os._exit(0 if ok else 1)
+    assert wait() == expected
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung waiting on the parent's encoder thread")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(done[1]) == 0
