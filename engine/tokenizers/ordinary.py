@@ -41,7 +41,7 @@ import tiktoken
 #: The separator: a special token every tiktoken encoding the engine uses has.
 SEPARATOR = "<|endoftext|>"
 #: Characters per chunk at most: one encoder call each (its text and its token buffer in memory at once).
-CHUNK_CHARS = 1_048_576
+CHUNK_CHARS = 4_194_304
 #: A large batch's second half is cut into chunks of about ``1 / CHUNKS`` of the batch (at most
 #: :data:`CHUNK_CHARS` characters each; the first chunk is half the batch).
 CHUNKS = 16
