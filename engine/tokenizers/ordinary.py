@@ -30,10 +30,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import and_, rshift
 
 import tiktoken
@@ -50,30 +50,8 @@ MIN_TEXTS = 32
 #: Characters from which an encoder thread helps (below, the caller's thread counts alone).
 THREADED_CHARS = 65_536
 
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
-
 Counts = Callable[[], list[int]]
 """Waits for the counts a :func:`start_count_ordinary` started and returns them (one int per text, in order)."""
-
-
-def _forget_pool_in_child() -> None:
-    """A forked child has none of the parent's threads: it starts its own pool when it needs one."""
-    global _POOL_LOCK
-    _POOL.clear()
-    _POOL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_forget_pool_in_child)
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The two encoder threads (started on first use, shared by every count)."""
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="loomscope-tokens"))
-        return _POOL[0]
 
 
 def count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
@@ -123,20 +101,28 @@ def start_count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> Counts
     chunks = _chunks(texts, min(CHUNK_CHARS, -(-total // CHUNKS)), first=min(CHUNK_CHARS, total // 2))
     parts: list[list[int]] = [[] for _ in chunks]
     todo = iter(range(len(chunks)))  # shared by both threads: a range iterator's next() is atomic
+    failed: list[BaseException] = []
 
     def work() -> None:
-        for k in todo:
-            parts[k] = _count_chunk(enc, chunks[k])
+        try:
+            for k in todo:
+                parts[k] = _count_chunk(enc, chunks[k])
+        except BaseException as exc:  # handed to the caller's thread by wait()
+            failed.append(exc)
 
-    helper = _pool().submit(work)
+    # a thread of its own: start() returns once it runs, and it holds the GIL from there to the
+    # encoder call (an idle pool's worker would wait up to a switch interval for it first)
+    helper = threading.Thread(target=work, name="loomscope-tokens", daemon=True)
+    helper.start()
     pid = os.getpid()
 
     def wait() -> list[int]:
         if os.getpid() != pid:  # a forked child: the helper thread is not in it, nor what it took
             return _count_chunks(enc, chunks)
         work()  # the chunks no thread took yet
-        if not helper.cancel():  # the helper started: it may still be on its last chunk
-            helper.result()
+        helper.join()  # it may still be on its last chunk
+        if failed:
+            raise failed[0]
         return [n for part in parts for n in part]
 
     return wait
@@ -153,15 +139,15 @@ def _chunks(texts: Sequence[str], size: int | None = None, first: int | None = N
     ``first``: the first run's characters instead (default ``size``).
     """
     limit = CHUNK_CHARS if size is None else size
+    ends = list(accumulate(map(len, texts)))  # characters of texts[0..k]
     out: list[Sequence[str]] = []
-    start, chars, at_least = 0, 0, limit if first is None else first
-    for k, n in enumerate(map(len, texts)):
-        chars += n
-        if chars >= at_least:
-            out.append(texts[start:k + 1])
-            start, chars, at_least = k + 1, 0, limit
-    if start < len(texts):
-        out.append(texts[start:])
+    start, before, at_least = 0, 0, limit if first is None else first
+    while start < len(texts):
+        k = bisect_left(ends, before + at_least, start)  # the first run reaching at_least characters
+        out.append(texts[start:k + 1])
+        if k + 1 < len(texts):
+            before = ends[k]
+        start, at_least = k + 1, limit
     return out
 
 

@@ -173,7 +173,8 @@ class TokenizerProfile:
         first: with ``start_batch`` (the built-in exact profiles and those estimated from them)
         the texts are encoded in the encoder threads meanwhile, and the first
         :meth:`count_many` that asks for one of them waits for them and finds them counted.
-        Without ``start_batch`` it does nothing. The counts are the ones :meth:`count_many` would make.
+        Without ``start_batch`` it does nothing. The counts are the ones :meth:`count_many` would make
+        (a text that repeats in a batch of which none is cached may be encoded more than once).
         """
         if self.start_batch is None or not texts:
             return
@@ -181,14 +182,18 @@ class TokenizerProfile:
         out: list[int | None] = list(map(self._cache.get, keys))
         if None not in out:
             return
-        todo = _missing(texts, keys, out)
-        for key in self._pending_keys.intersection(todo):
-            del todo[key]
-        if todo:
-            wait = self.start_batch(list(todo.values()))
+        if out.count(None) == len(out) and not self._pending_keys:  # a new chat: every text, as it comes
+            todo_keys, todo_texts = list(keys), list(texts)
+        else:
+            todo = _missing(texts, keys, out)
+            for key in self._pending_keys.intersection(todo):
+                del todo[key]
+            todo_keys, todo_texts = list(todo), list(todo.values())
+        if todo_keys:
+            wait = self.start_batch(todo_texts)
             with self._lock:
-                self._pending.append((list(todo), wait))
-                self._pending_keys.update(todo)
+                self._pending.append((todo_keys, wait))
+                self._pending_keys.update(todo_keys)
 
     def _settle(self) -> dict[str | bytes, int]:
         """Wait for every count :meth:`prefetch` started and put it in the cache; returns them by key."""

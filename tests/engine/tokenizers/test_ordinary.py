@@ -169,3 +169,18 @@ def test_counts_started_before_a_fork_are_made_again_in_the_child(monkeypatch: p
             pytest.fail("the forked child hung waiting on the parent's encoder thread")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_an_error_in_the_encoder_thread_reaches_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    encode_chunk = ordinary._count_chunk
+
+    def broken_in_the_encoder_thread(enc, texts):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name.startswith("loomscope-tokens"):
+            raise MemoryError("no room for the token buffer")
+        return encode_chunk(enc, texts)
+
+    monkeypatch.setattr(ordinary, "_count_chunk", broken_in_the_encoder_thread)
+    texts = [f"turn {i}: " + "some words here " * (i % 40) for i in range(2_000)]
+    wait = ordinary.start_count_ordinary(get_encoding("o200k_base"), texts)
+    with pytest.raises(MemoryError, match="token buffer"):
+        wait()
