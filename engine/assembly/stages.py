@@ -246,7 +246,8 @@ def _message_blocks(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMes
     own. The messages are not validated again (they were when the chat was read).
     """
     n = len(msgs)
-    sources = list(map("message:{}".format, indices))
+    sources = list(map("message:%d".__mod__, indices))
+    metas = list(map(_META, msgs))
     # one copy per block of a split-key template holding the common values, then one C-level
     # pass per column that differs from block to block
     values = list(map(dict.copy, repeat(_CURRENT_TEMPLATE if current else _HISTORY_TEMPLATE, n)))
@@ -254,8 +255,8 @@ def _message_blocks(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMes
     # others are "t<k>"): :func:`assemble` numbers every block by its position
     roles = list(map(_ROLE, msgs))
     for key, column in (("id", sources), ("source", sources), ("role", roles),
-                        ("message", _message_copies(ctx, indices, msgs)), ("pinned", map(bool, map(_PINNED, msgs))),
-                        ("manual_excluded", map(bool, map(_EXCLUDED, msgs))), ("hidden", map(bool, map(_HIDDEN, msgs))),
+                        ("message", _message_copies(ctx, indices, msgs)), ("pinned", map(bool, map(_PINNED, metas))),
+                        ("manual_excluded", map(bool, map(_EXCLUDED, metas))), ("hidden", map(bool, map(_HIDDEN, metas))),
                         ("message_index", indices)):
         deque(map(setitem, values, repeat(key), column), maxlen=0)
     for k in lead:
@@ -298,7 +299,8 @@ _CURRENT_TEMPLATE = _block_template(kind=BlockKind.MESSAGE, protected=True, prio
 
 
 _ROLE, _TOOL_CALLS, _EXTRA = attrgetter("role"), attrgetter("tool_calls"), attrgetter("__pydantic_extra__")
-_PINNED, _EXCLUDED, _HIDDEN = attrgetter("meta.pinned"), attrgetter("meta.manualExcluded"), attrgetter("meta.hidden")
+_META = attrgetter("meta")
+_PINNED, _EXCLUDED, _HIDDEN = attrgetter("pinned"), attrgetter("manualExcluded"), attrgetter("hidden")
 _RESULT_ROLES = frozenset(("tool", "function"))
 
 
