@@ -10,14 +10,15 @@ splits the text at each allowed special token first and runs its ordinary encodi
 pre-tokenizing regex, then byte-pair merges) on each piece alone (``CoreBPE::encode_native``
 in tiktoken's ``src/lib.rs``). The chunk's tokens come back as one buffer of 32-bit ids
 (``encode_to_tiktoken_buffer``, no Python int per token) and are cut at the separator's four
-bytes. A large batch is cut into chunks that two threads take in turn: an encoder thread
-starts at once (:func:`start_count_ordinary`) and the caller's thread joins it when it asks for
-the counts. The Rust encoder releases the GIL for the whole call, so the caller can do its own
-work meanwhile (a cold preview assembles its blocks), and two threads run at most, one per core
-of a two-core machine, whatever the caller does. The first chunk is half the batch: between two
-chunks the encoder thread needs the GIL, and while the caller runs Python it waits up to the
-interpreter's switch interval (5 ms) for it; the rest are about :data:`CHUNKS` times smaller,
-so that the two threads finish within a small chunk's time of each other.
+bytes.
+
+Counting runs in one thread at a time. Two threads encoding at once are slower than one
+doing both halves in turn (tiktoken 0.14 on this project's 2-core machine: 46 → 60–72 ms for a
+10,000-message chat's two halves, against 69 → 33 ms for two SHA-256 hashes:
+``/work/notes/issue-29-cold.md``). :func:`count_ordinary` encodes in the caller's thread.
+:func:`start_count_ordinary` encodes in a thread of its own and returns at once: the Rust
+encoder releases the GIL for the whole call, so the caller does its own Python work meanwhile
+(a cold preview assembles its blocks) and waits only for what is left.
 
 Texts that contain ``<|endoftext|>`` themselves (they would be cut in two) and texts Python
 cannot encode as UTF-8 (lone surrogates: tiktoken's own wrapper repairs those) are counted one
@@ -40,14 +41,14 @@ import tiktoken
 
 #: The separator: a special token every tiktoken encoding the engine uses has.
 SEPARATOR = "<|endoftext|>"
-#: Characters per chunk at most: one encoder call each (its text and its token buffer in memory at once).
+#: Characters per chunk at most: one encoder call each (its text and its token buffer in memory
+#: at once; between two calls an encoder thread waits for the GIL, up to the interpreter's switch
+#: interval while the caller runs Python, so the fewer the better).
 CHUNK_CHARS = 4_194_304
-#: A large batch's second half is cut into chunks of about ``1 / CHUNKS`` of the batch (at most
-#: :data:`CHUNK_CHARS` characters each; the first chunk is half the batch).
-CHUNKS = 16
 #: Texts below which the per-text loop is used (joining costs more than it saves).
 MIN_TEXTS = 32
-#: Characters from which an encoder thread helps (below, the caller's thread counts alone).
+#: Characters from which :func:`start_count_ordinary` counts in a thread of its own (below, the
+#: caller's thread counts when it asks for the counts).
 THREADED_CHARS = 65_536
 
 Counts = Callable[[], list[int]]
@@ -71,17 +72,17 @@ def count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
     list of int
         Tokens per text, in order.
     """
-    return start_count_ordinary(enc, texts)()
+    if not _joinable(enc, texts):
+        return _one_by_one(enc, texts)
+    return _count_chunks(enc, _chunks(texts))
 
 
 def start_count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> Counts:
     """Start :func:`count_ordinary` of ``texts``; the function it returns waits for the counts.
 
-    A batch of :data:`THREADED_CHARS` characters or more is cut into chunks and an encoder
-    thread starts on them at once, so the caller can go on with other work meanwhile; the
-    returned function encodes the chunks that are left in the caller's thread, alongside the
-    encoder thread, then waits for the chunk that thread is on. A smaller batch is counted in
-    the caller's thread when the returned function is called.
+    A batch of :data:`THREADED_CHARS` characters or more is encoded in a thread of its own,
+    started now, so that the caller can go on with other work meanwhile; a smaller one is
+    counted in the caller's thread when the returned function is called.
 
     Parameters
     ----------
@@ -91,22 +92,20 @@ def start_count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> Counts
     Returns
     -------
     Callable[[], list[int]]
-        Returns the tokens per text, in order (call it once).
+        Returns the tokens per text, in order (call it once); an error of the encoder thread
+        is raised there.
     """
-    if len(texts) < MIN_TEXTS or getattr(enc, "_core_bpe", None) is None or SEPARATOR not in enc.special_tokens_set:
+    if not _joinable(enc, texts):
         return partial(_one_by_one, enc, texts)
-    total = sum(map(len, texts))
-    if total < THREADED_CHARS:
-        return partial(_count_chunks, enc, _chunks(texts))
-    chunks = _chunks(texts, min(CHUNK_CHARS, -(-total // CHUNKS)), first=min(CHUNK_CHARS, total // 2))
-    parts: list[list[int]] = [[] for _ in chunks]
-    todo = iter(range(len(chunks)))  # shared by both threads: a range iterator's next() is atomic
+    chunks = _chunks(texts)
+    if sum(map(len, texts)) < THREADED_CHARS:
+        return partial(_count_chunks, enc, chunks)
+    counts: list[list[int]] = []
     failed: list[BaseException] = []
 
     def work() -> None:
         try:
-            for k in todo:
-                parts[k] = _count_chunk(enc, chunks[k])
+            counts.append(_count_chunks(enc, chunks))
         except BaseException as exc:  # handed to the caller's thread by wait()
             failed.append(exc)
 
@@ -117,15 +116,20 @@ def start_count_ordinary(enc: tiktoken.Encoding, texts: Sequence[str]) -> Counts
     pid = os.getpid()
 
     def wait() -> list[int]:
-        if os.getpid() != pid:  # a forked child: the helper thread is not in it, nor what it took
+        if os.getpid() != pid:  # a forked child: the encoder thread is not in it
             return _count_chunks(enc, chunks)
-        work()  # the chunks no thread took yet
-        helper.join()  # it may still be on its last chunk
+        helper.join()
         if failed:
             raise failed[0]
-        return [n for part in parts for n in part]
+        return counts[0]
 
     return wait
+
+
+def _joinable(enc: tiktoken.Encoding, texts: Sequence[str]) -> bool:
+    """Whether ``texts`` are counted joined: enough of them, and an encoding with the separator."""
+    return (len(texts) >= MIN_TEXTS and getattr(enc, "_core_bpe", None) is not None
+            and SEPARATOR in enc.special_tokens_set)
 
 
 def _count_chunks(enc: tiktoken.Encoding, chunks: list[Sequence[str]]) -> list[int]:
@@ -133,21 +137,18 @@ def _count_chunks(enc: tiktoken.Encoding, chunks: list[Sequence[str]]) -> list[i
     return [n for chunk in chunks for n in _count_chunk(enc, chunk)]
 
 
-def _chunks(texts: Sequence[str], size: int | None = None, first: int | None = None) -> list[Sequence[str]]:
-    """``texts`` cut into runs of about ``size`` (default :data:`CHUNK_CHARS`) characters (at least one text each).
-
-    ``first``: the first run's characters instead (default ``size``).
-    """
+def _chunks(texts: Sequence[str], size: int | None = None) -> list[Sequence[str]]:
+    """``texts`` cut into runs of about ``size`` (default :data:`CHUNK_CHARS`) characters (at least one text each)."""
     limit = CHUNK_CHARS if size is None else size
     ends = list(accumulate(map(len, texts)))  # characters of texts[0..k]
     out: list[Sequence[str]] = []
-    start, before, at_least = 0, 0, limit if first is None else first
+    start, before = 0, 0
     while start < len(texts):
-        k = bisect_left(ends, before + at_least, start)  # the first run reaching at_least characters
+        k = bisect_left(ends, before + limit, start)  # the first run reaching the limit
         out.append(texts[start:k + 1])
         if k + 1 < len(texts):
             before = ends[k]
-        start, at_least = k + 1, limit
+        start = k + 1
     return out
 
 

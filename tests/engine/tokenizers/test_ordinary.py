@@ -38,7 +38,7 @@ def test_hostile_texts_count_as_encode_ordinary(name: str) -> None:
 
 
 def test_many_chunks_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small chunks force several encoder calls and the two-thread pool; the counts stay in order."""
+    """Small chunks force several encoder calls (started in the encoder thread, too); the counts stay in order."""
     monkeypatch.setattr(ordinary, "CHUNK_CHARS", 200)
     monkeypatch.setattr(ordinary, "THREADED_CHARS", 400)
     texts = [f"message {i}: " + "word " * (i % 17) + ("\n" if i % 3 else " ") for i in range(500)]
@@ -46,6 +46,7 @@ def test_many_chunks_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     texts[301] = "broken \udc80 text"
     assert len(ordinary._chunks(texts)) > 10
     assert count_ordinary(get_encoding("o200k_base"), texts) == _reference("o200k_base", texts)
+    assert ordinary.start_count_ordinary(get_encoding("o200k_base"), texts)() == _reference("o200k_base", texts)
 
 
 def test_chunks_cover_every_text_once() -> None:
