@@ -40,8 +40,11 @@ only the rows differ (:func:`_preview_blocks`, :func:`engine.columnar.report_col
 
 from __future__ import annotations
 
+import contextvars
 import copy
+import threading
 from collections.abc import Callable
+from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Any
@@ -331,7 +334,9 @@ def _assemble_blocks(run: RunState) -> None:
 
     A run on the column path that a remembered run can answer (:func:`engine.incremental.reuse`)
     takes that run's blocks with the changed ones copied instead (:func:`_patch_blocks`). A
-    SillyTavern chat: its template (:func:`_assemble_template`).
+    SillyTavern chat: its template (:func:`_assemble_template`). Otherwise (a cold run) the
+    assembly (:func:`_assemble_new`) runs beside the count of the chat's message texts
+    (:func:`_texts_to_count`, :func:`_beside`), so step 4 finds most counts made.
     """
     request, settings = run.request, run.request.settings
     if run.sillytavern is not None:
@@ -345,36 +350,82 @@ def _assemble_blocks(run: RunState) -> None:
             _patch_blocks(run, found.base.state, found.blocks, found.flagged, found.edited)
             run.position_of = found.base.position_of
             return
-    _start_counting(run)
+    texts = _texts_to_count(run)
+    if texts:
+        _beside(partial(_assemble_new, run), partial(run.profile.count_many, texts))
+    else:
+        _assemble_new(run)
+
+
+def _assemble_new(run: RunState) -> None:
+    """Step 3 without a remembered run: lorebook activation, then the stages in template order."""
+    request = run.request
     names = speaker_names(request)
     run.plan = lorebook_plan(request)
     run.activation = _activate(request, run.plan, run.profile, run.budget, names)
     if run.activation is not None:
         run.diagnostics.extend(run.activation.diagnostics)
     macros = MacroContext(user=names.user, char=names.char, values=_macro_values(request, run.budget, names.char),
-                          seed=settings.world_info.seed)
+                          seed=request.settings.world_info.seed)
     ctx = AssemblyContext(request, macros, run.activation)
-    run.blocks = assemble(ctx, run.reg.stages, settings.template)
+    run.blocks = assemble(ctx, run.reg.stages, request.settings.template)
     run.pre_excluded = ctx.pre_excluded
     run.warnings.extend(ctx.warnings)
     run.assembled = (list(run.warnings), list(run.diagnostics))
     run.timed_effects = run.activation.timed_effects if run.activation is not None else None
 
 
-def _start_counting(run: RunState) -> None:
-    """Step 3 of a cold run: the chat's message texts start counting in the encoder threads while it assembles.
+#: Characters of message text from which a cold run counts them while it assembles (below, the
+#: thread costs more than the overlap gives).
+COUNT_BESIDE_CHARS = 65_536
 
-    Most blocks are chat messages sent as written, so step 4 finds their counts made
-    (:meth:`engine.tokenizers.TokenizerProfile.prefetch`; the encoder releases the GIL): a chat's
-    first preview counts and assembles at once. Only for OpenAI accounting (a chat template
-    counts the rendered prompt, not the texts alone); a text a macro changes is counted in step 4.
+
+def _texts_to_count(run: RunState) -> list[str]:
+    """The chat's message texts a cold run counts while it assembles (:func:`_beside`), or ``[]``.
+
+    Most blocks are chat messages sent as written, so step 4 finds their counts in the profile's
+    cache. Only with OpenAI accounting (a chat template counts the rendered prompt, not the
+    texts alone), a profile that counts outside the GIL (``counts_without_gil``: the built-in
+    ones) and at least :data:`COUNT_BESIDE_CHARS` characters. A text a macro changes is
+    counted again in step 4.
     """
-    if run.profile.chat is None:
-        contents = list(map(_CONTENT, run.request.chat.messages))
-        run.profile.prefetch(list(compress(contents, map(is_, map(type, contents), repeat(str)))))
+    profile = run.profile
+    if profile.chat is not None or not profile.counts_without_gil:
+        return []
+    contents = list(map(_CONTENT, run.request.chat.messages))
+    texts = list(compress(contents, map(is_, map(type, contents), repeat(str))))
+    return texts if sum(map(len, texts)) >= COUNT_BESIDE_CHARS else []
 
 
 _CONTENT = attrgetter("content")
+
+
+def _beside(work: Callable[[], None], count: Callable[[], object]) -> None:
+    """``work()`` in a helper thread while this thread runs ``count()``; ``work``'s error is raised here.
+
+    Step 3 of a cold run: tiktoken encodes outside the GIL, and fastest on the main thread (it
+    encodes a 10,000-message chat in ~47 ms there, ~61 ms in any other thread; two threads
+    encoding at once are slower than one: :mod:`engine.tokenizers.ordinary`), so this thread
+    counts the chat while the helper runs the assembly's Python (~22 ms) beside it. The helper
+    runs in a copy of this thread's context (:func:`engine.shifting.groups.frozen_blocks`).
+    """
+    failed: list[BaseException] = []
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            context.run(work)
+        except BaseException as exc:  # raised in the caller's thread below
+            failed.append(exc)
+
+    helper = threading.Thread(target=run, name="loomscope-assembly", daemon=True)
+    helper.start()
+    try:
+        count()
+    finally:
+        helper.join()
+    if failed:
+        raise failed[0]
 
 
 def _reuse_key(run: RunState) -> tuple[object, ...]:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from ..registry import NamedRegistry
 from .backends import _tiktoken_spans as spans
-from .ordinary import Counts, start_count_ordinary
+from .ordinary import count_ordinary
 from .tiktoken_offline import get_encoding
 
 if TYPE_CHECKING:
@@ -50,8 +50,6 @@ CountBatch = Callable[[Sequence[str]], list[int]]
 """Counts of many texts in one call: ``texts -> [tokens of texts[0], ...]`` (same length, ints >= 0)."""
 TokenSpans = Callable[[str], list[tuple[int, int]]]
 """Character spans ``[(start, end), ...]`` of each token of one text, in order."""
-StartBatch = Callable[[Sequence[str]], Counts]
-"""``count_batch`` started in the background: ``texts -> wait``, where ``wait()`` returns the counts."""
 
 
 class TokenizerProfile:
@@ -77,11 +75,11 @@ class TokenizerProfile:
     chat:
         The family's chat template as exact token accounting (a :class:`.templates.ChatTemplate`),
         or ``None`` for OpenAI chat accounting (:mod:`.accounting`).
-    start_batch:
-        ``count_batch`` that can run in the background: ``texts -> wait``, counting starts at
-        once (in threads that do not hold the GIL) and ``wait()`` returns what ``count_batch(texts)``
-        would. With it, :meth:`prefetch` gives a caller a head start; ``None`` (the default):
-        :meth:`prefetch` does nothing.
+    counts_without_gil:
+        ``True`` when ``count_batch`` spends its time outside the GIL (a native encoder that
+        releases it, as tiktoken's does): other Python threads run at full speed meanwhile, so a
+        caller may count and do other work at once (a cold preview assembles its blocks while it
+        counts the chat, :func:`engine.pipeline._assemble_blocks`). Default ``False``.
 
     Raises
     ------
@@ -105,7 +103,7 @@ class TokenizerProfile:
 
     def __init__(self, name: str, approximate: bool, version: str, description: str,
                  count_batch: CountBatch | None = None, *, spans: TokenSpans | None = None,
-                 chat: ChatTemplate | None = None, start_batch: StartBatch | None = None,
+                 chat: ChatTemplate | None = None, counts_without_gil: bool = False,
                  _count_batch: CountBatch | None = None, _encode: TokenSpans | None = None) -> None:
         batch = count_batch if count_batch is not None else _count_batch
         if batch is None:
@@ -117,12 +115,9 @@ class TokenizerProfile:
         self.count_batch: CountBatch = batch
         self.spans: TokenSpans | None = spans if spans is not None else _encode
         self.chat = chat
-        self.start_batch = start_batch
+        self.counts_without_gil = counts_without_gil
         self._cache: dict[str | bytes, int] = {}
         self._lock = threading.Lock()
-        #: counts :meth:`prefetch` started and no call has waited for yet: (keys, wait)
-        self._pending: list[tuple[list[str | bytes], Counts]] = []
-        self._pending_keys: set[str | bytes] = set()
 
     def __repr__(self) -> str:
         return (f"TokenizerProfile(name={self.name!r}, approximate={self.approximate!r}, "
@@ -151,59 +146,16 @@ class TokenizerProfile:
 
         The cache is keyed by the text itself (or its BLAKE2b digest for texts over
         ``_TEXT_KEY_MAX_CHARS`` characters) and bounded to ``COUNT_CACHE_SIZE`` entries
-        (oldest first out). Texts a :meth:`prefetch` is counting are waited for, not counted again.
+        (oldest first out).
         """
         keys = self._keys(texts)
         out: list[int | None] = list(map(self._cache.get, keys))
         if None not in out:
             return out  # type: ignore[return-value]
-        if self._pending_keys and not self._pending_keys.isdisjoint(compress(keys, map(is_, out, repeat(None)))):
-            out = list(map(self._settle().get, keys, out))
-            if None not in out:
-                return out  # type: ignore[return-value]
         todo = _missing(texts, keys, out)
         counted = dict(zip(todo, map(int, self.count_batch(list(todo.values())))))
         self._store(counted)
         return list(map(counted.get, keys, out))  # type: ignore[arg-type]  # a count for every key
-
-    def prefetch(self, texts: Sequence[str]) -> None:
-        """Start counting the texts of ``texts`` not in the cache, in the background, when the profile can.
-
-        For a caller that will count ``texts`` (or most of them) soon and has other work to do
-        first: with ``start_batch`` (the built-in exact profiles and those estimated from them)
-        the texts are encoded in the encoder threads meanwhile, and the first
-        :meth:`count_many` that asks for one of them waits for them and finds them counted.
-        Without ``start_batch`` it does nothing. The counts are the ones :meth:`count_many` would make
-        (a text that repeats in a batch of which none is cached may be encoded more than once).
-        """
-        if self.start_batch is None or not texts:
-            return
-        keys = self._keys(texts)
-        out: list[int | None] = list(map(self._cache.get, keys))
-        if None not in out:
-            return
-        if out.count(None) == len(out) and not self._pending_keys:  # a new chat: every text, as it comes
-            todo_keys, todo_texts = list(keys), list(texts)
-        else:
-            todo = _missing(texts, keys, out)
-            for key in self._pending_keys.intersection(todo):
-                del todo[key]
-            todo_keys, todo_texts = list(todo), list(todo.values())
-        if todo_keys:
-            wait = self.start_batch(todo_texts)
-            with self._lock:
-                self._pending.append((todo_keys, wait))
-                self._pending_keys.update(todo_keys)
-
-    def _settle(self) -> dict[str | bytes, int]:
-        """Wait for every count :meth:`prefetch` started and put it in the cache; returns them by key."""
-        with self._lock:
-            pending, self._pending, self._pending_keys = self._pending, [], set()
-        settled: dict[str | bytes, int] = {}
-        for keys, wait in pending:
-            settled.update(zip(keys, map(int, wait())))
-        self._store(settled)
-        return settled
 
     def _store(self, counted: dict[str | bytes, int]) -> None:
         """Add ``counted`` to the cache, the oldest entries out beyond ``COUNT_CACHE_SIZE``."""
@@ -242,31 +194,21 @@ def _exact_spans(encoding_name: str) -> TokenSpans:
     return run
 
 
-def _exact_start(encoding_name: str) -> StartBatch:
-    """Exact counts of ``encoding_name``, started in the encoder threads (:func:`engine.tokenizers.ordinary.start_count_ordinary`)."""
-    def start(texts: Sequence[str]) -> Counts:
-        # Special-token text inside user content is counted as ordinary text, as the API does.
-        return start_count_ordinary(get_encoding(encoding_name), texts)
-
-    return start
-
-
 def _exact_batch(encoding_name: str) -> Callable[[Sequence[str]], list[int]]:
     """Exact counts of ``encoding_name``: :func:`engine.tokenizers.ordinary.count_ordinary` (one encoder call per chunk)."""
-    start = _exact_start(encoding_name)
-
     def run(texts: Sequence[str]) -> list[int]:
-        return start(texts)()
+        # Special-token text inside user content is counted as ordinary text, as the API does.
+        return count_ordinary(get_encoding(encoding_name), texts)
 
     return run
 
 
-def _scaled_start(factor: float, floor_chars_per_token: float | None = None,
-                  floor_factor: float = 1.0) -> StartBatch:
-    """An estimate from the exact cl100k counts (module docstring), started in the encoder threads."""
-    base = _exact_start("cl100k_base")
+def _scaled(factor: float, floor_chars_per_token: float | None = None,
+            floor_factor: float = 1.0) -> Callable[[Sequence[str]], list[int]]:
+    base = _exact_batch("cl100k_base")
 
-    def scale(texts: Sequence[str], counts: list[int]) -> list[int]:
+    def run(texts: Sequence[str]) -> list[int]:
+        counts = base(texts)
         out = []
         for text, c in zip(texts, counts):
             estimate = math.ceil(c * factor)
@@ -275,18 +217,14 @@ def _scaled_start(factor: float, floor_chars_per_token: float | None = None,
             out.append(estimate)
         return out
 
-    def start(texts: Sequence[str]) -> Counts:
-        wait = base(texts)
-        return lambda: scale(texts, wait())
-
-    return start
+    return run
 
 
 def _estimated(name: str, description: str, factor: float, floor_chars_per_token: float | None = None,
                floor_factor: float = 1.0) -> TokenizerProfile:
-    """A built-in approximate profile (version ``1``) estimated from cl100k counts."""
-    start = _scaled_start(factor, floor_chars_per_token, floor_factor)
-    return TokenizerProfile(name, True, "1", description, lambda texts: start(texts)(), start_batch=start)
+    """A built-in approximate profile (version ``1``) estimated from cl100k counts (tiktoken: outside the GIL)."""
+    return TokenizerProfile(name, True, "1", description, _scaled(factor, floor_chars_per_token, floor_factor),
+                            counts_without_gil=True)
 
 
 class TokenizerRegistry(NamedRegistry[TokenizerProfile]):
@@ -306,7 +244,7 @@ def builtin_profiles() -> Iterable[TokenizerProfile]:
         yield TokenizerProfile(
             name=enc, approximate=False, version=f"tiktoken-{enc}",
             description=f"exact: OpenAI {enc} via tiktoken (offline ranks)",
-            count_batch=_exact_batch(enc), spans=_exact_spans(enc), start_batch=_exact_start(enc),
+            count_batch=_exact_batch(enc), spans=_exact_spans(enc), counts_without_gil=True,
         )
     yield _estimated("claude-approx", "estimate: ceil(cl100k tokens × 1.10) for Anthropic Claude", 1.10)
     yield _estimated("llama3-approx", "estimate: ceil(cl100k tokens × 1.02) for Meta Llama 3/4", 1.02)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import array
 import os
 import signal
-import threading
 import time
 
 import pytest
@@ -38,15 +37,13 @@ def test_hostile_texts_count_as_encode_ordinary(name: str) -> None:
 
 
 def test_many_chunks_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small chunks force several encoder calls (started in the encoder thread, too); the counts stay in order."""
+    """Small chunks force several encoder calls; the counts stay in order."""
     monkeypatch.setattr(ordinary, "CHUNK_CHARS", 200)
-    monkeypatch.setattr(ordinary, "THREADED_CHARS", 400)
     texts = [f"message {i}: " + "word " * (i % 17) + ("\n" if i % 3 else " ") for i in range(500)]
     texts[77] = f"user wrote {SEPARATOR} here"  # this chunk falls back to one call per text
     texts[301] = "broken \udc80 text"
     assert len(ordinary._chunks(texts)) > 10
     assert count_ordinary(get_encoding("o200k_base"), texts) == _reference("o200k_base", texts)
-    assert ordinary.start_count_ordinary(get_encoding("o200k_base"), texts)() == _reference("o200k_base", texts)
 
 
 def test_chunks_cover_every_text_once() -> None:
@@ -72,7 +69,6 @@ def test_a_forked_child_counts_with_its_own_threads(monkeypatch: pytest.MonkeyPa
     """A process forked after the encoder threads started (a server's worker, say) has none of them:
     it must start its own instead of waiting on threads that do not exist in it."""
     monkeypatch.setattr(ordinary, "CHUNK_CHARS", 200)
-    monkeypatch.setattr(ordinary, "THREADED_CHARS", 400)
     texts = [f"line {i} " * 20 for i in range(200)]
     enc = get_encoding("o200k_base")
     expected = _reference("o200k_base", texts)
@@ -89,15 +85,6 @@ def test_a_forked_child_counts_with_its_own_threads(monkeypatch: pytest.MonkeyPa
             pytest.fail("the forked child hung waiting on encoder threads it does not have")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(done[1]) == 0
-
-
-def test_started_counts_arrive_while_the_caller_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``start_count_ordinary`` of a large batch submits it to the encoder threads and returns at once."""
-    monkeypatch.setattr(ordinary, "CHUNK_CHARS", 2_000)
-    texts = [f"turn {i}: " + "some words here " * (i % 40) for i in range(2_000)]
-    assert sum(map(len, texts)) >= ordinary.THREADED_CHARS
-    wait = ordinary.start_count_ordinary(get_encoding("cl100k_base"), texts)
-    assert wait() == _reference("cl100k_base", texts)
 
 
 class _Buffer:
@@ -140,48 +127,3 @@ class _Buffer:
 def test_a_separator_match_across_two_ids_falls_back_to_one_call_per_text() -> None:
     texts = ["x"] + ["yy"] * ordinary.MIN_TEXTS
     assert count_ordinary(_Buffer(), texts) == [1] + [2] * ordinary.MIN_TEXTS  # type: ignore[arg-type]
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
-def test_counts_started_before_a_fork_are_made_again_in_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A child forked while the encoder thread holds a chunk has neither the thread nor that chunk's counts."""
-    encode_chunk = ordinary._count_chunk
-
-    def slow_in_the_encoder_thread(enc, texts):  # type: ignore[no-untyped-def]
-        if threading.current_thread().name.startswith("loomscope-tokens"):
-            time.sleep(1.0)  # still on its chunk when the parent forks
-        return encode_chunk(enc, texts)
-
-    monkeypatch.setattr(ordinary, "_count_chunk", slow_in_the_encoder_thread)
-    texts = [f"turn {i}: " + "some words here " * (i % 40) for i in range(2_000)]
-    expected = _reference("o200k_base", texts)
-    wait = ordinary.start_count_ordinary(get_encoding("o200k_base"), texts)
-    time.sleep(0.2)  # the encoder thread has taken the first chunk
-    pid = os.fork()
-    if pid == 0:
-        ok = wait() == expected
-        os._exit(0 if ok else 1)
-    assert wait() == expected
-    deadline = time.monotonic() + 30
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung waiting on the parent's encoder thread")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(done[1]) == 0
-
-
-def test_an_error_in_the_encoder_thread_reaches_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
-    encode_chunk = ordinary._count_chunk
-
-    def broken_in_the_encoder_thread(enc, texts):  # type: ignore[no-untyped-def]
-        if threading.current_thread().name.startswith("loomscope-tokens"):
-            raise MemoryError("no room for the token buffer")
-        return encode_chunk(enc, texts)
-
-    monkeypatch.setattr(ordinary, "_count_chunk", broken_in_the_encoder_thread)
-    texts = [f"turn {i}: " + "some words here " * (i % 40) for i in range(2_000)]
-    wait = ordinary.start_count_ordinary(get_encoding("o200k_base"), texts)
-    with pytest.raises(MemoryError, match="token buffer"):
-        wait()

@@ -195,55 +195,11 @@ def test_count_many_mixes_cached_new_repeated_and_long_texts():
     assert p.count_many([]) == []
 
 
-def _started_profile(log: list[tuple[str, list[str]]]) -> TokenizerProfile:
-    """A profile whose counting can start in the background; ``log`` records each batch and each wait."""
-
-    def batch(texts):
-        log.append(("batch", list(texts)))
-        return [len(t.split()) for t in texts]
-
-    def start(texts):
-        log.append(("start", list(texts)))
-        counts = [len(t.split()) for t in texts]
-
-        def wait():
-            log.append(("wait", list(texts)))
-            return counts
-
-        return wait
-
-    return TokenizerProfile("words", True, "1", "one per word", count_batch=batch, start_batch=start)
-
-
-def test_prefetch_gives_count_many_the_counts_it_started():
-    log: list[tuple[str, list[str]]] = []
-    p = _started_profile(log)
-    assert p.count_many(["a"]) == [1]
-    p.prefetch(["a", "b c", "d e f", "b c"])  # "a" is cached: only the new texts start, each once
-    p.prefetch(["b c", "g"])  # "b c" is counting already
-    assert log[1:] == [("start", ["b c", "d e f"]), ("start", ["g"])]
-    assert p.count_many(["x y"]) == [2]  # a text no prefetch holds does not wait for them
-    assert log[-1] == ("batch", ["x y"])
-    assert p.count_many(["d e f", "a", "g", "h"]) == [3, 1, 1, 1]
-    # the first call that wants a started text waits for all of them; only "h" is counted anew
-    assert log[-3:] == [("wait", ["b c", "d e f"]), ("wait", ["g"]), ("batch", ["h"])]
-    assert p.count_many(["b c", "g"]) == [2, 1] and log[-1] == ("batch", ["h"])  # cached now
-
-
-def test_prefetch_of_a_profile_that_cannot_start_does_nothing():
-    calls: list[list[str]] = []
-    p = TokenizerProfile("words", True, "1", "one per word",
-                         count_batch=lambda texts: calls.append(list(texts)) or [len(t.split()) for t in texts])
-    p.prefetch(["a b", "c"])
-    assert calls == [] and p.count_many(["a b", "c"]) == [2, 1] and calls == [["a b", "c"]]
-
-
-@pytest.mark.parametrize("name", ["o200k_base", "claude-approx", "gemini-approx"])
-def test_builtin_prefetch_counts_what_count_many_counts(name):
-    p = default_tokenizer_registry().get(name)
-    assert p.start_batch is not None
-    texts = [f"message {i}: " + "word " * (i % 23) + "\u4f60\u597d" * (i % 3) for i in range(3000)]
-    expected = p.count_batch(texts)  # counted whole, not through the cache
-    p.prefetch(texts)  # over THREADED_CHARS: the encoder threads count while this thread goes on
-    p.count_batch = lambda batch: pytest.fail(f"counted again: {len(batch)} texts")
-    assert p.count_many(texts) == expected
+def test_builtin_profiles_count_outside_the_gil_and_plugins_say_so_themselves():
+    """The built-in profiles count with tiktoken (outside the GIL): a cold preview counts beside its assembly."""
+    reg = default_tokenizer_registry()
+    for name in ("o200k_base", "cl100k_base", "claude-approx", "llama3-approx", "mistral-approx", "gemini-approx",
+                 "generic-approx"):
+        assert reg.get(name).counts_without_gil, name
+    plugin = TokenizerProfile("words", True, "1", "one per word", lambda texts: [len(t.split()) for t in texts])
+    assert not plugin.counts_without_gil
