@@ -352,6 +352,8 @@ def _assemble_blocks(run: RunState) -> None:
             return
     texts = _texts_to_count(run)
     if texts:
+        # a process's first count loads the encoder, holding the GIL: before the helper starts
+        run.profile.count_many(texts[:1])
         _beside(partial(_assemble_new, run), partial(run.profile.count_many, texts))
     else:
         _assemble_new(run)
