@@ -66,13 +66,14 @@ def test_property_joined_counts_equal_per_text_counts(texts: list[str]) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
 def test_a_forked_child_counts_with_its_own_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process forked after the encoder threads started (a server's worker, say) has none of them:
-    it must start its own instead of waiting on threads that do not exist in it."""
+    """A process forked after its parent counted (a server's worker, say) counts the same, without waiting
+    on anything of the parent's (counting runs in the caller's thread; an encoder thread, as this
+    module once had, would not exist in the child)."""
     monkeypatch.setattr(ordinary, "CHUNK_CHARS", 200)
     texts = [f"line {i} " * 20 for i in range(200)]
     enc = get_encoding("o200k_base")
     expected = _reference("o200k_base", texts)
-    assert count_ordinary(enc, texts) == expected  # the parent's pool is running now
+    assert count_ordinary(enc, texts) == expected  # the parent has counted
     pid = os.fork()
     if pid == 0:  # the child: exit 0 only when it counted right
         ok = count_ordinary(enc, texts) == expected
