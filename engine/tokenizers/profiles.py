@@ -137,6 +137,10 @@ class TokenizerProfile:
             return texts
         return list(map(self._key, texts))
 
+    def is_cached(self, text: str) -> bool:
+        """Whether ``text``'s count is in the cache (a lookup, no counting)."""
+        return self._key(text) in self._cache
+
     def count(self, text: str) -> int:
         """Tokens in ``text`` (no chat overhead). Cached by content."""
         return self.count_many([text])[0]

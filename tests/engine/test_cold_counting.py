@@ -78,3 +78,17 @@ def test_a_profile_that_holds_the_gil_counts_in_step_4(monkeypatch: pytest.Monke
     regs.tokenizers.register(_profile(log, beside=False))
     preview(_request("truncate"), registries=regs)
     assert log and all(thread != "loomscope-assembly" for thread, _ in log)
+
+
+def test_the_same_chat_again_assembles_in_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block-path strategy has no warm run: the second preview of a counted chat starts no helper."""
+    monkeypatch.setattr(engine.pipeline, "COUNT_BESIDE_CHARS", 0)
+    calls: list[int] = []
+    beside = engine.pipeline._beside
+    monkeypatch.setattr(engine.pipeline, "_beside", lambda work, count: calls.append(1) or beside(work, count))
+    regs = default_registries()
+    regs.tokenizers.register(_profile([], beside=True))
+    first = preview(_request("summarize"), registries=regs)
+    assert calls == [1]
+    assert preview(_request("summarize"), registries=regs).model_dump(mode="json") == first.model_dump(mode="json")
+    assert calls == [1]

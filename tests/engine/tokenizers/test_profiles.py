@@ -203,3 +203,13 @@ def test_builtin_profiles_count_outside_the_gil_and_plugins_say_so_themselves():
         assert reg.get(name).counts_without_gil, name
     plugin = TokenizerProfile("words", True, "1", "one per word", lambda texts: [len(t.split()) for t in texts])
     assert not plugin.counts_without_gil
+
+
+def test_is_cached_looks_up_without_counting():
+    calls: list[list[str]] = []
+    p = TokenizerProfile("words", True, "1", "one per word",
+                         count_batch=lambda texts: calls.append(list(texts)) or [len(t.split()) for t in texts])
+    long_text = "w " * 3000
+    assert not p.is_cached("a b") and not p.is_cached(long_text) and calls == []
+    p.count_many(["a b", long_text])
+    assert p.is_cached("a b") and p.is_cached(long_text) and not p.is_cached("c")
