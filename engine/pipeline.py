@@ -388,16 +388,18 @@ def _texts_to_count(run: RunState) -> list[str]:
     Most blocks are chat messages sent as written, so step 4 finds their counts in the profile's
     cache. Only with OpenAI accounting (a chat template counts the rendered prompt, not the
     texts alone), a profile that counts outside the GIL (``counts_without_gil``: the built-in
-    ones) and at least :data:`COUNT_BESIDE_CHARS` characters, and not when the first and the last
-    text are counted already (the same chat again: a block-path strategy has no warm run, and an
-    edited text is counted in step 4). A text a macro changes is counted again in step 4.
+    ones) and at least :data:`COUNT_BESIDE_CHARS` characters, and not when 16 texts spread over
+    the chat are all counted already (the same chat again: a block-path strategy has no warm run;
+    an edited text is counted in step 4. Not the first or last text alone: many chats share their
+    system prompt or a last line). A text a macro changes is counted again in step 4.
     """
     profile = run.profile
     if profile.chat is not None or not profile.counts_without_gil:
         return []
     contents = list(map(_CONTENT, run.request.chat.messages))
     texts = list(compress(contents, map(is_, map(type, contents), repeat(str))))
-    if not texts or (profile.is_cached(texts[0]) and profile.is_cached(texts[-1])):
+    step = max(1, len(texts) // 16)
+    if not texts or all(map(profile.is_cached, texts[step // 2::step])):
         return []
     return texts if sum(map(len, texts)) >= COUNT_BESIDE_CHARS else []
 

@@ -92,3 +92,20 @@ def test_the_same_chat_again_assembles_in_its_own_thread(monkeypatch: pytest.Mon
     assert calls == [1]
     assert preview(_request("summarize"), registries=regs).model_dump(mode="json") == first.model_dump(mode="json")
     assert calls == [1]
+
+
+def test_a_new_chat_sharing_its_first_and_last_text_with_a_counted_one_counts_beside(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many chats share their system prompt or a last line: those alone do not make a chat "counted before"."""
+    monkeypatch.setattr(engine.pipeline, "COUNT_BESIDE_CHARS", 0)
+    calls: list[int] = []
+    beside = engine.pipeline._beside
+    monkeypatch.setattr(engine.pipeline, "_beside", lambda work, count: calls.append(1) or beside(work, count))
+    profile = _profile([], beside=True)
+    regs = default_registries()
+    regs.tokenizers.register(profile)
+    request = _request("truncate")
+    texts = [m.content for m in request.chat.messages]
+    profile.count_many([texts[0], texts[-1], texts[-2]])
+    preview(request, registries=regs)
+    assert calls == [1]
