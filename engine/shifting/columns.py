@@ -12,11 +12,15 @@ Positions index every list; a tool group is its member positions (:class:`ToolLa
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import attrgetter, is_, itemgetter, or_
+from operator import attrgetter, is_, is_not, itemgetter, or_
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..schema.blocks import Block, BlockKind, BlockOrigin
 from .groups import ToolGroups, find_tool_groups
@@ -163,6 +167,7 @@ class BlockColumns:
     tier: list[int]
     priority: list[float]
     layout: ToolLayout
+    arrays: ColumnArrays | None = None
 
     def __len__(self) -> int:
         """Number of blocks."""
@@ -212,6 +217,134 @@ class BlockColumns:
             layout if layout is not None else self.layout.take(positions))
 
 
+#: A numpy array of positions, flags or figures (one entry per block or per group).
+Array = npt.NDArray[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutArrays:
+    """A :class:`ToolLayout` as numpy arrays (what the rules' group passes index with).
+
+    Attributes
+    ----------
+    group:
+        Per position: its group's number (index into ``ToolLayout.members``), ``-1`` outside groups.
+    head:
+        Per position: whether it is a unit's head (outside groups, or a group's first member).
+    multi:
+        Per position: whether it is a member of a group of two or more.
+    unit:
+        Per position: its unit's head position (itself outside groups).
+    members, starts, heads:
+        Every group's members, group by group (ascending within a group); where each group
+        starts in ``members`` (``np.ufunc.reduceat`` offsets); each group's first member.
+    orphans:
+        Positions of orphaned tool results, ascending.
+    """
+
+    group: Array
+    head: Array
+    multi: Array
+    unit: Array
+    members: Array
+    starts: Array
+    heads: Array
+    orphans: Array
+
+    @classmethod
+    def of(cls, layout: ToolLayout, n: int) -> LayoutArrays:
+        """The arrays of ``layout`` over ``n`` positions (one Python pass over the groups' members only)."""
+        group = np.full(n, -1, dtype=np.intp)
+        multi = np.zeros(n, dtype=bool)
+        unit = np.arange(n, dtype=np.intp)
+        sizes = np.fromiter(map(len, layout.members), dtype=np.intp, count=len(layout.members))
+        members = np.fromiter(chain.from_iterable(layout.members), dtype=np.intp, count=int(sizes.sum()))
+        starts = np.zeros(len(sizes), dtype=np.intp)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        heads = members[starts]
+        number = np.repeat(np.arange(len(sizes), dtype=np.intp), sizes)
+        group[members] = number
+        unit[members] = heads[number]
+        multi[members] = sizes[number] > 1
+        head = unit == np.arange(n, dtype=np.intp)
+        orphans = np.array(sorted(layout.orphans), dtype=np.intp)
+        return cls(group, head, multi, unit, members, starts, heads, orphans)
+
+    def any_of(self, flags: Array) -> Array:
+        """Per group: whether any member has ``flags`` (a bool array over positions)."""
+        return np.logical_or.reduceat(flags[self.members], self.starts) if len(self.starts) else flags[:0]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnArrays:
+    """:class:`BlockColumns`' figures as numpy arrays (``tokens`` int64, flags bool, ``tier`` int8).
+
+    ``sources`` are the lists they were made from (:func:`arrays_of` uses them only while the
+    columns still hold those very lists); ``layout`` the tool groups as arrays; ``message``
+    whether each block is a chat message (has a ``message_index``).
+    """
+
+    tokens: Array
+    hidden: Array
+    protected: Array
+    pinned: Array
+    manual: Array
+    history: Array
+    tier: Array
+    priority: Array
+    message: Array
+    layout: LayoutArrays
+    sources: tuple[object, ...]
+
+    @classmethod
+    def of(cls, cols: BlockColumns) -> ColumnArrays:
+        """The arrays of ``cols`` (one C-level conversion per column)."""
+        n = len(cols)
+
+        def flags(values: list[bool]) -> Array:
+            return np.fromiter(values, dtype=bool, count=n)
+
+        return cls(np.fromiter(cols.tokens, dtype=np.int64, count=n), flags(cols.hidden), flags(cols.protected),
+                   flags(cols.pinned), flags(cols.manual), flags(cols.history),
+                   np.fromiter(cols.tier, dtype=np.int8, count=n), np.fromiter(cols.priority, dtype=float, count=n),
+                   np.fromiter(map(is_not, cols.message_index, repeat(None)), dtype=bool, count=n),
+                   LayoutArrays.of(cols.layout, n), _sources(cols))
+
+    @property
+    def held(self) -> Array:
+        """Per position: protected or pinned."""
+        return self.protected | self.pinned
+
+    def patched(self, cols: BlockColumns, positions: Sequence[int]) -> ColumnArrays:
+        """These arrays for ``cols``, whose lists differ from this instance's only at ``positions`` (tokens, pin, exclusion)."""
+        at = np.fromiter(positions, dtype=np.intp, count=len(positions))
+        tokens, pinned, manual = self.tokens.copy(), self.pinned.copy(), self.manual.copy()
+        if len(at):
+            tokens[at] = list(map(cols.tokens.__getitem__, positions))
+            pinned[at] = list(map(cols.pinned.__getitem__, positions))
+            manual[at] = list(map(cols.manual.__getitem__, positions))
+        return ColumnArrays(tokens, self.hidden, self.protected, pinned, manual, self.history, self.tier,
+                            self.priority, self.message, self.layout, _sources(cols))
+
+
+def _sources(cols: BlockColumns) -> tuple[object, ...]:
+    return (cols.tokens, cols.hidden, cols.protected, cols.pinned, cols.manual, cols.history, cols.tier,
+            cols.priority, cols.message_index, cols.layout)
+
+
+def arrays_of(cols: BlockColumns) -> ColumnArrays:
+    """``cols.arrays`` when they were made from ``cols``' very lists, else new arrays of ``cols``."""
+    a = cols.arrays
+    if a is not None and all(map(is_, a.sources, _sources(cols))):
+        return a
+    return ColumnArrays.of(cols)
+
+
+def with_arrays(cols: BlockColumns) -> BlockColumns:
+    """``cols`` carrying its arrays (:func:`arrays_of`), for a run that keeps and patches them."""
+    return dataclasses.replace(cols, arrays=arrays_of(cols))
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnShift:
     """The outcome of :func:`~engine.shifting.core.shift_columns` (SPEC §3).
@@ -228,6 +361,9 @@ class ColumnShift:
         Tokens of the kept positions (one recount).
     diagnostics:
         Protected or pinned blocks the writer excluded (not sent), in prompt order.
+    codes:
+        Per position: the reason as a number (an index into
+        :data:`engine.shifting.core.REASON_CODES`, ``0``: kept), an int8 array.
     """
 
     reasons: list[str | None]
@@ -235,6 +371,7 @@ class ColumnShift:
     protected_tokens: int
     total_tokens: int
     diagnostics: list[str]
+    codes: Array | None = None
 
     @property
     def kept(self) -> list[bool]:
@@ -242,4 +379,5 @@ class ColumnShift:
         return list(map(is_, self.reasons, [None] * len(self.reasons)))
 
 
-__all__ = ["BlockColumns", "ColumnShift", "ToolLayout", "removal_tier"]
+__all__ = ["Array", "BlockColumns", "ColumnArrays", "ColumnShift", "LayoutArrays", "ToolLayout", "arrays_of", "removal_tier",
+           "with_arrays"]
