@@ -18,6 +18,7 @@ path has (:func:`engine.report.report_preview`).
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections import deque
 from itertools import chain, compress, repeat
 from operator import is_, is_not, setitem
@@ -27,6 +28,7 @@ from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
+from .shifting.columns import arrays_of, with_arrays
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
     content_warnings,
@@ -65,7 +67,7 @@ def count_columns(run: RunState) -> None:
         every = len(at) == len(blocks)
         b_layout = s_layout if every else _block_layout(s_layout, at, len(blocks))
         run.columns = RunColumns.of(blocks, profile, b_layout)
-        run.send = run.columns.cols if every else run.columns.cols.take(at, s_layout)
+        run.send = run.columns.cols if every else with_arrays(run.columns.cols.take(at, s_layout))
         # only messages with list content can have audio parts
         run.approximate = estimated_counts(profile, compress(blocks, run.columns.listy))
     else:
@@ -86,18 +88,21 @@ def _block_layout(s_layout: ToolLayout, at: list[int], n: int) -> ToolLayout:
 
 
 def _patched_send(run: RunState, base: RunState) -> Any:
-    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) replaced."""
+    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) and arrays replaced."""
     cols = run.columns.cols
     at = run.sendable_at
     if len(at) == len(cols.ids):
         return cols
-    k_of = {i: k for k, i in enumerate(at)}
+    changed = sorted({*run.flagged, *run.edited})
+    ks = [bisect_left(at, pos) for pos in changed]  # their sendable positions (``at`` is ascending)
     pinned, manual = list(base.send.pinned), list(base.send.manual)
-    for pos in chain(run.flagged, run.edited):
-        k = k_of[pos]
+    tokens = list(base.send.tokens) if run.edited else base.send.tokens
+    for pos, k in zip(changed, ks):
         pinned[k], manual[k] = cols.pinned[pos], cols.manual[pos]
-    tokens = [cols.tokens[i] for i in at] if run.edited else base.send.tokens
-    return dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+        if run.edited:
+            tokens[k] = cols.tokens[pos]
+    send = dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+    return dataclasses.replace(send, arrays=arrays_of(base.send).patched(send, ks))
 
 
 def shift_sendable(run: RunState) -> None:

@@ -30,6 +30,7 @@ from .schema.preview import ContextPreview, PreviewBlock, PreviewChanges, Previe
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
+from .shifting.columns import arrays_of, with_arrays
 from .shifting.explain import Explanation
 from .tokenizers import TokenizerProfile
 from .tokenizers.accounting import TOKENS_PER_MESSAGE, count_tools_tokens, message_overhead, message_texts
@@ -172,7 +173,7 @@ class RunColumns:
                 tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
             else:
                 tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
-        cols = BlockColumns.from_blocks(blocks, tokens, layout)
+        cols = with_arrays(BlockColumns.from_blocks(blocks, tokens, layout))
         kept_reason = list(map(_REASON, blocks))
         protected = cols.protected
         for i in compress(range(n), cols.pinned):
@@ -199,9 +200,10 @@ class RunColumns:
             b = blocks[pos]
             pinned[pos], manual[pos] = b.pinned, b.manual_excluded
             kept_reason[pos] = "PINNED" if b.pinned and not b.protected else b.reason
+        changed = sorted({*flagged, *edited})
         if not edited:
-            return dataclasses.replace(self, cols=dataclasses.replace(self.cols, pinned=pinned, manual=manual),
-                                       kept_reason=kept_reason)
+            cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual)
+            return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason)
         provider, pieces, overhead = list(self.provider), list(self.pieces), list(self.overhead)
         tokens, text = list(self.cols.tokens), list(self.text)
         for pos in edited:
@@ -217,8 +219,13 @@ class RunColumns:
             tokens[pos] = sum(counts[at:at + k]) + overhead[pos]
             at += k
         cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual, tokens=tokens)
-        return dataclasses.replace(self, cols=cols, kept_reason=kept_reason, text=text, provider=provider,
-                                   pieces=pieces, overhead=overhead)
+        return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
+                                   text=text, provider=provider, pieces=pieces, overhead=overhead)
+
+
+def _patched_arrays(old: BlockColumns, new: BlockColumns, changed: Sequence[int]) -> BlockColumns:
+    """``new`` with ``old``'s arrays patched at ``changed`` (the positions where their lists differ)."""
+    return dataclasses.replace(new, arrays=arrays_of(old).patched(new, changed))
 
 
 @dataclass
