@@ -30,7 +30,7 @@ from .schema.preview import ContextPreview, PreviewBlock, PreviewChanges, Previe
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
-from .shifting.columns import arrays_of, with_arrays
+from .shifting.columns import Array, arrays_of, with_arrays
 from .shifting.explain import Explanation
 from .tokenizers import TokenizerProfile
 from .tokenizers.accounting import TOKENS_PER_MESSAGE, count_tools_tokens, message_overhead, message_texts
@@ -122,6 +122,10 @@ class RunColumns:
     pieces: list[Sequence[str]]
     overhead: list[int]
     listy: list[bool]
+    #: positions of the blocks without a provider message (the tools block)
+    bare: tuple[int, ...] = ()
+    #: positions of the blocks whose content is a list of parts
+    listed: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
@@ -179,7 +183,8 @@ class RunColumns:
         for i in compress(range(n), cols.pinned):
             if not protected[i]:
                 kept_reason[i] = "PINNED"
-        return cls(cols, kept_reason, text, provider, pieces, overhead, listy)
+        return cls(cols, kept_reason, text, provider, pieces, overhead, listy,
+                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if listy[i]))
 
     def message_positions(self) -> dict[int, int]:
         """The block position of each chat message with a block of its own (source ``message:<i>``)."""
@@ -233,14 +238,18 @@ class Outcome:
     """Each block's fate after steps 5-10, per block position (what the next run compares with).
 
     ``status`` (``kept`` / ``excluded``), ``reason``, ``detail`` (the explanation, or ``None``),
-    ``fits`` (fit windows), ``explanations`` (text → explanation, for the next run's reuse).
+    ``fits`` (fit windows), ``explanations`` (text or figures → explanation, for the next run's
+    reuse). ``moved``: on a warm run, the positions whose status or reason may differ from the
+    base run's (every other position's are the base's values); ``None``: not known (a cold run,
+    or too many moved).
     """
 
     status: list[str]
     reason: list[str]
     detail: list[Explanation | None]
     fits: list[int | None]
-    explanations: dict[str, Explanation]
+    explanations: dict[object, Explanation]
+    moved: list[int] | None = None
 
 
 @dataclass
@@ -322,6 +331,8 @@ class RunState:
     final_blocks: list[Block] = field(init=False)
     kept_at: list[int] = field(init=False)
     fates: tuple[list[str], list[str]] = field(init=False)  # per block: status, reason (column path)
+    fate_codes: Array | None = None  # per block: shifting's reason code, 0 kept (column path: engine.columnar)
+    moved: list[int] | None = None  # a warm run: the positions whose status or reason may have moved
     outcome: Outcome = field(init=False)
     strategy_info: dict[str, Any] = field(default_factory=dict)  # the strategy's own report (ShiftResult.info)
     fit_method: str = "exact"  # how the fit windows were computed (ContextPreview.fit_method)

@@ -195,7 +195,7 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
     la = u.arrays.layout
     out = out[la.unit]  # every group member takes its head's window
     none = u.dead[la.unit] | ~u.arrays.message
-    fits: list[int | None] = out.tolist()
+    fits: list[int | None] = out.tolist()  # type: ignore[assignment]  # ints, None set below
     if none.any():
         deque(map(fits.__setitem__, np.flatnonzero(none).tolist(), repeat(None)), maxlen=0)
     return fits
@@ -212,7 +212,7 @@ class _Units:
         self.arrays, self.dead, self.protected, self.size, self.tier = arrays, dead, protected, size, tier
 
     def live(self) -> list[int]:
-        return np.flatnonzero(~self.dead).tolist()  # type: ignore[no-any-return]
+        return np.flatnonzero(~self.dead).tolist()
 
 
 def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: bool) -> _Units:
