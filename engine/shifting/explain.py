@@ -227,11 +227,18 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
                     current: dict[object, Explanation] | None) -> Callable[[int, str | None, bool], Explanation]:
     """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures.
 
-    An earlier call's explanation with the same figures (or, failing that, the same text and
-    data) is that object; the figures are looked up first, so an unchanged one is not written again.
+    Too big for what is free (``short``): "needs N tokens [with its tool group ]but only F of the
+    B-token budget are free"; else behind the boundary: "N tokens would fit in the F free, but
+    history is kept contiguous: the newer <label> (M tokens) did not fit, so nothing older is
+    sent". An earlier call's explanation with the same figures (or, failing that, the same text
+    and data) is that object; the figures are looked up first, so an unchanged one is not
+    written again. The words after the block's own count are written once per call.
     """
     shared: dict[tuple[int, str | None, bool], Explanation] = {}
     where = (label, need, boundary_id, boundary_message)
+    short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
+    behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
+                   f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
 
     def explanation(own: int, g: str | None, short: bool) -> Explanation:
         key = (own, g, short)
@@ -240,7 +247,13 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
             figures = (free, budget, own, g, short, None if short else where)
             e = previous.get(figures) if previous is not None else None
             if e is None:
-                e = _room_explanation(free, budget, own, g, short, label, need, boundary_id, boundary_message)
+                if short:
+                    e = Explanation(f"needs {own:,} tokens {'with its tool group ' if g else ''}{short_tail}",
+                                    {"free": free, "tokens": own, "group": g})
+                else:
+                    e = Explanation(f"{own:,}{behind_tail}",
+                                    {"free": free, "tokens": own, "blocked_by": boundary_id,
+                                     "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
                 old = previous.get(e.text) if previous is not None else None
                 if old is not None and old.data == e.data:
                     e = old
@@ -250,21 +263,6 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
         return e
 
     return explanation
-
-
-def _room_explanation(free: int, budget: int, own: int, g: str | None, short: bool, label: str, need: int,
-                      boundary_id: str, boundary_message: int | None) -> Explanation:
-    """A history block removed for room: too big for what is free (``short``), or behind the boundary."""
-    if short:
-        what = "with its tool group " if g else ""
-        return Explanation(
-            f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
-            {"free": free, "tokens": own, "group": g})
-    return Explanation(
-        f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
-        f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
-        {"free": free, "tokens": own, "blocked_by": boundary_id,
-         "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
 
 
 def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: Array) -> None:
