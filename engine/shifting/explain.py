@@ -22,7 +22,7 @@ Cost: one pass over the blocks plus one per tool group, linear in the number of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
@@ -208,18 +208,35 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     numbers = la.group[room]
     singles = room[numbers < 0]
     owns = tokens[singles]
-    distinct, inverse = np.unique(owns, return_inverse=True)
-    table = np.empty(len(distinct), dtype=object)
-    for k, own in enumerate(distinct.tolist()):
-        table[k] = explanation(own, None, own > free)
-    out[singles] = table[inverse]
-    if len(singles) != len(room):
-        ids = cols.layout.ids
-        for i, g in zip(room[numbers >= 0].tolist(), numbers[numbers >= 0].tolist()):
-            own = int(group_tokens[g])
-            out[i] = explanation(own, ids[g], ids[g] == bgroup or own > free)
+    out[singles] = _per_value(owns, lambda own: explanation(own, None, own > free))
+    if len(singles) != len(room):  # tool-group members: one explanation per group
+        ids, grouped = cols.layout.ids, numbers[numbers >= 0]
+        out[room[numbers >= 0]] = _per_value(grouped, lambda g: explanation(
+            int(group_tokens[g]), ids[g], ids[g] == bgroup or int(group_tokens[g]) > free))
     if bgroup is None:
         out[boundary] = explanation(cols.tokens[boundary], None, True)
+
+
+def _per_value(values: Array, make: Callable[[int], Explanation]) -> Array:
+    """``make(v)`` for each value of ``values`` (nonnegative ints), called once per distinct value, as an object array."""
+    if not len(values):
+        return np.empty(0, dtype=object)
+    top = int(values.max())
+    if top < 4 * len(values) + 65536:  # small values: a lookup table over 0..top
+        distinct = np.flatnonzero(np.bincount(values, minlength=top + 1))
+        table = np.empty(top + 1, dtype=object)
+        table[distinct] = _objects(map(make, distinct.tolist()), len(distinct))
+        return table[values]
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return _objects(map(make, distinct.tolist()), len(distinct))[inverse]
+
+
+def _objects(items: Iterable[Explanation], n: int) -> Array:
+    """A one-dimensional object array of ``n`` items (``np.array`` would look into them)."""
+    out = np.empty(n, dtype=object)
+    for k, e in enumerate(items):
+        out[k] = e
+    return out
 
 
 def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
