@@ -31,7 +31,7 @@ from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.columns import Array, arrays_of, with_arrays
-from .shifting.core import REASON_CODES
+from .shifting.core import SHIFT_REASONS
 from .shifting.explain import ROOM_REASONS, Explanation, Fates
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
@@ -121,9 +121,9 @@ def shift_sendable(run: RunState) -> None:
 
 
 #: The fate code of a block assembly left out (``run.pre_excluded``): after shifting's own codes.
-_PRE = len(REASON_CODES)
+_PRE = len(SHIFT_REASONS)
 #: Per fate code: whether its reason is one of the reasons a history block is removed for room.
-_ROOM = np.array([r in ROOM_REASONS for r in REASON_CODES] + [False])
+_ROOM = np.array([r in ROOM_REASONS for r in SHIFT_REASONS] + [False])
 
 
 def _block_codes(run: RunState) -> Array:
@@ -155,7 +155,7 @@ def record_fates(run: RunState) -> tuple[list[str], list[str]]:
             for i, code in zip(moved, codes[moved].tolist()):
                 status[i] = _KEPT if code == 0 else _EXCLUDED
                 reason[i] = (c.kept_reason[i] if code == 0 else run.pre_excluded.get(c.cols.ids[i], "")
-                             if code == _PRE else REASON_CODES[code])
+                             if code == _PRE else SHIFT_REASONS[code])
             run.moved = moved
             return status, reason
     return _fates(run)

@@ -7,16 +7,20 @@ functions other code and plugins call with block objects (``shift_context``, the
 and ``manual`` strategies, ``explain_blocks``, ``fit_windows``) build the columns with
 :meth:`BlockColumns.from_blocks`, call the rule and map the outcome back.
 
-Positions index every list; a tool group is its member positions (:class:`ToolLayout`).
+Positions index every list; a tool group is its member positions (:class:`ToolLayout`). The
+rules compute over the same figures as numpy arrays (:class:`ColumnArrays`, with the tool groups
+as :class:`LayoutArrays`): a run keeps them with its columns, a warm run patches copies at the
+changed positions (:meth:`ColumnArrays.patched`), and columns made without them get them when a
+rule first asks (:func:`arrays_of`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import attrgetter, is_, is_not, itemgetter, or_
+from operator import attrgetter, is_, is_not, or_
 from typing import Any
 
 import numpy as np
@@ -48,10 +52,6 @@ def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
     if history:
         return 2
     return 3
-
-
-_FIRST = itemgetter(0)
-_REST = itemgetter(slice(1, None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,28 +99,6 @@ class ToolLayout:
     def from_groups(cls, groups: ToolGroups) -> ToolLayout:
         """The layout of :func:`~engine.shifting.groups.find_tool_groups`' result."""
         return cls.of(groups.group_of, groups.orphans, groups.incomplete)
-
-    @property
-    def heads(self) -> list[int]:
-        """Per group: its first member's position (where shifting keeps the group's unit figures)."""
-        return list(map(_FIRST, self.members))
-
-    @property
-    def tails(self) -> list[int]:
-        """The positions of every group member but the first, group by group."""
-        return list(chain.from_iterable(map(_REST, self.members)))
-
-    def per_group(self, fold: Callable[[Iterable[Any]], Any], values: Sequence[Any]) -> list[Any]:
-        """Per group: ``fold`` (``sum``, ``min``, ``any``) of ``values`` at its members, in one C-level pass.
-
-        Parameters
-        ----------
-        fold:
-            A function of an iterable (``sum``, ``min``, ``max``, ``any``).
-        values:
-            One value per position.
-        """
-        return list(map(fold, map(map, repeat(values.__getitem__), self.members)))
 
     def take(self, positions: Sequence[int]) -> ToolLayout:
         """The layout of the rows at ``positions`` (ascending), renumbered; group ids are kept."""
@@ -363,7 +341,7 @@ class ColumnShift:
         Protected or pinned blocks the writer excluded (not sent), in prompt order.
     codes:
         Per position: the reason as a number (an index into
-        :data:`engine.shifting.core.REASON_CODES`, ``0``: kept), an int8 array.
+        :data:`engine.shifting.core.SHIFT_REASONS`, ``0``: kept), an int8 array.
     """
 
     reasons: list[str | None]

@@ -175,12 +175,12 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
 
 
 #: The exclusion reasons shifting gives, by code (``ColumnShift.codes``); code 0 is kept (``None``).
-REASON_CODES: tuple[str | None, ...] = (
+SHIFT_REASONS: tuple[str | None, ...] = (
     None, "HIDDEN", "TOOL_RESULT_ORPHANED", TOOL_PAIR_INCOMPLETE, "MANUAL_EXCLUDED", "TOOL_GROUP_DROPPED",
     "OVER_BUDGET_PROTECTED", "TOO_LARGE_FOR_BUDGET", "PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT",
     "HISTORY_OLDEST_FIRST")
-_CODE = {r: k for k, r in enumerate(REASON_CODES) if r is not None}
-_REASON_OBJECTS = np.array(REASON_CODES, dtype=object)
+_CODE = {r: k for k, r in enumerate(SHIFT_REASONS) if r is not None}
+_REASON_OBJECTS = np.array(SHIFT_REASONS, dtype=object)
 #: Rule 5's reason code of a lone unit by removal tier (0 interceptor, 1 examples, 2 history, 3 lore/memory).
 _TIER_CODE = np.array([_CODE[r] for r in _TIER_REASON], dtype=np.int8)
 

@@ -24,10 +24,13 @@ lorebook/memory unit (those go after history; units larger than ``R`` are remove
 do not count). ``F`` is a nondecreasing step function with steps at the unit sizes ``v``; it
 violates ``F(R) ≤ R`` on ``[v, F(v))`` for each size with ``F(v) > v``. So the room from which
 on the unit is always sent is ``max(u, F(v*))`` with ``v*`` the largest size where
-``F(v*) > v*``. Messages are processed newest first, so ``S`` grows by one unit per step;
-``F`` is a prefix-sum query on a Fenwick tree over the distinct sizes, and the scan for
-``v*`` starts at the largest size present (in a chat it almost always stops there):
-``O(n log n)`` for ``n`` blocks in practice.
+``F(v*) > v*``. Messages are processed newest first, so ``S`` grows by one unit per step.
+While the running sum of ``S`` exceeds its largest size (in a chat: from the newest few units
+on), ``v*`` is that size and ``F(v*)`` the whole sum, so the rooms are one ``np.cumsum`` over
+the units' sizes; the few units where it does not are scanned exactly, and past a few of them
+``F`` is a prefix-sum query on a Fenwick tree over the distinct sizes (the scan for ``v*``
+starts at the largest size present). Every figure per unit is a numpy array over the block
+positions (:class:`~engine.shifting.columns.ColumnArrays`).
 
 The shifting budget is turned back into a context window by inverting the pipeline's budget
 (``window − reply reserve − safety margin − reply priming``; the reserve may be a percentage of
