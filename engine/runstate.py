@@ -238,10 +238,10 @@ class Outcome:
     """Each block's fate after steps 5-10, per block position (what the next run compares with).
 
     ``status`` (``kept`` / ``excluded``), ``reason``, ``detail`` (the explanation, or ``None``),
-    ``fits`` (fit windows), ``explanations`` (text or figures → explanation, for the next run's
-    reuse). ``moved``: on a warm run, the positions whose status or reason may differ from the
-    base run's (every other position's are the base's values); ``None``: not known (a cold run,
-    or too many moved).
+    ``fits`` (fit windows), ``explanations`` (figures → explanation, for the next run's reuse).
+    ``moved``: on a warm run, the positions whose status or reason may differ from the base
+    run's (every other position's are the base's values); ``None``: not known (a cold run, or
+    too many moved).
     """
 
     status: list[str]

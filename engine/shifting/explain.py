@@ -147,9 +147,9 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
     protected_tokens:
         Tokens of the protected blocks (for ``TOO_LARGE_FOR_BUDGET``); computed when ``None``.
     previous, current:
-        ``text or figures → Explanation`` of an earlier call, and the dict this call collects
-        its own in: an explanation equal to an earlier one is that very object (callers tell
-        unchanged explanations by identity).
+        ``figures → Explanation`` of an earlier call, and the dict this call collects its own
+        in: an explanation equal to an earlier one is that very object (callers tell unchanged
+        explanations by identity).
     fates:
         ``status`` and ``reasons`` as arrays (:class:`Fates`); ``None``: made from the lists.
 
@@ -210,9 +210,9 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     owns = tokens[singles]
     out[singles] = _per_value(owns, lambda own: explanation(own, None, own > free))
     if len(singles) != len(room):  # tool-group members: one explanation per group
-        ids, grouped = cols.layout.ids, numbers[numbers >= 0]
+        ids, grouped, owned = cols.layout.ids, numbers[numbers >= 0], group_tokens.tolist()
         out[room[numbers >= 0]] = _per_value(grouped, lambda g: explanation(
-            int(group_tokens[g]), ids[g], ids[g] == bgroup or int(group_tokens[g]) > free))
+            owned[g], ids[g], ids[g] == bgroup or owned[g] > free))
     if bgroup is None:
         out[boundary] = explanation(cols.tokens[boundary], None, True)
 
@@ -239,6 +239,10 @@ def _objects(items: Iterable[Explanation], n: int) -> Array:
     return out
 
 
+#: The first item of a room explanation's memo key: too big for what is free, or behind the boundary.
+_SHORT, _BEHIND = "short", "behind"
+
+
 def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
                     previous: Mapping[object, Explanation] | None,
                     current: dict[object, Explanation] | None) -> Callable[[int, str | None, bool], Explanation]:
@@ -247,12 +251,12 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
     Too big for what is free (``short``): "needs N tokens [with its tool group ]but only F of the
     B-token budget are free"; else behind the boundary: "N tokens would fit in the F free, but
     history is kept contiguous: the newer <label> (M tokens) did not fit, so nothing older is
-    sent". An earlier call's explanation with the same figures (or, failing that, the same text
-    and data) is that object; the figures are looked up first, so an unchanged one is not
-    written again. The words after the block's own count are written once per call.
+    sent". The memo key is exactly the figures the text and data are written from (the budget
+    only for the first kind), so an earlier call's explanation under the same key is equal to
+    this one and is handed back instead (found without writing the text). The words after the
+    block's own count are written once per call.
     """
     shared: dict[tuple[int, str | None, bool], Explanation] = {}
-    where = (label, need, boundary_id, boundary_message)
     short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
     behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
                    f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
@@ -261,7 +265,8 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
         key = (own, g, short)
         e = shared.get(key)
         if e is None:
-            figures = (free, budget, own, g, short, None if short else where)
+            figures = ((_SHORT, free, budget, own, g) if short
+                       else (_BEHIND, free, own, g, label, need, boundary_id, boundary_message))
             e = previous.get(figures) if previous is not None else None
             if e is None:
                 if short:
@@ -271,11 +276,8 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
                     e = Explanation(f"{own:,}{behind_tail}",
                                     {"free": free, "tokens": own, "blocked_by": boundary_id,
                                      "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
-                old = previous.get(e.text) if previous is not None else None
-                if old is not None and old.data == e.data:
-                    e = old
             if current is not None:
-                current[e.text] = current[figures] = e
+                current[figures] = e
             shared[key] = e
         return e
 
