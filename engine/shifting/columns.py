@@ -254,12 +254,47 @@ class LayoutArrays:
 
 
 @dataclass(frozen=True, slots=True)
+class Units:
+    """SPEC §3 rule 3's units as arrays over positions: each tool group's figures on its head.
+
+    ``tokens`` / ``held`` / ``tier``: at a group's first member the whole group's tokens,
+    whether any member is protected or pinned, its lowest removal tier; at every other position
+    the block's own figures (shifting and the fit map read the heads and lone blocks only).
+    """
+
+    tokens: Array
+    held: Array
+    tier: Array
+
+    @classmethod
+    def of(cls, tokens: Array, held: Array, tier: Array, la: LayoutArrays) -> Units:
+        """The units of the blocks' ``tokens``, ``held`` and ``tier`` (one ``reduceat`` per figure over the groups)."""
+        tokens, held, tier = tokens.copy(), held.copy(), tier.copy()
+        if len(la.heads):
+            tokens[la.heads] = np.add.reduceat(tokens[la.members], la.starts)
+            held[la.heads] = np.logical_or.reduceat(held[la.members], la.starts)
+            tier[la.heads] = np.minimum.reduceat(tier[la.members], la.starts)
+        return cls(tokens, held, tier)
+
+    def patched(self, tokens: Array, held: Array, at: list[int], la: LayoutArrays) -> Units:
+        """These units after the blocks at ``at`` changed ``tokens`` / ``held`` (tiers never change): O(changed)."""
+        unit_tokens, unit_held = self.tokens.copy(), self.held.copy()
+        for p in at:
+            unit_tokens[p], unit_held[p] = tokens[p], held[p]
+        for k in {int(la.group[p]) for p in at} - {-1}:
+            ms = la.members[la.starts[k]:la.starts[k + 1] if k + 1 < len(la.starts) else len(la.members)]
+            unit_tokens[ms[0]], unit_held[ms[0]] = tokens[ms].sum(), held[ms].any()
+        return Units(unit_tokens, unit_held, self.tier)
+
+
+@dataclass(frozen=True, slots=True)
 class ColumnArrays:
     """:class:`BlockColumns`' figures as numpy arrays (``tokens`` int64, flags bool, ``tier`` int8).
 
     ``sources`` are the lists they were made from (:func:`arrays_of` uses them only while the
     columns still hold those very lists); ``layout`` the tool groups as arrays; ``message``
-    whether each block is a chat message (has a ``message_index``).
+    whether each block is a chat message (has a ``message_index``); ``held`` protected or
+    pinned; ``units`` rule 3's units (:class:`Units`).
     """
 
     tokens: Array
@@ -273,6 +308,8 @@ class ColumnArrays:
     message: Array
     layout: LayoutArrays
     sources: tuple[object, ...]
+    held: Array
+    units: Units
 
     @classmethod
     def of(cls, cols: BlockColumns) -> ColumnArrays:
@@ -282,27 +319,26 @@ class ColumnArrays:
         def flags(values: list[bool]) -> Array:
             return np.fromiter(values, dtype=bool, count=n)
 
-        return cls(np.fromiter(cols.tokens, dtype=np.int64, count=n), flags(cols.hidden), flags(cols.protected),
-                   flags(cols.pinned), flags(cols.manual), flags(cols.history),
-                   np.fromiter(cols.tier, dtype=np.int8, count=n), np.fromiter(cols.priority, dtype=float, count=n),
+        tokens, protected, pinned = np.fromiter(cols.tokens, dtype=np.int64, count=n), flags(cols.protected), flags(
+            cols.pinned)
+        tier, held, la = np.fromiter(cols.tier, dtype=np.int8, count=n), protected | pinned, LayoutArrays.of(cols.layout, n)
+        return cls(tokens, flags(cols.hidden), protected, pinned, flags(cols.manual), flags(cols.history), tier,
+                   np.fromiter(cols.priority, dtype=float, count=n),
                    np.fromiter(map(is_not, cols.message_index, repeat(None)), dtype=bool, count=n),
-                   LayoutArrays.of(cols.layout, n), _sources(cols))
-
-    @property
-    def held(self) -> Array:
-        """Per position: protected or pinned."""
-        return self.protected | self.pinned
+                   la, _sources(cols), held, Units.of(tokens, held, tier, la))
 
     def patched(self, cols: BlockColumns, positions: Sequence[int]) -> ColumnArrays:
         """These arrays for ``cols``, whose lists differ from this instance's only at ``positions`` (tokens, pin, exclusion)."""
-        at = np.fromiter(positions, dtype=np.intp, count=len(positions))
-        tokens, pinned, manual = self.tokens.copy(), self.pinned.copy(), self.manual.copy()
-        if len(at):
-            tokens[at] = list(map(cols.tokens.__getitem__, positions))
-            pinned[at] = list(map(cols.pinned.__getitem__, positions))
-            manual[at] = list(map(cols.manual.__getitem__, positions))
+        at = list(positions)
+        tokens, pinned, manual, held = self.tokens.copy(), self.pinned.copy(), self.manual.copy(), self.held.copy()
+        if at:
+            tokens[at] = list(map(cols.tokens.__getitem__, at))
+            pinned[at] = list(map(cols.pinned.__getitem__, at))
+            manual[at] = list(map(cols.manual.__getitem__, at))
+            held[at] = self.protected[at] | pinned[at]
         return ColumnArrays(tokens, self.hidden, self.protected, pinned, manual, self.history, self.tier,
-                            self.priority, self.message, self.layout, _sources(cols))
+                            self.priority, self.message, self.layout, _sources(cols), held,
+                            self.units.patched(tokens, held, at, self.layout) if at else self.units)
 
 
 def _sources(cols: BlockColumns) -> tuple[object, ...]:
@@ -357,5 +393,5 @@ class ColumnShift:
         return list(map(is_, self.reasons, [None] * len(self.reasons)))
 
 
-__all__ = ["Array", "BlockColumns", "ColumnArrays", "ColumnShift", "LayoutArrays", "ToolLayout", "arrays_of", "removal_tier",
-           "with_arrays"]
+__all__ = ["Array", "BlockColumns", "ColumnArrays", "ColumnShift", "LayoutArrays", "ToolLayout", "Units", "arrays_of",
+           "removal_tier", "with_arrays"]

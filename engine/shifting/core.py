@@ -210,7 +210,7 @@ class _Units:
         self.cols = cols
         self.codes = np.zeros(len(cols), dtype=np.int8)
         self.notes: list[tuple[int, str]] = []
-        self.tokens, self.held, self.tier = a.tokens.copy(), a.held, a.tier.copy()
+        self.tokens, self.held, self.tier = a.units.tokens, a.units.held, a.units.tier  # read only
         self.layout = cols.layout
         self._singles(honor_manual)
         if self.layout.members:
@@ -237,7 +237,7 @@ class _Units:
             codes[excluded] = _CODE["MANUAL_EXCLUDED"]
 
     def _groups(self, honor_manual: bool) -> None:
-        """Rule 3 for every tool group in array passes (its unit's figures on its head); rules 1–2 for the few that leave.
+        """Rules 1–2 for the tool groups that leave (rule 3's units are the arrays' :class:`~.columns.Units`).
 
         A group with a hidden, orphaned or (honouring exclusions) writer-excluded member, or an
         incomplete one, goes through :meth:`_group` (it leaves whole); the figures set on its head
@@ -245,11 +245,6 @@ class _Units:
         """
         layout, a = self.layout, self.arrays
         la = a.layout
-        members, starts, heads = la.members, la.starts, la.heads
-        self.tokens[heads] = np.add.reduceat(a.tokens[members], starts)
-        self.held = self.held.copy()
-        self.held[heads] = la.any_of(self.held)
-        self.tier[heads] = np.minimum.reduceat(a.tier[members], starts)
         leave = la.any_of(a.hidden)
         if honor_manual:
             leave |= la.any_of(a.manual)

@@ -219,31 +219,23 @@ class _Units:
 
 
 def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: bool) -> _Units:
-    """The units of ``cols``: every position its own unit, then each tool group merged into its head."""
+    """The units of ``cols`` (the arrays' :class:`~engine.shifting.columns.Units`) and which of them are never sent."""
     a = arrays_of(cols)
-    held = a.held
+    held, la, units = a.held, a.layout, a.units
     dead = a.hidden.copy()
     never = np.fromiter(never_sent, dtype=np.intp, count=len(never_sent))
     dead[never] = True
     if honor_manual:
         dead |= a.manual & ~held
-    prot, size, tiers = held.copy(), a.tokens.copy(), a.tier.copy()
-    la = a.layout
-    if len(la.heads):  # each group's figures on its head, in array passes (LayoutArrays.any_of, reduceat)
-        heads = la.heads
-        p = la.any_of(held)
+    if len(la.heads):  # a group is never sent with any hidden, never-sent or (none held) excluded member
         gone = la.any_of(a.hidden)
-        never_group = np.zeros(len(heads), dtype=bool)
         groups = la.group[never]
-        never_group[groups[groups >= 0]] = True
-        gone |= never_group
+        gone[groups[groups >= 0]] = True
         if honor_manual:
-            gone |= la.any_of(a.manual) & ~p  # excluded, none held
-        prot[heads], dead[heads] = p, gone
-        size[heads] = np.add.reduceat(a.tokens[la.members], la.starts)
-        tiers[heads] = np.minimum.reduceat(a.tier[la.members], la.starts)
+            gone |= la.any_of(a.manual) & ~units.held[la.heads]  # excluded, none held
+        dead[la.heads] = gone
         dead[~la.head] = True  # not units: take their head's window
-    return _Units(a, dead, prot, size, tiers)
+    return _Units(a, dead, units.held, units.tokens, units.tier)
 
 
 def _rooms(u: _Units) -> tuple[Array, Array]:

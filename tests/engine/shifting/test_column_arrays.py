@@ -46,6 +46,20 @@ def _layout_reference(cols: BlockColumns) -> dict[str, list]:
 
 @SMALL
 @given(cols=columns())
+def test_units_are_rule_3s_units(cols: BlockColumns) -> None:
+    """Each group's tokens, held flag and lowest tier on its first member; every other position its own figures."""
+    units = ColumnArrays.of(cols).units
+    held = [p or q for p, q in zip(cols.protected, cols.pinned)]
+    tokens, unit_held, tier = list(cols.tokens), list(held), list(cols.tier)
+    for ms in cols.layout.members:
+        tokens[ms[0]] = sum(cols.tokens[m] for m in ms)
+        unit_held[ms[0]] = any(held[m] for m in ms)
+        tier[ms[0]] = min(cols.tier[m] for m in ms)
+    assert (units.tokens.tolist(), units.held.tolist(), units.tier.tolist()) == (tokens, unit_held, tier)
+
+
+@SMALL
+@given(cols=columns())
 def test_layout_arrays_are_the_layout(cols: BlockColumns) -> None:
     la = LayoutArrays.of(cols.layout, len(cols))
     ref = _layout_reference(cols)
@@ -70,8 +84,10 @@ def test_patched_arrays_equal_fresh_arrays(cols: BlockColumns, data: st.DataObje
     assert arrays_of(new) is not cols.arrays  # the old arrays were made from other lists
     patched = cols.arrays.patched(new, at)  # type: ignore[union-attr]
     fresh = ColumnArrays.of(new)
-    for name in ("tokens", "hidden", "protected", "pinned", "manual", "history", "tier", "priority", "message"):
+    for name in ("tokens", "hidden", "protected", "pinned", "manual", "history", "tier", "priority", "message", "held"):
         assert getattr(patched, name).tolist() == getattr(fresh, name).tolist(), name
+    for name in ("tokens", "held", "tier"):  # rule 3's units, patched at the changed groups only
+        assert getattr(patched.units, name).tolist() == getattr(fresh.units, name).tolist(), name
     kept = dataclasses.replace(new, arrays=patched)
     assert arrays_of(kept) is patched
     assert cols.arrays.pinned.tolist() == cols.pinned  # type: ignore[union-attr]  # the base is unchanged
