@@ -21,7 +21,7 @@ import dataclasses
 from bisect import bisect_left
 from collections import deque
 from itertools import compress, repeat
-from operator import eq, setitem
+from operator import setitem
 from typing import Any
 
 import numpy as np
@@ -120,6 +120,8 @@ def shift_sendable(run: RunState) -> None:
     run.diagnostics.extend(run.column_shift.diagnostics)
 
 
+_TOO_LARGE, _LOREBOOK = "TOO_LARGE_FOR_BUDGET", "LOREBOOK_BUDGET"
+_CODE = {r: k for k, r in enumerate(SHIFT_REASONS)}
 #: The fate code of a block assembly left out (``run.pre_excluded``): after shifting's own codes.
 _PRE = len(SHIFT_REASONS)
 #: Per fate code: whether its reason is one of the reasons a history block is removed for room.
@@ -203,13 +205,10 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
     assert codes is not None
     explanations: dict[object, Explanation] = {}
     previous = run.base.outcome.explanations if run.base is not None else None
-    if run.pre_excluded:
+    if run.pre_excluded or _TOO_LARGE in c.kept_reasons:
         fates = Fates.of(status, reason)
-    else:
-        too_large = ("TOO_LARGE_FOR_BUDGET" in reason
-                     and np.fromiter(map(eq, reason, repeat("TOO_LARGE_FOR_BUDGET")), dtype=bool, count=n))
-        fates = Fates(codes != 0, _ROOM[codes], too_large if too_large is not False else np.zeros(n, dtype=bool),
-                      "LOREBOOK_BUDGET" in reason)
+    else:  # every reason is shifting's (by code) or a kept reason
+        fates = Fates(codes != 0, _ROOM[codes], codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
                              previous=previous, current=explanations, fates=fates)
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)

@@ -126,6 +126,8 @@ class RunColumns:
     bare: tuple[int, ...] = ()
     #: positions of the blocks whose content is a list of parts
     listed: tuple[int, ...] = ()
+    #: every value ``kept_reason`` holds (a superset after a warm run's patch)
+    kept_reasons: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
@@ -184,7 +186,7 @@ class RunColumns:
             if not protected[i]:
                 kept_reason[i] = "PINNED"
         return cls(cols, kept_reason, text, provider, pieces, overhead, listy,
-                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if listy[i]))
+                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if listy[i]), frozenset(kept_reason))
 
     def message_positions(self) -> dict[int, int]:
         """The block position of each chat message with a block of its own (source ``message:<i>``)."""
@@ -206,9 +208,11 @@ class RunColumns:
             pinned[pos], manual[pos] = b.pinned, b.manual_excluded
             kept_reason[pos] = "PINNED" if b.pinned and not b.protected else b.reason
         changed = sorted({*flagged, *edited})
+        kept_reasons = self.kept_reasons.union(map(kept_reason.__getitem__, changed))
         if not edited:
             cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual)
-            return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason)
+            return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
+                                       kept_reasons=kept_reasons)
         provider, pieces, overhead = list(self.provider), list(self.pieces), list(self.overhead)
         tokens, text = list(self.cols.tokens), list(self.text)
         for pos in edited:
@@ -225,7 +229,8 @@ class RunColumns:
             at += k
         cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual, tokens=tokens)
         return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
-                                   text=text, provider=provider, pieces=pieces, overhead=overhead)
+                                   kept_reasons=kept_reasons, text=text, provider=provider, pieces=pieces,
+                                   overhead=overhead)
 
 
 def _patched_arrays(old: BlockColumns, new: BlockColumns, changed: Sequence[int]) -> BlockColumns:
