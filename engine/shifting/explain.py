@@ -38,7 +38,7 @@ ROOM_REASONS = frozenset({"HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "PRIORIT
                           "EXAMPLES_PUSHED_OUT"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices)."""
 
@@ -256,29 +256,25 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
     this one and is handed back instead (found without writing the text). The words after the
     block's own count are written once per call.
     """
-    shared: dict[tuple[int, str | None, bool], Explanation] = {}
+    made: dict[object, Explanation] = current if current is not None else {}
     short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
     behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
                    f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
+    after = previous if previous is not None else {}
 
     def explanation(own: int, g: str | None, short: bool) -> Explanation:
-        key = (own, g, short)
-        e = shared.get(key)
+        figures = ((_SHORT, free, budget, own, g) if short
+                   else (_BEHIND, free, own, g, label, need, boundary_id, boundary_message))
+        e = made.get(figures) or after.get(figures)
         if e is None:
-            figures = ((_SHORT, free, budget, own, g) if short
-                       else (_BEHIND, free, own, g, label, need, boundary_id, boundary_message))
-            e = previous.get(figures) if previous is not None else None
-            if e is None:
-                if short:
-                    e = Explanation(f"needs {own:,} tokens {'with its tool group ' if g else ''}{short_tail}",
-                                    {"free": free, "tokens": own, "group": g})
-                else:
-                    e = Explanation(f"{own:,}{behind_tail}",
-                                    {"free": free, "tokens": own, "blocked_by": boundary_id,
-                                     "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
-            if current is not None:
-                current[figures] = e
-            shared[key] = e
+            if short:
+                e = Explanation(f"needs {own:,} tokens {'with its tool group ' if g else ''}{short_tail}",
+                                {"free": free, "tokens": own, "group": g})
+            else:
+                e = Explanation(f"{own:,}{behind_tail}",
+                                {"free": free, "tokens": own, "blocked_by": boundary_id,
+                                 "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
+        made[figures] = e
         return e
 
     return explanation
