@@ -28,7 +28,7 @@ import numpy as np
 
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
-from .runstate import Outcome, RunColumns, RunState
+from .runstate import Outcome, ProviderMessage, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.columns import Array, arrays_of, with_arrays
 from .shifting.core import SHIFT_REASONS
@@ -148,19 +148,31 @@ def record_fates(run: RunState) -> tuple[list[str], list[str]]:
     """
     c, n = run.columns, len(run.blocks)
     codes = run.fate_codes = _block_codes(run)
-    run.kept_at = np.flatnonzero(codes == 0).tolist()
     base = run.base
     if base is not None and base.fate_codes is not None and len(base.fate_codes) == n:
         moved = sorted({*np.flatnonzero(codes != base.fate_codes).tolist(), *run.flagged, *run.edited})
         if len(moved) * 8 < n:
             status, reason = list(base.fates[0]), list(base.fates[1])
-            for i, code in zip(moved, codes[moved].tolist()):
+            kept_at = list(base.kept_at)
+            for i, code, was in zip(moved, codes[moved].tolist(), base.fate_codes[moved].tolist()):
                 status[i] = _KEPT if code == 0 else _EXCLUDED
                 reason[i] = (c.kept_reason[i] if code == 0 else run.pre_excluded.get(c.cols.ids[i], "")
                              if code == _PRE else SHIFT_REASONS[code])
-            run.moved = moved
+                if (code == 0) != (was == 0):
+                    _toggle(kept_at, i, code == 0)
+            run.kept_at, run.moved = kept_at, moved
             return status, reason
+    run.kept_at = np.flatnonzero(codes == 0).tolist()
     return _fates(run)
+
+
+def _toggle(ascending: list[int], i: int, present: bool) -> None:
+    """Insert ``i`` into the ascending list (``present``) or remove it."""
+    k = bisect_left(ascending, i)
+    if present:
+        ascending.insert(k, i)
+    else:
+        del ascending[k]
 
 
 def _fates(run: RunState) -> tuple[list[str], list[str]]:
@@ -181,21 +193,46 @@ def _fates(run: RunState) -> tuple[list[str], list[str]]:
 
 
 def recount_columns(run: RunState) -> None:
-    """Step 8: the final count of what is sent: the kept blocks' column counts (each text counted once, when its column was made)."""
-    c, kept_at, profile, codes = run.columns, run.kept_at, run.profile, run.fate_codes
+    """Step 8: the final count of what is sent: the kept blocks' column counts (each text counted once, when its column was made).
+
+    A warm run's messages are its base's list with the moved positions' messages inserted,
+    removed or replaced.
+    """
+    c, profile, codes = run.columns, run.profile, run.fate_codes
     assert codes is not None
-    provider = c.provider
     bare = [i for i in c.bare if codes[i] == 0]  # kept blocks without a message (the tools block)
-    kept_msg = [i for i in kept_at if provider[i] is not None] if bare else kept_at
-    messages = list(map(provider.__getitem__, kept_msg))
+    run.messages = _kept_messages(run, bare)
     run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, bare)) if bare else []
     tools_tokens = count_tools_tokens(profile, run.send_tools) if run.send_tools else 0
     tokens = arrays_of(c.cols).tokens
     kept_tokens = int(tokens[codes == 0].sum()) - sum(map(c.cols.tokens.__getitem__, bare))
     run.prompt_tokens = kept_tokens + run.priming + tools_tokens
-    run.messages = messages  # type: ignore[assignment]
     if any(codes[i] == 0 for i in c.listed):  # only list content has parts
         content_warnings(run)
+
+
+def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
+    """The provider messages of the kept blocks in prompt order (``bare``: the kept blocks without one)."""
+    provider, kept_at, base, codes = run.columns.provider, run.kept_at, run.base, run.fate_codes
+    assert codes is not None
+    if base is None or run.moved is None or base.fate_codes is None:
+        kept_msg = [i for i in kept_at if provider[i] is not None] if bare else kept_at
+        return list(map(provider.__getitem__, kept_msg))  # type: ignore[arg-type]
+    # ascending: every kept position before ``i`` is already as in this run, so ``i``'s index
+    # in the list is the count of kept message blocks before it
+    messages: list[ProviderMessage] = list(base.messages)
+    for i, code, was in zip(run.moved, codes[run.moved].tolist(), base.fate_codes[run.moved].tolist()):
+        sent = provider[i]
+        if sent is None or (code != 0 and was != 0):
+            continue
+        k = bisect_left(kept_at, i) - sum(b < i for b in bare)
+        if code == 0 and was == 0:
+            messages[k] = sent
+        elif code == 0:
+            messages.insert(k, sent)
+        else:
+            del messages[k]
+    return messages
 
 
 def explain_and_fit(run: RunState, status: list[str], reason: list[str],
