@@ -218,6 +218,10 @@ class LayoutArrays:
         starts in ``members`` (``np.ufunc.reduceat`` offsets); each group's first member.
     orphans:
         Positions of orphaned tool results, ascending.
+    lone:
+        Per position: outside every group.
+    member_group, member_multi:
+        Per entry of ``members``: its group's number, and whether that group has two or more members.
     """
 
     group: Array
@@ -228,6 +232,9 @@ class LayoutArrays:
     starts: Array
     heads: Array
     orphans: Array
+    lone: Array
+    member_group: Array
+    member_multi: Array
 
     @classmethod
     def of(cls, layout: ToolLayout, n: int) -> LayoutArrays:
@@ -246,7 +253,7 @@ class LayoutArrays:
         multi[members] = sizes[number] > 1
         head = unit == np.arange(n, dtype=np.intp)
         orphans = np.array(sorted(layout.orphans), dtype=np.intp)
-        return cls(group, head, multi, unit, members, starts, heads, orphans)
+        return cls(group, head, multi, unit, members, starts, heads, orphans, group < 0, number, sizes[number] > 1)
 
     def any_of(self, flags: Array) -> Array:
         """Per group: whether any member has ``flags`` (a bool array over positions)."""

@@ -224,7 +224,7 @@ class _Units:
     def _singles(self, honor_manual: bool) -> None:
         """Rules 1–2 for blocks outside tool groups."""
         a, codes = self.arrays, self.codes
-        lone = a.layout.group < 0
+        lone = a.layout.lone
         codes[a.hidden & lone] = _CODE["HIDDEN"]
         orphans = a.layout.orphans
         if len(orphans):
@@ -292,9 +292,10 @@ class _Units:
         self.codes[heads] = codes
         la = self.arrays.layout
         if len(heads) and len(la.heads):
-            hit = np.zeros(len(self.codes), dtype=bool)
-            hit[heads] = True
-            self.codes[hit[la.unit] & la.multi] = group_code
+            hit = np.zeros(len(la.heads), dtype=bool)  # per group: its head is among ``heads``
+            groups = la.group[heads]
+            hit[groups[groups >= 0]] = True
+            self.codes[la.members[hit[la.member_group] & la.member_multi]] = group_code
 
 
 def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, budget: int) -> None:

@@ -41,7 +41,9 @@ def _layout_reference(cols: BlockColumns) -> dict[str, list]:
     return {"group": group, "unit": unit, "head": [unit[i] == i for i in range(n)],
             "multi": [group[i] >= 0 and len(lay.members[group[i]]) > 1 for i in range(n)],
             "members": [m for ms in lay.members for m in ms], "heads": [ms[0] for ms in lay.members],
-            "orphans": sorted(lay.orphans)}
+            "orphans": sorted(lay.orphans), "lone": [g < 0 for g in group],
+            "member_group": [k for k, ms in enumerate(lay.members) for _ in ms],
+            "member_multi": [len(ms) > 1 for ms in lay.members for _ in ms]}
 
 
 @SMALL
