@@ -236,6 +236,9 @@ class LayoutArrays:
     member_group: Array
     member_multi: Array
 
+    def __post_init__(self) -> None:
+        _read_only(self)
+
     @classmethod
     def of(cls, layout: ToolLayout, n: int) -> LayoutArrays:
         """The arrays of ``layout`` over ``n`` positions (one Python pass over the groups' members only)."""
@@ -272,6 +275,9 @@ class Units:
     tokens: Array
     held: Array
     tier: Array
+
+    def __post_init__(self) -> None:
+        _read_only(self)
 
     @classmethod
     def of(cls, tokens: Array, held: Array, tier: Array, la: LayoutArrays) -> Units:
@@ -318,6 +324,9 @@ class ColumnArrays:
     held: Array
     units: Units
 
+    def __post_init__(self) -> None:
+        _read_only(self)
+
     @classmethod
     def of(cls, cols: BlockColumns) -> ColumnArrays:
         """The arrays of ``cols`` (one C-level conversion per column)."""
@@ -346,6 +355,14 @@ class ColumnArrays:
         return ColumnArrays(tokens, self.hidden, self.protected, pinned, manual, self.history, self.tier,
                             self.priority, self.message, self.layout, _sources(cols), held,
                             self.units.patched(tokens, held, at, self.layout) if at else self.units)
+
+
+def _read_only(arrays: object) -> None:
+    """Make every numpy array field of ``arrays`` read-only: runs share them, and a warm run patches copies."""
+    for name in arrays.__slots__:  # type: ignore[attr-defined]
+        value = getattr(arrays, name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
 
 
 def _sources(cols: BlockColumns) -> tuple[object, ...]:
