@@ -774,7 +774,8 @@ def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[st
 
 
 def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
-    """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
+    """One :class:`PreviewBlock` per block of ``run.ordered``; each one's specific reason and fit window into the run."""
+    run.reason_details, run.fit_windows = [], []
     sendable, group_of, ordered = run.sendable, run.group_of, run.ordered
     status, truncated, tokens = run.status, run.truncated, run.tokens
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
@@ -793,6 +794,8 @@ def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -
         if b.id in trace_updates:  # the strategy's notes (vector-recall relevance, ...)
             trace = {**(trace or {}), **trace_updates[b.id]}
         why = explained.get(b.id)
+        run.reason_details.append(why)
+        run.fit_windows.append(fits.get(b.message_index) if b.message_index is not None else None)
         out.append(dict(
             id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
             tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,
@@ -801,9 +804,6 @@ def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -
             original_tokens=t.original_tokens if t else None,
             summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
             message_index=b.message_index, trace=trace, template_tokens=template_tokens.get(b.id),
-            reason_detail=why.text if why is not None else None,
-            reason_data=why.data if why is not None else None,
-            fit_window=fits.get(b.message_index) if b.message_index is not None else None,
         ))
     return _PREVIEW_BLOCKS.validate_python(out)
 

@@ -24,25 +24,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import and_, eq, is_, is_not, ne, not_
 from typing import Any
 
 from ..schema.blocks import Block
+from ..schema.preview import Explanation
 from .columns import BlockColumns, ToolLayout
 
 #: Reasons under which a history block was removed for room (the ones free tokens contradict).
 ROOM_REASONS = frozenset({"HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "PRIORITY_LOWEST_FIRST",
                           "EXAMPLES_PUSHED_OUT"})
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices)."""
-
-    text: str
-    data: dict[str, Any]
 
 
 def explain_blocks(
