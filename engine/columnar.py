@@ -18,15 +18,21 @@ path has (:func:`engine.report.report_preview`).
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections import deque
-from itertools import chain, compress, repeat
-from operator import is_, is_not, setitem
+from itertools import compress, repeat
+from operator import eq, setitem
 from typing import Any
+
+import numpy as np
 
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
+from .shifting.columns import Array, arrays_of, with_arrays
+from .shifting.core import SHIFT_REASONS
+from .shifting.explain import ROOM_REASONS, Explanation, Fates
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
     content_warnings,
@@ -65,7 +71,7 @@ def count_columns(run: RunState) -> None:
         every = len(at) == len(blocks)
         b_layout = s_layout if every else _block_layout(s_layout, at, len(blocks))
         run.columns = RunColumns.of(blocks, profile, b_layout)
-        run.send = run.columns.cols if every else run.columns.cols.take(at, s_layout)
+        run.send = run.columns.cols if every else with_arrays(run.columns.cols.take(at, s_layout))
         # only messages with list content can have audio parts
         run.approximate = estimated_counts(profile, compress(blocks, run.columns.listy))
     else:
@@ -86,77 +92,126 @@ def _block_layout(s_layout: ToolLayout, at: list[int], n: int) -> ToolLayout:
 
 
 def _patched_send(run: RunState, base: RunState) -> Any:
-    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) replaced."""
+    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) and arrays replaced."""
     cols = run.columns.cols
     at = run.sendable_at
     if len(at) == len(cols.ids):
         return cols
-    k_of = {i: k for k, i in enumerate(at)}
+    changed = sorted({*run.flagged, *run.edited})
+    ks = [bisect_left(at, pos) for pos in changed]  # their sendable positions (``at`` is ascending)
     pinned, manual = list(base.send.pinned), list(base.send.manual)
-    for pos in chain(run.flagged, run.edited):
-        k = k_of[pos]
+    tokens = list(base.send.tokens) if run.edited else base.send.tokens
+    for pos, k in zip(changed, ks):
         pinned[k], manual[k] = cols.pinned[pos], cols.manual[pos]
-    tokens = [cols.tokens[i] for i in at] if run.edited else base.send.tokens
-    return dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+        if run.edited:
+            tokens[k] = cols.tokens[pos]
+    send = dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+    return dataclasses.replace(send, arrays=arrays_of(base.send).patched(send, ks))
 
 
 def shift_sendable(run: RunState) -> None:
-    """Step 5: the built-in strategy over the sendable columns (:func:`engine.shifting.shift_columns`)."""
-    run.column_shift = shift_columns(run.send, run.shift_budget, honor_manual=run.honor_manual)
+    """Step 5: the built-in strategy over the sendable columns (:func:`engine.shifting.shift_columns`).
+
+    A warm run hands the base run's outcome in: its reason list is copied and set where a reason moved.
+    """
+    base = run.base
+    previous = base.column_shift if base is not None and len(base.send) == len(run.send) else None
+    run.column_shift = shift_columns(run.send, run.shift_budget, honor_manual=run.honor_manual, previous=previous)
     run.diagnostics.extend(run.column_shift.diagnostics)
+
+
+#: The fate code of a block assembly left out (``run.pre_excluded``): after shifting's own codes.
+_PRE = len(SHIFT_REASONS)
+#: Per fate code: whether its reason is one of the reasons a history block is removed for room.
+_ROOM = np.array([r in ROOM_REASONS for r in SHIFT_REASONS] + [False])
+
+
+def _block_codes(run: RunState) -> Array:
+    """Per block: shifting's reason code (0: kept), :data:`_PRE` for a block assembly left out."""
+    codes, n = run.column_shift.codes, len(run.blocks)
+    assert codes is not None
+    if len(run.sendable_at) == n:
+        return codes
+    out = np.full(n, _PRE, dtype=np.int8)
+    out[np.asarray(run.sendable_at, dtype=np.intp)] = codes
+    return out
 
 
 def record_fates(run: RunState) -> tuple[list[str], list[str]]:
     """Step 6: each block's status and reason (pre-excluded ones are shown, never sent); sets ``kept_at``.
 
-    The built-in strategies keep the host's rules by construction: nothing is rejected.
+    The built-in strategies keep the host's rules by construction: nothing is rejected. A warm
+    run copies the base run's lists and sets the positions whose fate code or kept reason moved
+    (``run.moved``).
     """
-    c, shift, n = run.columns, run.column_shift, len(run.blocks)
+    c, n = run.columns, len(run.blocks)
+    codes = run.fate_codes = _block_codes(run)
+    run.kept_at = np.flatnonzero(codes == 0).tolist()
+    base = run.base
+    if base is not None and base.fate_codes is not None and len(base.fate_codes) == n:
+        moved = sorted({*np.flatnonzero(codes != base.fate_codes).tolist(), *run.flagged, *run.edited})
+        if len(moved) * 8 < n:
+            status, reason = list(base.fates[0]), list(base.fates[1])
+            for i, code in zip(moved, codes[moved].tolist()):
+                status[i] = _KEPT if code == 0 else _EXCLUDED
+                reason[i] = (c.kept_reason[i] if code == 0 else run.pre_excluded.get(c.cols.ids[i], "")
+                             if code == _PRE else SHIFT_REASONS[code])
+            run.moved = moved
+            return status, reason
+    return _fates(run)
+
+
+def _fates(run: RunState) -> tuple[list[str], list[str]]:
+    """Every block's status and reason, as new lists."""
+    c, shift, n, kept_at = run.columns, run.column_shift, len(run.blocks), run.kept_at
     kept_reason = c.kept_reason
     if len(run.sendable_at) == n:
-        kept_at = list(compress(range(n), map(is_, shift.reasons, repeat(None))))
         # the kept ones (a minority in a long chat) get their kept reason below: no None is left
         reason: list[str] = list(shift.reasons)  # type: ignore[arg-type]
-        deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     else:
         pre = run.pre_excluded
         reason = [pre.get(x, "") for x in c.cols.ids]
-        kept = [False] * n
-        for k, i in enumerate(run.sendable_at):
-            r = shift.reasons[k]
-            kept[i] = r is None
-            reason[i] = kept_reason[i] if r is None else r
-        kept_at = list(compress(range(n), kept))
+        deque(map(reason.__setitem__, run.sendable_at, shift.reasons), maxlen=0)  # type: ignore[arg-type]
+    deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     status = [_EXCLUDED] * n
     deque(map(setitem, repeat(status), kept_at, repeat(_KEPT)), maxlen=0)
-    run.kept_at = kept_at
     return status, reason
 
 
 def recount_columns(run: RunState) -> None:
-    """Step 8: the final recount of what is sent, through the per-text count cache."""
-    c, kept_at, profile = run.columns, run.kept_at, run.profile
+    """Step 8: the final count of what is sent: the kept blocks' column counts (each text counted once, when its column was made)."""
+    c, kept_at, profile, codes = run.columns, run.kept_at, run.profile, run.fate_codes
+    assert codes is not None
     provider = c.provider
-    kept_msg = list(compress(kept_at, map(is_not, map(provider.__getitem__, kept_at), repeat(None))))
+    bare = [i for i in c.bare if codes[i] == 0]  # kept blocks without a message (the tools block)
+    kept_msg = [i for i in kept_at if provider[i] is not None] if bare else kept_at
     messages = list(map(provider.__getitem__, kept_msg))
-    counts = profile.count_many(list(chain.from_iterable(map(c.pieces.__getitem__, kept_msg))))
-    # only the tools block carries no message: a kept one makes the two lists' lengths differ
-    run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, kept_at)) if len(kept_msg) != len(kept_at) else []
+    run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, bare)) if bare else []
     tools_tokens = count_tools_tokens(profile, run.send_tools) if run.send_tools else 0
-    run.prompt_tokens = sum(counts) + sum(map(c.overhead.__getitem__, kept_msg)) + run.priming + tools_tokens
+    tokens = arrays_of(c.cols).tokens
+    kept_tokens = int(tokens[codes == 0].sum()) - sum(map(c.cols.tokens.__getitem__, bare))
+    run.prompt_tokens = kept_tokens + run.priming + tools_tokens
     run.messages = messages  # type: ignore[assignment]
-    if any(map(c.listy.__getitem__, kept_msg)):  # only list content has parts
+    if any(codes[i] == 0 for i in c.listed):  # only list content has parts
         content_warnings(run)
 
 
 def explain_and_fit(run: RunState, status: list[str], reason: list[str],
                     trace_by_source: dict[str, dict[str, Any]]) -> Outcome:
     """Step 10's figures: each block's explanation and fit window over the columns."""
-    c, n = run.columns, len(run.blocks)
-    explanations: dict[str, Any] = {}
+    c, n, codes = run.columns, len(run.blocks), run.fate_codes
+    assert codes is not None
+    explanations: dict[object, Explanation] = {}
     previous = run.base.outcome.explanations if run.base is not None else None
+    if run.pre_excluded:
+        fates = Fates.of(status, reason)
+    else:
+        too_large = ("TOO_LARGE_FOR_BUDGET" in reason
+                     and np.fromiter(map(eq, reason, repeat("TOO_LARGE_FOR_BUDGET")), dtype=bool, count=n))
+        fates = Fates(codes != 0, _ROOM[codes], too_large if too_large is not False else np.zeros(n, dtype=bool),
+                      "LOREBOOK_BUDGET" in reason)
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
-                             previous=previous, current=explanations)
+                             previous=previous, current=explanations, fates=fates)
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
@@ -164,7 +219,7 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
         fits = [None] * n
         for k, i in enumerate(run.sendable_at):
             fits[i] = fits_s[k]
-    return Outcome(status, reason, detail, fits, explanations)
+    return Outcome(status, reason, detail, fits, explanations, run.moved)
 
 
 def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], outcome: Outcome) -> None:
