@@ -78,7 +78,8 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     fields = set(model_fields_of(PreviewBlock))
     if prior is None or len(prior.rows) != n:
         return construct_many(PreviewBlock, _row_dicts(src, range(n), outcome), fields), None
-    status, reason = _moved(outcome.status, prior.outcome.status), _moved(outcome.reason, prior.outcome.reason)
+    po = prior.outcome
+    status, reason = _moved(outcome.status, po.status, outcome.moved), _moved(outcome.reason, po.reason, outcome.moved)
     fresh = set(prior.fresh)
     refate = sorted({*status, *reason} - fresh)  # the fresh ones are rebuilt whole
     rows = list(prior.rows)
@@ -94,10 +95,16 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     return rows, changes
 
 
-def _moved(new: list[str], old: list[str]) -> list[int]:
-    """The positions where ``new`` differs from ``old`` (none when they are one list)."""
+def _moved(new: list[str], old: list[str], maybe: list[int] | None) -> list[int]:
+    """The positions where ``new`` differs from ``old`` (ascending).
+
+    ``maybe``: the only positions where they can differ (``Outcome.moved``, ascending), or
+    ``None`` (then every position is compared, one C-level pass).
+    """
     if new is old:
         return []
+    if maybe is not None:
+        return list(compress(maybe, map(ne, map(new.__getitem__, maybe), map(old.__getitem__, maybe))))
     return list(compress(range(len(new)), map(ne, new, old)))
 
 
