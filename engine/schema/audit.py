@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from .preview import Explanation, PreviewBlock, TokenizerInfo, figures_from_rows, figures_into_rows
+from .preview import Explanation, PreviewBlock, TokenizerInfo, figures_from_rows, rows_with_figures
 
 AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
 
@@ -135,4 +135,4 @@ class PromptContextAudit(BaseModel):
     def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
                      info: FieldSerializationInfo) -> Any:
         """Each row with its figures from the two columns, as the preview's JSON has them."""
-        return figures_into_rows(handler(blocks), self.fit_windows, self.reason_details, info)
+        return rows_with_figures(blocks, self.fit_windows, self.reason_details, handler, info)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+from collections import deque
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter, is_not, itemgetter, ne
+from itertools import compress, repeat
+from operator import attrgetter, is_not, itemgetter, ne, setitem
 from typing import Any, Literal
 
 from pydantic import (
@@ -195,7 +197,7 @@ class ContextPreview(BaseModel):
     def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
                      info: FieldSerializationInfo) -> Any:
         """Each row as JSON with its figures from the two columns (:data:`ROW_FIGURES`)."""
-        return figures_into_rows(handler(blocks), self.fit_windows, self.reason_details, info)
+        return rows_with_figures(blocks, self.fit_windows, self.reason_details, handler, info)
 
     def fit_window(self, row: int) -> int | None:
         """The fit window of ``blocks[row]`` in tokens (``None``: none, or not known)."""
@@ -206,6 +208,40 @@ class ContextPreview(BaseModel):
         """The specific reason of ``blocks[row]`` (``None``: the code says it all, or not known)."""
         details = self.reason_details
         return details[row] if row < len(details) else None
+
+
+def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], details: list[Explanation | None],
+                      handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
+    """The rows of a preview (or audit) as serialized, each with its figures from the columns.
+
+    For JSON without options that drop fields (``model_dump_json()``, the CLI's and the API's
+    output) the rows' own values are taken as they are, in C-level passes (pydantic then writes
+    them as plain JSON values: about the cost of writing the rows as models, where going through
+    ``handler`` and back doubles it); otherwise pydantic serializes the rows (``handler``) with
+    every option honoured and :func:`figures_into_rows` adds the figures.
+    """
+    if not (info.mode_is_json() and info.include is None and info.exclude is None and not info.exclude_none
+            and not info.exclude_defaults and not info.exclude_unset and not info.round_trip
+            and all(type(b) is PreviewBlock for b in blocks)):
+        return figures_into_rows(handler(blocks), fits, details, info)
+    n = len(blocks)
+    rows = list(map(dict.copy, map(_DICT_OF, blocks)))
+    spans = list(map(dict.pop, rows, repeat("span")))
+    if any(map(is_not, spans, repeat(None))):  # Text Completion: ``[start, end]`` as JSON has it
+        spans = [None if sp is None else list(sp) for sp in spans]
+    # a dump's dicts are its own (``model_dump(mode="json")`` hands them out): the few traces copied
+    traced = list(compress(range(n), map(is_not, map(itemgetter("trace"), rows), repeat(None))))
+    for k in traced:
+        rows[k]["trace"] = copy.deepcopy(rows[k]["trace"])
+    details = details if len(details) == n else [None] * n
+    data: list[Any] = list(map(getattr, details, repeat("data"), repeat(None)))
+    with_data = list(compress(range(n), data))
+    deque(map(setitem, repeat(data), with_data, map(dict.copy, map(data.__getitem__, with_data))), maxlen=0)
+    columns = (("reason_detail", list(map(getattr, details, repeat("text"), repeat(None)))), ("reason_data", data),
+               ("fit_window", fits if len(fits) == n else [None] * n), ("span", spans))
+    for key, values in columns:
+        deque(map(setitem, rows, repeat(key), values), maxlen=0)
+    return rows
 
 
 def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanation | None],
