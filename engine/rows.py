@@ -22,7 +22,7 @@ from typing import Any
 from .runstate import Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
-from .schema.preview import PreviewBlock, RowChanges, known_changes
+from .schema.preview import PreviewBlock, RowChanges, known_changes, rows_from_columns
 from .step_rules import with_entry_records
 
 _DICT_OF = attrgetter("__dict__")
@@ -77,7 +77,7 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     n = len(src.blocks)
     fields = set(model_fields_of(PreviewBlock))
     if prior is None or len(prior.rows) != n:
-        return construct_many(PreviewBlock, _row_dicts(src, range(n), outcome), fields), None
+        return rows_from_columns(_row_columns(src, range(n), outcome), n), None
     po = prior.outcome
     status, reason = _moved(outcome.status, po.status, outcome.moved), _moved(outcome.reason, po.reason, outcome.moved)
     fresh = set(prior.fresh)
@@ -86,7 +86,7 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     if refate:
         deque(map(setitem, repeat(rows), refate, _refated_rows(prior.rows, refate, outcome, fields)), maxlen=0)
     if prior.fresh:
-        built = construct_many(PreviewBlock, _row_dicts(src, prior.fresh, outcome), fields)
+        built = rows_from_columns(_row_columns(src, prior.fresh, outcome), len(prior.fresh))
         deque(map(setitem, repeat(rows), prior.fresh, built), maxlen=0)
     # a refated row is a copy of its old row with only its fate set: only new blocks' rows can
     # differ in the other fields
@@ -108,12 +108,11 @@ def _moved(new: list[str], old: list[str], maybe: list[int] | None) -> list[int]
     return list(compress(range(len(new)), map(ne, new, old)))
 
 
-def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> list[dict[str, Any]]:
-    """The ``PreviewBlock`` values of the blocks at ``positions`` (a ``range`` for every block).
+def _row_columns(src: RowInputs, positions: Sequence[int], outcome: Outcome
+                 ) -> dict[str, Sequence[Any] | Iterator[Any]]:
+    """The ``PreviewBlock`` columns of the blocks at ``positions`` (a ``range`` for every block).
 
-    One C-level pass per field over the chosen positions (``operator.setitem`` into copies of one
-    split-key template, :func:`_row_template`); a lorebook block's trace gets the activation
-    record of its entry (``trace_by_source``).
+    A lorebook block's trace gets the activation record of its entry (``trace_by_source``).
     """
     every = isinstance(positions, range) and len(positions) == len(src.blocks)
 
@@ -123,17 +122,13 @@ def _row_dicts(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> li
     blocks, c, cols = pick(src.blocks), src.columns, src.columns.cols
     kinds, sources = pick(cols.kinds), pick(cols.sources)
     traces = with_entry_records(list(map(attrgetter("trace"), blocks)), kinds, sources, src.trace_by_source)
-    dicts = list(map(dict.copy, repeat(_row_template(), len(blocks))))
     messages = map(attrgetter("message"), blocks)
-    columns: dict[str, Sequence[Any] | Iterator[Any]] = {
+    return {
         "id": pick(cols.ids), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
         "position": positions, "tokens": pick(cols.tokens), "status": pick(outcome.status),
         "reason": pick(outcome.reason), "protected": pick(cols.protected), "pinned": pick(cols.pinned),
         "group": pick(cols.layout.group_of), "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
         "manual_excluded": pick(cols.manual), "message_index": pick(cols.message_index), "trace": traces}
-    for key, column in columns.items():
-        deque(map(setitem, dicts, repeat(key), column), maxlen=0)
-    return dicts
 
 
 def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Outcome,
@@ -143,34 +138,6 @@ def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Out
     for key, values in (("status", outcome.status), ("reason", outcome.reason)):
         deque(map(setitem, dicts, repeat(key), map(values.__getitem__, idx)), maxlen=0)
     return construct_many(PreviewBlock, dicts, fields)
-
-
-class _RowDict:
-    """Holder whose instance dicts share one key table (CPython's split dicts): a row's ``__dict__``.
-
-    A preview row's field values in a split dict take about a third of the memory of an ordinary
-    dict, and ``dict.copy()`` of one copies the value pointers instead of a 64-slot key table.
-    Any dict would be correct: this is only the cheaper kind.
-    """
-
-
-def _make_template() -> dict[str, Any]:
-    """A split-key dict of every ``PreviewBlock`` field (in field order), each set to ``None``.
-
-    Attribute assignment builds the shared key table once (``dict.update`` on an empty split dict
-    would turn it into an ordinary one).
-    """
-    holder = _RowDict()
-    for key in PreviewBlock.model_fields:
-        setattr(holder, key, None)
-    return holder.__dict__
-
-
-_ROW_TEMPLATE = _make_template()
-
-
-def _row_template() -> dict[str, Any]:
-    return _ROW_TEMPLATE
 
 
 __all__ = ["PriorRows", "RowInputs", "build_rows"]
