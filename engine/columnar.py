@@ -268,6 +268,7 @@ def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], ou
     if base is not None and len(base.rows) == len(run.blocks):
         prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}))
     run.outcome = outcome
+    run.fit_windows, run.reason_details = outcome.fits, outcome.detail
     run.rows, changes = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior)
     if changes is not None and base is not None:
         serial = base.preview._serial

@@ -26,7 +26,7 @@ from .registries import Registries
 from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, PreviewChanges, PreviewError, TokenizerInfo
+from .schema.preview import ContextPreview, PreviewBlock, PreviewError, RowChanges, TokenizerInfo
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
@@ -358,8 +358,11 @@ class RunState:
     error: PreviewError | None = None
     # 10. report
     rows: list[PreviewBlock] = field(init=False)
+    # per row: the chat-wide figures (ContextPreview.fit_windows / reason_details; empty: none computed)
+    fit_windows: list[int | None] = field(default_factory=list)
+    reason_details: list[Explanation | None] = field(default_factory=list)
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
-    row_changes: tuple[int, int, PreviewChanges] | None = None
+    row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)
     preview: ContextPreview = field(init=False)
 

@@ -31,19 +31,12 @@ from typing import Any
 import numpy as np
 
 from ..schema.blocks import Block
+from ..schema.preview import Explanation
 from .columns import Array, BlockColumns, ToolLayout, arrays_of
 
 #: Reasons under which a history block was removed for room (the ones free tokens contradict).
 ROOM_REASONS = frozenset({"HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "PRIORITY_LOWEST_FIRST",
                           "EXAMPLES_PUSHED_OUT"})
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices)."""
-
-    text: str
-    data: dict[str, Any]
 
 
 def explain_blocks(
