@@ -30,8 +30,7 @@ from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, ProviderMessage, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
-from .shifting.columns import Array, arrays_of, with_arrays
-from .shifting.core import SHIFT_REASONS
+from .shifting.columns import SHIFT_REASONS, Array, arrays_of, with_arrays
 from .shifting.explain import ROOM_REASONS, Explanation, Fates
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
@@ -110,13 +109,8 @@ def _patched_send(run: RunState, base: RunState) -> Any:
 
 
 def shift_sendable(run: RunState) -> None:
-    """Step 5: the built-in strategy over the sendable columns (:func:`engine.shifting.shift_columns`).
-
-    A warm run hands the base run's outcome in: its reason list is copied and set where a reason moved.
-    """
-    base = run.base
-    previous = base.column_shift if base is not None and len(base.send) == len(run.send) else None
-    run.column_shift = shift_columns(run.send, run.shift_budget, honor_manual=run.honor_manual, previous=previous)
+    """Step 5: the built-in strategy over the sendable columns (:func:`engine.shifting.shift_columns`)."""
+    run.column_shift = shift_columns(run.send, run.shift_budget, honor_manual=run.honor_manual)
     run.diagnostics.extend(run.column_shift.diagnostics)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, is_, is_not, or_
 from typing import Any
@@ -383,14 +383,23 @@ def with_arrays(cols: BlockColumns) -> BlockColumns:
     return dataclasses.replace(cols, arrays=arrays_of(cols))
 
 
-@dataclass(frozen=True, slots=True)
+#: The exclusion reasons shifting gives, by code (``ColumnShift.codes``); code 0 is kept (``None``).
+SHIFT_REASONS: tuple[str | None, ...] = (
+    None, "HIDDEN", "TOOL_RESULT_ORPHANED", "TOOL_PAIR_INCOMPLETE", "MANUAL_EXCLUDED", "TOOL_GROUP_DROPPED",
+    "OVER_BUDGET_PROTECTED", "TOO_LARGE_FOR_BUDGET", "PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT",
+    "HISTORY_OLDEST_FIRST")
+_REASON_OBJECTS = np.array(SHIFT_REASONS, dtype=object)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ColumnShift:
     """The outcome of :func:`~engine.shifting.core.shift_columns` (SPEC §3).
 
     Attributes
     ----------
-    reasons:
-        Per position: the exclusion reason code, ``None`` when kept.
+    codes:
+        Per position: the exclusion reason as a number (an index into :data:`SHIFT_REASONS`,
+        ``0``: kept), an int8 array.
     error:
         ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected units alone exceed the budget.
     protected_tokens:
@@ -399,23 +408,27 @@ class ColumnShift:
         Tokens of the kept positions (one recount).
     diagnostics:
         Protected or pinned blocks the writer excluded (not sent), in prompt order.
-    codes:
-        Per position: the reason as a number (an index into
-        :data:`engine.shifting.core.SHIFT_REASONS`, ``0``: kept), an int8 array.
     """
 
-    reasons: list[str | None]
+    codes: Array
     error: str | None
     protected_tokens: int
     total_tokens: int
     diagnostics: list[str]
-    codes: Array | None = None
+    _reasons: list[str | None] | None = field(default=None, repr=False)
+
+    @property
+    def reasons(self) -> list[str | None]:
+        """Per position: the exclusion reason code, ``None`` when kept (made from ``codes`` on the first read)."""
+        if self._reasons is None:
+            object.__setattr__(self, "_reasons", _REASON_OBJECTS[self.codes].tolist())
+        return self._reasons  # type: ignore[return-value]
 
     @property
     def kept(self) -> list[bool]:
         """Per position: kept (no exclusion reason)."""
-        return list(map(is_, self.reasons, [None] * len(self.reasons)))
+        return (self.codes == 0).tolist()
 
 
-__all__ = ["Array", "BlockColumns", "ColumnArrays", "ColumnShift", "LayoutArrays", "ToolLayout", "Units", "arrays_of",
-           "removal_tier", "with_arrays"]
+__all__ = ["SHIFT_REASONS", "Array", "BlockColumns", "ColumnArrays", "ColumnShift", "LayoutArrays", "ToolLayout", "Units",
+           "arrays_of", "removal_tier", "with_arrays"]

@@ -30,14 +30,13 @@ linear in the number of blocks.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from pydantic import TypeAdapter
 
 from ..schema.blocks import Block, ExcludedBlock, ShiftResult
-from .columns import Array, BlockColumns, ColumnShift, arrays_of, removal_tier
+from .columns import SHIFT_REASONS, Array, BlockColumns, ColumnShift, arrays_of, removal_tier
 from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
@@ -119,8 +118,7 @@ def shift_result(blocks: Sequence[Block], tokens: Sequence[int], shift: ColumnSh
     )
 
 
-def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False,
-                  previous: ColumnShift | None = None) -> ColumnShift:
+def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False) -> ColumnShift:
     """SPEC §3 shifting over columns: each block's exclusion reason (the one implementation).
 
     Computed over the columns' numpy arrays (:func:`~engine.shifting.columns.arrays_of`): rules
@@ -140,15 +138,12 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
     honor_manual:
         Drop the blocks the writer excluded (``manual``), with their tool groups, even when
         pinned or protected (a diagnostic says so).
-    previous:
-        An earlier outcome over as many blocks: its ``reasons`` list is copied and set only where
-        the reason changed (the same values as a fresh list, less work).
 
     Returns
     -------
     ColumnShift
-        One reason per position (``None``: kept), the error, protected and kept tokens,
-        diagnostics, the reason codes.
+        One reason code per position (``reasons``: as strings, ``None`` kept), the error,
+        protected and kept tokens, diagnostics.
 
     Raises
     ------
@@ -170,31 +165,12 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
     kept_total = int(a.tokens[codes == 0].sum())
     if error is None and kept_total > budget:  # pragma: no cover - guarded by _drop_until_fits
         raise AssertionError("shift_columns left the prompt over budget")
-    return ColumnShift(_reasons(codes, previous), error, protected_tokens, kept_total,
-                       [text for _, text in sorted(units.notes)], codes)
+    return ColumnShift(codes, error, protected_tokens, kept_total, [text for _, text in sorted(units.notes)])
 
 
-#: The exclusion reasons shifting gives, by code (``ColumnShift.codes``); code 0 is kept (``None``).
-SHIFT_REASONS: tuple[str | None, ...] = (
-    None, "HIDDEN", "TOOL_RESULT_ORPHANED", TOOL_PAIR_INCOMPLETE, "MANUAL_EXCLUDED", "TOOL_GROUP_DROPPED",
-    "OVER_BUDGET_PROTECTED", "TOO_LARGE_FOR_BUDGET", "PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT",
-    "HISTORY_OLDEST_FIRST")
 _CODE = {r: k for k, r in enumerate(SHIFT_REASONS) if r is not None}
-_REASON_OBJECTS = np.array(SHIFT_REASONS, dtype=object)
 #: Rule 5's reason code of a lone unit by removal tier (0 interceptor, 1 examples, 2 history, 3 lore/memory).
 _TIER_CODE = np.array([_CODE[r] for r in _TIER_REASON], dtype=np.int8)
-
-
-def _reasons(codes: Array, previous: ColumnShift | None) -> list[str | None]:
-    """The reason list of ``codes``: ``previous.reasons`` set where the codes differ, or a new list."""
-    if previous is not None and previous.codes is not None and len(previous.codes) == len(codes):
-        moved = np.flatnonzero(codes != previous.codes)
-        if len(moved) * 8 < len(codes):
-            reasons = list(previous.reasons)
-            deque(map(reasons.__setitem__, moved.tolist(), _REASON_OBJECTS[codes[moved]].tolist()), maxlen=0)
-            return reasons
-    reasons_: list[str | None] = _REASON_OBJECTS[codes].tolist()
-    return reasons_
 
 
 class _Units:

@@ -3,8 +3,7 @@
 * ``LayoutArrays`` / ``ColumnArrays`` are the ``ToolLayout`` / ``BlockColumns`` lists as arrays, and a
   warm run's ``ColumnArrays.patched`` equals the arrays made afresh from the patched lists;
   ``arrays_of`` never hands out arrays made from other lists;
-* ``shift_columns`` with a ``previous`` outcome gives the same reasons as without (the previous list is
-  copied, never changed);
+* ``shift_columns``' reasons are its reason codes' names;
 * ``explain.per_value`` calls its function once per distinct value and equals a plain map;
 * ``engine.incremental.changed_messages`` lists every position whose message is not the same object
   (an equal copy in an otherwise identical slice aside) and gives up past ``most``;
@@ -26,7 +25,7 @@ from engine.incremental import changed_messages
 from engine.pipeline import default_registries, prepare
 from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest
 from engine.shifting import BlockColumns, shift_columns
-from engine.shifting.columns import ColumnArrays, LayoutArrays, arrays_of, with_arrays
+from engine.shifting.columns import SHIFT_REASONS, ColumnArrays, LayoutArrays, arrays_of, with_arrays
 from engine.shifting.explain import _per_value
 
 from .test_columns import SMALL, columns
@@ -96,18 +95,14 @@ def test_patched_arrays_equal_fresh_arrays(cols: BlockColumns, data: st.DataObje
 
 
 @SMALL
-@given(cols=columns(), budget=st.integers(0, 200), honor=st.booleans(), data=st.data())
-def test_shift_with_a_previous_outcome_is_the_same(cols: BlockColumns, budget: int, honor: bool,
-                                                   data: st.DataObject) -> None:
-    fresh = shift_columns(cols, budget, honor_manual=honor)
-    before = data.draw(st.integers(0, 200))
-    previous = shift_columns(cols, before, honor_manual=not honor)
-    kept = list(previous.reasons)
-    again = shift_columns(cols, budget, honor_manual=honor, previous=previous)
-    assert again.reasons == fresh.reasons
-    assert (again.error, again.protected_tokens, again.total_tokens, again.diagnostics) == (
-        fresh.error, fresh.protected_tokens, fresh.total_tokens, fresh.diagnostics)
-    assert previous.reasons == kept
+@given(cols=columns(), budget=st.integers(0, 200), honor=st.booleans())
+def test_shift_reasons_are_its_codes(cols: BlockColumns, budget: int, honor: bool) -> None:
+    """``ColumnShift.reasons`` (made on the first read, then the same list) are the codes' reasons."""
+    shift = shift_columns(cols, budget, honor_manual=honor)
+    assert shift.codes.dtype == np.int8 and len(shift.codes) == len(cols)
+    assert shift.reasons == [SHIFT_REASONS[c] for c in shift.codes.tolist()]
+    assert shift.reasons is shift.reasons
+    assert shift.kept == [r is None for r in shift.reasons]
 
 
 @given(values=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 10**9)), max_size=60))
