@@ -260,11 +260,12 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
                    else (_BEHIND, free, own, g, label, need, boundary_id, boundary_message))
         e = made.get(figures) or after.get(figures)
         if e is None:
+            count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
             if short:
-                e = Explanation(f"needs {own:,} tokens {'with its tool group ' if g else ''}{short_tail}",
+                e = Explanation(f"needs {count} tokens {'with its tool group ' if g else ''}{short_tail}",
                                 {"free": free, "tokens": own, "group": g})
             else:
-                e = Explanation(f"{own:,}{behind_tail}",
+                e = Explanation(f"{count}{behind_tail}",
                                 {"free": free, "tokens": own, "blocked_by": boundary_id,
                                  "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
         made[figures] = e
