@@ -234,7 +234,7 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
     """Step 10's figures: each block's explanation and fit window over the columns."""
     c, n, codes = run.columns, len(run.blocks), run.fate_codes
     assert codes is not None
-    explanations: dict[object, Explanation] = {}
+    explanations: dict[object, dict[object, Explanation]] = {}
     previous = run.base.outcome.explanations if run.base is not None else None
     if run.pre_excluded or _TOO_LARGE in c.kept_reasons:
         fates = Fates.of(status, reason)

@@ -243,7 +243,7 @@ class Outcome:
     """Each block's fate after steps 5-10, per block position (what the next run compares with).
 
     ``status`` (``kept`` / ``excluded``), ``reason``, ``detail`` (the explanation, or ``None``),
-    ``fits`` (fit windows), ``explanations`` (figures → explanation, for the next run's reuse).
+    ``fits`` (fit windows), ``explanations`` (explanations by figures, for the next run's reuse).
     ``moved``: on a warm run, the positions whose status or reason may differ from the base
     run's (every other position's are the base's values); ``None``: not known (a cold run, or
     too many moved).
@@ -253,7 +253,7 @@ class Outcome:
     reason: list[str]
     detail: list[Explanation | None]
     fits: list[int | None]
-    explanations: dict[object, Explanation]
+    explanations: dict[object, dict[object, Explanation]]
     moved: list[int] | None = None
 
 

@@ -118,8 +118,8 @@ class Fates:
 def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence[str | None], budget: int, *,
                     lorebook_traces: Mapping[str, Mapping[str, Any]] | None = None,
                     protected_tokens: int | None = None,
-                    previous: Mapping[object, Explanation] | None = None,
-                    current: dict[object, Explanation] | None = None,
+                    previous: Mapping[object, Mapping[object, Explanation]] | None = None,
+                    current: dict[object, dict[object, Explanation]] | None = None,
                     fates: Fates | None = None) -> list[Explanation | None]:
     """Each block's specific reason, over columns (the one implementation; see the module docstring).
 
@@ -140,9 +140,9 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
     protected_tokens:
         Tokens of the protected blocks (for ``TOO_LARGE_FOR_BUDGET``); computed when ``None``.
     previous, current:
-        ``figures → Explanation`` of an earlier call, and the dict this call collects its own
-        in: an explanation equal to an earlier one is that very object (callers tell unchanged
-        explanations by identity).
+        The explanations of an earlier call (tables of explanations by their figures), and the
+        dict this call collects its own in: an explanation equal to an earlier one is that very
+        object (callers tell unchanged explanations by identity).
     fates:
         ``status`` and ``reasons`` as arrays (:class:`Fates`); ``None``: made from the lists.
 
@@ -178,7 +178,8 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
 
 
 def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group_tokens: Array,
-                     memo: tuple[Mapping[object, Explanation] | None, dict[object, Explanation] | None],
+                     memo: tuple[Mapping[object, Mapping[object, Explanation]] | None,
+                                 dict[object, dict[object, Explanation]] | None],
                      out: Array) -> None:
     """History removed for room: too big for what is free, or behind the newest unit that did not fit.
 
@@ -237,28 +238,33 @@ _SHORT, _BEHIND = "short", "behind"
 
 
 def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
-                    previous: Mapping[object, Explanation] | None,
-                    current: dict[object, Explanation] | None) -> Callable[[int, str | None, bool], Explanation]:
+                    previous: Mapping[object, Mapping[object, Explanation]] | None,
+                    current: dict[object, dict[object, Explanation]] | None
+                    ) -> Callable[[int, str | None, bool], Explanation]:
     """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures.
 
     Too big for what is free (``short``): "needs N tokens [with its tool group ]but only F of the
     B-token budget are free"; else behind the boundary: "N tokens would fit in the F free, but
     history is kept contiguous: the newer <label> (M tokens) did not fit, so nothing older is
-    sent". The memo key is exactly the figures the text and data are written from (the budget
-    only for the first kind), so an earlier call's explanation under the same key is equal to
-    this one and is handed back instead (found without writing the text). The words after the
-    block's own count are written once per call.
+    sent". The memo is keyed by exactly the figures the text and data are written from: the
+    call's (free tokens and budget, or free tokens and the boundary) name a table, the block's
+    own count and group its entry. An earlier call's explanation under the same keys is equal to
+    this one and is handed back instead (found without writing the text; when the free tokens
+    moved, the earlier tables are not even looked into). The words after the block's own count
+    are written once per call.
     """
-    made: dict[object, Explanation] = current if current is not None else {}
+    tables = current if current is not None else {}
+    before = previous if previous is not None else {}
+    short_at, behind_at = (_SHORT, free, budget), (_BEHIND, free, label, need, boundary_id, boundary_message)
+    made = (tables.setdefault(short_at, {}), tables.setdefault(behind_at, {}))
+    after = (before.get(short_at) or {}, before.get(behind_at) or {})
     short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
     behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
                    f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
-    after = previous if previous is not None else {}
 
     def explanation(own: int, g: str | None, short: bool) -> Explanation:
-        figures = ((_SHORT, free, budget, own, g) if short
-                   else (_BEHIND, free, own, g, label, need, boundary_id, boundary_message))
-        e = made.get(figures) or after.get(figures)
+        key: object = own if g is None else (own, g)
+        e = made[not short].get(key) or after[not short].get(key)
         if e is None:
             count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
             if short:
@@ -268,7 +274,7 @@ def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: 
                 e = Explanation(f"{count}{behind_tail}",
                                 {"free": free, "tokens": own, "blocked_by": boundary_id,
                                  "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
-        made[figures] = e
+        made[not short][key] = e
         return e
 
     return explanation
