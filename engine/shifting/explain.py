@@ -226,11 +226,8 @@ def _per_value(values: Array, make: Callable[[int], Explanation]) -> Array:
 
 
 def _objects(items: Iterable[Explanation], n: int) -> Array:
-    """A one-dimensional object array of ``n`` items (``np.array`` would look into them)."""
-    out = np.empty(n, dtype=object)
-    for k, e in enumerate(items):
-        out[k] = e
-    return out
+    """A one-dimensional object array of ``n`` items (``np.array`` would look into them; ``np.fromiter`` does not)."""
+    return np.fromiter(items, dtype=object, count=n)
 
 
 #: The first item of a room explanation's memo key: too big for what is free, or behind the boundary.
