@@ -46,7 +46,7 @@ class PreviewError(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices).
 

@@ -356,3 +356,21 @@ def test_preview_changes_describe_the_rows(strategy: str, data: st.DataObject) -
         assert changes.reason_detail == [r for r, (a, b) in enumerate(zip(old.reason_details, new.reason_details))
                                          if a != b]
         old = new
+
+
+
+def test_a_warm_previews_messages_are_its_own_copies() -> None:
+    """``engine.report.report_preview``: a caller changing a warm preview's messages never reaches
+    the run the next preview starts from, nor that preview."""
+    chat = Chat(messages=[ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " * 30)
+                          for i in range(40)])
+    request = PreviewRequest(chat=chat, settings=ContextSettings(model="gpt-4o", context_limit=1500, reply_reserve=100))
+    regs = default_registries()
+    preview(request, registries=regs)
+    toggled = _edited(request, "exclude", 38)
+    second = preview(toggled, registries=regs)
+    assert second.model_dump_json() == _reference(toggled)
+    for m in second.messages:
+        m["content"] = "changed by a caller"
+    third = preview(_edited(toggled, "exclude", 30), registries=regs)
+    assert third.model_dump_json() == _reference(_edited(toggled, "exclude", 30))
