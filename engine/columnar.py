@@ -18,15 +18,20 @@ path has (:func:`engine.report.report_preview`).
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections import deque
-from itertools import chain, compress, repeat
-from operator import is_, is_not, setitem
+from itertools import compress, repeat
+from operator import setitem
 from typing import Any
+
+import numpy as np
 
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
-from .runstate import Outcome, RunColumns, RunState
+from .runstate import Outcome, ProviderMessage, RunColumns, RunState
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
+from .shifting.columns import SHIFT_REASONS, Array, arrays_of, with_arrays
+from .shifting.explain import ROOM_REASONS, Explanation, Fates
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
     content_warnings,
@@ -65,7 +70,7 @@ def count_columns(run: RunState) -> None:
         every = len(at) == len(blocks)
         b_layout = s_layout if every else _block_layout(s_layout, at, len(blocks))
         run.columns = RunColumns.of(blocks, profile, b_layout)
-        run.send = run.columns.cols if every else run.columns.cols.take(at, s_layout)
+        run.send = run.columns.cols if every else with_arrays(run.columns.cols.take(at, s_layout))
         # only messages with list content can have audio parts
         run.approximate = estimated_counts(profile, compress(blocks, run.columns.listy))
     else:
@@ -86,18 +91,21 @@ def _block_layout(s_layout: ToolLayout, at: list[int], n: int) -> ToolLayout:
 
 
 def _patched_send(run: RunState, base: RunState) -> Any:
-    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) replaced."""
+    """A warm run's sendable columns: the base's, with the changed positions' flags (and counts) and arrays replaced."""
     cols = run.columns.cols
     at = run.sendable_at
     if len(at) == len(cols.ids):
         return cols
-    k_of = {i: k for k, i in enumerate(at)}
+    changed = sorted({*run.flagged, *run.edited})
+    ks = [bisect_left(at, pos) for pos in changed]  # their sendable positions (``at`` is ascending)
     pinned, manual = list(base.send.pinned), list(base.send.manual)
-    for pos in chain(run.flagged, run.edited):
-        k = k_of[pos]
+    tokens = list(base.send.tokens) if run.edited else base.send.tokens
+    for pos, k in zip(changed, ks):
         pinned[k], manual[k] = cols.pinned[pos], cols.manual[pos]
-    tokens = [cols.tokens[i] for i in at] if run.edited else base.send.tokens
-    return dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+        if run.edited:
+            tokens[k] = cols.tokens[pos]
+    send = dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
+    return dataclasses.replace(send, arrays=arrays_of(base.send).patched(send, ks))
 
 
 def shift_sendable(run: RunState) -> None:
@@ -106,57 +114,134 @@ def shift_sendable(run: RunState) -> None:
     run.diagnostics.extend(run.column_shift.diagnostics)
 
 
+_TOO_LARGE, _LOREBOOK = "TOO_LARGE_FOR_BUDGET", "LOREBOOK_BUDGET"
+_CODE = {r: k for k, r in enumerate(SHIFT_REASONS)}
+#: The fate code of a block assembly left out (``run.pre_excluded``): after shifting's own codes.
+_PRE = len(SHIFT_REASONS)
+#: Per fate code: whether its reason is one of the reasons a history block is removed for room.
+_ROOM = np.array([r in ROOM_REASONS for r in SHIFT_REASONS] + [False])
+
+
+def _block_codes(run: RunState) -> Array:
+    """Per block: shifting's reason code (0: kept), :data:`_PRE` for a block assembly left out."""
+    codes, n = run.column_shift.codes, len(run.blocks)
+    assert codes is not None
+    if len(run.sendable_at) == n:
+        return codes
+    out = np.full(n, _PRE, dtype=np.int8)
+    out[np.asarray(run.sendable_at, dtype=np.intp)] = codes
+    return out
+
+
 def record_fates(run: RunState) -> tuple[list[str], list[str]]:
     """Step 6: each block's status and reason (pre-excluded ones are shown, never sent); sets ``kept_at``.
 
-    The built-in strategies keep the host's rules by construction: nothing is rejected.
+    The built-in strategies keep the host's rules by construction: nothing is rejected. A warm
+    run copies the base run's lists and sets the positions whose fate code or kept reason moved
+    (``run.moved``).
     """
-    c, shift, n = run.columns, run.column_shift, len(run.blocks)
+    c, n = run.columns, len(run.blocks)
+    codes = run.fate_codes = _block_codes(run)
+    base = run.base
+    if base is not None and base.fate_codes is not None and len(base.fate_codes) == n:
+        moved = sorted({*np.flatnonzero(codes != base.fate_codes).tolist(), *run.flagged, *run.edited})
+        if len(moved) * 8 < n:
+            status, reason = list(base.fates[0]), list(base.fates[1])
+            kept_at = list(base.kept_at)
+            for i, code, was in zip(moved, codes[moved].tolist(), base.fate_codes[moved].tolist()):
+                status[i] = _KEPT if code == 0 else _EXCLUDED
+                reason[i] = (c.kept_reason[i] if code == 0 else run.pre_excluded.get(c.cols.ids[i], "")
+                             if code == _PRE else SHIFT_REASONS[code])
+                if (code == 0) != (was == 0):
+                    _toggle(kept_at, i, code == 0)
+            run.kept_at, run.moved = kept_at, moved
+            return status, reason
+    run.kept_at = np.flatnonzero(codes == 0).tolist()
+    return _fates(run)
+
+
+def _toggle(ascending: list[int], i: int, present: bool) -> None:
+    """Insert ``i`` into the ascending list (``present``) or remove it."""
+    k = bisect_left(ascending, i)
+    if present:
+        ascending.insert(k, i)
+    else:
+        del ascending[k]
+
+
+def _fates(run: RunState) -> tuple[list[str], list[str]]:
+    """Every block's status and reason, as new lists."""
+    c, shift, n, kept_at = run.columns, run.column_shift, len(run.blocks), run.kept_at
     kept_reason = c.kept_reason
     if len(run.sendable_at) == n:
-        kept_at = list(compress(range(n), map(is_, shift.reasons, repeat(None))))
         # the kept ones (a minority in a long chat) get their kept reason below: no None is left
         reason: list[str] = list(shift.reasons)  # type: ignore[arg-type]
-        deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     else:
         pre = run.pre_excluded
         reason = [pre.get(x, "") for x in c.cols.ids]
-        kept = [False] * n
-        for k, i in enumerate(run.sendable_at):
-            r = shift.reasons[k]
-            kept[i] = r is None
-            reason[i] = kept_reason[i] if r is None else r
-        kept_at = list(compress(range(n), kept))
+        deque(map(reason.__setitem__, run.sendable_at, shift.reasons), maxlen=0)  # type: ignore[arg-type]
+    deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
     status = [_EXCLUDED] * n
     deque(map(setitem, repeat(status), kept_at, repeat(_KEPT)), maxlen=0)
-    run.kept_at = kept_at
     return status, reason
 
 
 def recount_columns(run: RunState) -> None:
-    """Step 8: the final recount of what is sent, through the per-text count cache."""
-    c, kept_at, profile = run.columns, run.kept_at, run.profile
-    provider = c.provider
-    kept_msg = list(compress(kept_at, map(is_not, map(provider.__getitem__, kept_at), repeat(None))))
-    messages = list(map(provider.__getitem__, kept_msg))
-    counts = profile.count_many(list(chain.from_iterable(map(c.pieces.__getitem__, kept_msg))))
-    # only the tools block carries no message: a kept one makes the two lists' lengths differ
-    run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, kept_at)) if len(kept_msg) != len(kept_at) else []
+    """Step 8: the final count of what is sent: the kept blocks' column counts (each text counted once, when its column was made).
+
+    A warm run's messages are its base's list with the moved positions' messages inserted,
+    removed or replaced.
+    """
+    c, profile, codes = run.columns, run.profile, run.fate_codes
+    assert codes is not None
+    bare = [i for i in c.bare if codes[i] == 0]  # kept blocks without a message (the tools block)
+    run.messages = _kept_messages(run, bare)
+    run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, bare)) if bare else []
     tools_tokens = count_tools_tokens(profile, run.send_tools) if run.send_tools else 0
-    run.prompt_tokens = sum(counts) + sum(map(c.overhead.__getitem__, kept_msg)) + run.priming + tools_tokens
-    run.messages = messages  # type: ignore[assignment]
-    if any(map(c.listy.__getitem__, kept_msg)):  # only list content has parts
+    tokens = arrays_of(c.cols).tokens
+    kept_tokens = int(tokens[codes == 0].sum()) - sum(map(c.cols.tokens.__getitem__, bare))
+    run.prompt_tokens = kept_tokens + run.priming + tools_tokens
+    if any(codes[i] == 0 for i in c.listed):  # only list content has parts
         content_warnings(run)
+
+
+def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
+    """The provider messages of the kept blocks in prompt order (``bare``: the kept blocks without one)."""
+    provider, kept_at, base, codes = run.columns.provider, run.kept_at, run.base, run.fate_codes
+    assert codes is not None
+    if base is None or run.moved is None or base.fate_codes is None:
+        kept_msg = [i for i in kept_at if provider[i] is not None] if bare else kept_at
+        return list(map(provider.__getitem__, kept_msg))  # type: ignore[arg-type]
+    # ascending: every kept position before ``i`` is already as in this run, so ``i``'s index
+    # in the list is the count of kept message blocks before it
+    messages: list[ProviderMessage] = list(base.messages)
+    for i, code, was in zip(run.moved, codes[run.moved].tolist(), base.fate_codes[run.moved].tolist()):
+        sent = provider[i]
+        if sent is None or (code != 0 and was != 0):
+            continue
+        k = bisect_left(kept_at, i) - sum(b < i for b in bare)
+        if code == 0 and was == 0:
+            messages[k] = sent
+        elif code == 0:
+            messages.insert(k, sent)
+        else:
+            del messages[k]
+    return messages
 
 
 def explain_and_fit(run: RunState, status: list[str], reason: list[str],
                     trace_by_source: dict[str, dict[str, Any]]) -> Outcome:
     """Step 10's figures: each block's explanation and fit window over the columns."""
-    c, n = run.columns, len(run.blocks)
-    explanations: dict[str, Any] = {}
+    c, n, codes = run.columns, len(run.blocks), run.fate_codes
+    assert codes is not None
+    explanations: dict[object, dict[object, Explanation]] = {}
     previous = run.base.outcome.explanations if run.base is not None else None
+    if run.pre_excluded or _TOO_LARGE in c.kept_reasons:
+        fates = Fates.of(status, reason)
+    else:  # every reason is shifting's (by code) or a kept reason
+        fates = Fates(codes != 0, _ROOM[codes], codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
-                             previous=previous, current=explanations)
+                             previous=previous, current=explanations, fates=fates)
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
@@ -164,7 +249,7 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
         fits = [None] * n
         for k, i in enumerate(run.sendable_at):
             fits[i] = fits_s[k]
-    return Outcome(status, reason, detail, fits, explanations)
+    return Outcome(status, reason, detail, fits, explanations, run.moved)
 
 
 def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], outcome: Outcome) -> None:
@@ -177,6 +262,7 @@ def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], ou
     if base is not None and len(base.rows) == len(run.blocks):
         prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}))
     run.outcome = outcome
+    run.fit_windows, run.reason_details = outcome.fits, outcome.detail
     run.rows, changes = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior)
     if changes is not None and base is not None:
         serial = base.preview._serial

@@ -272,6 +272,8 @@ def _pending_audit(prepared: PreparedPrompt, provider: ProviderConfig, model: st
         strategy=pv.strategy,
         tokenizer=pv.tokenizer,
         blocks=list(pv.blocks),
+        fit_windows=list(pv.fit_windows),
+        reason_details=list(pv.reason_details),
         provider_messages=list(prepared.messages),
         tools=list(prepared.tools),
         interceptor_diagnostics=list(getattr(prepared, "interceptor_diagnostics", []) or []),

@@ -25,14 +25,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter, not_
+from operator import attrgetter, is_not, not_
 from typing import Any, Generic, TypeVar
 
 from .cache import lru
 from .schema.blocks import Block
 from .schema.messages import ChatMessage
 from .schema.request import PreviewRequest
-from .shifting.groups import changed_positions
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -130,10 +129,32 @@ def reuse(request: PreviewRequest, key: tuple[object, ...], context: tuple[objec
         old = _RUNS.get((key, len(msgs)))
     if old is None or old.context != context:
         return None
-    changed = changed_positions(msgs, old.messages)
-    if len(changed) > WARM_MAX_CHANGED:
+    changed = changed_messages(msgs, old.messages, WARM_MAX_CHANGED)
+    if changed is None:
         return None
     return _patched(old, msgs, changed)
+
+
+#: Messages compared per slice by :func:`changed_messages`.
+_SLICE = 512
+
+
+def changed_messages(new: Sequence[ChatMessage], old: Sequence[ChatMessage], most: int) -> list[int] | None:
+    """Positions ``i`` where ``new[i] is not old[i]`` (of as many messages), or ``None`` past ``most`` of them.
+
+    Slices of both are compared first (a list comparison takes identical items as equal without
+    calling their ``__eq__``); only a slice that differs is searched item by item. A message that
+    is equal but not the same object in an otherwise equal slice is not listed: it assembles the
+    same block.
+    """
+    out: list[int] = []
+    for a in range(0, min(len(new), len(old)), _SLICE):
+        b = a + _SLICE
+        if new[a:b] != old[a:b]:
+            out += compress(range(a, b), map(is_not, new[a:b], old[a:b]))
+            if len(out) > most:
+                return None
+    return out
 
 
 def _difference(new: ChatMessage, old: ChatMessage) -> str | None:
@@ -197,4 +218,5 @@ def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int]
     return Reuse(old, blocks, sorted(set(flagged)), sorted(set(edited)))
 
 
-__all__ = ["WARM_MAX_CHANGED", "Remembered", "Reuse", "context_of", "remember", "reuse", "time_dependent"]
+__all__ = ["WARM_MAX_CHANGED", "Remembered", "Reuse", "changed_messages", "context_of", "remember", "reuse",
+           "time_dependent"]

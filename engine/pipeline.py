@@ -49,7 +49,7 @@ from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from . import columnar
 from .assembly import AssemblyContext, MacroContext, assemble
@@ -77,7 +77,7 @@ from .resolve import (
 from .runstate import PreparedPrompt, RunState
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, TokenizerInfo
+from .schema.preview import ContextPreview, PreviewBlock, TokenizerInfo, rows_from_columns
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import (
@@ -107,8 +107,6 @@ from .tokenizers import (
     count_tools_tokens,
     prompt_count,
 )
-
-_PREVIEW_BLOCKS = TypeAdapter(list[PreviewBlock])
 
 
 def preview(request: PreviewRequest, *, registries: Registries | None = None) -> ContextPreview:
@@ -851,7 +849,11 @@ def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[st
 
 
 def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -> list[PreviewBlock]:
-    """One :class:`PreviewBlock` per block of ``run.ordered``, with its specific reason and fit window."""
+    """One :class:`PreviewBlock` per block of ``run.ordered`` (block path); each one's specific reason and fit window into the run.
+
+    The rows are made the one way every run makes them (:func:`engine.schema.preview.rows_from_columns`),
+    from the block path's columns: the strategy's truncations, notes and a chat template's tokens.
+    """
     sendable, group_of, ordered = run.sendable, run.group_of, run.ordered
     status, truncated, tokens = run.status, run.truncated, run.tokens
     shown_tokens = {b.id: (truncated[b.id].remaining_tokens if b.id in truncated else tokens.get(b.id, 0))
@@ -863,26 +865,25 @@ def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -
     trace_updates, template_tokens = run.shift.trace_updates, run.template_tokens
     traces = with_entry_records([b.trace for b in ordered], [b.kind for b in ordered], [b.source for b in ordered],
                                 trace_by_source)
-    out: list[dict[str, Any]] = []
-    for pos, (b, trace) in enumerate(zip(ordered, traces)):
-        st, reason = status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED"))
-        t = truncated.get(b.id)
+    for k, b in enumerate(ordered):
         if b.id in trace_updates:  # the strategy's notes (vector-recall relevance, ...)
-            trace = {**(trace or {}), **trace_updates[b.id]}
-        why = explained.get(b.id)
-        out.append(dict(
-            id=b.id, kind=b.kind.value, role=b.role, source=b.source, position=pos,
-            tokens=t.remaining_tokens if t else tokens[b.id], status=st, reason=reason,
-            protected=b.protected, pinned=b.pinned, group=group_of.get(b.id), text=b.text(),
-            name=b.message.name if b.message else None,
-            original_tokens=t.original_tokens if t else None,
-            summary_id=t.summary_id if t else None, manual_excluded=b.manual_excluded,
-            message_index=b.message_index, trace=trace, template_tokens=template_tokens.get(b.id),
-            reason_detail=why.text if why is not None else None,
-            reason_data=why.data if why is not None else None,
-            fit_window=fits.get(b.message_index) if b.message_index is not None else None,
-        ))
-    return _PREVIEW_BLOCKS.validate_python(out)
+            traces[k] = {**(traces[k] or {}), **trace_updates[b.id]}
+    fates = [status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED")) for b in ordered]
+    cut = [truncated.get(b.id) for b in ordered]
+    run.reason_details = [explained.get(b.id) for b in ordered]
+    run.fit_windows = [fits.get(b.message_index) if b.message_index is not None else None for b in ordered]
+    return rows_from_columns({
+        "id": [b.id for b in ordered], "kind": [b.kind.value for b in ordered], "role": [b.role for b in ordered],
+        "source": [b.source for b in ordered], "position": range(len(ordered)),
+        "tokens": [t.remaining_tokens if t else tokens[b.id] for b, t in zip(ordered, cut)],
+        "status": [f[0] for f in fates], "reason": [f[1] for f in fates],
+        "protected": [b.protected for b in ordered], "pinned": [b.pinned for b in ordered],
+        "group": [group_of.get(b.id) for b in ordered], "text": [b.text() for b in ordered],
+        "name": [b.message.name if b.message else None for b in ordered],
+        "original_tokens": [t.original_tokens if t else None for t in cut],
+        "summary_id": [t.summary_id if t else None for t in cut],
+        "manual_excluded": [b.manual_excluded for b in ordered], "message_index": [b.message_index for b in ordered],
+        "trace": traces, "template_tokens": [template_tokens.get(b.id) for b in ordered]}, len(ordered))
 
 
 def _merge_order(original: list[Block], final: list[Block]) -> list[Block]:

@@ -26,7 +26,8 @@ def report_preview(run: RunState) -> ContextPreview:
     Reads ``run.request.settings.model``, ``strategy``, ``tokenizer``, ``limit``, ``reserve``,
     ``budget``, ``safety``, ``prompt_tokens``, ``overhead``, ``warnings``, ``error``, ``rows``,
     ``lorebook_trace``, ``messages``, ``send_tools``, ``diagnostics``, ``fit_method``,
-    ``strategy_info``, ``api``, ``prompt`` and ``stop``. ``headroom`` is ``budget − safety −
+    ``strategy_info``, ``api``, ``prompt``, ``stop``, ``fit_windows`` and ``reason_details`` (the
+    rows' chat-wide figures; ``None`` each where a path computes none). ``headroom`` is ``budget − safety −
     prompt_tokens`` (tokens of ``run.profile``; SillyTavern's template has no safety margin).
 
     The values are already valid (the steps made them), so the model is built without
@@ -49,6 +50,9 @@ def report_preview(run: RunState) -> ContextPreview:
         The preview, fields in the model's order (``model_dump_json`` writes them in that order).
     """
     prompt_tokens, budget, safety = run.prompt_tokens, run.budget, run.safety
+    n = len(run.rows)
+    fits = list(run.fit_windows) if len(run.fit_windows) == n else [None] * n
+    details = list(run.reason_details) if len(run.reason_details) == n else [None] * n
     return construct(ContextPreview, {
         "model": run.request.settings.model, "tokenizer": run.tokenizer,
         "context_limit": run.limit, "reply_reserve": run.reserve, "budget": budget, "safety_margin": safety,
@@ -57,7 +61,8 @@ def report_preview(run: RunState) -> ContextPreview:
         "error": run.error, "blocks": run.rows, "lorebook_trace": list(run.lorebook_trace),
         "messages": list(map(dict.copy, run.messages)), "tools": list(map(dict.copy, run.send_tools)),
         "diagnostics": list(run.diagnostics), "fit_method": run.fit_method,
-        "strategy_info": dict(run.strategy_info), "api": run.api, "prompt": run.prompt, "stop": list(run.stop)},
+        "strategy_info": dict(run.strategy_info), "api": run.api, "prompt": run.prompt, "stop": list(run.stop),
+        "fit_windows": fits, "reason_details": details},
         private={"_serial": next(_SERIALS), "_changes": run.row_changes})
 
 

@@ -26,10 +26,11 @@ from .registries import Registries
 from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, PreviewChanges, PreviewError, TokenizerInfo
+from .schema.preview import ContextPreview, PreviewBlock, PreviewError, RowChanges, TokenizerInfo
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
+from .shifting.columns import Array, arrays_of, with_arrays
 from .shifting.explain import Explanation
 from .tokenizers import TokenizerProfile
 from .tokenizers.accounting import TOKENS_PER_MESSAGE, count_tools_tokens, message_overhead, message_texts
@@ -121,6 +122,12 @@ class RunColumns:
     pieces: list[Sequence[str]]
     overhead: list[int]
     listy: list[bool]
+    #: positions of the blocks without a provider message (the tools block)
+    bare: tuple[int, ...] = ()
+    #: positions of the blocks whose content is a list of parts
+    listed: tuple[int, ...] = ()
+    #: every value ``kept_reason`` holds (a superset after a warm run's patch)
+    kept_reasons: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
@@ -172,13 +179,14 @@ class RunColumns:
                 tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
             else:
                 tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
-        cols = BlockColumns.from_blocks(blocks, tokens, layout)
+        cols = with_arrays(BlockColumns.from_blocks(blocks, tokens, layout))
         kept_reason = list(map(_REASON, blocks))
         protected = cols.protected
         for i in compress(range(n), cols.pinned):
             if not protected[i]:
                 kept_reason[i] = "PINNED"
-        return cls(cols, kept_reason, text, provider, pieces, overhead, listy)
+        return cls(cols, kept_reason, text, provider, pieces, overhead, listy,
+                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if listy[i]), frozenset(kept_reason))
 
     def message_positions(self) -> dict[int, int]:
         """The block position of each chat message with a block of its own (source ``message:<i>``)."""
@@ -199,9 +207,12 @@ class RunColumns:
             b = blocks[pos]
             pinned[pos], manual[pos] = b.pinned, b.manual_excluded
             kept_reason[pos] = "PINNED" if b.pinned and not b.protected else b.reason
+        changed = sorted({*flagged, *edited})
+        kept_reasons = self.kept_reasons.union(map(kept_reason.__getitem__, changed))
         if not edited:
-            return dataclasses.replace(self, cols=dataclasses.replace(self.cols, pinned=pinned, manual=manual),
-                                       kept_reason=kept_reason)
+            cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual)
+            return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
+                                       kept_reasons=kept_reasons)
         provider, pieces, overhead = list(self.provider), list(self.pieces), list(self.overhead)
         tokens, text = list(self.cols.tokens), list(self.text)
         for pos in edited:
@@ -217,8 +228,14 @@ class RunColumns:
             tokens[pos] = sum(counts[at:at + k]) + overhead[pos]
             at += k
         cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual, tokens=tokens)
-        return dataclasses.replace(self, cols=cols, kept_reason=kept_reason, text=text, provider=provider,
-                                   pieces=pieces, overhead=overhead)
+        return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
+                                   kept_reasons=kept_reasons, text=text, provider=provider, pieces=pieces,
+                                   overhead=overhead)
+
+
+def _patched_arrays(old: BlockColumns, new: BlockColumns, changed: Sequence[int]) -> BlockColumns:
+    """``new`` with ``old``'s arrays patched at ``changed`` (the positions where their lists differ)."""
+    return dataclasses.replace(new, arrays=arrays_of(old).patched(new, changed))
 
 
 @dataclass
@@ -226,14 +243,18 @@ class Outcome:
     """Each block's fate after steps 5-10, per block position (what the next run compares with).
 
     ``status`` (``kept`` / ``excluded``), ``reason``, ``detail`` (the explanation, or ``None``),
-    ``fits`` (fit windows), ``explanations`` (text → explanation, for the next run's reuse).
+    ``fits`` (fit windows), ``explanations`` (explanations by figures, for the next run's reuse).
+    ``moved``: on a warm run, the positions whose status or reason may differ from the base
+    run's (every other position's are the base's values); ``None``: not known (a cold run, or
+    too many moved).
     """
 
     status: list[str]
     reason: list[str]
     detail: list[Explanation | None]
     fits: list[int | None]
-    explanations: dict[str, Explanation]
+    explanations: dict[object, dict[object, Explanation]]
+    moved: list[int] | None = None
 
 
 @dataclass
@@ -315,6 +336,8 @@ class RunState:
     final_blocks: list[Block] = field(init=False)
     kept_at: list[int] = field(init=False)
     fates: tuple[list[str], list[str]] = field(init=False)  # per block: status, reason (column path)
+    fate_codes: Array | None = None  # per block: shifting's reason code, 0 kept (column path: engine.columnar)
+    moved: list[int] | None = None  # a warm run: the positions whose status or reason may have moved
     outcome: Outcome = field(init=False)
     strategy_info: dict[str, Any] = field(default_factory=dict)  # the strategy's own report (ShiftResult.info)
     fit_method: str = "exact"  # how the fit windows were computed (ContextPreview.fit_method)
@@ -335,8 +358,11 @@ class RunState:
     error: PreviewError | None = None
     # 10. report
     rows: list[PreviewBlock] = field(init=False)
+    # per row: the chat-wide figures (ContextPreview.fit_windows / reason_details; empty: none computed)
+    fit_windows: list[int | None] = field(default_factory=list)
+    reason_details: list[Explanation | None] = field(default_factory=list)
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
-    row_changes: tuple[int, int, PreviewChanges] | None = None
+    row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)
     preview: ContextPreview = field(init=False)
 

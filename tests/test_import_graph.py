@@ -44,7 +44,8 @@ PACKAGES = ("engine", "gui")
 
 #: Third-party (and standard-library) modules a function may import lazily, with why (top-level name).
 LAZY_LIBRARIES: dict[str, str] = {
-    "numpy": "vector-recall's embedding vectors only: a one-shot `loomscope preview` never pays numpy's import",
+    "numpy": "vector-recall's embedding vectors (engine/shifting/embedding.py); the shifting rules import it at"
+             " module level (engine/shifting/columns.py), so every preview has it loaded",
     "bm25s": "vector-recall's BM25 backend: only the strategy that uses it pays its import",
     "sklearn": "summarize's TF-IDF centrality: only the summarize strategy pays scikit-learn's ~1 s import",
     "pysbd": "summarize's sentence splitter: only the summarize strategy uses it",

@@ -23,7 +23,7 @@ from ..importers import load_character, load_chat, load_lorebook_or_card_book
 from ..lorebook_facts import block_source_label
 from ..pipeline import preview
 from ..schema import Character, Chat, ContextPreview, ContextSettings, Lorebook, Persona, PreviewRequest
-from ..schema.preview import PreviewBlock
+from ..schema.preview import Explanation, PreviewBlock
 from ..terminal import markup_safe, visible
 from ._json import write_model_json
 from ._tables import console as make_console
@@ -161,8 +161,8 @@ def _library_request(args: argparse.Namespace) -> PreviewRequest:
 def short_detail(data: dict | None) -> str:
     """The figures of a block's specific reason in a few words.
 
-    They come from ``reason_data`` (see :func:`engine.shifting.explain.explain_blocks`); the full sentence is
-    ``reason_detail``.
+    They come from a row's ``reason_data`` (:attr:`ContextPreview.reason_details`, see
+    :func:`engine.shifting.explain.explain_blocks`); the full sentence is ``reason_detail``.
     """
     if not data:
         return ""
@@ -236,7 +236,7 @@ def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
     key_column(t, "")
     text_column(t, "text", min_width=8, max_width=60)
     text_chars = 24 if narrow else 80
-    for b in pv.blocks:
+    for b, why in zip(pv.blocks, pv.reason_details or [None] * len(pv.blocks)):
         marks = ("🔒" if b.protected else "") + ("📌" if b.pinned else "") + (f"⛓{b.group}" if b.group else "")
         text = " ".join(b.text.split())
         if len(text) > text_chars:
@@ -245,7 +245,7 @@ def _blocks_table(pv: ContextPreview, narrow: bool) -> Any:
         # and "[/b]" from being read as markup
         kind = b.role if narrow and b.kind == "message" else b.kind
         row = [str(b.position), kind] + ([] if narrow else [b.role, markup_safe(_source_cell(b, pv))]) + [
-            str(b.tokens), f"[{_STATUS_COLORS[b.status]}]{b.status}[/]", _reason_cell(b), markup_safe(marks),
+            str(b.tokens), f"[{_STATUS_COLORS[b.status]}]{b.status}[/]", _reason_cell(b, why), markup_safe(marks),
             markup_safe(text)]
         t.add_row(*row)
     return t
@@ -259,7 +259,7 @@ def _source_cell(b: PreviewBlock, pv: ContextPreview) -> str:
     return block_source_label(b.model_copy(update={"name": None}), pv)
 
 
-def _reason_cell(b: PreviewBlock) -> str:
+def _reason_cell(b: PreviewBlock, explained: Explanation | None) -> str:
     """The reason code, the lorebook key that matched, the other rule set's verdict and the detail (dim)."""
     why = markup_safe(b.reason)
     if b.kind == "lorebook" and b.trace and b.trace.get("detail", {}).get("key"):
@@ -267,7 +267,7 @@ def _reason_cell(b: PreviewBlock) -> str:
     other = (b.trace or {}).get("detail", {}).get("loomscope") if b.kind == "lorebook" else None
     if isinstance(other, dict) and other.get("message"):
         why += markup_safe(f" [{other['message']}]")
-    detail = short_detail(b.reason_data)
+    detail = short_detail(explained.data if explained is not None else None)
     if detail:
         why += f"\n[dim]{markup_safe(detail)}[/]"
     return why

@@ -9,7 +9,15 @@ from .blocks import Block, BlockKind, ExcludedBlock, ShiftResult, TruncatedBlock
 from .character import Character, DepthPrompt, Persona
 from .lorebook import InsertionPosition, Lorebook, LorebookEntry, SelectiveLogic
 from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, content_text
-from .preview import ContextPreview, PreviewBlock, PreviewChanges, PreviewError, TokenizerInfo, preview_changes
+from .preview import (
+    ContextPreview,
+    Explanation,
+    PreviewBlock,
+    PreviewChanges,
+    PreviewError,
+    TokenizerInfo,
+    preview_changes,
+)
 from .request import DEFAULT_SYSTEM_PROMPT, MemoryItem, PreviewRequest
 from .settings import DEFAULT_TEMPLATE, ContextSettings, WorldInfoSettings
 from .sillytavern import (
@@ -53,6 +61,7 @@ __all__ = [
     "ContextTemplate",
     "DepthPrompt",
     "ExcludedBlock",
+    "Explanation",
     "InsertionPosition",
     "InstructTemplate",
     "Lorebook",

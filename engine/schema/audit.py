@@ -12,9 +12,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_validator,
+)
 
-from .preview import PreviewBlock, TokenizerInfo
+from .preview import Explanation, PreviewBlock, TokenizerInfo, figures_from_rows, rows_with_figures
 
 AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
 
@@ -111,3 +119,20 @@ class PromptContextAudit(BaseModel):
     #: ``engine.compaction.run``): ``status``, the summary id and the message ``range`` it
     #: replaced, ``attempts``, ``error_code``, ``fallback``; ``None`` for other strategies.
     compaction: dict[str, Any] | None = None
+    #: Per row of ``blocks``: the preview's fit windows and specific reasons when it was sent
+    #: (as :attr:`engine.schema.preview.ContextPreview.fit_windows` / ``reason_details``; in JSON
+    #: each row's ``fit_window``, ``reason_detail`` and ``reason_data``).
+    fit_windows: list[int | None] = Field(default_factory=list, exclude=True)
+    reason_details: list[Explanation | None] = Field(default_factory=list, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _figures_in(cls, data: Any) -> Any:
+        """Stored rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
+        return figures_from_rows(data)
+
+    @field_serializer("blocks", mode="wrap")
+    def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
+                     info: FieldSerializationInfo) -> Any:
+        """Each row with its figures from the two columns, as the preview's JSON has them."""
+        return rows_with_figures(blocks, self.fit_windows, self.reason_details, handler, info)

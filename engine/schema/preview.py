@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import copy
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter, is_not, itemgetter, ne
+from itertools import compress, repeat
+from operator import attrgetter, is_not, itemgetter, ne, setitem
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_validator,
+)
 
+from ._construct import construct_many
 from .blocks import BlockOrigin, preview_block_origin
 from .trace import TraceRecord
 
@@ -33,6 +46,32 @@ class PreviewError(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices).
+
+    Made by :func:`engine.shifting.explain.explain_columns`; a preview keeps one per row in
+    :attr:`ContextPreview.reason_details` (``reason_detail`` / ``reason_data`` of each row in JSON).
+    """
+
+    text: str
+    data: dict[str, Any]
+
+
+#: The chat-wide figures of a row: kept as columns of the preview, written into each row of its
+#: JSON (before ``span``, where ``PreviewBlock`` had them as fields).
+ROW_FIGURES = ("reason_detail", "reason_data", "fit_window")
+
+
+def _figures_schema(schema: dict[str, Any]) -> None:
+    """``PreviewBlock``'s JSON schema with the three figures its JSON rows carry (:data:`ROW_FIGURES`)."""
+    props = schema.setdefault("properties", {})
+    nullable = [{"type": "null"}]
+    props["reason_detail"] = {"anyOf": [{"type": "string"}, *nullable], "default": None, "title": "Reason Detail"}
+    props["reason_data"] = {"anyOf": [{"type": "object"}, *nullable], "default": None, "title": "Reason Data"}
+    props["fit_window"] = {"anyOf": [{"type": "integer"}, *nullable], "default": None, "title": "Fit Window"}
+
+
 class PreviewBlock(BaseModel):
     """One block of the preview, in prompt order, with its fate.
 
@@ -42,16 +81,15 @@ class PreviewBlock(BaseModel):
     exact share of the final prompt and ``template_tokens`` how many of them the template
     added (headers, control tokens, separators); ``None`` for OpenAI accounting.
     ``position`` is the 0-based index in prompt order (all blocks, kept or not).
-    ``reason_detail`` is the specific reason in words where the code alone would mislead (a
-    small message out while tokens are free, a tool call kept for its pinned result, a lorebook
-    entry over the World Info budget); ``reason_data`` holds its figures (tokens, message
-    indices; see :func:`engine.shifting.explain.explain_blocks`). Both are ``None`` otherwise.
-    ``fit_window`` (chat messages) is the smallest context window in tokens that would send
-    this message under the same settings and strategy (``None``: none would; see
-    :func:`engine.shifting.fitmap.fit_windows`).
+    A row holds the block's own facts only. The figures that depend on the whole chat (the
+    specific reason's free tokens, the fit window: a toggle moves them on nearly every row) are
+    columns of the preview (:attr:`ContextPreview.reason_details`,
+    :attr:`ContextPreview.fit_windows`), so a warm preview shares every row whose own facts did
+    not change (issue 29). In JSON each row still carries them, as before: ``reason_detail``,
+    ``reason_data`` and ``fit_window`` (:data:`ROW_FIGURES`, written before ``span``).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, json_schema_extra=_figures_schema)
 
     id: str
     kind: str
@@ -72,9 +110,6 @@ class PreviewBlock(BaseModel):
     template_tokens: int | None = None
     message_index: int | None = None
     trace: dict[str, Any] | None = None
-    reason_detail: str | None = None
-    reason_data: dict[str, Any] | None = None
-    fit_window: int | None = None
     #: Text Completion (``ContextPreview.api == "text_completion"``): the block's character range
     #: ``[start, end)`` in ``ContextPreview.prompt`` (``None`` for blocks not in the string, and for
     #: Chat Completion previews).
@@ -89,6 +124,57 @@ class PreviewBlock(BaseModel):
         ``Block.origin``.
         """
         return preview_block_origin(self.id, self.source)
+
+
+class _RowDict:
+    """Holder whose instance dicts share one key table (CPython's split dicts): a row's ``__dict__``.
+
+    A preview row's field values in a split dict take about a third of the memory of an ordinary
+    dict, and ``dict.copy()`` of one copies the value pointers instead of a 64-slot key table.
+    Any dict would be correct: this is only the cheaper kind.
+    """
+
+
+def _make_template() -> dict[str, Any]:
+    """A split-key dict of every ``PreviewBlock`` field (in field order), each at its default (``None`` if required).
+
+    Attribute assignment builds the shared key table once (``dict.update`` on an empty split dict
+    would turn it into an ordinary one).
+    """
+    holder = _RowDict()
+    for key, f in PreviewBlock.model_fields.items():
+        setattr(holder, key, None if f.is_required() else f.get_default())
+    return holder.__dict__
+
+
+_ROW_TEMPLATE = _make_template()
+_ROW_FIELDS = frozenset(PreviewBlock.model_fields)
+
+
+def rows_from_columns(columns: Mapping[str, Sequence[Any] | Iterator[Any]], n: int) -> list[PreviewBlock]:
+    """``n`` preview rows from per-field columns: the one way a pipeline run makes its rows (step 10).
+
+    One C-level pass per field (``operator.setitem`` into copies of one split-key template in the
+    model's field order), then the rows without validation
+    (:func:`engine.schema._construct.construct_many`): the steps made every value.
+
+    Parameters
+    ----------
+    columns:
+        ``PreviewBlock`` field name → its ``n`` values in row order (a sequence or an iterator);
+        a field left out keeps its default.
+    n:
+        The number of rows.
+
+    Returns
+    -------
+    list
+        The rows, frozen, in the columns' order.
+    """
+    dicts = list(map(dict.copy, repeat(_ROW_TEMPLATE, n)))
+    for key, column in columns.items():
+        deque(map(setitem, dicts, repeat(key), column), maxlen=0)
+    return construct_many(PreviewBlock, dicts, set(_ROW_FIELDS))
 
 
 class ContextPreview(BaseModel):
@@ -137,18 +223,196 @@ class ContextPreview(BaseModel):
     prompt: str | None = None
     #: Text Completion only: the stop strings sent with the prompt.
     stop: list[str] = Field(default_factory=list)
+    #: Per row of ``blocks`` (same length; empty: none known): the smallest context window in
+    #: tokens that would send that chat message under the same settings and strategy (``None``:
+    #: none would, or not a chat message; :func:`engine.shifting.fitmap.fit_windows`). In JSON
+    #: each row's ``fit_window``.
+    fit_windows: list[int | None] = Field(default_factory=list, exclude=True)
+    #: Per row of ``blocks`` (same length; empty: none known): the specific reason where the code
+    #: alone would mislead (a small message out while tokens are free, a tool call kept for its
+    #: pinned result, a lorebook entry over the World Info budget), ``None`` otherwise
+    #: (:func:`engine.shifting.explain.explain_blocks`). In JSON each row's ``reason_detail``
+    #: (the words) and ``reason_data`` (the figures).
+    reason_details: list[Explanation | None] = Field(default_factory=list, exclude=True)
     #: This preview's number in the process (set by the pipeline; not serialized, ``None`` when read back).
     _serial: int | None = PrivateAttr(default=None)
     #: A warm run's change set from the preview it started from: ``(that preview's serial, id of
     #: this preview's ``blocks`` list, changes)`` (a copy with other rows does not match).
-    _changes: tuple[int, int, PreviewChanges] | None = PrivateAttr(default=None)
+    _changes: tuple[int, int, RowChanges] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _figures_in(cls, data: Any) -> Any:
+        """JSON rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
+        return figures_from_rows(data)
+
+    @field_serializer("blocks", mode="wrap")
+    def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
+                     info: FieldSerializationInfo) -> Any:
+        """Each row as JSON with its figures from the two columns (:data:`ROW_FIGURES`)."""
+        return rows_with_figures(blocks, self.fit_windows, self.reason_details, handler, info)
+
+    def fit_window(self, row: int) -> int | None:
+        """The fit window of ``blocks[row]`` in tokens (``None``: none, or not known)."""
+        fits = self.fit_windows
+        return fits[row] if row < len(fits) else None
+
+    def reason_detail(self, row: int) -> Explanation | None:
+        """The specific reason of ``blocks[row]`` (``None``: the code says it all, or not known)."""
+        details = self.reason_details
+        return details[row] if row < len(details) else None
 
 
-#: The fields :class:`PreviewChanges` names one by one; ``reason_data`` goes with ``reason_detail``.
-_FATE_FIELDS = ("status", "reason", "reason_detail", "fit_window")
-_OTHER_FIELDS = tuple(f for f in PreviewBlock.model_fields if f not in (*_FATE_FIELDS, "reason_data"))
+def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], details: list[Explanation | None],
+                      handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
+    """The rows of a preview (or audit) as serialized, each with its figures from the columns.
+
+    For JSON without options that drop fields (``model_dump_json()``, the CLI's and the API's
+    output) the rows' own values are taken as they are, in C-level passes (pydantic then writes
+    them as plain JSON values: about the cost of writing the rows as models, where going through
+    ``handler`` and back doubles it); otherwise pydantic serializes the rows (``handler``) with
+    every option honoured and :func:`figures_into_rows` adds the figures.
+    """
+    if not (info.mode_is_json() and info.include is None and info.exclude is None and not info.exclude_none
+            and not info.exclude_defaults and not info.exclude_unset and not info.round_trip
+            and all(type(b) is PreviewBlock for b in blocks)):
+        return figures_into_rows(handler(blocks), fits, details, info)
+    n = len(blocks)
+    rows = list(map(dict.copy, map(_DICT_OF, blocks)))
+    spans = list(map(dict.pop, rows, repeat("span")))
+    if any(map(is_not, spans, repeat(None))):  # Text Completion: ``[start, end]`` as JSON has it
+        spans = [None if sp is None else list(sp) for sp in spans]
+    # a dump's dicts are its own (``model_dump(mode="json")`` hands them out): the few traces copied
+    traced = list(compress(range(n), map(is_not, map(itemgetter("trace"), rows), repeat(None))))
+    for k in traced:
+        rows[k]["trace"] = copy.deepcopy(rows[k]["trace"])
+    details = details if len(details) == n else [None] * n
+    data: list[Any] = list(map(getattr, details, repeat("data"), repeat(None)))
+    with_data = list(compress(range(n), data))
+    deque(map(setitem, repeat(data), with_data, map(dict.copy, map(data.__getitem__, with_data))), maxlen=0)
+    columns = (("reason_detail", list(map(getattr, details, repeat("text"), repeat(None)))), ("reason_data", data),
+               ("fit_window", fits if len(fits) == n else [None] * n), ("span", spans))
+    for key, values in columns:
+        deque(map(setitem, rows, repeat(key), values), maxlen=0)
+    return rows
+
+
+def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanation | None],
+                      info: FieldSerializationInfo | None = None) -> Any:
+    """Serialized rows (dicts) with each row's figures from the columns, before ``span`` (field order of old).
+
+    Parameters
+    ----------
+    rows:
+        The rows as pydantic serialized them (a list of dicts; anything else is returned as is).
+    fits, details:
+        The preview's (or audit's) columns, one entry per row or empty.
+    info:
+        The serialization's options: with ``exclude_none`` / ``exclude_defaults`` a ``None``
+        figure is left out, as a field at its default would be.
+    """
+    if not isinstance(rows, list):
+        return rows
+    skip_none = info is not None and (info.exclude_none or info.exclude_defaults)
+    include, exclude = (info.include, info.exclude) if info is not None else (None, None)
+    nf, nd = len(fits), len(details)
+    for k, row in enumerate(rows):
+        if not isinstance(row, dict):
+            continue
+        why = details[k] if k < nd else None
+        values = (why.text if why is not None else None, why.data if why is not None else None,
+                  fits[k] if k < nf else None)
+        span = row.pop("span", _ABSENT)
+        for key, value in zip(ROW_FIGURES, values):
+            if (value is not None or not skip_none) and (
+                    (include is None and exclude is None) or _wanted(key, k, include, exclude)):
+                row[key] = dict(value) if type(value) is dict else value
+        if span is not _ABSENT:
+            row["span"] = span
+    return rows
+
+
+_ABSENT = object()
+
+
+def _wanted(key: str, row: int, include: Any, exclude: Any) -> bool:
+    """Whether a dump's ``include`` / ``exclude`` for ``blocks`` (pydantic's nested form) keep ``key`` of ``row``."""
+    def fields(spec: Any) -> Any:
+        if isinstance(spec, dict):
+            return spec.get(row, spec.get("__all__"))
+        return True if isinstance(spec, (set, frozenset)) and (row in spec or "__all__" in spec) else None
+
+    if include is not None:
+        inc = fields(include)
+        if inc is None or (isinstance(inc, (set, frozenset, dict)) and key not in inc):
+            return False
+    if exclude is not None:
+        exc = fields(exclude)
+        if exc is True or exc is Ellipsis:
+            return False
+        if isinstance(exc, (set, frozenset)) and key in exc:
+            return False
+        if isinstance(exc, dict) and exc.get(key) in (True, Ellipsis):
+            return False
+    return True
+
+
+def figures_from_rows(data: Any) -> Any:
+    """Model input whose ``blocks`` carry the row figures (JSON read back): the figures moved into the columns.
+
+    Leaves ``data`` alone when it is not a dict, already has a column, or has no list of rows;
+    otherwise returns a copy (the caller's dicts are not changed) whose columns have one entry per
+    row (``None`` where a row has no figure): a model made with rows but no columns equals itself
+    read back from its JSON.
+    """
+    if not isinstance(data, dict) or "fit_windows" in data or "reason_details" in data:
+        return data
+    blocks = data.get("blocks")
+    if not isinstance(blocks, list):
+        return data
+    if not any(isinstance(b, dict) and not ROW_FIGURES_SET.isdisjoint(b) for b in blocks):
+        return {**data, "fit_windows": [None] * len(blocks), "reason_details": [None] * len(blocks)}
+    rows: list[Any] = []
+    fits: list[Any] = []
+    details: list[Explanation | None] = []
+    for b in blocks:
+        if isinstance(b, dict):
+            b = dict(b)
+            text, figures, fit = (b.pop(k, None) for k in ROW_FIGURES)
+            details.append(None if text is None and figures is None
+                           else Explanation(text if isinstance(text, str) else str(text),
+                                            dict(figures) if isinstance(figures, dict) else {}))
+            fits.append(fit)
+        else:
+            details.append(None)
+            fits.append(None)
+        rows.append(b)
+    return {**data, "blocks": rows, "fit_windows": fits, "reason_details": details}
+
+
+ROW_FIGURES_SET = frozenset(ROW_FIGURES)
+
+
+#: The row fields :class:`PreviewChanges` names one by one (the figures are the preview's columns).
+_FATE_FIELDS = ("status", "reason")
+_OTHER_FIELDS = tuple(f for f in PreviewBlock.model_fields if f not in _FATE_FIELDS)
 _IDENTITY = itemgetter("source", "message_index")
 _DICT_OF = attrgetter("__dict__")
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """Where the rows of two previews differ (sorted row positions; the figures aside).
+
+    ``rows``: the rows that are not the very same objects (only they can differ); ``block``:
+    rows where a field other than ``status`` and ``reason`` differs (flags, tokens, text, ...);
+    ``status``, ``reason``: rows where that field differs.
+    """
+
+    rows: list[int]
+    block: list[int]
+    status: list[int]
+    reason: list[int]
 
 
 @dataclass(frozen=True)
@@ -156,10 +420,12 @@ class PreviewChanges:
     """Where the rows of one preview differ from another's (two previews of the same chat).
 
     Every list holds sorted row positions. ``rows``: the rows that are not the very same objects
-    (only they can differ); ``block``: rows where a field other than the four below differs
-    (flags, tokens, text, ...); ``status``, ``reason``, ``fit_window``: rows where that field
-    differs; ``reason_detail``: rows where ``reason_detail`` or ``reason_data`` differs. A row
-    in none of the lists equals the other preview's row field for field.
+    (only they can differ); ``block``: rows where a row field other than ``status`` and
+    ``reason`` differs (flags, tokens, text, ...); ``status``, ``reason``: rows where that field
+    differs; ``reason_detail``: rows whose specific reason (words or figures,
+    :attr:`ContextPreview.reason_details`) differs; ``fit_window``: rows whose fit window
+    (:attr:`ContextPreview.fit_windows`) differs. A row in none of the lists reads the same in
+    both previews, figures included.
     """
 
     rows: list[int]
@@ -173,9 +439,11 @@ class PreviewChanges:
 def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges | None:
     """The typed change set from ``old``'s rows to ``new``'s, found by row identity, then equality.
 
-    Cost: none when ``new`` is the warm run the engine made from ``old`` (the run recorded its
-    change set, :func:`known_changes`). Otherwise one C-level identity pass over the rows, then for
-    the rows that are new objects one C-level comparison pass per field group.
+    Rows: free when ``new`` is the warm run the engine made from ``old`` (the run recorded where
+    its rows changed, :func:`known_changes`); otherwise one C-level identity pass over the rows,
+    then for the rows that are new objects one C-level comparison pass per field group. Figures:
+    one C-level pass over each column (explanations by identity first: equal figures are
+    mostly the very same object).
 
     Parameters
     ----------
@@ -193,7 +461,27 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
         return None
     known = new._changes
     if known is not None and old._serial is not None and known[0] == old._serial and known[1] == id(nb):
-        return known[2]  # the warm run that made ``new`` from ``old`` recorded it (:func:`known_changes`)
+        rc: RowChanges | None = known[2]  # the warm run that made ``new`` from ``old`` recorded it
+    else:
+        rc = _compared_rows(ob, nb)
+    if rc is None:
+        return None
+    n = len(nb)
+    of, nf = _column(old.fit_windows, n), _column(new.fit_windows, n)
+    od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
+    maybe = list(compress(range(n), map(is_not, od, nd)))
+    detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
+    return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail,
+                          list(compress(range(n), map(ne, of, nf))))
+
+
+def _column(values: list[Any], n: int) -> list[Any]:
+    """A figure column of ``n`` rows (an empty one, not known: ``None`` each)."""
+    return values if len(values) == n else [None] * n
+
+
+def _compared_rows(ob: list[PreviewBlock], nb: list[PreviewBlock]) -> RowChanges | None:
+    """Where two previews' rows differ, by identity then per field group (``None``: other rows)."""
     rows = list(compress(range(len(nb)), map(is_not, ob, nb)))
     od = list(map(_DICT_OF, map(ob.__getitem__, rows)))
     nd = list(map(_DICT_OF, map(nb.__getitem__, rows)))
@@ -204,37 +492,31 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
         get = itemgetter(*fields)
         return list(compress(rows, map(ne, map(get, od), map(get, nd))))
 
-    return PreviewChanges(rows, where(*_OTHER_FIELDS), where("status"), where("reason"),
-                          where("reason_detail", "reason_data"), where("fit_window"))
+    return RowChanges(rows, where(*_OTHER_FIELDS), where("status"), where("reason"))
 
 
-def known_changes(old_rows: list[PreviewBlock], new_rows: list[PreviewBlock], *, block: list[int],
-                  status: list[int], reason: list[int], detail: list[int], fit_window: list[int]) -> PreviewChanges:
-    """The change set from ``old_rows`` to ``new_rows`` where the caller knows where each field may have moved.
+def known_changes(old_rows: list[PreviewBlock], new_rows: list[PreviewBlock], *, rows: list[int],
+                  block: list[int], status: list[int], reason: list[int]) -> RowChanges:
+    """The row changes from ``old_rows`` to ``new_rows`` where the caller knows where each field may have moved.
 
-    A warm run knows it (:func:`engine.rows.build_rows`): which rows it built from new blocks
-    (only their non-fate fields can differ), and per fate field where the outcome moved. Every
-    list is narrowed here to the rows whose values really differ, so the result equals
-    :func:`preview_changes` (``tests/engine/test_incremental.py`` checks it).
+    A warm run knows it (:func:`engine.rows.build_rows`): which rows are new objects, which of
+    them it built from new blocks (only their non-fate fields can differ) and where status and
+    reason moved. ``block`` is narrowed here to the rows whose values really differ, so the result
+    equals what :func:`preview_changes` finds by comparing (``tests/engine/test_incremental.py``
+    checks it).
 
     Parameters
     ----------
     old_rows, new_rows:
         The two previews' rows (as many, the same blocks in the same places).
+    rows:
+        The rows of ``new_rows`` that are new objects (ascending).
     block:
         Rows whose non-fate fields may differ (ascending).
-    status, reason, fit_window:
+    status, reason:
         Rows where that field differs (ascending; exact).
-    detail:
-        Rows whose ``reason_detail`` / ``reason_data`` may differ (ascending).
     """
-    rows = list(compress(range(len(new_rows)), map(is_not, old_rows, new_rows)))
-
-    def differ(positions: list[int], *fields: str) -> list[int]:
-        get = itemgetter(*fields)
-        od = map(get, map(_DICT_OF, map(old_rows.__getitem__, positions)))
-        nd = map(get, map(_DICT_OF, map(new_rows.__getitem__, positions)))
-        return list(compress(positions, map(ne, od, nd)))
-
-    return PreviewChanges(rows, differ(block, *_OTHER_FIELDS), status, reason,
-                          differ(detail, "reason_detail", "reason_data"), fit_window)
+    get = itemgetter(*_OTHER_FIELDS)
+    od = map(get, map(_DICT_OF, map(old_rows.__getitem__, block)))
+    nd = map(get, map(_DICT_OF, map(new_rows.__getitem__, block)))
+    return RowChanges(rows, list(compress(block, map(ne, od, nd))), status, reason)

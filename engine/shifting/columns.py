@@ -7,16 +7,24 @@ functions other code and plugins call with block objects (``shift_context``, the
 and ``manual`` strategies, ``explain_blocks``, ``fit_windows``) build the columns with
 :meth:`BlockColumns.from_blocks`, call the rule and map the outcome back.
 
-Positions index every list; a tool group is its member positions (:class:`ToolLayout`).
+Positions index every list; a tool group is its member positions (:class:`ToolLayout`). The
+rules compute over the same figures as numpy arrays (:class:`ColumnArrays`, with the tool groups
+as :class:`LayoutArrays`): a run keeps them with its columns, a warm run patches copies at the
+changed positions (:meth:`ColumnArrays.patched`), and columns made without them get them when a
+rule first asks (:func:`arrays_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter, is_, itemgetter, or_
+from operator import attrgetter, is_, is_not, or_
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..schema.blocks import Block, BlockKind, BlockOrigin
 from .groups import ToolGroups, find_tool_groups
@@ -44,10 +52,6 @@ def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
     if history:
         return 2
     return 3
-
-
-_FIRST = itemgetter(0)
-_REST = itemgetter(slice(1, None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,28 +100,6 @@ class ToolLayout:
         """The layout of :func:`~engine.shifting.groups.find_tool_groups`' result."""
         return cls.of(groups.group_of, groups.orphans, groups.incomplete)
 
-    @property
-    def heads(self) -> list[int]:
-        """Per group: its first member's position (where shifting keeps the group's unit figures)."""
-        return list(map(_FIRST, self.members))
-
-    @property
-    def tails(self) -> list[int]:
-        """The positions of every group member but the first, group by group."""
-        return list(chain.from_iterable(map(_REST, self.members)))
-
-    def per_group(self, fold: Callable[[Iterable[Any]], Any], values: Sequence[Any]) -> list[Any]:
-        """Per group: ``fold`` (``sum``, ``min``, ``any``) of ``values`` at its members, in one C-level pass.
-
-        Parameters
-        ----------
-        fold:
-            A function of an iterable (``sum``, ``min``, ``max``, ``any``).
-        values:
-            One value per position.
-        """
-        return list(map(fold, map(map, repeat(values.__getitem__), self.members)))
-
     def take(self, positions: Sequence[int]) -> ToolLayout:
         """The layout of the rows at ``positions`` (ascending), renumbered; group ids are kept."""
         new = {p: k for k, p in enumerate(positions)}
@@ -163,6 +145,7 @@ class BlockColumns:
     tier: list[int]
     priority: list[float]
     layout: ToolLayout
+    arrays: ColumnArrays | None = None
 
     def __len__(self) -> int:
         """Number of blocks."""
@@ -212,14 +195,211 @@ class BlockColumns:
             layout if layout is not None else self.layout.take(positions))
 
 
+#: A numpy array of positions, flags or figures (one entry per block or per group).
+Array = npt.NDArray[Any]
+
+
 @dataclass(frozen=True, slots=True)
+class LayoutArrays:
+    """A :class:`ToolLayout` as numpy arrays (what the rules' group passes index with).
+
+    Attributes
+    ----------
+    group:
+        Per position: its group's number (index into ``ToolLayout.members``), ``-1`` outside groups.
+    head:
+        Per position: whether it is a unit's head (outside groups, or a group's first member).
+    multi:
+        Per position: whether it is a member of a group of two or more.
+    unit:
+        Per position: its unit's head position (itself outside groups).
+    members, starts, heads:
+        Every group's members, group by group (ascending within a group); where each group
+        starts in ``members`` (``np.ufunc.reduceat`` offsets); each group's first member.
+    orphans:
+        Positions of orphaned tool results, ascending.
+    lone:
+        Per position: outside every group.
+    member_group, member_multi:
+        Per entry of ``members``: its group's number, and whether that group has two or more members.
+    """
+
+    group: Array
+    head: Array
+    multi: Array
+    unit: Array
+    members: Array
+    starts: Array
+    heads: Array
+    orphans: Array
+    lone: Array
+    member_group: Array
+    member_multi: Array
+
+    def __post_init__(self) -> None:
+        _read_only(self)
+
+    @classmethod
+    def of(cls, layout: ToolLayout, n: int) -> LayoutArrays:
+        """The arrays of ``layout`` over ``n`` positions (one Python pass over the groups' members only)."""
+        group = np.full(n, -1, dtype=np.intp)
+        multi = np.zeros(n, dtype=bool)
+        unit = np.arange(n, dtype=np.intp)
+        sizes = np.fromiter(map(len, layout.members), dtype=np.intp, count=len(layout.members))
+        members = np.fromiter(chain.from_iterable(layout.members), dtype=np.intp, count=int(sizes.sum()))
+        starts = np.zeros(len(sizes), dtype=np.intp)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        heads = members[starts]
+        number = np.repeat(np.arange(len(sizes), dtype=np.intp), sizes)
+        group[members] = number
+        unit[members] = heads[number]
+        multi[members] = sizes[number] > 1
+        head = unit == np.arange(n, dtype=np.intp)
+        orphans = np.array(sorted(layout.orphans), dtype=np.intp)
+        return cls(group, head, multi, unit, members, starts, heads, orphans, group < 0, number, sizes[number] > 1)
+
+    def any_of(self, flags: Array) -> Array:
+        """Per group: whether any member has ``flags`` (a bool array over positions)."""
+        return np.logical_or.reduceat(flags[self.members], self.starts) if len(self.starts) else flags[:0]
+
+
+@dataclass(frozen=True, slots=True)
+class Units:
+    """SPEC §3 rule 3's units as arrays over positions: each tool group's figures on its head.
+
+    ``tokens`` / ``held`` / ``tier``: at a group's first member the whole group's tokens,
+    whether any member is protected or pinned, its lowest removal tier; at every other position
+    the block's own figures (shifting and the fit map read the heads and lone blocks only).
+    """
+
+    tokens: Array
+    held: Array
+    tier: Array
+
+    def __post_init__(self) -> None:
+        _read_only(self)
+
+    @classmethod
+    def of(cls, tokens: Array, held: Array, tier: Array, la: LayoutArrays) -> Units:
+        """The units of the blocks' ``tokens``, ``held`` and ``tier`` (one ``reduceat`` per figure over the groups)."""
+        tokens, held, tier = tokens.copy(), held.copy(), tier.copy()
+        if len(la.heads):
+            tokens[la.heads] = np.add.reduceat(tokens[la.members], la.starts)
+            held[la.heads] = np.logical_or.reduceat(held[la.members], la.starts)
+            tier[la.heads] = np.minimum.reduceat(tier[la.members], la.starts)
+        return cls(tokens, held, tier)
+
+    def patched(self, tokens: Array, held: Array, at: list[int], la: LayoutArrays) -> Units:
+        """These units after the blocks at ``at`` changed ``tokens`` / ``held`` (tiers never change): O(changed)."""
+        unit_tokens, unit_held = self.tokens.copy(), self.held.copy()
+        for p in at:
+            unit_tokens[p], unit_held[p] = tokens[p], held[p]
+        for k in {int(la.group[p]) for p in at} - {-1}:
+            ms = la.members[la.starts[k]:la.starts[k + 1] if k + 1 < len(la.starts) else len(la.members)]
+            unit_tokens[ms[0]], unit_held[ms[0]] = tokens[ms].sum(), held[ms].any()
+        return Units(unit_tokens, unit_held, self.tier)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnArrays:
+    """:class:`BlockColumns`' figures as numpy arrays (``tokens`` int64, flags bool, ``tier`` int8).
+
+    ``sources`` are the lists they were made from (:func:`arrays_of` uses them only while the
+    columns still hold those very lists); ``layout`` the tool groups as arrays; ``message``
+    whether each block is a chat message (has a ``message_index``); ``held`` protected or
+    pinned; ``units`` rule 3's units (:class:`Units`).
+    """
+
+    tokens: Array
+    hidden: Array
+    protected: Array
+    pinned: Array
+    manual: Array
+    history: Array
+    tier: Array
+    priority: Array
+    message: Array
+    layout: LayoutArrays
+    sources: tuple[object, ...]
+    held: Array
+    units: Units
+
+    def __post_init__(self) -> None:
+        _read_only(self)
+
+    @classmethod
+    def of(cls, cols: BlockColumns) -> ColumnArrays:
+        """The arrays of ``cols`` (one C-level conversion per column)."""
+        n = len(cols)
+
+        def flags(values: list[bool]) -> Array:
+            return np.fromiter(values, dtype=bool, count=n)
+
+        tokens, protected, pinned = np.fromiter(cols.tokens, dtype=np.int64, count=n), flags(cols.protected), flags(
+            cols.pinned)
+        tier, held, la = np.fromiter(cols.tier, dtype=np.int8, count=n), protected | pinned, LayoutArrays.of(cols.layout, n)
+        return cls(tokens, flags(cols.hidden), protected, pinned, flags(cols.manual), flags(cols.history), tier,
+                   np.fromiter(cols.priority, dtype=float, count=n),
+                   np.fromiter(map(is_not, cols.message_index, repeat(None)), dtype=bool, count=n),
+                   la, _sources(cols), held, Units.of(tokens, held, tier, la))
+
+    def patched(self, cols: BlockColumns, positions: Sequence[int]) -> ColumnArrays:
+        """These arrays for ``cols``, whose lists differ from this instance's only at ``positions`` (tokens, pin, exclusion)."""
+        at = list(positions)
+        tokens, pinned, manual, held = self.tokens.copy(), self.pinned.copy(), self.manual.copy(), self.held.copy()
+        if at:
+            tokens[at] = list(map(cols.tokens.__getitem__, at))
+            pinned[at] = list(map(cols.pinned.__getitem__, at))
+            manual[at] = list(map(cols.manual.__getitem__, at))
+            held[at] = self.protected[at] | pinned[at]
+        return ColumnArrays(tokens, self.hidden, self.protected, pinned, manual, self.history, self.tier,
+                            self.priority, self.message, self.layout, _sources(cols), held,
+                            self.units.patched(tokens, held, at, self.layout) if at else self.units)
+
+
+def _read_only(arrays: object) -> None:
+    """Make every numpy array field of ``arrays`` read-only: runs share them, and a warm run patches copies."""
+    for name in arrays.__slots__:  # type: ignore[attr-defined]
+        value = getattr(arrays, name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+
+
+def _sources(cols: BlockColumns) -> tuple[object, ...]:
+    return (cols.tokens, cols.hidden, cols.protected, cols.pinned, cols.manual, cols.history, cols.tier,
+            cols.priority, cols.message_index, cols.layout)
+
+
+def arrays_of(cols: BlockColumns) -> ColumnArrays:
+    """``cols.arrays`` when they were made from ``cols``' very lists, else new arrays of ``cols``."""
+    a = cols.arrays
+    if a is not None and all(map(is_, a.sources, _sources(cols))):
+        return a
+    return ColumnArrays.of(cols)
+
+
+def with_arrays(cols: BlockColumns) -> BlockColumns:
+    """``cols`` carrying its arrays (:func:`arrays_of`), for a run that keeps and patches them."""
+    return dataclasses.replace(cols, arrays=arrays_of(cols))
+
+
+#: The exclusion reasons shifting gives, by code (``ColumnShift.codes``); code 0 is kept (``None``).
+SHIFT_REASONS: tuple[str | None, ...] = (
+    None, "HIDDEN", "TOOL_RESULT_ORPHANED", "TOOL_PAIR_INCOMPLETE", "MANUAL_EXCLUDED", "TOOL_GROUP_DROPPED",
+    "OVER_BUDGET_PROTECTED", "TOO_LARGE_FOR_BUDGET", "PRIORITY_LOWEST_FIRST", "EXAMPLES_PUSHED_OUT",
+    "HISTORY_OLDEST_FIRST")
+_REASON_OBJECTS = np.array(SHIFT_REASONS, dtype=object)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ColumnShift:
     """The outcome of :func:`~engine.shifting.core.shift_columns` (SPEC §3).
 
     Attributes
     ----------
-    reasons:
-        Per position: the exclusion reason code, ``None`` when kept.
+    codes:
+        Per position: the exclusion reason as a number (an index into :data:`SHIFT_REASONS`,
+        ``0``: kept), an int8 array.
     error:
         ``"TOKEN_BUDGET_EXCEEDED"`` exactly when the protected units alone exceed the budget.
     protected_tokens:
@@ -230,16 +410,25 @@ class ColumnShift:
         Protected or pinned blocks the writer excluded (not sent), in prompt order.
     """
 
-    reasons: list[str | None]
+    codes: Array
     error: str | None
     protected_tokens: int
     total_tokens: int
     diagnostics: list[str]
+    _reasons: list[str | None] | None = field(default=None, repr=False)
+
+    @property
+    def reasons(self) -> list[str | None]:
+        """Per position: the exclusion reason code, ``None`` when kept (made from ``codes`` on the first read)."""
+        if self._reasons is None:
+            object.__setattr__(self, "_reasons", _REASON_OBJECTS[self.codes].tolist())
+        return self._reasons  # type: ignore[return-value]
 
     @property
     def kept(self) -> list[bool]:
         """Per position: kept (no exclusion reason)."""
-        return list(map(is_, self.reasons, [None] * len(self.reasons)))
+        return (self.codes == 0).tolist()
 
 
-__all__ = ["BlockColumns", "ColumnShift", "ToolLayout", "removal_tier"]
+__all__ = ["SHIFT_REASONS", "Array", "BlockColumns", "ColumnArrays", "ColumnShift", "LayoutArrays", "ToolLayout", "Units",
+           "arrays_of", "removal_tier", "with_arrays"]

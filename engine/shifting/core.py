@@ -30,16 +30,13 @@ linear in the number of blocks.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import accumulate, compress, repeat
-from operator import and_, eq, gt, is_, or_
 
+import numpy as np
 from pydantic import TypeAdapter
 
 from ..schema.blocks import Block, ExcludedBlock, ShiftResult
-from .columns import BlockColumns, ColumnShift, removal_tier
+from .columns import SHIFT_REASONS, Array, BlockColumns, ColumnShift, arrays_of, removal_tier
 from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
@@ -124,11 +121,13 @@ def shift_result(blocks: Sequence[Block], tokens: Sequence[int], shift: ColumnSh
 def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False) -> ColumnShift:
     """SPEC §3 shifting over columns: each block's exclusion reason (the one implementation).
 
-    Rules 1–2 (hidden, orphaned, incomplete, writer-excluded) take a pass over the flagged
-    positions and one per tool group; rule 3 merges each tool group into its first member
-    (the unit's head); rules 4–5 sort the removable units by tier once and cut the removal
-    order at the first running sum that frees enough (``itertools.accumulate`` + ``bisect``):
-    linear in the blocks, plus ``O(k log k)`` for the ``k`` lorebook / memory units.
+    Computed over the columns' numpy arrays (:func:`~engine.shifting.columns.arrays_of`): rules
+    1–2 (hidden, orphaned, incomplete, writer-excluded) are array masks, plus one Python step per
+    tool group that leaves; rule 3 merges each tool group into its first member (the unit's head,
+    ``np.ufunc.reduceat`` over the groups); rules 4–5 order the removable units by tier once and
+    cut the removal order at the first running sum that frees enough (``np.cumsum`` +
+    ``np.searchsorted``): linear in the blocks, plus ``O(k log k)`` for the ``k`` lorebook /
+    memory units.
 
     Parameters
     ----------
@@ -143,8 +142,8 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
     Returns
     -------
     ColumnShift
-        One reason per position (``None``: kept), the error, protected and kept tokens,
-        diagnostics.
+        One reason code per position (``reasons``: as strings, ``None`` kept), the error,
+        protected and kept tokens, diagnostics.
 
     Raises
     ------
@@ -152,44 +151,45 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
         If the kept blocks exceed ``budget`` without ``TOKEN_BUDGET_EXCEEDED`` (a bug).
     """
     units = _Units(cols, honor_manual)
-    unit_tokens, unit_held = units.tokens, units.held
-    live = list(map(and_, map(is_, units.reasons, repeat(None)), units.head))  # live unit heads
-    live_held = list(map(and_, live, unit_held))
-    protected_tokens = sum(compress(unit_tokens, live_held))
-    removable = list(compress(range(len(cols)), map(gt, live, live_held)))
+    a, codes = units.arrays, units.codes
+    live = (codes == 0) & a.layout.head  # live unit heads
+    live_held = live & units.held
+    protected_tokens = int(units.tokens[live_held].sum())
+    removable = np.flatnonzero(live & ~units.held)
     error: str | None = None
     if protected_tokens > budget:  # rule 4
         error = TOKEN_BUDGET_EXCEEDED
-        for i in removable:
-            units.drop(i, "OVER_BUDGET_PROTECTED", "OVER_BUDGET_PROTECTED")
+        units.drop_all(removable, _CODE["OVER_BUDGET_PROTECTED"], _CODE["OVER_BUDGET_PROTECTED"])
     else:  # rule 5
-        _drop_until_fits(units, removable, sum(compress(unit_tokens, live)), budget - protected_tokens, budget)
-    reasons = units.reasons
-    kept_total = sum(compress(cols.tokens, map(is_, reasons, repeat(None))))
+        _drop_until_fits(units, removable, int(units.tokens[live].sum()), budget - protected_tokens, budget)
+    kept_total = int(a.tokens[codes == 0].sum())
     if error is None and kept_total > budget:  # pragma: no cover - guarded by _drop_until_fits
         raise AssertionError("shift_columns left the prompt over budget")
-    return ColumnShift(reasons, error, protected_tokens, kept_total, [text for _, text in sorted(units.notes)])
+    return ColumnShift(codes, error, protected_tokens, kept_total, [text for _, text in sorted(units.notes)])
+
+
+_CODE = {r: k for k, r in enumerate(SHIFT_REASONS) if r is not None}
+#: Rule 5's reason code of a lone unit by removal tier (0 interceptor, 1 examples, 2 history, 3 lore/memory).
+_TIER_CODE = np.array([_CODE[r] for r in _TIER_REASON], dtype=np.int8)
 
 
 class _Units:
-    """Rules 1–3 over columns: the reasons of unsendable blocks, and the removable units.
+    """Rules 1–3 over columns: the reason codes of unsendable blocks, and the removable units.
 
     A unit is a tool group (its figures on its first member, the head) or a block outside
-    groups; ``tokens``/``held``/``tier`` hold each head's unit figures, ``head`` says which
-    positions are heads, ``member_of`` maps a group's head to its members.
+    groups; ``tokens``/``held``/``tier`` hold each head's unit figures (arrays over positions),
+    ``arrays.layout.head`` says which positions are heads.
     """
 
     def __init__(self, cols: BlockColumns, honor_manual: bool) -> None:
-        n = len(cols)
+        a = self.arrays = arrays_of(cols)
         self.cols = cols
-        self.reasons: list[str | None] = [None] * n
+        self.codes = np.zeros(len(cols), dtype=np.int8)
         self.notes: list[tuple[int, str]] = []
-        self.tokens, self.held, self.tier = list(cols.tokens), cols.held, list(cols.tier)
-        self.head = [True] * n
-        layout = self.layout = cols.layout
-        self.member_of = {ms[0]: ms for ms in layout.members}
+        self.tokens, self.held, self.tier = a.units.tokens, a.units.held, a.units.tier  # read only
+        self.layout = cols.layout
         self._singles(honor_manual)
-        if layout.members:
+        if self.layout.members:
             self._groups(honor_manual)
 
     def note(self, i: int, at: int) -> None:
@@ -199,47 +199,41 @@ class _Units:
 
     def _singles(self, honor_manual: bool) -> None:
         """Rules 1–2 for blocks outside tool groups."""
-        cols, reasons, group_of = self.cols, self.reasons, self.layout.group_of
-        for i in compress(range(len(cols)), cols.hidden):
-            if group_of[i] is None:
-                reasons[i] = "HIDDEN"
-        for i in self.layout.orphans:
-            if group_of[i] is None and reasons[i] is None:
-                reasons[i] = "TOOL_RESULT_ORPHANED"
+        a, codes = self.arrays, self.codes
+        lone = a.layout.lone
+        codes[a.hidden & lone] = _CODE["HIDDEN"]
+        orphans = a.layout.orphans
+        if len(orphans):
+            orphans = orphans[lone[orphans] & (codes[orphans] == 0)]
+            codes[orphans] = _CODE["TOOL_RESULT_ORPHANED"]
         if honor_manual:
-            for i in compress(range(len(cols)), cols.manual):
-                if group_of[i] is None and reasons[i] is None:
-                    if self.held[i]:
-                        self.note(i, i)
-                    reasons[i] = "MANUAL_EXCLUDED"
+            excluded = a.manual & lone & (codes == 0)
+            for i in np.flatnonzero(excluded & self.held).tolist():
+                self.note(i, i)
+            codes[excluded] = _CODE["MANUAL_EXCLUDED"]
 
     def _groups(self, honor_manual: bool) -> None:
-        """Rule 3 for every tool group in C-level passes (its unit's figures on its head); rules 1–2 for the few that leave.
+        """Rules 1–2 for the tool groups that leave (rule 3's units are the arrays' :class:`~.columns.Units`).
 
         A group with a hidden, orphaned or (honouring exclusions) writer-excluded member, or an
         incomplete one, goes through :meth:`_group` (it leaves whole); the figures set on its head
         before are never read, as its members all get a reason.
         """
-        layout, cols = self.layout, self.cols
-        heads = layout.heads
-        deque(map(self.head.__setitem__, layout.tails, repeat(False)), maxlen=0)
-        held = layout.per_group(any, self.held)
-        for column, values in ((self.tokens, layout.per_group(sum, cols.tokens)), (self.held, held),
-                               (self.tier, layout.per_group(min, cols.tier))):
-            deque(map(column.__setitem__, heads, values), maxlen=0)
-        leave = layout.per_group(any, cols.hidden)
+        layout, a = self.layout, self.arrays
+        la = a.layout
+        leave = la.any_of(a.hidden)
         if honor_manual:
-            leave = list(map(or_, leave, layout.per_group(any, cols.manual)))
+            leave |= la.any_of(a.manual)
         odd = {layout.group_of[i] for i in layout.orphans} | layout.incomplete
-        for k in compress(range(len(heads)), leave if not odd else map(or_, leave, map(odd.__contains__, layout.ids))):
+        ks = set(np.flatnonzero(leave).tolist())
+        if odd:
+            ks.update(k for k, gid in enumerate(layout.ids) if gid in odd)
+        for k in sorted(ks):
             self._group(layout.ids[k], layout.members[k], honor_manual)
 
     def _group(self, gid: str, ms: list[int], honor_manual: bool) -> None:
-        """Rules 1–3 for one tool group: it leaves whole, or becomes one unit on its head."""
+        """Rules 1–2 for one tool group that leaves whole (hidden, orphaned, incomplete or writer-excluded)."""
         cols = self.cols
-        first = ms[0]
-        for m in ms[1:]:
-            self.head[m] = False
         hid = [m for m in ms if cols.hidden[m]]
         if hid:
             self._leave(ms, "HIDDEN", hid)
@@ -250,49 +244,37 @@ class _Units:
         if gid in self.layout.incomplete:
             self._leave(ms, TOOL_PAIR_INCOMPLETE, [])
             return
-        held = any(self.held[m] for m in ms)
         man = [m for m in ms if cols.manual[m]] if honor_manual else []
         if man:
             # What the writer excluded is never sent, even when it (or a member of its tool
             # group) is pinned or protected: the exclusion is the later, explicit decision.
-            if held:
-                self.note(man[0], first)
+            if any(cols.protected[m] or cols.pinned[m] for m in ms):
+                self.note(man[0], ms[0])
             self._leave(ms, "MANUAL_EXCLUDED", man)
-            return
-        self.tokens[first] = sum(map(cols.tokens.__getitem__, ms))
-        self.held[first] = held
-        self.tier[first] = min(map(cols.tier.__getitem__, ms))
 
     def _leave(self, ms: list[int], reason: str, flagged: list[int]) -> None:
         """Rules 1–2: the whole group ``ms`` leaves; ``flagged`` members (or all, when none) get ``reason``.
 
         The other members of a group of two or more get ``TOOL_GROUP_DROPPED``.
         """
+        code, dropped = _CODE[reason], _CODE["TOOL_GROUP_DROPPED"]
         for m in ms:
-            self.reasons[m] = reason if not flagged or m == flagged[0] or len(ms) == 1 else "TOOL_GROUP_DROPPED"
+            self.codes[m] = code if not flagged or m == flagged[0] or len(ms) == 1 else dropped
         for m in flagged:
-            self.reasons[m] = reason
+            self.codes[m] = code
 
-    def drop_all(self, heads: list[int], reasons: list[str], group_reason: str) -> None:
-        """:meth:`drop` for each of ``heads`` with its reason: lone blocks in one C-level pass, groups one by one."""
-        deque(map(self.reasons.__setitem__, heads, reasons), maxlen=0)
-        if self.member_of:
-            for head in self.member_of.keys() & set(heads):
-                ms = self.member_of[head]
-                if len(ms) > 1:
-                    deque(map(self.reasons.__setitem__, ms, repeat(group_reason)), maxlen=0)
-
-    def drop(self, head: int, reason: str, group_reason: str) -> None:
-        """Exclude the unit at ``head``: ``reason`` for a lone block, ``group_reason`` for every group member."""
-        ms = self.member_of.get(head)
-        if ms is None or len(ms) == 1:
-            self.reasons[head] = reason
-        else:
-            for m in ms:
-                self.reasons[m] = group_reason
+    def drop_all(self, heads: Array, codes: Array | int, group_code: int) -> None:
+        """Exclude the units at ``heads``: ``codes`` for a lone block, ``group_code`` for every member of a larger group."""
+        self.codes[heads] = codes
+        la = self.arrays.layout
+        if len(heads) and len(la.heads):
+            hit = np.zeros(len(la.heads), dtype=bool)  # per group: its head is among ``heads``
+            groups = la.group[heads]
+            hit[groups[groups >= 0]] = True
+            self.codes[la.members[hit[la.member_group] & la.member_multi]] = group_code
 
 
-def _drop_until_fits(units: _Units, removable: list[int], total: int, room: int, budget: int) -> None:
+def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, budget: int) -> None:
     """Rule 5: remove units (heads ``removable``) in the module's order until ``total`` fits ``budget``.
 
     ``room`` is what the protected units leave; a unit larger than it can never fit and goes
@@ -300,27 +282,25 @@ def _drop_until_fits(units: _Units, removable: list[int], total: int, room: int,
     """
     if total <= budget:
         return
-    size = units.tokens.__getitem__
-    too_large = list(compress(removable, map(gt, map(size, removable), repeat(room))))
-    units.drop_all(too_large, ["TOO_LARGE_FOR_BUDGET"] * len(too_large), "TOO_LARGE_FOR_BUDGET")
-    total -= sum(map(size, too_large))
-    rest = [i for i in removable if size(i) <= room] if too_large else removable
-    tier, priority = units.tier, units.cols.priority
-    tiers = list(map(tier.__getitem__, rest))
-    order: list[int]
-    if tiers.count(2) == len(tiers):  # history only (the usual chat): oldest first as they stand
-        order = rest
-    else:
-        order = []
-        for t in (0, 1, 2):
-            order += compress(rest, map(eq, tiers, repeat(t)))
-        order += sorted(compress(rest, map(eq, tiers, repeat(3))), key=lambda i: (priority[i], -i))
-    if total <= budget or not order:
+    sizes = units.tokens[removable]
+    large = sizes > room
+    if large.any():
+        too_large = removable[large]
+        units.drop_all(too_large, _CODE["TOO_LARGE_FOR_BUDGET"], _CODE["TOO_LARGE_FOR_BUDGET"])
+        total -= int(sizes[large].sum())
+        removable = removable[~large]
+    tiers = units.tier[removable]
+    order = removable
+    if not (tiers == 2).all():  # not history only (the usual chat: oldest first as they stand)
+        lore = removable[tiers == 3]
+        lore = lore[np.lexsort((-lore, units.arrays.priority[lore]))]
+        order = np.concatenate([removable[tiers == 0], removable[tiers == 1], removable[tiers == 2], lore])
+    if total <= budget or not len(order):
         return
-    cum = list(accumulate(map(size, order)))
-    k = min(bisect_left(cum, total - budget) + 1, len(order))
+    cum = np.cumsum(units.tokens[order])
+    k = min(int(np.searchsorted(cum, total - budget, side="left")) + 1, len(order))
     dropped = order[:k]
-    units.drop_all(dropped, list(map(_TIER_REASON.__getitem__, map(tier.__getitem__, dropped))), "TOOL_GROUP_DROPPED")
+    units.drop_all(dropped, _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
 
 
 def unsendable_positions(blocks: Sequence[Block], groups: ToolGroups | None = None, *,

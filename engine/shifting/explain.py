@@ -22,27 +22,21 @@ Cost: one pass over the blocks plus one per tool group, linear in the number of 
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import and_, eq, is_, is_not, ne, not_
+from operator import eq
 from typing import Any
 
+import numpy as np
+
 from ..schema.blocks import Block
-from .columns import BlockColumns, ToolLayout
+from ..schema.preview import Explanation
+from .columns import Array, BlockColumns, ToolLayout, arrays_of
 
 #: Reasons under which a history block was removed for room (the ones free tokens contradict).
 ROOM_REASONS = frozenset({"HISTORY_OLDEST_FIRST", "TOOL_GROUP_DROPPED", "PRIORITY_LOWEST_FIRST",
                           "EXAMPLES_PUSHED_OUT"})
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices)."""
-
-    text: str
-    data: dict[str, Any]
 
 
 def explain_blocks(
@@ -96,11 +90,37 @@ def explain_blocks(
     return {i: e for i, e in zip(ids, out) if e is not None}
 
 
+@dataclass(frozen=True)
+class Fates:
+    """The fates :func:`explain_columns` reads, as bool arrays over positions.
+
+    ``excluded``: status ``excluded``; ``room``: excluded with one of :data:`ROOM_REASONS`;
+    ``too_large``: reason ``TOO_LARGE_FOR_BUDGET``; ``lorebook``: whether any reason is
+    ``LOREBOOK_BUDGET``. A caller that holds its reasons as codes (the pipeline's column path)
+    builds them from those; :meth:`of` from lists.
+    """
+
+    excluded: Array
+    room: Array
+    too_large: Array
+    lorebook: bool
+
+    @classmethod
+    def of(cls, status: Sequence[str], reasons: Sequence[str | None]) -> Fates:
+        """The arrays of per-position ``status`` and reason lists."""
+        n = len(status)
+        excluded = np.fromiter(map(eq, status, repeat("excluded")), dtype=bool, count=n)
+        return cls(excluded, excluded & np.fromiter(map(ROOM_REASONS.__contains__, reasons), dtype=bool, count=n),
+                   np.fromiter(map(eq, reasons, repeat("TOO_LARGE_FOR_BUDGET")), dtype=bool, count=n),
+                   "LOREBOOK_BUDGET" in reasons)
+
+
 def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence[str | None], budget: int, *,
                     lorebook_traces: Mapping[str, Mapping[str, Any]] | None = None,
                     protected_tokens: int | None = None,
-                    previous: Mapping[str, Explanation] | None = None,
-                    current: dict[str, Explanation] | None = None) -> list[Explanation | None]:
+                    previous: Mapping[object, Mapping[object, Explanation]] | None = None,
+                    current: dict[object, dict[object, Explanation]] | None = None,
+                    fates: Fates | None = None) -> list[Explanation | None]:
     """Each block's specific reason, over columns (the one implementation; see the module docstring).
 
     Parameters
@@ -120,9 +140,11 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
     protected_tokens:
         Tokens of the protected blocks (for ``TOO_LARGE_FOR_BUDGET``); computed when ``None``.
     previous, current:
-        ``text → Explanation`` of an earlier call, and the dict this call collects its own in:
-        an explanation equal to an earlier one is that very object (callers tell unchanged
-        explanations by identity).
+        The explanations of an earlier call (tables of explanations by their figures), and the
+        dict this call collects its own in: an explanation equal to an earlier one is that very
+        object (callers tell unchanged explanations by identity).
+    fates:
+        ``status`` and ``reasons`` as arrays (:class:`Fates`); ``None``: made from the lists.
 
     Returns
     -------
@@ -130,104 +152,140 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
         Per position: its :class:`Explanation`, ``None`` where the reason code says it all.
         Explanations with the same figures are one shared object.
     """
-    out: list[Explanation | None] = [None] * len(cols)
-    excluded = list(map(eq, status, repeat("excluded")))
-    used = sum(compress(cols.tokens, map(ne, status, repeat("excluded"))))
-    layout = cols.layout
-    group_tokens = {gid: sum(map(cols.tokens.__getitem__, ms)) for gid, ms in zip(layout.ids, layout.members)}
-    _explain_history(cols, excluded, reasons, budget, max(0, budget - used), group_tokens, (previous, current), out)
+    n = len(cols)
+    out = np.full(n, None, dtype=object)
+    f = fates if fates is not None else Fates.of(status, reasons)
+    a = arrays_of(cols)
+    la = a.layout
+    used = int(a.tokens[~f.excluded].sum())
+    group_tokens = np.add.reduceat(a.tokens[la.members], la.starts) if len(la.starts) else a.tokens[:0]
+    _explain_history(cols, f, budget, max(0, budget - used), group_tokens, (previous, current), out)
     _explain_held_groups(cols, status, out)
-    if "LOREBOOK_BUDGET" in reasons:
+    if f.lorebook:
         _explain_lorebook(cols, reasons, lorebook_traces, out)
-    if "TOO_LARGE_FOR_BUDGET" in reasons:
+    if f.too_large.any():
         if protected_tokens is None:
-            protected_tokens = sum(compress(cols.tokens, map(and_, cols.held, map(not_, excluded))))
+            protected_tokens = int(a.tokens[a.held & ~f.excluded].sum())
         room = max(0, budget - protected_tokens)
-        for i in compress(range(len(cols)), map(eq, reasons, repeat("TOO_LARGE_FOR_BUDGET"))):
-            g = layout.group_of[i]
-            own = group_tokens[g] if g is not None else cols.tokens[i]
+        for i in np.flatnonzero(f.too_large).tolist():
+            g = la.group[i]
+            own = int(group_tokens[g]) if g >= 0 else cols.tokens[i]
             out[i] = Explanation(
                 f"needs {own:,} tokens but the protected blocks leave only {room:,} of the {budget:,}-token budget",
                 {"tokens": own, "room": room, "budget": budget})
-    return out
+    detail: list[Explanation | None] = out.tolist()
+    return detail
 
 
-def _explain_history(cols: BlockColumns, excluded: list[bool], reasons: Sequence[str | None], budget: int,
-                     free: int, group_tokens: Mapping[str, int],
-                     memo: tuple[Mapping[str, Explanation] | None, dict[str, Explanation] | None],
-                     out: list[Explanation | None]) -> None:
+def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group_tokens: Array,
+                     memo: tuple[Mapping[object, Mapping[object, Explanation]] | None,
+                                 dict[object, dict[object, Explanation]] | None],
+                     out: Array) -> None:
     """History removed for room: too big for what is free, or behind the newest unit that did not fit.
 
     SPEC §3 rule 5 removes history oldest first, so what is sent is one contiguous stretch
     ending at the newest message: the newest history unit removed for room (the boundary)
     keeps everything older out. One explanation per distinct figures (token count, group).
     """
-    room = list(compress(range(len(cols)), map(and_, map(and_, cols.history, excluded),
-                                                  map(ROOM_REASONS.__contains__, reasons))))
-    if not room:
+    a = arrays_of(cols)
+    room = np.flatnonzero(f.room & a.history)
+    if not len(room):
         return
-    group_of, tokens = cols.layout.group_of, cols.tokens
-    boundary = room[-1]
-    bgroup = group_of[boundary]
-    need = group_tokens[bgroup] if bgroup is not None else tokens[boundary]
+    la, tokens = a.layout, a.tokens
+    boundary = int(room[-1])
+    bnumber = int(la.group[boundary])
+    bgroup = cols.layout.group_of[boundary]
+    need = int(group_tokens[bnumber]) if bnumber >= 0 else cols.tokens[boundary]
     explanation = _room_explainer(free, budget, cols.labels[boundary], need, cols.ids[boundary],
                                   cols.message_index[boundary], *memo)
     # messages outside tool groups: one explanation per distinct token count
-    singles = list(compress(room, map(is_, map(group_of.__getitem__, room), repeat(None))))
-    owns = list(map(tokens.__getitem__, singles))
-    table = {own: explanation(own, None, own > free) for own in set(owns)}
-    deque(map(out.__setitem__, singles, map(table.__getitem__, owns)), maxlen=0)
-    if len(singles) != len(room):
-        for i in compress(room, map(is_not, map(group_of.__getitem__, room), repeat(None))):
-            g = group_of[i]
-            assert g is not None
-            own = group_tokens[g]
-            out[i] = explanation(own, g, g == bgroup or own > free)
+    numbers = la.group[room]
+    singles = room[numbers < 0]
+    owns = tokens[singles]
+    out[singles] = _per_value(owns, lambda own: explanation(own, None, own > free))
+    if len(singles) != len(room):  # tool-group members: one explanation per group
+        ids, grouped, owned = cols.layout.ids, numbers[numbers >= 0], group_tokens.tolist()
+        out[room[numbers >= 0]] = _per_value(grouped, lambda g: explanation(
+            owned[g], ids[g], ids[g] == bgroup or owned[g] > free))
     if bgroup is None:
-        out[boundary] = explanation(tokens[boundary], None, True)
+        out[boundary] = explanation(cols.tokens[boundary], None, True)
+
+
+def _per_value(values: Array, make: Callable[[int], Explanation]) -> Array:
+    """``make(v)`` for each value of ``values`` (nonnegative ints), called once per distinct value, as an object array."""
+    if not len(values):
+        return np.empty(0, dtype=object)
+    top = int(values.max())
+    if top < 4 * len(values) + 65536:  # small values: a lookup table over 0..top
+        distinct = np.flatnonzero(np.bincount(values, minlength=top + 1))
+        table = np.empty(top + 1, dtype=object)
+        table[distinct] = _objects(map(make, distinct.tolist()), len(distinct))
+        return table[values]
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return _objects(map(make, distinct.tolist()), len(distinct))[inverse]
+
+
+def _objects(items: Iterable[Explanation], n: int) -> Array:
+    """A one-dimensional object array of ``n`` items (``np.array`` would look into them; ``np.fromiter`` does not)."""
+    return np.fromiter(items, dtype=object, count=n)
+
+
+#: The first item of a room explanation's memo key: too big for what is free, or behind the boundary.
+_SHORT, _BEHIND = "short", "behind"
 
 
 def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
-                    previous: Mapping[str, Explanation] | None,
-                    current: dict[str, Explanation] | None) -> Callable[[int, str | None, bool], Explanation]:
-    """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures."""
-    shared: dict[tuple[int, str | None, bool], Explanation] = {}
+                    previous: Mapping[object, Mapping[object, Explanation]] | None,
+                    current: dict[object, dict[object, Explanation]] | None
+                    ) -> Callable[[int, str | None, bool], Explanation]:
+    """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures.
+
+    Too big for what is free (``short``): "needs N tokens [with its tool group ]but only F of the
+    B-token budget are free"; else behind the boundary: "N tokens would fit in the F free, but
+    history is kept contiguous: the newer <label> (M tokens) did not fit, so nothing older is
+    sent". The memo is keyed by exactly the figures the text and data are written from: the
+    call's (free tokens and budget, or free tokens and the boundary) name a table, the block's
+    own count and group its entry. An earlier call's explanation under the same keys is equal to
+    this one and is handed back instead (found without writing the text; when the free tokens
+    moved, the earlier tables are not even looked into). The words after the block's own count
+    are written once per call.
+    """
+    tables = current if current is not None else {}
+    before = previous if previous is not None else {}
+    short_at, behind_at = (_SHORT, free, budget), (_BEHIND, free, label, need, boundary_id, boundary_message)
+    made = (tables.setdefault(short_at, {}), tables.setdefault(behind_at, {}))
+    after = (before.get(short_at) or {}, before.get(behind_at) or {})
+    short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
+    behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
+                   f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
 
     def explanation(own: int, g: str | None, short: bool) -> Explanation:
-        key = (own, g, short)
-        e = shared.get(key)
+        key: object = own if g is None else (own, g)
+        e = made[not short].get(key) or after[not short].get(key)
         if e is None:
+            count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
             if short:
-                what = "with its tool group " if g else ""
-                e = Explanation(
-                    f"needs {own:,} tokens {what}but only {free:,} of the {budget:,}-token budget are free",
-                    {"free": free, "tokens": own, "group": g})
+                e = Explanation(f"needs {count} tokens {'with its tool group ' if g else ''}{short_tail}",
+                                {"free": free, "tokens": own, "group": g})
             else:
-                e = Explanation(
-                    f"{own:,} tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
-                    f"{label} ({need:,} tokens) did not fit, so nothing older is sent",
-                    {"free": free, "tokens": own, "blocked_by": boundary_id,
-                     "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
-            if previous is not None:
-                old = previous.get(e.text)
-                if old is not None and old.data == e.data:
-                    e = old
-            if current is not None:
-                current[e.text] = e
-            shared[key] = e
+                e = Explanation(f"{count}{behind_tail}",
+                                {"free": free, "tokens": own, "blocked_by": boundary_id,
+                                 "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
+        made[not short][key] = e
         return e
 
     return explanation
 
 
-def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: list[Explanation | None]) -> None:
+def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: Array) -> None:
     """Kept tool-group members held by a pinned or protected member (a group is sent whole or not at all)."""
     pinned, protected = cols.pinned, cols.protected
-    for gid, ms in zip(cols.layout.ids, cols.layout.members):
-        holders = [m for m in ms if pinned[m] or protected[m]]
-        if not holders:
-            continue
-        h = holders[0]
+    la = arrays_of(cols).layout
+    if not len(la.heads):
+        return
+    for k in np.flatnonzero(la.any_of(arrays_of(cols).held)).tolist():
+        gid, ms = cols.layout.ids[k], cols.layout.members[k]
+        h = next(m for m in ms if pinned[m] or protected[m])
         because = "pinned" if pinned[h] else "protected"
         for i in ms:
             if pinned[i] or protected[i] or status[i] != "kept":
@@ -240,7 +298,7 @@ def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: list[Ex
 
 
 def _explain_lorebook(cols: BlockColumns, reasons: Sequence[str | None],
-                      lorebook_traces: Mapping[str, Mapping[str, Any]] | None, out: list[Explanation | None]) -> None:
+                      lorebook_traces: Mapping[str, Mapping[str, Any]] | None, out: Array) -> None:
     """Lorebook entries over the World Info budget (SillyTavern ``checkWorldInfo``'s budget loop)."""
     if not lorebook_traces:
         return

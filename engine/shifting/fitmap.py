@@ -24,10 +24,13 @@ lorebook/memory unit (those go after history; units larger than ``R`` are remove
 do not count). ``F`` is a nondecreasing step function with steps at the unit sizes ``v``; it
 violates ``F(R) ≤ R`` on ``[v, F(v))`` for each size with ``F(v) > v``. So the room from which
 on the unit is always sent is ``max(u, F(v*))`` with ``v*`` the largest size where
-``F(v*) > v*``. Messages are processed newest first, so ``S`` grows by one unit per step;
-``F`` is a prefix-sum query on a Fenwick tree over the distinct sizes, and the scan for
-``v*`` starts at the largest size present (in a chat it almost always stops there):
-``O(n log n)`` for ``n`` blocks in practice.
+``F(v*) > v*``. Messages are processed newest first, so ``S`` grows by one unit per step.
+While the running sum of ``S`` exceeds its largest size (in a chat: from the newest few units
+on), ``v*`` is that size and ``F(v*)`` the whole sum, so the rooms are one ``np.cumsum`` over
+the units' sizes; the few units where it does not are scanned exactly, and past a few of them
+``F`` is a prefix-sum query on a Fenwick tree over the distinct sizes (the scan for ``v*``
+starts at the largest size present). Every figure per unit is a numpy array over the block
+positions (:class:`~engine.shifting.columns.ColumnArrays`).
 
 The shifting budget is turned back into a context window by inverting the pipeline's budget
 (``window − reply reserve − safety margin − reply priming``; the reserve may be a percentage of
@@ -48,12 +51,13 @@ from __future__ import annotations
 import math
 from bisect import bisect_right, insort
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import accumulate, compress, repeat
-from operator import add, and_, eq, gt, le, not_, or_
+from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate, repeat
+
+import numpy as np
 
 from ..schema.blocks import Block
-from .columns import BlockColumns, ToolLayout
+from .columns import Array, BlockColumns, ColumnArrays, ToolLayout, arrays_of
 
 #: Strategies whose removal order is exactly ``shift_context``'s (the fit map is exact for them).
 TRUNCATE_LIKE = frozenset({"truncate", "manual"})
@@ -181,98 +185,86 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
     """
     u = _fit_units(cols, cols.layout.orphans if never_sent is None else never_sent, honor_manual)
     hist, rooms = _rooms(u)
-    live = list(map(not_, u.dead))
-    p_tokens = sum(compress(u.size, map(and_, live, u.protected)))
+    live = ~u.dead
+    p_tokens = int(u.size[live & u.protected].sum())
     window = _inverse(shift_budget_of)
-    out: list[int | None] = [window(p_tokens + sum(compress(u.size, map(gt, live, u.protected))))] * len(cols)
-    protected_window = window(p_tokens)
-    for k in compress(range(len(cols)), u.protected):
-        out[k] = protected_window
+    out = np.full(len(cols), window(p_tokens + int(u.size[live & ~u.protected].sum())), dtype=np.int64)
+    out[u.protected] = window(p_tokens)
     linear = getattr(shift_budget_of, "linear_offset", None)
     if isinstance(linear, int):
-        base = p_tokens + linear
-        values: Iterable[int] = map(add, rooms, repeat(base)) if base >= 1 else (max(1, base + r) for r in rooms)
-    else:
-        values = (window(p_tokens + r) for r in rooms)  # newest first: the inverse guesses from the last answer
-    deque(map(out.__setitem__, hist, values), maxlen=0)
-    for k in compress(range(len(cols)), u.dead):
-        out[k] = None
-    for ms in cols.layout.members:
-        v = out[ms[0]]
-        for m in ms[1:]:
-            out[m] = v
-    if None not in cols.message_index:
-        return out
-    return [None if mi is None else v for v, mi in zip(out, cols.message_index)]
+        out[hist] = np.maximum(rooms + (p_tokens + linear), 1)
+    else:  # newest first: the inverse guesses from the last answer
+        out[hist] = [window(p_tokens + r) for r in rooms.tolist()]
+    la = u.arrays.layout
+    out = out[la.unit]  # every group member takes its head's window
+    none = u.dead[la.unit] | ~u.arrays.message
+    fits: list[int | None] = out.tolist()  # type: ignore[assignment]  # ints, None set below
+    if none.any():
+        deque(map(fits.__setitem__, np.flatnonzero(none).tolist(), repeat(None)), maxlen=0)
+    return fits
 
 
 class _Units:
-    """Shifting units (tool groups merged into their first member, as shifting builds them) as parallel lists.
+    """Shifting units (tool groups merged into their first member, as shifting builds them) as arrays over positions.
 
     Per position: ``dead`` (never sent, or a group member other than the first), ``protected``,
-    ``size`` (tokens of the whole unit) and ``tier``.
+    ``size`` (tokens of the whole unit) and ``tier``; ``arrays`` the columns' arrays.
     """
 
-    def __init__(self, dead: list[bool], protected: list[bool], size: list[int], tier: list[int]) -> None:
-        self.dead, self.protected, self.size, self.tier = dead, protected, size, tier
+    def __init__(self, arrays: ColumnArrays, dead: Array, protected: Array, size: Array, tier: Array) -> None:
+        self.arrays, self.dead, self.protected, self.size, self.tier = arrays, dead, protected, size, tier
 
     def live(self) -> list[int]:
-        return [k for k, d in enumerate(self.dead) if not d]
+        return np.flatnonzero(~self.dead).tolist()
 
 
 def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: bool) -> _Units:
-    """The units of ``cols``: every position its own unit, then each tool group merged into its head."""
-    held = cols.held
-    dead = list(cols.hidden)
-    for i in never_sent:
-        dead[i] = True
+    """The units of ``cols`` (the arrays' :class:`~engine.shifting.columns.Units`) and which of them are never sent."""
+    a = arrays_of(cols)
+    held, la, units = a.held, a.layout, a.units
+    dead = a.hidden.copy()
+    never = np.fromiter(never_sent, dtype=np.intp, count=len(never_sent))
+    dead[never] = True
     if honor_manual:
-        dead = list(map(or_, dead, map(and_, cols.manual, map(not_, held))))
-    prot, size, tiers = list(held), list(cols.tokens), list(cols.tier)
-    layout = cols.layout
-    if layout.members:  # each group's figures on its head, in C-level passes (ToolLayout.per_group)
-        heads = layout.heads
-        p = layout.per_group(any, held)
-        gone = layout.per_group(any, cols.hidden)
-        never_groups = {layout.group_of[i] for i in never_sent} - {None}
-        if never_groups:
-            gone = list(map(or_, gone, map(never_groups.__contains__, layout.ids)))
+        dead |= a.manual & ~held
+    if len(la.heads):  # a group is never sent with any hidden, never-sent or (none held) excluded member
+        gone = la.any_of(a.hidden)
+        groups = la.group[never]
+        gone[groups[groups >= 0]] = True
         if honor_manual:
-            gone = list(map(or_, gone, map(gt, layout.per_group(any, cols.manual), p)))  # excluded, none held
-        for column, values in ((prot, p), (dead, gone), (size, layout.per_group(sum, cols.tokens)),
-                               (tiers, layout.per_group(min, cols.tier))):
-            deque(map(column.__setitem__, heads, values), maxlen=0)
-        deque(map(dead.__setitem__, layout.tails, repeat(True)), maxlen=0)  # not units: take their head's window
-    return _Units(dead, prot, size, tiers)
+            gone |= la.any_of(a.manual) & ~units.held[la.heads]  # excluded, none held
+        dead[la.heads] = gone
+        dead[~la.head] = True  # not units: take their head's window
+    return _Units(a, dead, units.held, units.tokens, units.tier)
 
 
-def _rooms(u: _Units) -> tuple[list[int], list[int]]:
+def _rooms(u: _Units) -> tuple[Array, Array]:
     """The removable history units (newest first) and each one's least room (``max(own, F(v*))``).
 
     Newest first, ``S`` grows by one unit per step. While the running sum of ``S`` exceeds its
     largest size, ``v*`` is that largest size and ``F(v*)`` the whole sum: the room is read off
-    running sums (``itertools.accumulate``, no tree). Units where it does not (a unit at least
-    as large as all the others together) are scanned exactly; past a few of them the Fenwick
-    scan (:func:`_rooms_fenwick`) answers for all.
+    running sums (``np.cumsum``, no tree). Units where it does not (a unit at least as large as
+    all the others together) are scanned exactly; past a few of them the Fenwick scan
+    (:func:`_rooms_fenwick`) answers for all.
     """
-    n = len(u.dead)
-    removable = list(map(gt, map(not_, u.dead), u.protected))  # live and not protected
-    lore = list(compress(u.size, map(and_, removable, map(eq, u.tier, repeat(3)))))
-    hist_mask = list(map(and_, removable, map(eq, u.tier, repeat(2))))
-    hist = list(compress(range(n), hist_mask))[::-1]
-    sizes = list(compress(u.size, hist_mask))[::-1]
-    sums = list(accumulate(sizes, initial=sum(lore)))[1:]
+    removable = ~u.dead & ~u.protected  # live and not protected
+    lore = u.size[removable & (u.tier == 3)]
+    hist = np.flatnonzero(removable & (u.tier == 2))[::-1]
+    sizes = u.size[hist]
+    lore_sum, lore_max = int(lore.sum()), int(lore.max(initial=0))
+    sums = np.cumsum(sizes) + lore_sum
     # a running sum above the largest size stays above every running maximum: only the prefix up
     # to there can hold units where the sum does not exceed the largest size so far
-    largest = max(max(lore, default=0), max(sizes, default=0))
-    prefix = bisect_right(sums, largest)
-    tops = list(accumulate(sizes[:prefix], max, initial=max(lore, default=0)))[1:]
-    slow = list(compress(range(prefix), map(le, sums, tops)))
+    largest = max(lore_max, int(sizes.max(initial=0)))
+    prefix = int(np.searchsorted(sums, largest, side="right"))
+    tops = np.maximum.accumulate(np.maximum(sizes[:prefix], lore_max))
+    slow = np.flatnonzero(sums[:prefix] <= tops).tolist()
     if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
         rooms = _rooms_fenwick(u)
-        return hist, [rooms[k] for k in hist]
+        return hist, np.array([rooms[k] for k in hist.tolist()], dtype=np.int64)
+    lore_list, size_list = lore.tolist(), sizes[:prefix].tolist()
     for j in slow:
-        sums[j] = _least_room(sorted([*lore, *sizes[: j + 1]]), sizes[j])
+        sums[j] = _least_room(sorted([*lore_list, *size_list[: j + 1]]), size_list[j])
     return hist, sums
 
 
@@ -299,14 +291,15 @@ def _least_room(values: list[int], own: int) -> int:
 def _rooms_fenwick(u: _Units) -> dict[int, int]:
     """The rooms of :func:`_rooms`, by a Fenwick tree over the distinct sizes (any input)."""
     live = u.live()
-    values = sorted({u.size[k] for k in live if not u.protected[k]})
+    size, protected, tier = u.size.tolist(), u.protected.tolist(), u.tier.tolist()
+    values = sorted({size[k] for k in live if not protected[k]})
     slot = {v: i for i, v in enumerate(values)}
     tree = _Fenwick(len(values))
     present: list[int] = []  # distinct sizes in S, ascending
     seen: set[int] = set()
 
     def add(k: int) -> None:
-        v = u.size[k]
+        v = size[k]
         if v not in seen:
             seen.add(v)
             insort(present, v)
@@ -320,13 +313,13 @@ def _rooms_fenwick(u: _Units) -> dict[int, int]:
         return own
 
     for k in live:  # lorebook / memory units are removed after history: always in S
-        if not u.protected[k] and u.tier[k] == 3:
+        if not protected[k] and tier[k] == 3:
             add(k)
     rooms: dict[int, int] = {}
     for k in reversed(live):
-        if not u.protected[k] and u.tier[k] == 2:
+        if not protected[k] and tier[k] == 2:
             add(k)
-            rooms[k] = least_room(u.size[k])
+            rooms[k] = least_room(size[k])
     return rooms
 
 

@@ -24,7 +24,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor, QFont
 
 from engine.lorebook_facts import block_source_label
-from engine.schema import ContextPreview, PreviewBlock
+from engine.schema import ContextPreview, Explanation, PreviewBlock
 
 from ..labels import (
     GROUP_MARK,
@@ -322,6 +322,10 @@ class BlocksTableModel(QAbstractTableModel):
         """The block of ``row``."""
         return self._blocks[row]
 
+    def detail(self, row: int) -> Explanation | None:
+        """The specific reason of the block of ``row`` (the shown preview's ``reason_details``)."""
+        return self._preview.reason_detail(row) if self._preview is not None and row >= 0 else None
+
     def row_of_message(self, message_index: int) -> int | None:
         """The row of the block for chat message ``message_index`` (``None`` if none)."""
         return self._row_by_message.get(message_index)
@@ -477,7 +481,8 @@ class BlocksTableModel(QAbstractTableModel):
         if col == BlockColumn.STATUS:
             return display_status(b.status, b.reason)
         if col == BlockColumn.REASON:
-            return reason_cell(b.reason, b.reason_data)
+            why = self.detail(b.position)
+            return reason_cell(b.reason, why.data if why is not None else None)
         if col == BlockColumn.MARKERS:
             pinned = self.shown_flag(row, "pinned")
             marks = (PROTECTED_MARK if b.protected else "") + (PINNED_MARK if pinned else "")
@@ -504,7 +509,8 @@ class BlocksTableModel(QAbstractTableModel):
     def _tooltip(self, b: PreviewBlock, col: BlockColumn) -> str | None:
         if col in (BlockColumn.REASON, BlockColumn.STATUS):
             why = f"{reason_meaning(b.reason)} ({b.reason})"
-            return f"{why}\n{b.reason_detail}" if b.reason_detail else why
+            detail = self.detail(b.position)
+            return f"{why}\n{detail.text}" if detail is not None and detail.text else why
         if col == BlockColumn.TOKENS and b.original_tokens is not None:
             return f"{b.tokens} tokens kept of {b.original_tokens}"
         if col in (BlockColumn.EXCLUDE, BlockColumn.MARKERS) and b.group:

@@ -59,7 +59,7 @@ class MessageFate:
 
 
 #: What a message row shows of its block (its fate, its buttons), compared to find changed rows;
-#: the rest (``fit_window``, ``reason_detail``, ...) differs on nearly every block after one toggle.
+#: the preview's figure columns (``fit_windows``, ``reason_details``) move on nearly every row after one toggle.
 _FATE_FIELDS = itemgetter("status", "reason", "tokens", "original_tokens", "protected", "pinned",
                           "manual_excluded", "group")
 

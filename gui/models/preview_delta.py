@@ -1,8 +1,10 @@
 """What changed between two previews of the same chat, found once per apply and shared by the views.
 
 After a pin / exclude click on a 10,000-message chat the engine hands back a new preview with the
-same rows; nearly every block is a new object (its ``fit_window`` moved, and on thousands of rows
-the free tokens in ``reason_detail`` / ``reason_data``), but only a few *show* differently.
+same rows: only the toggled row and the rows whose fate moved are new objects, and the chat-wide
+figures (fit windows; on thousands of rows the free tokens of the specific reason) are new columns
+of the preview (``ContextPreview.fit_windows`` / ``reason_details``), but only a few rows *show*
+differently.
 :func:`diff_previews` takes the engine's typed change set (:func:`engine.schema.preview_changes`)
 and names, in a few C-level passes, the rows that show differently: the rows whose shown fields
 moved, and the rows whose Reason cell reads differently (compared as text only where the data
@@ -29,33 +31,31 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import contains, itemgetter
+from operator import contains
 from typing import Any, cast
 
-from engine.schema import ContextPreview, PreviewBlock, preview_changes
+from engine.schema import ContextPreview, preview_changes
 from engine.vocabulary import words
 
 from ..words import reason_cell
 
-_FIT = itemgetter("fit_window")
 #: ``reason_data`` keys that make the Reason cell read differently (:func:`gui.words.reason_cell`).
 _CELL_KEYS = ("blocked_by_tokens", "held_by", "used")
-_REASON_DATA = itemgetter("reason_data")
 
 
-def shaped_cells(blocks: Sequence[PreviewBlock], data: list[dict[str, Any] | None] | None = None,
-                 rows: list[int] | None = None) -> dict[int, str]:
+def shaped_cells(preview: ContextPreview, rows: list[int] | None = None) -> dict[int, str]:
     """``{row: Reason cell}`` for the rows whose ``reason_data`` has a key the Reason cell reads
     (``blocked_by_tokens``, ``held_by``, ``used``: :func:`gui.words.reason_cell`); every other row's
     cell is its reason code's words. Finding the rows takes C-level passes only.
 
-    ``data``: the blocks' ``reason_data`` when already read, one per row of ``rows`` (default:
-    every block, in order).
+    ``rows``: the rows to look at (default: every block, in order). The data is each row's
+    specific reason's figures (``preview.reason_details``).
     """
+    blocks = preview.blocks
     if rows is None:
         rows = list(range(len(blocks)))
-    if data is None:
-        data = list(map(_REASON_DATA, map(vars, map(blocks.__getitem__, rows))))
+    details = preview.reason_details if len(preview.reason_details) == len(blocks) else [None] * len(blocks)
+    data: list[dict[str, Any] | None] = [None if e is None else e.data for e in map(details.__getitem__, rows)]
     with_data = list(compress(range(len(data)), data))
     dicts = cast("list[dict[str, Any]]", list(map(data.__getitem__, with_data)))  # the non-empty ones
     found: set[int] = set()
@@ -83,15 +83,15 @@ class PreviewDelta:
         Sorted rows (indices into ``new.blocks``) that show differently in the blocks table:
         :attr:`key_rows` plus the rows whose Reason cell alone reads differently.
     key_rows:
-        Sorted rows where a field other than the Reason data and ``fit_window`` differs (status,
+        Sorted rows where a row field differs (status,
         reason code, tokens, flags, text, ...): all a chat row's fate or a budget bar segment
         depends on.
     reason_cells:
         ``{row: new Reason cell}`` for the rows in :attr:`rows` but not in :attr:`key_rows`: the
         texts the Reason column may need room for.
     fits:
-        ``fit_window`` of each of ``new``'s blocks (the tokens chart's), or ``None`` when every
-        block is the old preview's own (nothing moved).
+        The fit window of each of ``new``'s blocks (``new.fit_windows``, the tokens chart's), or
+        ``None`` when nothing moved.
     shaped:
         :func:`shaped_cells` of ``new`` (the Reason cells its data makes specific), kept for the
         next comparison.
@@ -124,7 +124,7 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
     """Compare two previews row by row; ``None`` when their rows differ (another row set or order).
 
     Works from the engine's typed change set (:func:`engine.schema.preview_changes`): only the rows
-    it names are read, and only for their Reason data and fit windows. Cost at 10,000 rows after a
+    it names are read, and only for their Reason data (the fit windows are the preview's column). Cost at 10,000 rows after a
     toggle: the change set, then a few C-level passes; Python code runs per row only for the Reason
     cells whose data makes them specific.
 
@@ -143,23 +143,18 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
     if base is not None and base.new is old:
         old_shaped, base_fits = base.shaped, base.fits
     else:
-        old_shaped, base_fits = shaped_cells(old.blocks), None
-    if not changes.rows:
+        old_shaped, base_fits = shaped_cells(old), None
+    if not (changes.rows or changes.reason_detail or changes.fit_window):
         return PreviewDelta(ref, new, [], [], {}, base_fits, old_shaped)
-    nb = new.blocks
     key_rows = _unique_sorted(changes.block, changes.status, changes.reason)
-    if base_fits is not None:
-        fits = list(base_fits)
-        for r in changes.fit_window:
-            fits[r] = nb[r].fit_window
-    else:
-        fits = list(map(_FIT, map(vars, nb)))
-    cells, shaped = _reason_cells(nb, changes.reason_detail, key_rows, old_shaped)
+    fits: list[int | None] = (new.fit_windows if len(new.fit_windows) == len(new.blocks)
+                              else [None] * len(new.blocks))
+    cells, shaped = _reason_cells(new, changes.reason_detail, key_rows, old_shaped)
     rows = _unique_sorted(key_rows, list(cells)) if cells else key_rows
     return PreviewDelta(ref, new, rows, key_rows, cells, fits, shaped)
 
 
-def _reason_cells(blocks: Sequence[PreviewBlock], data_rows: list[int], key_rows: list[int],
+def _reason_cells(preview: ContextPreview, data_rows: list[int], key_rows: list[int],
                   old_shaped: dict[int, str]) -> tuple[dict[int, str], dict[int, str]]:
     """The Reason cells that read differently on rows where only the Reason data moved, and the
     new preview's :func:`shaped_cells` (the old ones patched where the data or a key field moved).
@@ -167,8 +162,9 @@ def _reason_cells(blocks: Sequence[PreviewBlock], data_rows: list[int], key_rows
     A row whose data shapes its cell neither before nor after shows its reason code's words, and
     the code is a key field: only rows shaped on one side are compared, by their text.
     """
+    blocks = preview.blocks
     moved = set(data_rows).union(key_rows)
-    new_cells = shaped_cells(blocks, rows=sorted(moved))
+    new_cells = shaped_cells(preview, rows=sorted(moved))
     shaped = {r: cell for r, cell in old_shaped.items() if r not in moved} if moved else dict(old_shaped)
     shaped.update(new_cells)
     compare = set(new_cells).union(moved.intersection(old_shaped)).difference(key_rows)

@@ -167,7 +167,8 @@ class BlockInspector(QWidget):
         self._labels["role"].setText(block.role)
         self._labels["source"].setText(source)
         self._labels["status"].setText(f'<span style="color:{colour}; font-weight:bold">{status}</span>')
-        detail = block.reason_detail
+        explained = preview.reason_detail(block.position) if preview is not None else None
+        detail = explained.text if explained is not None else None
         why = f"{reason_in_words(reason)} <span style='color:gray'>({reason})</span>" if reason else ""
         if detail:  # the specific reason the engine gives (figures: tokens free, the newer message, ...)
             why += f"<br>{_escape(str(detail))}"

@@ -56,7 +56,8 @@ NAVIGATION_KEYS = frozenset({Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, 
 _WIDTH_FIELDS = itemgetter("kind", "role", "status", "reason", "tokens", "original_tokens", "source")
 
 
-def _distinct_cells(blocks: Sequence[PreviewBlock]) -> tuple[list[int], set[str], set[str], set[Any], str]:
+def _distinct_cells(blocks: Sequence[PreviewBlock], shaped: dict[int, str]
+                    ) -> tuple[list[int], set[str], set[str], set[Any], str]:
     """The distinct cells of every row, for the column widths: a row per distinct (kind, role)
     (its Kind cell), the Status cells, the Reason cells (codes, or the text their data makes),
     the Tokens cells and the longest source. One read per block, then C-level passes."""
@@ -69,7 +70,7 @@ def _distinct_cells(blocks: Sequence[PreviewBlock]) -> tuple[list[int], set[str]
     truncated = compress(range(n), map(is_not, originals, repeat(None)))
     shown_tokens: set[Any] = set(tokens) | {f"{tokens[r]} / {originals[r]}" for r in truncated
                                             if statuses[r] == "truncated"}
-    shown_reasons = set(reasons) | set(shaped_cells(blocks).values())
+    shown_reasons = set(reasons) | set(shaped.values())
     return kinds_at, shown_statuses, shown_reasons, shown_tokens, max(sources, key=len, default="")
 
 
@@ -264,7 +265,7 @@ class BlocksPanel(QWidget):
         """The column widths :meth:`set_preview` will want for ``preview`` when it fills the table
         anew (:meth:`content_widths` of its blocks), measured ahead: a window spreading the
         first apply of a big chat over two turns of the event loop does this in the first."""
-        return self.content_widths(blocks=list(preview.blocks) if preview is not None else [])
+        return self.content_widths(preview=preview) if preview is not None else self.content_widths(blocks=[])
 
     def set_preview(self, preview: ContextPreview | None, widths: dict[int, int] | None = None,
                     delta: PreviewDelta | None = None) -> None:
@@ -289,12 +290,13 @@ class BlocksPanel(QWidget):
                 self.table.set_content_widths(wants)
 
     def content_widths(self, rows: list[int] | None = None, reasons: Iterable[str] = (),
-                       blocks: Sequence[PreviewBlock] | None = None) -> dict[int, int]:
+                       blocks: Sequence[PreviewBlock] | None = None,
+                       preview: ContextPreview | None = None) -> dict[int, int]:
         """Widths (px) the columns' content needs: ``#`` its digits, Kind / Tokens / Status their
         widest cell, Source and Reason their widest cell (capped later by ``fit_columns``).
         ``rows`` limits the measure to those rows (default: all); ``reasons`` are Reason cell
         texts to measure besides theirs; ``blocks`` measures those blocks (a preview not shown
-        yet: :meth:`measure`) instead of the model's rows."""
+        yet) instead of the model's rows, ``preview`` that preview's blocks (:meth:`measure`)."""
         from PySide6.QtGui import QFont, QFontMetrics
 
         fm = QFontMetrics(self.table.font())
@@ -313,9 +315,11 @@ class BlocksPanel(QWidget):
             return {BlockColumn.POSITION: max(head(BlockColumn.POSITION), fm.horizontalAdvance("88") + CELL_PAD)}
         m = self.model
         if rows is None:  # every row (a reset): distinct values from C-level passes over the blocks
+            shown = preview if preview is not None else m.preview() if blocks is None else None
             if blocks is None:
-                blocks = m.blocks()
-            kinds_at, statuses, reasons_seen, tokens, longest_source = _distinct_cells(blocks)
+                blocks = shown.blocks if shown is not None else m.blocks()
+            shaped = shaped_cells(shown) if shown is not None else {}
+            kinds_at, statuses, reasons_seen, tokens, longest_source = _distinct_cells(blocks, shaped)
             kinds = {m.display_of(blocks[r], BlockColumn.KIND) for r in kinds_at}
             reasons_seen |= extra_reasons
         else:
@@ -328,7 +332,7 @@ class BlocksPanel(QWidget):
                     seen_kinds.add((b.kind, b.role))
                     kinds.add(m.display_text(r, BlockColumn.KIND))
                 statuses.add(b.status if b.status != "truncated" else m.display_text(r, BlockColumn.STATUS))
-                reasons_seen.add(m.display_text(r, BlockColumn.REASON) if b.reason_data else b.reason)
+                reasons_seen.add(m.display_text(r, BlockColumn.REASON) if m.detail(r) is not None else b.reason)
                 tokens.add(b.tokens if b.original_tokens is None else m.display_text(r, BlockColumn.TOKENS))
                 src = b.source
                 if len(src) > len(longest_source):

@@ -5,15 +5,13 @@ Messages are bucketed per pixel column (the tallest message of a bucket is drawn
 in the current preview; clicking selects that message.
 
 The fit map (issue 16 item 7): each message carries the smallest context window from which it is
-sent under the chat's settings and strategy (``PreviewBlock.fit_window``, computed by
+sent under the chat's settings and strategy (``ContextPreview.fit_windows``, computed by
 ``engine.shifting.fitmap``). Dashed marks show where the story would start at common window
 sizes and at the current one ("8k → message 340, 32k → message 120"); hovering a bar says the
 message's own window.
 """
 
 from __future__ import annotations
-
-from operator import itemgetter
 
 import numpy as np
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
@@ -33,7 +31,6 @@ CAPTION = "tokens per message, oldest → newest · green = sent, red = not sent
 FIT_WINDOWS = (4096, 8192, 16384, 32768, 65536, 131072, 200000, 1048576)
 #: At most this many fit marks (the current window always among them).
 MAX_FIT_MARKS = 5
-_FIT = itemgetter("fit_window")
 
 
 def _bar_tokens(b: PreviewBlock) -> int:
@@ -157,7 +154,9 @@ class TokensChart(QWidget):
         self._rows, self._index, self._pos = rows, index, None
         self._tokens = [_bar_tokens(blocks[r]) for r in rows]
         self._status = [_bar_status(blocks[r]) for r in rows]
-        self._fits = list(map(_FIT, map(vars, map(blocks.__getitem__, rows))))
+        fits: list[int | None] = (preview.fit_windows if preview is not None and len(preview.fit_windows) == len(blocks)
+                                  else [None] * len(blocks))
+        self._fits = list(map(fits.__getitem__, rows))
         self._max = max(self._tokens, default=1) or 1
 
     def _update(self, preview: ContextPreview, delta: PreviewDelta) -> list[int]:

@@ -144,11 +144,13 @@ def test_toggle_reuses_unchanged_preview_blocks() -> None:
     toggled = _edited(request, "pin", 40)
     second = preview(toggled, registries=regs)
     assert second.model_dump_json() == _reference(toggled)
-    # a row is the previous object exactly when nothing in it changed: here the pinned message and
-    # the fit windows of the protected rows (the protected tokens grew)
+    # a row is the previous object exactly when nothing in it changed: here the pinned message only;
+    # the fit windows of the protected rows moved too (the protected tokens grew), but they are the
+    # preview's column, not the rows'
     same = [a is b for a, b in zip(first.blocks, second.blocks)]
     assert same == [a.model_dump() == b.model_dump() for a, b in zip(first.blocks, second.blocks)]
-    assert [i for i, s in enumerate(same) if not s] == [0, 40, 41]
+    assert [i for i, s in enumerate(same) if not s] == [40]
+    assert [i for i, (a, b) in enumerate(zip(first.fit_windows, second.fit_windows)) if a != b] == [0, 41]
 
 
 def test_same_request_again_shares_the_preview_not_the_messages() -> None:
@@ -303,7 +305,11 @@ def test_a_warm_run_records_its_change_set() -> None:
     msgs[30] = msgs[30].model_copy(update={"meta": msgs[30].meta.model_copy(update={"manualExcluded": True})})
     new = preview(request.model_copy(update={"chat": chat.model_copy(update={"messages": msgs})}), registries=regs)
     assert new._changes is not None and new._changes[0] == old._serial
-    assert preview_changes(old, new) is new._changes[2]
+    recorded, found = new._changes[2], preview_changes(old, new)
+    # the rows' changes are the recorded ones; the figures' are read off the two columns
+    assert (found.rows, found.block, found.status, found.reason) == (
+        recorded.rows, recorded.block, recorded.status, recorded.reason)
+    assert found.fit_window == [i for i, (a, b) in enumerate(zip(old.fit_windows, new.fit_windows)) if a != b]
     assert preview_changes(old, new) == preview_changes(old, _without_record(new))
     assert 30 in preview_changes(old, new).status
     assert preview_changes(new, old) == preview_changes(_without_record(new), old)  # the other way: compared
@@ -334,17 +340,37 @@ def test_preview_changes_describe_the_rows(strategy: str, data: st.DataObject) -
         # what comparing the rows finds
         compared = preview_changes(old, _without_record(new))
         assert compared == changes, (compared, changes)
-        named = {"block": set(changes.block), "status": set(changes.status), "reason": set(changes.reason),
-                 "reason_detail": set(changes.reason_detail), "fit_window": set(changes.fit_window)}
+        named = {"block": set(changes.block), "status": set(changes.status), "reason": set(changes.reason)}
         for r, (a, b) in enumerate(zip(old.blocks, new.blocks)):
             da, db = a.model_dump(), b.model_dump()
             differ = {k for k in da if da[k] != db[k]}
             if r not in changes.rows:
                 assert a is b
                 continue
-            allowed = {f for f, rows in named.items() if r in rows} | (
-                {"reason_data"} if r in named["reason_detail"] else set())
+            allowed = {f for f, rows in named.items() if r in rows}
             if r not in named["block"]:
                 assert differ <= allowed, (r, differ, allowed)
             assert {f for f in differ if f in named and f != "block"} <= allowed
+        # the figure columns: exactly the named rows differ
+        assert changes.fit_window == [r for r, (a, b) in enumerate(zip(old.fit_windows, new.fit_windows)) if a != b]
+        assert changes.reason_detail == [r for r, (a, b) in enumerate(zip(old.reason_details, new.reason_details))
+                                         if a != b]
         old = new
+
+
+
+def test_a_warm_previews_messages_are_its_own_copies() -> None:
+    """``engine.report.report_preview``: a caller changing a warm preview's messages never reaches
+    the run the next preview starts from, nor that preview."""
+    chat = Chat(messages=[ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " * 30)
+                          for i in range(40)])
+    request = PreviewRequest(chat=chat, settings=ContextSettings(model="gpt-4o", context_limit=1500, reply_reserve=100))
+    regs = default_registries()
+    preview(request, registries=regs)
+    toggled = _edited(request, "exclude", 38)
+    second = preview(toggled, registries=regs)
+    assert second.model_dump_json() == _reference(toggled)
+    for m in second.messages:
+        m["content"] = "changed by a caller"
+    third = preview(_edited(toggled, "exclude", 30), registries=regs)
+    assert third.model_dump_json() == _reference(_edited(toggled, "exclude", 30))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.schema import ContextPreview, PreviewBlock, TokenizerInfo
+from engine.schema import ContextPreview, Explanation, PreviewBlock, TokenizerInfo
 
 
 def make_block(i: int, *, kind: str = "message", status: str = "kept", reason: str = "FITS_BUDGET",
@@ -17,9 +17,13 @@ def make_block(i: int, *, kind: str = "message", status: str = "kept", reason: s
 
 
 def make_preview(blocks: list[PreviewBlock], *, limit: int = 1000, reserve: int = 100,
-                 approximate: bool = False) -> ContextPreview:
+                 approximate: bool = False, fits: list[int | None] | None = None,
+                 details: list[Explanation | None] | None = None) -> ContextPreview:
+    """A preview of ``blocks``; ``fits`` / ``details``: its figure columns (default: none known)."""
     kept = sum(b.tokens for b in blocks if b.status != "excluded")
     return ContextPreview(
+        fit_windows=fits if fits is not None else [None] * len(blocks),
+        reason_details=details if details is not None else [None] * len(blocks),
         model="gpt-4o", tokenizer=TokenizerInfo(profile="generic-approx" if approximate else "o200k_base",
                                                 approximate=approximate),
         context_limit=limit, reply_reserve=reserve, budget=limit - reserve, safety_margin=0,

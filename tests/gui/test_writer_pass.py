@@ -83,13 +83,14 @@ def test_specific_reasons_reach_the_table_and_the_inspector(qtbot, window) -> No
         model="gpt-4o", context_limit=400, reply_reserve=100, strategy="truncate")))
     window.apply_preview(pv)
     small = block_of(pv, 2)
-    assert small.status == "excluded" and small.reason_data["blocked_by_message"] == 8
+    why = pv.reason_details[small.position]
+    assert small.status == "excluded" and why is not None and why.data["blocked_by_message"] == 8
     model = window.blocks_panel.model
     row = model.row_of_message(2)
     cell = model.data(model.index(row, BlockColumn.REASON))
     assert cell == "newer message 8 did not fit"
     tip = model.data(model.index(row, BlockColumn.REASON), Qt.ItemDataRole.ToolTipRole)
-    assert "contiguous" in tip and f"{small.reason_data['free']} free" in tip
+    assert "contiguous" in tip and f"{why.data['free']} free" in tip
     window.blocks_panel.select_message(2)
     QCoreApplication.processEvents()
     from PySide6.QtWidgets import QLabel
@@ -385,7 +386,7 @@ def test_the_fit_map_marks_where_the_story_starts_and_hovers_say_it(qtbot, windo
     chart = window.tokens_chart
     fits = chart.fit_windows()
     by_msg = {b.message_index: b for b in pv.blocks if b.message_index is not None}
-    assert fits == {i: b.fit_window for i, b in by_msg.items()}
+    assert fits == {i: pv.fit_windows[b.position] for i, b in by_msg.items()}
     # older messages need a window at least as large (truncate keeps history contiguous)
     history = [fits[i] for i in sorted(fits)]
     assert all(a >= b for a, b in itertools.pairwise(history))
@@ -397,7 +398,7 @@ def test_the_fit_map_marks_where_the_story_starts_and_hovers_say_it(qtbot, windo
     assert larger and all(marks[w] < start for w in larger)  # a larger window starts the story earlier
     item = next(it for it in chart._items if it[0] == start - 1)
     tip = chart.tooltip_for(item)
-    assert f"sent from a context window of {by_msg[start - 1].fit_window:,} tokens" in tip
+    assert f"sent from a context window of {pv.fit_windows[by_msg[start - 1].position]:,} tokens" in tip
     # hovering a bar shows it
     x = int(chart.mark_x(start - 1)) + 1
     from PySide6.QtWidgets import QToolTip

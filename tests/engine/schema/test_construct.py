@@ -9,7 +9,7 @@ from engine.schema.preview import PreviewBlock
 def _row(i: int) -> PreviewBlock:
     return PreviewBlock(id=f"message:{i}", kind="message", role="user", source=f"message:{i}", position=i,
                         tokens=5 + i, status="kept", reason="HISTORY", protected=False, pinned=False,
-                        text=f"text {i}", message_index=i, reason_data={"free": i}, fit_window=1000 + i)
+                        text=f"text {i}", message_index=i, trace={"free": i}, template_tokens=1000 + i)
 
 
 def test_construct_many_equals_validated_models():

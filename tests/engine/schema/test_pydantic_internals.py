@@ -39,7 +39,7 @@ def _changed(what: str) -> str:
 def _row(i: int) -> PreviewBlock:
     return PreviewBlock(id=f"message:{i}", kind="message", role="user", source=f"message:{i}", position=i,
                         tokens=5 + i, status="kept", reason="HISTORY", protected=False, pinned=False,
-                        text=f"text {i}", message_index=i, reason_data={"free": i}, fit_window=1000 + i)
+                        text=f"text {i}", message_index=i, trace={"free": i}, template_tokens=1000 + i)
 
 
 def test_the_installed_pydantic_is_inside_the_bound() -> None:

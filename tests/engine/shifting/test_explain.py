@@ -64,10 +64,11 @@ def test_lorebook_entry_over_the_world_info_budget_gives_budget_used_and_cost():
     over = [b for b in pv.blocks if b.reason == "LOREBOOK_BUDGET"]
     assert over, [b.reason for b in pv.blocks]
     for b in over:
-        data = b.reason_data
-        assert data is not None and set(data) == {"budget", "used", "tokens"}
+        why = pv.reason_details[b.position]
+        assert why is not None and set(why.data) == {"budget", "used", "tokens"}
+        data = why.data
         assert data["used"] + data["tokens"] > data["budget"]
-        assert f"{data['budget']:,}" in b.reason_detail and f"{data['tokens']:,}" in b.reason_detail
+        assert f"{data['budget']:,}" in why.text and f"{data['tokens']:,}" in why.text
 
 
 def test_pipeline_reports_details_and_fit_windows_for_history():
@@ -80,10 +81,12 @@ def test_pipeline_reports_details_and_fit_windows_for_history():
     by_msg = {b.message_index: b for b in pv.blocks if b.message_index is not None}
     assert by_msg[8].status == "excluded"
     small_old = by_msg[2]
-    assert small_old.status == "excluded" and small_old.reason_data["blocked_by_message"] == 8
+    why = pv.reason_details[small_old.position]
+    assert small_old.status == "excluded" and why is not None and why.data["blocked_by_message"] == 8
     # the fit window agrees with the preview at the current window (no message here is too large
     # to ever fit, so sending is monotone)
+    fit = {i: pv.fit_windows[b.position] for i, b in by_msg.items()}
     for i, b in by_msg.items():
-        assert (b.fit_window is not None and b.fit_window <= pv.context_limit) == (b.status == "kept"), i
-    assert by_msg[7].fit_window == by_msg[8].fit_window + by_msg[7].tokens
+        assert (fit[i] is not None and fit[i] <= pv.context_limit) == (b.status == "kept"), i
+    assert fit[7] == fit[8] + by_msg[7].tokens
     assert pv.fit_method == "exact"

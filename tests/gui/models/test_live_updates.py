@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from engine.schema import ChatMessage
+from engine.schema import ChatMessage, Explanation
 from gui.models.blocks_model import BlockColumn, BlocksTableModel, changed_runs
 from gui.models.chat_model import FLAGS_ROLE, ChatMessagesModel
 from gui.models.pending import FlagRollback, PendingFlags
@@ -131,33 +131,34 @@ def test_chat_model_updates_one_message_in_place_and_shows_its_flags(qtbot) -> N
 
 
 def test_fields_the_table_does_not_show_change_no_row(qtbot) -> None:
-    """After one toggle nearly every block differs in ``fit_window`` and the free tokens of its
-    ``reason_detail`` / ``reason_data``; rows whose cells read the same get no ``dataChanged``."""
+    """After one toggle nearly every block differs in its fit window and the free tokens of its
+    specific reason; rows whose cells read the same get no ``dataChanged``."""
     model = BlocksTableModel()
     model.set_preview(make_preview(_blocks()))
     events = _recorder(model)
-    blocks = [b.model_copy(update={"fit_window": 1234, "reason_detail": "only 11 tokens free",
-                                   "reason_data": {"free": 11, "tokens": 10}}) for b in _blocks(excluded=3)]
-    assert model.set_preview(make_preview(blocks)) == [4]
+    blocks = _blocks(excluded=3)
+    why = Explanation("only 11 tokens free", {"free": 11, "tokens": 10})
+    assert model.set_preview(make_preview(blocks, fits=[1234] * len(blocks), details=[why] * len(blocks))) == [4]
     assert events == [("changed", 4, 4)]
-    assert model.block(2).fit_window == 1234  # the model holds the new blocks all the same
+    # the model shows the new preview all the same
+    assert model.preview().fit_windows[2] == 1234 and model.detail(2) is why
 
 
 def test_a_reason_cell_that_reads_differently_changes_its_row(qtbot) -> None:
+    out = _blocks()
+    out[2] = out[2].model_copy(update={"status": "excluded", "reason": "HISTORY_OLDEST_FIRST"})
+
     def with_reason(data):
-        out = _blocks()
-        out[2] = out[2].model_copy(update={"status": "excluded", "reason": "HISTORY_OLDEST_FIRST",
-                                           "reason_data": data})
-        return out
+        details: list[Explanation | None] = [None] * len(out)
+        details[2] = Explanation("history is kept contiguous", data)
+        return make_preview(out, details=details)
 
     model = BlocksTableModel()
-    model.set_preview(make_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5, "free": 3})))
+    model.set_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5, "free": 3}))
     assert model.index(2, BlockColumn.REASON).data() == "newer message 5 did not fit"
     events = _recorder(model)
-    assert model.set_preview(make_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5,
-                                                       "free": 9}))) == []
-    assert model.set_preview(make_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 4,
-                                                       "free": 9}))) == [2]
+    assert model.set_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 5, "free": 9})) == []
+    assert model.set_preview(with_reason({"blocked_by_tokens": 50, "blocked_by_message": 4, "free": 9})) == [2]
     assert events == [("changed", 2, 2)]
     assert model.index(2, BlockColumn.REASON).data() == "newer message 4 did not fit"
 
@@ -169,8 +170,8 @@ def test_chat_rows_repaint_only_where_the_fate_changed(qtbot) -> None:
     model.set_messages([ChatMessage(role="user", content=f"m{i}") for i in range(6)])
     model.set_preview(make_preview(_blocks()))
     events = _recorder(model)
-    blocks = [b.model_copy(update={"fit_window": 99, "reason_detail": "x"}) for b in _blocks(excluded=2)]
-    model.set_preview(make_preview(blocks))
+    blocks = _blocks(excluded=2)
+    model.set_preview(make_preview(blocks, fits=[99] * len(blocks), details=[Explanation("x", {})] * len(blocks)))
     assert ("reset",) not in events
     assert [e for e in events if e[0] == "changed"] == [("changed", 2, 2)]
     old = {b.message_index: b for b in _blocks() if b.message_index is not None}
