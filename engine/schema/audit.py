@@ -22,7 +22,14 @@ from pydantic import (
     model_validator,
 )
 
-from .preview import Explanation, PreviewBlock, TokenizerInfo, figures_from_rows, rows_with_figures
+from .preview import (
+    JSON_ROWS,
+    Explanation,
+    PreviewBlock,
+    TokenizerInfo,
+    figures_from_rows,
+    rows_with_figures,
+)
 
 AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
 
@@ -131,7 +138,7 @@ class PromptContextAudit(BaseModel):
         """Stored rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
         return figures_from_rows(data)
 
-    @field_serializer("blocks", mode="wrap")
+    @field_serializer("blocks", mode="wrap", return_type=JSON_ROWS)
     def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
                      info: FieldSerializationInfo) -> Any:
         """Each row with its figures from the two columns, as the preview's JSON has them."""

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter, ne, setitem
-from typing import Any, Literal
+from types import GenericAlias
+from typing import Any, Literal, NotRequired
 
 from pydantic import (
     BaseModel,
@@ -20,6 +21,7 @@ from pydantic import (
     field_serializer,
     model_validator,
 )
+from typing_extensions import TypedDict
 
 from ._construct import construct_many
 from .blocks import BlockOrigin, preview_block_origin
@@ -126,6 +128,30 @@ class PreviewBlock(BaseModel):
         return preview_block_origin(self.id, self.source)
 
 
+def _json_row_type() -> Any:
+    """The type of a serialized row: every ``PreviewBlock`` field with the figures before ``span`` (a TypedDict).
+
+    The preview's and the audit's rows are written through it (their serializer's return type),
+    so the serialization schema (``/api/v2/openapi.json``) describes each JSON row, figures
+    included, in the order they are written.
+    """
+    fields: dict[str, Any] = {}
+    figures = {"reason_detail": str | None, "reason_data": dict[str, Any] | None, "fit_window": int | None}
+    for name, f in PreviewBlock.model_fields.items():
+        if name == "span":
+            fields.update({k: NotRequired[t] for k, t in figures.items()})
+        # ``span`` as the row holds it (a tuple) or as a dump in JSON mode gave it (a list)
+        annotation = tuple[int, int] | list[int] | None if name == "span" else f.annotation
+        fields[name] = annotation if f.is_required() else NotRequired[annotation]
+    return TypedDict("PreviewBlock", fields)  # type: ignore[operator]
+
+
+#: One JSON row of a preview (or audit): ``PreviewBlock``'s fields and the row's figures.
+PreviewRow: Any = _json_row_type()
+#: The type the rows' serializer returns (a list of :data:`PreviewRow`).
+JSON_ROWS: Any = GenericAlias(list, (PreviewRow,))
+
+
 class _RowDict:
     """Holder whose instance dicts share one key table (CPython's split dicts): a row's ``__dict__``.
 
@@ -186,7 +212,9 @@ class ContextPreview(BaseModel):
     ``overhead_tokens`` are the prompt tokens no block owns (OpenAI: the 3 reply-priming tokens;
     chat templates: BOS, the reply header, turns the template inserts): the ``tokens`` of the
     kept blocks plus ``overhead_tokens`` add up to ``prompt_tokens`` (truncated blocks aside).
-    ``blocks`` is a plain list of frozen rows; a warm preview (one that started from a remembered
+    ``fit_windows`` and ``reason_details`` are columns parallel to ``blocks``: a copy that
+    replaces ``blocks`` (``model_copy(update=...)``) replaces them too, or its rows' figures read
+    ``None``. ``blocks`` is a plain list of frozen rows; a warm preview (one that started from a remembered
     run after a toggle, :mod:`engine.incremental`) shares its unchanged rows with the previous
     preview (:func:`preview_changes` says where two previews' rows differ).
     """
@@ -246,7 +274,7 @@ class ContextPreview(BaseModel):
         """JSON rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
         return figures_from_rows(data)
 
-    @field_serializer("blocks", mode="wrap")
+    @field_serializer("blocks", mode="wrap", return_type=JSON_ROWS)
     def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
                      info: FieldSerializationInfo) -> Any:
         """Each row as JSON with its figures from the two columns (:data:`ROW_FIGURES`)."""
@@ -276,12 +304,10 @@ def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], detail
     if not (info.mode_is_json() and info.include is None and info.exclude is None and not info.exclude_none
             and not info.exclude_defaults and not info.exclude_unset and not info.round_trip
             and all(type(b) is PreviewBlock for b in blocks)):
-        return figures_into_rows(handler(blocks), fits, details, info)
+        return figures_into_rows(handler(blocks), fits, details, info, len(blocks))
     n = len(blocks)
     rows = list(map(dict.copy, map(_DICT_OF, blocks)))
     spans = list(map(dict.pop, rows, repeat("span")))
-    if any(map(is_not, spans, repeat(None))):  # Text Completion: ``[start, end]`` as JSON has it
-        spans = [None if sp is None else list(sp) for sp in spans]
     # a dump's dicts are its own (``model_dump(mode="json")`` hands them out): the few traces copied
     traced = list(compress(range(n), map(is_not, map(itemgetter("trace"), rows), repeat(None))))
     for k in traced:
@@ -298,7 +324,7 @@ def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], detail
 
 
 def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanation | None],
-                      info: FieldSerializationInfo | None = None) -> Any:
+                      info: FieldSerializationInfo | None = None, n: int | None = None) -> Any:
     """Serialized rows (dicts) with each row's figures from the columns, before ``span`` (field order of old).
 
     Parameters
@@ -309,14 +335,21 @@ def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanati
         The preview's (or audit's) columns, one entry per row or empty.
     info:
         The serialization's options: with ``exclude_none`` / ``exclude_defaults`` a ``None``
-        figure is left out, as a field at its default would be.
+        figure is left out, as a field at its default would be; ``include`` / ``exclude`` (row
+        numbers, negative ones from the end, ``"__all__"``; fields per row) as pydantic applies
+        them to the rows.
+    n:
+        The number of rows before ``include`` / ``exclude`` picked some (default ``len(rows)``).
     """
     if not isinstance(rows, list):
         return rows
     skip_none = info is not None and (info.exclude_none or info.exclude_defaults)
-    include, exclude = (info.include, info.exclude) if info is not None else (None, None)
+    total = len(rows) if n is None else n
+    include, exclude = (_indexed(info.include, total), _indexed(info.exclude, total)) if info is not None else (None, None)
+    picked = range(total) if include is None and exclude is None else [
+        r for r in range(total) if _row_kept(r, include, exclude)]
     nf, nd = len(fits), len(details)
-    for k, row in enumerate(rows):
+    for row, k in zip(rows, picked):
         if not isinstance(row, dict):
             continue
         why = details[k] if k < nd else None
@@ -335,19 +368,37 @@ def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanati
 _ABSENT = object()
 
 
+def _indexed(spec: Any, n: int) -> Any:
+    """A dump's ``include`` / ``exclude`` for the rows with negative row numbers counted from the end."""
+    if isinstance(spec, dict):
+        return {(k + n if isinstance(k, int) and k < 0 else k): v for k, v in spec.items()}
+    if isinstance(spec, (set, frozenset)):
+        return {k + n if isinstance(k, int) and k < 0 else k for k in spec}
+    return spec
+
+
+def _for_row(spec: Any, row: int) -> Any:
+    """What a row-level ``include`` / ``exclude`` says of ``row``: its field spec, ``True``, or ``None`` (nothing)."""
+    if isinstance(spec, dict):
+        return spec.get(row, spec.get("__all__"))
+    return True if isinstance(spec, (set, frozenset)) and (row in spec or "__all__" in spec) else None
+
+
+def _row_kept(row: int, include: Any, exclude: Any) -> bool:
+    """Whether pydantic keeps ``row`` under the rows' ``include`` / ``exclude``."""
+    if include is not None and _for_row(include, row) is None:
+        return False
+    return exclude is None or _for_row(exclude, row) not in (True, Ellipsis)
+
+
 def _wanted(key: str, row: int, include: Any, exclude: Any) -> bool:
     """Whether a dump's ``include`` / ``exclude`` for ``blocks`` (pydantic's nested form) keep ``key`` of ``row``."""
-    def fields(spec: Any) -> Any:
-        if isinstance(spec, dict):
-            return spec.get(row, spec.get("__all__"))
-        return True if isinstance(spec, (set, frozenset)) and (row in spec or "__all__" in spec) else None
-
     if include is not None:
-        inc = fields(include)
+        inc = _for_row(include, row)
         if inc is None or (isinstance(inc, (set, frozenset, dict)) and key not in inc):
             return False
     if exclude is not None:
-        exc = fields(exclude)
+        exc = _for_row(exclude, row)
         if exc is True or exc is Ellipsis:
             return False
         if isinstance(exc, (set, frozenset)) and key in exc:

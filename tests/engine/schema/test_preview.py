@@ -86,3 +86,23 @@ def test_preview_changes_of_other_rows_is_none() -> None:
     assert preview_changes(_preview(rows), _preview(moved)) is None
     same = preview_changes(_preview(rows), _preview(list(rows)))
     assert same is not None and same.rows == []
+
+
+def test_row_picks_keep_each_rows_own_figures() -> None:
+    """``include`` / ``exclude`` by row number (negative from the end) pick rows with their own figures."""
+    pv = _preview(_rows(4), fits=[100, 101, 102, 103])
+    assert [(r["id"], r["fit_window"]) for r in pv.model_dump(exclude={"blocks": {1}})["blocks"]] == [
+        ("b0", 100), ("b2", 102), ("b3", 103)]
+    assert [(r["id"], r["fit_window"]) for r in pv.model_dump(include={"blocks": {0, 3}})["blocks"]] == [
+        ("b0", 100), ("b3", 103)]
+    assert "fit_window" not in pv.model_dump(exclude={"blocks": {-1: {"fit_window"}}})["blocks"][3]
+    assert pv.model_dump(exclude={"blocks": {-1: {"fit_window"}}})["blocks"][2]["fit_window"] == 102
+
+
+def test_the_serialization_schema_describes_each_json_row() -> None:
+    """The API's response schema: rows typed, with the figures before ``span`` as they are written."""
+    schema = ContextPreview.model_json_schema(mode="serialization")
+    assert schema["properties"]["blocks"] == {"items": {"$ref": "#/$defs/PreviewBlock"}, "title": "Blocks",
+                                              "type": "array"}
+    assert list(schema["$defs"]["PreviewBlock"]["properties"])[-4:] == [
+        "reason_detail", "reason_data", "fit_window", "span"]
