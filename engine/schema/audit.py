@@ -12,29 +12,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    FieldSerializationInfo,
-    SerializerFunctionWrapHandler,
-    field_serializer,
-    model_validator,
-)
+from pydantic import ConfigDict, Field
 
-from .preview import (
-    JSON_ROWS,
-    Explanation,
-    PreviewBlock,
-    TokenizerInfo,
-    figures_from_rows,
-    rows_with_figures,
-)
+from .preview import Explanation, PreviewBlock, RowFigures, TokenizerInfo
 
 AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
 
 
-class PromptContextAudit(BaseModel):
+class PromptContextAudit(RowFigures):
     """The record of one generation.
 
     Attributes
@@ -132,14 +117,3 @@ class PromptContextAudit(BaseModel):
     fit_windows: list[int | None] = Field(default_factory=list, exclude=True)
     reason_details: list[Explanation | None] = Field(default_factory=list, exclude=True)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _figures_in(cls, data: Any) -> Any:
-        """Stored rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
-        return figures_from_rows(data)
-
-    @field_serializer("blocks", mode="wrap", return_type=JSON_ROWS)
-    def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
-                     info: FieldSerializationInfo) -> Any:
-        """Each row with its figures from the two columns, as the preview's JSON has them."""
-        return rows_with_figures(blocks, self.fit_windows, self.reason_details, handler, info)

@@ -203,7 +203,29 @@ def rows_from_columns(columns: Mapping[str, Sequence[Any] | Iterator[Any]], n: i
     return construct_many(PreviewBlock, dicts, set(_ROW_FIELDS))
 
 
-class ContextPreview(BaseModel):
+class RowFigures(BaseModel):
+    """Rows with figure columns (a preview, an audit): each JSON row carries its figures (:data:`ROW_FIGURES`).
+
+    A model built on it declares ``blocks`` (``list[PreviewBlock]``), ``fit_windows`` and
+    ``reason_details`` (excluded from the dump); reading JSON rows back moves their figures into
+    the columns, writing puts them into each row before ``span``.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _figures_in(cls, data: Any) -> Any:
+        """JSON rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
+        return figures_from_rows(data)
+
+    @field_serializer("blocks", mode="wrap", return_type=JSON_ROWS, check_fields=False)
+    def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
+                     info: FieldSerializationInfo) -> Any:
+        """Each row as JSON with its figures from the two columns."""
+        return rows_with_figures(blocks, getattr(self, "fit_windows", []), getattr(self, "reason_details", []),
+                                 handler, info)
+
+
+class ContextPreview(RowFigures):
     """What the model would see, and why (SPEC §2, issue #2 item 7).
 
     Token fields are in tokens of ``tokenizer.profile``. ``budget = context_limit −
@@ -267,18 +289,6 @@ class ContextPreview(BaseModel):
     #: A warm run's change set from the preview it started from: ``(that preview's serial, id of
     #: this preview's ``blocks`` list, changes)`` (a copy with other rows does not match).
     _changes: tuple[int, int, RowChanges] | None = PrivateAttr(default=None)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _figures_in(cls, data: Any) -> Any:
-        """JSON rows with ``fit_window`` / ``reason_detail`` / ``reason_data``: into the two columns."""
-        return figures_from_rows(data)
-
-    @field_serializer("blocks", mode="wrap", return_type=JSON_ROWS)
-    def _figures_out(self, blocks: list[PreviewBlock], handler: SerializerFunctionWrapHandler,
-                     info: FieldSerializationInfo) -> Any:
-        """Each row as JSON with its figures from the two columns (:data:`ROW_FIGURES`)."""
-        return rows_with_figures(blocks, self.fit_windows, self.reason_details, handler, info)
 
     def fit_window(self, row: int) -> int | None:
         """The fit window of ``blocks[row]`` in tokens (``None``: none, or not known)."""
