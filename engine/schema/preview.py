@@ -18,6 +18,7 @@ from pydantic import (
     FieldSerializationInfo,
     PrivateAttr,
     SerializerFunctionWrapHandler,
+    TypeAdapter,
     field_serializer,
     model_validator,
 )
@@ -60,18 +61,18 @@ class Explanation:
     data: dict[str, Any]
 
 
-#: The chat-wide figures of a row: kept as columns of the preview, written into each row of its
-#: JSON (before ``span``, where ``PreviewBlock`` had them as fields).
-ROW_FIGURES = ("reason_detail", "reason_data", "fit_window")
+#: The chat-wide figures of a row and their JSON types: kept as columns of the preview, written
+#: into each row of its JSON (before ``span``, where ``PreviewBlock`` had them as fields).
+FIGURE_TYPES: dict[str, Any] = {"reason_detail": str | None, "reason_data": dict[str, Any] | None,
+                                "fit_window": int | None}
+ROW_FIGURES = tuple(FIGURE_TYPES)
 
 
 def _figures_schema(schema: dict[str, Any]) -> None:
-    """``PreviewBlock``'s JSON schema with the three figures its JSON rows carry (:data:`ROW_FIGURES`)."""
+    """``PreviewBlock``'s JSON schema with the three figures its JSON rows carry (:data:`FIGURE_TYPES`)."""
     props = schema.setdefault("properties", {})
-    nullable = [{"type": "null"}]
-    props["reason_detail"] = {"anyOf": [{"type": "string"}, *nullable], "default": None, "title": "Reason Detail"}
-    props["reason_data"] = {"anyOf": [{"type": "object"}, *nullable], "default": None, "title": "Reason Data"}
-    props["fit_window"] = {"anyOf": [{"type": "integer"}, *nullable], "default": None, "title": "Fit Window"}
+    for name, kind in FIGURE_TYPES.items():
+        props[name] = {**TypeAdapter(kind).json_schema(), "default": None, "title": name.replace("_", " ").title()}
 
 
 class PreviewBlock(BaseModel):
@@ -136,10 +137,9 @@ def _json_row_type() -> Any:
     included, in the order they are written.
     """
     fields: dict[str, Any] = {}
-    figures = {"reason_detail": str | None, "reason_data": dict[str, Any] | None, "fit_window": int | None}
     for name, f in PreviewBlock.model_fields.items():
         if name == "span":
-            fields.update({k: NotRequired[t] for k, t in figures.items()})
+            fields.update({k: NotRequired[t] for k, t in FIGURE_TYPES.items()})
         # ``span`` as the row holds it (a tuple) or as a dump in JSON mode gave it (a list)
         annotation = tuple[int, int] | list[int] | None if name == "span" else f.annotation
         fields[name] = annotation if f.is_required() else NotRequired[annotation]
