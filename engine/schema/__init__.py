@@ -15,6 +15,7 @@ from .preview import (
     PreviewBlock,
     PreviewChanges,
     PreviewError,
+    SentMessage,
     TokenizerInfo,
     preview_changes,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "PromptDefinition",
     "PromptOrderItem",
     "SelectiveLogic",
+    "SentMessage",
     "ShiftResult",
     "SillyTavernSetup",
     "SystemPromptPreset",

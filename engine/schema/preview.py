@@ -16,12 +16,14 @@ from pydantic import (
     ConfigDict,
     Field,
     FieldSerializationInfo,
+    GetCoreSchemaHandler,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     field_serializer,
     model_validator,
 )
+from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
 from ._construct import construct_many
@@ -49,16 +51,111 @@ class PreviewError(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+class SentMessage(dict[str, Any]):
+    """One provider message of a preview (``ContextPreview.messages``): a dict that refuses changes.
+
+    A preview's messages are shared with the run that made it and with the next warm preview
+    (a toggle copies none of the ~thousands of kept messages), so none of them may change
+    through another: every method that would change the dict raises ``TypeError``. Compares,
+    serializes and pickles as the plain dict it holds; ``dict(m)`` or ``m.copy()`` is a plain,
+    changeable copy (:attr:`engine.runstate.PreparedPrompt.messages` hands out such copies).
+    Nested values (a content list, tool calls) are shared as they are: read them, do not change them.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a preview's messages are read-only (shared with the next preview): change dict(message)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def copy(self) -> dict[str, Any]:
+        """A plain, changeable copy."""
+        return dict(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SentMessage, (dict(self),)
+
+    def __copy__(self) -> SentMessage:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SentMessage:
+        return SentMessage(copy.deepcopy(dict(self), memo))
+
+
 class Explanation:
     """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices).
 
     Made by :func:`engine.shifting.explain.explain_columns`; a preview keeps one per row in
     :attr:`ContextPreview.reason_details` (``reason_detail`` / ``reason_data`` of each row in JSON).
+    Read-only (``text`` and ``data`` have no setter; treat ``data`` as read-only too: previews
+    share explanations). Two explanations are equal when their words and figures are. A
+    subclass may write its words and figures when they are first read (:meth:`_write`, from
+    figures it keeps; then :meth:`_key` names those figures, and explanations of that subclass
+    compare by it without writing anything): a warm toggle makes a few hundred explanations
+    whose words are rarely read (``engine.shifting.explain``'s room explanations).
     """
 
-    text: str
-    data: dict[str, Any]
+    __slots__ = ("_data", "_text")
+    _text: str | None
+    _data: dict[str, Any] | None
+
+    def __init__(self, text: str, data: dict[str, Any]) -> None:
+        self._text, self._data = text, data
+
+    def _write(self) -> None:
+        """Set ``_text`` and ``_data`` (a subclass that writes them when first read)."""
+        raise NotImplementedError
+
+    def _key(self) -> tuple[object, ...] | None:
+        """The figures this explanation is written from (a subclass that writes on first read), or ``None``."""
+        return None
+
+    @property
+    def text(self) -> str:
+        """The reason in words."""
+        if self._text is None:
+            self._write()
+        assert self._text is not None
+        return self._text
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The reason's figures (JSON values)."""
+        if self._data is None:
+            self._write()
+        assert self._data is not None
+        return self._data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Explanation):
+            return NotImplemented
+        if self is other:
+            return True
+        mine, theirs = self._key(), other._key()
+        if mine is not None and theirs is not None:
+            return mine == theirs
+        return self.text == other.text and self.data == other.data
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and ``data`` is a dict
+
+    def __repr__(self) -> str:
+        return f"Explanation(text={self.text!r}, data={self.data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Explanation, (self.text, self.data)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """An explanation, or ``{"text", "data"}`` read as one; dumped as ``{"text", "data"}``."""
+        as_dict = core_schema.typed_dict_schema({
+            "text": core_schema.typed_dict_field(core_schema.str_schema()),
+            "data": core_schema.typed_dict_field(core_schema.dict_schema(core_schema.str_schema()))})
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls),
+             core_schema.no_info_after_validator_function(lambda d: cls(d["text"], d["data"]), as_dict)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda e: {"text": e.text, "data": e.data}, return_schema=as_dict))
 
 
 #: The chat-wide figures of a row and their JSON types: kept as columns of the preview, written

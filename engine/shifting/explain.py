@@ -234,43 +234,93 @@ def _objects(items: Iterable[Explanation], n: int) -> Array:
 _SHORT, _BEHIND = "short", "behind"
 
 
-def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
-                    previous: Mapping[object, Mapping[object, Explanation]] | None,
-                    current: dict[object, dict[object, Explanation]] | None
-                    ) -> Callable[[int, str | None, bool], Explanation]:
-    """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures.
+class _Room:
+    """The figures every room explanation of one :func:`explain_columns` call shares."""
+
+    __slots__ = (
+        "_tails",
+        "behind_at",
+        "boundary_id",
+        "boundary_message",
+        "budget",
+        "free",
+        "label",
+        "need",
+        "short_at",
+    )
+
+    def __init__(self, free: int, budget: int, label: str, need: int, boundary_id: str,
+                 boundary_message: int | None) -> None:
+        self.free, self.budget, self.label, self.need = free, budget, label, need
+        self.boundary_id, self.boundary_message = boundary_id, boundary_message
+        self.short_at = (_SHORT, free, budget)  # the memo's table keys (:func:`_room_explainer`)
+        self.behind_at = (_BEHIND, free, label, need, boundary_id, boundary_message)
+        self._tails: tuple[str, str] | None = None
+
+    def tails(self) -> tuple[str, str]:
+        """The words after a block's own count: too big for what is free, and behind the boundary (written once)."""
+        if self._tails is None:
+            self._tails = (f"but only {self.free:,} of the {self.budget:,}-token budget are free",
+                           f" tokens would fit in the {self.free:,} free, but history is kept contiguous: the newer "
+                           f"{self.label} ({self.need:,} tokens) did not fit, so nothing older is sent")
+        return self._tails
+
+
+class _RoomExplanation(Explanation):
+    """A history block removed for room, written when first read (a toggle makes hundreds; a writer reads a few).
 
     Too big for what is free (``short``): "needs N tokens [with its tool group ]but only F of the
     B-token budget are free"; else behind the boundary: "N tokens would fit in the F free, but
     history is kept contiguous: the newer <label> (M tokens) did not fit, so nothing older is
-    sent". The memo is keyed by exactly the figures the text and data are written from: the
-    call's (free tokens and budget, or free tokens and the boundary) name a table, the block's
-    own count and group its entry. An earlier call's explanation under the same keys is equal to
-    this one and is handed back instead (found without writing the text; when the free tokens
-    moved, the earlier tables are not even looked into). The words after the block's own count
-    are written once per call.
+    sent". Compared by the figures it is written from (:meth:`_key`).
+    """
+
+    __slots__ = ("_group", "_own", "_room", "_short")
+
+    def __init__(self, own: int, group: str | None, short: bool, room: _Room) -> None:
+        self._text = self._data = None
+        self._own, self._group, self._short, self._room = own, group, short, room
+
+    def _key(self) -> tuple[object, ...]:
+        r = self._room
+        return (r.short_at if self._short else r.behind_at), self._own, self._group
+
+    def _write(self) -> None:
+        own, g, r = self._own, self._group, self._room
+        count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
+        short_tail, behind_tail = r.tails()
+        if self._short:
+            self._data = {"free": r.free, "tokens": own, "group": g}
+            self._text = f"needs {count} tokens {'with its tool group ' if g else ''}{short_tail}"
+        else:
+            self._data = {"free": r.free, "tokens": own, "blocked_by": r.boundary_id,
+                          "blocked_by_message": r.boundary_message, "blocked_by_tokens": r.need, "group": g}
+            self._text = f"{count}{behind_tail}"
+
+
+def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
+                    previous: Mapping[object, Mapping[object, Explanation]] | None,
+                    current: dict[object, dict[object, Explanation]] | None
+                    ) -> Callable[[int, str | None, bool], Explanation]:
+    """``explanation(own, group, short)`` of a history block removed for room (:class:`_RoomExplanation`), one per figures.
+
+    The memo is keyed by exactly the figures the text and data are written from: the call's
+    (free tokens and budget, or free tokens and the boundary) name a table, the block's own
+    count and group its entry. An earlier call's explanation under the same keys is equal to
+    this one and is handed back instead (when the free tokens moved, the earlier tables are
+    not even looked into). Nothing is written until it is read.
     """
     tables = current if current is not None else {}
     before = previous if previous is not None else {}
-    short_at, behind_at = (_SHORT, free, budget), (_BEHIND, free, label, need, boundary_id, boundary_message)
-    made = (tables.setdefault(short_at, {}), tables.setdefault(behind_at, {}))
-    after = (before.get(short_at) or {}, before.get(behind_at) or {})
-    short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
-    behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
-                   f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
+    room = _Room(free, budget, label, need, boundary_id, boundary_message)
+    made = (tables.setdefault(room.short_at, {}), tables.setdefault(room.behind_at, {}))
+    after = (before.get(room.short_at) or {}, before.get(room.behind_at) or {})
 
     def explanation(own: int, g: str | None, short: bool) -> Explanation:
         key: object = own if g is None else (own, g)
         e = made[not short].get(key) or after[not short].get(key)
         if e is None:
-            count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
-            if short:
-                e = Explanation(f"needs {count} tokens {'with its tool group ' if g else ''}{short_tail}",
-                                {"free": free, "tokens": own, "group": g})
-            else:
-                e = Explanation(f"{count}{behind_tail}",
-                                {"free": free, "tokens": own, "blocked_by": boundary_id,
-                                 "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
+            e = _RoomExplanation(own, g, short, room)
         made[not short][key] = e
         return e
 
