@@ -29,7 +29,7 @@ import numpy as np
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, ProviderMessage, RunColumns, RunState
-from .schema.preview import SentMessage
+from .schema.preview import FitWindows, SentMessage
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.columns import SHIFT_REASONS, Array, arrays_of, with_arrays
 from .shifting.explain import ROOM_REASONS, Explanation, Fates
@@ -251,10 +251,10 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
-    else:
-        fits = [None] * n
-        for k, i in enumerate(run.sendable_at):
-            fits[i] = fits_s[k]
+    else:  # the blocks assembly left out have none
+        every = np.zeros(n, dtype=np.int64)
+        every[np.asarray(run.sendable_at, dtype=np.intp)] = fits_s.array
+        fits = FitWindows(every)
     return Outcome(status, reason, detail, fits, explanations, run.moved)
 
 

@@ -272,7 +272,7 @@ def _pending_audit(prepared: PreparedPrompt, provider: ProviderConfig, model: st
         strategy=pv.strategy,
         tokenizer=pv.tokenizer,
         blocks=list(pv.blocks),
-        fit_windows=list(pv.fit_windows),
+        fit_windows=pv.fit_windows,
         reason_details=list(pv.reason_details),
         provider_messages=list(prepared.messages),
         tools=list(prepared.tools),

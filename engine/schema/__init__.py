@@ -12,6 +12,7 @@ from .messages import Chat, ChatMessage, MessageMeta, ToolCall, ToolFunction, co
 from .preview import (
     ContextPreview,
     Explanation,
+    FitWindows,
     PreviewBlock,
     PreviewChanges,
     PreviewError,
@@ -63,6 +64,7 @@ __all__ = [
     "DepthPrompt",
     "ExcludedBlock",
     "Explanation",
+    "FitWindows",
     "InsertionPosition",
     "InstructTemplate",
     "Lorebook",

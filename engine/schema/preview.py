@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter, ne, setitem
 from types import GenericAlias
 from typing import Any, Literal, NotRequired
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -156,6 +157,88 @@ class Explanation:
              core_schema.no_info_after_validator_function(lambda d: cls(d["text"], d["data"]), as_dict)],
             serialization=core_schema.plain_serializer_function_ser_schema(
                 lambda e: {"text": e.text, "data": e.data}, return_schema=as_dict))
+
+
+class FitWindows(Sequence[int | None]):
+    """A preview's fit windows (:attr:`ContextPreview.fit_windows`): per row, a window in tokens or ``None``.
+
+    Held as one read-only ``int64`` array (``array``; ``0`` where a row has none: a window is at
+    least 1 token), the column the fit map computes (:func:`engine.shifting.fitmap.fit_columns`):
+    a toggle at 10,000 messages moves the window of every older message, and a list would make
+    (and free) one Python int per row. Reads as a sequence of ``int | None``; :meth:`take` and
+    :meth:`tolist` read many rows at once. Equal to another ``FitWindows`` or to any sequence
+    with the same values.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        a = np.asarray(array, dtype=np.int64)
+        if a.flags.writeable:
+            a = a.copy() if a is array else a
+            a.flags.writeable = False
+        self.array = a
+
+    @classmethod
+    def of(cls, values: Iterable[int | None]) -> FitWindows:
+        """The column of ``values`` (``None``: no window)."""
+        return cls(np.fromiter((0 if v is None else v for v in values), dtype=np.int64))
+
+    @classmethod
+    def none(cls, n: int) -> FitWindows:
+        """``n`` rows without a window."""
+        return cls(np.zeros(n, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return FitWindows(self.array[index])
+        return int(self.array[index]) or None
+
+    def __iter__(self) -> Iterator[int | None]:
+        return iter(self.tolist())
+
+    def tolist(self) -> list[int | None]:
+        """Every row's window (``None`` where there is none), as a list."""
+        return self.take(None)
+
+    def take(self, rows: Sequence[int] | None) -> list[int | None]:
+        """The windows of ``rows`` (``None``: every row) as a list, in one numpy pass."""
+        a = self.array if rows is None else self.array[np.asarray(rows, dtype=np.intp)]
+        out: list[int | None] = a.tolist()
+        for k in np.flatnonzero(a == 0).tolist():
+            out[k] = None
+        return out
+
+    def changed(self, other: FitWindows) -> list[int]:
+        """The rows whose window differs from ``other``'s (as many rows)."""
+        return np.flatnonzero(self.array != other.array).tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FitWindows):
+            return bool(np.array_equal(self.array, other.array))
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return self.tolist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FitWindows({self.tolist()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return FitWindows, (self.array,)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """A ``FitWindows``, or a list of ``int | None`` read as one; dumped as that list."""
+        as_list = core_schema.list_schema(core_schema.nullable_schema(core_schema.int_schema()))
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls), core_schema.no_info_after_validator_function(cls.of, as_list)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda f: f.tolist(), return_schema=as_list))
 
 
 #: The chat-wide figures of a row and their JSON types: kept as columns of the preview, written
@@ -374,7 +457,7 @@ class ContextPreview(RowFigures):
     #: tokens that would send that chat message under the same settings and strategy (``None``:
     #: none would, or not a chat message; :func:`engine.shifting.fitmap.fit_windows`). In JSON
     #: each row's ``fit_window``.
-    fit_windows: list[int | None] = Field(default_factory=list, exclude=True)
+    fit_windows: FitWindows = Field(default_factory=lambda: FitWindows.none(0), exclude=True)
     #: Per row of ``blocks`` (same length; empty: none known): the specific reason where the code
     #: alone would mislead (a small message out while tokens are free, a tool call kept for its
     #: pinned result, a lorebook entry over the World Info budget), ``None`` otherwise
@@ -398,7 +481,14 @@ class ContextPreview(RowFigures):
         return details[row] if row < len(details) else None
 
 
-def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], details: list[Explanation | None],
+def _fit_list(fits: Sequence[int | None], n: int) -> list[int | None]:
+    """A fit-window column as a list of ``n`` rows (an empty one, not known: ``None`` each)."""
+    if len(fits) != n:
+        return [None] * n
+    return fits.tolist() if isinstance(fits, FitWindows) else list(fits)
+
+
+def rows_with_figures(blocks: list[PreviewBlock], fits: Sequence[int | None], details: list[Explanation | None],
                       handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
     """The rows of a preview (or audit) as serialized, each with its figures from the columns.
 
@@ -424,13 +514,13 @@ def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], detail
     with_data = list(compress(range(n), data))
     deque(map(setitem, repeat(data), with_data, map(dict.copy, map(data.__getitem__, with_data))), maxlen=0)
     columns = (("reason_detail", list(map(getattr, details, repeat("text"), repeat(None)))), ("reason_data", data),
-               ("fit_window", fits if len(fits) == n else [None] * n), ("span", spans))
+               ("fit_window", _fit_list(fits, n)), ("span", spans))
     for key, values in columns:
         deque(map(setitem, rows, repeat(key), values), maxlen=0)
     return rows
 
 
-def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanation | None],
+def figures_into_rows(rows: Any, fits: Sequence[int | None], details: list[Explanation | None],
                       info: FieldSerializationInfo | None = None, n: int | None = None) -> Any:
     """Serialized rows (dicts) with each row's figures from the columns, before ``span`` (field order of old).
 
@@ -625,15 +715,15 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
     if rc is None:
         return None
     n = len(nb)
-    of, nf = _column(old.fit_windows, n), _column(new.fit_windows, n)
+    of, nf = old.fit_windows, new.fit_windows
     od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
     maybe = list(compress(range(n), map(is_not, od, nd)))
     detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
-    return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail,
-                          list(compress(range(n), map(ne, of, nf))))
+    fit = nf.changed(of) if len(of) == len(nf) == n else list(compress(range(n), map(ne, _column(of, n), _column(nf, n))))
+    return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail, fit)
 
 
-def _column(values: list[Any], n: int) -> list[Any]:
+def _column(values: Sequence[Any], n: int) -> Sequence[Any]:
     """A figure column of ``n`` rows (an empty one, not known: ``None`` each)."""
     return values if len(values) == n else [None] * n
 
