@@ -273,7 +273,7 @@ def _pending_audit(prepared: PreparedPrompt, provider: ProviderConfig, model: st
         tokenizer=pv.tokenizer,
         blocks=list(pv.blocks),
         fit_windows=pv.fit_windows,
-        reason_details=list(pv.reason_details),
+        reason_details=pv.reason_details,
         provider_messages=list(prepared.messages),
         tools=list(prepared.tools),
         interceptor_diagnostics=list(getattr(prepared, "interceptor_diagnostics", []) or []),

@@ -14,7 +14,7 @@ from itertools import count
 
 from .runstate import RunState
 from .schema._construct import construct
-from .schema.preview import ContextPreview, FitWindows, SentMessage
+from .schema.preview import ContextPreview, FitWindows, ReasonDetails, SentMessage
 
 #: Serial numbers of the previews made in this process (``ContextPreview._serial``).
 _SERIALS = count(1)
@@ -55,7 +55,7 @@ def report_preview(run: RunState) -> ContextPreview:
     n = len(run.rows)
     # the run's own columns, never changed after this step (the fits read-only, the details a new list per run)
     fits = run.fit_windows if len(run.fit_windows) == n else FitWindows.none(n)
-    details = run.reason_details if len(run.reason_details) == n else [None] * n
+    details = run.reason_details if len(run.reason_details) == n else ReasonDetails.none(n)
     return construct(ContextPreview, {
         "model": run.request.settings.model, "tokenizer": run.tokenizer,
         "context_limit": run.limit, "reply_reserve": run.reserve, "budget": budget, "safety_margin": safety,

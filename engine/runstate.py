@@ -26,7 +26,15 @@ from .registries import Registries
 from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, FitWindows, PreviewBlock, PreviewError, RowChanges, TokenizerInfo
+from .schema.preview import (
+    ContextPreview,
+    FitWindows,
+    PreviewBlock,
+    PreviewError,
+    ReasonDetails,
+    RowChanges,
+    TokenizerInfo,
+)
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
@@ -251,7 +259,7 @@ class Outcome:
 
     status: list[str]
     reason: list[str]
-    detail: list[Explanation | None]
+    detail: ReasonDetails
     fits: FitWindows
     explanations: dict[object, dict[object, Explanation]]
     moved: list[int] | None = None
@@ -360,7 +368,7 @@ class RunState:
     rows: list[PreviewBlock] = field(init=False)
     # per row: the chat-wide figures (ContextPreview.fit_windows / reason_details; empty: none computed)
     fit_windows: FitWindows = field(default_factory=lambda: FitWindows.none(0))
-    reason_details: list[Explanation | None] = field(default_factory=list)
+    reason_details: ReasonDetails = field(default_factory=lambda: ReasonDetails.none(0))
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
     row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)

@@ -241,6 +241,113 @@ class FitWindows(Sequence[int | None]):
                 lambda f: f.tolist(), return_schema=as_list))
 
 
+class ReasonDetails(Sequence[Explanation | None]):
+    """A preview's specific reasons (:attr:`ContextPreview.reason_details`): per row an :class:`Explanation` or ``None``.
+
+    Held as the distinct explanations (``table``) and per row an index into it (``codes``, a
+    read-only ``int32`` array; ``-1``: none), as :func:`engine.shifting.explain.explain_columns`
+    makes them: the thousands of history messages removed for room share a few hundred
+    explanations (one per token count), so a toggle that moves the free tokens in every one of
+    them writes one array, not one list entry per row. Reads as a sequence; :meth:`tolist` and
+    :meth:`take` read many rows in one numpy pass, :meth:`changed` compares two previews'
+    reasons once per pair of distinct explanations. Equal to any sequence with equal values.
+    """
+
+    __slots__ = ("codes", "table")
+
+    def __init__(self, codes: Any, table: Sequence[Explanation]) -> None:
+        c = np.asarray(codes, dtype=np.int32)
+        if c.flags.writeable:
+            c = c.copy() if c is codes else c
+            c.flags.writeable = False
+        self.codes, self.table = c, tuple(table)
+
+    @classmethod
+    def of(cls, values: Iterable[Explanation | None]) -> ReasonDetails:
+        """The column of ``values`` (one table entry per distinct object)."""
+        where: dict[int, int] = {}
+        table: list[Explanation] = []
+        codes: list[int] = []
+        for e in values:
+            if e is None:
+                codes.append(-1)
+                continue
+            k = where.get(id(e))
+            if k is None:
+                k = where[id(e)] = len(table)
+                table.append(e)
+            codes.append(k)
+        return cls(np.array(codes, dtype=np.int32), table)
+
+    @classmethod
+    def none(cls, n: int) -> ReasonDetails:
+        """``n`` rows without a specific reason."""
+        return cls(np.full(n, -1, dtype=np.int32), ())
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return ReasonDetails(self.codes[index], self.table)
+        k = int(self.codes[index])
+        return self.table[k] if k >= 0 else None
+
+    def __iter__(self) -> Iterator[Explanation | None]:
+        return iter(self.tolist())
+
+    def _objects(self) -> Any:
+        """The table with ``None`` last, as an object array (``codes`` index it; ``-1`` is ``None``)."""
+        objects = np.empty(len(self.table) + 1, dtype=object)
+        objects[: len(self.table)] = self.table
+        return objects
+
+    def tolist(self) -> list[Explanation | None]:
+        """Every row's explanation (``None`` where there is none), as a list."""
+        out: list[Explanation | None] = self._objects()[self.codes].tolist()
+        return out
+
+    def take(self, rows: Sequence[int]) -> list[Explanation | None]:
+        """The explanations of ``rows`` as a list, in one numpy pass."""
+        out: list[Explanation | None] = self._objects()[self.codes[np.asarray(rows, dtype=np.intp)]].tolist()
+        return out
+
+    def changed(self, other: ReasonDetails) -> list[int]:
+        """The rows whose explanation (words or figures) differs from ``other``'s (as many rows).
+
+        Each distinct pair of explanations is compared once (by identity, then by value).
+        """
+        width = len(self.table) + 1
+        pairs = (other.codes.astype(np.int64) + 1) * width + (self.codes.astype(np.int64) + 1)
+        distinct, inverse = np.unique(pairs, return_inverse=True)
+        mine, theirs = self._objects(), other._objects()
+        differ = np.fromiter((mine[p % width - 1] != theirs[p // width - 1] for p in distinct.tolist()),
+                             dtype=bool, count=len(distinct))
+        return np.flatnonzero(differ[inverse]).tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and self.tolist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ReasonDetails({self.tolist()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReasonDetails, (self.codes, self.table)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """A ``ReasonDetails``, or a list of explanations / ``None`` read as one; dumped as that list."""
+        as_list = core_schema.list_schema(core_schema.nullable_schema(handler.generate_schema(Explanation)))
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls), core_schema.no_info_after_validator_function(cls.of, as_list)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda d: d.tolist(), return_schema=as_list))
+
+
 #: The chat-wide figures of a row and their JSON types: kept as columns of the preview, written
 #: into each row of its JSON (before ``span``, where ``PreviewBlock`` had them as fields).
 FIGURE_TYPES: dict[str, Any] = {"reason_detail": str | None, "reason_data": dict[str, Any] | None,
@@ -463,7 +570,7 @@ class ContextPreview(RowFigures):
     #: pinned result, a lorebook entry over the World Info budget), ``None`` otherwise
     #: (:func:`engine.shifting.explain.explain_blocks`). In JSON each row's ``reason_detail``
     #: (the words) and ``reason_data`` (the figures).
-    reason_details: list[Explanation | None] = Field(default_factory=list, exclude=True)
+    reason_details: ReasonDetails = Field(default_factory=lambda: ReasonDetails.none(0), exclude=True)
     #: This preview's number in the process (set by the pipeline; not serialized, ``None`` when read back).
     _serial: int | None = PrivateAttr(default=None)
     #: A warm run's change set from the preview it started from: ``(that preview's serial, id of
@@ -488,7 +595,14 @@ def _fit_list(fits: Sequence[int | None], n: int) -> list[int | None]:
     return fits.tolist() if isinstance(fits, FitWindows) else list(fits)
 
 
-def rows_with_figures(blocks: list[PreviewBlock], fits: Sequence[int | None], details: list[Explanation | None],
+def _detail_list(details: Sequence[Explanation | None], n: int) -> list[Explanation | None]:
+    """A reason column as a list of ``n`` rows (an empty one, not known: ``None`` each)."""
+    if len(details) != n:
+        return [None] * n
+    return details.tolist() if isinstance(details, ReasonDetails) else list(details)
+
+
+def rows_with_figures(blocks: list[PreviewBlock], fits: Sequence[int | None], details: Sequence[Explanation | None],
                       handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
     """The rows of a preview (or audit) as serialized, each with its figures from the columns.
 
@@ -509,7 +623,7 @@ def rows_with_figures(blocks: list[PreviewBlock], fits: Sequence[int | None], de
     traced = list(compress(range(n), map(is_not, map(itemgetter("trace"), rows), repeat(None))))
     for k in traced:
         rows[k]["trace"] = copy.deepcopy(rows[k]["trace"])
-    details = details if len(details) == n else [None] * n
+    details = _detail_list(details, n)
     data: list[Any] = list(map(getattr, details, repeat("data"), repeat(None)))
     with_data = list(compress(range(n), data))
     deque(map(setitem, repeat(data), with_data, map(dict.copy, map(data.__getitem__, with_data))), maxlen=0)
@@ -520,7 +634,7 @@ def rows_with_figures(blocks: list[PreviewBlock], fits: Sequence[int | None], de
     return rows
 
 
-def figures_into_rows(rows: Any, fits: Sequence[int | None], details: list[Explanation | None],
+def figures_into_rows(rows: Any, fits: Sequence[int | None], details: Sequence[Explanation | None],
                       info: FieldSerializationInfo | None = None, n: int | None = None) -> Any:
     """Serialized rows (dicts) with each row's figures from the columns, before ``span`` (field order of old).
 
@@ -716,9 +830,13 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
         return None
     n = len(nb)
     of, nf = old.fit_windows, new.fit_windows
-    od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
-    maybe = list(compress(range(n), map(is_not, od, nd)))
-    detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
+    if isinstance(old.reason_details, ReasonDetails) and isinstance(new.reason_details, ReasonDetails) and len(
+            old.reason_details) == len(new.reason_details) == n:
+        detail = new.reason_details.changed(old.reason_details)
+    else:
+        od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
+        maybe = list(compress(range(n), map(is_not, od, nd)))
+        detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
     fit = nf.changed(of) if len(of) == len(nf) == n else list(compress(range(n), map(ne, _column(of, n), _column(nf, n))))
     return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail, fit)
 
