@@ -20,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import setitem
 from typing import Any
 
 import numpy as np
 
+from .patched import PatchedList
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import Outcome, ProviderMessage, RunColumns, RunState
@@ -134,12 +136,12 @@ def _block_codes(run: RunState) -> Array:
     return out
 
 
-def record_fates(run: RunState) -> tuple[list[str], list[str]]:
+def record_fates(run: RunState) -> tuple[Sequence[str], Sequence[str]]:
     """Step 6: each block's status and reason (pre-excluded ones are shown, never sent); sets ``kept_at``.
 
     The built-in strategies keep the host's rules by construction: nothing is rejected. A warm
-    run copies the base run's lists and sets the positions whose fate code or kept reason moved
-    (``run.moved``).
+    run takes the base run's columns with the positions whose fate code or kept reason moved
+    (``run.moved``) replaced (:class:`~engine.patched.PatchedList`: no copy of 10,000 entries).
     """
     c, n = run.columns, len(run.blocks)
     codes = run.fate_codes = _block_codes(run)
@@ -147,14 +149,15 @@ def record_fates(run: RunState) -> tuple[list[str], list[str]]:
     if base is not None and base.fate_codes is not None and len(base.fate_codes) == n:
         moved = sorted({*np.flatnonzero(codes != base.fate_codes).tolist(), *run.flagged, *run.edited})
         if len(moved) * 8 < n:
-            status, reason = list(base.fates[0]), list(base.fates[1])
             kept_at = list(base.kept_at)
-            for i, code, was in zip(moved, codes[moved].tolist(), base.fate_codes[moved].tolist()):
-                status[i] = _KEPT if code == 0 else _EXCLUDED
-                reason[i] = (c.kept_reason[i] if code == 0 else run.pre_excluded.get(c.cols.ids[i], "")
-                             if code == _PRE else SHIFT_REASONS[code])
+            new_codes = codes[moved].tolist()
+            for i, code, was in zip(moved, new_codes, base.fate_codes[moved].tolist()):
                 if (code == 0) != (was == 0):
                     _toggle(kept_at, i, code == 0)
+            status = PatchedList.of(base.fates[0], zip(moved, (_KEPT if k == 0 else _EXCLUDED for k in new_codes)))
+            reason = PatchedList.of(base.fates[1], zip(moved, (
+                c.kept_reason[i] if k == 0 else run.pre_excluded.get(c.cols.ids[i], "") if k == _PRE
+                else SHIFT_REASONS[k] for i, k in zip(moved, new_codes))))
             run.kept_at, run.moved = kept_at, moved
             return status, reason
     run.kept_at = np.flatnonzero(codes == 0).tolist()
@@ -235,7 +238,7 @@ def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
     return messages
 
 
-def explain_and_fit(run: RunState, status: list[str], reason: list[str],
+def explain_and_fit(run: RunState, status: Sequence[str], reason: Sequence[str],
                     trace_by_source: dict[str, dict[str, Any]]) -> Outcome:
     """Step 10's figures: each block's explanation and fit window over the columns."""
     c, n, codes = run.columns, len(run.blocks), run.fate_codes

@@ -95,7 +95,7 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     return rows, changes
 
 
-def _moved(new: list[str], old: list[str], maybe: list[int] | None) -> list[int]:
+def _moved(new: Sequence[str], old: Sequence[str], maybe: list[int] | None) -> list[int]:
     """The positions where ``new`` differs from ``old`` (ascending).
 
     ``maybe``: the only positions where they can differ (``Outcome.moved``, ascending), or

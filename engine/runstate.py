@@ -257,8 +257,8 @@ class Outcome:
     too many moved).
     """
 
-    status: list[str]
-    reason: list[str]
+    status: Sequence[str]
+    reason: Sequence[str]
     detail: ReasonDetails
     fits: FitWindows
     explanations: dict[object, dict[object, Explanation]]
@@ -343,7 +343,7 @@ class RunState:
     ordered: list[Block] = field(init=False)
     final_blocks: list[Block] = field(init=False)
     kept_at: list[int] = field(init=False)
-    fates: tuple[list[str], list[str]] = field(init=False)  # per block: status, reason (column path)
+    fates: tuple[Sequence[str], Sequence[str]] = field(init=False)  # per block: status, reason (column path)
     fate_codes: Array | None = None  # per block: shifting's reason code, 0 kept (column path: engine.columnar)
     moved: list[int] | None = None  # a warm run: the positions whose status or reason may have moved
     outcome: Outcome = field(init=False)
