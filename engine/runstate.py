@@ -22,6 +22,7 @@ from typing import Any, Literal
 from .assembly.st_group import Speaker
 from .assembly.st_types import AssembledPrompt, SillyTavernInputs
 from .lorebook.models import ActivationResult
+from .patched import PatchedList
 from .registries import Registries
 from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
@@ -69,6 +70,7 @@ def _unplain_positions(messages: Sequence[ChatMessage | None], roles: Sequence[s
 
 _SHAPE = attrgetter("name", "tool_calls", "__pydantic_extra__")
 _MESSAGE, _REASON = attrgetter("message"), attrgetter("reason")
+_PINNED, _MANUAL = attrgetter("pinned"), attrgetter("manual_excluded")
 _RESULT_ROLES = frozenset(("tool", "function"))
 
 
@@ -124,7 +126,7 @@ class RunColumns:
     """
 
     cols: BlockColumns
-    kept_reason: list[str]
+    kept_reason: Sequence[str]
     text: list[str]
     provider: list[ProviderMessage | None]
     pieces: list[Sequence[str]]
@@ -210,12 +212,13 @@ class RunColumns:
         (plain text) message changed, counted again in one batch through the per-text cache.
         Unchanged lists are shared with this instance, never mutated.
         """
-        pinned, manual, kept_reason = list(self.cols.pinned), list(self.cols.manual), list(self.kept_reason)
-        for pos in chain(flagged, edited):
-            b = blocks[pos]
-            pinned[pos], manual[pos] = b.pinned, b.manual_excluded
-            kept_reason[pos] = "PINNED" if b.pinned and not b.protected else b.reason
         changed = sorted({*flagged, *edited})
+        moved = list(map(blocks.__getitem__, changed))
+        # the base's columns with the changed positions replaced (no copy of every entry)
+        pinned = PatchedList.of(self.cols.pinned, zip(changed, map(_PINNED, moved)))
+        manual = PatchedList.of(self.cols.manual, zip(changed, map(_MANUAL, moved)))
+        kept_reason = PatchedList.of(self.kept_reason, zip(changed, (
+            "PINNED" if b.pinned and not b.protected else b.reason for b in moved)))
         kept_reasons = self.kept_reasons.union(map(kept_reason.__getitem__, changed))
         if not edited:
             cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual)

@@ -124,7 +124,8 @@ class BlockColumns:
         Tokens of each block as shifting counts them (chat-format overhead included).
     hidden, protected, pinned, manual, history:
         The block's flags (``protected`` is its own flag, without the pin; ``manual`` is
-        ``manual_excluded``).
+        ``manual_excluded``). A warm run's ``pinned`` and ``manual`` are its base's with the
+        toggled positions replaced (:class:`engine.patched.PatchedList`): read them by position.
     tier, priority:
         Rule 5's removal tier (:func:`removal_tier`) and the block's priority.
     layout:
@@ -139,8 +140,8 @@ class BlockColumns:
     tokens: list[int]
     hidden: list[bool]
     protected: list[bool]
-    pinned: list[bool]
-    manual: list[bool]
+    pinned: Sequence[bool]
+    manual: Sequence[bool]
     history: list[bool]
     tier: list[int]
     priority: list[float]
@@ -185,7 +186,7 @@ class BlockColumns:
 
     def take(self, positions: Sequence[int], layout: ToolLayout | None = None) -> BlockColumns:
         """The rows at ``positions`` (ascending); ``layout`` ``None``: this layout, renumbered."""
-        def pick(values: list[Any]) -> list[Any]:
+        def pick(values: Sequence[Any]) -> list[Any]:
             return list(map(values.__getitem__, positions))
 
         return BlockColumns(
@@ -332,7 +333,7 @@ class ColumnArrays:
         """The arrays of ``cols`` (one C-level conversion per column)."""
         n = len(cols)
 
-        def flags(values: list[bool]) -> Array:
+        def flags(values: Sequence[bool]) -> Array:
             return np.fromiter(values, dtype=bool, count=n)
 
         tokens, protected, pinned = np.fromiter(cols.tokens, dtype=np.int64, count=n), flags(cols.protected), flags(
