@@ -34,7 +34,7 @@ from .runstate import Outcome, ProviderMessage, RunColumns, RunState
 from .schema.preview import FitWindows, SentMessage
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.columns import SHIFT_REASONS, Array, arrays_of, with_arrays
-from .shifting.explain import ROOM_REASONS, Explanation, Fates
+from .shifting.explain import ROOM_REASONS, Fates
 from .shifting.registry import manual_strategy, truncate_strategy
 from .step_rules import (
     content_warnings,
@@ -203,7 +203,7 @@ def recount_columns(run: RunState) -> None:
     run.send_tools = tools_sent(run, map(c.cols.kinds.__getitem__, bare)) if bare else []
     tools_tokens = count_tools_tokens(profile, run.send_tools) if run.send_tools else 0
     tokens = arrays_of(c.cols).tokens
-    kept_tokens = int(tokens[codes == 0].sum()) - sum(map(c.cols.tokens.__getitem__, bare))
+    kept_tokens = int(np.dot(tokens, codes == 0)) - sum(map(c.cols.tokens.__getitem__, bare))
     run.prompt_tokens = kept_tokens + run.priming + tools_tokens
     if any(codes[i] == 0 for i in c.listed):  # only list content has parts
         content_warnings(run)
@@ -243,14 +243,12 @@ def explain_and_fit(run: RunState, status: Sequence[str], reason: Sequence[str],
     """Step 10's figures: each block's explanation and fit window over the columns."""
     c, n, codes = run.columns, len(run.blocks), run.fate_codes
     assert codes is not None
-    explanations: dict[object, dict[object, Explanation]] = {}
-    previous = run.base.outcome.explanations if run.base is not None else None
     if run.pre_excluded or _TOO_LARGE in c.kept_reasons:
         fates = Fates.of(status, reason)
     else:  # every reason is shifting's (by code) or a kept reason
         fates = Fates(codes != 0, _ROOM[codes], codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
-                             previous=previous, current=explanations, fates=fates)
+                             fates=fates)
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
@@ -258,7 +256,7 @@ def explain_and_fit(run: RunState, status: Sequence[str], reason: Sequence[str],
         every = np.zeros(n, dtype=np.int64)
         every[np.asarray(run.sendable_at, dtype=np.intp)] = fits_s.array
         fits = FitWindows(every)
-    return Outcome(status, reason, detail, fits, explanations, run.moved)
+    return Outcome(status, reason, detail, fits, run.moved)
 
 
 def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], outcome: Outcome) -> None:

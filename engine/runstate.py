@@ -40,7 +40,6 @@ from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
 from .shifting.columns import Array, arrays_of, with_arrays
-from .shifting.explain import Explanation
 from .tokenizers import TokenizerProfile
 from .tokenizers.accounting import TOKENS_PER_MESSAGE, count_tools_tokens, message_overhead, message_texts
 from .tokenizers.templates.base import PromptCount
@@ -254,7 +253,7 @@ class Outcome:
     """Each block's fate after steps 5-10, per block position (what the next run compares with).
 
     ``status`` (``kept`` / ``excluded``), ``reason``, ``detail`` (the explanation, or ``None``),
-    ``fits`` (fit windows), ``explanations`` (explanations by figures, for the next run's reuse).
+    ``fits`` (fit windows).
     ``moved``: on a warm run, the positions whose status or reason may differ from the base
     run's (every other position's are the base's values); ``None``: not known (a cold run, or
     too many moved).
@@ -264,7 +263,6 @@ class Outcome:
     reason: Sequence[str]
     detail: ReasonDetails
     fits: FitWindows
-    explanations: dict[object, dict[object, Explanation]]
     moved: list[int] | None = None
 
 

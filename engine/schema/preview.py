@@ -260,7 +260,8 @@ class ReasonDetails(Sequence[Explanation | None]):
         if c.flags.writeable:
             c = c.copy() if c is codes else c
             c.flags.writeable = False
-        self.codes, self.table = c, tuple(table)
+        # a list is copied; any other sequence is the maker's, read-only from here on
+        self.codes, self.table = c, (tuple(table) if isinstance(table, list) else table)
 
     @classmethod
     def of(cls, values: Iterable[Explanation | None]) -> ReasonDetails:
@@ -298,9 +299,7 @@ class ReasonDetails(Sequence[Explanation | None]):
 
     def _objects(self) -> Any:
         """The table with ``None`` last, as an object array (``codes`` index it; ``-1`` is ``None``)."""
-        objects = np.empty(len(self.table) + 1, dtype=object)
-        objects[: len(self.table)] = self.table
-        return objects
+        return np.fromiter((*self.table, None), dtype=object, count=len(self.table) + 1)
 
     def tolist(self) -> list[Explanation | None]:
         """Every row's explanation (``None`` where there is none), as a list."""
@@ -336,7 +335,7 @@ class ReasonDetails(Sequence[Explanation | None]):
         return f"ReasonDetails({self.tolist()!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return ReasonDetails, (self.codes, self.table)
+        return ReasonDetails, (self.codes, tuple(self.table))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:

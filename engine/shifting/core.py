@@ -154,15 +154,15 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
     a, codes = units.arrays, units.codes
     live = (codes == 0) & a.layout.head  # live unit heads
     live_held = live & units.held
-    protected_tokens = int(units.tokens[live_held].sum())
+    protected_tokens = int(np.dot(units.tokens, live_held))
     removable = np.flatnonzero(live & ~units.held)
     error: str | None = None
     if protected_tokens > budget:  # rule 4
         error = TOKEN_BUDGET_EXCEEDED
         units.drop_all(removable, _CODE["OVER_BUDGET_PROTECTED"], _CODE["OVER_BUDGET_PROTECTED"])
     else:  # rule 5
-        _drop_until_fits(units, removable, int(units.tokens[live].sum()), budget - protected_tokens, budget)
-    kept_total = int(a.tokens[codes == 0].sum())
+        _drop_until_fits(units, removable, int(np.dot(units.tokens, live)), budget - protected_tokens, budget)
+    kept_total = int(np.dot(a.tokens, codes == 0))
     if error is None and kept_total > budget:  # pragma: no cover - guarded by _drop_until_fits
         raise AssertionError("shift_columns left the prompt over budget")
     return ColumnShift(codes, error, protected_tokens, kept_total, [text for _, text in sorted(units.notes)])
@@ -268,9 +268,9 @@ class _Units:
         self.codes[heads] = codes
         la = self.arrays.layout
         if len(heads) and len(la.heads):
-            hit = np.zeros(len(la.heads), dtype=bool)  # per group: its head is among ``heads``
-            groups = la.group[heads]
-            hit[groups[groups >= 0]] = True
+            mark = np.zeros(len(self.codes), dtype=bool)
+            mark[heads] = True
+            hit = mark[la.heads]  # per group: its head is among ``heads``
             self.codes[la.members[hit[la.member_group] & la.member_multi]] = group_code
 
 
@@ -288,19 +288,22 @@ def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, bud
         too_large = removable[large]
         units.drop_all(too_large, _CODE["TOO_LARGE_FOR_BUDGET"], _CODE["TOO_LARGE_FOR_BUDGET"])
         total -= int(sizes[large].sum())
-        removable = removable[~large]
+        removable, sizes = removable[~large], sizes[~large]
     tiers = units.tier[removable]
-    order = removable
-    if not (tiers == 2).all():  # not history only (the usual chat: oldest first as they stand)
+    history = bool((tiers == 2).all())
+    if history:  # history only (the usual chat): oldest first as they stand
+        order = removable
+    else:
         lore = removable[tiers == 3]
         lore = lore[np.lexsort((-lore, units.arrays.priority[lore]))]
         order = np.concatenate([removable[tiers == 0], removable[tiers == 1], removable[tiers == 2], lore])
+        sizes = units.tokens[order]
     if total <= budget or not len(order):
         return
-    cum = np.cumsum(units.tokens[order])
+    cum = np.cumsum(sizes)
     k = min(int(np.searchsorted(cum, total - budget, side="left")) + 1, len(order))
     dropped = order[:k]
-    units.drop_all(dropped, _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
+    units.drop_all(dropped, _TIER_CODE[2] if history else _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
 
 
 def unsendable_positions(blocks: Sequence[Block], groups: ToolGroups | None = None, *,

@@ -22,11 +22,11 @@ Cost: one pass over the blocks plus one per tool group, linear in the number of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -118,8 +118,6 @@ class Fates:
 def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence[str | None], budget: int, *,
                     lorebook_traces: Mapping[str, Mapping[str, Any]] | None = None,
                     protected_tokens: int | None = None,
-                    previous: Mapping[object, Mapping[object, Explanation]] | None = None,
-                    current: dict[object, dict[object, Explanation]] | None = None,
                     fates: Fates | None = None) -> ReasonDetails:
     """Each block's specific reason, over columns (the one implementation; see the module docstring).
 
@@ -139,10 +137,6 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
         ``block source → World Info trace record`` (for ``LOREBOOK_BUDGET``).
     protected_tokens:
         Tokens of the protected blocks (for ``TOO_LARGE_FOR_BUDGET``); computed when ``None``.
-    previous, current:
-        The explanations of an earlier call (tables of explanations by their figures), and the
-        dict this call collects its own in: an explanation equal to an earlier one is that very
-        object (callers tell unchanged explanations by identity).
     fates:
         ``status`` and ``reasons`` as arrays (:class:`Fates`); ``None``: made from the lists.
 
@@ -158,15 +152,15 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
     f = fates if fates is not None else Fates.of(status, reasons)
     a = arrays_of(cols)
     la = a.layout
-    used = int(a.tokens[~f.excluded].sum())
+    used = int(np.dot(a.tokens, ~f.excluded))
     group_tokens = np.add.reduceat(a.tokens[la.members], la.starts) if len(la.starts) else a.tokens[:0]
-    _explain_history(cols, f, budget, max(0, budget - used), group_tokens, (previous, current), out)
+    _explain_history(cols, f, budget, max(0, budget - used), group_tokens, out)
     _explain_held_groups(cols, status, out)
     if f.lorebook:
         _explain_lorebook(cols, reasons, lorebook_traces, out)
     if f.too_large.any():
         if protected_tokens is None:
-            protected_tokens = int(a.tokens[a.held & ~f.excluded].sum())
+            protected_tokens = int(np.dot(a.tokens, a.held & ~f.excluded))
         room = max(0, budget - protected_tokens)
         for i in np.flatnonzero(f.too_large).tolist():
             g = la.group[i]
@@ -182,20 +176,57 @@ class _Column:
 
     def __init__(self, n: int) -> None:
         self.codes = np.full(n, -1, dtype=np.int32)
-        self.table: list[Explanation] = []
+        self.table: list[Explanation | _Recipe] = []
 
-    def __setitem__(self, i: int, e: Explanation) -> None:
+    def __setitem__(self, i: int, e: Explanation | _Recipe) -> None:
         self.codes[i] = len(self.table)
         self.table.append(e)
 
-    def spread(self, rows: Array, values: Array, make: Callable[[int], Explanation]) -> None:
-        """``rows[k]`` gets ``make(values[k])``, called once per distinct value (nonnegative ints)."""
+    def spread(self, rows: Array, values: Array, make: Callable[[list[int]], Iterable[Explanation | _Recipe]]) -> None:
+        """``rows[k]`` gets the entry ``make`` gives for ``values[k]``; ``make`` gets the distinct values (ints ≥ 0) once."""
         distinct, inverse = distinct_values(values)
         self.codes[rows] = inverse + len(self.table)
-        self.table.extend(map(make, distinct))
+        self.table.extend(make(distinct))
 
     def result(self) -> ReasonDetails:
-        return ReasonDetails(self.codes, self.table)
+        return ReasonDetails(self.codes, _Table(self.table))
+
+
+#: A room explanation not made yet: ``(own tokens, tool group, short, call figures)`` (:class:`_RoomExplanation`'s arguments).
+_Recipe = tuple[int, "str | None", bool, "_Room"]
+
+
+class _Table(Sequence[Explanation]):
+    """The distinct explanations of one :func:`explain_columns` call; a room explanation is made when first read.
+
+    A toggle at 10,000 messages moves the free tokens every history message removed for room
+    is explained with: a few hundred new explanations (one per token count), of which a writer
+    reads a few. Their figures are kept as :data:`_Recipe` tuples (made in C-level passes) until
+    a row is read. Read-only for its readers; two threads reading one row may make two equal
+    objects.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Explanation | _Recipe]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, k: int) -> Explanation: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Explanation]: ...
+
+    def __getitem__(self, k: int | slice) -> Explanation | list[Explanation]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self._items)))]
+        item = self._items[k]
+        if type(item) is tuple:
+            item = self._items[k] = _RoomExplanation(*item)
+        return item  # type: ignore[return-value]
 
 
 def distinct_values(values: Array) -> tuple[list[int], Array]:
@@ -215,15 +246,13 @@ def distinct_values(values: Array) -> tuple[list[int], Array]:
     return found.tolist(), inverse.astype(np.int32)
 
 
-def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group_tokens: Array,
-                     memo: tuple[Mapping[object, Mapping[object, Explanation]] | None,
-                                 dict[object, dict[object, Explanation]] | None],
-                     out: _Column) -> None:
+def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group_tokens: Array, out: _Column) -> None:
     """History removed for room: too big for what is free, or behind the newest unit that did not fit.
 
     SPEC §3 rule 5 removes history oldest first, so what is sent is one contiguous stretch
     ending at the newest message: the newest history unit removed for room (the boundary)
-    keeps everything older out. One explanation per distinct figures (token count, group).
+    keeps everything older out. One explanation per distinct figures (token count, group),
+    each made when first read (:class:`_Table`).
     """
     a = arrays_of(cols)
     room = np.flatnonzero(f.room & a.history)
@@ -234,22 +263,23 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     bnumber = int(la.group[boundary])
     bgroup = cols.layout.group_of[boundary]
     need = int(group_tokens[bnumber]) if bnumber >= 0 else cols.tokens[boundary]
-    explanation = _room_explainer(free, budget, cols.labels[boundary], need, cols.ids[boundary],
-                                  cols.message_index[boundary], *memo)
-    # messages outside tool groups: one explanation per distinct token count
+    figures = _Room(free, budget, cols.labels[boundary], need, cols.ids[boundary], cols.message_index[boundary])
+    # messages outside tool groups: one explanation per distinct token count ("short": more than is free)
     numbers = la.group[room]
     singles = room[numbers < 0]
-    owns = tokens[singles]
-    out.spread(singles, owns, lambda own: explanation(own, None, own > free))
+    out.spread(singles, tokens[singles], lambda owns: zip(owns, repeat(None), map(free.__lt__, owns), repeat(figures)))
     if len(singles) != len(room):  # tool-group members: one explanation per group
-        ids, grouped, owned = cols.layout.ids, numbers[numbers >= 0], group_tokens.tolist()
-        out.spread(room[numbers >= 0], grouped, lambda g: explanation(
-            owned[g], ids[g], ids[g] == bgroup or owned[g] > free))
+        ids, owned = cols.layout.ids, group_tokens.tolist()
+
+        def per_group(gs: list[int]) -> list[_Recipe]:
+            return [(owned[g], ids[g], ids[g] == bgroup or owned[g] > free, figures) for g in gs]
+
+        out.spread(room[numbers >= 0], numbers[numbers >= 0], per_group)
     if bgroup is None:
-        out[boundary] = explanation(cols.tokens[boundary], None, True)
+        out[boundary] = (cols.tokens[boundary], None, True, figures)
 
 
-#: The first item of a room explanation's memo key: too big for what is free, or behind the boundary.
+#: The first item of a room explanation's figures: too big for what is free, or behind the boundary.
 _SHORT, _BEHIND = "short", "behind"
 
 
@@ -272,7 +302,7 @@ class _Room:
                  boundary_message: int | None) -> None:
         self.free, self.budget, self.label, self.need = free, budget, label, need
         self.boundary_id, self.boundary_message = boundary_id, boundary_message
-        self.short_at = (_SHORT, free, budget)  # the memo's table keys (:func:`_room_explainer`)
+        self.short_at = (_SHORT, free, budget)  # the figures a short / behind explanation is written from
         self.behind_at = (_BEHIND, free, label, need, boundary_id, boundary_message)
         self._tails: tuple[str, str] | None = None
 
@@ -315,35 +345,6 @@ class _RoomExplanation(Explanation):
             self._data = {"free": r.free, "tokens": own, "blocked_by": r.boundary_id,
                           "blocked_by_message": r.boundary_message, "blocked_by_tokens": r.need, "group": g}
             self._text = f"{count}{behind_tail}"
-
-
-def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
-                    previous: Mapping[object, Mapping[object, Explanation]] | None,
-                    current: dict[object, dict[object, Explanation]] | None
-                    ) -> Callable[[int, str | None, bool], Explanation]:
-    """``explanation(own, group, short)`` of a history block removed for room (:class:`_RoomExplanation`), one per figures.
-
-    The memo is keyed by exactly the figures the text and data are written from: the call's
-    (free tokens and budget, or free tokens and the boundary) name a table, the block's own
-    count and group its entry. An earlier call's explanation under the same keys is equal to
-    this one and is handed back instead (when the free tokens moved, the earlier tables are
-    not even looked into). Nothing is written until it is read.
-    """
-    tables = current if current is not None else {}
-    before = previous if previous is not None else {}
-    room = _Room(free, budget, label, need, boundary_id, boundary_message)
-    made = (tables.setdefault(room.short_at, {}), tables.setdefault(room.behind_at, {}))
-    after = (before.get(room.short_at) or {}, before.get(room.behind_at) or {})
-
-    def explanation(own: int, g: str | None, short: bool) -> Explanation:
-        key: object = own if g is None else (own, g)
-        e = made[not short].get(key) or after[not short].get(key)
-        if e is None:
-            e = _RoomExplanation(own, g, short, room)
-        made[not short][key] = e
-        return e
-
-    return explanation
 
 
 def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: _Column) -> None:

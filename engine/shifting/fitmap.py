@@ -187,9 +187,9 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
     u = _fit_units(cols, cols.layout.orphans if never_sent is None else never_sent, honor_manual)
     hist, rooms = _rooms(u)
     live = ~u.dead
-    p_tokens = int(u.size[live & u.protected].sum())
+    p_tokens = int(np.dot(u.size, live & u.protected))
     window = _inverse(shift_budget_of)
-    out = np.full(len(cols), window(p_tokens + int(u.size[live & ~u.protected].sum())), dtype=np.int64)
+    out = np.full(len(cols), window(p_tokens + int(np.dot(u.size, live & ~u.protected))), dtype=np.int64)
     out[u.protected] = window(p_tokens)
     linear = getattr(shift_budget_of, "linear_offset", None)
     if isinstance(linear, int):

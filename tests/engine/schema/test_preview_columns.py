@@ -128,3 +128,17 @@ def test_a_previews_columns_round_trip_through_json() -> None:
     assert back.model_dump_json() == pv.model_dump_json()
     assert all(isinstance(m, SentMessage) for m in pv.messages)
     assert pv.model_copy(deep=True).model_dump_json() == pv.model_dump_json()
+
+
+def test_room_explanations_are_made_when_a_row_is_read() -> None:
+    """``engine.shifting.explain._Table``: the figures are kept, the explanation object is made on the first read."""
+    pv = _pv()
+    table = pv.reason_details.table
+    pending = [k for k in range(len(table)) if type(table._items[k]) is tuple]  # type: ignore[attr-defined]
+    assert pending, "a preview with messages out for room keeps their explanations' figures"
+    row = next(r for r, k in enumerate(pv.reason_details.codes.tolist()) if k == pending[0])
+    first = pv.reason_details[row]
+    assert isinstance(first, _RoomExplanation) and pv.reason_details[row] is first  # made once, then kept
+    assert "free" in first.data and first.text
+    again = _pv()  # a cold run of the same request: equal rows, equal explanations
+    assert again.reason_details == pv.reason_details
