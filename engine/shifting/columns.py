@@ -223,6 +223,8 @@ class LayoutArrays:
         Per position: outside every group.
     member_group, member_multi:
         Per entry of ``members``: its group's number, and whether that group has two or more members.
+    tails:
+        Positions of the group members that are not their group's first (not a unit's head), ascending.
     """
 
     group: Array
@@ -236,6 +238,7 @@ class LayoutArrays:
     lone: Array
     member_group: Array
     member_multi: Array
+    tails: Array
 
     def __post_init__(self) -> None:
         _read_only(self)
@@ -257,7 +260,8 @@ class LayoutArrays:
         multi[members] = sizes[number] > 1
         head = unit == np.arange(n, dtype=np.intp)
         orphans = np.array(sorted(layout.orphans), dtype=np.intp)
-        return cls(group, head, multi, unit, members, starts, heads, orphans, group < 0, number, sizes[number] > 1)
+        return cls(group, head, multi, unit, members, starts, heads, orphans, group < 0, number, sizes[number] > 1,
+                   np.flatnonzero(~head))
 
     def any_of(self, flags: Array) -> Array:
         """Per group: whether any member has ``flags`` (a bool array over positions)."""

@@ -193,12 +193,16 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
     out[u.protected] = window(p_tokens)
     linear = getattr(shift_budget_of, "linear_offset", None)
     if isinstance(linear, int):
-        out[hist] = np.maximum(rooms + (p_tokens + linear), 1)
+        offset = p_tokens + linear
+        out[hist] = rooms + offset if offset >= 1 else np.maximum(rooms + offset, 1)  # a room is at least 0
     else:  # newest first: the inverse guesses from the last answer
         out[hist] = [window(p_tokens + r) for r in rooms.tolist()]
     la = u.arrays.layout
-    out = out[la.unit]  # every group member takes its head's window
-    out[u.dead[la.unit] | ~u.arrays.message] = 0  # no window sends it, or not a chat message
+    none = u.dead.copy()
+    if len(la.tails):  # every other group member takes its head's window
+        heads = la.unit[la.tails]
+        out[la.tails], none[la.tails] = out[heads], u.dead[heads]
+    out[none | ~u.arrays.message] = 0  # no window sends it, or not a chat message
     out.flags.writeable = False
     return FitWindows(out)
 
@@ -233,7 +237,7 @@ def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: boo
         if honor_manual:
             gone |= la.any_of(a.manual) & ~units.held[la.heads]  # excluded, none held
         dead[la.heads] = gone
-        dead[~la.head] = True  # not units: take their head's window
+        dead[la.tails] = True  # not units: take their head's window
     return _Units(a, dead, units.held, units.tokens, units.tier)
 
 
