@@ -29,6 +29,7 @@ from operator import attrgetter, is_not, not_
 from typing import Any, Generic, TypeVar
 
 from .cache import lru
+from .patched import PatchedList
 from .schema.blocks import Block
 from .schema.messages import ChatMessage
 from .schema.request import PreviewRequest
@@ -88,7 +89,7 @@ class Remembered(Generic[S]):
     key: tuple[object, ...]
     context: tuple[object, ...]
     messages: list[ChatMessage]
-    blocks: list[Block]
+    blocks: Sequence[Block]
     position_of: dict[int, int]
     lorebooks: bool
     state: S
@@ -103,7 +104,7 @@ class Reuse(Generic[S]):
     """
 
     base: Remembered[S]
-    blocks: list[Block]
+    blocks: Sequence[Block]
     flagged: list[int]
     edited: list[int]
 
@@ -195,7 +196,8 @@ def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int]
     A toggle copies the block with its new flags. An edit of a plain text (no macro in the old or
     new text, no lorebook, not a message a macro reads) copies it with the new message.
     """
-    blocks = list(old.blocks)
+    blocks = old.blocks
+    changes: dict[int, Block] = {}
     flagged: list[int] = []
     edited: list[int] = []
     for c in changed:
@@ -204,18 +206,19 @@ def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int]
         what = _difference(new, prev) if pos is not None else None
         if what is None or pos is None:
             return None
-        b = blocks[pos]
+        b = changes.get(pos) or blocks[pos]
         pinned, excluded = bool(new.meta.pinned), bool(new.meta.manualExcluded)
         if what == "content":
             if old.lorebooks or c in _macro_sources(msgs) or b.message is None:
                 return None
             message = new if b.message.name == new.name else new.model_copy(update={"name": b.message.name})
-            blocks[pos] = b.model_copy(update={"message": message, "pinned": pinned, "manual_excluded": excluded})
+            changes[pos] = b.model_copy(update={"message": message, "pinned": pinned, "manual_excluded": excluded})
             edited.append(pos)
         elif b.pinned != pinned or b.manual_excluded != excluded:
-            blocks[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
+            changes[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
             flagged.append(pos)
-    return Reuse(old, blocks, sorted(set(flagged)), sorted(set(edited)))
+    # the remembered blocks with the changed ones replaced (no copy of every block)
+    return Reuse(old, PatchedList.of(blocks, changes.items()), sorted(set(flagged)), sorted(set(edited)))
 
 
 __all__ = ["WARM_MAX_CHANGED", "Remembered", "Reuse", "changed_messages", "context_of", "remember", "reuse",

@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -192,12 +192,12 @@ def activate_text(request: PreviewRequest, text: str, *,
     return activation.model_copy(update={"trace": _remap_trace(activation, plan)})
 
 
-def _messages_of(blocks: list[Block]) -> list[dict[str, Any]]:
+def _messages_of(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     """The provider messages of ``blocks`` that carry one, in order (the tools block carries none)."""
     return [b.message.to_provider() for b in blocks if b.message is not None]
 
 
-def _count_blocks(profile: TokenizerProfile, blocks: list[Block]) -> dict[str, int]:
+def _count_blocks(profile: TokenizerProfile, blocks: Sequence[Block]) -> dict[str, int]:
     msg_blocks = [b for b in blocks if b.message is not None]
     if profile.chat is not None:  # a chat template counts the blocks together, in prompt order
         tool_blocks = [b for b in blocks if b.message is None]
@@ -438,7 +438,7 @@ def _reuse_key(run: RunState) -> tuple[object, ...]:
     return id(run.reg), id(run.profile), run.reg.strategies.get(run.request.settings.strategy).fn
 
 
-def _patch_blocks(run: RunState, base: RunState, blocks: list[Block], flagged: list[int], edited: list[int]) -> None:
+def _patch_blocks(run: RunState, base: RunState, blocks: Sequence[Block], flagged: list[int], edited: list[int]) -> None:
     """Step 3 of a warm run: ``base``'s assembly with the changed blocks (``flagged``, ``edited``) copied."""
     run.base, run.blocks, run.flagged, run.edited = base, blocks, flagged, edited
     run.plan, run.activation, run.pre_excluded = base.plan, base.activation, base.pre_excluded

@@ -32,7 +32,7 @@ _DICT_OF = attrgetter("__dict__")
 class RowInputs:
     """What the rows of one run read: its blocks, columns and lorebook records."""
 
-    blocks: list[Block]
+    blocks: Sequence[Block]
     columns: RunColumns
     trace_by_source: dict[str, dict[str, Any]]
 
@@ -44,7 +44,7 @@ class PriorRows:
     ``fresh``: the block positions whose block object is new in this run.
     """
 
-    blocks: list[Block]
+    blocks: Sequence[Block]
     outcome: Outcome
     rows: list[PreviewBlock]
     fresh: list[int]

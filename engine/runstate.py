@@ -304,7 +304,7 @@ class RunState:
     # 3. assembly
     plan: LorebookPlan = field(init=False)
     activation: ActivationResult | None = field(init=False)
-    blocks: list[Block] = field(init=False)
+    blocks: Sequence[Block] = field(init=False)  # a warm run: its base's with the changed ones replaced (PatchedList)
     pre_excluded: dict[str, str] = field(init=False)
     assembled: tuple[list[str], list[str]] = field(init=False)  # warnings, diagnostics after step 3
     timed_effects: dict[str, Any] | None = None  # chat_metadata["timedWorldInfo"] after this activation
