@@ -88,7 +88,7 @@ class Remembered(Generic[S]):
 
     key: tuple[object, ...]
     context: tuple[object, ...]
-    messages: list[ChatMessage]
+    messages: Sequence[ChatMessage]
     blocks: Sequence[Block]
     position_of: dict[int, int]
     lorebooks: bool
@@ -107,6 +107,8 @@ class Reuse(Generic[S]):
     blocks: Sequence[Block]
     flagged: list[int]
     edited: list[int]
+    #: the new request's messages as the next run compares them: ``base``'s with the changed ones replaced
+    messages: Sequence[ChatMessage] = ()
 
 
 def remember(entry: Remembered[S]) -> None:
@@ -146,8 +148,22 @@ def changed_messages(new: Sequence[ChatMessage], old: Sequence[ChatMessage], mos
     Slices of both are compared first (a list comparison takes identical items as equal without
     calling their ``__eq__``); only a slice that differs is searched item by item. A message that
     is equal but not the same object in an otherwise equal slice is not listed: it assembles the
-    same block.
+    same block. ``old`` may be a remembered run's :class:`~engine.patched.PatchedList`: then
+    ``new`` is compared with its root, and the positions found there or changed since are
+    checked one by one.
     """
+    if isinstance(old, PatchedList):
+        changed = old.changed
+        found = _changed_slices(new, old.root, most + len(changed))
+        if found is None:
+            return None
+        out = [i for i in sorted(changed.union(found)) if new[i] is not old[i]]
+        return out if len(out) <= most else None
+    return _changed_slices(new, old, most)
+
+
+def _changed_slices(new: Sequence[ChatMessage], old: Sequence[ChatMessage], most: int) -> list[int] | None:
+    """:func:`changed_messages` over two plain lists."""
     out: list[int] = []
     for a in range(0, min(len(new), len(old)), _SLICE):
         b = a + _SLICE
@@ -217,8 +233,9 @@ def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int]
         elif b.pinned != pinned or b.manual_excluded != excluded:
             changes[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
             flagged.append(pos)
-    # the remembered blocks with the changed ones replaced (no copy of every block)
-    return Reuse(old, PatchedList.of(blocks, changes.items()), sorted(set(flagged)), sorted(set(edited)))
+    # the remembered blocks and messages with the changed ones replaced (no copy of every one)
+    return Reuse(old, PatchedList.of(blocks, changes.items()), sorted(set(flagged)), sorted(set(edited)),
+                 PatchedList.of(old.messages, zip(changed, map(msgs.__getitem__, changed))))
 
 
 __all__ = ["WARM_MAX_CHANGED", "Remembered", "Reuse", "changed_messages", "context_of", "remember", "reuse",

@@ -51,6 +51,16 @@ class PatchedList(Sequence[T]):
             flat[k] = v
         return flat
 
+    @property
+    def root(self) -> Sequence[T]:
+        """The plain list the changes apply to (never changed)."""
+        return self._base
+
+    @property
+    def changed(self) -> frozenset[int]:
+        """The positions whose value is not the root's."""
+        return frozenset(self._changes)
+
     def __len__(self) -> int:
         return len(self._base)
 

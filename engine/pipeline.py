@@ -346,7 +346,7 @@ def _assemble_blocks(run: RunState) -> None:
         found = reuse(request, _reuse_key(run), run.context)
         if found is not None:
             _patch_blocks(run, found.base.state, found.blocks, found.flagged, found.edited)
-            run.position_of = found.base.position_of
+            run.position_of, run.message_snapshot = found.base.position_of, found.messages
             return
     texts = _texts_to_count(run)
     if texts:
@@ -830,8 +830,9 @@ def _remember(run: RunState, lorebooks: bool) -> None:
             return
         run.position_of = run.columns.message_positions()
     run.base = None
-    remember(Remembered(_reuse_key(run), run.context, list(request.chat.messages), run.blocks, run.position_of,
-                        lorebooks, run))
+    # what the next run compares its messages with: this request's (a warm run's: its base's with the changed ones)
+    snapshot = run.message_snapshot if run.message_snapshot is not None else list(request.chat.messages)
+    remember(Remembered(_reuse_key(run), run.context, snapshot, run.blocks, run.position_of, lorebooks, run))
 
 
 def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[str, Any]]]:

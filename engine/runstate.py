@@ -314,6 +314,7 @@ class RunState:
     context: tuple[object, ...] = ()
     base: RunState | None = None
     position_of: dict[int, int] = field(default_factory=dict)
+    message_snapshot: Sequence[ChatMessage] | None = None  # a warm run: the messages as the next run compares them
     flagged: list[int] = field(default_factory=list)
     edited: list[int] = field(default_factory=list)
     # 4. counts

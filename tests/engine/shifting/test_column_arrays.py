@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from engine import columnar
 from engine.incremental import changed_messages
+from engine.patched import PatchedList
 from engine.pipeline import default_registries, prepare
 from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest
 from engine.shifting import BlockColumns, shift_columns
@@ -122,6 +123,21 @@ def test_changed_messages_lists_every_replaced_message(n: int, changes: list[int
             new[i] = ChatMessage(role="user", content=f"x{i}")
     expected = sorted({i for i in changes if i < n})
     assert changed_messages(new, old, most) == (expected if len(expected) <= most else None)
+
+
+@given(n=st.integers(1, 1500), earlier=st.lists(st.integers(0, 1499), max_size=12),
+       changes=st.lists(st.integers(0, 1499), max_size=12), most=st.integers(0, 20))
+def test_changed_messages_against_a_patched_snapshot(n: int, earlier: list[int], changes: list[int], most: int) -> None:
+    """A warm run remembers its messages as its base's with the changed ones replaced
+    (``engine.patched.PatchedList``): comparing with that finds what comparing with a list finds."""
+    root = [ChatMessage(role="user", content=f"m{i}") for i in range(n)]
+    snapshot = PatchedList.of(root, [(i % n, ChatMessage(role="user", content=f"e{i}")) for i in earlier])
+    new = list(snapshot)
+    for i in changes:
+        new[i % n] = ChatMessage(role="user", content=f"x{i}")
+    expected = sorted({i % n for i in changes})
+    assert changed_messages(new, snapshot, most) == (expected if len(expected) <= most else None)
+    assert changed_messages(new, list(snapshot), most) == changed_messages(new, snapshot, most)
 
 
 def test_an_equal_copy_is_not_a_change() -> None:
