@@ -148,27 +148,15 @@ def changed_messages(new: Sequence[ChatMessage], old: Sequence[ChatMessage], mos
     Slices of both are compared first (a list comparison takes identical items as equal without
     calling their ``__eq__``); only a slice that differs is searched item by item. A message that
     is equal but not the same object in an otherwise equal slice is not listed: it assembles the
-    same block. ``old`` may be a remembered run's :class:`~engine.patched.PatchedList`: then
-    ``new`` is compared with its root, and the positions found there or changed since are
-    checked one by one.
+    same block. ``old`` may be a remembered run's :class:`~engine.patched.PatchedList` (its
+    slices are plain lists).
     """
-    if isinstance(old, PatchedList):
-        changed = old.changed
-        found = _changed_slices(new, old.root, most + len(changed))
-        if found is None:
-            return None
-        out = [i for i in sorted(changed.union(found)) if new[i] is not old[i]]
-        return out if len(out) <= most else None
-    return _changed_slices(new, old, most)
-
-
-def _changed_slices(new: Sequence[ChatMessage], old: Sequence[ChatMessage], most: int) -> list[int] | None:
-    """:func:`changed_messages` over two plain lists."""
     out: list[int] = []
     for a in range(0, min(len(new), len(old)), _SLICE):
         b = a + _SLICE
-        if new[a:b] != old[a:b]:
-            out += compress(range(a, b), map(is_not, new[a:b], old[a:b]))
+        before = old[a:b]
+        if new[a:b] != before:
+            out += compress(range(a, b), map(is_not, new[a:b], before))
             if len(out) > most:
                 return None
     return out
