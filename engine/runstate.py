@@ -104,6 +104,76 @@ class PreparedPrompt:
 
 
 @dataclass(frozen=True)
+class AssemblyColumns:
+    """Step 3's columns: every figure of the assembled blocks that no token count depends on (prompt order).
+
+    What a cold run's step 3 hands to step 4 on the column path, made while its own thread counts
+    the chat's texts (:func:`engine.pipeline._read_assembly`); step 4 puts the counts in
+    (:meth:`RunColumns.counted`). The fields :class:`RunColumns` has mean the same here; ``cols``
+    are shifting's columns and their arrays with every token ``0`` (not counted yet). Besides: ``blocks`` (the tools
+    block's schemas are counted from it), per block the content and role a plain text message
+    spends tokens on (``counted`` / ``counted_roles``, ``""`` for the others) and ``odd``, the
+    positions of the others (tool calls and results, names, content parts, the tools block),
+    ascending. Read-only.
+    """
+
+    blocks: Sequence[Block]
+    cols: BlockColumns
+    kept_reason: list[str]
+    text: list[str]
+    provider: list[ProviderMessage | None]
+    pieces: list[Sequence[str]]
+    overhead: list[int]
+    listy: list[bool]
+    counted: list[str]
+    counted_roles: list[str]
+    odd: list[int]
+
+    @classmethod
+    def read(cls, blocks: Sequence[Block], layout: ToolLayout) -> AssemblyColumns:
+        """The count-free columns of ``blocks`` (``layout``: their tool groups, in block positions).
+
+        Every column is a C-level pass over the blocks; only the blocks that are not a plain text
+        message (tool calls and results, names, content parts, the tools block) are read one by one.
+        """
+        n = len(blocks)
+        messages = list(map(_MESSAGE, blocks))
+        roles = list(map(getattr, messages, repeat("role"), repeat(None)))
+        contents = list(map(getattr, messages, repeat("content"), repeat(None)))
+        # a plain text message is sent as {"role", "content"} with 3 tokens of framing; the few
+        # others (tool calls and results, names, content parts, the tools block) one by one
+        provider: list[ProviderMessage | None] = [{"role": r, "content": c} for r, c in zip(roles, contents)]
+        pieces: list[Sequence[str]] = list(zip(roles, contents))  # type: ignore[arg-type]  # plain: both str
+        text: list[str] = contents  # type: ignore[assignment]  # plain: the content; the others set below
+        counted: list[str] = list(contents)  # type: ignore[arg-type]  # what a plain message spends tokens on
+        counted_roles: list[str] = list(roles)  # type: ignore[arg-type]
+        overhead, listy = [TOKENS_PER_MESSAGE] * n, [False] * n
+        odd = _unplain_positions(messages, roles, contents)
+        for i in odd:
+            m = messages[i]
+            p = provider[i] = m.to_provider() if m is not None else None
+            pieces[i] = message_texts(p) if p is not None else ()
+            overhead[i] = message_overhead(p) if p is not None else 0
+            listy[i] = p is not None and isinstance(p.get("content"), list)
+            text[i] = block_text(blocks[i])
+            counted[i] = counted_roles[i] = ""
+        # the flag arrays now; the token array (zeros until counted) is replaced in step 4
+        cols = with_arrays(BlockColumns.from_blocks(blocks, [0] * n, layout))
+        kept_reason = list(map(_REASON, blocks))
+        protected = cols.protected
+        for i in compress(range(n), cols.pinned):
+            if not protected[i]:
+                kept_reason[i] = "PINNED"
+        return cls(blocks, cols, kept_reason, text, provider, pieces, overhead, listy, counted, counted_roles, odd)
+
+    def message_positions(self) -> dict[int, int]:
+        """The block position of each chat message with a block of its own (source ``message:<i>``)."""
+        mindex = self.cols.message_index
+        own = map(and_, map(is_not, mindex, repeat(None)), map(methodcaller("startswith", "message:"), self.cols.sources))
+        return dict(compress(zip(mindex, range(len(mindex))), own))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class RunColumns:
     """The run's figures per assembled block (prompt order): shifting's columns plus what the recount and rows read.
 
@@ -133,10 +203,7 @@ class RunColumns:
     def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
         """The columns of ``blocks``, counted with ``profile`` (OpenAI accounting).
 
-        Every column is a C-level pass over the blocks; only the blocks that are not a plain text
-        message (tool calls and results, names, content parts, the tools block) are handled one by
-        one. The plain messages' contents are counted in one batch (each new text encoded once),
-        each role once.
+        :meth:`AssemblyColumns.read` then :meth:`counted`: what a run's steps 3 and 4 do in turn.
 
         Parameters
         ----------
@@ -147,52 +214,39 @@ class RunColumns:
         layout:
             The blocks' tool groups, in block positions.
         """
-        n = len(blocks)
-        messages = list(map(_MESSAGE, blocks))
-        roles = list(map(getattr, messages, repeat("role"), repeat(None)))
-        contents = list(map(getattr, messages, repeat("content"), repeat(None)))
-        # a plain text message is sent as {"role", "content"} with 3 tokens of framing; the few
-        # others (tool calls and results, names, content parts, the tools block) one by one
-        provider: list[ProviderMessage | None] = [{"role": r, "content": c} for r, c in zip(roles, contents)]
-        pieces: list[Sequence[str]] = list(zip(roles, contents))  # type: ignore[arg-type]  # plain: both str
-        text: list[str] = contents  # type: ignore[assignment]  # plain: the content; the others set below
-        counted: list[str] = list(contents)  # type: ignore[arg-type]  # what a plain message spends tokens on
-        counted_roles: list[str] = list(roles)  # type: ignore[arg-type]
-        overhead, listy = [TOKENS_PER_MESSAGE] * n, [False] * n
-        odd = _unplain_positions(messages, roles, contents)
-        for i in odd:
-            m = messages[i]
-            p = provider[i] = m.to_provider() if m is not None else None
-            pieces[i] = message_texts(p) if p is not None else ()
-            overhead[i] = message_overhead(p) if p is not None else 0
-            listy[i] = p is not None and isinstance(p.get("content"), list)
-            text[i] = block_text(blocks[i])
-            counted[i] = counted_roles[i] = ""
-        # the contents in one batch, each role once, then the few other blocks' pieces
-        roles_once = list(dict.fromkeys(counted_roles))
+        return cls.counted(AssemblyColumns.read(blocks, layout), profile)
+
+    @classmethod
+    def counted(cls, read: AssemblyColumns, profile: TokenizerProfile) -> RunColumns:
+        """Step 4: ``read``'s columns with each block's tokens (OpenAI accounting, framing included).
+
+        The plain messages' contents are counted in one batch (each new text encoded once: a
+        cold run's step 3 counted the chat's texts into the profile's cache), each role once;
+        then the few other blocks' pieces in one batch, and the tools block's schemas.
+
+        Parameters
+        ----------
+        read:
+            Step 3's columns of the blocks.
+        profile:
+            The run's tokenizer profile (no chat template).
+        """
+        odd, pieces, overhead, provider = read.odd, read.pieces, read.overhead, read.provider
+        roles_once = list(dict.fromkeys(read.counted_roles))
         role_tokens = dict(zip(roles_once, profile.count_many(roles_once)))
-        tokens = list(map(add, map(add, profile.count_many(counted), map(role_tokens.__getitem__, counted_roles)),
-                          overhead))
+        tokens = list(map(add, map(add, profile.count_many(read.counted),
+                                   map(role_tokens.__getitem__, read.counted_roles)), overhead))
         odd_counts = iter(profile.count_many(list(chain.from_iterable(map(pieces.__getitem__, odd)))))
         for i in odd:
             if provider[i] is None:
-                tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
+                tokens[i] = count_tools_tokens(profile, read.blocks[i].tools or [])
             else:
                 tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
-        cols = with_arrays(BlockColumns.from_blocks(blocks, tokens, layout))
-        kept_reason = list(map(_REASON, blocks))
-        protected = cols.protected
-        for i in compress(range(n), cols.pinned):
-            if not protected[i]:
-                kept_reason[i] = "PINNED"
-        return cls(cols, kept_reason, text, provider, pieces, overhead, listy,
-                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if listy[i]), frozenset(kept_reason))
-
-    def message_positions(self) -> dict[int, int]:
-        """The block position of each chat message with a block of its own (source ``message:<i>``)."""
-        mindex = self.cols.message_index
-        own = map(and_, map(is_not, mindex, repeat(None)), map(methodcaller("startswith", "message:"), self.cols.sources))
-        return dict(compress(zip(mindex, range(len(mindex))), own))  # type: ignore[arg-type]
+        cols = dataclasses.replace(read.cols, tokens=tokens)
+        cols = dataclasses.replace(cols, arrays=arrays_of(read.cols).recounted(cols))
+        return cls(cols, read.kept_reason, read.text, provider, pieces, overhead, read.listy,
+                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if read.listy[i]),
+                   frozenset(read.kept_reason))
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
                 profile: TokenizerProfile) -> RunColumns:
@@ -307,6 +361,11 @@ class RunState:
     position_of: dict[int, int] = field(default_factory=dict)
     flagged: list[int] = field(default_factory=list)
     edited: list[int] = field(default_factory=list)
+    # a cold run on the column path: what step 3 hands on, made beside the count (engine.pipeline._read_assembly)
+    assembly: AssemblyColumns = field(init=False)  # the blocks' count-free columns (engine.columnar.read_columns)
+    send_layout: ToolLayout = field(init=False)  # the sendable blocks' tool groups, in sendable positions
+    row_drafts: list[PreviewBlock] | None = None  # every row but its tokens and fate (engine.rows.draft_rows)
+    remembers: bool = False  # whether the next run may start from this one (no time-dependent macro)
     # 4. counts
     tokenizer: TokenizerInfo = field(init=False)  # the preview's tokenizer (profile, approximate, version)
     tokens: dict[str, int] = field(init=False)
@@ -364,6 +423,8 @@ class RunState:
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
     row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)
+    #: each lorebook entry source's activation record as a JSON dict (``None``: not made yet; block traces)
+    trace_by_source: dict[str, dict[str, Any]] | None = None
     preview: ContextPreview = field(init=False)
 
     @property
@@ -373,4 +434,4 @@ class RunState:
         return self.result
 
 
-__all__ = ["Outcome", "PreparedPrompt", "RunColumns", "RunState", "block_text"]
+__all__ = ["AssemblyColumns", "Outcome", "PreparedPrompt", "RunColumns", "RunState", "block_text"]
