@@ -87,13 +87,16 @@ def test_step_3_hands_its_columns_and_rows_to_step_4_from_the_helper(monkeypatch
     (:func:`engine.pipeline._read_assembly`) while this thread counts; the preview is the one made without a helper."""
     monkeypatch.setattr(engine.pipeline, "COUNT_BESIDE_CHARS", 0)
     threads: dict[str, str] = {}
+
+    def spy(name: str, fn: Any) -> Any:
+        def run(*args: object) -> Any:
+            threads[name] = threading.current_thread().name
+            return fn(*args)
+        return run
+
     for module, name in ((engine.columnar, "read_columns"), (engine.pipeline, "draft_rows"),
                          (engine.pipeline, "time_dependent")):
-        def spy(*args: object, _fn: Any = getattr(module, name), _name: str = name) -> Any:
-            threads[_name] = threading.current_thread().name
-            return _fn(*args)
-
-        monkeypatch.setattr(module, name, spy)
+        monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
     request = _request("truncate")
     regs = default_registries()
     regs.tokenizers.register(_profile([], beside=True))
