@@ -353,7 +353,7 @@ def _assemble_blocks(run: RunState) -> None:
     if texts:
         # a process's first count loads the encoder, holding the GIL: before the helper starts
         run.profile.count_many(texts[:1])
-        _beside(partial(_assemble_new, run), partial(run.profile.count_many, texts))
+        _beside(partial(_assemble_new, run), partial(run.profile.prime, texts[1:]))
     else:
         _assemble_new(run)
 
