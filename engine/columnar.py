@@ -59,8 +59,9 @@ def read_columns(run: RunState) -> None:
 
     The sendable part, its tool groups and their warnings, and whether the counts will be
     estimates (:mod:`engine.step_rules`), then :class:`~engine.runstate.AssemblyColumns` over the
-    blocks' tool layout (``run.assembly``). None of it reads a token count: a cold run makes it
-    in the helper thread while its own thread counts the chat's texts
+    blocks' tool layout (``run.assembly``), and the few pieces of blocks that are not a plain text
+    message counted into the profile's cache. None of it reads a count of the chat's texts: a cold
+    run makes it in the helper thread while its own thread counts them
     (:func:`engine.pipeline._read_assembly`).
     """
     blocks = run.blocks
@@ -70,6 +71,7 @@ def read_columns(run: RunState) -> None:
     run.send_layout = s_layout
     b_layout = s_layout if len(at) == len(blocks) else _block_layout(s_layout, at, len(blocks))
     run.assembly = read = AssemblyColumns.read(blocks, b_layout)
+    run.profile.count_many(read.odd_pieces)  # into the cache for step 4: tool names, call ids, arguments, ...
     # only messages with list content can have audio parts
     run.approximate = estimated_counts(run.profile, compress(blocks, read.listy))
 

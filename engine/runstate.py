@@ -114,7 +114,7 @@ class AssemblyColumns:
     block's schemas are counted from it), per block the content and role a plain text message
     spends tokens on (``counted`` / ``counted_roles``, ``""`` for the others) and ``odd``, the
     positions of the others (tool calls and results, names, content parts, the tools block),
-    ascending. Read-only.
+    ascending, with their pieces (``odd_pieces``). Read-only.
     """
 
     blocks: Sequence[Block]
@@ -128,6 +128,11 @@ class AssemblyColumns:
     counted: list[str]
     counted_roles: list[str]
     odd: list[int]
+    #: the pieces of the blocks at ``odd`` one after another (``pieces[i]`` for ``i`` in ``odd``)
+    odd_pieces: list[str]
+    bare: tuple[int, ...]
+    listed: tuple[int, ...]
+    kept_reasons: frozenset[str]
 
     @classmethod
     def read(cls, blocks: Sequence[Block], layout: ToolLayout) -> AssemblyColumns:
@@ -164,7 +169,9 @@ class AssemblyColumns:
         for i in compress(range(n), cols.pinned):
             if not protected[i]:
                 kept_reason[i] = "PINNED"
-        return cls(blocks, cols, kept_reason, text, provider, pieces, overhead, listy, counted, counted_roles, odd)
+        return cls(blocks, cols, kept_reason, text, provider, pieces, overhead, listy, counted, counted_roles, odd,
+                   list(chain.from_iterable(map(pieces.__getitem__, odd))), tuple(i for i in odd if provider[i] is None),
+                   tuple(i for i in odd if listy[i]), frozenset(kept_reason))
 
     def message_positions(self) -> dict[int, int]:
         """The block position of each chat message with a block of its own (source ``message:<i>``)."""
@@ -236,7 +243,7 @@ class RunColumns:
         role_tokens = dict(zip(roles_once, profile.count_many(roles_once)))
         tokens = list(map(add, map(add, profile.count_many(read.counted),
                                    map(role_tokens.__getitem__, read.counted_roles)), overhead))
-        odd_counts = iter(profile.count_many(list(chain.from_iterable(map(pieces.__getitem__, odd)))))
+        odd_counts = iter(profile.count_many(read.odd_pieces))
         for i in odd:
             if provider[i] is None:
                 tokens[i] = count_tools_tokens(profile, read.blocks[i].tools or [])
@@ -244,9 +251,8 @@ class RunColumns:
                 tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
         cols = dataclasses.replace(read.cols, tokens=tokens)
         cols = dataclasses.replace(cols, arrays=arrays_of(read.cols).recounted(cols))
-        return cls(cols, read.kept_reason, read.text, provider, pieces, overhead, read.listy,
-                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if read.listy[i]),
-                   frozenset(read.kept_reason))
+        return cls(cols, read.kept_reason, read.text, provider, pieces, overhead, read.listy, read.bare, read.listed,
+                   read.kept_reasons)
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
                 profile: TokenizerProfile) -> RunColumns:

@@ -32,7 +32,6 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate
 
-import numpy as np
 import tiktoken
 
 #: The separator: a special token every tiktoken encoding the engine uses has.
@@ -103,6 +102,10 @@ def _count_chunk(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
         return _one_by_one(enc, texts)
     if tokens.itemsize != 4:  # pragma: no cover - a buffer of other than 32-bit ids
         return _one_by_one(enc, texts)
+    # numpy: loaded by every preview already (the shifting columns); imported here so that the
+    # tokenizers alone (``loomscope lint``) do not load it
+    import numpy as np
+
     # the separator ids' places, as a numpy view of the buffer (no copy): each text's count is
     # the distance between two of them, less the separator itself
     ids = np.frombuffer(tokens, dtype=np.uint32)
