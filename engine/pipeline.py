@@ -335,7 +335,9 @@ def _assemble_blocks(run: RunState) -> None:
     takes that run's blocks with the changed ones copied instead (:func:`_patch_blocks`). A
     SillyTavern chat: its template (:func:`_assemble_template`). Otherwise (a cold run) the
     assembly (:func:`_assemble_new`) runs beside the count of the chat's message texts
-    (:func:`_texts_to_count`, :func:`_beside`), so step 4 finds most counts made.
+    (:func:`_texts_to_count`, :func:`_beside`), so step 4 finds most counts made; on the column
+    path the assembly's thread then reads what steps 4–10 need of the new blocks
+    (:func:`_read_assembly`).
     """
     request, settings = run.request, run.request.settings
     if run.sillytavern is not None:
@@ -529,8 +531,8 @@ def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, 
 def _count_tokens(run: RunState) -> None:
     """Step 4: one batched count per block, the safety margin, and the budget the strategy gets.
 
-    On the column path the run's columns (:func:`engine.columnar.count_columns`: a warm run
-    counts only its edited texts). A SillyTavern chat: its template's counts are final
+    On the column path the run's columns (:func:`engine.columnar.count_columns`: a cold run puts
+    the counts into step 3's columns, a warm run counts only its edited texts). A SillyTavern chat: its template's counts are final
     (:func:`_count_template`). Sets the preview's tokenizer (profile, whether the counts are
     estimates, version).
     """
