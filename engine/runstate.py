@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, compress, islice, repeat
-from operator import add, and_, attrgetter, is_not, methodcaller
+from operator import add, and_, attrgetter, is_not
 from typing import Any, Literal
 
 from .assembly.st_group import Speaker
@@ -175,7 +175,7 @@ class AssemblyColumns:
     def message_positions(self) -> dict[int, int]:
         """The block position of each chat message with a block of its own (source ``message:<i>``)."""
         mindex = self.cols.message_index
-        own = map(and_, map(is_not, mindex, repeat(None)), map(methodcaller("startswith", "message:"), self.cols.sources))
+        own = map(and_, map(is_not, mindex, repeat(None)), map(str.startswith, self.cols.sources, repeat("message:")))
         return dict(compress(zip(mindex, range(len(mindex))), own))  # type: ignore[arg-type]
 
 
