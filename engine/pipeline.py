@@ -532,9 +532,9 @@ def _count_tokens(run: RunState) -> None:
     """Step 4: one batched count per block, the safety margin, and the budget the strategy gets.
 
     On the column path the run's columns (:func:`engine.columnar.count_columns`: a cold run puts
-    the counts into step 3's columns, a warm run counts only its edited texts). A SillyTavern chat: its template's counts are final
-    (:func:`_count_template`). Sets the preview's tokenizer (profile, whether the counts are
-    estimates, version).
+    the counts into step 3's columns, a warm run counts only its edited texts). A SillyTavern
+    chat: its template's counts are final (:func:`_count_template`). Sets the preview's tokenizer
+    (profile, whether the counts are estimates, version).
     """
     if run.template is not None:
         _count_template(run)
