@@ -116,7 +116,7 @@ def _count_chunk(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
         return _one_by_one(enc, texts)
     ends = np.append(at, ids.size)
     ends[1:] -= at + 1
-    return ends.tolist()  # type: ignore[no-any-return]
+    return ends.tolist()
 
 
 def _one_by_one(enc: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
