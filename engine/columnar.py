@@ -29,6 +29,7 @@ import numpy as np
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
 from .runstate import AssemblyColumns, Outcome, ProviderMessage, RunColumns, RunState
+from .schema.preview import FitWindows, SentMessage
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.columns import SHIFT_REASONS, Array, arrays_of, with_arrays
 from .shifting.explain import ROOM_REASONS, Explanation, Fates
@@ -224,12 +225,16 @@ def recount_columns(run: RunState) -> None:
 
 
 def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
-    """The provider messages of the kept blocks in prompt order (``bare``: the kept blocks without one)."""
+    """The provider messages of the kept blocks in prompt order (``bare``: the kept blocks without one).
+
+    Read-only copies of the columns' messages (:class:`~engine.schema.preview.SentMessage`): the
+    preview takes them as they are, and a warm run's list is its base's with the moved ones' copies.
+    """
     provider, kept_at, base, codes = run.columns.provider, run.kept_at, run.base, run.fate_codes
     assert codes is not None
     if base is None or run.moved is None or base.fate_codes is None:
         kept_msg = [i for i in kept_at if provider[i] is not None] if bare else kept_at
-        return list(map(provider.__getitem__, kept_msg))  # type: ignore[arg-type]
+        return list(map(SentMessage, map(provider.__getitem__, kept_msg)))  # type: ignore[arg-type]
     # ascending: every kept position before ``i`` is already as in this run, so ``i``'s index
     # in the list is the count of kept message blocks before it
     messages: list[ProviderMessage] = list(base.messages)
@@ -237,6 +242,7 @@ def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
         sent = provider[i]
         if sent is None or (code != 0 and was != 0):
             continue
+        sent = SentMessage(sent)
         k = bisect_left(kept_at, i) - sum(b < i for b in bare)
         if code == 0 and was == 0:
             messages[k] = sent
@@ -263,10 +269,10 @@ def explain_and_fit(run: RunState, status: list[str], reason: list[str],
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
     if len(run.sendable_at) == n:
         fits = fits_s
-    else:
-        fits = [None] * n
-        for k, i in enumerate(run.sendable_at):
-            fits[i] = fits_s[k]
+    else:  # the blocks assembly left out have none
+        every = np.zeros(n, dtype=np.int64)
+        every[np.asarray(run.sendable_at, dtype=np.intp)] = fits_s.array
+        fits = FitWindows(every)
     return Outcome(status, reason, detail, fits, explanations, run.moved)
 
 

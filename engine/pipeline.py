@@ -78,7 +78,7 @@ from .rows import RowInputs, draft_rows
 from .runstate import PreparedPrompt, RunState
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, TokenizerInfo, rows_from_columns
+from .schema.preview import ContextPreview, FitWindows, PreviewBlock, ReasonDetails, TokenizerInfo, rows_from_columns
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import (
@@ -899,8 +899,8 @@ def _preview_blocks(run: RunState, trace_by_source: dict[str, dict[str, Any]]) -
             traces[k] = {**(traces[k] or {}), **trace_updates[b.id]}
     fates = [status.get(b.id, ("excluded", "INTERCEPTOR_REMOVED")) for b in ordered]
     cut = [truncated.get(b.id) for b in ordered]
-    run.reason_details = [explained.get(b.id) for b in ordered]
-    run.fit_windows = [fits.get(b.message_index) if b.message_index is not None else None for b in ordered]
+    run.reason_details = ReasonDetails.of([explained.get(b.id) for b in ordered])
+    run.fit_windows = FitWindows.of([fits.get(b.message_index) if b.message_index is not None else None for b in ordered])
     return rows_from_columns({
         "id": [b.id for b in ordered], "kind": [b.kind.value for b in ordered], "role": [b.role for b in ordered],
         "source": [b.source for b in ordered], "position": range(len(ordered)),

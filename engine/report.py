@@ -14,7 +14,7 @@ from itertools import count
 
 from .runstate import RunState
 from .schema._construct import construct
-from .schema.preview import ContextPreview
+from .schema.preview import ContextPreview, FitWindows, ReasonDetails, SentMessage
 
 #: Serial numbers of the previews made in this process (``ContextPreview._serial``).
 _SERIALS = count(1)
@@ -32,7 +32,9 @@ def report_preview(run: RunState) -> ContextPreview:
 
     The values are already valid (the steps made them), so the model is built without
     validation (:func:`engine.schema._construct.construct`); the lists and dicts a later run or
-    a caller may change (warnings, messages, tools, ...) are the preview's own shallow copies.
+    a caller may change (warnings, tools, ...) are the preview's own shallow copies. Its messages
+    are read-only (:class:`~engine.schema.preview.SentMessage`): on the column path the run's own,
+    which the next warm run shares (a toggle copies none), elsewhere read-only copies.
     Each preview gets a serial number, and a warm run's preview the change set from the preview
     it started from (``run.row_changes``: :func:`engine.schema.preview.preview_changes` then
     costs nothing).
@@ -51,15 +53,16 @@ def report_preview(run: RunState) -> ContextPreview:
     """
     prompt_tokens, budget, safety = run.prompt_tokens, run.budget, run.safety
     n = len(run.rows)
-    fits = list(run.fit_windows) if len(run.fit_windows) == n else [None] * n
-    details = list(run.reason_details) if len(run.reason_details) == n else [None] * n
+    # the run's own columns, never changed after this step (the fits read-only, the details a new list per run)
+    fits = run.fit_windows if len(run.fit_windows) == n else FitWindows.none(n)
+    details = run.reason_details if len(run.reason_details) == n else ReasonDetails.none(n)
     return construct(ContextPreview, {
         "model": run.request.settings.model, "tokenizer": run.tokenizer,
         "context_limit": run.limit, "reply_reserve": run.reserve, "budget": budget, "safety_margin": safety,
         "headroom": budget - safety - prompt_tokens, "prompt_tokens": prompt_tokens,
         "strategy": run.strategy, "overhead_tokens": run.overhead, "warnings": list(run.warnings),
         "error": run.error, "blocks": run.rows, "lorebook_trace": list(run.lorebook_trace),
-        "messages": list(map(dict.copy, run.messages)), "tools": list(map(dict.copy, run.send_tools)),
+        "messages": list(run.messages) if run.columnar else list(map(SentMessage, run.messages)), "tools": list(map(dict.copy, run.send_tools)),
         "diagnostics": list(run.diagnostics), "fit_method": run.fit_method,
         "strategy_info": dict(run.strategy_info), "api": run.api, "prompt": run.prompt, "stop": list(run.stop),
         "fit_windows": fits, "reason_details": details},

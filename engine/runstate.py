@@ -28,7 +28,15 @@ from .registries import Registries
 from .resolve import LorebookPlan, SillyTavernLimits
 from .schema.blocks import Block, ShiftResult, TruncatedBlock
 from .schema.messages import ChatMessage
-from .schema.preview import ContextPreview, PreviewBlock, PreviewError, RowChanges, TokenizerInfo
+from .schema.preview import (
+    ContextPreview,
+    FitWindows,
+    PreviewBlock,
+    PreviewError,
+    ReasonDetails,
+    RowChanges,
+    TokenizerInfo,
+)
 from .schema.request import PreviewRequest
 from .schema.trace import TraceRecord
 from .shifting import BlockColumns, ColumnShift, ToolGroups, ToolLayout
@@ -311,8 +319,8 @@ class Outcome:
 
     status: list[str]
     reason: list[str]
-    detail: list[Explanation | None]
-    fits: list[int | None]
+    detail: ReasonDetails
+    fits: FitWindows
     explanations: dict[object, dict[object, Explanation]]
     moved: list[int] | None = None
 
@@ -424,8 +432,8 @@ class RunState:
     # 10. report
     rows: list[PreviewBlock] = field(init=False)
     # per row: the chat-wide figures (ContextPreview.fit_windows / reason_details; empty: none computed)
-    fit_windows: list[int | None] = field(default_factory=list)
-    reason_details: list[Explanation | None] = field(default_factory=list)
+    fit_windows: FitWindows = field(default_factory=lambda: FitWindows.none(0))
+    reason_details: ReasonDetails = field(default_factory=lambda: ReasonDetails.none(0))
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
     row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)

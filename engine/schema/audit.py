@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from .preview import Explanation, PreviewBlock, RowFigures, TokenizerInfo
+from .preview import FitWindows, PreviewBlock, ReasonDetails, RowFigures, TokenizerInfo
 
 AuditStatus = Literal["pending", "completed", "failed", "cancelled"]
 
@@ -114,6 +114,6 @@ class PromptContextAudit(RowFigures):
     #: Per row of ``blocks``: the preview's fit windows and specific reasons when it was sent
     #: (as :attr:`engine.schema.preview.ContextPreview.fit_windows` / ``reason_details``; in JSON
     #: each row's ``fit_window``, ``reason_detail`` and ``reason_data``).
-    fit_windows: list[int | None] = Field(default_factory=list, exclude=True)
-    reason_details: list[Explanation | None] = Field(default_factory=list, exclude=True)
+    fit_windows: FitWindows = Field(default_factory=lambda: FitWindows.none(0), exclude=True)
+    reason_details: ReasonDetails = Field(default_factory=lambda: ReasonDetails.none(0), exclude=True)
 

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_not, itemgetter, ne, setitem
 from types import GenericAlias
 from typing import Any, Literal, NotRequired
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     FieldSerializationInfo,
+    GetCoreSchemaHandler,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     field_serializer,
     model_validator,
 )
+from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
 from ._construct import construct_many
@@ -49,16 +52,300 @@ class PreviewError(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+class SentMessage(dict[str, Any]):
+    """One provider message of a preview (``ContextPreview.messages``): a dict that refuses changes.
+
+    A preview's messages are shared with the run that made it and with the next warm preview
+    (a toggle copies none of the ~thousands of kept messages), so none of them may change
+    through another: every method that would change the dict raises ``TypeError``. Compares,
+    serializes and pickles as the plain dict it holds; ``dict(m)`` or ``m.copy()`` is a plain,
+    changeable copy (:attr:`engine.runstate.PreparedPrompt.messages` hands out such copies).
+    Nested values (a content list, tool calls) are shared as they are: read them, do not change them.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a preview's messages are read-only (shared with the next preview): change dict(message)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def copy(self) -> dict[str, Any]:
+        """A plain, changeable copy."""
+        return dict(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SentMessage, (dict(self),)
+
+    def __copy__(self) -> SentMessage:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SentMessage:
+        return SentMessage(copy.deepcopy(dict(self), memo))
+
+
 class Explanation:
     """One block's specific reason: ``text`` in words, ``data`` the figures (tokens, indices).
 
     Made by :func:`engine.shifting.explain.explain_columns`; a preview keeps one per row in
     :attr:`ContextPreview.reason_details` (``reason_detail`` / ``reason_data`` of each row in JSON).
+    Read-only (``text`` and ``data`` have no setter; treat ``data`` as read-only too: previews
+    share explanations). Two explanations are equal when their words and figures are. A
+    subclass may write its words and figures when they are first read (:meth:`_write`, from
+    figures it keeps; then :meth:`_key` names those figures, and explanations of that subclass
+    compare by it without writing anything): a warm toggle makes a few hundred explanations
+    whose words are rarely read (``engine.shifting.explain``'s room explanations).
     """
 
-    text: str
-    data: dict[str, Any]
+    __slots__ = ("_data", "_text")
+    _text: str | None
+    _data: dict[str, Any] | None
+
+    def __init__(self, text: str, data: dict[str, Any]) -> None:
+        self._text, self._data = text, data
+
+    def _write(self) -> None:
+        """Set ``_text`` and ``_data`` (a subclass that writes them when first read)."""
+        raise NotImplementedError
+
+    def _key(self) -> tuple[object, ...] | None:
+        """The figures this explanation is written from (a subclass that writes on first read), or ``None``."""
+        return None
+
+    @property
+    def text(self) -> str:
+        """The reason in words."""
+        if self._text is None:
+            self._write()
+        assert self._text is not None
+        return self._text
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The reason's figures (JSON values)."""
+        if self._data is None:
+            self._write()
+        assert self._data is not None
+        return self._data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Explanation):
+            return NotImplemented
+        if self is other:
+            return True
+        mine, theirs = self._key(), other._key()
+        if mine is not None and theirs is not None:
+            return mine == theirs
+        return self.text == other.text and self.data == other.data
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and ``data`` is a dict
+
+    def __repr__(self) -> str:
+        return f"Explanation(text={self.text!r}, data={self.data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Explanation, (self.text, self.data)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """An explanation, or ``{"text", "data"}`` read as one; dumped as ``{"text", "data"}``."""
+        as_dict = core_schema.typed_dict_schema({
+            "text": core_schema.typed_dict_field(core_schema.str_schema()),
+            "data": core_schema.typed_dict_field(core_schema.dict_schema(core_schema.str_schema()))})
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls),
+             core_schema.no_info_after_validator_function(lambda d: cls(d["text"], d["data"]), as_dict)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda e: {"text": e.text, "data": e.data}, return_schema=as_dict))
+
+
+class FitWindows(Sequence[int | None]):
+    """A preview's fit windows (:attr:`ContextPreview.fit_windows`): per row, a window in tokens or ``None``.
+
+    Held as one read-only ``int64`` array (``array``; ``0`` where a row has none: a window is at
+    least 1 token), the column the fit map computes (:func:`engine.shifting.fitmap.fit_columns`):
+    a toggle at 10,000 messages moves the window of every older message, and a list would make
+    (and free) one Python int per row. Reads as a sequence of ``int | None``; :meth:`take` and
+    :meth:`tolist` read many rows at once. Equal to another ``FitWindows`` or to any sequence
+    with the same values.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        a = np.asarray(array, dtype=np.int64)
+        if a.flags.writeable:
+            a = a.copy() if a is array else a
+            a.flags.writeable = False
+        self.array = a
+
+    @classmethod
+    def of(cls, values: Iterable[int | None]) -> FitWindows:
+        """The column of ``values`` (``None``: no window)."""
+        return cls(np.fromiter((0 if v is None else v for v in values), dtype=np.int64))
+
+    @classmethod
+    def none(cls, n: int) -> FitWindows:
+        """``n`` rows without a window."""
+        return cls(np.zeros(n, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return FitWindows(self.array[index])
+        return int(self.array[index]) or None
+
+    def __iter__(self) -> Iterator[int | None]:
+        return iter(self.tolist())
+
+    def tolist(self) -> list[int | None]:
+        """Every row's window (``None`` where there is none), as a list."""
+        return self.take(None)
+
+    def take(self, rows: Sequence[int] | None) -> list[int | None]:
+        """The windows of ``rows`` (``None``: every row) as a list, in one numpy pass."""
+        a = self.array if rows is None else self.array[np.asarray(rows, dtype=np.intp)]
+        out: list[int | None] = a.tolist()
+        for k in np.flatnonzero(a == 0).tolist():
+            out[k] = None
+        return out
+
+    def changed(self, other: FitWindows) -> list[int]:
+        """The rows whose window differs from ``other``'s (as many rows)."""
+        return np.flatnonzero(self.array != other.array).tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FitWindows):
+            return bool(np.array_equal(self.array, other.array))
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return self.tolist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FitWindows({self.tolist()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return FitWindows, (self.array,)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """A ``FitWindows``, or a list of ``int | None`` read as one; dumped as that list."""
+        as_list = core_schema.list_schema(core_schema.nullable_schema(core_schema.int_schema()))
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls), core_schema.no_info_after_validator_function(cls.of, as_list)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda f: f.tolist(), return_schema=as_list))
+
+
+class ReasonDetails(Sequence[Explanation | None]):
+    """A preview's specific reasons (:attr:`ContextPreview.reason_details`): per row an :class:`Explanation` or ``None``.
+
+    Held as the distinct explanations (``table``) and per row an index into it (``codes``, a
+    read-only ``int32`` array; ``-1``: none), as :func:`engine.shifting.explain.explain_columns`
+    makes them: the thousands of history messages removed for room share a few hundred
+    explanations (one per token count), so a toggle that moves the free tokens in every one of
+    them writes one array, not one list entry per row. Reads as a sequence; :meth:`tolist` and
+    :meth:`take` read many rows in one numpy pass, :meth:`changed` compares two previews'
+    reasons once per pair of distinct explanations. Equal to any sequence with equal values.
+    """
+
+    __slots__ = ("codes", "table")
+
+    def __init__(self, codes: Any, table: Sequence[Explanation]) -> None:
+        c = np.asarray(codes, dtype=np.int32)
+        if c.flags.writeable:
+            c = c.copy() if c is codes else c
+            c.flags.writeable = False
+        self.codes, self.table = c, tuple(table)
+
+    @classmethod
+    def of(cls, values: Iterable[Explanation | None]) -> ReasonDetails:
+        """The column of ``values`` (one table entry per distinct object)."""
+        where: dict[int, int] = {}
+        table: list[Explanation] = []
+        codes: list[int] = []
+        for e in values:
+            if e is None:
+                codes.append(-1)
+                continue
+            k = where.get(id(e))
+            if k is None:
+                k = where[id(e)] = len(table)
+                table.append(e)
+            codes.append(k)
+        return cls(np.array(codes, dtype=np.int32), table)
+
+    @classmethod
+    def none(cls, n: int) -> ReasonDetails:
+        """``n`` rows without a specific reason."""
+        return cls(np.full(n, -1, dtype=np.int32), ())
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return ReasonDetails(self.codes[index], self.table)
+        k = int(self.codes[index])
+        return self.table[k] if k >= 0 else None
+
+    def __iter__(self) -> Iterator[Explanation | None]:
+        return iter(self.tolist())
+
+    def _objects(self) -> Any:
+        """The table with ``None`` last, as an object array (``codes`` index it; ``-1`` is ``None``)."""
+        objects = np.empty(len(self.table) + 1, dtype=object)
+        objects[: len(self.table)] = self.table
+        return objects
+
+    def tolist(self) -> list[Explanation | None]:
+        """Every row's explanation (``None`` where there is none), as a list."""
+        out: list[Explanation | None] = self._objects()[self.codes].tolist()
+        return out
+
+    def take(self, rows: Sequence[int]) -> list[Explanation | None]:
+        """The explanations of ``rows`` as a list, in one numpy pass."""
+        out: list[Explanation | None] = self._objects()[self.codes[np.asarray(rows, dtype=np.intp)]].tolist()
+        return out
+
+    def changed(self, other: ReasonDetails) -> list[int]:
+        """The rows whose explanation (words or figures) differs from ``other``'s (as many rows).
+
+        Each distinct pair of explanations is compared once (by identity, then by value).
+        """
+        width = len(self.table) + 1
+        pairs = (other.codes.astype(np.int64) + 1) * width + (self.codes.astype(np.int64) + 1)
+        distinct, inverse = np.unique(pairs, return_inverse=True)
+        mine, theirs = self._objects(), other._objects()
+        differ = np.fromiter((mine[p % width - 1] != theirs[p // width - 1] for p in distinct.tolist()),
+                             dtype=bool, count=len(distinct))
+        return np.flatnonzero(differ[inverse]).tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and self.tolist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ReasonDetails({self.tolist()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReasonDetails, (self.codes, self.table)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """A ``ReasonDetails``, or a list of explanations / ``None`` read as one; dumped as that list."""
+        as_list = core_schema.list_schema(core_schema.nullable_schema(handler.generate_schema(Explanation)))
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls), core_schema.no_info_after_validator_function(cls.of, as_list)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda d: d.tolist(), return_schema=as_list))
 
 
 #: The chat-wide figures of a row and their JSON types: kept as columns of the preview, written
@@ -277,13 +564,13 @@ class ContextPreview(RowFigures):
     #: tokens that would send that chat message under the same settings and strategy (``None``:
     #: none would, or not a chat message; :func:`engine.shifting.fitmap.fit_windows`). In JSON
     #: each row's ``fit_window``.
-    fit_windows: list[int | None] = Field(default_factory=list, exclude=True)
+    fit_windows: FitWindows = Field(default_factory=lambda: FitWindows.none(0), exclude=True)
     #: Per row of ``blocks`` (same length; empty: none known): the specific reason where the code
     #: alone would mislead (a small message out while tokens are free, a tool call kept for its
     #: pinned result, a lorebook entry over the World Info budget), ``None`` otherwise
     #: (:func:`engine.shifting.explain.explain_blocks`). In JSON each row's ``reason_detail``
     #: (the words) and ``reason_data`` (the figures).
-    reason_details: list[Explanation | None] = Field(default_factory=list, exclude=True)
+    reason_details: ReasonDetails = Field(default_factory=lambda: ReasonDetails.none(0), exclude=True)
     #: This preview's number in the process (set by the pipeline; not serialized, ``None`` when read back).
     _serial: int | None = PrivateAttr(default=None)
     #: A warm run's change set from the preview it started from: ``(that preview's serial, id of
@@ -301,7 +588,21 @@ class ContextPreview(RowFigures):
         return details[row] if row < len(details) else None
 
 
-def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], details: list[Explanation | None],
+def _fit_list(fits: Sequence[int | None], n: int) -> list[int | None]:
+    """A fit-window column as a list of ``n`` rows (an empty one, not known: ``None`` each)."""
+    if len(fits) != n:
+        return [None] * n
+    return fits.tolist() if isinstance(fits, FitWindows) else list(fits)
+
+
+def _detail_list(details: Sequence[Explanation | None], n: int) -> list[Explanation | None]:
+    """A reason column as a list of ``n`` rows (an empty one, not known: ``None`` each)."""
+    if len(details) != n:
+        return [None] * n
+    return details.tolist() if isinstance(details, ReasonDetails) else list(details)
+
+
+def rows_with_figures(blocks: list[PreviewBlock], fits: Sequence[int | None], details: Sequence[Explanation | None],
                       handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
     """The rows of a preview (or audit) as serialized, each with its figures from the columns.
 
@@ -322,18 +623,18 @@ def rows_with_figures(blocks: list[PreviewBlock], fits: list[int | None], detail
     traced = list(compress(range(n), map(is_not, map(itemgetter("trace"), rows), repeat(None))))
     for k in traced:
         rows[k]["trace"] = copy.deepcopy(rows[k]["trace"])
-    details = details if len(details) == n else [None] * n
+    details = _detail_list(details, n)
     data: list[Any] = list(map(getattr, details, repeat("data"), repeat(None)))
     with_data = list(compress(range(n), data))
     deque(map(setitem, repeat(data), with_data, map(dict.copy, map(data.__getitem__, with_data))), maxlen=0)
     columns = (("reason_detail", list(map(getattr, details, repeat("text"), repeat(None)))), ("reason_data", data),
-               ("fit_window", fits if len(fits) == n else [None] * n), ("span", spans))
+               ("fit_window", _fit_list(fits, n)), ("span", spans))
     for key, values in columns:
         deque(map(setitem, rows, repeat(key), values), maxlen=0)
     return rows
 
 
-def figures_into_rows(rows: Any, fits: list[int | None], details: list[Explanation | None],
+def figures_into_rows(rows: Any, fits: Sequence[int | None], details: Sequence[Explanation | None],
                       info: FieldSerializationInfo | None = None, n: int | None = None) -> Any:
     """Serialized rows (dicts) with each row's figures from the columns, before ``span`` (field order of old).
 
@@ -528,15 +829,19 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
     if rc is None:
         return None
     n = len(nb)
-    of, nf = _column(old.fit_windows, n), _column(new.fit_windows, n)
-    od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
-    maybe = list(compress(range(n), map(is_not, od, nd)))
-    detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
-    return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail,
-                          list(compress(range(n), map(ne, of, nf))))
+    of, nf = old.fit_windows, new.fit_windows
+    if isinstance(old.reason_details, ReasonDetails) and isinstance(new.reason_details, ReasonDetails) and len(
+            old.reason_details) == len(new.reason_details) == n:
+        detail = new.reason_details.changed(old.reason_details)
+    else:
+        od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
+        maybe = list(compress(range(n), map(is_not, od, nd)))
+        detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
+    fit = nf.changed(of) if len(of) == len(nf) == n else list(compress(range(n), map(ne, _column(of, n), _column(nf, n))))
+    return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail, fit)
 
 
-def _column(values: list[Any], n: int) -> list[Any]:
+def _column(values: Sequence[Any], n: int) -> Sequence[Any]:
     """A figure column of ``n`` rows (an empty one, not known: ``None`` each)."""
     return values if len(values) == n else [None] * n
 

@@ -22,7 +22,7 @@ Cost: one pass over the blocks plus one per tool group, linear in the number of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..schema.blocks import Block
-from ..schema.preview import Explanation
+from ..schema.preview import Explanation, ReasonDetails
 from .columns import Array, BlockColumns, ToolLayout, arrays_of
 
 #: Reasons under which a history block was removed for room (the ones free tokens contradict).
@@ -87,7 +87,7 @@ def explain_blocks(
                                     ToolLayout.of([group_of.get(i) for i in ids]))
     out = explain_columns(cols, [f[0] for f in fates], [f[1] for f in fates], budget,
                           lorebook_traces=lorebook_traces, protected_tokens=protected_tokens)
-    return {i: e for i, e in zip(ids, out) if e is not None}
+    return {i: e for i, e in zip(ids, out.tolist()) if e is not None}
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
                     protected_tokens: int | None = None,
                     previous: Mapping[object, Mapping[object, Explanation]] | None = None,
                     current: dict[object, dict[object, Explanation]] | None = None,
-                    fates: Fates | None = None) -> list[Explanation | None]:
+                    fates: Fates | None = None) -> ReasonDetails:
     """Each block's specific reason, over columns (the one implementation; see the module docstring).
 
     Parameters
@@ -148,12 +148,13 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
 
     Returns
     -------
-    list
+    ReasonDetails
         Per position: its :class:`Explanation`, ``None`` where the reason code says it all.
-        Explanations with the same figures are one shared object.
+        Explanations with the same figures are one shared object; the column holds each once
+        and per position an index into them (no list entry per position is made).
     """
     n = len(cols)
-    out = np.full(n, None, dtype=object)
+    out = _Column(n)
     f = fates if fates is not None else Fates.of(status, reasons)
     a = arrays_of(cols)
     la = a.layout
@@ -173,14 +174,51 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
             out[i] = Explanation(
                 f"needs {own:,} tokens but the protected blocks leave only {room:,} of the {budget:,}-token budget",
                 {"tokens": own, "room": room, "budget": budget})
-    detail: list[Explanation | None] = out.tolist()
-    return detail
+    return out.result()
+
+
+class _Column:
+    """:func:`explain_columns`' result being made: per position an index into the explanations made (``-1``: none)."""
+
+    def __init__(self, n: int) -> None:
+        self.codes = np.full(n, -1, dtype=np.int32)
+        self.table: list[Explanation] = []
+
+    def __setitem__(self, i: int, e: Explanation) -> None:
+        self.codes[i] = len(self.table)
+        self.table.append(e)
+
+    def spread(self, rows: Array, values: Array, make: Callable[[int], Explanation]) -> None:
+        """``rows[k]`` gets ``make(values[k])``, called once per distinct value (nonnegative ints)."""
+        distinct, inverse = distinct_values(values)
+        self.codes[rows] = inverse + len(self.table)
+        self.table.extend(map(make, distinct))
+
+    def result(self) -> ReasonDetails:
+        return ReasonDetails(self.codes, self.table)
+
+
+def distinct_values(values: Array) -> tuple[list[int], Array]:
+    """The distinct values of ``values`` (nonnegative ints, ascending) and each one's index among them.
+
+    Small values: a lookup table over ``0..max`` (``np.bincount``); else ``np.unique``.
+    """
+    if not len(values):
+        return [], np.zeros(0, dtype=np.int32)
+    top = int(values.max())
+    if top < 4 * len(values) + 65536:
+        distinct = np.flatnonzero(np.bincount(values, minlength=top + 1))
+        lookup = np.zeros(top + 1, dtype=np.int32)
+        lookup[distinct] = np.arange(len(distinct), dtype=np.int32)
+        return distinct.tolist(), lookup[values]
+    found, inverse = np.unique(values, return_inverse=True)
+    return found.tolist(), inverse.astype(np.int32)
 
 
 def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group_tokens: Array,
                      memo: tuple[Mapping[object, Mapping[object, Explanation]] | None,
                                  dict[object, dict[object, Explanation]] | None],
-                     out: Array) -> None:
+                     out: _Column) -> None:
     """History removed for room: too big for what is free, or behind the newest unit that did not fit.
 
     SPEC §3 rule 5 removes history oldest first, so what is sent is one contiguous stretch
@@ -202,82 +240,113 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     numbers = la.group[room]
     singles = room[numbers < 0]
     owns = tokens[singles]
-    out[singles] = _per_value(owns, lambda own: explanation(own, None, own > free))
+    out.spread(singles, owns, lambda own: explanation(own, None, own > free))
     if len(singles) != len(room):  # tool-group members: one explanation per group
         ids, grouped, owned = cols.layout.ids, numbers[numbers >= 0], group_tokens.tolist()
-        out[room[numbers >= 0]] = _per_value(grouped, lambda g: explanation(
+        out.spread(room[numbers >= 0], grouped, lambda g: explanation(
             owned[g], ids[g], ids[g] == bgroup or owned[g] > free))
     if bgroup is None:
         out[boundary] = explanation(cols.tokens[boundary], None, True)
-
-
-def _per_value(values: Array, make: Callable[[int], Explanation]) -> Array:
-    """``make(v)`` for each value of ``values`` (nonnegative ints), called once per distinct value, as an object array."""
-    if not len(values):
-        return np.empty(0, dtype=object)
-    top = int(values.max())
-    if top < 4 * len(values) + 65536:  # small values: a lookup table over 0..top
-        distinct = np.flatnonzero(np.bincount(values, minlength=top + 1))
-        table = np.empty(top + 1, dtype=object)
-        table[distinct] = _objects(map(make, distinct.tolist()), len(distinct))
-        return table[values]
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return _objects(map(make, distinct.tolist()), len(distinct))[inverse]
-
-
-def _objects(items: Iterable[Explanation], n: int) -> Array:
-    """A one-dimensional object array of ``n`` items (``np.array`` would look into them; ``np.fromiter`` does not)."""
-    return np.fromiter(items, dtype=object, count=n)
 
 
 #: The first item of a room explanation's memo key: too big for what is free, or behind the boundary.
 _SHORT, _BEHIND = "short", "behind"
 
 
-def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
-                    previous: Mapping[object, Mapping[object, Explanation]] | None,
-                    current: dict[object, dict[object, Explanation]] | None
-                    ) -> Callable[[int, str | None, bool], Explanation]:
-    """``explanation(own, group, short)`` of a history block removed for room, one shared object per figures.
+class _Room:
+    """The figures every room explanation of one :func:`explain_columns` call shares."""
+
+    __slots__ = (
+        "_tails",
+        "behind_at",
+        "boundary_id",
+        "boundary_message",
+        "budget",
+        "free",
+        "label",
+        "need",
+        "short_at",
+    )
+
+    def __init__(self, free: int, budget: int, label: str, need: int, boundary_id: str,
+                 boundary_message: int | None) -> None:
+        self.free, self.budget, self.label, self.need = free, budget, label, need
+        self.boundary_id, self.boundary_message = boundary_id, boundary_message
+        self.short_at = (_SHORT, free, budget)  # the memo's table keys (:func:`_room_explainer`)
+        self.behind_at = (_BEHIND, free, label, need, boundary_id, boundary_message)
+        self._tails: tuple[str, str] | None = None
+
+    def tails(self) -> tuple[str, str]:
+        """The words after a block's own count: too big for what is free, and behind the boundary (written once)."""
+        if self._tails is None:
+            self._tails = (f"but only {self.free:,} of the {self.budget:,}-token budget are free",
+                           f" tokens would fit in the {self.free:,} free, but history is kept contiguous: the newer "
+                           f"{self.label} ({self.need:,} tokens) did not fit, so nothing older is sent")
+        return self._tails
+
+
+class _RoomExplanation(Explanation):
+    """A history block removed for room, written when first read (a toggle makes hundreds; a writer reads a few).
 
     Too big for what is free (``short``): "needs N tokens [with its tool group ]but only F of the
     B-token budget are free"; else behind the boundary: "N tokens would fit in the F free, but
     history is kept contiguous: the newer <label> (M tokens) did not fit, so nothing older is
-    sent". The memo is keyed by exactly the figures the text and data are written from: the
-    call's (free tokens and budget, or free tokens and the boundary) name a table, the block's
-    own count and group its entry. An earlier call's explanation under the same keys is equal to
-    this one and is handed back instead (found without writing the text; when the free tokens
-    moved, the earlier tables are not even looked into). The words after the block's own count
-    are written once per call.
+    sent". Compared by the figures it is written from (:meth:`_key`).
+    """
+
+    __slots__ = ("_group", "_own", "_room", "_short")
+
+    def __init__(self, own: int, group: str | None, short: bool, room: _Room) -> None:
+        self._text = self._data = None
+        self._own, self._group, self._short, self._room = own, group, short, room
+
+    def _key(self) -> tuple[object, ...]:
+        r = self._room
+        return (r.short_at if self._short else r.behind_at), self._own, self._group
+
+    def _write(self) -> None:
+        own, g, r = self._own, self._group, self._room
+        count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
+        short_tail, behind_tail = r.tails()
+        if self._short:
+            self._data = {"free": r.free, "tokens": own, "group": g}
+            self._text = f"needs {count} tokens {'with its tool group ' if g else ''}{short_tail}"
+        else:
+            self._data = {"free": r.free, "tokens": own, "blocked_by": r.boundary_id,
+                          "blocked_by_message": r.boundary_message, "blocked_by_tokens": r.need, "group": g}
+            self._text = f"{count}{behind_tail}"
+
+
+def _room_explainer(free: int, budget: int, label: str, need: int, boundary_id: str, boundary_message: int | None,
+                    previous: Mapping[object, Mapping[object, Explanation]] | None,
+                    current: dict[object, dict[object, Explanation]] | None
+                    ) -> Callable[[int, str | None, bool], Explanation]:
+    """``explanation(own, group, short)`` of a history block removed for room (:class:`_RoomExplanation`), one per figures.
+
+    The memo is keyed by exactly the figures the text and data are written from: the call's
+    (free tokens and budget, or free tokens and the boundary) name a table, the block's own
+    count and group its entry. An earlier call's explanation under the same keys is equal to
+    this one and is handed back instead (when the free tokens moved, the earlier tables are
+    not even looked into). Nothing is written until it is read.
     """
     tables = current if current is not None else {}
     before = previous if previous is not None else {}
-    short_at, behind_at = (_SHORT, free, budget), (_BEHIND, free, label, need, boundary_id, boundary_message)
-    made = (tables.setdefault(short_at, {}), tables.setdefault(behind_at, {}))
-    after = (before.get(short_at) or {}, before.get(behind_at) or {})
-    short_tail = f"but only {free:,} of the {budget:,}-token budget are free"
-    behind_tail = (f" tokens would fit in the {free:,} free, but history is kept contiguous: the newer "
-                   f"{label} ({need:,} tokens) did not fit, so nothing older is sent")
+    room = _Room(free, budget, label, need, boundary_id, boundary_message)
+    made = (tables.setdefault(room.short_at, {}), tables.setdefault(room.behind_at, {}))
+    after = (before.get(room.short_at) or {}, before.get(room.behind_at) or {})
 
     def explanation(own: int, g: str | None, short: bool) -> Explanation:
         key: object = own if g is None else (own, g)
         e = made[not short].get(key) or after[not short].get(key)
         if e is None:
-            count = str(own) if -1000 < own < 1000 else f"{own:,}"  # below 1,000 there is no comma to write
-            if short:
-                e = Explanation(f"needs {count} tokens {'with its tool group ' if g else ''}{short_tail}",
-                                {"free": free, "tokens": own, "group": g})
-            else:
-                e = Explanation(f"{count}{behind_tail}",
-                                {"free": free, "tokens": own, "blocked_by": boundary_id,
-                                 "blocked_by_message": boundary_message, "blocked_by_tokens": need, "group": g})
+            e = _RoomExplanation(own, g, short, room)
         made[not short][key] = e
         return e
 
     return explanation
 
 
-def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: Array) -> None:
+def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: _Column) -> None:
     """Kept tool-group members held by a pinned or protected member (a group is sent whole or not at all)."""
     pinned, protected = cols.pinned, cols.protected
     la = arrays_of(cols).layout
@@ -298,7 +367,7 @@ def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: Array) 
 
 
 def _explain_lorebook(cols: BlockColumns, reasons: Sequence[str | None],
-                      lorebook_traces: Mapping[str, Mapping[str, Any]] | None, out: Array) -> None:
+                      lorebook_traces: Mapping[str, Mapping[str, Any]] | None, out: _Column) -> None:
     """Lorebook entries over the World Info budget (SillyTavern ``checkWorldInfo``'s budget loop)."""
     if not lorebook_traces:
         return

@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right, insort
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate
 
 import numpy as np
 
 from ..schema.blocks import Block
+from ..schema.preview import FitWindows
 from .columns import Array, BlockColumns, ColumnArrays, ToolLayout, arrays_of
 
 #: Strategies whose removal order is exactly ``shift_context``'s (the fit map is exact for them).
@@ -142,7 +142,7 @@ def fit_windows(
     layout = ToolLayout.of([group_of.get(i) for i in ids])
     cols = BlockColumns.from_blocks(blocks, [int(tokens.get(i, 0)) for i in ids], layout)
     never = frozenset(k for k, i in enumerate(ids) if i in never_sent)
-    fits = fit_columns(cols, shift_budget_of, honor_manual=honor_manual, never_sent=never)
+    fits = fit_columns(cols, shift_budget_of, honor_manual=honor_manual, never_sent=never).tolist()
     member_of = {ms[0]: ms for ms in layout.members}
     out: dict[int, int | None] = {}
     for k in reversed(range(len(ids))):  # newest unit first, its members in prompt order
@@ -156,7 +156,7 @@ def fit_windows(
 
 
 def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, honor_manual: bool = False,
-                never_sent: frozenset[int] | None = None) -> list[int | None]:
+                never_sent: frozenset[int] | None = None) -> FitWindows:
     """The fit map over columns: per position, the smallest context window that sends it (the one implementation).
 
     SPEC §3's removal order read backwards (see the module docstring): protected units need
@@ -178,10 +178,11 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
 
     Returns
     -------
-    list
+    FitWindows
         Per position: the window in tokens, ``None`` when no window sends it or when the
         block is not a chat message (``message_index`` is ``None``). Every member of a tool
-        group has its group's window.
+        group has its group's window. One ``int64`` array (``0``: none), made without a Python
+        int per position.
     """
     u = _fit_units(cols, cols.layout.orphans if never_sent is None else never_sent, honor_manual)
     hist, rooms = _rooms(u)
@@ -197,11 +198,9 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
         out[hist] = [window(p_tokens + r) for r in rooms.tolist()]
     la = u.arrays.layout
     out = out[la.unit]  # every group member takes its head's window
-    none = u.dead[la.unit] | ~u.arrays.message
-    fits: list[int | None] = out.tolist()  # type: ignore[assignment]  # ints, None set below
-    if none.any():
-        deque(map(fits.__setitem__, np.flatnonzero(none).tolist(), repeat(None)), maxlen=0)
-    return fits
+    out[u.dead[la.unit] | ~u.arrays.message] = 0  # no window sends it, or not a chat message
+    out.flags.writeable = False
+    return FitWindows(out)
 
 
 class _Units:

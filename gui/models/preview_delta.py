@@ -34,7 +34,7 @@ from itertools import compress, repeat
 from operator import contains
 from typing import Any, cast
 
-from engine.schema import ContextPreview, preview_changes
+from engine.schema import ContextPreview, FitWindows, preview_changes
 from engine.vocabulary import words
 
 from ..words import reason_cell
@@ -102,7 +102,7 @@ class PreviewDelta:
     rows: list[int]
     key_rows: list[int]
     reason_cells: dict[int, str] = field(default_factory=dict)
-    fits: list[int | None] | None = field(default=None, repr=False)
+    fits: FitWindows | None = field(default=None, repr=False)
     shaped: dict[int, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -147,8 +147,7 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
     if not (changes.rows or changes.reason_detail or changes.fit_window):
         return PreviewDelta(ref, new, [], [], {}, base_fits, old_shaped)
     key_rows = _unique_sorted(changes.block, changes.status, changes.reason)
-    fits: list[int | None] = (new.fit_windows if len(new.fit_windows) == len(new.blocks)
-                              else [None] * len(new.blocks))
+    fits = new.fit_windows if len(new.fit_windows) == len(new.blocks) else FitWindows.none(len(new.blocks))
     cells, shaped = _reason_cells(new, changes.reason_detail, key_rows, old_shaped)
     rows = _unique_sorted(key_rows, list(cells)) if cells else key_rows
     return PreviewDelta(ref, new, rows, key_rows, cells, fits, shaped)

@@ -18,7 +18,7 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from engine.schema import ContextPreview, PreviewBlock
+from engine.schema import ContextPreview, FitWindows, PreviewBlock
 
 from ..models.preview_delta import PreviewDelta
 from ..theme import status_hex
@@ -154,9 +154,9 @@ class TokensChart(QWidget):
         self._rows, self._index, self._pos = rows, index, None
         self._tokens = [_bar_tokens(blocks[r]) for r in rows]
         self._status = [_bar_status(blocks[r]) for r in rows]
-        fits: list[int | None] = (preview.fit_windows if preview is not None and len(preview.fit_windows) == len(blocks)
-                                  else [None] * len(blocks))
-        self._fits = list(map(fits.__getitem__, rows))
+        fits = (preview.fit_windows if preview is not None and len(preview.fit_windows) == len(blocks)
+                else FitWindows.none(len(blocks)))
+        self._fits = fits.take(rows)
         self._max = max(self._tokens, default=1) or 1
 
     def _update(self, preview: ContextPreview, delta: PreviewDelta) -> list[int]:
@@ -174,7 +174,7 @@ class TokensChart(QWidget):
                     bars.append(k)
             self._max = max(self._tokens, default=1) or 1
         if delta.fits is not None:  # None: every block is the old one, so are the fits
-            self._fits = list(map(delta.fits.__getitem__, self._rows))
+            self._fits = delta.fits.take(self._rows)
         return bars
 
     def _patch_buckets(self, bars: list[int]) -> None:

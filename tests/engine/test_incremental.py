@@ -12,7 +12,9 @@ registries). Run for every built-in strategy.
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from engine.schema import (
     MemoryItem,
     MessageMeta,
     PreviewRequest,
+    SentMessage,
     ToolCall,
     ToolFunction,
 )
@@ -359,18 +362,31 @@ def test_preview_changes_describe_the_rows(strategy: str, data: st.DataObject) -
 
 
 
-def test_a_warm_previews_messages_are_its_own_copies() -> None:
-    """``engine.report.report_preview``: a caller changing a warm preview's messages never reaches
-    the run the next preview starts from, nor that preview."""
+def test_a_warm_previews_messages_are_read_only_and_shared() -> None:
+    """``engine.report.report_preview``: a warm preview shares its unchanged messages with the
+    previous preview (a toggle copies none), so no caller can change them: every message is a
+    read-only ``SentMessage`` that still compares, dumps, copies and pickles as a dict."""
     chat = Chat(messages=[ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " * 30)
                           for i in range(40)])
     request = PreviewRequest(chat=chat, settings=ContextSettings(model="gpt-4o", context_limit=1500, reply_reserve=100))
     regs = default_registries()
-    preview(request, registries=regs)
+    first = preview(request, registries=regs)
     toggled = _edited(request, "exclude", 38)
     second = preview(toggled, registries=regs)
     assert second.model_dump_json() == _reference(toggled)
+    shared = {id(m) for m in first.messages} & {id(m) for m in second.messages}
+    assert len(shared) >= len(second.messages) - 2  # only the moved messages are new objects
     for m in second.messages:
-        m["content"] = "changed by a caller"
+        assert isinstance(m, SentMessage) and m == dict(m)
+        with pytest.raises(TypeError, match="read-only"):
+            m["content"] = "changed by a caller"
+        for change in (m.clear, m.popitem, lambda: m.update(x=1), lambda: m.setdefault("x", 1), lambda: m.pop("role")):
+            with pytest.raises(TypeError):
+                change()
+        mutable = m.copy()
+        mutable["content"] = "changed by a caller"  # a plain copy: the caller's own
+        assert type(mutable) is dict and m["content"] != "changed by a caller"
+        assert pickle.loads(pickle.dumps(m)) == m and copy.deepcopy(m) == m
+    assert second.model_copy(deep=True).messages == second.messages
     third = preview(_edited(toggled, "exclude", 30), registries=regs)
     assert third.model_dump_json() == _reference(_edited(toggled, "exclude", 30))

@@ -172,5 +172,6 @@ def test_prepared_messages_are_their_own_copies_made_when_read(path: str) -> Non
     toggled[39] = msgs[39].model_copy(update={"meta": MessageMeta(pinned=True)})
     warm = pipeline.prepare(request.model_copy(update={"chat": Chat(messages=toggled)}), registries=regs)
     assert warm.messages == warm.preview.messages and warm.messages[-1]["content"] == expected[-1]["content"]
-    _mutate(warm.preview.messages)
+    with pytest.raises(TypeError, match="read-only"):  # the preview's are shared with the next run: read-only
+        _mutate(warm.preview.messages)
     assert warm.messages[0] == expected[0] and pipeline.prepare(request, registries=regs).messages == expected

@@ -26,7 +26,7 @@ from engine.pipeline import default_registries, prepare
 from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest
 from engine.shifting import BlockColumns, shift_columns
 from engine.shifting.columns import SHIFT_REASONS, ColumnArrays, LayoutArrays, arrays_of, with_arrays
-from engine.shifting.explain import _per_value
+from engine.shifting.explain import distinct_values
 
 from .test_columns import SMALL, columns
 
@@ -123,17 +123,11 @@ def test_shift_reasons_are_its_codes(cols: BlockColumns, budget: int, honor: boo
 
 
 @given(values=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 10**9)), max_size=60))
-def test_per_value_calls_once_per_distinct_value(values: list[int]) -> None:
-    calls: list[int] = []
-
-    def make(v: int) -> object:
-        calls.append(v)
-        return ("made", v)
-
-    got = _per_value(np.array(values, dtype=np.int64), make)  # type: ignore[arg-type]
-    assert got.tolist() == [("made", v) for v in values]
-    assert sorted(calls) == sorted(set(values))
-    assert all(type(v) is int for v in calls)
+def test_distinct_values_index_each_value_once(values: list[int]) -> None:
+    """``engine.shifting.explain.distinct_values``: both ways (a lookup table, ``np.unique``) agree."""
+    distinct, inverse = distinct_values(np.array(values, dtype=np.int64))
+    assert distinct == sorted(set(values)) and all(type(v) is int for v in distinct)
+    assert [distinct[k] for k in inverse.tolist()] == values
 
 
 @given(n=st.integers(0, 1500), changes=st.lists(st.integers(0, 1499), max_size=12), most=st.integers(0, 20))
