@@ -30,7 +30,7 @@ import numpy as np
 from .patched import PatchedList
 from .registries import Registries
 from .rows import PriorRows, RowInputs, build_rows
-from .runstate import Outcome, ProviderMessage, RunColumns, RunState
+from .runstate import AssemblyColumns, Outcome, ProviderMessage, RunColumns, RunState
 from .schema.preview import FitWindows, SentMessage
 from .shifting import ToolLayout, explain_columns, fit_columns, shift_columns
 from .shifting.columns import SHIFT_REASONS, Array, arrays_of, with_arrays
@@ -57,25 +57,43 @@ def applies(reg: Registries, strategy: str, profile: TokenizerProfile) -> bool:
             and reg.strategies.get(strategy).fn in (truncate_strategy, manual_strategy))
 
 
-def count_columns(run: RunState) -> None:
-    """Step 4: the columns (one batched count of every new text), the sendable part, tool groups, the budget.
+def read_columns(run: RunState) -> None:
+    """Step 3's hand-over to step 4 on a cold run: the blocks' count-free columns and their sendable part.
 
-    The sendable part, its tool groups and their warnings, whether the counts are estimates and
-    the strategy's budget are the rules every path shares (:mod:`engine.step_rules`). A warm run
-    keeps its base's sendable positions and tool groups (a toggle or a plain edit changes no tool
-    shape) and counts only the edited texts.
+    The sendable part, its tool groups and their warnings, and whether the counts will be
+    estimates (:mod:`engine.step_rules`), then :class:`~engine.runstate.AssemblyColumns` over the
+    blocks' tool layout (``run.assembly``), and the few pieces of blocks that are not a plain text
+    message counted into the profile's cache. None of it reads a count of the chat's texts: a cold
+    run makes it in the helper thread while its own thread counts them
+    (:func:`engine.pipeline._read_assembly`).
+    """
+    blocks = run.blocks
+    split_sendable(run)
+    at = run.sendable_at
+    s_layout = ToolLayout.from_groups(run.groups)
+    run.send_layout = s_layout
+    b_layout = s_layout if len(at) == len(blocks) else _block_layout(s_layout, at, len(blocks))
+    run.assembly = read = AssemblyColumns.read(blocks, b_layout)
+    run.profile.count_many(read.odd_pieces)  # into the cache for step 4: tool names, call ids, arguments, ...
+    # only messages with list content can have audio parts
+    run.approximate = estimated_counts(run.profile, compress(blocks, read.listy))
+
+
+def count_columns(run: RunState) -> None:
+    """Step 4: the columns (one batched count of every new text), the sendable columns, the budget.
+
+    A cold run counts step 3's columns (:func:`read_columns`; the chat's texts are mostly in the
+    profile's cache by then). The strategy's budget is the rule every path shares
+    (:mod:`engine.step_rules`). A warm run keeps its base's sendable positions and tool groups (a
+    toggle or a plain edit changes no tool shape) and counts only the edited texts.
     """
     base, blocks, profile = run.base, run.blocks, run.profile
     run.honor_manual = drops_excluded_first(run)
     if base is None:
-        split_sendable(run)
-        at, s_layout = run.sendable_at, ToolLayout.from_groups(run.groups)
+        run.columns = RunColumns.counted(run.assembly, profile)
+        at = run.sendable_at
         every = len(at) == len(blocks)
-        b_layout = s_layout if every else _block_layout(s_layout, at, len(blocks))
-        run.columns = RunColumns.of(blocks, profile, b_layout)
-        run.send = run.columns.cols if every else with_arrays(run.columns.cols.take(at, s_layout))
-        # only messages with list content can have audio parts
-        run.approximate = estimated_counts(profile, compress(blocks, run.columns.listy))
+        run.send = run.columns.cols if every else with_arrays(run.columns.cols.take(at, run.send_layout))
     else:
         run.columns = base.columns.patched(blocks, run.flagged, run.edited, profile)
         run.sendable_at, run.group_warnings, run.approximate = base.sendable_at, base.group_warnings, base.approximate
@@ -262,6 +280,8 @@ def explain_and_fit(run: RunState, status: Sequence[str], reason: Sequence[str],
 def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], outcome: Outcome) -> None:
     """Step 10's rows on the column path (``run.rows``), reusing the base run's unchanged rows.
 
+    A cold run's rows are step 3's drafts (:func:`engine.rows.draft_rows`) with their tokens and fate set.
+
     The preview around them is :func:`engine.report.report_preview`, as on every path.
     """
     base = run.base
@@ -270,11 +290,12 @@ def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], ou
         prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}))
     run.outcome = outcome
     run.fit_windows, run.reason_details = outcome.fits, outcome.detail
-    run.rows, changes = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior)
+    drafts, run.row_drafts = run.row_drafts, None  # a cold run's rows from step 3 (engine.rows.draft_rows)
+    run.rows, changes = build_rows(RowInputs(run.blocks, run.columns, trace_by_source), outcome, prior, drafts)
     if changes is not None and base is not None:
         serial = base.preview._serial
         run.row_changes = (serial, id(run.rows), changes) if serial is not None else None
 
 
-__all__ = ["applies", "count_columns", "explain_and_fit", "record_fates",
+__all__ = ["applies", "count_columns", "explain_and_fit", "read_columns", "record_fates",
            "recount_columns", "report_columns", "shift_sendable"]

@@ -74,6 +74,7 @@ from .resolve import (
     sillytavern_setup_diagnostics,
     speaker_names,
 )
+from .rows import RowInputs, draft_rows
 from .runstate import PreparedPrompt, RunState
 from .schema.blocks import INTERCEPTOR_SOURCE_PREFIX, Block, BlockKind, BlockOrigin, ShiftResult
 from .schema.messages import ChatMessage
@@ -334,7 +335,9 @@ def _assemble_blocks(run: RunState) -> None:
     takes that run's blocks with the changed ones copied instead (:func:`_patch_blocks`). A
     SillyTavern chat: its template (:func:`_assemble_template`). Otherwise (a cold run) the
     assembly (:func:`_assemble_new`) runs beside the count of the chat's message texts
-    (:func:`_texts_to_count`, :func:`_beside`), so step 4 finds most counts made.
+    (:func:`_texts_to_count`, :func:`_beside`), so step 4 finds most counts made; on the column
+    path the assembly's thread then reads what steps 4–10 need of the new blocks
+    (:func:`_read_assembly`).
     """
     request, settings = run.request, run.request.settings
     if run.sillytavern is not None:
@@ -352,13 +355,13 @@ def _assemble_blocks(run: RunState) -> None:
     if texts:
         # a process's first count loads the encoder, holding the GIL: before the helper starts
         run.profile.count_many(texts[:1])
-        _beside(partial(_assemble_new, run), partial(run.profile.count_many, texts))
+        _beside(partial(_assemble_new, run), partial(run.profile.prime, texts[1:]))
     else:
         _assemble_new(run)
 
 
 def _assemble_new(run: RunState) -> None:
-    """Step 3 without a remembered run: lorebook activation, then the stages in template order."""
+    """Step 3 without a remembered run: lorebook activation, the stages in template order, then (column path) :func:`_read_assembly`."""
     request = run.request
     names = speaker_names(request)
     run.plan = lorebook_plan(request)
@@ -373,6 +376,25 @@ def _assemble_new(run: RunState) -> None:
     run.warnings.extend(ctx.warnings)
     run.assembled = (list(run.warnings), list(run.diagnostics))
     run.timed_effects = run.activation.timed_effects if run.activation is not None else None
+    if run.columnar:
+        _read_assembly(run)
+
+
+def _read_assembly(run: RunState) -> None:
+    """Step 3's hand-over on the column path: all that steps 4–10 read of the new blocks and no count changes.
+
+    The blocks' columns and sendable part (:func:`engine.columnar.read_columns`), the lorebook
+    trace, every row but its tokens and fate (:func:`engine.rows.draft_rows`), and whether the run
+    may be remembered with its messages' block positions (:func:`_remember`). A cold run makes
+    them in the helper thread while its own thread counts the chat's texts (:func:`_beside`), so
+    after the count only the counts, the shift and the figures are left.
+    """
+    columnar.read_columns(run)
+    run.lorebook_trace, run.trace_by_source = _lorebook_trace(run)
+    run.row_drafts = draft_rows(RowInputs(run.blocks, run.assembly, run.trace_by_source))
+    run.remembers = not time_dependent(run.request)
+    if run.remembers:
+        run.position_of = run.assembly.message_positions()
 
 
 #: Characters of message text from which a cold run counts them while it assembles (below, the
@@ -411,13 +433,18 @@ def _beside(work: Callable[[], None], count: Callable[[], object]) -> None:
     Step 3 of a cold run: tiktoken encodes outside the GIL, and fastest on the main thread (it
     encodes a 10,000-message chat in ~47 ms there, ~61 ms in any other thread; two threads
     encoding at once are slower than one: :mod:`engine.tokenizers.ordinary`), so this thread
-    counts the chat while the helper runs the assembly's Python (~22 ms) beside it. The helper
-    runs in a copy of this thread's context (:func:`engine.shifting.groups.frozen_blocks`).
+    counts the chat while the helper runs the assembly's Python and reads its columns and rows
+    (:func:`_read_assembly`, ~45 ms) beside it. The helper waits until this thread is about to
+    count: a new thread that runs Python at once keeps the GIL from the thread that started it
+    for the interpreter's switch interval (5 ms), which would delay the count by as much. The
+    helper runs in a copy of this thread's context (:func:`engine.shifting.groups.frozen_blocks`).
     """
     failed: list[BaseException] = []
     context = contextvars.copy_context()
+    go = threading.Event()
 
     def run() -> None:
+        go.wait()  # released right before the count: this thread keeps the GIL until it encodes
         try:
             context.run(work)
         except BaseException as exc:  # raised in the caller's thread below
@@ -426,8 +453,10 @@ def _beside(work: Callable[[], None], count: Callable[[], object]) -> None:
     helper = threading.Thread(target=run, name="loomscope-assembly", daemon=True)
     helper.start()
     try:
+        go.set()
         count()
     finally:
+        go.set()
         helper.join()
     if failed:
         raise failed[0]
@@ -502,10 +531,10 @@ def _macro_values(request: PreviewRequest, budget: int, char: str) -> dict[str, 
 def _count_tokens(run: RunState) -> None:
     """Step 4: one batched count per block, the safety margin, and the budget the strategy gets.
 
-    On the column path the run's columns (:func:`engine.columnar.count_columns`: a warm run
-    counts only its edited texts). A SillyTavern chat: its template's counts are final
-    (:func:`_count_template`). Sets the preview's tokenizer (profile, whether the counts are
-    estimates, version).
+    On the column path the run's columns (:func:`engine.columnar.count_columns`: a cold run puts
+    the counts into step 3's columns, a warm run counts only its edited texts). A SillyTavern
+    chat: its template's counts are final (:func:`_count_template`). Sets the preview's tokenizer
+    (profile, whether the counts are estimates, version).
     """
     if run.template is not None:
         _count_template(run)
@@ -803,7 +832,9 @@ def _report(run: RunState) -> PreparedPrompt:
         run.rows = preview_rows(run.template, run.error)
         run.lorebook_trace = run.template.lorebook_trace
     else:
-        run.lorebook_trace, trace_by_source = _lorebook_trace(run)
+        if run.trace_by_source is None:  # made in step 3 on a cold run's column path
+            run.lorebook_trace, run.trace_by_source = _lorebook_trace(run)
+        trace_by_source = run.trace_by_source
         if run.columnar:
             outcome = columnar.explain_and_fit(run, *run.fates, trace_by_source)
             columnar.report_columns(run, trace_by_source, outcome)
@@ -825,10 +856,8 @@ def _prepared(run: RunState) -> PreparedPrompt:
 def _remember(run: RunState, lorebooks: bool) -> None:
     """Keep a column-path run for the next one (:func:`engine.incremental.remember`); no chain of runs."""
     request = run.request
-    if run.base is None:
-        if time_dependent(request):
-            return
-        run.position_of = run.columns.message_positions()
+    if run.base is None and not run.remembers:  # a cold run: a time-dependent macro (step 3 looked)
+        return
     run.base = None
     # what the next run compares its messages with: this request's (a warm run's: its base's with the changed ones)
     snapshot = run.message_snapshot if run.message_snapshot is not None else list(request.chat.messages)

@@ -1,6 +1,8 @@
 """Step 10's rows on the column path: one :class:`~engine.schema.preview.PreviewBlock` per block.
 
-A cold run builds every row from the run's columns. A warm run reuses the previous run's rows:
+A cold run builds every row from the run's columns: the block's own facts while its own thread
+still counts the chat (:func:`draft_rows`, step 3), the tokens and fate in step 10
+(:func:`build_rows`). A warm run reuses the previous run's rows:
 a row whose block and fate (status, reason) are the previous run's is the previous row object;
 a row whose block is the same but whose fate moved is the previous row's values with those two
 replaced; the rows of new blocks are built from their block. The chat-wide figures (explanation,
@@ -13,13 +15,14 @@ rows) Python work plus O(n) list copies.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, ne, setitem
 from typing import Any
 
-from .runstate import Outcome, RunColumns
+from .runstate import AssemblyColumns, Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
 from .schema.preview import PreviewBlock, RowChanges, known_changes, rows_from_columns
@@ -28,12 +31,16 @@ from .step_rules import with_entry_records
 _DICT_OF = attrgetter("__dict__")
 
 
+def _same(column: Sequence[Any]) -> Sequence[Any]:
+    return column
+
+
 @dataclass(frozen=True)
 class RowInputs:
-    """What the rows of one run read: its blocks, columns and lorebook records."""
+    """What the rows of one run read: its blocks, columns (step 3's, for :func:`draft_rows`) and lorebook records."""
 
     blocks: Sequence[Block]
-    columns: RunColumns
+    columns: RunColumns | AssemblyColumns
     trace_by_source: dict[str, dict[str, Any]]
 
 
@@ -50,8 +57,8 @@ class PriorRows:
     fresh: list[int]
 
 
-def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
-               ) -> tuple[list[PreviewBlock], RowChanges | None]:
+def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None,
+               drafts: list[PreviewBlock] | None = None) -> tuple[list[PreviewBlock], RowChanges | None]:
     """The preview rows of a run on the column path, reusing ``prior``'s unchanged rows.
 
     A row holds the block's own facts and its fate (status, reason); the chat-wide figures
@@ -66,6 +73,9 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
         Each block's fate, explanation and fit window.
     prior:
         The previous run's rows with as many blocks (``None``: build every row).
+    drafts:
+        Without ``prior``: this run's rows made by :func:`draft_rows` (step 3), which get their
+        tokens and fate here, in place; they are the rows returned.
 
     Returns
     -------
@@ -77,6 +87,11 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     n = len(src.blocks)
     fields = set(model_fields_of(PreviewBlock))
     if prior is None or len(prior.rows) != n:
+        if drafts is not None and len(drafts) == n:
+            dicts = list(map(_DICT_OF, drafts))
+            for key, column in _fate_columns(src, range(n), outcome).items():
+                deque(map(setitem, dicts, repeat(key), column), maxlen=0)
+            return drafts, None
         return rows_from_columns(_row_columns(src, range(n), outcome), n), None
     po = prior.outcome
     status, reason = _moved(outcome.status, po.status, outcome.moved), _moved(outcome.reason, po.reason, outcome.moved)
@@ -95,6 +110,19 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None
     return rows, changes
 
 
+def draft_rows(src: RowInputs) -> list[PreviewBlock]:
+    """Every row of a cold run with its block's own facts, before any count (step 3, beside the count).
+
+    The rows :func:`build_rows` returns for ``src``'s blocks without a prior run, but for their
+    ``tokens``, ``status`` and ``reason`` (the fields' defaults): :func:`build_rows` given them as
+    ``drafts`` sets those three in each row's ``__dict__`` (in place: nothing has seen the rows
+    yet) and returns them. ``src.columns`` may be step 3's :class:`~engine.runstate.AssemblyColumns`:
+    no count is read.
+    """
+    n = len(src.blocks)
+    return rows_from_columns(_block_columns(src, range(n)), n)
+
+
 def _moved(new: Sequence[str], old: Sequence[str], maybe: list[int] | None) -> list[int]:
     """The positions where ``new`` differs from ``old`` (ascending).
 
@@ -110,25 +138,42 @@ def _moved(new: Sequence[str], old: Sequence[str], maybe: list[int] | None) -> l
 
 def _row_columns(src: RowInputs, positions: Sequence[int], outcome: Outcome
                  ) -> dict[str, Sequence[Any] | Iterator[Any]]:
-    """The ``PreviewBlock`` columns of the blocks at ``positions`` (a ``range`` for every block).
+    """The ``PreviewBlock`` columns of the blocks at ``positions`` (a ``range`` for every block)."""
+    return {**_block_columns(src, positions), **_fate_columns(src, positions, outcome)}
+
+
+def _pick(src: RowInputs, positions: Sequence[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """``column → its values at positions`` (the column itself when ``positions`` are every block)."""
+    if isinstance(positions, range) and len(positions) == len(src.blocks):
+        return _same
+    return partial(_values_at, positions)
+
+
+def _values_at(positions: Sequence[int], column: Sequence[Any]) -> list[Any]:
+    return list(map(column.__getitem__, positions))
+
+
+def _block_columns(src: RowInputs, positions: Sequence[int]) -> dict[str, Sequence[Any] | Iterator[Any]]:
+    """The row columns of the blocks at ``positions`` that no count or fate changes (the block's own facts).
 
     A lorebook block's trace gets the activation record of its entry (``trace_by_source``).
     """
-    every = isinstance(positions, range) and len(positions) == len(src.blocks)
-
-    def pick(column: Sequence[Any]) -> Sequence[Any]:
-        return column if every else list(map(column.__getitem__, positions))
-
+    pick = _pick(src, positions)
     blocks, c, cols = pick(src.blocks), src.columns, src.columns.cols
     kinds, sources = pick(cols.kinds), pick(cols.sources)
     traces = with_entry_records(list(map(attrgetter("trace"), blocks)), kinds, sources, src.trace_by_source)
     messages = map(attrgetter("message"), blocks)
     return {
         "id": pick(cols.ids), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
-        "position": positions, "tokens": pick(cols.tokens), "status": pick(outcome.status),
-        "reason": pick(outcome.reason), "protected": pick(cols.protected), "pinned": pick(cols.pinned),
+        "position": positions, "protected": pick(cols.protected), "pinned": pick(cols.pinned),
         "group": pick(cols.layout.group_of), "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
         "manual_excluded": pick(cols.manual), "message_index": pick(cols.message_index), "trace": traces}
+
+
+def _fate_columns(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> dict[str, Sequence[Any]]:
+    """The row columns of the blocks at ``positions`` that steps 4–6 work out: tokens, status, reason."""
+    pick = _pick(src, positions)
+    return {"tokens": pick(src.columns.cols.tokens), "status": pick(outcome.status), "reason": pick(outcome.reason)}
 
 
 def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Outcome,
@@ -140,4 +185,4 @@ def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Out
     return construct_many(PreviewBlock, dicts, fields)
 
 
-__all__ = ["PriorRows", "RowInputs", "build_rows"]
+__all__ = ["PriorRows", "RowInputs", "build_rows", "draft_rows"]

@@ -3,7 +3,9 @@
 :class:`RunState` is filled step by step by :func:`engine.pipeline.prepare`. Besides the block
 objects it carries the run's figures as columns (:class:`RunColumns` around shifting's
 :class:`~engine.shifting.BlockColumns`: one list per field, one entry per assembled block in prompt order), which the built-in ``truncate`` / ``manual``
-strategies shift over (:mod:`engine.columnar`). A warm run (:mod:`engine.incremental` decides
+strategies shift over (:mod:`engine.columnar`). A cold run's step 3 hands step 4 the columns no
+count changes (:class:`AssemblyColumns`, made while its own thread counts the chat) and step 4
+puts the counts in (:meth:`RunColumns.counted`). A warm run (:mod:`engine.incremental` decides
 when one applies) starts from the remembered run's state: step 3 copies the few blocks whose
 message changed, step 4 patches the columns (:meth:`RunColumns.patched`: only the new texts are
 counted), and step 10 reuses every row that did not change (:mod:`engine.rows`).
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, compress, islice, repeat
-from operator import add, and_, attrgetter, is_, is_not, methodcaller
+from operator import add, and_, attrgetter, is_not
 from typing import Any, Literal
 
 from .assembly.st_group import Speaker
@@ -59,15 +61,12 @@ def _unplain_positions(messages: Sequence[ChatMessage | None], roles: Sequence[s
     # no message (the tools block) has no text content either
     odd = {*compress(every, map(is_not, map(type, contents), repeat(str))),
            *compress(every, map(_RESULT_ROLES.__contains__, roles))}
-    if any(map(is_, messages, repeat(None))):
-        for name in ("name", "tool_calls", "__pydantic_extra__"):
-            odd.update(compress(every, map(getattr, messages, repeat(name), repeat(None))))
-    else:
-        odd.update(compress(every, map(any, map(_SHAPE, messages))))
+    # one pass per field (a pass of a three-name attrgetter and ``any`` costs three times as much)
+    for name in ("name", "tool_calls", "__pydantic_extra__"):
+        odd.update(compress(every, map(getattr, messages, repeat(name), repeat(None))))
     return sorted(odd)
 
 
-_SHAPE = attrgetter("name", "tool_calls", "__pydantic_extra__")
 _MESSAGE, _REASON = attrgetter("message"), attrgetter("reason")
 _PINNED, _MANUAL = attrgetter("pinned"), attrgetter("manual_excluded")
 _RESULT_ROLES = frozenset(("tool", "function"))
@@ -113,17 +112,20 @@ class PreparedPrompt:
 
 
 @dataclass(frozen=True)
-class RunColumns:
-    """The run's figures per assembled block (prompt order): shifting's columns plus what the recount and rows read.
+class AssemblyColumns:
+    """Step 3's columns: every figure of the assembled blocks that no token count depends on (prompt order).
 
-    ``cols`` are the columns every shifting rule reads (:class:`engine.shifting.BlockColumns`;
-    its ``tokens`` are OpenAI chat-accounting counts, framing included). Per block besides:
-    ``provider`` its provider message (``None``: the tools block), ``pieces`` the texts it spends
-    tokens on and ``overhead`` its framing tokens, ``kept_reason`` the reason a kept block shows
-    (``PINNED`` for a pinned block that is not protected otherwise), ``text`` its shown text,
-    ``listy`` whether its content is a list of parts. Read-only: a warm run makes new columns.
+    What a cold run's step 3 hands to step 4 on the column path, made while its own thread counts
+    the chat's texts (:func:`engine.pipeline._read_assembly`); step 4 puts the counts in
+    (:meth:`RunColumns.counted`). The fields :class:`RunColumns` has mean the same here; ``cols``
+    are shifting's columns and their arrays with every token ``0`` (not counted yet). Besides: ``blocks`` (the tools
+    block's schemas are counted from it), per block the content and role a plain text message
+    spends tokens on (``counted`` / ``counted_roles``, ``""`` for the others) and ``odd``, the
+    positions of the others (tool calls and results, names, content parts, the tools block),
+    ascending, with their pieces (``odd_pieces``). Read-only.
     """
 
+    blocks: Sequence[Block]
     cols: BlockColumns
     kept_reason: Sequence[str]
     text: list[str]
@@ -131,30 +133,21 @@ class RunColumns:
     pieces: list[Sequence[str]]
     overhead: list[int]
     listy: list[bool]
-    #: positions of the blocks without a provider message (the tools block)
-    bare: tuple[int, ...] = ()
-    #: positions of the blocks whose content is a list of parts
-    listed: tuple[int, ...] = ()
-    #: every value ``kept_reason`` holds (a superset after a warm run's patch)
-    kept_reasons: frozenset[str] = frozenset()
+    counted: list[str]
+    counted_roles: list[str]
+    odd: list[int]
+    #: the pieces of the blocks at ``odd`` one after another (``pieces[i]`` for ``i`` in ``odd``)
+    odd_pieces: list[str]
+    bare: tuple[int, ...]
+    listed: tuple[int, ...]
+    kept_reasons: frozenset[str]
 
     @classmethod
-    def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
-        """The columns of ``blocks``, counted with ``profile`` (OpenAI accounting).
+    def read(cls, blocks: Sequence[Block], layout: ToolLayout) -> AssemblyColumns:
+        """The count-free columns of ``blocks`` (``layout``: their tool groups, in block positions).
 
         Every column is a C-level pass over the blocks; only the blocks that are not a plain text
-        message (tool calls and results, names, content parts, the tools block) are handled one by
-        one. The plain messages' contents are counted in one batch (each new text encoded once),
-        each role once.
-
-        Parameters
-        ----------
-        blocks:
-            The assembled blocks, in prompt order.
-        profile:
-            The run's tokenizer profile (no chat template).
-        layout:
-            The blocks' tool groups, in block positions.
+        message (tool calls and results, names, content parts, the tools block) are read one by one.
         """
         n = len(blocks)
         messages = list(map(_MESSAGE, blocks))
@@ -177,31 +170,98 @@ class RunColumns:
             listy[i] = p is not None and isinstance(p.get("content"), list)
             text[i] = block_text(blocks[i])
             counted[i] = counted_roles[i] = ""
-        # the contents in one batch, each role once, then the few other blocks' pieces
-        roles_once = list(dict.fromkeys(counted_roles))
-        role_tokens = dict(zip(roles_once, profile.count_many(roles_once)))
-        tokens = list(map(add, map(add, profile.count_many(counted), map(role_tokens.__getitem__, counted_roles)),
-                          overhead))
-        odd_counts = iter(profile.count_many(list(chain.from_iterable(map(pieces.__getitem__, odd)))))
-        for i in odd:
-            if provider[i] is None:
-                tokens[i] = count_tools_tokens(profile, blocks[i].tools or [])
-            else:
-                tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
-        cols = with_arrays(BlockColumns.from_blocks(blocks, tokens, layout))
+        # the flag arrays now; the token array (zeros until counted) is replaced in step 4
+        cols = with_arrays(BlockColumns.from_blocks(blocks, [0] * n, layout))
         kept_reason = list(map(_REASON, blocks))
         protected = cols.protected
         for i in compress(range(n), cols.pinned):
             if not protected[i]:
                 kept_reason[i] = "PINNED"
-        return cls(cols, kept_reason, text, provider, pieces, overhead, listy,
-                   tuple(i for i in odd if provider[i] is None), tuple(i for i in odd if listy[i]), frozenset(kept_reason))
+        return cls(blocks, cols, kept_reason, text, provider, pieces, overhead, listy, counted, counted_roles, odd,
+                   list(chain.from_iterable(map(pieces.__getitem__, odd))), tuple(i for i in odd if provider[i] is None),
+                   tuple(i for i in odd if listy[i]), frozenset(kept_reason))
 
     def message_positions(self) -> dict[int, int]:
         """The block position of each chat message with a block of its own (source ``message:<i>``)."""
         mindex = self.cols.message_index
-        own = map(and_, map(is_not, mindex, repeat(None)), map(methodcaller("startswith", "message:"), self.cols.sources))
+        own = map(and_, map(is_not, mindex, repeat(None)), map(str.startswith, self.cols.sources, repeat("message:")))
         return dict(compress(zip(mindex, range(len(mindex))), own))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RunColumns:
+    """The run's figures per assembled block (prompt order): shifting's columns plus what the recount and rows read.
+
+    ``cols`` are the columns every shifting rule reads (:class:`engine.shifting.BlockColumns`;
+    its ``tokens`` are OpenAI chat-accounting counts, framing included). Per block besides:
+    ``provider`` its provider message (``None``: the tools block), ``pieces`` the texts it spends
+    tokens on and ``overhead`` its framing tokens, ``kept_reason`` the reason a kept block shows
+    (``PINNED`` for a pinned block that is not protected otherwise), ``text`` its shown text,
+    ``listy`` whether its content is a list of parts. Read-only: a warm run makes new columns.
+    A cold run makes them from step 3's :class:`AssemblyColumns` (:meth:`counted`).
+    """
+
+    cols: BlockColumns
+    kept_reason: Sequence[str]
+    text: list[str]
+    provider: list[ProviderMessage | None]
+    pieces: list[Sequence[str]]
+    overhead: list[int]
+    listy: list[bool]
+    #: positions of the blocks without a provider message (the tools block)
+    bare: tuple[int, ...] = ()
+    #: positions of the blocks whose content is a list of parts
+    listed: tuple[int, ...] = ()
+    #: every value ``kept_reason`` holds (a superset after a warm run's patch)
+    kept_reasons: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, blocks: Sequence[Block], profile: TokenizerProfile, layout: ToolLayout) -> RunColumns:
+        """The columns of ``blocks``, counted with ``profile`` (OpenAI accounting).
+
+        :meth:`AssemblyColumns.read` then :meth:`counted`: what a run's steps 3 and 4 do in turn.
+
+        Parameters
+        ----------
+        blocks:
+            The assembled blocks, in prompt order.
+        profile:
+            The run's tokenizer profile (no chat template).
+        layout:
+            The blocks' tool groups, in block positions.
+        """
+        return cls.counted(AssemblyColumns.read(blocks, layout), profile)
+
+    @classmethod
+    def counted(cls, read: AssemblyColumns, profile: TokenizerProfile) -> RunColumns:
+        """Step 4: ``read``'s columns with each block's tokens (OpenAI accounting, framing included).
+
+        The plain messages' contents are counted in one batch (each new text encoded once: a
+        cold run's step 3 counted the chat's texts into the profile's cache), each role once;
+        then the few other blocks' pieces in one batch, and the tools block's schemas.
+
+        Parameters
+        ----------
+        read:
+            Step 3's columns of the blocks.
+        profile:
+            The run's tokenizer profile (no chat template).
+        """
+        odd, pieces, overhead, provider = read.odd, read.pieces, read.overhead, read.provider
+        roles_once = list(dict.fromkeys(read.counted_roles))
+        role_tokens = dict(zip(roles_once, profile.count_many(roles_once)))
+        tokens = list(map(add, map(add, profile.count_many(read.counted),
+                                   map(role_tokens.__getitem__, read.counted_roles)), overhead))
+        odd_counts = iter(profile.count_many(read.odd_pieces))
+        for i in odd:
+            if provider[i] is None:
+                tokens[i] = count_tools_tokens(profile, read.blocks[i].tools or [])
+            else:
+                tokens[i] = sum(islice(odd_counts, len(pieces[i]))) + overhead[i]
+        cols = dataclasses.replace(read.cols, tokens=tokens)
+        cols = dataclasses.replace(cols, arrays=arrays_of(read.cols).recounted(cols))
+        return cls(cols, read.kept_reason, read.text, provider, pieces, overhead, read.listy, read.bare, read.listed,
+                   read.kept_reasons)
 
     def patched(self, blocks: Sequence[Block], flagged: Sequence[int], edited: Sequence[int],
                 profile: TokenizerProfile) -> RunColumns:
@@ -317,6 +377,11 @@ class RunState:
     message_snapshot: Sequence[ChatMessage] | None = None  # a warm run: the messages as the next run compares them
     flagged: list[int] = field(default_factory=list)
     edited: list[int] = field(default_factory=list)
+    # a cold run on the column path: what step 3 hands on, made beside the count (engine.pipeline._read_assembly)
+    assembly: AssemblyColumns = field(init=False)  # the blocks' count-free columns (engine.columnar.read_columns)
+    send_layout: ToolLayout = field(init=False)  # the sendable blocks' tool groups, in sendable positions
+    row_drafts: list[PreviewBlock] | None = None  # every row but its tokens and fate (engine.rows.draft_rows)
+    remembers: bool = False  # whether the next run may start from this one (no time-dependent macro)
     # 4. counts
     tokenizer: TokenizerInfo = field(init=False)  # the preview's tokenizer (profile, approximate, version)
     tokens: dict[str, int] = field(init=False)
@@ -374,6 +439,8 @@ class RunState:
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
     row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)
+    #: each lorebook entry source's activation record as a JSON dict (``None``: not made yet; block traces)
+    trace_by_source: dict[str, dict[str, Any]] | None = None
     preview: ContextPreview = field(init=False)
 
     @property
@@ -383,4 +450,4 @@ class RunState:
         return self.result
 
 
-__all__ = ["Outcome", "PreparedPrompt", "RunColumns", "RunState", "block_text"]
+__all__ = ["AssemblyColumns", "Outcome", "PreparedPrompt", "RunColumns", "RunState", "block_text"]

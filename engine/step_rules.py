@@ -41,6 +41,9 @@ from .tokenizers import TokenizerProfile, content_part_warnings
 def split_sendable(run: RunState) -> list[Block]:
     """Step 4: the blocks that may be sent, their positions and tool groups, and the groups' warnings.
 
+    (A cold run on the column path makes them at the end of step 3, beside the count:
+    :func:`engine.columnar.read_columns`.)
+
     A block assembly left out (``run.pre_excluded``: hidden, out of a lorebook's budget, ...) is
     shown in the preview and never sent. Sets ``run.sendable`` (a new list: a plugin strategy
     gets it and may reorder it), ``run.sendable_at`` (their positions in ``run.blocks``),

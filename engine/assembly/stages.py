@@ -246,7 +246,7 @@ def _message_blocks(ctx: AssemblyContext, indices: list[int], msgs: list[ChatMes
     own. The messages are not validated again (they were when the chat was read).
     """
     n = len(msgs)
-    sources = list(map("message:%d".__mod__, indices))
+    sources = list(map(_MESSAGE_SOURCES.upto(max(indices, default=-1) + 1).__getitem__, indices))
     metas = list(map(_META, msgs))
     # one copy per block of a split-key template holding the common values, then one C-level
     # pass per column that differs from block to block
@@ -593,7 +593,7 @@ def assemble(ctx: AssemblyContext, registry: StageRegistry, template: list[str])
 
 def _numbered(ctx: AssemblyContext, blocks: list[Block]) -> list[Block]:
     """``blocks`` with ids ``b0``, ``b1``, ... by position (in place: this assembly created them); ``pre_excluded`` follows."""
-    ids = list(map("b{}".format, range(len(blocks))))
+    ids = _BLOCK_IDS.upto(len(blocks))
     pre = ctx.pre_excluded
     if pre:
         at = compress(range(len(blocks)), map(pre.__contains__, map(_ID, blocks)))
@@ -605,3 +605,26 @@ def _numbered(ctx: AssemblyContext, blocks: list[Block]) -> list[Block]:
 
 
 _ID, _DICT = attrgetter("id"), attrgetter("__dict__")
+
+
+class _Numbered:
+    """The strings ``pattern % 0``, ``pattern % 1``, ... made once per process (every preview names its blocks).
+
+    A longer chat extends them by a new list (assigned at once: a thread reading the old one
+    meanwhile reads valid names); they last as long as the process, one short string per
+    position of the longest assembly.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.names: list[str] = []
+
+    def upto(self, n: int) -> list[str]:
+        """The first ``n`` names (a new list)."""
+        names = self.names
+        if len(names) < n:
+            names = self.names = names + list(map(self.pattern.__mod__, range(len(names), n)))
+        return names[:n]
+
+
+_BLOCK_IDS, _MESSAGE_SOURCES = _Numbered("b%d"), _Numbered("message:%d")

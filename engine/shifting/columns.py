@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter, is_, is_not, or_
+from operator import attrgetter, is_, is_not, itemgetter, or_
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,18 @@ def removal_tier(origin: BlockOrigin, kind: BlockKind, history: bool) -> int:
     if history:
         return 2
     return 3
+
+
+#: An enum member's value (``BlockKind`` / ``BlockOrigin``: plain ``str``), read without the enum's property.
+_VALUE = attrgetter("_value_")
+_DICT = attrgetter("__dict__")
+#: :func:`removal_tier` by (origin value, kind value, history flag): one dict lookup per block.
+_TIERS = {(o.value, k.value, h): removal_tier(o, k, h) for o in BlockOrigin for k in BlockKind for h in (False, True)}
+
+
+def _labels(mindex: Sequence[int | None], sources: Sequence[str]) -> list[str]:
+    """How an explanation names each block: ``message <i>`` for a chat message, else its source."""
+    return [src if mi is None else f"message {mi}" for src, mi in zip(sources, mindex)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,28 +172,31 @@ class BlockColumns:
     @classmethod
     def from_blocks(cls, blocks: Sequence[Block], tokens: Sequence[int],
                     layout: ToolLayout | None = None) -> BlockColumns:
-        """The columns of ``blocks`` (one ``attrgetter`` pass per field).
+        """The columns of ``blocks`` (one C-level pass per field).
 
         Parameters
         ----------
         blocks:
             Blocks in prompt order.
         tokens:
-            Tokens per block, same order.
+            Tokens per block, same order (zeros for columns counted later: a pipeline run's step 3,
+            :class:`engine.runstate.AssemblyColumns`).
         layout:
             The tool groups; ``None``: :func:`~engine.shifting.groups.find_tool_groups` of ``blocks``.
         """
-        def column(name: str) -> list[Any]:
-            return list(map(attrgetter(name), blocks))
+        fields = list(map(_DICT, blocks))  # a block's fields are its __dict__'s keys (a key read beats an attribute's)
 
-        mindex, source, history, kinds = (column(k) for k in ("message_index", "source", "history", "kind"))
+        def column(name: str) -> list[Any]:
+            return list(map(itemgetter(name), fields))
+
+        mindex, source, history = column("message_index"), column("source"), column("history")
+        kinds = list(map(_VALUE, column("kind")))
         return cls(
-            ids=column("id"),
-            labels=[src if mi is None else f"message {mi}" for src, mi in zip(source, mindex)],
-            message_index=mindex, kinds=[k.value for k in kinds], sources=source, tokens=list(tokens),
-            hidden=column("hidden"), protected=column("protected"), pinned=column("pinned"),
+            ids=column("id"), labels=_labels(mindex, source), message_index=mindex, kinds=kinds, sources=source,
+            tokens=list(tokens), hidden=column("hidden"), protected=column("protected"), pinned=column("pinned"),
             manual=column("manual_excluded"), history=history,
-            tier=list(map(removal_tier, column("origin"), kinds, history)), priority=column("priority"),
+            tier=list(map(_TIERS.__getitem__, zip(map(_VALUE, column("origin")), kinds, history))),
+            priority=column("priority"),
             layout=layout if layout is not None else ToolLayout.from_groups(find_tool_groups(blocks)))
 
     def take(self, positions: Sequence[int], layout: ToolLayout | None = None) -> BlockColumns:
@@ -347,6 +362,17 @@ class ColumnArrays:
                    np.fromiter(cols.priority, dtype=float, count=n),
                    np.fromiter(map(is_not, cols.message_index, repeat(None)), dtype=bool, count=n),
                    la, _sources(cols), held, Units.of(tokens, held, tier, la))
+
+    def recounted(self, cols: BlockColumns) -> ColumnArrays:
+        """These arrays for ``cols``, which differ from the columns they were made of in ``tokens`` only.
+
+        The token array and the units are new; every flag array is shared (a pipeline run makes
+        its flag arrays before the count: :class:`engine.runstate.AssemblyColumns`).
+        """
+        tokens = np.fromiter(cols.tokens, dtype=np.int64, count=len(cols))
+        tokens.flags.writeable = False
+        return dataclasses.replace(self, tokens=tokens, sources=_sources(cols),
+                                   units=Units.of(tokens, self.held, self.tier, self.layout))
 
     def patched(self, cols: BlockColumns, positions: Sequence[int]) -> ColumnArrays:
         """These arrays for ``cols``, whose lists differ from this instance's only at ``positions`` (tokens, pin, exclusion)."""

@@ -161,6 +161,15 @@ class TokenizerProfile:
         self._store(counted)
         return list(map(counted.get, keys, out))  # type: ignore[arg-type]  # a count for every key
 
+    def prime(self, texts: Sequence[str]) -> None:
+        """Count ``texts`` into the cache (for a later :meth:`count_many`), in one batch; returns nothing.
+
+        For texts that are mostly new (a chat's first preview: :func:`engine.pipeline._beside`):
+        no lookup first, so a text already cached is counted again (with the same count).
+        """
+        todo = dict(zip(self._keys(texts), texts))  # each key once
+        self._store(dict(zip(todo, map(int, self.count_batch(list(todo.values()))))))
+
     def _store(self, counted: dict[str | bytes, int]) -> None:
         """Add ``counted`` to the cache, the oldest entries out beyond ``COUNT_CACHE_SIZE``."""
         with self._lock:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
+import engine.columnar
 import engine.pipeline
 from engine.errors import SettingsError
 from engine.pipeline import default_registries, preview
@@ -78,6 +80,53 @@ def test_a_profile_that_holds_the_gil_counts_in_step_4(monkeypatch: pytest.Monke
     regs.tokenizers.register(_profile(log, beside=False))
     preview(_request("truncate"), registries=regs)
     assert log and all(thread != "loomscope-assembly" for thread, _ in log)
+
+
+def test_step_3_hands_its_columns_and_rows_to_step_4_from_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the column path the helper also reads the new blocks' count-free columns and drafts their rows
+    (:func:`engine.pipeline._read_assembly`) while this thread counts; the preview is the one made without a helper."""
+    monkeypatch.setattr(engine.pipeline, "COUNT_BESIDE_CHARS", 0)
+    threads: dict[str, str] = {}
+
+    def spy(name: str, fn: Any) -> Any:
+        def run(*args: object) -> Any:
+            threads[name] = threading.current_thread().name
+            return fn(*args)
+        return run
+
+    for module, name in ((engine.columnar, "read_columns"), (engine.pipeline, "draft_rows"),
+                         (engine.pipeline, "time_dependent")):
+        monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
+    request = _request("truncate")
+    regs = default_registries()
+    regs.tokenizers.register(_profile([], beside=True))
+    out = preview(request, registries=regs)
+    assert threads == dict.fromkeys(("read_columns", "draft_rows", "time_dependent"), "loomscope-assembly")
+    monkeypatch.setattr(engine.pipeline, "COUNT_BESIDE_CHARS", 10**9)  # no helper: step 3 in this thread
+    regs_late = default_registries()
+    regs_late.tokenizers.register(_profile([], beside=True))
+    assert preview(request, registries=regs_late).model_dump_json() == out.model_dump_json()
+    assert threads["draft_rows"] == threading.current_thread().name
+
+
+def test_drafted_rows_are_the_rows_built_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold run's rows drafted in step 3 and filled in step 10 are, field for field and in field order, the rows
+    :func:`engine.rows.build_rows` builds at once."""
+    pairs: list[tuple[list[Any], list[Any]]] = []
+    build = engine.columnar.build_rows
+
+    def spy(src: Any, outcome: Any, prior: Any, drafts: Any = None) -> Any:
+        if drafts is not None:
+            pairs.append((build(src, outcome, prior)[0], drafts))
+        return build(src, outcome, prior, drafts)
+
+    monkeypatch.setattr(engine.columnar, "build_rows", spy)
+    regs = default_registries()
+    regs.tokenizers.register(_profile([], beside=True))
+    preview(_request("manual"), registries=regs)
+    [(at_once, drafted)] = pairs
+    assert [list(r.__dict__.items()) for r in drafted] == [list(r.__dict__.items()) for r in at_once]
+    assert {r.status for r in drafted} == {"kept", "excluded"}
 
 
 def test_the_same_chat_again_assembles_in_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:

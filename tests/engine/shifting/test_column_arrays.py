@@ -96,6 +96,23 @@ def test_patched_arrays_equal_fresh_arrays(cols: BlockColumns, data: st.DataObje
 
 
 @SMALL
+@given(cols=columns(), data=st.data())
+def test_recounted_arrays_equal_fresh_arrays(cols: BlockColumns, data: st.DataObject) -> None:
+    """Arrays made before the count (every token 0) and recounted equal the arrays of the counted columns."""
+    uncounted = with_arrays(dataclasses.replace(cols, tokens=[0] * len(cols)))
+    tokens = data.draw(st.lists(st.integers(0, 500), min_size=len(cols), max_size=len(cols)))
+    counted = dataclasses.replace(uncounted, tokens=tokens)
+    recounted = uncounted.arrays.recounted(counted)  # type: ignore[union-attr]
+    fresh = ColumnArrays.of(counted)
+    for name in ("tokens", "hidden", "protected", "pinned", "manual", "history", "tier", "priority", "message", "held"):
+        assert getattr(recounted, name).tolist() == getattr(fresh, name).tolist(), name
+    for name in ("tokens", "held", "tier"):
+        assert getattr(recounted.units, name).tolist() == getattr(fresh.units, name).tolist(), name
+    assert arrays_of(dataclasses.replace(counted, arrays=recounted)) is recounted
+    assert not recounted.tokens.flags.writeable and uncounted.arrays.tokens.tolist() == [0] * len(cols)  # type: ignore[union-attr]
+
+
+@SMALL
 @given(cols=columns(), budget=st.integers(0, 200), honor=st.booleans())
 def test_shift_reasons_are_its_codes(cols: BlockColumns, budget: int, honor: bool) -> None:
     """``ColumnShift.reasons`` (made on the first read, then the same list) are the codes' reasons."""

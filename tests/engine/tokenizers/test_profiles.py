@@ -91,6 +91,21 @@ def test_counts_are_cached_by_content():
     assert calls == [2]  # one batch for the two distinct texts, nothing on the second call
 
 
+def test_prime_counts_into_the_cache_in_one_batch():
+    """``prime`` (a cold preview's count beside its assembly) leaves each text's ``count_many`` count in the cache."""
+    batches: list[list[str]] = []
+
+    def batch(texts: list[str]) -> list[int]:
+        batches.append(list(texts))
+        return [len(t.split()) for t in texts]
+
+    profile = TokenizerProfile("probe", False, "1", "words", count_batch=batch)
+    texts = ["a b", "c", "a b", "", "d e f"]
+    assert profile.prime(texts) is None
+    assert batches == [["a b", "c", "", "d e f"]]  # each text once, one batch
+    assert profile.count_many(texts) == [2, 1, 2, 0, 3] and len(batches) == 1  # no count again
+
+
 def test_token_spans_cover_text():
     p = default_tokenizer_registry().get("cl100k_base")
     text = "héllo 世界, wörld!"
