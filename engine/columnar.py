@@ -287,7 +287,8 @@ def report_columns(run: RunState, trace_by_source: dict[str, dict[str, Any]], ou
     base = run.base
     prior = None
     if base is not None and len(base.rows) == len(run.blocks):
-        prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}))
+        prior = PriorRows(base.blocks, base.outcome, base.rows, sorted({*run.flagged, *run.edited}),
+                          frozenset(run.edited))
     run.outcome = outcome
     run.fit_windows, run.reason_details = outcome.fits, outcome.detail
     drafts, run.row_drafts = run.row_drafts, None  # a cold run's rows from step 3 (engine.rows.draft_rows)

@@ -48,13 +48,15 @@ class RowInputs:
 class PriorRows:
     """The previous run's rows and what they were built from (a warm run's starting point).
 
-    ``fresh``: the block positions whose block object is new in this run.
+    ``fresh``: the block positions whose block object is new in this run; ``edited``: those of
+    them whose message changed (the others only had their pin / exclude flags set).
     """
 
     blocks: Sequence[Block]
     outcome: Outcome
     rows: list[PreviewBlock]
     fresh: list[int]
+    edited: frozenset[int] = frozenset()
 
 
 def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None,
@@ -100,9 +102,17 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None,
     rows = list(prior.rows)
     if refate:
         deque(map(setitem, repeat(rows), refate, _refated_rows(prior.rows, refate, outcome, fields)), maxlen=0)
-    if prior.fresh:
-        built = rows_from_columns(_row_columns(src, prior.fresh, outcome), len(prior.fresh))
-        deque(map(setitem, repeat(rows), prior.fresh, built), maxlen=0)
+    # a toggled block's row is its old row with its flags and fate set; an edited block's is built anew
+    flags_only = [p for p in prior.fresh if p not in prior.edited]
+    if flags_only:
+        cols = src.columns.cols
+        deque(map(setitem, repeat(rows), flags_only, _refated_rows(
+            prior.rows, flags_only, outcome, fields, (("pinned", cols.pinned), ("manual_excluded", cols.manual)))),
+            maxlen=0)
+    rebuilt = [p for p in prior.fresh if p in prior.edited]
+    if rebuilt:
+        built = rows_from_columns(_row_columns(src, rebuilt, outcome), len(rebuilt))
+        deque(map(setitem, repeat(rows), rebuilt, built), maxlen=0)
     # a refated row is a copy of its old row with only its fate set: only new blocks' rows can
     # differ in the other fields
     changes = known_changes(prior.rows, rows, rows=sorted({*refate, *fresh}), block=list(prior.fresh),
@@ -176,11 +186,14 @@ def _fate_columns(src: RowInputs, positions: Sequence[int], outcome: Outcome) ->
     return {"tokens": pick(src.columns.cols.tokens), "status": pick(outcome.status), "reason": pick(outcome.reason)}
 
 
-def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Outcome,
-                  fields: set[str]) -> list[PreviewBlock]:
-    """Copies of ``old_rows[i]`` (``i`` in ``idx``) with their status and reason set from ``outcome``."""
+def _refated_rows(old_rows: Sequence[PreviewBlock], idx: list[int], outcome: Outcome, fields: set[str],
+                  more: tuple[tuple[str, Sequence[Any]], ...] = ()) -> list[PreviewBlock]:
+    """Copies of ``old_rows[i]`` (``i`` in ``idx``) with their status and reason set from ``outcome``.
+
+    ``more``: other fields to set, each with its column over every position.
+    """
     dicts = list(map(dict.copy, map(_DICT_OF, map(old_rows.__getitem__, idx))))
-    for key, values in (("status", outcome.status), ("reason", outcome.reason)):
+    for key, values in (("status", outcome.status), ("reason", outcome.reason), *more):
         deque(map(setitem, dicts, repeat(key), map(values.__getitem__, idx)), maxlen=0)
     return construct_many(PreviewBlock, dicts, fields)
 
