@@ -77,7 +77,8 @@ class PatchedList(Sequence[T]):
             start, stop, step = index.indices(len(self._base))
             if step != 1:
                 return self.tolist()[index]
-            out = list(self._base[start:stop])  # a plain list's slice (one C-level copy), then its changed positions
+            part = self._base[start:stop]  # a plain list's slice (one C-level copy), then its changed positions
+            out = part if type(part) is list else list(part)
             keys, changes = self._keys, self._changes
             for k in keys[bisect_left(keys, start):bisect_left(keys, stop)]:
                 out[k - start] = changes[k]

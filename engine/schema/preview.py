@@ -803,8 +803,8 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
     Rows: free when ``new`` is the warm run the engine made from ``old`` (the run recorded where
     its rows changed, :func:`known_changes`); otherwise one C-level identity pass over the rows,
     then for the rows that are new objects one C-level comparison pass per field group. Figures:
-    one C-level pass over each column (explanations by identity first: equal figures are
-    mostly the very same object).
+    one numpy pass over the fit windows (:meth:`FitWindows.changed`); the reasons compared once
+    per distinct pair of explanations (:meth:`ReasonDetails.changed`).
 
     Parameters
     ----------
