@@ -264,7 +264,7 @@ def explain_and_fit(run: RunState, status: Sequence[str], reason: Sequence[str],
     if run.pre_excluded or _TOO_LARGE in c.kept_reasons:
         fates = Fates.of(status, reason)
     else:  # every reason is shifting's (by code) or a kept reason
-        fates = Fates(codes != 0, _ROOM[codes], codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
+        fates = Fates(codes != 0, _ROOM.take(codes), codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
                              fates=fates)
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)
