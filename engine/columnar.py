@@ -165,7 +165,7 @@ def record_fates(run: RunState) -> tuple[Sequence[str], Sequence[str]]:
     codes = run.fate_codes = _block_codes(run)
     base = run.base
     if base is not None and base.fate_codes is not None and len(base.fate_codes) == n:
-        moved = sorted({*np.flatnonzero(codes != base.fate_codes).tolist(), *run.flagged, *run.edited})
+        moved = sorted({*(codes != base.fate_codes).nonzero()[0].tolist(), *run.flagged, *run.edited})
         if len(moved) * 8 < n:
             kept_at = list(base.kept_at)
             new_codes = codes[moved].tolist()
@@ -178,7 +178,7 @@ def record_fates(run: RunState) -> tuple[Sequence[str], Sequence[str]]:
                 else SHIFT_REASONS[k] for i, k in zip(moved, new_codes))))
             run.kept_at, run.moved = kept_at, moved
             return status, reason
-    run.kept_at = np.flatnonzero(codes == 0).tolist()
+    run.kept_at = (codes == 0).nonzero()[0].tolist()
     return _fates(run)
 
 

@@ -155,7 +155,7 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
     live = (codes == 0) & a.layout.head  # live unit heads
     live_held = live & units.held
     protected_tokens = int(np.dot(units.tokens, live_held))
-    removable = np.flatnonzero(live & ~units.held)
+    removable = (live & ~units.held).nonzero()[0]
     error: str | None = None
     if protected_tokens > budget:  # rule 4
         error = TOKEN_BUDGET_EXCEEDED
@@ -208,7 +208,7 @@ class _Units:
             codes[orphans] = _CODE["TOOL_RESULT_ORPHANED"]
         if honor_manual:
             excluded = a.manual & lone & (codes == 0)
-            for i in np.flatnonzero(excluded & self.held).tolist():
+            for i in (excluded & self.held).nonzero()[0].tolist():
                 self.note(i, i)
             codes[excluded] = _CODE["MANUAL_EXCLUDED"]
 
@@ -225,7 +225,7 @@ class _Units:
         if honor_manual:
             leave |= la.any_of(a.manual)
         odd = {layout.group_of[i] for i in layout.orphans} | layout.incomplete
-        ks = set(np.flatnonzero(leave).tolist())
+        ks = set(leave.nonzero()[0].tolist())
         if odd:
             ks.update(k for k, gid in enumerate(layout.ids) if gid in odd)
         for k in sorted(ks):
@@ -300,8 +300,8 @@ def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, bud
         sizes = units.tokens[order]
     if total <= budget or not len(order):
         return
-    cum = np.cumsum(sizes)
-    k = min(int(np.searchsorted(cum, total - budget, side="left")) + 1, len(order))
+    cum = sizes.cumsum()
+    k = min(int(cum.searchsorted(total - budget, side="left")) + 1, len(order))
     dropped = order[:k]
     units.drop_all(dropped, _TIER_CODE[2] if history else _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
 

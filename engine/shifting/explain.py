@@ -162,7 +162,7 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
         if protected_tokens is None:
             protected_tokens = int(np.dot(a.tokens, a.held & ~f.excluded))
         room = max(0, budget - protected_tokens)
-        for i in np.flatnonzero(f.too_large).tolist():
+        for i in f.too_large.nonzero()[0].tolist():
             g = la.group[i]
             own = int(group_tokens[g]) if g >= 0 else cols.tokens[i]
             out[i] = Explanation(
@@ -238,7 +238,7 @@ def distinct_values(values: Array) -> tuple[list[int], Array]:
         return [], np.zeros(0, dtype=np.int32)
     top = int(values.max())
     if top < 4 * len(values) + 65536:
-        distinct = np.flatnonzero(np.bincount(values, minlength=top + 1))
+        distinct = np.bincount(values, minlength=top + 1).nonzero()[0]
         lookup = np.zeros(top + 1, dtype=np.int32)
         lookup[distinct] = np.arange(len(distinct), dtype=np.int32)
         return distinct.tolist(), lookup[values]
@@ -255,7 +255,7 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     each made when first read (:class:`_Table`).
     """
     a = arrays_of(cols)
-    room = np.flatnonzero(f.room & a.history)
+    room = (f.room & a.history).nonzero()[0]
     if not len(room):
         return
     la, tokens = a.layout, a.tokens
@@ -353,7 +353,7 @@ def _explain_held_groups(cols: BlockColumns, status: Sequence[str], out: _Column
     la = arrays_of(cols).layout
     if not len(la.heads):
         return
-    for k in np.flatnonzero(la.any_of(arrays_of(cols).held)).tolist():
+    for k in la.any_of(arrays_of(cols).held).nonzero()[0].tolist():
         gid, ms = cols.layout.ids[k], cols.layout.members[k]
         h = next(m for m in ms if pinned[m] or protected[m])
         because = "pinned" if pinned[h] else "protected"

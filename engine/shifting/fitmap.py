@@ -218,7 +218,7 @@ class _Units:
         self.arrays, self.dead, self.protected, self.size, self.tier = arrays, dead, protected, size, tier
 
     def live(self) -> list[int]:
-        return np.flatnonzero(~self.dead).tolist()
+        return (~self.dead).nonzero()[0].tolist()
 
 
 def _fit_units(cols: BlockColumns, never_sent: frozenset[int], honor_manual: bool) -> _Units:
@@ -252,16 +252,16 @@ def _rooms(u: _Units) -> tuple[Array, Array]:
     """
     removable = ~u.dead & ~u.protected  # live and not protected
     lore = u.size[removable & (u.tier == 3)]
-    hist = np.flatnonzero(removable & (u.tier == 2))[::-1]
+    hist = (removable & (u.tier == 2)).nonzero()[0][::-1]
     sizes = u.size[hist]
     lore_sum, lore_max = int(lore.sum()), int(lore.max(initial=0))
-    sums = np.cumsum(sizes) + lore_sum
+    sums = sizes.cumsum() + lore_sum
     # a running sum above the largest size stays above every running maximum: only the prefix up
     # to there can hold units where the sum does not exceed the largest size so far
     largest = max(lore_max, int(sizes.max(initial=0)))
-    prefix = int(np.searchsorted(sums, largest, side="right"))
+    prefix = int(sums.searchsorted(largest, side="right"))
     tops = np.maximum.accumulate(np.maximum(sizes[:prefix], lore_max))
-    slow = np.flatnonzero(sums[:prefix] <= tops).tolist()
+    slow = (sums[:prefix] <= tops).nonzero()[0].tolist()
     if len(slow) > _EXACT_SCANS or (slow and slow[-1] >= _EXACT_SCAN_DEPTH):
         rooms = _rooms_fenwick(u)
         return hist, np.array([rooms[k] for k in hist.tolist()], dtype=np.int64)
