@@ -268,13 +268,17 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     numbers = la.group[room]
     singles = room[numbers < 0]
     out.spread(singles, tokens[singles], lambda owns: zip(owns, repeat(None), map(free.__lt__, owns), repeat(figures)))
-    if len(singles) != len(room):  # tool-group members: one explanation per group
-        ids, owned = cols.layout.ids, group_tokens.tolist()
+    if len(singles) != len(room):  # tool-group members: one explanation per group ("short" for the boundary's)
+        ids = cols.layout.ids
 
-        def per_group(gs: list[int]) -> list[_Recipe]:
-            return [(owned[g], ids[g], ids[g] == bgroup or owned[g] > free, figures) for g in gs]
+        def per_group(gs: list[int]) -> Iterable[_Recipe]:
+            at = np.array(gs, dtype=np.intp)
+            owns = group_tokens[at]
+            return zip(owns.tolist(), map(ids.__getitem__, gs), ((owns > free) | (at == bnumber)).tolist(),
+                       repeat(figures))
 
-        out.spread(room[numbers >= 0], numbers[numbers >= 0], per_group)
+        grouped = numbers >= 0
+        out.spread(room[grouped], numbers[grouped], per_group)
     if bgroup is None:
         out[boundary] = (cols.tokens[boundary], None, True, figures)
 
