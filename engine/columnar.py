@@ -57,7 +57,7 @@ def applies(reg: Registries, strategy: str, profile: TokenizerProfile) -> bool:
             and reg.strategies.get(strategy).fn in (truncate_strategy, manual_strategy))
 
 
-def read_columns(run: RunState) -> None:
+def read_columns(run: RunState) -> AssemblyColumns:
     """Step 3's hand-over to step 4 on a cold run: the blocks' count-free columns and their sendable part.
 
     The sendable part, its tool groups and their warnings, and whether the counts will be
@@ -77,6 +77,7 @@ def read_columns(run: RunState) -> None:
     run.profile.count_many(read.odd_pieces)  # into the cache for step 4: tool names, call ids, arguments, ...
     # only messages with list content can have audio parts
     run.approximate = estimated_counts(run.profile, compress(blocks, read.listy))
+    return read
 
 
 def count_columns(run: RunState) -> None:
@@ -90,7 +91,9 @@ def count_columns(run: RunState) -> None:
     base, blocks, profile = run.base, run.blocks, run.profile
     run.honor_manual = drops_excluded_first(run)
     if base is None:
+        assert run.assembly is not None
         run.columns = RunColumns.counted(run.assembly, profile)
+        run.assembly = None  # the columns hold what the next steps read; the remembered run keeps no more
         at = run.sendable_at
         every = len(at) == len(blocks)
         run.send = run.columns.cols if every else with_arrays(run.columns.cols.take(at, run.send_layout))

@@ -389,12 +389,12 @@ def _read_assembly(run: RunState) -> None:
     them in the helper thread while its own thread counts the chat's texts (:func:`_beside`), so
     after the count only the counts, the shift and the figures are left.
     """
-    columnar.read_columns(run)
+    read = columnar.read_columns(run)
     run.lorebook_trace, run.trace_by_source = _lorebook_trace(run)
-    run.row_drafts = draft_rows(RowInputs(run.blocks, run.assembly, run.trace_by_source))
+    run.row_drafts = draft_rows(RowInputs(run.blocks, read, run.trace_by_source))
     run.remembers = not time_dependent(run.request)
     if run.remembers:
-        run.position_of = run.assembly.message_positions()
+        run.position_of = read.message_positions()
 
 
 #: Characters of message text from which a cold run counts them while it assembles (below, the

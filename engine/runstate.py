@@ -378,7 +378,8 @@ class RunState:
     flagged: list[int] = field(default_factory=list)
     edited: list[int] = field(default_factory=list)
     # a cold run on the column path: what step 3 hands on, made beside the count (engine.pipeline._read_assembly)
-    assembly: AssemblyColumns = field(init=False)  # the blocks' count-free columns (engine.columnar.read_columns)
+    # the blocks' count-free columns (engine.columnar.read_columns): steps 3-4 of a cold column-path run, then dropped
+    assembly: AssemblyColumns | None = None
     send_layout: ToolLayout = field(init=False)  # the sendable blocks' tool groups, in sendable positions
     row_drafts: list[PreviewBlock] | None = None  # every row but its tokens and fate (engine.rows.draft_rows)
     remembers: bool = False  # whether the next run may start from this one (no time-dependent macro)
