@@ -189,6 +189,13 @@ class FitWindows(Sequence[int | None]):
         """``n`` rows without a window."""
         return cls(np.zeros(n, dtype=np.int64))
 
+    @classmethod
+    def column(cls, values: Sequence[int | None], n: int) -> FitWindows:
+        """``values`` as a column of ``n`` rows: itself when it is one, a list read as one, ``None`` each when its length is not ``n``."""
+        if len(values) != n:
+            return cls.none(n)
+        return values if isinstance(values, FitWindows) else cls.of(values)
+
     def __len__(self) -> int:
         return len(self.array)
 
@@ -836,7 +843,7 @@ def preview_changes(old: ContextPreview, new: ContextPreview) -> PreviewChanges 
         od, nd = _column(old.reason_details, n), _column(new.reason_details, n)
         maybe = list(compress(range(n), map(is_not, od, nd)))
         detail = list(compress(maybe, map(ne, map(od.__getitem__, maybe), map(nd.__getitem__, maybe))))
-    fit = nf.changed(of) if len(of) == len(nf) == n else list(compress(range(n), map(ne, _column(of, n), _column(nf, n))))
+    fit = FitWindows.column(nf, n).changed(FitWindows.column(of, n))
     return PreviewChanges(rc.rows, rc.block, rc.status, rc.reason, detail, fit)
 
 

@@ -147,7 +147,7 @@ def diff_previews(old: ContextPreview, new: ContextPreview, base: PreviewDelta |
     if not (changes.rows or changes.reason_detail or changes.fit_window):
         return PreviewDelta(ref, new, [], [], {}, base_fits, old_shaped)
     key_rows = _unique_sorted(changes.block, changes.status, changes.reason)
-    fits = new.fit_windows if len(new.fit_windows) == len(new.blocks) else FitWindows.none(len(new.blocks))
+    fits = FitWindows.column(new.fit_windows, len(new.blocks))
     cells, shaped = _reason_cells(new, changes.reason_detail, key_rows, old_shaped)
     rows = _unique_sorted(key_rows, list(cells)) if cells else key_rows
     return PreviewDelta(ref, new, rows, key_rows, cells, fits, shaped)

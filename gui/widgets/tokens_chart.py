@@ -154,8 +154,7 @@ class TokensChart(QWidget):
         self._rows, self._index, self._pos = rows, index, None
         self._tokens = [_bar_tokens(blocks[r]) for r in rows]
         self._status = [_bar_status(blocks[r]) for r in rows]
-        fits = (preview.fit_windows if preview is not None and len(preview.fit_windows) == len(blocks)
-                else FitWindows.none(len(blocks)))
+        fits = FitWindows.column(preview.fit_windows if preview is not None else [], len(blocks))
         self._fits = fits.take(rows)
         self._max = max(self._tokens, default=1) or 1
 

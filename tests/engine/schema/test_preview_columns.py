@@ -28,6 +28,7 @@ from engine.schema import (
     PreviewRequest,
     ReasonDetails,
     SentMessage,
+    preview_changes,
 )
 from engine.shifting.explain import _Room, _RoomExplanation
 
@@ -142,3 +143,15 @@ def test_room_explanations_are_made_when_a_row_is_read() -> None:
     assert "free" in first.data and first.text
     again = _pv()  # a cold run of the same request: equal rows, equal explanations
     assert again.reason_details == pv.reason_details
+
+
+def test_a_copy_given_plain_lists_compares_as_the_columns() -> None:
+    """A caller's ``model_copy(update=...)`` skips validation: plain lists in the columns still compare."""
+    pv = _pv()
+    other = pv.model_copy(update={"fit_windows": list(pv.fit_windows), "reason_details": list(pv.reason_details)})
+    changes = preview_changes(pv, other)
+    assert changes is not None and changes.fit_window == [] and changes.reason_detail == []
+    moved = list(pv.fit_windows)
+    moved[0] = (moved[0] or 0) + 5
+    assert preview_changes(pv, pv.model_copy(update={"fit_windows": moved})).fit_window == [0]  # type: ignore[union-attr]
+    assert FitWindows.column(moved, len(moved)).tolist() == moved and FitWindows.column(moved, 3) == [None] * 3
