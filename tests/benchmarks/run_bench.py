@@ -297,8 +297,10 @@ def build_rows(plan: Plan, raw: dict[str, Any]) -> list[Row]:
                     verdict=verdict(*(r <= 1.3 for r in cold_ratio)), values={"ratio": cold_ratio}))
     if all(x is not None for x in loop):
         loop_ratio = [c / f for c, f in zip(cold, loop) if f]
-        rows.append(Row("  cold ÷ stricter floor", [f"{r:.2f} ×" for r in loop_ratio], target="≤ 1.3 × (issue 29)",
-                        verdict=verdict(*(r <= 1.3 for r in loop_ratio)), values={"ratio": loop_ratio}))
+        # issue 29: "cold preview at 10,000 messages ≤ 1.3 × the stricter floor" (the other sizes are shown)
+        rows.append(Row("  cold ÷ stricter floor", [f"{r:.2f} ×" for r in loop_ratio],
+                        target=f"≤ 1.3 × at {main:,} (issue 29)", verdict=verdict(loop_ratio[1] <= 1.3),
+                        values={"ratio": loop_ratio}))
     rows.append(Row(f"warm toggle (median of {'/'.join(str(e['toggles'].__len__()) for e in eng)})",
                     [fmt_s(s) for s in warm], target=f"≤ 20 ms at {main:,}; ≤ 100 ms at {big:,}",
                     verdict=verdict(warm[1] <= 0.020, warm[2] <= 0.100), values={"seconds": warm}))
