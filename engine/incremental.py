@@ -84,12 +84,13 @@ class Remembered(Generic[S]):
     profile object, whether manual exclusions are honoured); ``context`` as :func:`context_of`;
     ``blocks`` the assembled blocks, ``position_of`` the block position of each chat message
     with a block of its own; ``lorebooks`` whether a lorebook took part (then no text edit is
-    reused: it may activate entries); ``state`` the pipeline's run state.
+    reused: it may activate entries); ``state`` the pipeline's run state. ``messages``: the
+    request's messages as the next request's are compared with (:class:`Snapshot`).
     """
 
     key: tuple[object, ...]
     context: tuple[object, ...]
-    messages: Sequence[ChatMessage]
+    messages: Snapshot
     blocks: Sequence[Block]
     position_of: dict[int, int]
     lorebooks: bool
@@ -108,8 +109,8 @@ class Reuse(Generic[S]):
     blocks: Sequence[Block]
     flagged: list[int]
     edited: list[int]
-    #: the new request's messages as the next run compares them: ``base``'s with the changed ones replaced
-    messages: Sequence[ChatMessage] = ()
+    #: the new request's messages as the next run compares them: ``base``'s with the chunks that differed replaced
+    messages: Snapshot | None = None
 
 
 def remember(entry: Remembered[S]) -> None:
@@ -133,34 +134,67 @@ def reuse(request: PreviewRequest, key: tuple[object, ...], context: tuple[objec
         old = _RUNS.get((key, len(msgs)))
     if old is None or old.context != context:
         return None
-    changed = changed_messages(msgs, old.messages, WARM_MAX_CHANGED)
-    if changed is None:
+    found = old.messages.compared(msgs, WARM_MAX_CHANGED)
+    if found is None:
         return None
-    return _patched(old, msgs, changed)
+    return _patched(old, msgs, *found)
 
 
-#: Messages compared per slice by :func:`changed_messages`.
+#: Messages per chunk of a :class:`Snapshot` (and per slice :func:`changed_messages` compares).
 _SLICE = 512
 
 
-def changed_messages(new: Sequence[ChatMessage], old: Sequence[ChatMessage], most: int) -> list[int] | None:
+@dataclass(frozen=True)
+class Snapshot:
+    """A request's messages as the next run compares its own with: chunks of :data:`_SLICE` messages.
+
+    Comparing a new request's messages with a chunk slices only the new list (a list comparison
+    takes identical items as equal without reading them); a warm run's snapshot is its base's
+    with the chunks that differed replaced by the new request's slices (:meth:`compared`): no
+    copy of every message, and no slice of the remembered messages, per run. Read-only.
+    """
+
+    chunks: tuple[list[ChatMessage], ...]
+
+    @classmethod
+    def of(cls, messages: Sequence[ChatMessage]) -> Snapshot:
+        """``messages`` in chunks (one C-level slice each)."""
+        return cls(tuple(list(messages[a:a + _SLICE]) for a in range(0, len(messages), _SLICE)))
+
+    def __len__(self) -> int:
+        return sum(map(len, self.chunks))
+
+    def __getitem__(self, i: int) -> ChatMessage:
+        return self.chunks[i // _SLICE][i % _SLICE]
+
+    def compared(self, new: Sequence[ChatMessage], most: int) -> tuple[list[int], Snapshot] | None:
+        """Positions ``i`` where ``new[i] is not self[i]`` and ``new`` as a snapshot; ``None`` past ``most`` of them.
+
+        ``new`` has as many messages. A chunk equal to ``new``'s slice is kept; only one that
+        differs is searched item by item. A message that is equal but not the same object in an
+        otherwise equal chunk is not listed: it assembles the same block.
+        """
+        out: list[int] = []
+        chunks = list(self.chunks)
+        for k, before in enumerate(self.chunks):
+            a = k * _SLICE
+            part = new[a:a + len(before)]
+            if part != before:
+                out += compress(range(a, a + len(before)), map(is_not, part, before))
+                if len(out) > most:
+                    return None
+                chunks[k] = list(part)
+        return out, Snapshot(tuple(chunks))
+
+
+def changed_messages(new: Sequence[ChatMessage], old: Sequence[ChatMessage] | Snapshot,
+                     most: int) -> list[int] | None:
     """Positions ``i`` where ``new[i] is not old[i]`` (of as many messages), or ``None`` past ``most`` of them.
 
-    Slices of both are compared first (a list comparison takes identical items as equal without
-    calling their ``__eq__``); only a slice that differs is searched item by item. A message that
-    is equal but not the same object in an otherwise equal slice is not listed: it assembles the
-    same block. ``old`` may be a remembered run's :class:`~engine.patched.PatchedList` (its
-    slices are plain lists).
+    As :meth:`Snapshot.compared` (``old`` made a snapshot when it is a list).
     """
-    out: list[int] = []
-    for a in range(0, min(len(new), len(old)), _SLICE):
-        b = a + _SLICE
-        before = old[a:b]
-        if new[a:b] != before:
-            out += compress(range(a, b), map(is_not, new[a:b], before))
-            if len(out) > most:
-                return None
-    return out
+    found = (old if isinstance(old, Snapshot) else Snapshot.of(old)).compared(new, most)
+    return None if found is None else found[0]
 
 
 def _difference(new: ChatMessage, old: ChatMessage) -> str | None:
@@ -195,7 +229,8 @@ def _macro_sources(msgs: Sequence[ChatMessage]) -> set[int]:
     return out
 
 
-def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int]) -> Reuse[S] | None:
+def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int],
+             snapshot: Snapshot) -> Reuse[S] | None:
     """``old``'s blocks with those of the ``changed`` messages copied (``None``: not a toggle or a plain edit).
 
     A toggle copies the block with its new flags. An edit of a plain text (no macro in the old or
@@ -223,9 +258,8 @@ def _patched(old: Remembered[S], msgs: Sequence[ChatMessage], changed: list[int]
             changes[pos] = b.model_copy(update={"pinned": pinned, "manual_excluded": excluded})
             flagged.append(pos)
     # the remembered blocks and messages with the changed ones replaced (no copy of every one)
-    return Reuse(old, PatchedList.of(blocks, changes.items()), sorted(set(flagged)), sorted(set(edited)),
-                 PatchedList.of(old.messages, zip(changed, map(msgs.__getitem__, changed))))
+    return Reuse(old, PatchedList.of(blocks, changes.items()), sorted(set(flagged)), sorted(set(edited)), snapshot)
 
 
-__all__ = ["WARM_MAX_CHANGED", "Remembered", "Reuse", "changed_messages", "context_of", "remember", "reuse",
+__all__ = ["WARM_MAX_CHANGED", "Remembered", "Reuse", "Snapshot", "changed_messages", "context_of", "remember", "reuse",
            "time_dependent"]

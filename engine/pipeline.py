@@ -58,7 +58,7 @@ from .assembly.st_result import assemble_sillytavern, preview_rows, sillytavern_
 from .assembly.st_types import SillyTavernInputs
 from .compaction.options import strategy_host_options
 from .errors import LoomscopeError, SettingsError
-from .incremental import Remembered, context_of, remember, reuse, time_dependent
+from .incremental import Remembered, Snapshot, context_of, remember, reuse, time_dependent
 from .lorebook import ActivationResult, activate
 from .plugins import Interceptor, InterceptorContext
 from .registries import Registries, default_registries, shared_registries
@@ -860,7 +860,7 @@ def _remember(run: RunState, lorebooks: bool) -> None:
         return
     run.base = None
     # what the next run compares its messages with: this request's (a warm run's: its base's with the changed ones)
-    snapshot = run.message_snapshot if run.message_snapshot is not None else list(request.chat.messages)
+    snapshot = run.message_snapshot if run.message_snapshot is not None else Snapshot.of(request.chat.messages)
     remember(Remembered(_reuse_key(run), run.context, snapshot, run.blocks, run.position_of, lorebooks, run))
 
 

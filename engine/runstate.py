@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from .assembly.st_group import Speaker
 from .assembly.st_types import AssembledPrompt, SillyTavernInputs
+from .incremental import Snapshot
 from .lorebook.models import ActivationResult
 from .patched import PatchedList
 from .registries import Registries
@@ -374,7 +375,7 @@ class RunState:
     context: tuple[object, ...] = ()
     base: RunState | None = None
     position_of: dict[int, int] = field(default_factory=dict)
-    message_snapshot: Sequence[ChatMessage] | None = None  # a warm run: the messages as the next run compares them
+    message_snapshot: Snapshot | None = None  # a warm run: its messages as the next run compares them
     flagged: list[int] = field(default_factory=list)
     edited: list[int] = field(default_factory=list)
     # a cold run on the column path: what step 3 hands on, made beside the count (engine.pipeline._read_assembly)

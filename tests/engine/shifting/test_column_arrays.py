@@ -21,8 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import columnar
-from engine.incremental import changed_messages
-from engine.patched import PatchedList
+from engine.incremental import Snapshot, changed_messages
 from engine.pipeline import default_registries, prepare
 from engine.schema import Chat, ChatMessage, ContextSettings, MessageMeta, PreviewRequest
 from engine.shifting import BlockColumns, shift_columns
@@ -144,17 +143,25 @@ def test_changed_messages_lists_every_replaced_message(n: int, changes: list[int
 
 @given(n=st.integers(1, 1500), earlier=st.lists(st.integers(0, 1499), max_size=12),
        changes=st.lists(st.integers(0, 1499), max_size=12), most=st.integers(0, 20))
-def test_changed_messages_against_a_patched_snapshot(n: int, earlier: list[int], changes: list[int], most: int) -> None:
-    """A warm run remembers its messages as its base's with the changed ones replaced
-    (``engine.patched.PatchedList``): comparing with that finds what comparing with a list finds."""
+def test_changed_messages_against_a_warm_runs_snapshot(n: int, earlier: list[int], changes: list[int],
+                                                       most: int) -> None:
+    """A warm run remembers its messages as its base's snapshot with the chunks that differed
+    replaced (``engine.incremental.Snapshot.compared``): comparing with it finds what comparing
+    with the request's own list finds."""
     root = [ChatMessage(role="user", content=f"m{i}") for i in range(n)]
-    snapshot = PatchedList.of(root, [(i % n, ChatMessage(role="user", content=f"e{i}")) for i in earlier])
-    new = list(snapshot)
+    before = list(root)
+    for i in earlier:
+        before[i % n] = ChatMessage(role="user", content=f"e{i}")
+    found = Snapshot.of(root).compared(before, 10**6)
+    assert found is not None and found[0] == sorted({i % n for i in earlier})
+    snapshot = found[1]
+    assert [snapshot[i] for i in range(n)] == before and len(snapshot) == n
+    new = list(before)
     for i in changes:
         new[i % n] = ChatMessage(role="user", content=f"x{i}")
     expected = sorted({i % n for i in changes})
     assert changed_messages(new, snapshot, most) == (expected if len(expected) <= most else None)
-    assert changed_messages(new, list(snapshot), most) == changed_messages(new, snapshot, most)
+    assert changed_messages(new, before, most) == changed_messages(new, snapshot, most)
 
 
 def test_an_equal_copy_is_not_a_change() -> None:
