@@ -1,5 +1,11 @@
-"""A read-only list that shares all but a few positions with the list it came from (a warm run's columns).
+"""Read-only columns that read as lists: :class:`ListColumn`, and :class:`PatchedList` (a warm run's columns).
 
+:class:`ListColumn` is what a preview's columns (``engine.schema.preview.FitWindows``,
+``ReasonDetails``) and :class:`PatchedList` share: a sequence kept in another form than a list
+(an array, a list with a few positions replaced) that equals, prints and iterates as the list of
+its values (:meth:`ListColumn.tolist`).
+
+A read-only list that shares all but a few positions with the list it came from:
 A pin / exclude toggle at 10,000 messages changes a handful of positions of a run's per-block
 columns (each block's status and reason, its flags). Copying such a column costs more than its
 size suggests: its 10,000 entries are a few shared objects (``"kept"``, ``True``), and copying or
@@ -20,7 +26,30 @@ T = TypeVar("T")
 FLATTEN = 64
 
 
-class PatchedList(Sequence[T]):
+class ListColumn(Sequence[T]):
+    """A read-only sequence that equals, prints and iterates as the list of its values (:meth:`tolist`)."""
+
+    __slots__ = ()
+
+    def tolist(self) -> list[T]:
+        """The values as a new plain list."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and self.tolist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.tolist()!r})"
+
+
+class PatchedList(ListColumn[T]):
     """``base`` with the positions in ``changes`` replaced (read-only; ``base`` is never changed).
 
     Reads as a sequence: one position in O(1), a slice as fast as a list's, iteration and
@@ -87,9 +116,6 @@ class PatchedList(Sequence[T]):
         changes = self._changes
         return changes[k] if k in changes else self._base[k]
 
-    def __iter__(self) -> Iterator[T]:
-        return iter(self.tolist())
-
     def tolist(self) -> list[T]:
         """The values as a new plain list."""
         out = list(self._base)
@@ -97,18 +123,8 @@ class PatchedList(Sequence[T]):
             out[k] = v
         return out
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return len(self) == len(other) and self.tolist() == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"PatchedList({self.tolist()!r})"
-
     def __reduce__(self) -> tuple[Any, ...]:
         return list, (self.tolist(),)
 
 
-__all__ = ["FLATTEN", "PatchedList"]
+__all__ = ["FLATTEN", "ListColumn", "PatchedList"]

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
+from ..patched import ListColumn
 from ._construct import construct_many
 from .blocks import BlockOrigin, preview_block_origin
 from .trace import TraceRecord
@@ -159,7 +160,7 @@ class Explanation:
                 lambda e: {"text": e.text, "data": e.data}, return_schema=as_dict))
 
 
-class FitWindows(Sequence[int | None]):
+class FitWindows(ListColumn[int | None]):
     """A preview's fit windows (:attr:`ContextPreview.fit_windows`): per row, a window in tokens or ``None``.
 
     Held as one read-only ``int64`` array (``array``; ``0`` where a row has none: a window is at
@@ -204,9 +205,6 @@ class FitWindows(Sequence[int | None]):
             return FitWindows(self.array[index])
         return int(self.array[index]) or None
 
-    def __iter__(self) -> Iterator[int | None]:
-        return iter(self.tolist())
-
     def tolist(self) -> list[int | None]:
         """Every row's window (``None`` where there is none), as a list."""
         return self.take(None)
@@ -226,14 +224,9 @@ class FitWindows(Sequence[int | None]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FitWindows):
             return bool(np.array_equal(self.array, other.array))
-        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return self.tolist() == list(other)
-        return NotImplemented
+        return super().__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"FitWindows({self.tolist()!r})"
+    __hash__ = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return FitWindows, (self.array,)
@@ -248,7 +241,7 @@ class FitWindows(Sequence[int | None]):
                 lambda f: f.tolist(), return_schema=as_list))
 
 
-class ReasonDetails(Sequence[Explanation | None]):
+class ReasonDetails(ListColumn[Explanation | None]):
     """A preview's specific reasons (:attr:`ContextPreview.reason_details`): per row an :class:`Explanation` or ``None``.
 
     Held as the distinct explanations (``table``) and per row an index into it (``codes``, a
@@ -301,9 +294,6 @@ class ReasonDetails(Sequence[Explanation | None]):
         k = int(self.codes[index])
         return self.table[k] if k >= 0 else None
 
-    def __iter__(self) -> Iterator[Explanation | None]:
-        return iter(self.tolist())
-
     def _objects(self) -> Any:
         """The table with ``None`` last, as an object array (``codes`` index it; ``-1`` is ``None``)."""
         return np.fromiter((*self.table, None), dtype=object, count=len(self.table) + 1)
@@ -330,16 +320,6 @@ class ReasonDetails(Sequence[Explanation | None]):
         differ = np.fromiter((mine[p % width - 1] != theirs[p // width - 1] for p in distinct.tolist()),
                              dtype=bool, count=len(distinct))
         return np.flatnonzero(differ[inverse]).tolist()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return len(self) == len(other) and self.tolist() == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"ReasonDetails({self.tolist()!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ReasonDetails, (self.codes, tuple(self.table))
