@@ -89,10 +89,11 @@ class PreparedPrompt:
     schemas to send; ``budget_ok`` is ``False`` exactly when ``preview.error`` is
     ``TOKEN_BUDGET_EXCEEDED`` (then nothing may be sent).
 
-    ``messages`` is made on its first read: copies of the run's message dicts (``sent``, which a
-    remembered run's columns may share and which are never changed), so that neither it, nor
-    ``preview.messages`` (the preview's own copies), nor the next run changes through another.
-    A preview that is only shown (a toggle in the app) never pays for the copies.
+    ``messages`` is made on its first read: plain, changeable copies of the run's message dicts
+    (``sent``: on the column path the read-only :class:`~engine.schema.preview.SentMessage` dicts
+    that ``preview.messages`` and the next warm run share), so that a caller changing them
+    reaches neither the preview nor the next run. A preview that is only shown (a toggle in the
+    app) never pays for the copies.
     """
 
     preview: ContextPreview
