@@ -113,6 +113,8 @@ class PatchedList(ListColumn[T]):
                 out[k - start] = changes[k]
             return out
         k = index + len(self._base) if index < 0 else index
+        if k < 0:  # past the start, as a list's index
+            raise IndexError("PatchedList index out of range")
         changes = self._changes
         return changes[k] if k in changes else self._base[k]
 

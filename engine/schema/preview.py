@@ -244,11 +244,11 @@ class FitWindows(ListColumn[int | None]):
 class ReasonDetails(ListColumn[Explanation | None]):
     """A preview's specific reasons (:attr:`ContextPreview.reason_details`): per row an :class:`Explanation` or ``None``.
 
-    Held as the distinct explanations (``table``) and per row an index into it (``codes``, a
-    read-only ``int32`` array; ``-1``: none), as :func:`engine.shifting.explain.explain_columns`
-    makes them: the thousands of history messages removed for room share a few hundred
-    explanations (one per token count), so a toggle that moves the free tokens in every one of
-    them writes one array, not one list entry per row. Reads as a sequence; :meth:`tolist` and
+    Held as the explanations by code (``table``) and per row its code (``codes``, a read-only
+    ``int32`` array; ``-1``: none), as :func:`engine.shifting.explain.explain_columns` makes
+    them: the thousands of history messages removed for room share a few hundred explanations
+    (one per token count), so a toggle that moves the free tokens in every one of them writes one
+    array, not one list entry per row; a table may make an entry when it is first read. Reads as a sequence; :meth:`tolist` and
     :meth:`take` read many rows in one numpy pass, :meth:`changed` compares two previews'
     reasons once per pair of distinct explanations. Equal to any sequence with equal values.
     """
@@ -294,18 +294,25 @@ class ReasonDetails(ListColumn[Explanation | None]):
         k = int(self.codes[index])
         return self.table[k] if k >= 0 else None
 
-    def _objects(self) -> Any:
-        """The table with ``None`` last, as an object array (``codes`` index it; ``-1`` is ``None``)."""
-        return np.fromiter((*self.table, None), dtype=object, count=len(self.table) + 1)
+    def _entries(self, codes: Any) -> Any:
+        """The explanations of ``codes`` as an object array (``None`` for ``-1``), each distinct code read once.
+
+        Only the codes present are read: a table may make its entries when first read.
+        """
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        table = self.table
+        found = np.fromiter((table[k] if k >= 0 else None for k in distinct.tolist()), dtype=object,
+                            count=len(distinct))
+        return found[inverse.reshape(-1)]
 
     def tolist(self) -> list[Explanation | None]:
         """Every row's explanation (``None`` where there is none), as a list."""
-        out: list[Explanation | None] = self._objects()[self.codes].tolist()
+        out: list[Explanation | None] = self._entries(self.codes).tolist()
         return out
 
     def take(self, rows: Sequence[int]) -> list[Explanation | None]:
         """The explanations of ``rows`` as a list, in one numpy pass."""
-        out: list[Explanation | None] = self._objects()[self.codes[np.asarray(rows, dtype=np.intp)]].tolist()
+        out: list[Explanation | None] = self._entries(self.codes[np.asarray(rows, dtype=np.intp)]).tolist()
         return out
 
     def changed(self, other: ReasonDetails) -> list[int]:
@@ -316,10 +323,14 @@ class ReasonDetails(ListColumn[Explanation | None]):
         width = len(self.table) + 1
         pairs = (other.codes.astype(np.int64) + 1) * width + (self.codes.astype(np.int64) + 1)
         distinct, inverse = np.unique(pairs, return_inverse=True)
-        mine, theirs = self._objects(), other._objects()
-        differ = np.fromiter((mine[p % width - 1] != theirs[p // width - 1] for p in distinct.tolist()),
-                             dtype=bool, count=len(distinct))
-        return np.flatnonzero(differ[inverse]).tolist()
+        mine, theirs = self.table, other.table
+
+        def differs(pair: int) -> bool:
+            b, a = divmod(pair, width)
+            return (mine[a - 1] if a else None) != (theirs[b - 1] if b else None)
+
+        differ = np.fromiter(map(differs, distinct.tolist()), dtype=bool, count=len(distinct))
+        return np.flatnonzero(differ[inverse.reshape(-1)]).tolist()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ReasonDetails, (self.codes, tuple(self.table))

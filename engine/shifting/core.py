@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..schema.blocks import Block, ExcludedBlock, ShiftResult
-from .columns import SHIFT_REASONS, Array, BlockColumns, ColumnShift, arrays_of, removal_tier
+from .columns import SHIFT_REASONS, Array, BlockColumns, ColumnShift, arrays_of, removal_tier, running_sums
 from .groups import ToolGroups, find_tool_groups
 
 TOKEN_BUDGET_EXCEEDED = "TOKEN_BUDGET_EXCEEDED"
@@ -300,7 +300,7 @@ def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, bud
         sizes = units.tokens[order]
     if total <= budget or not len(order):
         return
-    cum = sizes.cumsum()
+    cum = running_sums(sizes)
     k = min(int(cum.searchsorted(total - budget, side="left")) + 1, len(order))
     dropped = order[:k]
     units.drop_all(dropped, _TIER_CODE[2] if history else _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])

@@ -22,7 +22,8 @@ Cost: one pass over the blocks plus one per tool group, linear in the number of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
@@ -172,24 +173,44 @@ def explain_columns(cols: BlockColumns, status: Sequence[str], reasons: Sequence
 
 
 class _Column:
-    """:func:`explain_columns`' result being made: per position an index into the explanations made (``-1``: none)."""
+    """:func:`explain_columns`' result being made: per position an index into the explanations (``-1``: none).
+
+    ``table`` holds an entry per code: an explanation, a :data:`_Recipe`, or ``None`` for a code
+    of a segment (:meth:`spread`) whose entry is made from its value when first read
+    (``segments``: each one's first code and maker, in code order).
+    """
 
     def __init__(self, n: int) -> None:
         self.codes = np.full(n, -1, dtype=np.int32)
-        self.table: list[Explanation | _Recipe] = []
+        self.table: list[Explanation | _Recipe | None] = []
+        self.segments: list[tuple[int, Callable[[int], _Recipe]]] = []
 
     def __setitem__(self, i: int, e: Explanation | _Recipe) -> None:
         self.codes[i] = len(self.table)
         self.table.append(e)
 
-    def spread(self, rows: Array, values: Array, make: Callable[[list[int]], Iterable[Explanation | _Recipe]]) -> None:
-        """``rows[k]`` gets the entry ``make`` gives for ``values[k]``; ``make`` gets the distinct values (ints ≥ 0) once."""
+    def spread(self, rows: Array, values: Array, make: Callable[[int], _Recipe]) -> None:
+        """``rows[k]`` gets the entry ``make(values[k])`` (``values``: ints ≥ 0), made when that code is first read.
+
+        The codes are the values themselves past the table's end (one numpy pass, no search for
+        the distinct values); a segment spans ``0..max(values)``, or the distinct values
+        (:func:`distinct_values`) when the largest value is far above the number of rows.
+        """
+        if not len(values):
+            return
+        top = int(values.max())
+        at = len(self.table)
+        if top < 4 * len(values) + 65536:
+            self.codes[rows] = values + at
+            self.table += [None] * (top + 1)
+            self.segments.append((at, make))
+            return
         distinct, inverse = distinct_values(values)
-        self.codes[rows] = inverse + len(self.table)
-        self.table.extend(make(distinct))
+        self.codes[rows] = inverse + at
+        self.table.extend(map(make, distinct))
 
     def result(self) -> ReasonDetails:
-        return ReasonDetails(self.codes, _Table(self.table))
+        return ReasonDetails(self.codes, _Table(self.table, self.segments))
 
 
 #: A room explanation not made yet: ``(own tokens, tool group, short, call figures)`` (:class:`_RoomExplanation`'s arguments).
@@ -197,19 +218,23 @@ _Recipe = tuple[int, "str | None", bool, "_Room"]
 
 
 class _Table(Sequence[Explanation]):
-    """The distinct explanations of one :func:`explain_columns` call; a room explanation is made when first read.
+    """The explanations of one :func:`explain_columns` call by code; a room explanation is made when first read.
 
     A toggle at 10,000 messages moves the free tokens every history message removed for room
     is explained with: a few hundred new explanations (one per token count), of which a writer
-    reads a few. Their figures are kept as :data:`_Recipe` tuples (made in C-level passes) until
-    a row is read. Read-only for its readers; two threads reading one row may make two equal
-    objects.
+    reads a few. A code of a segment (:meth:`_Column.spread`) has no entry until read; then its
+    maker gives the figures (a :data:`_Recipe`) and the explanation is written when its words
+    are read (:class:`_RoomExplanation`). Read-only for its readers; two threads reading one row
+    may make two equal objects.
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "_makers", "_starts")
 
-    def __init__(self, items: list[Explanation | _Recipe]) -> None:
+    def __init__(self, items: list[Explanation | _Recipe | None],
+                 segments: Sequence[tuple[int, Callable[[int], _Recipe]]] = ()) -> None:
         self._items = items
+        self._starts = [at for at, _ in segments]
+        self._makers = [make for _, make in segments]
 
     def __len__(self) -> int:
         return len(self._items)
@@ -223,7 +248,12 @@ class _Table(Sequence[Explanation]):
     def __getitem__(self, k: int | slice) -> Explanation | list[Explanation]:
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self._items)))]
-        item = self._items[k]
+        if k < 0:
+            k += len(self._items)
+        item = self._items[k] if k >= 0 else self._items[len(self._items)]  # (past the start: IndexError)
+        if item is None:  # a segment's code: its figures from the value it stands for
+            s = bisect_right(self._starts, k) - 1
+            item = self._makers[s](k - self._starts[s])
         if type(item) is tuple:
             item = self._items[k] = _RoomExplanation(*item)
         return item  # type: ignore[return-value]
@@ -267,15 +297,13 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     # messages outside tool groups: one explanation per distinct token count ("short": more than is free)
     numbers = la.group[room]
     singles = room[numbers < 0]
-    out.spread(singles, tokens[singles], lambda owns: zip(owns, repeat(None), map(free.__lt__, owns), repeat(figures)))
+    out.spread(singles, tokens[singles], lambda own: (own, None, free < own, figures))
     if len(singles) != len(room):  # tool-group members: one explanation per group ("short" for the boundary's)
         ids = cols.layout.ids
 
-        def per_group(gs: list[int]) -> Iterable[_Recipe]:
-            at = np.array(gs, dtype=np.intp)
-            owns = group_tokens[at]
-            return zip(owns.tolist(), map(ids.__getitem__, gs), ((owns > free) | (at == bnumber)).tolist(),
-                       repeat(figures))
+        def per_group(g: int) -> _Recipe:
+            own = int(group_tokens[g])
+            return own, ids[g], own > free or g == bnumber, figures
 
         grouped = numbers >= 0
         out.spread(room[grouped], numbers[grouped], per_group)

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..schema.blocks import Block
 from ..schema.preview import FitWindows
-from .columns import Array, BlockColumns, ColumnArrays, ToolLayout, arrays_of
+from .columns import Array, BlockColumns, ColumnArrays, ToolLayout, arrays_of, running_sums
 
 #: Strategies whose removal order is exactly ``shift_context``'s (the fit map is exact for them).
 TRUNCATE_LIKE = frozenset({"truncate", "manual"})
@@ -252,10 +252,11 @@ def _rooms(u: _Units) -> tuple[Array, Array]:
     """
     removable = ~u.dead & ~u.protected  # live and not protected
     lore = u.size[removable & (u.tier == 3)]
-    hist = (removable & (u.tier == 2)).nonzero()[0][::-1]
-    sizes = u.size[hist]
+    oldest_first = (removable & (u.tier == 2)).nonzero()[0]
+    hist, sizes = oldest_first[::-1], u.size[oldest_first][::-1]
     lore_sum, lore_max = int(lore.sum()), int(lore.max(initial=0))
-    sums = sizes.cumsum() + lore_sum
+    sums = running_sums(sizes)
+    sums += lore_sum
     # a running sum above the largest size stays above every running maximum: only the prefix up
     # to there can hold units where the sum does not exceed the largest size so far
     largest = max(lore_max, int(sizes.max(initial=0)))

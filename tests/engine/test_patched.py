@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,3 +40,12 @@ def test_a_long_chain_is_written_out_once_and_pickles_as_a_list() -> None:
     assert type(current) is list and current == ["excluded"] * (FLATTEN + 1) + ["kept"] * (199 - FLATTEN)
     again = PatchedList.of(base, [(3, "x")])
     assert pickle.loads(pickle.dumps(again)) == again.tolist() and base[3] == "kept"
+
+
+def test_an_index_past_either_end_raises_as_a_lists_does() -> None:
+    """Review finding: ``p[-11]`` on ten entries read the unpatched root's last entry instead of raising."""
+    patched = PatchedList.of(list(range(10)), [(9, 99), (0, -5)])
+    assert patched[-1] == 99 and patched[-10] == -5
+    for index in (-11, -12, 10, 11):
+        with pytest.raises(IndexError):
+            patched[index]
