@@ -17,7 +17,6 @@ path has (:func:`engine.report.report_preview`).
 
 from __future__ import annotations
 
-import dataclasses
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
@@ -128,8 +127,7 @@ def _patched_send(run: RunState, base: RunState) -> Any:
         pinned[k], manual[k] = cols.pinned[pos], cols.manual[pos]
         if run.edited:
             tokens[k] = cols.tokens[pos]
-    send = dataclasses.replace(base.send, pinned=pinned, manual=manual, tokens=tokens)
-    return dataclasses.replace(send, arrays=arrays_of(base.send).patched(send, ks))
+    return base.send.patched(ks, pinned=pinned, manual=manual, tokens=tokens)
 
 
 def shift_sendable(run: RunState) -> None:
@@ -142,8 +140,16 @@ _TOO_LARGE, _LOREBOOK = "TOO_LARGE_FOR_BUDGET", "LOREBOOK_BUDGET"
 _CODE = {r: k for k, r in enumerate(SHIFT_REASONS)}
 #: The fate code of a block assembly left out (``run.pre_excluded``): after shifting's own codes.
 _PRE = len(SHIFT_REASONS)
-#: Per fate code: whether its reason is one of the reasons a history block is removed for room.
-_ROOM = np.array([r in ROOM_REASONS for r in SHIFT_REASONS] + [False])
+#: The fate codes whose reason is one of the reasons a history block is removed for room.
+_ROOM_CODES = [k for k, r in enumerate(SHIFT_REASONS) if r in ROOM_REASONS]
+
+
+def _room(codes: Array) -> Array:
+    """Per position: whether its fate code is a removal for room (a comparison per room code: cheaper than a lookup)."""
+    room = codes == _ROOM_CODES[0]
+    for k in _ROOM_CODES[1:]:
+        room |= codes == k
+    return room
 
 
 def _block_codes(run: RunState) -> Array:
@@ -267,7 +273,7 @@ def explain_and_fit(run: RunState, status: Sequence[str], reason: Sequence[str],
     if run.pre_excluded or _TOO_LARGE in c.kept_reasons:
         fates = Fates.of(status, reason)
     else:  # every reason is shifting's (by code) or a kept reason
-        fates = Fates(codes != 0, _ROOM.take(codes), codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
+        fates = Fates(codes != 0, _room(codes), codes == _CODE[_TOO_LARGE], _LOREBOOK in c.kept_reasons)
     detail = explain_columns(c.cols, status, reason, run.shift_budget, lorebook_traces=trace_by_source,
                              fates=fates)
     fits_s = fit_columns(run.send, fit_budget(run), honor_manual=run.honor_manual)

@@ -282,9 +282,8 @@ class RunColumns:
             "PINNED" if b.pinned and not b.protected else b.reason for b in moved)))
         kept_reasons = self.kept_reasons.union(map(kept_reason.__getitem__, changed))
         if not edited:
-            cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual)
-            return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
-                                       kept_reasons=kept_reasons)
+            return dataclasses.replace(self, cols=self.cols.patched(changed, pinned=pinned, manual=manual),
+                                       kept_reason=kept_reason, kept_reasons=kept_reasons)
         provider, pieces, overhead = list(self.provider), list(self.pieces), list(self.overhead)
         tokens, text = list(self.cols.tokens), list(self.text)
         for pos in edited:
@@ -299,15 +298,10 @@ class RunColumns:
             k = len(pieces[pos])
             tokens[pos] = sum(counts[at:at + k]) + overhead[pos]
             at += k
-        cols = dataclasses.replace(self.cols, pinned=pinned, manual=manual, tokens=tokens)
-        return dataclasses.replace(self, cols=_patched_arrays(self.cols, cols, changed), kept_reason=kept_reason,
+        cols = self.cols.patched(changed, pinned=pinned, manual=manual, tokens=tokens)
+        return dataclasses.replace(self, cols=cols, kept_reason=kept_reason,
                                    kept_reasons=kept_reasons, text=text, provider=provider, pieces=pieces,
                                    overhead=overhead)
-
-
-def _patched_arrays(old: BlockColumns, new: BlockColumns, changed: Sequence[int]) -> BlockColumns:
-    """``new`` with ``old``'s arrays patched at ``changed`` (the positions where their lists differ)."""
-    return dataclasses.replace(new, arrays=arrays_of(old).patched(new, changed))
 
 
 @dataclass

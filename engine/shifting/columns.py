@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, is_, is_not, itemgetter, or_
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -169,6 +169,18 @@ class BlockColumns:
         """Per position: protected or pinned (what shifting may never remove)."""
         return list(map(or_, self.protected, self.pinned))
 
+    def patched(self, positions: Sequence[int], *, tokens: list[int] | None = None,
+                pinned: Sequence[bool] | None = None, manual: Sequence[bool] | None = None) -> BlockColumns:
+        """These columns with new ``tokens`` / ``pinned`` / ``manual`` lists (``None``: this one's) that differ only at ``positions``.
+
+        The arrays are this instance's patched at ``positions`` (:meth:`ColumnArrays.patched`), not made again.
+        """
+        tokens = self.tokens if tokens is None else tokens
+        pinned = self.pinned if pinned is None else pinned
+        manual = self.manual if manual is None else manual
+        arrays = arrays_of(self).patched(positions, tokens, pinned, manual)
+        return dataclasses.replace(self, tokens=tokens, pinned=pinned, manual=manual, arrays=arrays)
+
     @classmethod
     def from_blocks(cls, blocks: Sequence[Block], tokens: Sequence[int],
                     layout: ToolLayout | None = None) -> BlockColumns:
@@ -296,9 +308,6 @@ class Units:
     held: Array
     tier: Array
 
-    def __post_init__(self) -> None:
-        _read_only(self)
-
     @classmethod
     def of(cls, tokens: Array, held: Array, tier: Array, la: LayoutArrays) -> Units:
         """The units of the blocks' ``tokens``, ``held`` and ``tier`` (one ``reduceat`` per figure over the groups)."""
@@ -307,7 +316,7 @@ class Units:
             tokens[la.heads] = np.add.reduceat(tokens[la.members], la.starts)
             held[la.heads] = np.logical_or.reduceat(held[la.members], la.starts)
             tier[la.heads] = np.minimum.reduceat(tier[la.members], la.starts)
-        return cls(tokens, held, tier)
+        return _read_only(cls(tokens, held, tier))
 
     def patched(self, tokens: Array, held: Array, at: list[int], la: LayoutArrays) -> Units:
         """These units after the blocks at ``at`` changed ``tokens`` / ``held`` (tiers never change): O(changed)."""
@@ -317,6 +326,7 @@ class Units:
         for k in {int(la.group[p]) for p in at} - {-1}:
             ms = la.members[la.starts[k]:la.starts[k + 1] if k + 1 < len(la.starts) else len(la.members)]
             unit_tokens[ms[0]], unit_held[ms[0]] = tokens[ms].sum(), held[ms].any()
+        unit_tokens.flags.writeable = unit_held.flags.writeable = False
         return Units(unit_tokens, unit_held, self.tier)
 
 
@@ -344,9 +354,6 @@ class ColumnArrays:
     held: Array
     units: Units
 
-    def __post_init__(self) -> None:
-        _read_only(self)
-
     @classmethod
     def of(cls, cols: BlockColumns) -> ColumnArrays:
         """The arrays of ``cols`` (one C-level conversion per column)."""
@@ -358,10 +365,10 @@ class ColumnArrays:
         tokens, protected, pinned = np.fromiter(cols.tokens, dtype=np.int64, count=n), flags(cols.protected), flags(
             cols.pinned)
         tier, held, la = np.fromiter(cols.tier, dtype=np.int8, count=n), protected | pinned, LayoutArrays.of(cols.layout, n)
-        return cls(tokens, flags(cols.hidden), protected, pinned, flags(cols.manual), flags(cols.history), tier,
-                   np.fromiter(cols.priority, dtype=float, count=n),
-                   np.fromiter(map(is_not, cols.message_index, repeat(None)), dtype=bool, count=n),
-                   la, _sources(cols), held, Units.of(tokens, held, tier, la))
+        return _read_only(cls(tokens, flags(cols.hidden), protected, pinned, flags(cols.manual), flags(cols.history),
+                              tier, np.fromiter(cols.priority, dtype=float, count=n),
+                              np.fromiter(map(is_not, cols.message_index, repeat(None)), dtype=bool, count=n),
+                              la, _sources(cols), held, Units.of(tokens, held, tier, la)))
 
     def recounted(self, cols: BlockColumns) -> ColumnArrays:
         """These arrays for ``cols``, which differ from the columns they were made of in ``tokens`` only.
@@ -374,18 +381,26 @@ class ColumnArrays:
         return dataclasses.replace(self, tokens=tokens, sources=_sources(cols),
                                    units=Units.of(tokens, self.held, self.tier, self.layout))
 
-    def patched(self, cols: BlockColumns, positions: Sequence[int]) -> ColumnArrays:
-        """These arrays for ``cols``, whose lists differ from this instance's only at ``positions`` (tokens, pin, exclusion)."""
+    def patched(self, positions: Sequence[int], tokens: Sequence[int], pinned: Sequence[bool],
+                manual: Sequence[bool]) -> ColumnArrays:
+        """These arrays for new ``tokens`` / ``pinned`` / ``manual`` lists that differ from their sources only at ``positions``.
+
+        The other lists (and arrays) are this instance's; the result's ``sources`` are those lists.
+        """
         at = list(positions)
-        tokens, pinned, manual, held = self.tokens.copy(), self.pinned.copy(), self.manual.copy(), self.held.copy()
+        new = [self.tokens.copy(), self.pinned.copy(), self.manual.copy(), self.held.copy()]
+        a_tokens, a_pinned, a_manual, held = new
         if at:
-            tokens[at] = list(map(cols.tokens.__getitem__, at))
-            pinned[at] = list(map(cols.pinned.__getitem__, at))
-            manual[at] = list(map(cols.manual.__getitem__, at))
-            held[at] = self.protected[at] | pinned[at]
-        return ColumnArrays(tokens, self.hidden, self.protected, pinned, manual, self.history, self.tier,
-                            self.priority, self.message, self.layout, _sources(cols), held,
-                            self.units.patched(tokens, held, at, self.layout) if at else self.units)
+            a_tokens[at] = list(map(tokens.__getitem__, at))
+            a_pinned[at] = list(map(pinned.__getitem__, at))
+            a_manual[at] = list(map(manual.__getitem__, at))
+            held[at] = self.protected[at] | a_pinned[at]
+        for array in new:
+            array.flags.writeable = False
+        src = self.sources
+        return ColumnArrays(a_tokens, self.hidden, self.protected, a_pinned, a_manual, self.history, self.tier,
+                            self.priority, self.message, self.layout, (tokens, *src[1:3], pinned, manual, *src[5:]),
+                            held, self.units.patched(a_tokens, held, at, self.layout) if at else self.units)
 
 
 def running_sums(values: Array) -> Array:
@@ -401,12 +416,16 @@ def running_sums(values: Array) -> Array:
     return out
 
 
-def _read_only(arrays: object) -> None:
-    """Make every numpy array field of ``arrays`` read-only: runs share them, and a warm run patches copies."""
+_A = TypeVar("_A")
+
+
+def _read_only(arrays: _A) -> _A:
+    """Make every numpy array field of ``arrays`` read-only (runs share them, and a warm run patches copies); returns ``arrays``."""
     for name in arrays.__slots__:  # type: ignore[attr-defined]
         value = getattr(arrays, name)
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
+    return arrays
 
 
 def _sources(cols: BlockColumns) -> tuple[object, ...]:

@@ -83,14 +83,16 @@ def test_patched_arrays_equal_fresh_arrays(cols: BlockColumns, data: st.DataObje
         pinned[i], manual[i] = not pinned[i], data.draw(st.booleans())
     new = dataclasses.replace(cols, tokens=tokens, pinned=pinned, manual=manual)
     assert arrays_of(new) is not cols.arrays  # the old arrays were made from other lists
-    patched = cols.arrays.patched(new, at)  # type: ignore[union-attr]
+    kept = cols.patched(at, tokens=tokens, pinned=pinned, manual=manual)
+    patched = kept.arrays
+    assert patched is not None and arrays_of(kept) is patched  # made for the new lists, so kept
     fresh = ColumnArrays.of(new)
     for name in ("tokens", "hidden", "protected", "pinned", "manual", "history", "tier", "priority", "message", "held"):
         assert getattr(patched, name).tolist() == getattr(fresh, name).tolist(), name
+        assert not getattr(patched, name).flags.writeable, name  # shared by later runs: read-only
     for name in ("tokens", "held", "tier"):  # rule 3's units, patched at the changed groups only
         assert getattr(patched.units, name).tolist() == getattr(fresh.units, name).tolist(), name
-    kept = dataclasses.replace(new, arrays=patched)
-    assert arrays_of(kept) is patched
+        assert not getattr(patched.units, name).flags.writeable, name
     assert cols.arrays.pinned.tolist() == cols.pinned  # type: ignore[union-attr]  # the base is unchanged
 
 
