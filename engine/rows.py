@@ -26,6 +26,7 @@ from .runstate import AssemblyColumns, Outcome, RunColumns
 from .schema._construct import construct_many, model_fields_of
 from .schema.blocks import Block
 from .schema.preview import PreviewBlock, RowChanges, known_changes, rows_from_columns
+from .shifting.columns import BlockColumns
 from .step_rules import with_entry_records
 
 _DICT_OF = attrgetter("__dict__")
@@ -105,10 +106,8 @@ def build_rows(src: RowInputs, outcome: Outcome, prior: PriorRows | None,
     # a toggled block's row is its old row with its flags and fate set; an edited block's is built anew
     flags_only = [p for p in prior.fresh if p not in prior.edited]
     if flags_only:
-        cols = src.columns.cols
         deque(map(setitem, repeat(rows), flags_only, _refated_rows(
-            prior.rows, flags_only, outcome, fields, (("pinned", cols.pinned), ("manual_excluded", cols.manual)))),
-            maxlen=0)
+            prior.rows, flags_only, outcome, fields, _flag_columns(src.columns.cols))), maxlen=0)
     rebuilt = [p for p in prior.fresh if p in prior.edited]
     if rebuilt:
         built = rows_from_columns(_row_columns(src, rebuilt, outcome), len(rebuilt))
@@ -175,9 +174,19 @@ def _block_columns(src: RowInputs, positions: Sequence[int]) -> dict[str, Sequen
     messages = map(attrgetter("message"), blocks)
     return {
         "id": pick(cols.ids), "kind": kinds, "role": map(attrgetter("role"), blocks), "source": sources,
-        "position": positions, "protected": pick(cols.protected), "pinned": pick(cols.pinned),
-        "group": pick(cols.layout.group_of), "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
-        "manual_excluded": pick(cols.manual), "message_index": pick(cols.message_index), "trace": traces}
+        "position": positions, "protected": pick(cols.protected), "group": pick(cols.layout.group_of),
+        "text": pick(c.text), "name": map(getattr, messages, repeat("name"), repeat(None)),
+        "message_index": pick(cols.message_index), "trace": traces,
+        **{field: pick(column) for field, column in _flag_columns(cols)}}
+
+
+def _flag_columns(cols: BlockColumns) -> tuple[tuple[str, Sequence[bool]], ...]:
+    """The row fields a block's pin / exclude flags set, each with its column: the only fields a toggle changes besides the fate.
+
+    :func:`_block_columns` builds every row's from these; :func:`build_rows` sets only these (and
+    the fate) on a toggled block's old row. A row field that reads a flag belongs here.
+    """
+    return ("pinned", cols.pinned), ("manual_excluded", cols.manual)
 
 
 def _fate_columns(src: RowInputs, positions: Sequence[int], outcome: Outcome) -> dict[str, Sequence[Any]]:

@@ -111,7 +111,8 @@ def terminal_progress() -> tuple[ProgressCallback | None, AbstractContextManager
             key = ("store", file)
             if key not in tasks:
                 tasks[key] = progress.add_task(f"storing {total:,} messages of {name}", total=total)
-            progress.update(tasks[key], completed=done)
+            # drawn at once: a batch can take less than the bar's refresh interval, and each one is shown
+            progress.update(tasks[key], completed=done, refresh=True)
 
     return on_progress, progress
 
