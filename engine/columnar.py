@@ -176,28 +176,36 @@ def record_fates(run: RunState) -> tuple[Sequence[str], Sequence[str]]:
     if base is not None and base.fate_codes is not None and len(base.fate_codes) == n:
         moved = sorted({*(codes != base.fate_codes).nonzero()[0].tolist(), *run.flagged, *run.edited})
         if len(moved) * 8 < n:
-            kept_at = list(base.kept_at)
             new_codes = codes[moved].tolist()
-            for i, code, was in zip(moved, new_codes, base.fate_codes[moved].tolist()):
-                if (code == 0) != (was == 0):
-                    _toggle(kept_at, i, code == 0)
+            kept_at = _kept_moved(base.kept_at, moved, new_codes, base.fate_codes[moved].tolist())
             status = PatchedList.of(base.fates[0], zip(moved, (_KEPT if k == 0 else _EXCLUDED for k in new_codes)))
             reason = PatchedList.of(base.fates[1], zip(moved, (
                 c.kept_reason[i] if k == 0 else run.pre_excluded.get(c.cols.ids[i], "") if k == _PRE
                 else SHIFT_REASONS[k] for i, k in zip(moved, new_codes))))
             run.kept_at, run.moved = kept_at, moved
             return status, reason
-    run.kept_at = (codes == 0).nonzero()[0].tolist()
+    run.kept_at = _read_only((codes == 0).nonzero()[0])
     return _fates(run)
 
 
-def _toggle(ascending: list[int], i: int, present: bool) -> None:
-    """Insert ``i`` into the ascending list (``present``) or remove it."""
-    k = bisect_left(ascending, i)
-    if present:
-        ascending.insert(k, i)
-    else:
-        del ascending[k]
+def _kept_moved(kept_at: Array, moved: list[int], codes: list[int], was: list[int]) -> Array:
+    """The kept positions after the ``moved`` positions' fate codes went from ``was`` to ``codes`` (0: kept).
+
+    ``kept_at`` itself (read-only, shared by the runs) when none of them was kept or dropped.
+    """
+    gained = [i for i, code, old in zip(moved, codes, was) if code == 0 and old != 0]
+    lost = [i for i, code, old in zip(moved, codes, was) if code != 0 and old == 0]
+    if not (gained or lost):
+        return kept_at
+    out = np.delete(kept_at, kept_at.searchsorted(lost)) if lost else kept_at
+    if gained:
+        out = np.insert(out, out.searchsorted(gained), gained)
+    return _read_only(out)
+
+
+def _read_only(array: Array) -> Array:
+    array.flags.writeable = False
+    return array
 
 
 def _fates(run: RunState) -> tuple[list[str], list[str]]:
@@ -211,9 +219,10 @@ def _fates(run: RunState) -> tuple[list[str], list[str]]:
         pre = run.pre_excluded
         reason = [pre.get(x, "") for x in c.cols.ids]
         deque(map(reason.__setitem__, run.sendable_at, shift.reasons), maxlen=0)  # type: ignore[arg-type]
-    deque(map(setitem, repeat(reason), kept_at, map(kept_reason.__getitem__, kept_at)), maxlen=0)
+    kept = kept_at.tolist()
+    deque(map(setitem, repeat(reason), kept, map(kept_reason.__getitem__, kept)), maxlen=0)
     status = [_EXCLUDED] * n
-    deque(map(setitem, repeat(status), kept_at, repeat(_KEPT)), maxlen=0)
+    deque(map(setitem, repeat(status), kept, repeat(_KEPT)), maxlen=0)
     return status, reason
 
 
@@ -245,7 +254,8 @@ def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
     provider, kept_at, base, codes = run.columns.provider, run.kept_at, run.base, run.fate_codes
     assert codes is not None
     if base is None or run.moved is None or base.fate_codes is None:
-        kept_msg = [i for i in kept_at if provider[i] is not None] if bare else kept_at
+        kept = kept_at.tolist()
+        kept_msg = [i for i in kept if provider[i] is not None] if bare else kept
         return list(map(SentMessage, map(provider.__getitem__, kept_msg)))  # type: ignore[arg-type]
     # ascending: every kept position before ``i`` is already as in this run, so ``i``'s index
     # in the list is the count of kept message blocks before it
@@ -255,7 +265,7 @@ def _kept_messages(run: RunState, bare: list[int]) -> list[ProviderMessage]:
         if sent is None or (code != 0 and was != 0):
             continue
         sent = SentMessage(sent)
-        k = bisect_left(kept_at, i) - sum(b < i for b in bare)
+        k = int(kept_at.searchsorted(i)) - sum(b < i for b in bare)
         if code == 0 and was == 0:
             messages[k] = sent
         elif code == 0:

@@ -861,7 +861,11 @@ def _remember(run: RunState, lorebooks: bool) -> None:
     run.base = None
     # what the next run compares its messages with: this request's (a warm run's: its base's with the changed ones)
     snapshot = run.message_snapshot if run.message_snapshot is not None else Snapshot.of(request.chat.messages)
-    remember(Remembered(_reuse_key(run), run.context, snapshot, run.blocks, run.position_of, lorebooks, run))
+    # the caller's request (and its list of every message) stays the caller's: a remembered run
+    # reads its figures, never its request, and keeping it would make the next run free it
+    key = _reuse_key(run)
+    del run.request
+    remember(Remembered(key, run.context, snapshot, run.blocks, run.position_of, lorebooks, run))
 
 
 def _lorebook_trace(run: RunState) -> tuple[list[TraceRecord], dict[str, dict[str, Any]]]:

@@ -330,7 +330,9 @@ class RunState:
     ``(status, reason)`` (block path); ``ordered`` is every block in prompt order (strategy- and
     interceptor-made ones included), ``final_blocks`` the ones sent. ``columns`` and what follows
     it are set on the column path (:mod:`engine.columnar`); ``base`` is the remembered run a warm
-    run patches (dropped when the run is done). A chat from a SillyTavern folder sets
+    run patches (dropped when the run is done); a remembered run has no ``request`` (released when
+    it is remembered: the caller's request, with its list of every message, is the caller's to
+    free, and the next run compares messages through the remembered snapshot). A chat from a SillyTavern folder sets
     ``sillytavern`` (step 1), ``template_inputs`` and ``template`` (step 3: SillyTavern's
     ``Generate`` as the assembly template, whose counts and fates are final) and no block field.
     The fields a rule both the block and the column path apply fills (the sendable part and its
@@ -342,7 +344,8 @@ class RunState:
     ``prompt`` and ``stop``, whichever path filled them.
     """
 
-    request: PreviewRequest
+    #: the caller's request; a remembered run no longer has one (``engine.pipeline._remember``)
+    request: PreviewRequest = field(repr=False)
     reg: Registries
     warnings: list[str] = field(default_factory=list)
     diagnostics: list[str] = field(default_factory=list)
@@ -406,7 +409,7 @@ class RunState:
     truncated: dict[str, TruncatedBlock] = field(init=False)
     ordered: list[Block] = field(init=False)
     final_blocks: list[Block] = field(init=False)
-    kept_at: list[int] = field(init=False)
+    kept_at: Array = field(init=False)  # the kept block positions, ascending (read-only int64; column path)
     fates: tuple[Sequence[str], Sequence[str]] = field(init=False)  # per block: status, reason (column path)
     fate_codes: Array | None = None  # per block: shifting's reason code, 0 kept (column path: engine.columnar)
     moved: list[int] | None = None  # a warm run: the positions whose status or reason may have moved
