@@ -24,8 +24,9 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import compress, repeat
-from operator import attrgetter, is_not, not_
+from operator import attrgetter, is_not, ne, not_
 from typing import Any, Generic, TypeVar
 
 from .cache import lru
@@ -60,8 +61,9 @@ def context_of(request: PreviewRequest, reg: Any) -> tuple[object, ...]:
     chat = request.chat
     settings = request.settings
     stages = tuple((name, reg.stages.get(name)) for name in settings.template if name in reg.stages)
-    return (tuple(v for k, v in request.__dict__.items() if k != "chat"), request.__pydantic_extra__,
-            tuple(v for k, v in chat.__dict__.items() if k != "messages"), chat.__pydantic_extra__,
+    # the request's and the chat's fields with the chat and its messages blanked (C-level dict copies)
+    return ({**request.__dict__, "chat": None}, request.__pydantic_extra__,
+            {**chat.__dict__, "messages": None}, chat.__pydantic_extra__,
             stages, reg.tokenizers.get(settings.tokenizer) if settings.tokenizer in reg.tokenizers else None)
 
 
@@ -179,15 +181,22 @@ class Snapshot:
         """
         out: list[int] = []
         chunks = list(self.chunks)
-        for k, before in enumerate(self.chunks):
+        # each chunk against the new list's slice in one C-level pass; only the differing ones item by item
+        parts = list(map(new.__getitem__, _slices(len(new))))
+        for k in compress(range(len(chunks)), map(ne, parts, chunks)):
             a = k * _SLICE
-            part = new[a:a + len(before)]
-            if part != before:
-                out += compress(range(a, a + len(before)), map(is_not, part, before))
-                if len(out) > most:
-                    return None
-                chunks[k] = list(part)
+            out += compress(range(a, a + len(chunks[k])), map(is_not, parts[k], chunks[k]))
+            if len(out) > most:
+                return None
+            part = parts[k]
+            chunks[k] = part if isinstance(part, list) else list(part)
         return out, Snapshot(tuple(chunks))
+
+
+@lru_cache(maxsize=8)
+def _slices(n: int) -> tuple[slice, ...]:
+    """The slices of :data:`_SLICE` positions that cover ``n`` messages (a :class:`Snapshot`'s chunks)."""
+    return tuple(slice(a, min(a + _SLICE, n)) for a in range(0, n, _SLICE))
 
 
 def changed_messages(new: Sequence[ChatMessage], old: Sequence[ChatMessage] | Snapshot,

@@ -282,8 +282,8 @@ class RunColumns:
             "PINNED" if b.pinned and not b.protected else b.reason for b in moved)))
         kept_reasons = self.kept_reasons.union(map(kept_reason.__getitem__, changed))
         if not edited:
-            return dataclasses.replace(self, cols=self.cols.patched(changed, pinned=pinned, manual=manual),
-                                       kept_reason=kept_reason, kept_reasons=kept_reasons)
+            return RunColumns(self.cols.patched(changed, pinned=pinned, manual=manual), kept_reason, self.text,
+                              self.provider, self.pieces, self.overhead, self.listy, self.bare, self.listed, kept_reasons)
         provider, pieces, overhead = list(self.provider), list(self.pieces), list(self.overhead)
         tokens, text = list(self.cols.tokens), list(self.text)
         for pos in edited:

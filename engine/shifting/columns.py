@@ -124,7 +124,8 @@ class BlockColumns:
     """Per-block figures of a prompt as parallel lists, one entry per block in prompt order.
 
     Treat the lists as read-only; a run that changes a flag makes new columns
-    (``dataclasses.replace(cols, pinned=new_list)``).
+    (``dataclasses.replace(cols, pinned=new_list)``, or :meth:`patched`). ``arrays``: the lists
+    as numpy arrays (:class:`ColumnArrays`), kept only while they were made from these very lists.
 
     Attributes
     ----------
@@ -160,6 +161,13 @@ class BlockColumns:
     layout: ToolLayout
     arrays: ColumnArrays | None = None
 
+    def __post_init__(self) -> None:
+        # arrays made from other lists (``dataclasses.replace`` of one list) are dropped: ``arrays``
+        # is always this instance's, so :func:`arrays_of` need not check it at every read
+        a = self.arrays
+        if a is not None and not all(map(is_, a.sources, _sources(self))):
+            object.__setattr__(self, "arrays", None)
+
     def __len__(self) -> int:
         """Number of blocks."""
         return len(self.ids)
@@ -179,7 +187,8 @@ class BlockColumns:
         pinned = self.pinned if pinned is None else pinned
         manual = self.manual if manual is None else manual
         arrays = arrays_of(self).patched(positions, tokens, pinned, manual)
-        return dataclasses.replace(self, tokens=tokens, pinned=pinned, manual=manual, arrays=arrays)
+        return BlockColumns(self.ids, self.labels, self.message_index, self.kinds, self.sources, tokens, self.hidden,
+                            self.protected, pinned, manual, self.history, self.tier, self.priority, self.layout, arrays)
 
     @classmethod
     def from_blocks(cls, blocks: Sequence[Block], tokens: Sequence[int],
@@ -319,15 +328,18 @@ class Units:
         return _read_only(cls(tokens, held, tier))
 
     def patched(self, tokens: Array, held: Array, at: list[int], la: LayoutArrays) -> Units:
-        """These units after the blocks at ``at`` changed ``tokens`` / ``held`` (tiers never change): O(changed)."""
-        unit_tokens, unit_held = self.tokens.copy(), self.held.copy()
-        for p in at:
-            unit_tokens[p], unit_held[p] = tokens[p], held[p]
-        for k in {int(la.group[p]) for p in at} - {-1}:
+        """These units after the blocks at ``at`` changed ``tokens`` / ``held`` (tiers never change): O(changed).
+
+        An array whose values at the changed units are as before is shared, not copied.
+        """
+        where, unit_tokens, unit_held = list(at), [tokens[p] for p in at], [held[p] for p in at]
+        for k in {int(la.group[p]) for p in at} - {-1}:  # a group's figures on its head (after its own)
             ms = la.members[la.starts[k]:la.starts[k + 1] if k + 1 < len(la.starts) else len(la.members)]
-            unit_tokens[ms[0]], unit_held[ms[0]] = tokens[ms].sum(), held[ms].any()
-        unit_tokens.flags.writeable = unit_held.flags.writeable = False
-        return Units(unit_tokens, unit_held, self.tier)
+            where.append(int(ms[0]))
+            unit_tokens.append(tokens[ms].sum())
+            unit_held.append(held[ms].any())
+        return Units(patched_array(self.tokens, where, unit_tokens), patched_array(self.held, where, unit_held),
+                     self.tier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,21 +398,34 @@ class ColumnArrays:
         """These arrays for new ``tokens`` / ``pinned`` / ``manual`` lists that differ from their sources only at ``positions``.
 
         The other lists (and arrays) are this instance's; the result's ``sources`` are those lists.
+        An array whose values at ``positions`` are as before is shared (a toggled exclusion
+        copies the exclusion array only).
         """
         at = list(positions)
-        new = [self.tokens.copy(), self.pinned.copy(), self.manual.copy(), self.held.copy()]
-        a_tokens, a_pinned, a_manual, held = new
-        if at:
-            a_tokens[at] = list(map(tokens.__getitem__, at))
-            a_pinned[at] = list(map(pinned.__getitem__, at))
-            a_manual[at] = list(map(manual.__getitem__, at))
-            held[at] = self.protected[at] | a_pinned[at]
-        for array in new:
-            array.flags.writeable = False
         src = self.sources
+        sources = (tokens, *src[1:3], pinned, manual, *src[5:])
+        if not at:
+            return dataclasses.replace(self, sources=sources)
+        a_tokens = patched_array(self.tokens, at, list(map(tokens.__getitem__, at)))
+        a_pinned = patched_array(self.pinned, at, list(map(pinned.__getitem__, at)))
+        a_manual = patched_array(self.manual, at, list(map(manual.__getitem__, at)))
+        held = patched_array(self.held, at, self.protected[at] | a_pinned[at])
+        units = self.units
+        if a_tokens is not self.tokens or held is not self.held:
+            units = units.patched(a_tokens, held, at, self.layout)
         return ColumnArrays(a_tokens, self.hidden, self.protected, a_pinned, a_manual, self.history, self.tier,
-                            self.priority, self.message, self.layout, (tokens, *src[1:3], pinned, manual, *src[5:]),
-                            held, self.units.patched(a_tokens, held, at, self.layout) if at else self.units)
+                            self.priority, self.message, self.layout, sources, held, units)
+
+
+def patched_array(array: Array, at: Sequence[int], values: Sequence[Any] | Array) -> Array:
+    """``array`` with ``values`` at positions ``at``: a read-only copy, or ``array`` itself when they are there already."""
+    new = np.asarray(values, dtype=array.dtype)
+    if (array[at] == new).all():
+        return array
+    out = array.copy()
+    out[at] = new
+    out.flags.writeable = False
+    return out
 
 
 def running_sums(values: Array) -> Array:
@@ -434,11 +459,9 @@ def _sources(cols: BlockColumns) -> tuple[object, ...]:
 
 
 def arrays_of(cols: BlockColumns) -> ColumnArrays:
-    """``cols.arrays`` when they were made from ``cols``' very lists, else new arrays of ``cols``."""
+    """``cols.arrays`` (made from ``cols``' very lists: :class:`BlockColumns` drops any other), else new arrays of ``cols``."""
     a = cols.arrays
-    if a is not None and all(map(is_, a.sources, _sources(cols))):
-        return a
-    return ColumnArrays.of(cols)
+    return a if a is not None else ColumnArrays.of(cols)
 
 
 def with_arrays(cols: BlockColumns) -> BlockColumns:
