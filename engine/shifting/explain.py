@@ -190,7 +190,7 @@ class _Column:
         self.table.append(e)
 
     def spread(self, rows: Array, values: Array, make: Callable[[int], _Recipe]) -> None:
-        """``rows[k]`` gets the entry ``make(values[k])`` (``values``: ints ≥ 0), made when that code is first read.
+        """The ``k``-th of ``rows`` (positions, or a mask over them) gets the entry ``make(values[k])`` (``values``: ints ≥ 0), made when that code is first read.
 
         The codes are the values themselves past the table's end (one numpy pass, no search for
         the distinct values); a segment spans ``0..max(values)``, or the distinct values
@@ -285,28 +285,27 @@ def _explain_history(cols: BlockColumns, f: Fates, budget: int, free: int, group
     each made when first read (:class:`_Table`).
     """
     a = arrays_of(cols)
-    room = (f.room & a.history).nonzero()[0]
-    if not len(room):
+    room = f.room & a.history  # a mask over positions: no list of the thousands of positions is made
+    if not room.any():
         return
     la, tokens = a.layout, a.tokens
-    boundary = int(room[-1])
+    boundary = len(room) - 1 - int(room[::-1].argmax())  # the newest
     bnumber = int(la.group[boundary])
     bgroup = cols.layout.group_of[boundary]
     need = int(group_tokens[bnumber]) if bnumber >= 0 else cols.tokens[boundary]
     figures = _Room(free, budget, cols.labels[boundary], need, cols.ids[boundary], cols.message_index[boundary])
     # messages outside tool groups: one explanation per distinct token count ("short": more than is free)
-    numbers = la.group[room]
-    singles = room[numbers < 0]
+    singles = room & la.lone
     out.spread(singles, tokens[singles], lambda own: (own, None, free < own, figures))
-    if len(singles) != len(room):  # tool-group members: one explanation per group ("short" for the boundary's)
+    grouped = room & ~la.lone
+    if grouped.any():  # tool-group members: one explanation per group ("short" for the boundary's)
         ids = cols.layout.ids
 
         def per_group(g: int) -> _Recipe:
             own = int(group_tokens[g])
             return own, ids[g], own > free or g == bnumber, figures
 
-        grouped = numbers >= 0
-        out.spread(room[grouped], numbers[grouped], per_group)
+        out.spread(grouped, la.group[grouped], per_group)
     if bgroup is None:
         out[boundary] = (cols.tokens[boundary], None, True, figures)
 

@@ -194,7 +194,8 @@ def fit_columns(cols: BlockColumns, shift_budget_of: Callable[[int], int], *, ho
     linear = getattr(shift_budget_of, "linear_offset", None)
     if isinstance(linear, int):
         offset = p_tokens + linear
-        out[hist] = rooms + offset if offset >= 1 else np.maximum(rooms + offset, 1)  # a room is at least 0
+        fwd, r = hist[::-1], rooms[::-1]  # oldest first: ascending positions (the rooms are read newest first)
+        out[fwd] = r + offset if offset >= 1 else np.maximum(r + offset, 1)  # a room is at least 0
     else:  # newest first: the inverse guesses from the last answer
         out[hist] = [window(p_tokens + r) for r in rooms.tolist()]
     la = u.arrays.layout
