@@ -155,13 +155,15 @@ def shift_columns(cols: BlockColumns, budget: int, *, honor_manual: bool = False
     live = (codes == 0) & a.layout.head  # live unit heads
     live_held = live & units.held
     protected_tokens = int(np.dot(units.tokens, live_held))
-    removable = (live & ~units.held).nonzero()[0]
+    removable_at = live & ~units.held
+    removable = removable_at.nonzero()[0]
     error: str | None = None
     if protected_tokens > budget:  # rule 4
         error = TOKEN_BUDGET_EXCEEDED
         units.drop_all(removable, _CODE["OVER_BUDGET_PROTECTED"], _CODE["OVER_BUDGET_PROTECTED"])
     else:  # rule 5
-        _drop_until_fits(units, removable, int(np.dot(units.tokens, live)), budget - protected_tokens, budget)
+        _drop_until_fits(units, removable, removable_at, int(np.dot(units.tokens, live)), budget - protected_tokens,
+                         budget)
     kept_total = int(np.dot(a.tokens, codes == 0))
     if error is None and kept_total > budget:  # pragma: no cover - guarded by _drop_until_fits
         raise AssertionError("shift_columns left the prompt over budget")
@@ -264,18 +266,22 @@ class _Units:
             self.codes[m] = code
 
     def drop_all(self, heads: Array, codes: Array | int, group_code: int) -> None:
-        """Exclude the units at ``heads``: ``codes`` for a lone block, ``group_code`` for every member of a larger group."""
+        """Exclude the units at ``heads`` (positions, or a mask over them): ``codes`` for a lone block, ``group_code`` for every member of a larger group."""
         self.codes[heads] = codes
         la = self.arrays.layout
         if len(heads) and len(la.heads):
-            mark = np.zeros(len(self.codes), dtype=bool)
-            mark[heads] = True
+            if heads.dtype == bool:
+                mark = heads
+            else:
+                mark = np.zeros(len(self.codes), dtype=bool)
+                mark[heads] = True
             hit = mark[la.heads]  # per group: its head is among ``heads``
             self.codes[la.members[hit[la.member_group] & la.member_multi]] = group_code
 
 
-def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, budget: int) -> None:
-    """Rule 5: remove units (heads ``removable``) in the module's order until ``total`` fits ``budget``.
+def _drop_until_fits(units: _Units, removable: Array, removable_at: Array, total: int, room: int,
+                     budget: int) -> None:
+    """Rule 5: remove units (heads ``removable``; ``removable_at`` the same as a mask, which this may change) in the module's order until ``total`` fits ``budget``.
 
     ``room`` is what the protected units leave; a unit larger than it can never fit and goes
     first, whatever its age: dropping an old small message to make room for it would be pointless.
@@ -289,6 +295,7 @@ def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, bud
         units.drop_all(too_large, _CODE["TOO_LARGE_FOR_BUDGET"], _CODE["TOO_LARGE_FOR_BUDGET"])
         total -= int(sizes[large].sum())
         removable, sizes = removable[~large], sizes[~large]
+        removable_at[too_large] = False
     tiers = units.tier[removable]
     history = bool((tiers == 2).all())
     if history:  # history only (the usual chat): oldest first as they stand
@@ -302,8 +309,12 @@ def _drop_until_fits(units: _Units, removable: Array, total: int, room: int, bud
         return
     cum = running_sums(sizes)
     k = min(int(cum.searchsorted(total - budget, side="left")) + 1, len(order))
+    if history:  # the oldest k: every removable unit up to the k-th, as a mask
+        removable_at[int(order[k - 1]) + 1:] = False
+        units.drop_all(removable_at, _TIER_CODE[2], _CODE["TOOL_GROUP_DROPPED"])
+        return
     dropped = order[:k]
-    units.drop_all(dropped, _TIER_CODE[2] if history else _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
+    units.drop_all(dropped, _TIER_CODE[units.tier[dropped]], _CODE["TOOL_GROUP_DROPPED"])
 
 
 def unsendable_positions(blocks: Sequence[Block], groups: ToolGroups | None = None, *,
