@@ -60,7 +60,7 @@ def context_of(request: PreviewRequest, reg: Any) -> tuple[object, ...]:
     """
     chat = request.chat
     settings = request.settings
-    stages = tuple((name, reg.stages.get(name)) for name in settings.template if name in reg.stages)
+    stages = reg.stages.pick(settings.template)
     # the request's and the chat's fields with the chat and its messages blanked (C-level dict copies)
     return ({**request.__dict__, "chat": None}, request.__pydantic_extra__,
             {**chat.__dict__, "messages": None}, chat.__pydantic_extra__,

@@ -49,6 +49,10 @@ class ListColumn(Sequence[T]):
         return f"{type(self).__name__}({self.tolist()!r})"
 
 
+#: :meth:`PatchedList.__getitem__`'s marker of a position without a change.
+_UNCHANGED = object()
+
+
 class PatchedList(ListColumn[T]):
     """``base`` with the positions in ``changes`` replaced (read-only; ``base`` is never changed).
 
@@ -102,6 +106,9 @@ class PatchedList(ListColumn[T]):
     def __getitem__(self, index: slice) -> list[T]: ...
 
     def __getitem__(self, index: int | slice) -> T | list[T]:
+        if type(index) is int and index >= 0:  # the usual read: one dict lookup, then the root
+            found = self._changes.get(index, _UNCHANGED)
+            return self._base[index] if found is _UNCHANGED else found  # type: ignore[return-value]
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self._base))
             if step != 1:

@@ -8,7 +8,7 @@ own code. Built-ins register through the same API as plugins.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from .errors import SettingsError
@@ -48,6 +48,12 @@ class NamedRegistry(Generic[T]):
             raise SettingsError(
                 self.unknown_code,
                 f"unknown {self.kind} {name!r} (known: {', '.join(self._items) or 'none'})") from None
+
+    def pick(self, names: Iterable[str]) -> tuple[tuple[str, T], ...]:
+        """``(name, item)`` for each of ``names`` that is registered, in the order of ``names`` (C-level passes)."""
+        items = self._items
+        found = list(filter(items.__contains__, names))
+        return tuple(zip(found, map(items.__getitem__, found)))
 
     def names(self) -> list[str]:
         """Registered names, in registration order."""
