@@ -322,6 +322,10 @@ class Outcome:
     moved: list[int] | None = None
 
 
+#: A run's figures before step 10 makes them: none (read-only, so every run shares these).
+_NO_FITS, _NO_DETAILS = FitWindows.none(0), ReasonDetails.none(0)
+
+
 @dataclass
 class RunState:
     """What one preview has worked out so far; each step of :func:`engine.pipeline.prepare` fills its part.
@@ -434,8 +438,8 @@ class RunState:
     # 10. report
     rows: list[PreviewBlock] = field(init=False)
     # per row: the chat-wide figures (ContextPreview.fit_windows / reason_details; empty: none computed)
-    fit_windows: FitWindows = field(default_factory=lambda: FitWindows.none(0))
-    reason_details: ReasonDetails = field(default_factory=lambda: ReasonDetails.none(0))
+    fit_windows: FitWindows = field(default_factory=lambda: _NO_FITS)  # (read-only: shared)
+    reason_details: ReasonDetails = field(default_factory=lambda: _NO_DETAILS)
     #: A warm run's change set from the base run's preview: ``(its serial, id(rows), changes)`` (column path).
     row_changes: tuple[int, int, RowChanges] | None = None
     lorebook_trace: list[TraceRecord] = field(default_factory=list)

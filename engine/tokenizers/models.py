@@ -9,6 +9,7 @@ Unknown models resolve to ``generic-approx`` with a visible warning, never silen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: (name or prefix, tokenizer profile, context limit in tokens). Longest prefix wins.
 MODEL_TABLE: tuple[tuple[str, str, int], ...] = (
@@ -123,8 +124,9 @@ class ModelInfo:
     known: bool
 
 
+@lru_cache(maxsize=256)
 def lookup_model(model: str) -> ModelInfo:
-    """Resolve ``model`` through :data:`MODEL_TABLE` (exact, then longest prefix)."""
+    """Resolve ``model`` through :data:`MODEL_TABLE` (exact, then longest prefix); the answer is kept per name (the table is constant)."""
     name = (model or "").strip().lower()
     if "/" in name:
         name = name.rsplit("/", 1)[1]
