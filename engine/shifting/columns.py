@@ -420,7 +420,7 @@ class ColumnArrays:
 def patched_array(array: Array, at: Sequence[int], values: Sequence[Any] | Array) -> Array:
     """``array`` with ``values`` at positions ``at``: a read-only copy, or ``array`` itself when they are there already."""
     new = np.asarray(values, dtype=array.dtype)
-    if (array[at] == new).all():
+    if array[at].tolist() == new.tolist():  # a few positions: compared as lists (C-level, no numpy wrapper)
         return array
     out = array.copy()
     out[at] = new
