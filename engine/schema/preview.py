@@ -333,7 +333,11 @@ class ReasonDetails(ListColumn[Explanation | None]):
         return np.flatnonzero(differ[inverse.reshape(-1)]).tolist()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return ReasonDetails, (self.codes, tuple(self.table))
+        # only the explanations some row has (a table may hold codes no row has: explain_columns' segments)
+        distinct, inverse = np.unique(self.codes, return_inverse=True)
+        used = [k for k in distinct.tolist() if k >= 0]
+        codes = inverse.reshape(-1).astype(np.int32) - (len(distinct) - len(used))
+        return ReasonDetails, (codes, tuple(map(self.table.__getitem__, used)))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:

@@ -332,14 +332,13 @@ class Units:
 
         An array whose values at the changed units are as before is shared, not copied.
         """
-        where, unit_tokens, unit_held = list(at), [tokens[p] for p in at], [held[p] for p in at]
-        for k in {int(la.group[p]) for p in at} - {-1}:  # a group's figures on its head (after its own)
+        units = {p: (tokens[p], held[p]) for p in at}  # per position its unit's figures, each position once
+        for k in {int(la.group[p]) for p in at} - {-1}:  # a group's figures on its head (over its own)
             ms = la.members[la.starts[k]:la.starts[k + 1] if k + 1 < len(la.starts) else len(la.members)]
-            where.append(int(ms[0]))
-            unit_tokens.append(tokens[ms].sum())
-            unit_held.append(held[ms].any())
-        return Units(patched_array(self.tokens, where, unit_tokens), patched_array(self.held, where, unit_held),
-                     self.tier)
+            units[int(ms[0])] = (tokens[ms].sum(), held[ms].any())
+        where, figures = list(units), list(units.values())
+        return Units(patched_array(self.tokens, where, [t for t, _ in figures]),
+                     patched_array(self.held, where, [h for _, h in figures]), self.tier)
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,7 +200,7 @@ class _Column:
             return
         top = int(values.max())
         at = len(self.table)
-        if top < 4 * len(values) + 65536:
+        if top < 4 * len(values) + 4096:  # (a segment past that: mostly codes no row has)
             self.codes[rows] = values + at
             self.table += [None] * (top + 1)
             self.segments.append((at, make))

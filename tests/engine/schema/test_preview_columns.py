@@ -135,7 +135,10 @@ def test_room_explanations_are_made_when_a_row_is_read() -> None:
     """``engine.shifting.explain._Table``: the figures are kept, the explanation object is made on the first read."""
     pv = _pv()
     table = pv.reason_details.table
-    pending = [k for k in range(len(table)) if type(table._items[k]) is tuple]  # type: ignore[attr-defined]
+    # not made yet: a segment's code (``None``, made from the token count it stands for) or figures (a tuple)
+    pending = [k for k in range(len(table)) if table._items[k] is None  # type: ignore[attr-defined]
+               or type(table._items[k]) is tuple]  # type: ignore[attr-defined]
+    pending = [k for k in pending if k in set(pv.reason_details.codes.tolist())]
     assert pending, "a preview with messages out for room keeps their explanations' figures"
     row = next(r for r, k in enumerate(pv.reason_details.codes.tolist()) if k == pending[0])
     first = pv.reason_details[row]
@@ -143,6 +146,23 @@ def test_room_explanations_are_made_when_a_row_is_read() -> None:
     assert "free" in first.data and first.text
     again = _pv()  # a cold run of the same request: equal rows, equal explanations
     assert again.reason_details == pv.reason_details
+
+
+def test_a_pickled_reason_column_keeps_only_the_explanations_its_rows_have() -> None:
+    """Review s5: a removed message of many tokens gave its segment as many codes; pickling or
+    copying the column must not write an explanation for each of them."""
+    messages = [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " * 30) for i in range(40)]
+    messages[3] = ChatMessage(role="assistant", content="word " * 3000)  # fits the budget, not what is free
+    pv = preview(PreviewRequest(chat=Chat(messages=messages),
+                                settings=ContextSettings(model="gpt-4o", context_limit=5000, reply_reserve=100)),
+                 registries=default_registries())
+    details = pv.reason_details
+    assert pv.blocks[3].reason == "HISTORY_OLDEST_FIRST" and "needs 3,005 tokens" in details[3].text
+    used = {k for k in details.codes.tolist() if k >= 0}
+    assert len(details.table) > 3000 > len(used)  # a code per token count up to 3,005: most of them no row's
+    for back in (pickle.loads(pickle.dumps(details)), copy.deepcopy(details)):
+        assert back == details and back.tolist() == details.tolist()
+        assert len(back.table) == len(used)
 
 
 def test_a_copy_given_plain_lists_compares_as_the_columns() -> None:
