@@ -184,7 +184,8 @@ def record_fates(run: RunState) -> tuple[Sequence[str], Sequence[str]]:
                 else SHIFT_REASONS[k] for i, k in zip(moved, new_codes))))
             run.kept_at, run.moved = kept_at, moved
             return status, reason
-    run.kept_at = _read_only((codes == 0).nonzero()[0])
+    run.kept_at = kept = (codes == 0).nonzero()[0]
+    kept.flags.writeable = False  # shared by the warm runs that follow
     return _fates(run)
 
 
@@ -200,12 +201,8 @@ def _kept_moved(kept_at: Array, moved: list[int], codes: list[int], was: list[in
     out = np.delete(kept_at, kept_at.searchsorted(lost)) if lost else kept_at
     if gained:
         out = np.insert(out, out.searchsorted(gained), gained)
-    return _read_only(out)
-
-
-def _read_only(array: Array) -> Array:
-    array.flags.writeable = False
-    return array
+    out.flags.writeable = False
+    return out
 
 
 def _fates(run: RunState) -> tuple[list[str], list[str]]:

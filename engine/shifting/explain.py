@@ -250,7 +250,9 @@ class _Table(Sequence[Explanation]):
             return [self[i] for i in range(*k.indices(len(self._items)))]
         if k < 0:
             k += len(self._items)
-        item = self._items[k] if k >= 0 else self._items[len(self._items)]  # (past the start: IndexError)
+        if not 0 <= k < len(self._items):
+            raise IndexError("explanation code out of range")
+        item = self._items[k]
         if item is None:  # a segment's code: its figures from the value it stands for
             s = bisect_right(self._starts, k) - 1
             item = self._makers[s](k - self._starts[s])
